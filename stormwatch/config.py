@@ -1,0 +1,273 @@
+"""Site configuration (YAML), validated at load.
+
+A site file describes one construction site: who enforces (jurisdiction), where the devices are
+and how to reach them, which probes form the turbidity pair, and the sediment basin's geometry.
+See ``examples/site.yaml`` for a complete, commented example.
+
+Errors: :func:`load_site` raises :class:`ConfigError` whose message names the file and the bad
+key path (e.g. ``site.yaml: devices.2.transport.port: Field required``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from stormwatch.contract import TopicLevel
+from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
+
+#: 1 ft = 0.3048 m exactly (international foot).
+M_PER_FT = 0.3048
+
+Jurisdiction = str  # a rule-pack name, e.g. "ch133", "ch196" (alerts/packs/<name>.yaml)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModbusTcp(_Strict):
+    kind: Literal["modbus-tcp"]
+    host: str
+    port: int = Field(default=502, ge=1, le=65535)
+    unit_id: int = Field(default=1, ge=0, le=247)
+    timeout_s: float = Field(default=1.0, gt=0)
+
+
+class ModbusRtu(_Strict):
+    kind: Literal["modbus-rtu"]
+    port: str
+    baud: int = 9600
+    unit_id: int = Field(default=1, ge=1, le=247)
+    parity: Literal["N", "E", "O"] = "N"
+    stopbits: Literal[1, 2] = 1
+    timeout_s: float = Field(default=1.0, gt=0)
+
+
+class Serial(_Strict):
+    kind: Literal["serial"]
+    port: str
+    baud: int = 9600
+    timeout_s: float = Field(default=1.0, gt=0)
+
+
+Transport = Annotated[ModbusTcp | ModbusRtu | Serial, Field(discriminator="kind")]
+
+
+class Device(_Strict):
+    """One device at the site.
+
+    Attributes:
+        id: device id (an MQTT topic level), unique within the site.
+        profile: profile model name (``device_profiles/<profile>.yaml``).
+        transport: how to reach it.
+        poll_interval_s: seconds between polls (event time).
+        sdi12_address: SDI-12 address for SDI-12 profiles.
+    """
+
+    id: TopicLevel
+    profile: str
+    transport: Transport
+    poll_interval_s: float = Field(default=60.0, gt=0)
+    sdi12_address: str | None = None
+
+
+class TurbidityPair(_Strict):
+    """Background (upstream) and compliance (downstream) probes (rules.md R2)."""
+
+    upstream: str
+    downstream: str
+
+
+class BasinGeometry(_Strict):
+    """Rectangular basin with sloped sides (hydrology.md, "Stage–storage").
+
+    Attributes:
+        bottom_length_ft, bottom_width_ft: floor dimensions.
+        side_slope_z: horizontal run per unit rise (z:1).
+        design_height_ft: design storage height H above the floor.
+    """
+
+    bottom_length_ft: float = Field(gt=0)
+    bottom_width_ft: float = Field(gt=0)
+    side_slope_z: float = Field(ge=0)
+    design_height_ft: float = Field(gt=0)
+
+
+class Basin(_Strict):
+    """The sediment trap/basin watched for cleanout (rules.md R3).
+
+    Either ``geometry`` or ``stage_storage`` (rows of ``[stage_ft, volume_ft3]``, increasing,
+    starting at ``[0, 0]``; ``design_height_ft`` then required).
+
+    Attributes:
+        id: basin name.
+        device: the level device measuring the sediment surface.
+        sensor_mount_height_ft: for distance-down sensors, height of the sensor face above the floor.
+    """
+
+    id: str = "basin-1"
+    device: str
+    sensor_mount_height_ft: float | None = Field(default=None, gt=0)
+    geometry: BasinGeometry | None = None
+    stage_storage: tuple[tuple[float, float], ...] | None = None
+    design_height_ft: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Basin:
+        if (self.geometry is None) == (self.stage_storage is None):
+            raise ValueError("give exactly one of 'geometry' or 'stage_storage'")
+        if self.stage_storage is not None:
+            if self.design_height_ft is None:
+                raise ValueError("design_height_ft is required with stage_storage")
+            rows = self.stage_storage
+            if len(rows) < 2 or rows[0] != (0.0, 0.0):
+                raise ValueError("stage_storage needs ≥ 2 rows starting at [0, 0]")
+            for (s0, v0), (s1, v1) in zip(rows, rows[1:], strict=False):
+                if not (s1 > s0 and v1 >= v0):
+                    raise ValueError("stage_storage rows must increase in stage and not decrease in volume")
+            if self.design_height_ft > rows[-1][0]:
+                raise ValueError("design_height_ft is above the last stage_storage row")
+        return self
+
+    @property
+    def design_height(self) -> float:
+        """H in feet."""
+        if self.geometry is not None:
+            return self.geometry.design_height_ft
+        assert self.design_height_ft is not None
+        return self.design_height_ft
+
+
+class Site(_Strict):
+    """The ``site:`` block."""
+
+    id: TopicLevel
+    name: str = ""
+    jurisdiction: Jurisdiction
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA time zone {v!r}") from exc
+        return v
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+class SiteConfig(_Strict):
+    """A whole site file.
+
+    Attributes:
+        site: identity, jurisdiction, time zone.
+        gateway_id: the site's gateway id (an MQTT topic level).
+        devices: the devices polled by the gateway.
+        rain_gauge: id of the rain gauge device.
+        turbidity_pair: optional upstream/downstream probes.
+        basin: optional sediment basin.
+        rules: per-site overrides of rule-pack parameters (rule id → parameter → value).
+    """
+
+    site: Site
+    gateway_id: TopicLevel = "gw-1"
+    devices: tuple[Device, ...] = Field(min_length=1)
+    rain_gauge: str | None = None
+    turbidity_pair: TurbidityPair | None = None
+    basin: Basin | None = None
+    rules: dict[str, dict[str, float | int | str | bool]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _references(self) -> SiteConfig:
+        ids = [d.id for d in self.devices]
+        dupes = {i for i in ids if ids.count(i) > 1}
+        if dupes:
+            raise ValueError(f"duplicate device ids: {sorted(dupes)}")
+        known = set(ids)
+        refs = {"rain_gauge": self.rain_gauge}
+        if self.turbidity_pair:
+            refs["turbidity_pair.upstream"] = self.turbidity_pair.upstream
+            refs["turbidity_pair.downstream"] = self.turbidity_pair.downstream
+        if self.basin:
+            refs["basin.device"] = self.basin.device
+        for key, ref in refs.items():
+            if ref is not None and ref not in known:
+                raise ValueError(f"{key}: no device {ref!r} (devices: {sorted(known)})")
+        return self
+
+    def device(self, device_id: str) -> Device:
+        """The device with ``device_id``.
+
+        Raises:
+            KeyError: unknown device.
+        """
+        for d in self.devices:
+            if d.id == device_id:
+                return d
+        raise KeyError(device_id)
+
+
+class ConfigError(ValueError):
+    """An invalid site file; the message names the file and the bad key."""
+
+
+def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None) -> SiteConfig:
+    """Validate an already-parsed site document.
+
+    Args:
+        data: the YAML document.
+        source: file name used in error messages.
+        profiles: when given, every device's profile must exist and be valid.
+
+    Raises:
+        ConfigError: with ``source`` and the key path of each problem.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    try:
+        cfg = SiteConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+            lines.append(f"{source}: {loc}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from exc
+    if profiles is not None:
+        for i, dev in enumerate(cfg.devices):
+            try:
+                profiles.get(dev.profile)
+            except ProfileError as exc:
+                raise ConfigError(f"{source}: devices.{i}.profile: {exc}") from exc
+    return cfg
+
+
+def load_site(path: str | Path, profiles: ProfileLibrary | None = None) -> SiteConfig:
+    """Load and validate a site YAML file (see :func:`parse_site`).
+
+    Raises:
+        ConfigError: unreadable file, bad YAML or an invalid key (file and key named).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_site(data, str(path), profiles)
+
+
+def device_profiles(cfg: SiteConfig, profiles: ProfileLibrary) -> dict[str, DeviceProfile]:
+    """device id → profile for every device of ``cfg``."""
+    return {d.id: profiles.get(d.profile) for d in cfg.devices}

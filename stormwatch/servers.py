@@ -1,0 +1,228 @@
+"""Start real Mosquitto and InfluxDB 1.x servers as child processes on free loopback ports.
+
+Used by the test suite, the benchmarks and ``stormwatch demo`` (which prefers a ``mosquitto`` on
+PATH). Configuration files are the project's own (``MOSQUITTO_CONF`` below), written to a
+private directory; data lives in that directory too.
+
+Mosquitto settings chosen on purpose (failure-kinds.md #17):
+
+* ``max_queued_messages 1000000`` -- the default 1,000 silently drops QoS 1 messages queued for
+  a disconnected persistent session beyond that count (a consumer that is restarting must lose
+  nothing).
+* ``max_inflight_messages 1000`` -- the default 20 throttles a consumer that acknowledges after a
+  batched durable write.
+* ``persistence true`` -- queued messages survive a broker restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MOSQUITTO_CONF = """\
+# stormwatch test/demo broker -- see stormwatch/servers.py for why each limit is set.
+per_listener_settings false
+listener {port} 127.0.0.1
+allow_anonymous true
+persistence true
+persistence_location {data}/
+autosave_interval 1
+max_queued_messages 1000000
+max_inflight_messages 1000
+max_packet_size 1048576
+log_dest file {data}/mosquitto.log
+log_type error
+log_type warning
+log_type notice
+"""
+
+INFLUXDB1_CONF = """\
+reporting-disabled = true
+bind-address = "127.0.0.1:{rpc_port}"
+[meta]
+  dir = "{data}/meta"
+[data]
+  dir = "{data}/data"
+  wal-dir = "{data}/wal"
+  query-log-enabled = false
+[coordinator]
+[retention]
+[monitor]
+  store-enabled = false
+[http]
+  enabled = true
+  bind-address = "127.0.0.1:{port}"
+  auth-enabled = false
+  log-enabled = false
+  max-body-size = 0
+[continuous_queries]
+  enabled = false
+"""
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout_s: float = 15.0) -> None:
+    """Wait until something listens on 127.0.0.1:``port``.
+
+    Raises:
+        TimeoutError: nothing listened within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+
+
+def find_binary(name: str) -> str | None:
+    """Path to ``name`` on PATH or in the Debian sbin dirs (``mosquitto`` lives in /usr/sbin)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for d in ("/usr/sbin", "/usr/local/sbin", "/sbin"):
+        p = Path(d) / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return None
+
+
+@dataclass
+class ServerProcess:
+    """A child server that can be stopped and started again on the same port and data dir."""
+
+    name: str
+    argv: list[str]
+    port: int
+    data_dir: Path
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        if self.running:
+            return
+        log = open(self.data_dir / f"{self.name}.stdout.log", "ab")  # noqa: SIM115 - owned by the child
+        self._proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        try:
+            wait_port(self.port, timeout_s)
+        except TimeoutError:
+            self.stop()
+            tail = (self.data_dir / f"{self.name}.stdout.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{self.name} did not start on port {self.port}:\n{tail}") from None
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(5)
+        self._proc = None
+
+    def kill(self) -> None:
+        """SIGKILL the server (an abrupt outage)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(5)
+        self._proc = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+
+@dataclass
+class Mosquitto(ServerProcess):
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+
+@dataclass
+class InfluxDB1(ServerProcess):
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def store_url(self, database: str) -> str:
+        """A ``influx1://`` store URL for ``database`` on this server."""
+        return f"influx1://127.0.0.1:{self.port}/{database}"
+
+    def query(self, q: str, database: str | None = None) -> dict:
+        """Run an InfluxQL query over HTTP and return the decoded JSON."""
+        import json
+        import urllib.parse
+
+        params = {"q": q, "epoch": "ns"}
+        if database:
+            params["db"] = database
+        url = f"{self.url}/query?{urllib.parse.urlencode(params)}"
+        req = urllib.request.Request(url, method="POST")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def wait_ready(self, timeout_s: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/ping", timeout=1) as resp:
+                    if resp.status in (200, 204):
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"InfluxDB on {self.url} not ready")
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        super().start(timeout_s)
+        self.wait_ready(timeout_s)
+
+
+def mosquitto(data_dir: Path, port: int | None = None, extra_conf: str = "") -> Mosquitto:
+    """A (not yet started) Mosquitto on ``port`` with the project's configuration.
+
+    Raises:
+        FileNotFoundError: no ``mosquitto`` binary.
+    """
+    binary = find_binary("mosquitto")
+    if binary is None:
+        raise FileNotFoundError("mosquitto not found (Debian: apt-get install mosquitto)")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    conf = data_dir / "mosquitto.conf"
+    conf.write_text(MOSQUITTO_CONF.format(port=port, data=data_dir) + extra_conf)
+    return Mosquitto("mosquitto", [binary, "-c", str(conf)], port, data_dir)
+
+
+def influxdb1(data_dir: Path, port: int | None = None) -> InfluxDB1:
+    """A (not yet started) InfluxDB 1.x ``influxd`` on ``port``, data in ``data_dir``.
+
+    Raises:
+        FileNotFoundError: no ``influxd`` binary.
+    """
+    binary = find_binary("influxd")
+    if binary is None:
+        raise FileNotFoundError("influxd not found (Debian: apt-get install influxdb)")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    conf = data_dir / "influxdb.conf"
+    conf.write_text(INFLUXDB1_CONF.format(port=port, rpc_port=free_port(), data=data_dir))
+    return InfluxDB1("influxd", [binary, "-config", str(conf)], port, data_dir)

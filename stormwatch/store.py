@@ -1,0 +1,83 @@
+"""The store interface every sink implements (embedded SQLite by default, InfluxDB 1.x/2.x).
+
+Store URLs (``open_store``):
+
+* ``sqlite:///path/to/stormwatch.db`` (or a bare path) -- embedded, zero setup (default).
+* ``influx1://[user:password@]host:port/database[?rp=autogen]`` -- InfluxDB 1.x HTTP ``/write``.
+* ``influx2://host:port?org=ORG&bucket=BUCKET&token=TOKEN`` (``influx2s://`` for TLS) --
+  InfluxDB 2.x/3.x/Cloud through influxdb-client.
+
+Semantics shared by all sinks (design-notes.md, "Delivery"): a write is durable when the call
+returns; readings are deduplicated by ``(gateway, boot, seq)`` (SQLite: a unique key; InfluxDB:
+the same measurement + tag set + timestamp overwrites itself); ``rain_tips`` are tip counts per
+poll; a reading marked ``late`` is stored but flagged so the alert engine never treats it as live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from stormwatch.contract import Event, Reading
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message that could not be accepted, with why.
+
+    Attributes:
+        reason: short machine code (``bad_json``, ``schema``, ``unknown_device``, ``unit_mismatch``,
+            ``future_time``, ``duplicate``, ``non_finite``...).
+        detail: human explanation.
+        topic: MQTT topic it arrived on.
+        payload: the payload as received (bytes).
+        received_at: receive time (UTC).
+    """
+
+    reason: str
+    detail: str
+    topic: str
+    payload: bytes
+    received_at: datetime
+
+
+class StoreError(RuntimeError):
+    """The store could not durably accept a write (the caller must not acknowledge)."""
+
+
+class ReadingStore(Protocol):
+    """What ingest writes to and the alert engine reads back for backfill."""
+
+    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
+        """Durably store readings; returns how many were new (duplicates are skipped).
+
+        Raises:
+            StoreError: nothing may be acknowledged.
+        """
+        ...
+
+    def query_readings(
+        self,
+        site: str,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        *,
+        device: str | None = None,
+        quantity: str | None = None,
+    ) -> list[Reading]:
+        """Readings of ``site`` with ``start <= time < end``, in event-time order then ``seq``."""
+        ...
+
+    def write_events(self, events: Sequence[Event]) -> None:
+        """Store ordinance events (InfluxDB: measurement ``events``, usable as annotations)."""
+        ...
+
+    def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
+        """Store dead letters (table / measurement ``deadletter``)."""
+        ...
+
+    def close(self) -> None:
+        """Flush everything and release resources."""
+        ...

@@ -1,0 +1,78 @@
+"""Shared fixtures: real Mosquitto and InfluxDB 1.x servers, never mocks.
+
+Servers come from the binaries on this machine (``.ci/run`` installs them from Debian). Without a
+binary a test that needs it is skipped with a clear message -- except under ``CI=true``, where
+it fails, so CI can never pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stormwatch import servers
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("STORMWATCH_SHARED", REPO.parent / "shared"))
+DATA = SHARED / "data"
+
+
+def _need(binary: str) -> None:
+    if servers.find_binary(binary) is None:
+        msg = f"{binary} not installed (Debian: apt-get install {'influxdb' if binary == 'influxd' else binary})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {msg}")
+        pytest.skip(msg)
+
+
+def shared_file(name: str) -> Path:
+    """A file of ``../shared/data``; skipped (failed under CI) when absent."""
+    p = DATA / name
+    if not p.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but shared data file {p} is missing")
+        pytest.skip(f"shared data file {p} not present")
+    return p
+
+
+@pytest.fixture(scope="session")
+def mosquitto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Mosquitto]:
+    """One Mosquitto for the whole session (tests must use unique client ids and topics)."""
+    _need("mosquitto")
+    srv = servers.mosquitto(tmp_path_factory.mktemp("mosquitto"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture()
+def own_mosquitto(tmp_path: Path) -> Iterator[servers.Mosquitto]:
+    """A Mosquitto of this test alone, which the test may stop, kill and restart."""
+    _need("mosquitto")
+    srv = servers.mosquitto(tmp_path / "mosquitto")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def influx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.InfluxDB1]:
+    """One InfluxDB 1.x for the session; tests use their own database names."""
+    _need("influxd")
+    srv = servers.influxdb1(tmp_path_factory.mktemp("influxdb"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture()
+def own_influx(tmp_path: Path) -> Iterator[servers.InfluxDB1]:
+    """An InfluxDB 1.x of this test alone, which the test may stop and restart."""
+    _need("influxd")
+    srv = servers.influxdb1(tmp_path / "influxdb")
+    srv.start()
+    yield srv
+    srv.stop()
