@@ -10,6 +10,7 @@ key path (e.g. ``site.yaml: devices.2.transport.port: Field required``).
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -127,7 +128,7 @@ class Basin(_Strict):
             rows = self.stage_storage
             if len(rows) < 2 or rows[0] != (0.0, 0.0):
                 raise ValueError("stage_storage needs ≥ 2 rows starting at [0, 0]")
-            for (s0, v0), (s1, v1) in zip(rows, rows[1:], strict=False):
+            for (s0, v0), (s1, v1) in pairwise(rows):
                 if not (s1 > s0 and v1 >= v0):
                     raise ValueError("stage_storage rows must increase in stage and not decrease in volume")
             if self.design_height_ft > rows[-1][0]:

@@ -267,7 +267,7 @@ class Event(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """JSON-ready dict, absent optionals omitted, times as RFC 3339 UTC."""
         data = self.model_dump(mode="json", exclude_none=True)
-        for key, value in list(data.items()):
+        for key in list(data):
             attr = getattr(self, key)
             if isinstance(attr, datetime):
                 data[key] = format_time(attr)

@@ -114,7 +114,7 @@ class ServerProcess:
     def start(self, timeout_s: float = 20.0) -> None:
         if self.running:
             return
-        log = open(self.data_dir / f"{self.name}.stdout.log", "ab")  # noqa: SIM115 - owned by the child
+        log = open(self.data_dir / f"{self.name}.stdout.log", "ab")
         self._proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         try:

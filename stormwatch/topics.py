@@ -1,13 +1,10 @@
 """The MQTT topic tree (version 1). Site first, so ACLs and shared subscriptions stay simple.
 
-=============================================  ======================================  =====
-topic                                          payload                                 flags
-=============================================  ======================================  =====
-``stormwatch/v1/<site>/<gateway>/readings``    reading or ``{"readings": [...]}``      QoS 1
-``stormwatch/v1/<site>/<gateway>/status``      ``{"state": "online"|"offline", ...}``  QoS 1, retained; last will ``offline``
-``stormwatch/v1/<site>/events``                ordinance event                         QoS 1
-``stormwatch/v1/deadletter``                   ``{"reason", "detail", "topic", "payload"}``  QoS 1
-=============================================  ======================================  =====
+* ``stormwatch/v1/<site>/<gateway>/readings`` -- a reading or ``{"readings": [...]}``; QoS 1.
+* ``stormwatch/v1/<site>/<gateway>/status`` -- ``{"state": "online"|"offline", ...}``; QoS 1,
+  retained; the gateway's last will is ``offline``.
+* ``stormwatch/v1/<site>/events`` -- ordinance events from the alert engine; QoS 1.
+* ``stormwatch/v1/deadletter`` -- ``{"reason", "detail", "topic", "payload"}``; QoS 1.
 """
 
 from __future__ import annotations
