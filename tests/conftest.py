@@ -38,9 +38,19 @@ def shared_file(name: str) -> Path:
     return p
 
 
+def _external_port(var: str) -> int | None:
+    """Port of a server started outside pytest (``.ci/run`` exports ``STORMWATCH_TEST_*_URL``)."""
+    url = os.environ.get(var)
+    return int(url.rsplit(":", 1)[1].rstrip("/")) if url else None
+
+
 @pytest.fixture(scope="session")
 def mosquitto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Mosquitto]:
     """One Mosquitto for the whole session (tests must use unique client ids and topics)."""
+    port = _external_port("STORMWATCH_TEST_MQTT_URL")
+    if port is not None:
+        yield servers.Mosquitto("mosquitto", [], port, tmp_path_factory.mktemp("ext-mosquitto"))
+        return
     _need("mosquitto")
     srv = servers.mosquitto(tmp_path_factory.mktemp("mosquitto"))
     srv.start()
@@ -61,6 +71,10 @@ def own_mosquitto(tmp_path: Path) -> Iterator[servers.Mosquitto]:
 @pytest.fixture(scope="session")
 def influx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.InfluxDB1]:
     """One InfluxDB 1.x for the session; tests use their own database names."""
+    port = _external_port("STORMWATCH_TEST_INFLUX_URL")
+    if port is not None:
+        yield servers.InfluxDB1("influxd", [], port, tmp_path_factory.mktemp("ext-influxdb"))
+        return
     _need("influxd")
     srv = servers.influxdb1(tmp_path_factory.mktemp("influxdb"))
     srv.start()
