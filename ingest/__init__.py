@@ -1,0 +1,14 @@
+"""Ingest: MQTT readings -> validation -> a durable store (SQLite, InfluxDB 1.x or 2.x) -> ack.
+
+Modules (one job each):
+
+* :mod:`ingest.validate`      -- typed checks of one MQTT message against the site configuration.
+* :mod:`ingest.consumer`      -- the MQTT consumer: batch, write, *then* acknowledge.
+* :mod:`ingest.sqlite_store`  -- embedded SQLite store (default).
+* :mod:`ingest.lineprotocol`  -- InfluxDB line-protocol encoding (schema: ``docs/influxdb-schema.md``).
+* :mod:`ingest.influx1`       -- InfluxDB 1.x store over HTTP ``/write`` and ``/query``.
+* :mod:`ingest.influx2`       -- InfluxDB 2.x store through ``influxdb-client``.
+* :mod:`ingest.splitwrite`    -- split a rejected batch to isolate the bad lines.
+* :mod:`ingest.stores`        -- ``open_store(url)``.
+* :mod:`ingest.cli`           -- ``stormwatch ingest``.
+"""

@@ -1,0 +1,354 @@
+"""InfluxDB 1.x store over HTTP: ``POST /write?db=&rp=&precision=ns`` and InfluxQL ``/query``.
+
+Schema: ``docs/influxdb-schema.md`` (encoder: :mod:`ingest.lineprotocol`).
+
+Behaviour (failure-kinds.md #14-#18):
+
+* batches are written as one request each (at most ``batch_lines`` lines), one request at a time;
+* 429/503 and other 5xx answers and connection failures are retried with exponential backoff,
+  honouring ``Retry-After``; when the server stays away :class:`~stormwatch.store.StoreError` is
+  raised so the consumer stops acknowledging and the broker keeps the messages (#16);
+* a 400 (partial write: field type conflict, points beyond the retention policy, parse error) is
+  bisected so only the refused line is lost from the batch; that line is dead-lettered (reason
+  ``store_rejected``, the server's message as detail) in the ``deadletter`` measurement and logged
+  at WARNING -- backfill older than the retention policy fails loudly, never silently (#15);
+* the database is created (``CREATE DATABASE``, idempotent) before the first write.
+
+Deduplication: InfluxDB identity is measurement + tag set + timestamp, so a redelivered reading
+overwrites itself; :meth:`Influx1Store.write_readings` therefore returns the number of points
+*written*, which counts a duplicate again (the SQLite store reports exact new counts).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+
+from ingest.lineprotocol import (
+    DEADLETTER,
+    READINGS,
+    deadletter_points,
+    encode_point,
+    encode_points,
+    event_point,
+    from_ns,
+    reading_point,
+    time_ns,
+)
+from ingest.splitwrite import BatchRejected, write_split
+from stormwatch.clock import Clock, WallClock
+from stormwatch.contract import Event, Reading
+from stormwatch.store import DeadLetter, StoreError
+
+log = logging.getLogger(__name__)
+
+#: HTTP statuses that mean "try again later".
+_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: HTTP statuses that mean "this content is refused" (bisect the batch).
+_REJECT_STATUSES = frozenset({400, 413, 422})
+
+
+def influxql_string(text: str) -> str:
+    """An InfluxQL single-quoted string literal (``\\`` and ``'`` escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def influxql_ident(text: str) -> str:
+    """An InfluxQL double-quoted identifier."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _retry_after_s(value: str | None, now: datetime) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, (parsedate_to_datetime(value) - now).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+class Influx1Store:
+    """A :class:`stormwatch.store.ReadingStore` on an InfluxDB 1.x server.
+
+    Args:
+        base_url: ``http://host:port`` of the server.
+        database: database name (created on first use).
+        rp: retention policy to write to and read from (``None``: the database default).
+        username, password: HTTP basic auth (never logged).
+        clock: stamps dead letters of refused lines.
+        timeout_s: per-request socket timeout (seconds).
+        retries: retries of a retryable failure before :class:`StoreError`.
+        backoff_s: first backoff; doubles each retry up to ``max_backoff_s`` (real seconds).
+        batch_lines: maximum lines per ``/write`` request.
+        sleep: real-time sleep used between retries (injectable).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        database: str,
+        *,
+        rp: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        clock: Clock | None = None,
+        timeout_s: float = 10.0,
+        retries: int = 4,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 10.0,
+        batch_lines: int = 5000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not database:
+            raise ValueError("an InfluxDB database name is required")
+        self.base_url = base_url.rstrip("/")
+        self.database = database
+        self.rp = rp
+        self.clock: Clock = clock or WallClock()
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.batch_lines = batch_lines
+        self._sleep = sleep
+        self._auth = None
+        if username is not None:
+            token = base64.b64encode(f"{username}:{password or ''}".encode()).decode("ascii")
+            self._auth = f"Basic {token}"
+        self._lock = threading.RLock()
+        self._db_ready = False
+        #: Lines refused by the server since start (each was dead-lettered).
+        self.rejected_total = 0
+
+    def __repr__(self) -> str:
+        return f"Influx1Store({self.base_url!r}, {self.database!r}, rp={self.rp!r})"
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _request(self, path: str, params: dict[str, str], body: bytes | None) -> bytes:
+        """One HTTP request with retries.
+
+        Raises:
+            BatchRejected: 400/413/422 (content refused).
+            StoreError: unreachable, still failing after retries, or another error status.
+        """
+        url = f"{self.base_url}{path}?{urllib.parse.urlencode(params)}"
+        delay = self.backoff_s
+        for attempt in range(self.retries + 1):
+            req = urllib.request.Request(url, data=body if body is not None else b"", method="POST")
+            if self._auth:
+                req.add_header("Authorization", self._auth)
+            if body is not None:
+                req.add_header("Content-Type", "text/plain; charset=utf-8")
+            wait: float | None = None
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    return resp.read()
+            except urllib.error.HTTPError as exc:
+                text = exc.read().decode("utf-8", "replace").strip()
+                try:
+                    message = str(json.loads(text).get("error", text))
+                except (ValueError, AttributeError):
+                    message = text
+                if exc.code in _REJECT_STATUSES:
+                    raise BatchRejected(f"HTTP {exc.code}: {message}") from exc
+                if exc.code not in _RETRY_STATUSES:
+                    raise StoreError(f"InfluxDB {self.base_url}{path} answered HTTP {exc.code}: {message}") from exc
+                problem = f"HTTP {exc.code}: {message}"
+                wait = _retry_after_s(exc.headers.get("Retry-After"), self.clock.now())
+            except (urllib.error.URLError, OSError) as exc:
+                problem = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            if attempt == self.retries:
+                raise StoreError(f"InfluxDB {self.base_url} unavailable after {attempt + 1} attempts: {problem}")
+            pause = min(self.max_backoff_s * 3, wait) if wait is not None else delay
+            log.info("InfluxDB %s: %s; retrying in %.2fs", self.base_url, problem, pause)
+            self._sleep(pause)
+            delay = min(self.max_backoff_s, delay * 2)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _query(self, q: str, *, with_db: bool = True) -> list[dict]:
+        """Run InfluxQL; returns the ``series`` of every statement (chunks concatenated).
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        params = {"q": q, "epoch": "ns", "chunked": "true", "chunk_size": "10000"}
+        if with_db:
+            params["db"] = self.database
+        try:
+            body = self._request("/query", params, None)
+        except BatchRejected as exc:
+            raise StoreError(f"InfluxQL query refused: {exc.message} (query: {q})") from exc
+        series: list[dict] = []
+        for chunk in body.decode("utf-8").splitlines():
+            if not chunk.strip():
+                continue
+            data = json.loads(chunk)
+            if "error" in data:
+                raise StoreError(f"InfluxQL error: {data['error']} (query: {q})")
+            for result in data.get("results", []):
+                if "error" in result:
+                    raise StoreError(f"InfluxQL error: {result['error']} (query: {q})")
+                series.extend(result.get("series", []))
+        return series
+
+    def ensure_database(self) -> None:
+        """``CREATE DATABASE`` (idempotent in 1.x) once per store.
+
+        Raises:
+            StoreError: the server is unreachable or refused.
+        """
+        if self._db_ready:
+            return
+        self._query(f"CREATE DATABASE {influxql_ident(self.database)}", with_db=False)
+        self._db_ready = True
+
+    def _send(self, lines: Sequence[str]) -> None:
+        params = {"db": self.database, "precision": "ns"}
+        if self.rp:
+            params["rp"] = self.rp
+        self._request("/write", params, ("\n".join(lines) + "\n").encode("utf-8"))
+
+    def write_lines(self, lines: Sequence[str]) -> list[tuple[str, str]]:
+        """Write line-protocol lines in batches; returns the refused ``(line, server message)``.
+
+        Refused lines are NOT dead-lettered here (see :meth:`write_readings`).
+
+        Raises:
+            StoreError: the server is unavailable; nothing may be acknowledged.
+        """
+        with self._lock:
+            self.ensure_database()
+            refused: list[tuple[str, str]] = []
+            for i in range(0, len(lines), self.batch_lines):
+                for r in write_split(lines[i:i + self.batch_lines], self._send):
+                    refused.append((r.line, r.message))
+            return refused
+
+    def _dead_letter_refused(self, refused: list[tuple[str, str]]) -> None:
+        if not refused:
+            return
+        self.rejected_total += len(refused)
+        now = self.clock.now()
+        letters = []
+        for line, message in refused:
+            log.warning("InfluxDB %s/%s refused a line (dead-lettered as store_rejected): %s -- line: %.200s",
+                        self.base_url, self.database, message, line)
+            letters.append(DeadLetter("store_rejected", message, f"influx1:{self.database}", line.encode(), now))
+        still = self.write_lines(encode_points(deadletter_points(letters)))
+        for line, message in still:
+            log.error("InfluxDB refused the dead letter of a refused line too: %s -- %.200s", message, line)
+
+    # -- ReadingStore ----------------------------------------------------------------------
+
+    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
+        """Write readings as ``readings`` points; returns how many points were written.
+
+        Raises:
+            StoreError: the server is unavailable (nothing may be acknowledged).
+        """
+        lines = [line for r in readings if (line := encode_point(reading_point(r, late=late))) is not None]
+        refused = self.write_lines(lines)
+        self._dead_letter_refused(refused)
+        return len(lines) - len(refused)
+
+    def write_events(self, events: Sequence[Event]) -> None:
+        """Write events to measurement ``events`` (same event twice = same point).
+
+        Raises:
+            StoreError: the server is unavailable.
+        """
+        self._dead_letter_refused(self.write_lines(encode_points(event_point(e) for e in events)))
+
+    def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
+        """Write dead letters to measurement ``deadletter``.
+
+        Raises:
+            StoreError: the server is unavailable.
+        """
+        refused = self.write_lines(encode_points(deadletter_points(letters)))
+        for line, message in refused:
+            log.error("InfluxDB refused a dead letter: %s -- %.200s", message, line)
+
+    def _from(self, measurement: str) -> str:
+        if self.rp:
+            return f"{influxql_ident(self.rp)}.{influxql_ident(measurement)}"
+        return influxql_ident(measurement)
+
+    def query_readings(
+        self,
+        site: str,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        *,
+        device: str | None = None,
+        quantity: str | None = None,
+        late: bool | None = None,
+    ) -> list[Reading]:
+        """Readings of ``site`` with ``start <= time < end`` in (event time, ``seq``) order.
+
+        ``value`` comes back as a float, except ``rain_tips`` whose integer ``tips`` field is used.
+        ``late``: ``None`` all, ``False`` live only, ``True`` late only (extension).
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        q = f"SELECT * FROM {self._from(READINGS)} WHERE \"site\" = {influxql_string(site)}"
+        if start is not None:
+            q += f" AND time >= {time_ns(start)}"
+        if end is not None:
+            q += f" AND time < {time_ns(end)}"
+        if device is not None:
+            q += f" AND \"device\" = {influxql_string(device)}"
+        if quantity is not None:
+            q += f" AND \"quantity\" = {influxql_string(quantity)}"
+        self.ensure_database()
+        out: list[tuple[int, int, Reading]] = []
+        for s in self._query(q):
+            columns = s["columns"]
+            for values in s.get("values", []):
+                row = dict(zip(columns, values, strict=True))
+                if late is not None and bool(row.get("late")) != late:
+                    continue
+                value: int | float = float(row["value"])
+                if row.get("quantity") == "rain_tips" and row.get("tips") is not None:
+                    value = int(row["tips"])
+                reading = Reading(
+                    site=row["site"], device=row["device"], quantity=row["quantity"], value=value,
+                    unit=row["unit"], time=from_ns(int(row["time"])), gateway=row["gateway"], boot=row["boot"],
+                    seq=int(row["seq"]), raw=json.loads(row["raw"]) if row.get("raw") else None,
+                    flags=tuple(row["flags"].split(",")) if row.get("flags") else (),
+                )
+                out.append((int(row["time"]), reading.seq, reading))
+        out.sort(key=lambda t: (t[0], t[1]))
+        return [r for _, _, r in out]
+
+    def query_deadletter_count(self, reason: str | None = None) -> int:
+        """How many dead letters are stored (of ``reason`` when given).
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        q = f"SELECT COUNT(\"detail\") FROM {self._from(DEADLETTER)}"
+        if reason is not None:
+            q += f" WHERE \"reason\" = {influxql_string(reason)}"
+        self.ensure_database()
+        series = self._query(q)
+        return int(series[0]["values"][0][1]) if series else 0
+
+    def close(self) -> None:
+        """Nothing is buffered (every write is synchronous); provided for the protocol."""

@@ -1,0 +1,235 @@
+"""InfluxDB 2.x (and 3.x / Cloud, v2 write API) store through ``influxdb-client``.
+
+Same schema and semantics as :mod:`ingest.influx1` (``docs/influxdb-schema.md``): line protocol
+from :mod:`ingest.lineprotocol`, written with the synchronous write API at ns precision; retries
+with backoff honouring ``Retry-After``; a refused batch (400/413/422) is bisected and only the
+refused lines are dead-lettered (``store_rejected``); an unreachable server raises
+:class:`~stormwatch.store.StoreError`. Readings are read back with Flux (``pivot`` on ``_field``).
+
+Not exercised against a real server by the test suite (only InfluxDB 1.x is installed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from influxdb_client import InfluxDBClient, WritePrecision
+from influxdb_client.client.exceptions import InfluxDBError
+from influxdb_client.client.write_api import SYNCHRONOUS
+
+from ingest.lineprotocol import (
+    READINGS,
+    deadletter_points,
+    encode_point,
+    encode_points,
+    event_point,
+    from_ns,
+    reading_point,
+    time_ns,
+)
+from ingest.splitwrite import BatchRejected, write_split
+from stormwatch.clock import Clock, WallClock
+from stormwatch.contract import Event, Reading, format_time
+from stormwatch.store import DeadLetter, StoreError
+
+log = logging.getLogger(__name__)
+
+_REJECT_STATUSES = frozenset({400, 413, 422})
+_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def flux_string(text: str) -> str:
+    """A Flux string literal (``\\``, ``"`` and ``${`` escaped)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${") + '"'
+
+
+class Influx2Store:
+    """A :class:`stormwatch.store.ReadingStore` on InfluxDB 2.x.
+
+    Args:
+        url: ``http(s)://host:port``.
+        org, bucket, token: InfluxDB 2.x organisation, bucket and API token (never logged).
+        clock: stamps dead letters of refused lines.
+        timeout_s, retries, backoff_s, max_backoff_s, batch_lines, sleep: as :class:`ingest.influx1.Influx1Store`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        org: str,
+        bucket: str,
+        token: str,
+        clock: Clock | None = None,
+        timeout_s: float = 10.0,
+        retries: int = 4,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 10.0,
+        batch_lines: int = 5000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not (org and bucket):
+            raise ValueError("InfluxDB 2.x needs org and bucket")
+        self.url = url
+        self.org = org
+        self.bucket = bucket
+        self.clock: Clock = clock or WallClock()
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.batch_lines = batch_lines
+        self._sleep = sleep
+        self._client = InfluxDBClient(url=url, token=token, org=org, timeout=int(timeout_s * 1000))
+        self._write_api = self._client.write_api(write_options=SYNCHRONOUS)
+        self._lock = threading.RLock()
+        self.rejected_total = 0
+
+    def __repr__(self) -> str:
+        return f"Influx2Store({self.url!r}, org={self.org!r}, bucket={self.bucket!r})"
+
+    def _send(self, lines: Sequence[str]) -> None:
+        delay = self.backoff_s
+        for attempt in range(self.retries + 1):
+            wait: float | None = None
+            try:
+                self._write_api.write(bucket=self.bucket, org=self.org, record="\n".join(lines),
+                                      write_precision=WritePrecision.NS)
+                return
+            except InfluxDBError as exc:
+                status = getattr(exc, "status", None) or getattr(getattr(exc, "response", None), "status", None)
+                if status in _REJECT_STATUSES:
+                    raise BatchRejected(f"HTTP {status}: {exc.message}") from exc
+                if status is not None and status not in _RETRY_STATUSES:
+                    raise StoreError(f"InfluxDB {self.url} answered HTTP {status}: {exc.message}") from exc
+                problem = f"HTTP {status}: {exc.message}"
+                try:
+                    wait = float(exc.retry_after) if exc.retry_after else None
+                except ValueError:
+                    wait = None
+            except OSError as exc:  # urllib3 connection errors derive from OSError
+                problem = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:  # urllib3 MaxRetryError etc. (not OSError in every version)
+                if type(exc).__module__.startswith("urllib3"):
+                    problem = f"{type(exc).__name__}: {exc}"
+                else:
+                    raise
+            if attempt == self.retries:
+                raise StoreError(f"InfluxDB {self.url} unavailable after {attempt + 1} attempts: {problem}")
+            pause = wait if wait is not None else delay
+            log.info("InfluxDB %s: %s; retrying in %.2fs", self.url, problem, pause)
+            self._sleep(pause)
+            delay = min(self.max_backoff_s, delay * 2)
+
+    def write_lines(self, lines: Sequence[str]) -> list[tuple[str, str]]:
+        """Write lines in batches; returns refused ``(line, server message)``.
+
+        Raises:
+            StoreError: the server is unavailable.
+        """
+        with self._lock:
+            refused: list[tuple[str, str]] = []
+            for i in range(0, len(lines), self.batch_lines):
+                refused += [(r.line, r.message) for r in write_split(lines[i:i + self.batch_lines], self._send)]
+            return refused
+
+    def _dead_letter_refused(self, refused: list[tuple[str, str]]) -> None:
+        if not refused:
+            return
+        self.rejected_total += len(refused)
+        now = self.clock.now()
+        letters = []
+        for line, message in refused:
+            log.warning("InfluxDB %s refused a line (dead-lettered as store_rejected): %s -- line: %.200s",
+                        self.url, message, line)
+            letters.append(DeadLetter("store_rejected", message, f"influx2:{self.bucket}", line.encode(), now))
+        for line, message in self.write_lines(encode_points(deadletter_points(letters))):
+            log.error("InfluxDB refused the dead letter of a refused line too: %s -- %.200s", message, line)
+
+    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
+        """Write readings; returns the number of points written (duplicates overwrite themselves).
+
+        Raises:
+            StoreError: the server is unavailable.
+        """
+        lines = [line for r in readings if (line := encode_point(reading_point(r, late=late))) is not None]
+        refused = self.write_lines(lines)
+        self._dead_letter_refused(refused)
+        return len(lines) - len(refused)
+
+    def write_events(self, events: Sequence[Event]) -> None:
+        """Write events to measurement ``events``.
+
+        Raises:
+            StoreError: the server is unavailable.
+        """
+        self._dead_letter_refused(self.write_lines(encode_points(event_point(e) for e in events)))
+
+    def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
+        """Write dead letters to measurement ``deadletter``.
+
+        Raises:
+            StoreError: the server is unavailable.
+        """
+        for line, message in self.write_lines(encode_points(deadletter_points(letters))):
+            log.error("InfluxDB refused a dead letter: %s -- %.200s", message, line)
+
+    def query_readings(
+        self,
+        site: str,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        *,
+        device: str | None = None,
+        quantity: str | None = None,
+        late: bool | None = None,
+    ) -> list[Reading]:
+        """Readings of ``site`` with ``start <= time < end`` in (event time, ``seq``) order (Flux).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        start_s = format_time(start) if start else "0"
+        stop_s = format_time(end) if end else "2262-04-11T00:00:00Z"
+        flux = (
+            f"from(bucket: {flux_string(self.bucket)})"
+            f" |> range(start: {start_s}, stop: {stop_s})"
+            f' |> filter(fn: (r) => r._measurement == "{READINGS}" and r.site == {flux_string(site)})'
+        )
+        if device is not None:
+            flux += f" |> filter(fn: (r) => r.device == {flux_string(device)})"
+        if quantity is not None:
+            flux += f" |> filter(fn: (r) => r.quantity == {flux_string(quantity)})"
+        flux += ' |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")'
+        try:
+            tables = self._client.query_api().query(flux, org=self.org)
+        except Exception as exc:
+            raise StoreError(f"InfluxDB {self.url} Flux query failed: {exc}") from exc
+        out: list[tuple[int, int, Reading]] = []
+        for table in tables:
+            for rec in table.records:
+                row = rec.values
+                if late is not None and bool(row.get("late")) != late:
+                    continue
+                value: int | float = float(row["value"])
+                if row.get("quantity") == "rain_tips" and row.get("tips") is not None:
+                    value = int(row["tips"])
+                t = rec.get_time()
+                reading = Reading(
+                    site=row["site"], device=row["device"], quantity=row["quantity"], value=value, unit=row["unit"],
+                    time=from_ns(time_ns(t)), gateway=row["gateway"], boot=row["boot"], seq=int(row["seq"]),
+                    raw=json.loads(row["raw"]) if row.get("raw") else None,
+                    flags=tuple(row["flags"].split(",")) if row.get("flags") else (),
+                )
+                out.append((time_ns(t), reading.seq, reading))
+        out.sort(key=lambda x: (x[0], x[1]))
+        return [r for _, _, r in out]
+
+    def close(self) -> None:
+        """Close the HTTP client (writes are synchronous: nothing is buffered)."""
+        self._write_api.close()
+        self._client.close()

@@ -1,0 +1,253 @@
+"""InfluxDB line protocol: escaping, typed fields, nanosecond timestamps, and the stormwatch schema.
+
+Line protocol reference: InfluxDB 1.x/2.x "Line protocol" documentation. The rules applied here:
+
+* measurement: ``,`` and space escaped with ``\\``;
+* tag keys, tag values, field keys: ``,``, ``=`` and space escaped with ``\\`` -- never quoted
+  (failure-kinds.md #12: ``Pond 3, Inlet=N`` is ``Pond\\ 3\\,\\ Inlet\\=N``); a newline cannot be
+  represented in an identifier and is written as the two characters ``\\n``; empty tag values
+  are omitted (line protocol has no empty tag);
+* string fields: double-quoted, ``\\`` and ``"`` escaped;
+* floats ALWAYS as floats (``13`` -> ``13.0``, never ``13i``; failure-kinds.md #14), integers with
+  the ``i`` suffix, booleans ``true``/``false``;
+* NaN/Inf float fields are dropped one by one; a point whose fields are all dropped encodes to
+  nothing (failure-kinds.md #13);
+* timestamps are integer nanoseconds since the Unix epoch; writers send ``precision=ns``.
+
+The stormwatch schema (documented in ``docs/influxdb-schema.md``) is produced by
+:func:`reading_point`, :func:`event_point` and :func:`deadletter_point`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from stormwatch.contract import Event, Reading, format_time
+from stormwatch.store import DeadLetter
+
+#: Measurement names of the schema.
+READINGS = "readings"
+EVENTS = "events"
+DEADLETTER = "deadletter"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Float(float):
+    """Marks a field that must be written as a float even when given an ``int`` (``13`` -> ``13.0``)."""
+
+
+FieldValue = float | int | bool | str
+
+
+@dataclass(frozen=True)
+class Point:
+    """One line-protocol point.
+
+    Attributes:
+        measurement: measurement name.
+        tags: tag key -> value (empty values are omitted on encoding).
+        fields: field key -> value. ``float`` (and :class:`Float`) -> float; ``int`` -> ``i``
+            integer; ``bool`` -> boolean; ``str`` -> quoted string.
+        time_ns: timestamp, integer nanoseconds since the Unix epoch (UTC).
+    """
+
+    measurement: str
+    tags: Mapping[str, str]
+    fields: Mapping[str, FieldValue]
+    time_ns: int
+
+
+def time_ns(value: datetime) -> int:
+    """Exact integer nanoseconds since the Unix epoch of an aware datetime.
+
+    Raises:
+        ValueError: ``value`` is naive.
+    """
+    if value.tzinfo is None:
+        raise ValueError("naive datetime: event times must carry a time zone")
+    delta = value.astimezone(UTC) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def from_ns(ns: int) -> datetime:
+    """The UTC datetime of integer nanoseconds since the epoch (truncated to microseconds)."""
+    return _EPOCH + timedelta(microseconds=ns // 1_000)
+
+
+def _escape(text: str, specials: str) -> str:
+    out = text.replace("\n", "\\n")
+    for ch in specials:
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def escape_measurement(name: str) -> str:
+    """Escape a measurement name (``,`` and space)."""
+    return _escape(name, ", ")
+
+
+def escape_key(text: str) -> str:
+    """Escape a tag key, tag value or field key (``,``, ``=`` and space); never quoted."""
+    return _escape(text, ",= ")
+
+
+def escape_string_field(text: str) -> str:
+    """A quoted string field value: ``"`` and ``\\`` escaped."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def format_field(value: FieldValue) -> str | None:
+    """Encode one field value, or ``None`` when it cannot be written (NaN/Inf float).
+
+    Raises:
+        TypeError: an unsupported value type.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Float | float):
+        f = float(value)
+        if not math.isfinite(f):
+            return None
+        return repr(f)  # repr always carries a '.' or an exponent: 13.0, 1e-05, 1.5e+20
+    if isinstance(value, int):
+        return f"{value}i"
+    if isinstance(value, str):
+        return escape_string_field(value)
+    raise TypeError(f"unsupported field type {type(value).__name__}")
+
+
+def encode_point(point: Point) -> str | None:
+    """One line of line protocol, or ``None`` when every field was dropped (NaN/Inf).
+
+    Tags are written sorted by key (InfluxDB's recommended order).
+    """
+    fields = []
+    for key, value in point.fields.items():
+        text = format_field(value)
+        if text is not None:
+            fields.append(f"{escape_key(key)}={text}")
+    if not fields:
+        return None
+    head = escape_measurement(point.measurement)
+    for key in sorted(point.tags):
+        value = point.tags[key]
+        if value != "":
+            head += f",{escape_key(key)}={escape_key(value)}"
+    return f"{head} {','.join(fields)} {point.time_ns}"
+
+
+def encode_points(points: Iterable[Point]) -> list[str]:
+    """Encode points, skipping those with no writable field."""
+    lines = []
+    for p in points:
+        line = encode_point(p)
+        if line is not None:
+            lines.append(line)
+    return lines
+
+
+# --- the stormwatch schema -------------------------------------------------------------------
+
+
+def reading_point(reading: Reading, *, late: bool = False) -> Point:
+    """The ``readings`` point of a reading (schema: docs/influxdb-schema.md).
+
+    Tags ``site``, ``device``, ``quantity``, ``unit``; fields ``value`` (always float), ``tips``
+    (int, ``rain_tips`` only), ``gateway``, ``boot`` (strings: unbounded cardinality, never tags),
+    ``seq`` (int), ``raw`` (JSON string), ``flags`` (comma-joined, only when non-empty), ``late``
+    (only when true); time = event time in ns.
+    """
+    fields: dict[str, FieldValue] = {"value": Float(reading.value)}
+    if reading.quantity == "rain_tips" and isinstance(reading.value, int):
+        fields["tips"] = int(reading.value)
+    fields["gateway"] = reading.gateway
+    fields["boot"] = reading.boot
+    fields["seq"] = int(reading.seq)
+    fields["raw"] = json.dumps(reading.raw, separators=(",", ":"))
+    if reading.flags:
+        fields["flags"] = ",".join(reading.flags)
+    if late:
+        fields["late"] = True
+    tags = {"site": reading.site, "device": reading.device, "quantity": reading.quantity, "unit": reading.unit}
+    return Point(READINGS, tags, fields, time_ns(reading.time))
+
+
+#: Numeric details of an event written as fields of the ``events`` measurement.
+_EVENT_FLOATS = ("depth_in", "upstream_ntu", "downstream_ntu", "lost_capacity", "sediment_depth_ft",
+                 "late_detection_s")
+_EVENT_TIMES = ("due_at", "storm_start", "storm_end", "gap_start", "gap_end")
+
+
+def event_title(event: Event) -> str:
+    """Short annotation title, e.g. ``storm_qualified (R1)``."""
+    return f"{event.kind} ({event.rule})"
+
+
+def event_point(event: Event) -> Point:
+    """The ``events`` point of an ordinance event (usable as a Grafana annotation).
+
+    Tags ``site``, ``kind``, ``rule``; fields ``citation``, ``occurrence``, ``work_order``,
+    ``due_at`` (RFC 3339), ``message``, ``title``, ``text``, ``tips`` (int) and the numeric
+    details (floats); time = ``event_time``. The same event written twice is the same point.
+    """
+    fields: dict[str, FieldValue] = {
+        "citation": event.citation,
+        "occurrence": event.occurrence,
+        "message": event.message,
+        "title": event_title(event),
+        "text": f"{event.message} [{event.citation}]" if event.message else event.citation,
+        "wire": json.dumps(event.to_wire(), separators=(",", ":")),
+    }
+    if event.work_order is not None:
+        fields["work_order"] = event.work_order
+    for name in _EVENT_TIMES:
+        value = getattr(event, name)
+        if value is not None:
+            fields[name] = format_time(value)
+    if event.tips is not None:
+        fields["tips"] = int(event.tips)
+    for name in _EVENT_FLOATS:
+        value = getattr(event, name)
+        if value is not None:
+            fields[name] = Float(value)
+    return Point(EVENTS, {"site": event.site, "kind": event.kind, "rule": event.rule}, fields,
+                 time_ns(event.event_time))
+
+
+def payload_text(payload: bytes) -> tuple[str, str]:
+    """``(text, encoding)``: the payload as UTF-8 text, or base64 when it is not UTF-8."""
+    try:
+        return payload.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(payload).decode("ascii"), "base64"
+
+
+def deadletter_points(letters: Iterable[DeadLetter]) -> list[Point]:
+    """``deadletter`` points: tag ``reason``; fields ``detail``, ``topic``, ``payload``,
+    ``payload_encoding``; time = ``received_at``.
+
+    Dead letters sharing reason and receive time within one call are moved apart by 1 ns each so
+    that none overwrites another (InfluxDB identity is measurement + tags + time).
+    """
+    taken: set[tuple[str, int]] = set()
+    points = []
+    for letter in letters:
+        text, encoding = payload_text(letter.payload)
+        ns = time_ns(letter.received_at)
+        while (letter.reason, ns) in taken:
+            ns += 1
+        taken.add((letter.reason, ns))
+        fields: dict[str, FieldValue] = {
+            "detail": letter.detail,
+            "topic": letter.topic,
+            "payload": text,
+            "payload_encoding": encoding,
+        }
+        points.append(Point(DEADLETTER, {"reason": letter.reason}, fields, ns))
+    return points

@@ -1,0 +1,327 @@
+"""Embedded SQLite store (the default sink): readings, ordinance events and dead letters.
+
+Durability: the database runs in WAL mode with ``synchronous=FULL``, so a transaction is on disk
+(WAL fsynced) when ``commit`` returns -- ingest acknowledges MQTT messages only after that
+(design-notes.md, "Delivery": write to sink (committed) -> acknowledge).
+
+Concurrency: one :class:`SqliteStore` serialises its own calls with a lock, so it may be used from
+any thread of one process (ingest writes from one worker thread); other processes may read the
+same file concurrently (WAL readers do not block the writer). A second writing process waits up to
+``busy_timeout_s`` for the lock.
+
+Tables (``PRAGMA user_version`` = 1):
+
+* ``readings`` -- one row per reading, ``UNIQUE(gateway, boot, seq)`` (the identity; a redelivered
+  duplicate is ignored, failure-kinds.md #9). ``value`` has no declared type so an ``int`` tip
+  count stays an integer and a float stays a float. ``time_us``/``received_at_us`` are integer
+  microseconds since the Unix epoch (UTC); ``time`` is the same instant as RFC 3339 text for people
+  reading the file. ``raw`` is JSON; ``flags`` is a JSON list; ``late`` is 0/1.
+* ``events`` -- ordinance events, ``UNIQUE(site, kind, occurrence)``: the same event written twice
+  is stored once (the later write replaces the row). ``wire`` holds ``Event.to_wire()`` JSON.
+* ``deadletter`` -- rejected messages with reason, detail, topic, payload bytes and receive time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from ingest.lineprotocol import from_ns, time_ns
+from stormwatch.clock import Clock, WallClock
+from stormwatch.contract import Event, Reading, format_time
+from stormwatch.store import DeadLetter, StoreError
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS readings (
+    id             INTEGER PRIMARY KEY,
+    site           TEXT    NOT NULL,
+    device         TEXT    NOT NULL,
+    quantity       TEXT    NOT NULL,
+    value                  NOT NULL,
+    unit           TEXT    NOT NULL,
+    time_us        INTEGER NOT NULL,
+    time           TEXT    NOT NULL,
+    gateway        TEXT    NOT NULL,
+    boot           TEXT    NOT NULL,
+    seq            INTEGER NOT NULL,
+    raw            TEXT    NOT NULL,
+    flags          TEXT    NOT NULL,
+    late           INTEGER NOT NULL DEFAULT 0,
+    received_at_us INTEGER NOT NULL,
+    UNIQUE (gateway, boot, seq)
+);
+CREATE INDEX IF NOT EXISTS readings_site_time ON readings (site, time_us);
+CREATE INDEX IF NOT EXISTS readings_site_device_quantity_time ON readings (site, device, quantity, time_us);
+CREATE TABLE IF NOT EXISTS events (
+    id             INTEGER PRIMARY KEY,
+    site           TEXT    NOT NULL,
+    kind           TEXT    NOT NULL,
+    occurrence     TEXT    NOT NULL,
+    rule           TEXT    NOT NULL,
+    event_time_us  INTEGER NOT NULL,
+    citation       TEXT    NOT NULL,
+    work_order     TEXT,
+    due_at_us      INTEGER,
+    message        TEXT    NOT NULL,
+    wire           TEXT    NOT NULL,
+    written_at_us  INTEGER NOT NULL,
+    UNIQUE (site, kind, occurrence)
+);
+CREATE INDEX IF NOT EXISTS events_site_time ON events (site, event_time_us);
+CREATE TABLE IF NOT EXISTS deadletter (
+    id             INTEGER PRIMARY KEY,
+    reason         TEXT    NOT NULL,
+    detail         TEXT    NOT NULL,
+    topic          TEXT    NOT NULL,
+    payload        BLOB    NOT NULL,
+    received_at_us INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS deadletter_reason ON deadletter (reason, received_at_us);
+"""
+
+_READING_COLUMNS = "site, device, quantity, value, unit, time_us, gateway, boot, seq, raw, flags"
+
+
+def _us(value: datetime) -> int:
+    return time_ns(value) // 1_000
+
+
+class SqliteStore:
+    """A :class:`stormwatch.store.ReadingStore` in one SQLite file.
+
+    Args:
+        path: database file (created with its parent directory), or ``":memory:"``.
+        clock: stamps ``received_at`` / ``written_at`` (default: the wall clock).
+        busy_timeout_s: how long a write waits for another process's lock.
+
+    Raises:
+        StoreError: the file cannot be opened or initialised.
+    """
+
+    def __init__(self, path: str | Path, clock: Clock | None = None, busy_timeout_s: float = 10.0) -> None:
+        self.path = str(path)
+        self.clock: Clock = clock or WallClock()
+        self._lock = threading.Lock()
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, check_same_thread=False,
+                                         isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.executescript(_SCHEMA)
+            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        self._closed = False
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _write(self, sql: str, rows: list[tuple[object, ...]]) -> int:
+        """Run ``sql`` for ``rows`` in one committed transaction; returns rows changed."""
+        if not rows:
+            return 0
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            try:
+                before = self._conn.total_changes
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany(sql, rows)
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+                return self._conn.total_changes - before
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite write to {self.path} failed: {exc}") from exc
+
+    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
+        """Durably insert readings; duplicates (same ``(gateway, boot, seq)``) are ignored.
+
+        Returns:
+            How many readings were new.
+
+        Raises:
+            StoreError: nothing was written (the caller must not acknowledge).
+        """
+        received = _us(self.clock.now())
+        rows = [
+            (r.site, r.device, r.quantity, r.value, r.unit, _us(r.time), format_time(r.time), r.gateway, r.boot,
+             r.seq, json.dumps(r.raw, separators=(",", ":")), json.dumps(list(r.flags)), int(late), received)
+            for r in readings
+        ]
+        return self._write(
+            "INSERT OR IGNORE INTO readings (site, device, quantity, value, unit, time_us, time, gateway, boot, "
+            "seq, raw, flags, late, received_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def write_events(self, events: Sequence[Event]) -> None:
+        """Upsert events on ``(site, kind, occurrence)`` (the same event twice is one row).
+
+        Raises:
+            StoreError: nothing was written.
+        """
+        written = _us(self.clock.now())
+        rows = [
+            (e.site, e.kind, e.occurrence, e.rule, _us(e.event_time), e.citation, e.work_order,
+             _us(e.due_at) if e.due_at else None, e.message, json.dumps(e.to_wire(), separators=(",", ":")), written)
+            for e in events
+        ]
+        self._write(
+            "INSERT INTO events (site, kind, occurrence, rule, event_time_us, citation, work_order, due_at_us, "
+            "message, wire, written_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (site, kind, occurrence) DO UPDATE SET rule=excluded.rule, "
+            "event_time_us=excluded.event_time_us, citation=excluded.citation, work_order=excluded.work_order, "
+            "due_at_us=excluded.due_at_us, message=excluded.message, wire=excluded.wire, "
+            "written_at_us=excluded.written_at_us",
+            rows,
+        )
+
+    def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
+        """Append dead letters.
+
+        Raises:
+            StoreError: nothing was written.
+        """
+        rows = [(d.reason, d.detail, d.topic, bytes(d.payload), _us(d.received_at)) for d in letters]
+        self._write(
+            "INSERT INTO deadletter (reason, detail, topic, payload, received_at_us) VALUES (?, ?, ?, ?, ?)", rows
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _select(self, sql: str, params: list[object]) -> list[tuple[object, ...]]:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            try:
+                return list(self._conn.execute(sql, params))
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite query on {self.path} failed: {exc}") from exc
+
+    def query_readings(
+        self,
+        site: str,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        *,
+        device: str | None = None,
+        quantity: str | None = None,
+        late: bool | None = None,
+    ) -> list[Reading]:
+        """Readings of ``site`` with ``start <= time < end``, ordered by event time, then ``seq``.
+
+        Args:
+            late: extension of the protocol -- ``None`` all readings, ``False`` only live ones,
+                ``True`` only those stored as late (retained / too old on arrival).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        sql = f"SELECT {_READING_COLUMNS}, time_us FROM readings WHERE site = ?"
+        params: list[object] = [site]
+        if start is not None:
+            sql += " AND time_us >= ?"
+            params.append(_us(start))
+        if end is not None:
+            sql += " AND time_us < ?"
+            params.append(_us(end))
+        if device is not None:
+            sql += " AND device = ?"
+            params.append(device)
+        if quantity is not None:
+            sql += " AND quantity = ?"
+            params.append(quantity)
+        if late is not None:
+            sql += " AND late = ?"
+            params.append(int(late))
+        sql += " ORDER BY time_us, seq, gateway, boot"
+        out = []
+        for row in self._select(sql, params):
+            site_, device_, quantity_, value, unit, time_us, gateway, boot, seq, raw, flags, _ = row
+            out.append(Reading(
+                site=site_, device=device_, quantity=quantity_, value=value, unit=unit,
+                time=from_ns(int(time_us) * 1_000), gateway=gateway, boot=boot, seq=seq,
+                raw=json.loads(str(raw)), flags=tuple(json.loads(str(flags))),
+            ))
+        return out
+
+    def late_identities(self, site: str) -> set[tuple[str, str, int]]:
+        """Identities ``(gateway, boot, seq)`` of ``site``'s readings stored as late.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        rows = self._select("SELECT gateway, boot, seq FROM readings WHERE site = ? AND late = 1", [site])
+        return {(str(g), str(b), int(s)) for g, b, s in rows}  # type: ignore[call-overload]
+
+    def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
+        """Events of ``site`` with ``start <= event_time < end`` in event-time order.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        sql = "SELECT wire FROM events WHERE site = ?"
+        params: list[object] = [site]
+        if start is not None:
+            sql += " AND event_time_us >= ?"
+            params.append(_us(start))
+        if end is not None:
+            sql += " AND event_time_us < ?"
+            params.append(_us(end))
+        sql += " ORDER BY event_time_us, id"
+        return [Event.model_validate(json.loads(str(w))) for (w,) in self._select(sql, params)]
+
+    def query_deadletters(self, reason: str | None = None) -> list[DeadLetter]:
+        """Stored dead letters (optionally of one ``reason``) in arrival order.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        sql = "SELECT reason, detail, topic, payload, received_at_us FROM deadletter"
+        params: list[object] = []
+        if reason is not None:
+            sql += " WHERE reason = ?"
+            params.append(reason)
+        sql += " ORDER BY id"
+        return [
+            DeadLetter(reason=str(r), detail=str(d), topic=str(t), payload=bytes(p),  # type: ignore[arg-type]
+                       received_at=from_ns(int(us) * 1_000))  # type: ignore[call-overload]
+            for r, d, t, p, us in self._select(sql, params)
+        ]
+
+    def count_readings(self, site: str | None = None) -> int:
+        """Number of stored readings (of ``site`` when given)."""
+        if site is None:
+            rows = self._select("SELECT COUNT(*) FROM readings", [])
+        else:
+            rows = self._select("SELECT COUNT(*) FROM readings WHERE site = ?", [site])
+        return int(rows[0][0])  # type: ignore[call-overload]
+
+    def close(self) -> None:
+        """Close the connection (every write is already committed). Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                try:
+                    self._conn.close()
+                except sqlite3.Error as exc:
+                    log.warning("closing SQLite store %s: %s", self.path, exc)
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
