@@ -1,0 +1,250 @@
+"""A whole simulated site: every device of a site config on its real transport.
+
+:class:`SimulatedSite` runs its servers on **its own event loop in a background thread**, so the
+same object works from a synchronous orchestrator (``stormwatch demo``), from plain pytest tests
+and from async code (its loop never blocks the caller's). ``start()`` returns once every server is
+listening (or raises the first startup error); ``stop()`` shuts them down and joins the thread.
+
+Roles come from the site config: ``rain_gauge``, ``turbidity_pair`` and ``basin.device``.
+Modbus TCP devices are grouped by ``(host, port)`` into one TCP server each (a gateway), Modbus
+RTU devices by ``port`` into one RTU line on a pty (a multi-drop bus), serial (MaxBotix HRXL)
+devices each on their own pty; port paths from the config become symlinks to the pty slaves.
+
+:func:`isolate_site` rewrites a config to free TCP ports and private link paths so parallel
+tests and demos never clash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import socket
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from simulators.modbus_server import ModbusRtuSim, ModbusTcpSim, SimulatedModbusDevice
+from simulators.scenario import Scenario, SiteScenario
+from simulators.serial_device import HrxlSim
+from stormwatch.clock import Clock
+from stormwatch.config import ModbusRtu, ModbusTcp, Serial, SiteConfig
+from stormwatch.profiles import DeviceProfile, ProfileLibrary
+
+log = logging.getLogger(__name__)
+
+
+class SimulatedSite:
+    """All simulated devices of one site.
+
+    Args:
+        cfg: the site config.
+        profiles: a :class:`ProfileLibrary` or a mapping device id → profile.
+        scenario: the physics.
+        clock: the simulated clock shared with the gateway (usually a ScenarioClock).
+        hrxl_lines_per_s: real-time line rate of simulated HRXL sensors.
+
+    Attributes (after :meth:`start`):
+        state: the :class:`SiteScenario` answering values at an event time.
+        tcp_servers: ``(host, port)`` → server (``port`` is the bound port).
+        rtu_lines: config port path → RTU line (``.path`` is what a client opens).
+        serial_devices: device id → HRXL simulator (``.path``).
+        skipped: device id → reason, for devices this simulator does not model.
+
+    Raises:
+        ValueError: from :class:`SiteScenario` (e.g. a rain gauge profile without a counter).
+    """
+
+    def __init__(
+        self,
+        cfg: SiteConfig,
+        profiles: ProfileLibrary | Mapping[str, DeviceProfile],
+        scenario: Scenario,
+        clock: Clock,
+        hrxl_lines_per_s: float = 10.0,
+    ) -> None:
+        self.cfg = cfg
+        if isinstance(profiles, ProfileLibrary):
+            self.profiles = {d.id: profiles.get(d.profile) for d in cfg.devices}
+        else:
+            self.profiles = {d.id: profiles[d.id] for d in cfg.devices}
+        self.scenario = scenario
+        self.clock = clock
+        self.state = SiteScenario(scenario, cfg, self.profiles)
+        self.hrxl_lines_per_s = hrxl_lines_per_s
+        self.tcp_servers: dict[tuple[str, int], ModbusTcpSim] = {}
+        self.rtu_lines: dict[str, ModbusRtuSim] = {}
+        self.serial_devices: dict[str, HrxlSim] = {}
+        self.skipped: dict[str, str] = {}
+        self._modbus_devices: dict[str, SimulatedModbusDevice] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._plan()
+
+    # ------------------------------------------------------------------ plan
+    def _plan(self) -> None:
+        tcp: dict[tuple[str, int], list[SimulatedModbusDevice]] = {}
+        rtu: dict[str, list[SimulatedModbusDevice]] = {}
+        rtu_settings: dict[str, ModbusRtu] = {}
+        for dev in self.cfg.devices:
+            profile = self.profiles[dev.id]
+            tr = dev.transport
+            if isinstance(tr, ModbusTcp | ModbusRtu):
+                if profile.protocol != "modbus":
+                    self.skipped[dev.id] = f"profile {profile.model} is {profile.protocol}, transport is {tr.kind}"
+                    continue
+                sim = SimulatedModbusDevice(dev.id, tr.unit_id, profile, self.state, self.clock)
+                self._modbus_devices[dev.id] = sim
+                if isinstance(tr, ModbusTcp):
+                    tcp.setdefault((tr.host, tr.port), []).append(sim)
+                else:
+                    rtu.setdefault(tr.port, []).append(sim)
+                    rtu_settings.setdefault(tr.port, tr)
+            elif isinstance(tr, Serial):
+                if profile.protocol != "serial_line" or profile.level is None or profile.level.kind != "distance_down":
+                    self.skipped[dev.id] = f"serial profile {profile.model} is not simulated (only HRXL-style lines)"
+                    continue
+                self.serial_devices[dev.id] = HrxlSim(
+                    dev.id, self.state.distance_mm, self.clock, link=tr.port, lines_per_s=self.hrxl_lines_per_s
+                )
+        for (host, port), devs in tcp.items():
+            self.tcp_servers[(host, port)] = ModbusTcpSim(devs, host, port)
+        for port, devs in rtu.items():
+            s = rtu_settings[port]
+            self.rtu_lines[port] = ModbusRtuSim(devs, link=port, baud=s.baud, parity=s.parity, stopbits=s.stopbits)
+        for dev_id, reason in self.skipped.items():
+            log.warning("not simulating %s: %s", dev_id, reason)
+
+    # ------------------------------------------------------------------ lifecycle
+    def _servers(self) -> list[ModbusTcpSim | ModbusRtuSim | HrxlSim]:
+        return [*self.tcp_servers.values(), *self.rtu_lines.values(), *self.serial_devices.values()]
+
+    async def _start_all(self) -> None:
+        for server in self._servers():
+            await server.start()
+        # TCP servers may have bound port 0: re-key by the real port.
+        self.tcp_servers = {(s.host, s.port): s for s in self.tcp_servers.values()}
+
+    async def _stop_all(self) -> None:
+        for server in reversed(self._servers()):
+            try:
+                await server.stop()
+            except Exception:
+                log.exception("stopping %s failed", server)
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Start every server in a background thread; return when all listen.
+
+        Raises:
+            RuntimeError: already started.
+            Exception: the first startup error (e.g. a TCP port in use, a link path that is a file).
+        """
+        if self._thread is not None:
+            raise RuntimeError("SimulatedSite already started")
+        loop = asyncio.new_event_loop()
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._start_all())
+            except BaseException as exc:
+                loop.run_until_complete(self._stop_all())
+                loop.close()
+                ready.set_exception(exc)
+                return
+            ready.set_result(None)
+            loop.run_forever()
+            loop.run_until_complete(self._stop_all())
+            loop.close()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=run, name="stormwatch-simulated-site", daemon=True)
+        self._thread.start()
+        try:
+            ready.result(timeout=timeout_s)
+        except BaseException:
+            self._thread.join(timeout=timeout_s)
+            self._thread = None
+            self._loop = None
+            raise
+        log.info("simulated site %s: %s", self.cfg.site.id, self.describe())
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop every server and join the thread (idempotent)."""
+        if self._thread is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=timeout_s)
+        if self._thread.is_alive():
+            log.warning("simulated site thread did not stop within %.1f s", timeout_s)
+        self._thread = None
+        self._loop = None
+
+    def __enter__(self) -> SimulatedSite:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ what is running
+    def endpoints(self) -> dict[str, str]:
+        """device id → where to reach it (``tcp://host:port#unit``, ``rtu:PATH#unit``, ``serial:PATH``)."""
+        out: dict[str, str] = {}
+        for (host, port), srv in self.tcp_servers.items():
+            for d in srv.devices:
+                out[d.device_id] = f"tcp://{host}:{port}#{d.unit_id}"
+        for line in self.rtu_lines.values():
+            for d in line.devices:
+                out[d.device_id] = f"rtu:{line.path if line.pty else line.link}#{d.unit_id}"
+        for dev_id, hrxl in self.serial_devices.items():
+            out[dev_id] = f"serial:{hrxl.path if hrxl.pty else hrxl.link}"
+        return out
+
+    def describe(self) -> str:
+        return "; ".join(f"{k} {v}" for k, v in sorted(self.endpoints().items())) or "no devices"
+
+    def modbus_requests(self) -> dict[str, int]:
+        """device id → Modbus requests served so far."""
+        return {k: d.requests for k, d in self._modbus_devices.items()}
+
+
+def free_tcp_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (bound to port 0 and released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def isolate_site(cfg: SiteConfig, link_dir: str | Path, host: str = "127.0.0.1") -> SiteConfig:
+    """``cfg`` with every Modbus TCP address moved to ``host`` on a free port and every serial/RTU
+    port moved into ``link_dir`` (devices sharing an address or a port still share one).
+
+    Returns:
+        A new, validated SiteConfig; the original is unchanged.
+    """
+    link_dir = Path(link_dir)
+    data = cfg.model_dump(mode="json")
+    ports: dict[tuple[str, int], int] = {}
+    paths: dict[str, str] = {}
+    for dev in data["devices"]:
+        tr = dev["transport"]
+        if tr["kind"] == "modbus-tcp":
+            key = (tr["host"], int(tr["port"]))
+            if key not in ports:
+                ports[key] = free_tcp_port(host)
+            tr["host"], tr["port"] = host, ports[key]
+        else:
+            old = tr["port"]
+            if old not in paths:
+                name = Path(old).name or dev["id"]
+                candidate = str(link_dir / name)
+                while candidate in paths.values():
+                    candidate += "_"
+                paths[old] = candidate
+            tr["port"] = paths[old]
+    return SiteConfig.model_validate(data)
