@@ -1,0 +1,412 @@
+"""The ingest consumer: MQTT readings -> validate -> durable store write -> THEN acknowledge.
+
+Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
+
+* paho-mqtt 2.x, MQTT 3.1.1 (works with Mosquitto and the amqtt demo broker), persistent session
+  (``clean_session=False``, fixed ``client_id``), QoS 1 subscription to
+  :data:`stormwatch.topics.READINGS_FILTER` (or ``$share/<group>/...`` with ``share_group``),
+  ``manual_ack=True``: PUBACK is sent only after the batch is committed to the store. A crash at any
+  point means redelivery (a duplicate, removed by identity in the store), never a loss.
+* Messages are batched (``batch_size`` messages or ``batch_ms`` after the first one) and written
+  by one worker thread. While the store raises :class:`~stormwatch.store.StoreError` nothing is
+  acknowledged and the same batch is retried with exponential backoff; the number of unacked
+  messages is bounded by the broker's in-flight window (Mosquitto ``max_inflight_messages``,
+  configured in :mod:`stormwatch.servers`), so memory stays bounded during a database outage.
+* Messages outside the subscription (amqtt may deliver retained messages to clients that never
+  subscribed to them) are acknowledged and ignored (:func:`stormwatch.topics.matches`).
+* Retained messages are stale by definition (#10): stored with ``late=True``.
+* Dead letters are stored (``store.write_deadletters``), published to
+  :data:`stormwatch.topics.DEADLETTER` as JSON ``{reason, detail, topic, payload, payload_encoding,
+  received_at}`` (payload as UTF-8 text, or base64 when it is not UTF-8), counted by reason, logged
+  at WARNING -- and acknowledged (they are handled).
+* :meth:`Ingest.stop` (thread-safe, also from a signal handler) flushes the pending batch, acks
+  it and disconnects (#15).
+
+Batch windows and retry backoff are real-time I/O waits (``time.monotonic``), not event time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from ingest.lineprotocol import payload_text
+from ingest.validate import ValidationResult, Validator
+from stormwatch import topics
+from stormwatch.clock import Clock, WallClock
+from stormwatch.contract import Reading, format_time
+from stormwatch.store import DeadLetter, ReadingStore, StoreError
+
+log = logging.getLogger(__name__)
+
+
+class BrokerUrlError(ValueError):
+    """A broker URL that cannot be used."""
+
+
+@dataclass(frozen=True)
+class BrokerAddress:
+    """Where the broker is: ``mqtt://[user:pass@]host[:1883]`` or ``mqtts://...[:8883]``."""
+
+    host: str
+    port: int
+    tls: bool = False
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> BrokerAddress:
+        """Parse a broker URL (``mqtt``/``tcp`` or ``mqtts``/``ssl``; bare ``host:port`` allowed).
+
+        Raises:
+            BrokerUrlError: unknown scheme, no host, or a bad port.
+        """
+        text = url if "://" in url else f"mqtt://{url}"
+        parts = urllib.parse.urlsplit(text)
+        scheme = parts.scheme.lower()
+        if scheme not in ("mqtt", "tcp", "mqtts", "ssl"):
+            raise BrokerUrlError(f"broker URL {url!r}: scheme must be mqtt:// or mqtts://")
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise BrokerUrlError(f"broker URL {url!r}: {exc}") from exc
+        if not parts.hostname:
+            raise BrokerUrlError(f"broker URL {url!r}: no host")
+        tls = scheme in ("mqtts", "ssl")
+        return cls(
+            host=parts.hostname, port=port or (8883 if tls else 1883), tls=tls,
+            username=urllib.parse.unquote(parts.username) if parts.username else None,
+            password=urllib.parse.unquote(parts.password) if parts.password else None,
+        )
+
+
+@dataclass(frozen=True)
+class _Message:
+    topic: str
+    payload: bytes
+    mid: int
+    qos: int
+    retain: bool
+    generation: int
+
+
+def deadletter_json(letter: DeadLetter) -> bytes:
+    """The JSON published on :data:`stormwatch.topics.DEADLETTER` for a dead letter."""
+    text, encoding = payload_text(letter.payload)
+    return json.dumps({
+        "reason": letter.reason, "detail": letter.detail, "topic": letter.topic, "payload": text,
+        "payload_encoding": encoding, "received_at": format_time(letter.received_at),
+    }, separators=(",", ":")).encode()
+
+
+class Ingest:
+    """MQTT -> store consumer. See the module docstring for the delivery guarantees.
+
+    Args:
+        validator: checks each message (:class:`ingest.validate.Validator`).
+        store: where readings, dead letters go (any ``ReadingStore``).
+        broker_url: ``mqtt://host:port`` (``mqtts://`` for TLS, ``user:pass@`` allowed).
+        client_id: MQTT client id; fixed so the broker keeps the persistent session.
+        clock: receive-time stamps.
+        batch_size: maximum messages per store write.
+        batch_ms: how long to wait for more messages after the first of a batch (real ms).
+        share_group: subscribe as ``$share/<group>/...`` so several ingests split the load
+            (Mosquitto supports it over MQTT 3.1.1; amqtt does not).
+        stats_interval_s: seconds between INFO counter lines.
+        retry_backoff_s, max_backoff_s: store-outage backoff (real seconds, doubling).
+        stop_flush_timeout_s: how long :meth:`stop` keeps retrying the final flush.
+
+    Attributes (counters, read from any thread):
+        received: messages taken from the broker.
+        written: readings newly stored (live and late).
+        late: readings stored as late (retained).
+        duplicates: readings not stored again (already known by identity).
+        ignored: messages outside the subscription.
+        dead_lettered: reason -> count.
+        acked: messages acknowledged.
+
+    Raises:
+        BrokerUrlError: ``broker_url`` is unusable.
+    """
+
+    def __init__(
+        self,
+        validator: Validator,
+        store: ReadingStore,
+        broker_url: str,
+        client_id: str = "stormwatch-ingest",
+        clock: Clock | None = None,
+        batch_size: int = 500,
+        batch_ms: int = 200,
+        share_group: str | None = None,
+        *,
+        stats_interval_s: float = 60.0,
+        retry_backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        stop_flush_timeout_s: float = 10.0,
+        keepalive_s: int = 30,
+    ) -> None:
+        if batch_size < 1 or batch_ms < 0:
+            raise ValueError("batch_size must be >= 1 and batch_ms >= 0")
+        self.validator = validator
+        self.store = store
+        self.broker = BrokerAddress.parse(broker_url)
+        self.client_id = client_id
+        self.clock: Clock = clock or WallClock()
+        self.batch_size = batch_size
+        self.batch_s = batch_ms / 1000.0
+        self.share_group = share_group
+        self.subscription = (f"$share/{share_group}/{topics.READINGS_FILTER}" if share_group
+                             else topics.READINGS_FILTER)
+        self.stats_interval_s = stats_interval_s
+        self.retry_backoff_s = retry_backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.stop_flush_timeout_s = stop_flush_timeout_s
+        self.keepalive_s = keepalive_s
+
+        self.received = 0
+        self.written = 0
+        self.late = 0
+        self.duplicates = 0
+        self.ignored = 0
+        self.acked = 0
+        self.dead_lettered: Counter[str] = Counter()
+
+        self._queue: queue.Queue[_Message] = queue.Queue()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._connected = threading.Event()
+        self._generation = 0
+        self._gen_lock = threading.Lock()
+        self._run_ident: int | None = None
+        self._stop_deadline = float("inf")
+        self._pending_publishes: list[mqtt.MQTTMessageInfo] = []
+        self._client = self._make_client()
+
+    # -- MQTT ------------------------------------------------------------------------------
+
+    def _make_client(self) -> mqtt.Client:
+        client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=False,
+            protocol=mqtt.MQTTv311, manual_ack=True,
+        )
+        if self.broker.username is not None:
+            client.username_pw_set(self.broker.username, self.broker.password)
+        if self.broker.tls:
+            client.tls_set()
+        client.reconnect_delay_set(min_delay=1, max_delay=30)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
+        return client
+
+    def _on_connect(self, client: mqtt.Client, _userdata: Any, flags: Any, reason_code: Any, _props: Any) -> None:
+        if reason_code.is_failure:
+            log.error("broker %s:%d refused the connection: %s", self.broker.host, self.broker.port, reason_code)
+            return
+        with self._gen_lock:
+            self._generation += 1
+        log.info("connected to %s:%d as %r (session present: %s); subscribing to %s (QoS 1)", self.broker.host,
+                 self.broker.port, self.client_id, getattr(flags, "session_present", "?"), self.subscription)
+        client.subscribe(self.subscription, qos=1)
+
+    def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, _mid: int, reason_codes: list[Any],
+                      _props: Any) -> None:
+        failed = [rc for rc in reason_codes if rc.is_failure]
+        if failed:
+            log.error("broker refused the subscription to %s: %s", self.subscription, failed)
+            return
+        self._connected.set()
+
+    def _on_disconnect(self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason_code: Any,
+                       _props: Any) -> None:
+        self._connected.clear()
+        if not self._stop.is_set():
+            log.warning("disconnected from broker %s:%d (%s); reconnecting", self.broker.host, self.broker.port,
+                        reason_code)
+
+    def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        with self._gen_lock:
+            generation = self._generation
+        self._queue.put(_Message(msg.topic, bytes(msg.payload), msg.mid, msg.qos, bool(msg.retain), generation))
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Consume until :meth:`stop`; then flush, acknowledge and disconnect.
+
+        Connection failures are retried forever (paho reconnects with backoff).
+        """
+        self._run_ident = threading.get_ident()
+        log.info("ingest starting: broker %s:%d, client id %r, store %r", self.broker.host, self.broker.port,
+                 self.client_id, self.store)
+        self._client.connect_async(self.broker.host, self.broker.port, keepalive=self.keepalive_s)
+        self._client.loop_start()
+        next_stats = time.monotonic() + self.stats_interval_s
+        try:
+            while not self._stop.is_set():
+                batch = self._collect()
+                if batch:
+                    self._process(batch)
+                if time.monotonic() >= next_stats:
+                    self.log_stats()
+                    next_stats = time.monotonic() + self.stats_interval_s
+            # Final flush of whatever arrived before stop() (retried until _stop_deadline).
+            batch = self._drain()
+            if batch:
+                self._process(batch)
+            for info in self._pending_publishes:
+                if not info.is_published():
+                    info.wait_for_publish(timeout=1.0)
+        finally:
+            self._client.disconnect()
+            self._client.loop_stop()
+            self.log_stats()
+            log.info("ingest stopped")
+            self._done.set()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Ask :meth:`run` to flush the pending batch and disconnect (thread-safe, signal-safe).
+
+        Called from another thread, waits up to ``timeout_s`` for ``run`` to finish; called from
+        the thread running ``run`` (e.g. a signal handler), only asks.
+        """
+        if not self._stop.is_set():
+            self._stop_deadline = time.monotonic() + self.stop_flush_timeout_s
+            self._stop.set()
+        if self._run_ident is not None and self._run_ident != threading.get_ident():
+            self._done.wait(timeout_s)
+
+    def wait_connected(self, timeout_s: float = 10.0) -> bool:
+        """Block until connected and the subscription is granted; ``False`` on timeout."""
+        return self._connected.wait(timeout_s)
+
+    def log_stats(self) -> None:
+        """One INFO line with the counters."""
+        log.info("ingest: received=%d written=%d late=%d duplicates=%d ignored=%d acked=%d dead_lettered=%s",
+                 self.received, self.written, self.late, self.duplicates, self.ignored, self.acked,
+                 dict(self.dead_lettered) or "{}")
+
+    # -- batching --------------------------------------------------------------------------
+
+    def _collect(self) -> list[_Message]:
+        try:
+            first = self._queue.get(timeout=0.2)
+        except queue.Empty:
+            return []
+        batch = [first]
+        deadline = time.monotonic() + self.batch_s
+        while len(batch) < self.batch_size and not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(self._queue.get(timeout=min(remaining, 0.2)))
+            except queue.Empty:
+                continue
+        self.received += len(batch)
+        return batch
+
+    def _drain(self) -> list[_Message]:
+        batch = []
+        while True:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        self.received += len(batch)
+        return batch
+
+    def _process(self, batch: list[_Message]) -> None:
+        accepted: list[Reading] = []
+        late: list[Reading] = []
+        dead: list[DeadLetter] = []
+        duplicates = 0
+        for msg in batch:
+            if not topics.matches(self.subscription, msg.topic):
+                self.ignored += 1
+                log.debug("ignoring %s: outside subscription %s", msg.topic, self.subscription)
+                continue
+            result: ValidationResult = self.validator.validate(msg.topic, msg.payload, retained=msg.retain,
+                                                               received_at=self.clock.now())
+            accepted += result.accepted
+            late += result.late
+            dead += result.dead
+            duplicates += len(result.duplicates)
+        stored = self._write_until_durable(accepted, late, dead)
+        if stored is None:
+            log.error("store still unavailable at shutdown: %d message(s) left unacknowledged; the broker will "
+                      "redeliver them to this session", len(batch))
+            return
+        new_live, new_late = stored
+        self.validator.committed(accepted + late)
+        self.written += new_live + new_late
+        self.late += new_late
+        self.duplicates += duplicates + (len(accepted) - new_live) + (len(late) - new_late)
+        for letter in dead:
+            self.dead_lettered[letter.reason] += 1
+            log.warning("dead letter (%s): %s [topic %s]", letter.reason, letter.detail, letter.topic)
+            info = self._client.publish(topics.DEADLETTER, deadletter_json(letter), qos=1)
+            self._pending_publishes.append(info)
+        self._pending_publishes = [i for i in self._pending_publishes if not i.is_published()][-1000:]
+        self._ack(batch)
+
+    def _ack(self, batch: list[_Message]) -> None:
+        with self._gen_lock:
+            generation = self._generation
+        for msg in batch:
+            if msg.qos == 0:
+                continue
+            if msg.generation != generation:
+                # Received on an earlier connection: the broker redelivers it on this one (stored
+                # already, so the redelivery is a duplicate); its old packet id is not ours to ack.
+                continue
+            self._client.ack(msg.mid, msg.qos)
+            self.acked += 1
+
+    def _write_until_durable(self, accepted: list[Reading], late: list[Reading],
+                             dead: list[DeadLetter]) -> tuple[int, int] | None:
+        """Write the three parts, retrying each until it succeeds; ``None`` if stopped while failing."""
+        new_live: int | None = None if accepted else 0
+        new_late: int | None = None if late else 0
+        dead_done = not dead
+        delay = self.retry_backoff_s
+        outage_since: datetime | None = None
+        while True:
+            try:
+                if new_live is None:
+                    new_live = self.store.write_readings(accepted)
+                if new_late is None:
+                    new_late = self.store.write_readings(late, late=True)
+                if not dead_done:
+                    self.store.write_deadletters(dead)
+                    dead_done = True
+                if outage_since is not None:
+                    log.warning("store is writable again (outage since %s); acknowledging", format_time(outage_since))
+                return new_live, new_late
+            except StoreError as exc:
+                if outage_since is None:
+                    outage_since = self.clock.now()
+                    log.error("store write failed, not acknowledging until it succeeds: %s", exc)
+                else:
+                    log.info("store still failing (retry in %.1fs): %s", delay, exc)
+                if self._stop.is_set():
+                    remaining = self._stop_deadline - time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    time.sleep(min(delay, remaining))
+                else:
+                    self._stop.wait(delay)
+                delay = min(self.max_backoff_s, delay * 2)

@@ -1,0 +1,207 @@
+"""Validation of one MQTT readings message against the configured sites and device profiles.
+
+Never raises for bad input: every rejected reading becomes a :class:`~stormwatch.store.DeadLetter`
+with a short reason (failure-kinds.md; design-notes.md "Nothing lost, nothing invented"):
+
+============== ==================================================================================
+reason          when
+============== ==================================================================================
+not_utf8        the payload is not UTF-8
+bad_json        the payload is not JSON
+schema          wrong/missing fields or types; a NaN/Inf ``value`` (the detail names ``value``)
+bad_topic       the topic is not ``stormwatch/v1/<site>/<gateway>/readings``
+topic_mismatch  the reading's site or gateway differs from the topic's
+unknown_site    no site configuration for the site
+unknown_gateway the gateway is not the site's ``gateway_id``
+unknown_device  the device is not in the site configuration
+unknown_quantity the device's profile does not produce that quantity
+unit_mismatch   the unit differs from the profile's unit for that quantity
+future_time     event time more than ``max_future_s`` ahead of the clock
+============== ==================================================================================
+
+Duplicates (an identity ``(gateway, boot, seq)`` already stored, remembered in a bounded LRU) are
+not bad input -- QoS 1 delivers at least once -- so they are returned apart and only counted; the
+store's unique key remains the real guard (failure-kinds.md #9). Identities enter the LRU only via
+:meth:`Validator.committed`, i.e. after the store write succeeded: a message redelivered because
+the store was down must not be mistaken for a duplicate.
+
+Lateness: a reading older than ``late_after_s`` on arrival (or any retained message,
+failure-kinds.md #10) is accepted but returned in ``late`` so it is stored flagged and never
+treated as live.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from stormwatch import topics
+from stormwatch.clock import Clock
+from stormwatch.config import SiteConfig
+from stormwatch.contract import PayloadError, Reading, dump_readings, parse_readings
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.store import DeadLetter
+
+#: Quantities a gateway derives from a level sensor (profile with a ``level`` section) in addition
+#: to the profile's own points: height of water / sediment above the basin floor, in metres
+#: (stormwatch/contract.py quantity table).
+LEVEL_QUANTITIES: Mapping[str, str] = {"stage": "m", "sediment_depth": "m"}
+
+
+@dataclass
+class ValidationResult:
+    """What became of one message.
+
+    Attributes:
+        accepted: readings to store as live.
+        late: readings to store flagged ``late`` (retained, or older than ``late_after_s``).
+        duplicates: readings whose identity was already stored (count them; do not store again).
+        dead: dead letters, one per rejected reading (or one for an unparseable message).
+    """
+
+    accepted: list[Reading] = field(default_factory=list)
+    late: list[Reading] = field(default_factory=list)
+    duplicates: list[Reading] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+class Validator:
+    """Checks readings messages against sites and device profiles.
+
+    Args:
+        sites: site id -> configuration.
+        profiles: the device profile library (``device_profiles/``).
+        clock: the time base for ``future_time``, lateness and ``received_at``.
+        max_future_s: how far ahead of the clock an event time may be (gateway clock skew).
+        late_after_s: readings older than this on arrival are stored as late. Default ``None``: only
+            retained messages are late (failure-kinds.md #10). An age limit is opt-in because a
+            gateway replaying its outbox after an outage delivers old readings that are real data
+            the alert engine must still evaluate (it reports them with ``late_detection_s``).
+        dedupe_size: how many committed identities the duplicate LRU remembers.
+
+    Raises:
+        ProfileError: a device's profile cannot be loaded.
+    """
+
+    def __init__(
+        self,
+        sites: Mapping[str, SiteConfig],
+        profiles: ProfileLibrary,
+        clock: Clock,
+        max_future_s: float = 300.0,
+        late_after_s: float | None = None,
+        dedupe_size: int = 100_000,
+    ) -> None:
+        self.sites = dict(sites)
+        self.clock = clock
+        self.max_future = timedelta(seconds=max_future_s)
+        self.late_after = None if late_after_s is None else timedelta(seconds=late_after_s)
+        self.dedupe_size = dedupe_size
+        self._seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
+        # (site, device) -> quantity -> unit, resolved once (fails fast on a bad profile).
+        self._units: dict[tuple[str, str], dict[str, str]] = {}
+        for site_id, cfg in self.sites.items():
+            for dev in cfg.devices:
+                profile = profiles.get(dev.profile)
+                units = dict(profile.quantities())
+                if profile.level is not None:
+                    units.update(LEVEL_QUANTITIES)
+                self._units[(site_id, dev.id)] = units
+
+    @classmethod
+    def for_sites(cls, sites: Iterable[SiteConfig], profiles: ProfileLibrary, clock: Clock,
+                  **kwargs: float | int | None) -> Validator:
+        """Build from a list of site configurations (ids must be unique).
+
+        Raises:
+            ValueError: two configurations share a site id.
+            ProfileError: a device's profile cannot be loaded.
+        """
+        by_id: dict[str, SiteConfig] = {}
+        for cfg in sites:
+            if cfg.site.id in by_id:
+                raise ValueError(f"site id {cfg.site.id!r} configured twice")
+            by_id[cfg.site.id] = cfg
+        return cls(by_id, profiles, clock, **kwargs)  # type: ignore[arg-type]
+
+    def validate(self, topic: str, payload: bytes, *, retained: bool = False,
+                 received_at: datetime | None = None) -> ValidationResult:
+        """Validate one message.
+
+        Args:
+            topic: the MQTT topic it arrived on.
+            payload: the payload bytes.
+            retained: the broker flagged it retained (stale by definition) -> ``late``.
+            received_at: receive time; default ``clock.now()``.
+
+        Returns:
+            The typed outcome; never raises for bad input.
+        """
+        now = received_at or self.clock.now()
+        result = ValidationResult()
+
+        def reject(reason: str, detail: str, body: bytes = payload) -> None:
+            result.dead.append(DeadLetter(reason=reason, detail=detail, topic=topic, payload=body, received_at=now))
+
+        where = topics.parse_readings_topic(topic)
+        if where is None:
+            reject("bad_topic", f"{topic!r} is not a readings topic ({topics.READINGS_FILTER})")
+            return result
+        topic_site, topic_gateway = where
+        try:
+            readings = parse_readings(payload)
+        except PayloadError as exc:
+            reject(exc.reason, exc.detail)
+            return result
+        single = len(readings) == 1
+        for index, reading in enumerate(readings):
+            body = payload if single else dump_readings([reading])
+            prefix = "" if single else f"readings.{index}: "
+            problem = self._check(reading, topic_site, topic_gateway, now)
+            if problem is not None:
+                reject(problem[0], prefix + problem[1], body)
+            elif reading.identity in self._seen:
+                self._seen.move_to_end(reading.identity)
+                result.duplicates.append(reading)
+            elif retained or (self.late_after is not None and reading.time < now - self.late_after):
+                result.late.append(reading)
+            else:
+                result.accepted.append(reading)
+        return result
+
+    def _check(self, r: Reading, topic_site: str, topic_gateway: str, now: datetime) -> tuple[str, str] | None:
+        if r.site != topic_site or r.gateway != topic_gateway:
+            return ("topic_mismatch", f"reading says site {r.site!r} gateway {r.gateway!r} but the topic says "
+                                      f"site {topic_site!r} gateway {topic_gateway!r}")
+        cfg = self.sites.get(r.site)
+        if cfg is None:
+            return ("unknown_site", f"site {r.site!r} is not configured (known: {sorted(self.sites)})")
+        if r.gateway != cfg.gateway_id:
+            return ("unknown_gateway", f"gateway {r.gateway!r} is not site {r.site!r}'s gateway {cfg.gateway_id!r}")
+        units = self._units.get((r.site, r.device))
+        if units is None:
+            return ("unknown_device", f"device {r.device!r} is not configured for site {r.site!r} "
+                                      f"(known: {sorted(d.id for d in cfg.devices)})")
+        expected = units.get(r.quantity)
+        if expected is None:
+            return ("unknown_quantity", f"device {r.device!r} does not produce {r.quantity!r} "
+                                        f"(it produces: {sorted(units)})")
+        if r.unit != expected:
+            return ("unit_mismatch", f"{r.device} {r.quantity} unit {r.unit!r}, profile says {expected!r}")
+        if r.time > now + self.max_future:
+            ahead_s = (r.time - now).total_seconds()
+            limit_s = self.max_future.total_seconds()
+            return ("future_time", f"event time {r.time.isoformat()} is {ahead_s:.0f}s ahead of the clock "
+                                   f"({now.isoformat()}; limit {limit_s:.0f}s)")
+        return None
+
+    def committed(self, readings: Iterable[Reading]) -> None:
+        """Remember identities the store has durably written (call after a successful write)."""
+        for r in readings:
+            self._seen[r.identity] = None
+            self._seen.move_to_end(r.identity)
+        while len(self._seen) > self.dedupe_size:
+            self._seen.popitem(last=False)
+
