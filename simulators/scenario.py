@@ -20,6 +20,7 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -69,8 +70,8 @@ class RainRecordSpec(_Strict):
         unit: ``mm`` or ``in``.
         time_column, value_column: names (with a header) or 0-based indexes.
         time_format: strptime format. tz: IANA zone of naive times. delimiter: field separator.
-        start: when given, only rows from this instant on are replayed.
-        end: when given, rows from this instant on are dropped.
+        start: when given, only rows from this instant on are replayed (naive = local to ``tz``).
+        end: when given, rows from this instant on are dropped (naive = local to ``tz``).
         shift_to_offset_h: when given, the (windowed) record is moved so its first tip falls this
             many hours after the scenario start.
     """
@@ -258,8 +259,15 @@ def record_from_spec(spec: RainRecordSpec, scenario_start: datetime) -> RainReco
         tz=spec.tz,
         delimiter=spec.delimiter,
     )
-    lo = spec.start.astimezone(UTC) if spec.start else datetime.min.replace(tzinfo=UTC)
-    hi = spec.end.astimezone(UTC) if spec.end else datetime.max.replace(tzinfo=UTC)
+    zone = ZoneInfo(spec.tz)
+
+    def utc(t: datetime | None, default: datetime) -> datetime:
+        if t is None:
+            return default
+        return (t if t.tzinfo else t.replace(tzinfo=zone)).astimezone(UTC)
+
+    lo = utc(spec.start, datetime.min.replace(tzinfo=UTC))
+    hi = utc(spec.end, datetime.max.replace(tzinfo=UTC))
     record = record.window(lo, hi)
     if spec.shift_to_offset_h is not None:
         record = record.shifted(scenario_start + timedelta(hours=spec.shift_to_offset_h))
