@@ -1,0 +1,64 @@
+"""Broker URLs: ``mqtt://[user[:password]@]host[:port]`` or ``mqtts://...`` (TLS).
+
+Credentials may also come from the environment: ``STORMWATCH_MQTT_USERNAME``,
+``STORMWATCH_MQTT_PASSWORD`` (URL values win); ``STORMWATCH_MQTT_CA_FILE`` names a CA bundle for
+``mqtts`` (default: the system trust store). Passwords are never logged: use
+:meth:`BrokerSettings.safe_url` in messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
+
+
+class BrokerUrlError(ValueError):
+    """A broker URL that cannot be used (the message never contains the password)."""
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """Where and how to connect. ``password`` is excluded from ``repr``."""
+
+    host: str
+    port: int
+    tls: bool
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_file: str | None = None
+
+    def safe_url(self) -> str:
+        """The URL without the password (for logs)."""
+        user = f"{self.username}@" if self.username else ""
+        return f"{'mqtts' if self.tls else 'mqtt'}://{user}{self.host}:{self.port}"
+
+
+def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSettings:
+    """Parse ``url`` (see the module docstring).
+
+    Raises:
+        BrokerUrlError: unknown scheme, missing host or a bad port.
+    """
+    env = env or {}
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise BrokerUrlError(f"bad broker URL: {exc}") from None
+    if parts.scheme not in DEFAULT_PORTS:
+        raise BrokerUrlError(f"broker URL must start with mqtt:// or mqtts://, got scheme {parts.scheme!r}")
+    if not parts.hostname:
+        raise BrokerUrlError("broker URL has no host (expected mqtt://host:port)")
+    username = unquote(parts.username) if parts.username else env.get("STORMWATCH_MQTT_USERNAME") or None
+    password = unquote(parts.password) if parts.password else env.get("STORMWATCH_MQTT_PASSWORD") or None
+    return BrokerSettings(
+        host=parts.hostname,
+        port=port or DEFAULT_PORTS[parts.scheme],
+        tls=parts.scheme == "mqtts",
+        username=username,
+        password=password,
+        ca_file=env.get("STORMWATCH_MQTT_CA_FILE") or None,
+    )

@@ -1,0 +1,129 @@
+"""``stormwatch gateway`` and ``stormwatch decode``.
+
+::
+
+    stormwatch gateway --site SITE.yaml --broker mqtt://127.0.0.1:1883 --state-dir ./var/gateway
+                       [--clock-file PATH] [--until ISO] [--check]
+    stormwatch decode --type float32 --order CDAB 0x0000 0x3FC0        # → 1.5
+
+``--clock-file``: JSON written by ``stormwatch simulate`` with the ScenarioClock fields
+``{"sim_start": ISO, "speed": float, "wall_start": POSIX seconds}``; without it the
+``STORMWATCH_SIM_*`` environment (``ScenarioClock.to_env``) is used if set, else the wall clock.
+Bad input exits with code 2 and a message on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+from datetime import datetime
+from pathlib import Path
+
+import typer
+
+from gateway.broker import BrokerUrlError, parse_broker_url
+from gateway.drivers.build import UnsupportedDevice, build_driver
+from gateway.fieldtool import FieldToolError, decode_text
+from stormwatch.clock import Clock, ScenarioClock, WallClock
+from stormwatch.config import ConfigError, load_site
+from stormwatch.profiles import ProfileError, ProfileLibrary
+
+log = logging.getLogger(__name__)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def load_clock_file(path: Path) -> ScenarioClock:
+    """The ScenarioClock described by a ``stormwatch simulate`` clock file.
+
+    Raises:
+        ValueError: unreadable file, bad JSON or missing/invalid fields (message names the file).
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return ScenarioClock(
+            sim_start=datetime.fromisoformat(data["sim_start"]),
+            speed=float(data["speed"]),
+            wall_start=float(data["wall_start"]),
+        )
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: not a clock file (sim_start, speed, wall_start): {exc}") from exc
+
+
+def gateway_command(
+    site: Path = typer.Option(..., "--site", help="Site YAML file."),
+    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", help="mqtt://host:port or mqtts://host:port"),
+    state_dir: Path = typer.Option(Path("./var/gateway"), "--state-dir", help="Outbox and counter baselines."),
+    clock_file: Path | None = typer.Option(None, "--clock-file", help="ScenarioClock JSON from `stormwatch simulate`."),
+    until: str | None = typer.Option(None, "--until", help="Stop at this clock time (ISO 8601 with offset)."),
+    profiles_dir: Path | None = typer.Option(None, "--profiles", help="Device profile directory."),
+    check: bool = typer.Option(False, "--check", help="Validate the site, profiles and broker URL, then exit."),
+) -> None:
+    """Poll the site's devices and publish readings to MQTT (QoS 1, store-and-forward)."""
+    from gateway.service import Gateway
+
+    profiles = ProfileLibrary(profiles_dir)
+    try:
+        cfg = load_site(site, profiles)
+        parse_broker_url(broker, os.environ)
+        for device in cfg.devices:
+            build_driver(device, profiles.get(device.profile), WallClock(), {})
+    except (ConfigError, ProfileError, UnsupportedDevice, BrokerUrlError) as exc:
+        raise _fail(str(exc)) from None
+    until_dt: datetime | None = None
+    if until is not None:
+        try:
+            until_dt = datetime.fromisoformat(until)
+        except ValueError:
+            raise _fail(f"--until {until!r} is not an ISO 8601 time") from None
+        if until_dt.tzinfo is None:
+            raise _fail("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
+    if check:
+        typer.echo(
+            f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {len(cfg.devices)} devices: "
+            + ", ".join(f"{d.id} ({d.profile} via {d.transport.kind})" for d in cfg.devices)
+        )
+        return
+    clock: Clock
+    if clock_file is not None:
+        try:
+            clock = load_clock_file(clock_file)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+    else:
+        clock = ScenarioClock.from_env(dict(os.environ)) or WallClock()
+    gw = Gateway(cfg, profiles, clock, broker, state_dir)
+    if threading.current_thread() is threading.main_thread():
+        def _on_signal(signum: int, _frame: object) -> None:
+            log.info("signal %d: stopping the gateway", signum)
+            threading.Thread(target=gw.stop, daemon=True).start()
+
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+    gw.run(until_dt)
+
+
+def decode_command(
+    words: list[str] = typer.Argument(..., help="Register words, decimal or 0x-hex, as read from the wire."),
+    dtype: str = typer.Option("uint16", "--type", help="int16, uint16, int32, uint32, float32, int64, uint64, float64"),
+    order: str = typer.Option("ABCD", "--order", help="ABCD, CDAB, BADC, DCBA or all"),
+    scale: float = typer.Option(1.0, "--scale", help="engineering = raw * scale + offset"),
+    offset: float = typer.Option(0.0, "--offset"),
+) -> None:
+    """Decode Modbus register words (field tool): `decode --type float32 --order CDAB 0x0000 0x3FC0` → 1.5."""
+    try:
+        typer.echo(decode_text(words, dtype, order.upper() if order.lower() != "all" else "all", scale, offset))
+    except FieldToolError as exc:
+        raise _fail(str(exc)) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gateway`` and ``decode`` to the ``stormwatch`` command line."""
+    app.command("gateway")(gateway_command)
+    app.command("decode")(decode_command)

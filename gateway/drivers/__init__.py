@@ -1,0 +1,52 @@
+"""Device drivers: one module per transport.
+
+A driver polls one device and returns its decoded values as :class:`PointValue` objects, or
+raises a :class:`gateway.errors.DeviceError` subclass. Devices that share a connection (one
+RS-485 line, one Modbus TCP endpoint) share a link and its lock (``link_key``); the service runs
+one polling thread per link so a dead line never delays the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class PointValue:
+    """One decoded value of one poll.
+
+    Attributes:
+        quantity, unit: contract quantity and unit (from the profile).
+        raw: the undecoded value kept for audit (register words, an integer register, a line).
+        number: the raw number before scale/offset (compared with error codes, counters, no-target).
+        value: the engineering value (may be NaN: a gap, decided by :mod:`gateway.qc`).
+        valid_range, error_codes: from the profile point (for :mod:`gateway.qc`).
+    """
+
+    quantity: str
+    unit: str
+    raw: list[int] | int | float | str
+    number: int | float
+    value: float
+    valid_range: tuple[float, float] | None = None
+    error_codes: tuple[float, ...] = ()
+
+
+class Driver(Protocol):
+    """What the service needs from a driver."""
+
+    device_id: str
+    link_key: str
+
+    def poll(self) -> list[PointValue]:
+        """Run the profile's commands due for this poll, then read every point.
+
+        Raises:
+            gateway.errors.DeviceError: TransportError, DeviceReplyError or BadDataError.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the connection (idempotent)."""
+        ...

@@ -1,0 +1,258 @@
+"""Modbus TCP and RTU driver (pymodbus 3.16 synchronous clients).
+
+* :class:`ModbusLink` is one connection -- a TCP endpoint or one RS-485 serial line -- shared by
+  every device on it, with ONE lock: a device's commands and reads run under the lock as one
+  transaction, so two devices on one bus never interleave frames.
+* :class:`ModbusDriver` polls one device: the profile's commands that are due (``every_n_polls``
+  0 = once after each (re)connect, n = every n-th poll, the first poll included; ``delay_s`` is
+  waited in CLOCK time), then reads each run of contiguous points of one table in one request and
+  decodes every point through :func:`stormwatch.codec.decode_point`.
+
+Errors: a transport failure (connect refused, timeout, I/O error) closes the link and raises
+:class:`TransportError` -- the next poll reconnects (RTU: reopening the port also discards stale
+bytes of a timed-out reply, failure-kinds.md #3); an exception response raises
+:class:`DeviceReplyError`; undecodable registers raise :class:`BadDataError`.
+
+pymodbus API used (checked against 3.16.1): ``ModbusTcpClient(host, port=, timeout=, retries=)``,
+``ModbusSerialClient(port, framer=FramerType.RTU, baudrate=, bytesize=, parity=, stopbits=,
+timeout=, retries=)``, ``read_holding_registers(address, count=, device_id=)`` and friends,
+``write_registers(address, values, device_id=)``, ``write_coil(address, value, device_id=)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pymodbus.client import ModbusSerialClient, ModbusTcpClient
+from pymodbus.client.base import ModbusBaseSyncClient
+from pymodbus.exceptions import ModbusException
+from pymodbus.framer import FramerType
+
+from gateway.drivers import PointValue
+from gateway.errors import BadDataError, DeviceReplyError, TransportError
+from stormwatch.clock import Clock
+from stormwatch.codec import DecodeError, decode_point, scale
+from stormwatch.config import ModbusRtu, ModbusTcp
+from stormwatch.profiles import DeviceProfile, ModbusCommand, Point
+
+log = logging.getLogger(__name__)
+
+#: Most registers one read request may ask for (Modbus application protocol, function 0x03).
+MAX_REGISTERS_PER_READ = 125
+
+
+def link_key(transport: ModbusTcp | ModbusRtu) -> str:
+    """Devices with the same key share one connection and one lock."""
+    if isinstance(transport, ModbusTcp):
+        return f"modbus-tcp://{transport.host}:{transport.port}"
+    return f"modbus-rtu://{transport.port}"
+
+
+def client_factory(transport: ModbusTcp | ModbusRtu) -> Callable[[], ModbusBaseSyncClient]:
+    """A function building the (unconnected) pymodbus client for ``transport``.
+
+    ``retries=0``: the gateway retries at the next poll slot with backoff instead of blocking
+    the bus with immediate retries.
+    """
+    if isinstance(transport, ModbusTcp):
+        return lambda: ModbusTcpClient(
+            transport.host, port=transport.port, timeout=transport.timeout_s, retries=0
+        )
+    return lambda: ModbusSerialClient(
+        transport.port,
+        framer=FramerType.RTU,
+        baudrate=transport.baud,
+        bytesize=8,
+        parity=transport.parity,
+        stopbits=transport.stopbits,
+        timeout=transport.timeout_s,
+        retries=0,
+    )
+
+
+class ModbusLink:
+    """One Modbus connection (TCP endpoint or serial line) shared by its devices.
+
+    Attributes:
+        key: see :func:`link_key`.
+        lock: held by a driver for a whole poll (commands + reads).
+        generation: increments on every successful connect (drivers re-run once-commands).
+    """
+
+    def __init__(self, key: str, factory: Callable[[], ModbusBaseSyncClient]) -> None:
+        self.key = key
+        self.lock = threading.RLock()
+        self.generation = 0
+        self._factory = factory
+        self._client: ModbusBaseSyncClient | None = None
+
+    def client(self, device: str) -> ModbusBaseSyncClient:
+        """The connected client, connecting first if needed. Call with :attr:`lock` held.
+
+        Raises:
+            TransportError: the connection cannot be opened.
+        """
+        if self._client is None:
+            client = self._factory()
+            try:
+                ok = client.connect()
+            except (ModbusException, OSError) as exc:
+                client.close()
+                raise TransportError(device, f"cannot connect to {self.key}: {exc}") from exc
+            if not ok:
+                client.close()
+                raise TransportError(device, f"cannot connect to {self.key}")
+            self._client = client
+            self.generation += 1
+            log.debug("connected to %s (generation %d)", self.key, self.generation)
+        return self._client
+
+    def close(self) -> None:
+        """Close the connection; the next :meth:`client` call reopens it."""
+        with self.lock:
+            if self._client is not None:
+                try:
+                    self._client.close()
+                finally:
+                    self._client = None
+
+
+@dataclass(frozen=True)
+class _Block:
+    table: str
+    address: int
+    count: int
+    points: tuple[Point, ...]
+
+
+def plan_reads(points: Sequence[Point]) -> list[_Block]:
+    """Group points into read requests: contiguous points of one table, ≤ 125 registers each."""
+    blocks: list[_Block] = []
+    for point in sorted(points, key=lambda p: (p.table, p.address)):
+        last = blocks[-1] if blocks else None
+        if (
+            last is not None
+            and last.table == point.table
+            and point.address == last.address + last.count
+            and last.count + point.count <= MAX_REGISTERS_PER_READ
+        ):
+            blocks[-1] = _Block(last.table, last.address, last.count + point.count, (*last.points, point))
+        else:
+            blocks.append(_Block(point.table, point.address, point.count, (point,)))
+    return blocks
+
+
+class ModbusDriver:
+    """Polls one Modbus device on a shared :class:`ModbusLink`.
+
+    Args:
+        device_id: the site's device id (for errors and logs).
+        profile: a ``protocol: modbus`` profile.
+        unit_id: Modbus device id (slave address) on the link.
+        link: the shared connection.
+        clock: for command ``delay_s`` (clock time).
+    """
+
+    def __init__(self, device_id: str, profile: DeviceProfile, unit_id: int, link: ModbusLink, clock: Clock) -> None:
+        if profile.modbus is None:
+            raise ValueError(f"profile {profile.model!r} has no modbus section")
+        self.device_id = device_id
+        self.link_key = link.key
+        self.unit_id = unit_id
+        self._spec = profile.modbus
+        self._link = link
+        self._clock = clock
+        self._blocks = plan_reads(self._spec.points)
+        self._polls = 0
+        self._initialised_generation = -1
+
+    def poll(self) -> list[PointValue]:
+        """Commands due, then all points. Raises TransportError/DeviceReplyError/BadDataError."""
+        with self._link.lock:
+            try:
+                client = self._link.client(self.device_id)
+                if self._initialised_generation != self._link.generation:
+                    for cmd in self._spec.commands:
+                        if cmd.every_n_polls == 0:
+                            self._command(client, cmd)
+                    self._initialised_generation = self._link.generation
+                for cmd in self._spec.commands:
+                    if cmd.every_n_polls > 0 and self._polls % cmd.every_n_polls == 0:
+                        self._command(client, cmd)
+                values: list[PointValue] = []
+                for block in self._blocks:
+                    words = self._read(client, block.table, block.address, block.count)
+                    values.extend(self._decode(block, words))
+            except ModbusException as exc:
+                self._link.close()
+                raise TransportError(self.device_id, f"{self.link_key} unit {self.unit_id}: {exc}") from exc
+            except OSError as exc:
+                self._link.close()
+                raise TransportError(self.device_id, f"{self.link_key} unit {self.unit_id}: I/O error {exc}") from exc
+            self._polls += 1
+            return values
+
+    def close(self) -> None:
+        self._link.close()
+
+    def _check(self, response: object, what: str) -> None:
+        is_error = getattr(response, "isError", None)
+        if is_error is not None and is_error():
+            code = getattr(response, "exception_code", "?")
+            raise DeviceReplyError(self.device_id, f"unit {self.unit_id} {what}: exception code {code}")
+
+    def _command(self, client: ModbusBaseSyncClient, cmd: ModbusCommand) -> None:
+        what = f"command {cmd.name} ({cmd.function} 0x{cmd.address:04X})"
+        if cmd.function == "write_registers":
+            resp = client.write_registers(cmd.address, list(cmd.values), device_id=self.unit_id)
+        elif cmd.function == "write_coil":
+            resp = client.write_coil(cmd.address, bool(cmd.values and cmd.values[0]), device_id=self.unit_id)
+        else:
+            resp = client.read_holding_registers(cmd.address, count=cmd.count, device_id=self.unit_id)
+        self._check(resp, what)
+        log.debug("%s: %s done", self.device_id, what)
+        if cmd.delay_s > 0:
+            self._clock.sleep(cmd.delay_s)
+
+    def _read(self, client: ModbusBaseSyncClient, table: str, address: int, count: int) -> list[int]:
+        what = f"read {table} 0x{address:04X} x{count}"
+        if table == "holding":
+            resp = client.read_holding_registers(address, count=count, device_id=self.unit_id)
+        elif table == "input":
+            resp = client.read_input_registers(address, count=count, device_id=self.unit_id)
+        elif table == "coil":
+            resp = client.read_coils(address, count=count, device_id=self.unit_id)
+        else:
+            resp = client.read_discrete_inputs(address, count=count, device_id=self.unit_id)
+        self._check(resp, what)
+        if table in ("coil", "discrete"):
+            bits = list(resp.bits)[:count]
+            if len(bits) != count:
+                raise BadDataError(self.device_id, f"{what}: got {len(bits)} bits")
+            return [int(b) for b in bits]
+        words = list(resp.registers)
+        if len(words) != count:
+            raise BadDataError(self.device_id, f"{what}: got {len(words)} registers")
+        return words
+
+    def _decode(self, block: _Block, words: list[int]) -> list[PointValue]:
+        out: list[PointValue] = []
+        for point in block.points:
+            start = point.address - block.address
+            chunk = words[start : start + point.count]
+            if block.table in ("coil", "discrete"):
+                number: int | float = chunk[0]
+                value = scale(number, point.scale, point.offset)
+            else:
+                try:
+                    number, value = decode_point(point, chunk)
+                except DecodeError as exc:
+                    raise BadDataError(self.device_id, f"{point.quantity} at 0x{point.address:04X}: {exc}") from exc
+            raw: list[int] | int | float = number if point.count == 1 else list(chunk)
+            out.append(
+                PointValue(point.quantity, point.unit, raw, number, value, point.valid_range, point.error_codes)
+            )
+        return out

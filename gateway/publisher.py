@@ -1,0 +1,230 @@
+"""MQTT publisher: drains the outbox at QoS 1 and deletes rows only on PUBACK (paho-mqtt 2.x).
+
+* Persistent session: fixed client id ``stormwatch-<site>-<gateway>``, ``clean_session=False``,
+  MQTT 3.1.1 (also what the amqtt embedded broker speaks).
+* Last will ``{"state":"offline"}`` retained at QoS 1 on ``topics.status(site, gateway)``; on every
+  connect a retained ``{"state":"online","boot":...,"outbox_depth":N,"time":...}``.
+* Automatic reconnect (paho's loop thread, ``reconnect_delay_set``).
+* Flow control: at most ``window`` messages handed to paho and not yet acknowledged, at most
+  ``max_rate_per_s`` new publishes per real second (a replay after an outage does not flood the
+  broker), and nothing new is handed over while disconnected -- the outbox, not the client's
+  memory, holds the backlog (failure-kinds.md #8). Messages already handed to paho when the link
+  drops are resent by paho on reconnect (same mid, DUP set) and their rows deleted on PUBACK.
+* ``on_publish`` runs in paho's thread holding paho's message lock, so it only queues the mid;
+  the pump thread maps mids to outbox rows and deletes them in batches.
+
+Real-time waits here (rate, timeouts) are transport pacing, not event time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
+
+from gateway.broker import BrokerSettings
+from gateway.outbox import Outbox
+from stormwatch import topics
+from stormwatch.clock import Clock
+from stormwatch.contract import format_time
+
+log = logging.getLogger(__name__)
+
+
+class MqttPublisher:
+    """Publishes outbox rows of one gateway.
+
+    Args:
+        broker: connection settings (:func:`gateway.broker.parse_broker_url`).
+        site, gateway: topic levels.
+        boot: this process's boot id (in the online status).
+        outbox: the durable outbox to drain.
+        clock: stamps the status ``time``.
+        window: unacknowledged messages allowed in flight.
+        max_rate_per_s: new publishes per real second.
+        reconnect_min_s, reconnect_max_s: paho reconnect backoff.
+    """
+
+    def __init__(
+        self,
+        broker: BrokerSettings,
+        site: str,
+        gateway: str,
+        boot: str,
+        outbox: Outbox,
+        clock: Clock,
+        window: int = 100,
+        max_rate_per_s: float = 500.0,
+        reconnect_min_s: float = 0.5,
+        reconnect_max_s: float = 10.0,
+    ) -> None:
+        self.broker = broker
+        self.site = site
+        self.gateway = gateway
+        self.boot = boot
+        self.outbox = outbox
+        self.clock = clock
+        self.window = window
+        self.max_rate_per_s = max_rate_per_s
+        self.readings_topic = topics.readings(site, gateway)
+        self.status_topic = topics.status(site, gateway)
+        self.client_id = f"stormwatch-{site}-{gateway}"
+        self._acks: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._inflight: dict[int, int] = {}  # mid -> outbox row id (pump thread only)
+        self._connected = threading.Event()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._pump_thread: threading.Thread | None = None
+        self.published = 0
+        self.acknowledged = 0
+        self._client = self._make_client(reconnect_min_s, reconnect_max_s)
+
+    # -- paho set-up and callbacks -------------------------------------------------------------
+
+    def _make_client(self, reconnect_min_s: float, reconnect_max_s: float) -> mqtt.Client:
+        client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=self.client_id,
+            clean_session=False,
+            protocol=MQTTProtocolVersion.MQTTv311,
+        )
+        client.will_set(self.status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
+        if self.broker.username:
+            client.username_pw_set(self.broker.username, self.broker.password)
+        if self.broker.tls:
+            client.tls_set(ca_certs=self.broker.ca_file, cert_reqs=ssl.CERT_REQUIRED)
+        client.reconnect_delay_set(min_delay=max(1, round(reconnect_min_s)), max_delay=max(1, round(reconnect_max_s)))
+        client.max_inflight_messages_set(self.window + 10)  # + status messages
+        client.max_queued_messages_set(0)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        return client
+
+    def _on_connect(self, client: mqtt.Client, _userdata: Any, flags: Any, reason_code: Any, _props: Any) -> None:
+        if getattr(reason_code, "is_failure", False):
+            log.warning("broker %s refused the connection: %s", self.broker.safe_url(), reason_code)
+            return
+        log.info(
+            "connected to %s as %s (session present: %s)",
+            self.broker.safe_url(), self.client_id, getattr(flags, "session_present", "?"),
+        )
+        status = {
+            "state": "online",
+            "boot": self.boot,
+            "outbox_depth": self.outbox.depth(),
+            "time": format_time(self.clock.now()),
+        }
+        client.publish(self.status_topic, json.dumps(status), qos=1, retain=True)
+        self._connected.set()
+        self._wake.set()
+
+    def _on_disconnect(self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason_code: Any, _props: Any) -> None:
+        if self._connected.is_set():
+            log.warning("disconnected from %s: %s (outbox keeps the readings)", self.broker.safe_url(), reason_code)
+        self._connected.clear()
+
+    def _on_publish(self, _client: mqtt.Client, _userdata: Any, mid: int, _reason: Any, _props: Any) -> None:
+        self._acks.put(mid)
+        self._wake.set()
+
+    # -- public API ---------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def start(self) -> None:
+        """Connect in the background (retrying until the broker answers) and start pumping."""
+        log.info("publishing to %s on %s", self.broker.safe_url(), self.readings_topic)
+        self._client.connect_async(self.broker.host, self.broker.port, keepalive=30)
+        self._client.loop_start()
+        self._pump_thread = threading.Thread(target=self._pump, name=f"mqtt-pump-{self.gateway}", daemon=True)
+        self._pump_thread.start()
+
+    def wake(self) -> None:
+        """New rows are in the outbox."""
+        self._wake.set()
+
+    def wait_drained(self, timeout_s: float, should_stop: Callable[[], bool] = lambda: False) -> bool:
+        """Wait (real time) until the outbox is empty; True if it emptied within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not should_stop():
+            if self.outbox.depth() == 0:
+                return True
+            self._wake.set()
+            time.sleep(0.02)
+        return self.outbox.depth() == 0
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Publish a retained offline status (if connected), disconnect cleanly, stop threads."""
+        self._stop.set()
+        self._wake.set()
+        if self._pump_thread is not None:
+            self._pump_thread.join(timeout_s)
+        self._apply_acks()
+        if self._connected.is_set():
+            info = self._client.publish(self.status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
+            try:
+                info.wait_for_publish(timeout_s)
+            except (RuntimeError, ValueError) as exc:
+                log.warning("offline status not confirmed: %s", exc)
+        self._client.disconnect()
+        self._client.loop_stop()
+        self._apply_acks()
+        log.info("publisher stopped: %d published, %d acknowledged", self.published, self.acknowledged)
+
+    # -- pump ---------------------------------------------------------------------------------
+
+    def _apply_acks(self) -> None:
+        done: list[int] = []
+        while True:
+            try:
+                mid = self._acks.get_nowait()
+            except queue.Empty:
+                break
+            row = self._inflight.pop(mid, None)
+            if row is not None:
+                done.append(row)
+        if done:
+            self.outbox.delete(done)
+            self.acknowledged += len(done)
+
+    def _pump(self) -> None:
+        next_slot = time.monotonic()
+        interval = 1.0 / self.max_rate_per_s
+        while not self._stop.is_set():
+            self._wake.wait(0.1)
+            self._wake.clear()
+            try:
+                self._apply_acks()
+                if not self._connected.is_set():
+                    continue
+                room = self.window - len(self._inflight)
+                rows = self.outbox.pending(room, exclude=frozenset(self._inflight.values()))
+                for row in rows:
+                    if self._stop.is_set() or not self._connected.is_set():
+                        break
+                    now = time.monotonic()
+                    if now < next_slot:
+                        time.sleep(next_slot - now)
+                    next_slot = max(now, next_slot) + interval
+                    info = self._client.publish(self.readings_topic, row.payload, qos=1)
+                    if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE:
+                        break
+                    # NO_CONN still queues the message inside paho (resent on reconnect).
+                    self._inflight[info.mid] = row.id
+                    self.published += 1
+                if rows:
+                    self._wake.set()
+            except Exception:
+                log.exception("publisher pump error (will retry)")
+                self._stop.wait(0.5)

@@ -1,0 +1,327 @@
+"""The gateway service: poll → counter/QC → outbox (committed) → MQTT QoS 1 → PUBACK → delete.
+
+Scheduling: each device is polled on the grid ``anchor + k × poll_interval_s`` in CLOCK time
+(``anchor`` = the scenario clock's ``sim_start``, else the Unix epoch, so wall-clock polls land on
+round times) and each reading is stamped with its grid instant, so event times are regular. A
+poll that starts so late that a later slot is already due is moved to that latest due slot (the
+skipped slots are gaps, counted in :attr:`Gateway.missed_slots`). One polling thread per link
+(Modbus TCP endpoint, RS-485 line, serial port): a dead line never delays the others.
+
+What each device produces (contract quantities, stormwatch/contract.py):
+
+* a counter profile (rain gauge) → one ``rain_tips`` reading per poll, ``value`` = int tip delta
+  (0 when no rain -- zero rain from a live gauge is real data), unit ``{tip}``, ``raw`` = counter
+  value; counter outcomes other than a plain rise carry a flag (:data:`gateway.counter.OUTCOME_FLAGS`).
+* other points → one reading per point (e.g. Y511: ``turbidity`` NTU and ``temperature`` Cel;
+  Keller: ``pressure`` bar; MaxBotix: ``distance`` mm), ``raw`` kept. A point with quantity
+  ``device_error`` is not published; non-zero flags the poll's readings ``device_error``.
+* non-finite values and level "no target" values (profile ``level.no_target``) are gaps: logged,
+  not published.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from gateway.broker import parse_broker_url
+from gateway.counter import CounterError, CounterState, CounterStore, count_tips
+from gateway.drivers import Driver, PointValue
+from gateway.drivers.build import build_driver
+from gateway.drivers.modbus import ModbusLink
+from gateway.errors import DeviceError
+from gateway.health import DeviceHealth
+from gateway.outbox import Outbox
+from gateway.publisher import MqttPublisher
+from gateway.qc import DEVICE_ERROR_QUANTITY, check_value
+from stormwatch.clock import Clock, WallClock
+from stormwatch.config import Device, SiteConfig
+from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.profiles import DeviceProfile, ProfileLibrary
+
+log = logging.getLogger(__name__)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+STATE_DB = "gateway.sqlite3"
+
+
+@dataclass
+class _Runner:
+    """Schedule and state of one device within its link's polling thread."""
+
+    device: Device
+    profile: DeviceProfile
+    driver: Driver
+    health: DeviceHealth
+    slot: int = 0
+    counter: CounterState | None = None
+    missed_logged: bool = False
+    polls: int = field(default=0)
+
+
+class Gateway:
+    """The edge gateway of one site.
+
+    Args:
+        cfg: the site (devices, transports, gateway id).
+        profiles: device profiles.
+        clock: event-time clock (WallClock in production, ScenarioClock in simulation).
+        broker_url: ``mqtt://host:port`` or ``mqtts://host:port`` (credentials from the URL or
+            ``STORMWATCH_MQTT_USERNAME``/``_PASSWORD``; see :mod:`gateway.broker`).
+        state_dir: directory for ``gateway.sqlite3`` (outbox + counter baselines); created.
+        anchor: grid origin for poll slots (default: ``clock.sim_start`` if the clock has one,
+            else the Unix epoch).
+        drain_timeout_s: real seconds :meth:`run` waits at the end for outstanding PUBACKs.
+        outbox_max_rows: outbox bound (see :mod:`gateway.outbox`).
+        publish_window, max_publish_rate_per_s, reconnect_max_s: see :class:`MqttPublisher`.
+
+    Raises:
+        gateway.drivers.build.UnsupportedDevice: a device the gateway cannot poll.
+        profiles.ProfileError: a missing/invalid profile.
+        gateway.broker.BrokerUrlError: a bad broker URL.
+    """
+
+    def __init__(
+        self,
+        cfg: SiteConfig,
+        profiles: ProfileLibrary,
+        clock: Clock,
+        broker_url: str,
+        state_dir: Path,
+        *,
+        anchor: datetime | None = None,
+        drain_timeout_s: float = 10.0,
+        outbox_max_rows: int = 200_000,
+        publish_window: int = 100,
+        max_publish_rate_per_s: float = 500.0,
+        reconnect_max_s: float = 10.0,
+    ) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.site = cfg.site.id
+        self.gateway_id = cfg.gateway_id
+        self.boot = uuid.uuid4().hex
+        self.drain_timeout_s = drain_timeout_s
+        self.anchor = anchor or getattr(clock, "sim_start", None) or EPOCH
+        state_dir = Path(state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        broker = parse_broker_url(broker_url, os.environ)
+        self._links: dict[str, ModbusLink] = {}
+        self._runners: list[_Runner] = []
+        for device in cfg.devices:
+            profile = profiles.get(device.profile)
+            driver = build_driver(device, profile, clock, self._links)
+            self._runners.append(_Runner(device, profile, driver, DeviceHealth(device.id)))
+        self.outbox = Outbox(state_dir / STATE_DB, max_rows=outbox_max_rows)
+        counters = CounterStore(state_dir / STATE_DB)
+        try:
+            for r in self._runners:
+                if r.profile.counter is not None:
+                    r.counter = counters.load(r.device.id)
+                    if r.counter is not None:
+                        log.info("%s: counter baseline %d at %s (persisted)", r.device.id, r.counter.value,
+                                 r.counter.time.isoformat())
+        finally:
+            counters.close()
+        self.publisher = MqttPublisher(
+            broker, self.site, self.gateway_id, self.boot, self.outbox, clock,
+            window=publish_window, max_rate_per_s=max_publish_rate_per_s, reconnect_max_s=reconnect_max_s,
+        )
+        self._seq = itertools.count()
+        self._seq_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._running = threading.Event()
+        self._finished = threading.Event()
+        self._closed = False
+        self.missed_slots = 0
+        self.readings_made = 0
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def run(self, until: datetime | None = None) -> None:
+        """Poll until ``clock.now() >= until`` (or forever) or :meth:`stop`; then drain and close.
+
+        Blocking. Slots at or after ``until`` are not polled. At the end waits up to
+        ``drain_timeout_s`` (real time) for the outbox to empty, publishes a retained offline
+        status and disconnects. Whatever is not acknowledged stays in the outbox for the next run.
+        """
+        self._running.set()
+        log.info(
+            "gateway %s/%s boot %s: %d devices on %d links", self.site, self.gateway_id, self.boot,
+            len(self._runners), len({r.driver.link_key for r in self._runners}),
+        )
+        try:
+            self.publisher.start()
+            by_link: dict[str, list[_Runner]] = {}
+            for r in self._runners:
+                by_link.setdefault(r.driver.link_key, []).append(r)
+            threads = [
+                threading.Thread(target=self._poll_link, args=(runners, until), name=f"poll {key}", daemon=True)
+                for key, runners in by_link.items()
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+            drained = self.publisher.wait_drained(self.drain_timeout_s)
+            if not drained:
+                log.warning("stopping with %d readings still in the outbox (sent on next start)", self.outbox.depth())
+        finally:
+            self._close()
+            self._finished.set()
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop polling, flush outstanding PUBACKs (up to ``drain_timeout_s``), disconnect.
+
+        Safe from any thread; blocks until :meth:`run` has finished (at most
+        ``drain_timeout_s + 10`` s by default). Without a running :meth:`run` it just closes.
+        """
+        self._stop.set()
+        if self._running.is_set():
+            self._finished.wait(timeout_s if timeout_s is not None else self.drain_timeout_s + 10.0)
+        else:
+            self._close()
+
+    def outbox_depth(self) -> int:
+        """Readings committed and not yet acknowledged by the broker."""
+        return self.outbox.depth()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.publisher.close()
+        finally:
+            for r in self._runners:
+                try:
+                    r.driver.close()
+                except Exception as exc:  # closing must not hide the rest of the shutdown
+                    log.warning("%s: close failed: %s", r.device.id, exc)
+            self.outbox.close()
+
+    def _slot_time(self, r: _Runner, k: int) -> datetime:
+        return self.anchor + timedelta(seconds=k * r.device.poll_interval_s)
+
+    def _slot_at_or_after(self, r: _Runner, t: datetime) -> int:
+        return math.ceil((t - self.anchor).total_seconds() / r.device.poll_interval_s - 1e-9)
+
+    def _latest_due_slot(self, r: _Runner, t: datetime) -> int:
+        return math.floor((t - self.anchor).total_seconds() / r.device.poll_interval_s + 1e-9)
+
+    def _wait_until(self, target: datetime) -> bool:
+        """Wait in clock time until ``target``; False if stopped first."""
+        real: Callable[[float], float] | None = getattr(self.clock, "real_seconds", None)
+        while not self._stop.is_set():
+            remaining = (target - self.clock.now()).total_seconds()
+            if remaining <= 0:
+                return True
+            if real is not None:
+                self._stop.wait(min(real(remaining), 0.25))
+            elif isinstance(self.clock, WallClock):
+                self._stop.wait(min(remaining, 0.25))
+            else:
+                self.clock.sleep(remaining)  # an unknown clock: trust its sleep (not interruptible)
+        return False
+
+    def _poll_link(self, runners: list[_Runner], until: datetime | None) -> None:
+        now = self.clock.now()
+        for r in runners:
+            r.slot = self._slot_at_or_after(r, now)
+        active = list(runners)
+        while active and not self._stop.is_set():
+            r = min(active, key=lambda x: self._slot_time(x, x.slot))
+            at = self._slot_time(r, r.slot)
+            if until is not None and at >= until:
+                active.remove(r)
+                continue
+            if not self._wait_until(at):
+                return
+            skip = self._poll(r, at)
+            nxt = r.slot + 1 + skip
+            due = self._latest_due_slot(r, self.clock.now())
+            if due > nxt:
+                self.missed_slots += due - nxt
+                level = logging.DEBUG if r.missed_logged else logging.WARNING
+                log.log(level, "%s: polling behind schedule, %d slot(s) skipped (gaps)", r.device.id, due - nxt)
+                r.missed_logged = True
+                nxt = due
+            r.slot = nxt
+
+    def _poll(self, r: _Runner, at: datetime) -> int:
+        """Poll one device for slot time ``at``; returns the slots to skip (backoff)."""
+        try:
+            values = r.driver.poll()
+        except DeviceError as exc:
+            return r.health.failed(exc)
+        except Exception as exc:  # a driver bug must not kill the link's thread
+            log.exception("%s: unexpected error while polling", r.device.id)
+            return r.health.failed(exc)
+        r.health.succeeded()
+        r.polls += 1
+        try:
+            self._publish(r, values, at)
+        except CounterError as exc:
+            log.error("%s: bad counter sample, no reading: %s", r.device.id, exc)
+        except sqlite3.Error as exc:
+            log.error("%s: outbox commit failed, reading at %s lost: %s", r.device.id, at.isoformat(), exc)
+        return 0
+
+    def _publish(self, r: _Runner, values: list[PointValue], at: datetime) -> None:
+        dev = r.device.id
+        device_error = False
+        for v in values:
+            if v.quantity == DEVICE_ERROR_QUANTITY and v.number != 0:
+                device_error = True
+                log.warning("%s: device reports error code %s at %s", dev, v.number, at.isoformat())
+        counter_spec = r.profile.counter
+        level = r.profile.level
+        pending: list[tuple[str, int | float, str, list[int] | int | float | str, tuple[str, ...]]] = []
+        new_state: dict[str, CounterState] = {}
+        for v in values:
+            if v.quantity == DEVICE_ERROR_QUANTITY:
+                continue
+            if counter_spec is not None and v.quantity == counter_spec.quantity:
+                result = count_tips(r.counter, v.number, at, counter_spec)
+                if result.outcome not in ("rise", "delta"):
+                    log.info("%s: counter %s at %s: %d tips (%s)", dev, v.number, at.isoformat(), result.tips,
+                             result.outcome)
+                flags = result.flags + (("device_error",) if device_error else ())
+                new_state[dev] = result.state
+                pending.append(("rain_tips", result.tips, TIP_UNIT, int(v.number), flags))
+                continue
+            if level is not None and v.quantity == level.quantity and v.number in level.no_target:
+                log.debug("%s: no target (raw %s) at %s: gap", dev, v.number, at.isoformat())
+                continue
+            verdict = check_value(v.value, v.number, v.valid_range, v.error_codes, device_error)
+            if not verdict.publish:
+                log.warning("%s: %s not published at %s: %s", dev, v.quantity, at.isoformat(), verdict.reason)
+                continue
+            pending.append((v.quantity, v.value, v.unit, v.raw, verdict.flags))
+        if not pending and not new_state:
+            return
+        with self._seq_lock:
+            readings = [
+                Reading(
+                    site=self.site, device=dev, quantity=q, value=value, unit=unit, time=at,
+                    gateway=self.gateway_id, boot=self.boot, seq=next(self._seq), raw=raw, flags=flags,
+                )
+                for q, value, unit, raw, flags in pending
+            ]
+            self.outbox.add(readings, new_state)
+        for state in new_state.values():
+            r.counter = state
+        self.readings_made += len(readings)
+        self.publisher.wake()
