@@ -1,0 +1,153 @@
+"""InfluxDB 1.x store against a real ``influxd`` (failure-kinds.md #12-#16). Values are read back
+with InfluxQL over HTTP, independently of the store's own query code."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ingest.influx1 import Influx1Store
+from ingest.lineprotocol import Point, encode_points
+from ingest.stores import open_store
+from stormwatch import servers
+from stormwatch.contract import Event, Reading
+from stormwatch.store import StoreError
+
+pytestmark = pytest.mark.influxdb
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+_db_numbers = itertools.count()
+
+
+def fresh_db(name: str) -> str:
+    return f"{name}_{next(_db_numbers)}"
+
+
+def turb(seq: int, value: float | int, *, site: str = "riverside", minute: int = 0,
+         flags: tuple[str, ...] = ()) -> Reading:
+    return Reading(site=site, device="turb-down", quantity="turbidity", value=value, unit="NTU",
+                   time=T0 + timedelta(minutes=minute), gateway="gw-1", boot="b1", seq=seq, raw=[seq], flags=flags)
+
+
+def select(srv: servers.InfluxDB1, db: str, q: str) -> list[list[object]]:
+    res = srv.query(q, db)["results"][0]
+    assert "error" not in res, res
+    series = res.get("series", [])
+    return series[0]["values"] if series else []
+
+
+def test_site_with_comma_space_equals_round_trips(influx_server: servers.InfluxDB1) -> None:
+    # failure-kinds.md #12: `Pond 3, Inlet=N` is a valid tag value (escaped, never quoted).
+    db = fresh_db("escaping")
+    store = open_store(influx_server.store_url(db))
+    assert isinstance(store, Influx1Store)
+    r = turb(1, 4.25, site="Pond 3, Inlet=N")
+    assert store.write_readings([r]) == 1
+    rows = select(influx_server, db, "SELECT \"site\", \"value\" FROM readings WHERE \"site\" = 'Pond 3, Inlet=N'")
+    assert rows == [[1_780_315_200_000_000_000, "Pond 3, Inlet=N", 4.25]]
+    tags = select(influx_server, db, 'SHOW TAG VALUES FROM readings WITH KEY = "site"')
+    assert tags == [["site", "Pond 3, Inlet=N"]]
+    assert store.query_readings("Pond 3, Inlet=N") == [r.model_copy(update={"value": 4.25})]
+
+
+def test_nan_field_dropped_and_all_nan_point_writes_nothing(influx_server: servers.InfluxDB1) -> None:
+    # failure-kinds.md #13: {turbidity: NaN, stage: 1.2} writes only stage; an all-NaN point writes
+    # nothing; neither rejects the rest of the batch.
+    db = fresh_db("nan")
+    store = Influx1Store(influx_server.url, db)
+    ns = 1_780_315_200_000_000_000
+    lines = encode_points([
+        Point("probe", {"site": "a"}, {"turbidity": float("nan"), "stage": 1.2}, ns),
+        Point("probe", {"site": "a"}, {"turbidity": float("inf")}, ns + 1),
+        Point("probe", {"site": "a"}, {"turbidity": 3.5, "stage": 1.25}, ns + 2),
+    ])
+    assert store.write_lines(lines) == []
+    rows = select(influx_server, db, "SELECT \"turbidity\", \"stage\" FROM probe")
+    assert rows == [[ns, None, 1.2], [ns + 2, 3.5, 1.25]]
+
+
+def test_integer_after_float_stays_float_and_a_conflict_loses_only_its_line(
+        influx_server: servers.InfluxDB1) -> None:
+    # failure-kinds.md #14: 12.5 then 13 are both floats (13.0, never 13i), written in separate
+    # requests so a type conflict would show.
+    db = fresh_db("types")
+    store = Influx1Store(influx_server.url, db)
+    assert store.write_readings([turb(1, 12.5)]) == 1
+    assert store.write_readings([turb(2, 13, minute=1)]) == 1
+    rows = select(influx_server, db, "SELECT \"value\" FROM readings")
+    assert [r[1] for r in rows] == [12.5, 13.0]
+    assert [r.value for r in store.query_readings("riverside")] == [12.5, 13.0]
+
+    # Make `flags` an integer field in this shard (foreign data), then send a batch where only the
+    # third reading carries string flags: that line is refused, the other two are stored.
+    store.write_lines([f"readings,site=other flags=1i {1_780_315_200_000_000_000 + 5}"])
+    batch = [turb(3, 14.0, minute=2), turb(4, 15.5, minute=3), turb(5, 16.0, minute=4, flags=("spike",)),
+             turb(6, 17.0, minute=5)]
+    assert store.write_readings(batch) == 3
+    rows = select(influx_server, db, "SELECT \"value\", \"seq\" FROM readings WHERE \"site\" = 'riverside'")
+    assert [(r[1], r[2]) for r in rows] == [(12.5, 1), (13.0, 2), (14.0, 3), (15.5, 4), (17.0, 6)]
+    # The refused line is dead-lettered with the server's message.
+    dead = select(influx_server, db, "SELECT \"reason\", \"detail\", \"payload\" FROM deadletter")
+    assert len(dead) == 1
+    assert dead[0][1] == "store_rejected"
+    assert "field type conflict" in str(dead[0][2])
+    assert "seq=5i" in str(dead[0][3])
+    assert store.rejected_total == 1
+
+
+def test_duplicate_overwrites_itself_and_events_upsert(influx_server: servers.InfluxDB1) -> None:
+    db = fresh_db("dupes")
+    store = Influx1Store(influx_server.url, db)
+    a, b = turb(1, 5.0), turb(2, 6.0, minute=1)
+    store.write_readings([a, b])
+    store.write_readings([a])  # QoS 1 redelivery
+    assert select(influx_server, db, "SELECT COUNT(\"value\") FROM readings")[0][1] == 2
+    ev = Event(kind="storm_qualified", site="riverside", event_time=T0, rule="R1", citation="Ch. 133 §133-7A(2)",
+               occurrence="storm-1", tips=50, depth_in=0.5, message="0.50 in")
+    store.write_events([ev])
+    store.write_events([ev])
+    rows = select(influx_server, db, "SELECT \"title\", \"tips\", \"depth_in\", \"kind\" FROM events")
+    assert rows == [[1_780_315_200_000_000_000, "storm_qualified (R1)", 50, 0.5, "storm_qualified"]]
+
+
+def test_query_readings_order_and_tips_are_integers(influx_server: servers.InfluxDB1) -> None:
+    db = fresh_db("query")
+    store = Influx1Store(influx_server.url, db)
+    tips = [Reading(site="riverside", device="rain-1", quantity="rain_tips", value=n, unit="{tip}",
+                    time=T0 + timedelta(minutes=m), gateway="gw-1", boot="b1", seq=s, raw=1000 + s)
+            for s, n, m in [(12, 3, 2), (10, 1, 0), (11, 2, 1)]]
+    store.write_readings(tips)
+    got = store.query_readings("riverside", T0, T0 + timedelta(minutes=2))
+    assert [(r.seq, r.value) for r in got] == [(10, 1), (11, 2)]
+    assert all(isinstance(r.value, int) for r in got)
+    assert got[0] == tips[1]
+
+
+def test_backfill_beyond_retention_fails_loudly(influx_server: servers.InfluxDB1,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    # failure-kinds.md #15: a point older than the retention policy is refused by the server; the
+    # store dead-letters it with the server's message and logs a WARNING (never silent).
+    db = fresh_db("retention")
+    store = Influx1Store(influx_server.url, db, rp="short")
+    store.ensure_database()
+    influx_server.query(f'CREATE RETENTION POLICY "short" ON "{db}" DURATION 1h REPLICATION 1')
+    old = turb(1, 9.0).model_copy(update={"time": datetime(2001, 1, 1, tzinfo=UTC)})  # decades past 1 h
+    with caplog.at_level("WARNING", logger="ingest.influx1"):
+        assert store.write_readings([old]) == 0
+    assert "retention policy" in caplog.text
+    dead = select(influx_server, db, 'SELECT "detail" FROM "short"."deadletter"')
+    assert len(dead) == 1 and "retention policy" in str(dead[0][1])
+
+
+def test_server_down_raises_store_error(own_influx: servers.InfluxDB1) -> None:
+    # failure-kinds.md #16: the caller must learn the write did not happen (so it does not ack).
+    store = Influx1Store(own_influx.url, "down", retries=2, backoff_s=0.05)
+    store.write_readings([turb(1, 1.0)])
+    own_influx.stop()
+    with pytest.raises(StoreError, match="unavailable after 3 attempts"):
+        store.write_readings([turb(2, 2.0, minute=1)])
+    own_influx.start()
+    assert store.write_readings([turb(2, 2.0, minute=1)]) == 1
+    assert select(own_influx, "down", "SELECT COUNT(\"value\") FROM readings")[0][1] == 2
