@@ -135,6 +135,7 @@ class Ingest:
         ignored: messages outside the subscription.
         dead_lettered: reason -> count.
         acked: messages acknowledged.
+        store_errors: failed store write attempts (each retried; nothing acked meanwhile).
 
     Raises:
         BrokerUrlError: ``broker_url`` is unusable.
@@ -181,6 +182,7 @@ class Ingest:
         self.duplicates = 0
         self.ignored = 0
         self.acked = 0
+        self.store_errors = 0
         self.dead_lettered: Counter[str] = Counter()
 
         self._queue: queue.Queue[_Message] = queue.Queue()
@@ -295,9 +297,9 @@ class Ingest:
 
     def log_stats(self) -> None:
         """One INFO line with the counters."""
-        log.info("ingest: received=%d written=%d late=%d duplicates=%d ignored=%d acked=%d dead_lettered=%s",
-                 self.received, self.written, self.late, self.duplicates, self.ignored, self.acked,
-                 dict(self.dead_lettered) or "{}")
+        log.info("ingest: received=%d written=%d late=%d duplicates=%d ignored=%d acked=%d store_errors=%d "
+                 "dead_lettered=%s", self.received, self.written, self.late, self.duplicates, self.ignored,
+                 self.acked, self.store_errors, dict(self.dead_lettered) or "{}")
 
     # -- batching --------------------------------------------------------------------------
 
@@ -307,6 +309,7 @@ class Ingest:
         except queue.Empty:
             return []
         batch = [first]
+        self.received += 1
         deadline = time.monotonic() + self.batch_s
         while len(batch) < self.batch_size and not self._stop.is_set():
             remaining = deadline - time.monotonic()
@@ -316,7 +319,7 @@ class Ingest:
                 batch.append(self._queue.get(timeout=min(remaining, 0.2)))
             except queue.Empty:
                 continue
-        self.received += len(batch)
+            self.received += 1
         return batch
 
     def _drain(self) -> list[_Message]:
@@ -397,6 +400,7 @@ class Ingest:
                     log.warning("store is writable again (outage since %s); acknowledging", format_time(outage_since))
                 return new_live, new_late
             except StoreError as exc:
+                self.store_errors += 1
                 if outage_since is None:
                     outage_since = self.clock.now()
                     log.error("store write failed, not acknowledging until it succeeds: %s", exc)

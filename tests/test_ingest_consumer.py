@@ -1,0 +1,291 @@
+"""Ingest end to end through a real Mosquitto into real stores (failure-kinds.md #9, #10, #15, #16).
+
+Each test runs its own broker (no retained or queued messages from other tests) and an
+:class:`Ingest` in a thread; payloads are published with paho at QoS 1 like a gateway does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from ingest.consumer import Ingest
+from ingest.influx1 import Influx1Store
+from ingest.sqlite_store import SqliteStore
+from ingest.validate import Validator
+from stormwatch import servers, topics
+from stormwatch.clock import WallClock
+from stormwatch.config import load_site
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.store import ReadingStore
+
+pytestmark = pytest.mark.mosquitto
+
+REPO = Path(__file__).resolve().parent.parent
+SITE = "riverside-commons"
+GW = "gw-riverside-1"
+TOPIC = topics.readings(SITE, GW)
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+_ids = itertools.count()
+
+
+class SteadyClock:
+    """A clock standing at 12:10 on the scenario day (readings at 12:00-12:05 are in the past)."""
+
+    def now(self) -> datetime:
+        return T0 + timedelta(minutes=10)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        pass
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def wire(seq: int, value: object = 12.5, **kw: object) -> bytes:
+    body: dict[str, object] = {"site": SITE, "device": "turb-down", "quantity": "turbidity", "value": value,
+                               "unit": "NTU", "time": (T0 + timedelta(minutes=seq)).isoformat(), "gateway": GW,
+                               "boot": "boot-a", "seq": seq, "raw": [seq], "flags": []}
+    body.update(kw)
+    return json.dumps(body).encode()
+
+
+def tip_wire(seq: int, tips: int) -> bytes:
+    return wire(seq, tips, device="rain-1", quantity="rain_tips", unit="{tip}", raw=1000 + seq)
+
+
+class Publisher:
+    def __init__(self, broker: servers.Mosquitto) -> None:
+        self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"pub-{next(_ids)}")
+        self.client.connect("127.0.0.1", broker.port)
+        self.client.loop_start()
+
+    def send(self, payload: bytes, topic: str = TOPIC, retain: bool = False) -> None:
+        self.client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(5)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+class DeadLetterListener:
+    def __init__(self, broker: servers.Mosquitto) -> None:
+        self.messages: list[dict[str, object]] = []
+        ready = threading.Event()
+        self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"dl-{next(_ids)}")
+        self.client.on_message = lambda _c, _u, msg: self.messages.append(json.loads(msg.payload))
+        self.client.on_subscribe = lambda *_a: ready.set()
+        self.client.connect("127.0.0.1", broker.port)
+        self.client.subscribe(topics.DEADLETTER, qos=1)
+        self.client.loop_start()
+        assert ready.wait(5)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def make_validator(clock: object) -> Validator:
+    profiles = ProfileLibrary()
+    return Validator.for_sites([load_site(REPO / "examples" / "site.yaml", profiles)], profiles, clock)  # type: ignore[arg-type]
+
+
+class Running:
+    """An Ingest running in a thread."""
+
+    def __init__(self, broker: servers.Mosquitto, store: ReadingStore, client_id: str | None = None,
+                 **kw: object) -> None:
+        clock = SteadyClock()
+        self.ingest = Ingest(make_validator(clock), store, broker.url, client_id=client_id or f"ingest-{next(_ids)}",
+                             clock=clock, **kw)  # type: ignore[arg-type]
+        self.thread = threading.Thread(target=self.ingest.run, daemon=True)
+        self.thread.start()
+        assert self.ingest.wait_connected(10), "ingest did not subscribe"
+
+    def stop(self) -> None:
+        self.ingest.stop()
+        self.thread.join(15)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture()
+def broker(own_mosquitto: servers.Mosquitto) -> servers.Mosquitto:
+    return own_mosquitto
+
+
+@pytest.fixture()
+def sqlite_store(tmp_path: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore(tmp_path / "sw.db", clock=WallClock())
+    yield s
+    s.close()
+
+
+def influx_count(srv: servers.InfluxDB1, db: str, q: str) -> list[list[object]]:
+    res = srv.query(q, db)["results"][0]
+    return res["series"][0]["values"] if res.get("series") else []
+
+
+def test_bad_messages_dead_lettered_and_good_ones_stored_in_influx(
+        broker: servers.Mosquitto, influx_server: servers.InfluxDB1, tmp_path: Path) -> None:
+    db = f"e2e_{next(_ids)}"
+    store = Influx1Store(influx_server.url, db)
+    listener = DeadLetterListener(broker)
+    run = Running(broker, store, batch_ms=50)
+    pub = Publisher(broker)
+    try:
+        pub.send(wire(1, 10.5))
+        pub.send(b'{"site": "riverside-commons", "device": ')  # malformed JSON
+        pub.send(wire(2, 11.0))
+        pub.send(wire(3, 99.0, device="turb-7"))  # unknown device
+        pub.send(wire(4, 12))  # an integer turbidity, stored as the float 12.0
+        pub.send(wire(5, 0.0).replace(b'"value": 0.0', b'"value": NaN'))  # NaN value
+        pub.send(wire(6, 13.25))
+        wait_until(lambda: run.ingest.written == 4 and len(listener.messages) == 3, what="4 written, 3 dead")
+        assert run.thread.is_alive()
+        assert dict(run.ingest.dead_lettered) == {"bad_json": 1, "unknown_device": 1, "schema": 1}
+
+        # The deadletter topic got each bad one with its reason and the original payload.
+        by_reason = {m["reason"]: m for m in listener.messages}
+        assert set(by_reason) == {"bad_json", "unknown_device", "schema"}
+        assert by_reason["bad_json"]["payload"] == '{"site": "riverside-commons", "device": '
+        assert by_reason["bad_json"]["topic"] == TOPIC
+        assert str(by_reason["schema"]["detail"]).startswith("value")
+        assert "turb-7" in str(by_reason["unknown_device"]["detail"])
+
+        # InfluxDB (read with InfluxQL): the good values, in order, as floats; and the dead letters.
+        rows = influx_count(influx_server, db, 'SELECT "value", "seq" FROM readings')
+        assert [(r[1], r[2]) for r in rows] == [(10.5, 1), (11.0, 2), (12.0, 4), (13.25, 6)]
+        dead = influx_count(influx_server, db, 'SELECT "reason", "topic" FROM deadletter')
+        assert sorted(r[1] for r in dead) == ["bad_json", "schema", "unknown_device"]
+
+        # Still running: the next good reading goes through.
+        pub.send(wire(7, 14.0))
+        wait_until(lambda: run.ingest.written == 5, what="5th reading")
+        assert run.ingest.acked == 8
+    finally:
+        pub.close()
+        run.stop()
+        listener.close()
+
+
+def test_bad_input_in_sqlite_deadletter_table(broker: servers.Mosquitto, sqlite_store: SqliteStore) -> None:
+    run = Running(broker, sqlite_store, batch_ms=20)
+    pub = Publisher(broker)
+    try:
+        pub.send(b"\xff\xfe not utf-8")
+        pub.send(wire(1, 5.0, unit="FNU"))
+        pub.send(wire(2, 6.0))
+        wait_until(lambda: run.ingest.written == 1 and sum(run.ingest.dead_lettered.values()) == 2)
+    finally:
+        pub.close()
+        run.stop()
+    letters = sqlite_store.query_deadletters()
+    assert [(d.reason, d.topic) for d in letters] == [("not_utf8", TOPIC), ("unit_mismatch", TOPIC)]
+    assert letters[0].payload == b"\xff\xfe not utf-8"
+    assert [(r.seq, r.value) for r in sqlite_store.query_readings(SITE)] == [(2, 6.0)]
+
+
+def test_duplicate_delivered_twice_is_stored_once(broker: servers.Mosquitto, sqlite_store: SqliteStore) -> None:
+    # failure-kinds.md #9: same device, same sequence number delivered twice -> one row; and two
+    # different tips stamped at the same minute stay two readings.
+    run = Running(broker, sqlite_store, batch_ms=20)
+    pub = Publisher(broker)
+    try:
+        pub.send(tip_wire(1, 3))
+        same_minute = json.loads(tip_wire(1, 2))
+        same_minute["seq"] = 2  # another tip count at the same timestamp, a different reading
+        pub.send(json.dumps(same_minute).encode())
+        wait_until(lambda: run.ingest.written == 2)
+        pub.send(tip_wire(1, 3))  # redelivery after commit (LRU) ...
+        wait_until(lambda: run.ingest.duplicates == 1)
+        pub.send(tip_wire(4, 1))
+        pub.send(tip_wire(4, 1))  # ... and twice within one batch (store's unique key)
+        wait_until(lambda: run.ingest.received == 5 and run.ingest.acked == 5)
+    finally:
+        pub.close()
+        run.stop()
+    stored = sqlite_store.query_readings(SITE, quantity="rain_tips")
+    assert [(r.seq, r.value) for r in stored] == [(1, 3), (2, 2), (4, 1)]
+    assert sum(int(r.value) for r in stored) == 6  # 3 + 2 + 1 tips, the duplicates not counted
+    assert run.ingest.duplicates == 2 and run.ingest.written == 3
+
+
+def test_retained_reading_is_stored_late(broker: servers.Mosquitto, sqlite_store: SqliteStore) -> None:
+    # failure-kinds.md #10: a retained reading arriving on subscribe is not a fresh reading.
+    pub = Publisher(broker)
+    pub.send(wire(1, 40.0), retain=True)
+    run = Running(broker, sqlite_store, batch_ms=20)
+    try:
+        pub.send(wire(2, 41.0))
+        wait_until(lambda: run.ingest.written == 2)
+    finally:
+        pub.close()
+        run.stop()
+    assert [r.seq for r in sqlite_store.query_readings(SITE, late=True)] == [1]
+    assert [r.seq for r in sqlite_store.query_readings(SITE, late=False)] == [2]
+    assert run.ingest.late == 1
+
+
+def test_stop_at_once_flushes_the_pending_point(broker: servers.Mosquitto,
+                                                influx_server: servers.InfluxDB1) -> None:
+    # failure-kinds.md #15: one point, then shut down at once -> it is in the database, and it was
+    # acknowledged (a new consumer on the same session gets nothing redelivered).
+    db = f"flush_{next(_ids)}"
+    run = Running(broker, Influx1Store(influx_server.url, db), client_id="flush-consumer", batch_ms=60_000)
+    pub = Publisher(broker)
+    pub.send(wire(1, 7.75))
+    wait_until(lambda: run.ingest.received == 1)
+    run.stop()
+    assert influx_count(influx_server, db, 'SELECT "value" FROM readings') == [[1_780_315_260_000_000_000, 7.75]]
+    assert run.ingest.acked == 1
+    again = Running(broker, Influx1Store(influx_server.url, db), client_id="flush-consumer", batch_ms=20)
+    try:
+        pub.send(wire(2, 8.0))
+        wait_until(lambda: again.ingest.received >= 1)
+        time.sleep(0.3)
+        assert again.ingest.received == 1  # only the new one; seq 1 was acked, not redelivered
+    finally:
+        pub.close()
+        again.stop()
+
+
+def test_database_away_stops_acks_and_everything_is_written_when_back(
+        broker: servers.Mosquitto, own_influx: servers.InfluxDB1) -> None:
+    # failure-kinds.md #16 (minutes, compressed to seconds): no ack while InfluxDB is down; the
+    # broker keeps the messages; all are written when it returns.
+    store = Influx1Store(own_influx.url, "outage", retries=1, backoff_s=0.05)
+    run = Running(broker, store, batch_ms=20, retry_backoff_s=0.1, max_backoff_s=0.3)
+    pub = Publisher(broker)
+    try:
+        pub.send(wire(1, 1.5))
+        wait_until(lambda: run.ingest.written == 1)
+        own_influx.stop()
+        for seq in range(2, 7):
+            pub.send(wire(seq, seq + 0.5))
+        wait_until(lambda: run.ingest.store_errors >= 3, what="failing writes while down")
+        assert run.ingest.acked == 1 and run.ingest.written == 1
+        own_influx.start()
+        wait_until(lambda: run.ingest.written == 6 and run.ingest.acked == 6, timeout_s=20, what="catch-up")
+    finally:
+        pub.close()
+        run.stop()
+    rows = influx_count(own_influx, "outage", 'SELECT "value" FROM readings')
+    assert [r[1] for r in rows] == [1.5, 2.5, 3.5, 4.5, 5.5, 6.5]
