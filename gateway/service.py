@@ -2,7 +2,8 @@
 
 Scheduling: each device is polled on the grid ``anchor + k × poll_interval_s`` in CLOCK time
 (``anchor`` = the scenario clock's ``sim_start``, else the Unix epoch, so wall-clock polls land on
-round times) and each reading is stamped with its grid instant, so event times are regular. A
+round times; no slot before the anchor: a gateway started before ``sim_start`` waits for it) and
+each reading is stamped with its grid instant, so event times are regular. A
 poll that starts so late that a later slot is already due is moved to that latest due slot (the
 skipped slots are gaps, counted in :attr:`Gateway.missed_slots`). One polling thread per link
 (Modbus TCP endpoint, RS-485 line, serial port): a dead line never delays the others.
@@ -192,6 +193,17 @@ class Gateway:
         else:
             self._close()
 
+    def health(self, device_id: str) -> DeviceHealth:
+        """Failure counters of one device (``failures`` in a row, ``total_failures``).
+
+        Raises:
+            KeyError: unknown device.
+        """
+        for r in self._runners:
+            if r.device.id == device_id:
+                return r.health
+        raise KeyError(device_id)
+
     def outbox_depth(self) -> int:
         """Readings committed and not yet acknowledged by the broker."""
         return self.outbox.depth()
@@ -239,7 +251,7 @@ class Gateway:
     def _poll_link(self, runners: list[_Runner], until: datetime | None) -> None:
         now = self.clock.now()
         for r in runners:
-            r.slot = self._slot_at_or_after(r, now)
+            r.slot = max(0, self._slot_at_or_after(r, now))  # nothing before the anchor (sim_start)
         active = list(runners)
         while active and not self._stop.is_set():
             r = min(active, key=lambda x: self._slot_time(x, x.slot))

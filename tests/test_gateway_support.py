@@ -1,0 +1,135 @@
+"""Test helpers for the gateway tests (no tests here): a real pymodbus Modbus TCP server whose
+registers the test sets, and a real paho subscriber that collects readings.
+
+The server is pymodbus's own ``ModbusTcpServer`` with ``SimDevice``/``SimData`` (pymodbus 3.16),
+running its asyncio loop in a background thread; an ``action`` hook overlays the test's register
+values on every read and records writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from pymodbus.server import ModbusTcpServer
+from pymodbus.simulator import DataType, SimData, SimDevice
+
+from stormwatch import servers
+from stormwatch.contract import Reading, parse_readings
+
+RegisterSource = Callable[[int, int], int | None]  # (address, read_index) -> word or None
+
+
+class RegisterServer:
+    """A real Modbus TCP server on 127.0.0.1 with one SimDevice per unit id.
+
+    Attributes:
+        registers: unit id → {address: word} served on reads (missing → 0).
+        dynamic: unit id → function(address, read_no) → word|None, consulted first.
+        reads: list of (unit, address, count); writes: list of (unit, address, values).
+    """
+
+    def __init__(self, unit_ids: tuple[int, ...] = (1,)) -> None:
+        self.port = servers.free_port()
+        self.registers: dict[int, dict[int, int]] = {u: {} for u in unit_ids}
+        self.dynamic: dict[int, RegisterSource] = {}
+        self.reads: list[tuple[int, int, int]] = []
+        self.writes: list[tuple[int, int, list[int]]] = []
+        self._unit_ids = unit_ids
+        self._loop = asyncio.new_event_loop()
+        self._server: ModbusTcpServer | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    async def _action(self, unit: int, fc: int, start: int, address: int, count: int, current: list[int],
+                      set_values: list[int] | list[bool] | None) -> None:
+        if set_values is not None and fc in (5, 6, 15, 16):
+            self.writes.append((unit, address, [int(v) for v in set_values]))
+            return None
+        read_no = sum(1 for r in self.reads if r[0] == unit and r[1] == address)
+        self.reads.append((unit, address, count))
+        for a in range(address, address + count):
+            word = None
+            if unit in self.dynamic:
+                word = self.dynamic[unit](a, read_no)
+            if word is None:
+                word = self.registers[unit].get(a, 0)
+            current[a - start] = word
+        return None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def main() -> None:
+            devices = [
+                SimDevice(
+                    id=u,
+                    simdata=[SimData(0, count=0x4000, values=0, datatype=DataType.REGISTERS)],
+                    action=partial(self._action, u),
+                )
+                for u in self._unit_ids
+            ]
+            self._server = ModbusTcpServer(devices, address=("127.0.0.1", self.port))
+            self._ready.set()
+            await self._server.serve_forever()
+
+        self._loop.run_until_complete(main())
+
+    def start(self) -> RegisterServer:
+        self._thread.start()
+        self._ready.wait(5)
+        servers.wait_port(self.port, 5)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            asyncio.run_coroutine_threadsafe(self._server.shutdown(), self._loop).result(5)
+        self._thread.join(5)
+
+
+class Collector:
+    """A real paho subscriber that parses readings (optionally a persistent session)."""
+
+    def __init__(self, url_port: int, topic: str, client_id: str, clean: bool = True) -> None:
+        self.readings: list[Reading] = []
+        self.lock = threading.Lock()
+        self._subscribed = threading.Event()
+        self.topic = topic
+        self.client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean,
+            protocol=MQTTProtocolVersion.MQTTv311,
+        )
+        self.client.reconnect_delay_set(1, 2)
+        self.client.on_connect = self._on_connect
+        self.client.on_message = self._on_message
+        self.client.on_subscribe = lambda *a: self._subscribed.set()
+        self.client.connect("127.0.0.1", url_port, keepalive=30)
+        self.client.loop_start()
+        if not self._subscribed.wait(10):
+            raise TimeoutError("subscription not acknowledged")
+
+    def _on_connect(self, client: mqtt.Client, *_args: object) -> None:
+        client.subscribe(self.topic, qos=1)
+
+    def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
+        with self.lock:
+            self.readings.extend(parse_readings(msg.payload))
+
+    def wait_for(self, n: int, timeout_s: float = 15.0) -> list[Reading]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.readings) >= n:
+                    break
+            time.sleep(0.02)
+        with self.lock:
+            return list(self.readings)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
