@@ -1,0 +1,9 @@
+"""Alert engine: one site's readings in event-time order → ordinance events and work orders.
+
+* :mod:`alerts.packs` -- jurisdiction rule packs (``alerts/packs/*.yaml``) and site overrides.
+* :mod:`alerts.geometry` -- basin stage–storage and lost capacity.
+* :mod:`alerts.rules` -- R1 storm, R1w routine, R2 turbidity, R3 basin.
+* :mod:`alerts.workorders` -- inspection work orders (SQLite).
+* :mod:`alerts.engine` -- :class:`~alerts.engine.Engine`, watermark and reorder buffer.
+* :mod:`alerts.service` -- the MQTT service (``stormwatch alerts``).
+"""

@@ -1,0 +1,155 @@
+"""R3: remove sediment when the trap's design capacity is reduced by 50 % (by volume).
+
+Law: Ch. 133 §133-7A(1), Ch. 196 §196-9A ("Sediment shall be removed from sediment traps or
+sediment ponds whenever their design capacity has been reduced by 50%"). Operational form
+(``../shared/reference/rules.md`` R3): capacity is a *volume*; lost = V(s) / V(H)
+(:mod:`alerts.geometry`), s the sediment surface above the floor.
+
+Sediment depth from the basin's level device, as its profile's ``level`` spec says
+(``../shared/reference/sensors.md``):
+
+* ``distance_down`` (ultrasonic/lidar, ``distance`` in mm): s = mount height − distance,
+  ``sediment_depth_ft = sensor_mount_height_ft − distance_mm / 304.8`` (1 ft = 304.8 mm exactly);
+* ``pressure_depth`` (``pressure`` in bar): s = P·10⁵ / (ρ·9.80665) m, ρ from the pack;
+* a ``sediment_depth`` reading (m) of the device is taken as is.
+
+Readings with QC flags or a profile ``no_target`` value are skipped. The depth used is the median
+of the readings in the last ``settle_minutes`` (at least ``settle_readings`` of them): sediment
+does not jump. Events: ``basin_capacity_warning`` at ``warning_fraction``, ``basin_cleanout_due``
+at ``cleanout_fraction`` (due ``cleanout_within_hours`` later); after a cleanout-due the rule
+re-arms only after a measured drop below the warning fraction (``basin_cleanout_done``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from datetime import datetime, timedelta
+from statistics import median
+
+from alerts.geometry import StageStorage, lost_capacity
+from alerts.packs import BasinRule
+from stormwatch.config import M_PER_FT, Basin
+from stormwatch.contract import Event, Reading, format_time
+from stormwatch.profiles import LevelSpec
+
+log = logging.getLogger(__name__)
+
+#: Standard gravity, m/s² (sensors.md, Keller: depth = P·10⁵ / (ρ·9.80665)).
+G_M_S2 = 9.80665
+MM_PER_FT = 304.8
+PA_PER_BAR = 1e5
+#: Fractions are compared with this tolerance: float rounding only, far below the 1-mm (3.3e-3 ft)
+#: resolution of the level sensors.
+FRACTION_EPS = 1e-9
+
+
+class BasinRuleState:
+    """R3 for one basin.
+
+    Args:
+        site: site id.
+        rule_id: pack rule id (``R3``).
+        params: the pack's :class:`~alerts.packs.BasinRule`.
+        basin: the site's basin (device, mount height).
+        level: the level device profile's ``level`` spec.
+        storage: the basin's stage–storage relation.
+
+    Raises:
+        ValueError: a ``distance_down`` sensor without ``basin.sensor_mount_height_ft``.
+    """
+
+    def __init__(self, site: str, rule_id: str, params: BasinRule, basin: Basin, level: LevelSpec,
+                 storage: StageStorage) -> None:
+        if level.kind == "distance_down" and basin.sensor_mount_height_ft is None:
+            raise ValueError(f"basin {basin.id}: a distance_down sensor needs basin.sensor_mount_height_ft")
+        self.site = site
+        self.rule_id = rule_id
+        self.params = params
+        self.basin = basin
+        self.level = level
+        self.storage = storage
+        self.settle = timedelta(minutes=params.settle_minutes)
+        self._recent: deque[tuple[datetime, float]] = deque()
+        self._warned = False
+        self._due = False
+        self._cycle_start: datetime | None = None
+
+    def wants(self, reading: Reading) -> bool:
+        return reading.device == self.basin.device and reading.quantity in (self.level.quantity, "sediment_depth")
+
+    def depth_ft(self, reading: Reading) -> float | None:
+        """Sediment depth above the floor (ft) from one reading, or ``None`` if it is not usable."""
+        v = float(reading.value)
+        if reading.quantity == "sediment_depth":
+            return v / M_PER_FT if reading.unit == "m" else None
+        if v in self.level.no_target:
+            return None
+        if self.level.kind == "distance_down":
+            mm = {"mm": v, "cm": v * 10.0, "m": v * 1000.0}.get(reading.unit)
+            if mm is None:
+                return None
+            assert self.basin.sensor_mount_height_ft is not None
+            return self.basin.sensor_mount_height_ft - mm / MM_PER_FT
+        bar = {"bar": v, "mbar": v / 1000.0, "Pa": v / PA_PER_BAR, "kPa": v / 100.0}.get(reading.unit)
+        if bar is None:
+            return None
+        return bar * PA_PER_BAR / (self.params.water_density_kg_m3 * G_M_S2) / M_PER_FT
+
+    def feed(self, reading: Reading) -> list[Event]:
+        if reading.flags:
+            log.info("%s: basin reading at %s flagged %s: skipped", self.site, format_time(reading.time),
+                     ",".join(reading.flags))
+            return []
+        depth = self.depth_ft(reading)
+        if depth is None:
+            log.warning("%s: basin reading %s=%r %s at %s is not a usable level: skipped", self.site,
+                        reading.quantity, reading.value, reading.unit, format_time(reading.time))
+            return []
+        t = reading.time
+        self._recent.append((t, depth))
+        while self._recent and self._recent[0][0] <= t - self.settle:
+            self._recent.popleft()
+        if len(self._recent) < self.params.settle_readings:
+            return []
+        settled = median(d for _, d in self._recent)
+        lost = lost_capacity(self.storage, settled)
+        return self._step(t, settled, lost)
+
+    def advance_to(self, t: datetime) -> list[Event]:
+        """Basin events come only from readings (a median needs data); time alone changes nothing."""
+        return []
+
+    def _event(self, kind: str, t: datetime, depth: float, lost: float, message: str, **extra: object) -> Event:
+        assert self._cycle_start is not None
+        return Event(kind=kind, site=self.site, event_time=t, rule=self.rule_id, citation=self.params.citation,
+                     occurrence=f"basin:{self.basin.id}:{format_time(self._cycle_start)}", message=message,
+                     lost_capacity=lost, sediment_depth_ft=depth,
+                     evidence=[{"time": format_time(x), "sediment_depth_ft": d} for x, d in self._recent], **extra)
+
+    def _step(self, t: datetime, depth: float, lost: float) -> list[Event]:
+        p = self.params
+        out: list[Event] = []
+        if (self._due or self._warned) and lost < p.warning_fraction:
+            if self._due:
+                out.append(self._event("basin_cleanout_done", t, depth, lost,
+                                       f"basin {self.basin.id}: sediment down to {depth:.2f} ft "
+                                       f"({lost:.0%} of design volume): cleanout recorded"))
+            self._due = self._warned = False
+            self._cycle_start = None
+            return out
+        if lost >= p.warning_fraction - FRACTION_EPS and self._cycle_start is None:
+            self._cycle_start = t
+        if lost >= p.cleanout_fraction - FRACTION_EPS and not self._due:
+            self._due = self._warned = True
+            due = t + timedelta(hours=p.cleanout_within_hours)
+            out.append(self._event("basin_cleanout_due", t, depth, lost,
+                                   f"basin {self.basin.id}: sediment {depth:.2f} ft fills {lost:.1%} of the design "
+                                   f"volume (>= {p.cleanout_fraction:.0%}): cleanout due by {format_time(due)}",
+                                   due_at=due))
+        elif lost >= p.warning_fraction - FRACTION_EPS and not self._warned:
+            self._warned = True
+            out.append(self._event("basin_capacity_warning", t, depth, lost,
+                                   f"basin {self.basin.id}: sediment {depth:.2f} ft fills {lost:.1%} of the design "
+                                   f"volume (warning at {p.warning_fraction:.0%})"))
+        return out

@@ -1,0 +1,92 @@
+"""Numeric turbidity criteria that make the narrative standard operational (rules.md R2).
+
+Law: Ch. 133 §133-6C / Ch. 196 §196-8C -- "no ... increase in turbidity that will result in
+substantial visible contrast to natural conditions". The codes give no number; a site picks one
+of these criteria (pack ``criterion``). Each is a function ``(background_ntu, downstream_ntu) ->
+allowed maximum`` and a violation is ``downstream > allowed``.
+
+* ``washington`` -- WAC 173-201A-200: ≤ 5 NTU over background when background ≤ 50 NTU;
+  ≤ 10 % increase when background > 50 NTU.
+* ``california`` -- CDFW streambed agreements: background < 1 NTU → ≤ 2 NTU; 1–5 → +1 NTU;
+  5–50 → +20 %; 50–100 → +10 NTU; > 100 → +10 % (band edges inclusive at the upper end).
+* ``absolute`` -- a fixed limit regardless of background (e.g. Maryland COMAR 26.08.02.03-3:
+  150 NTU at any time); background is then not needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Criterion(Protocol):
+    """A turbidity criterion."""
+
+    name: str
+    needs_background: bool
+
+    def allowed_ntu(self, background_ntu: float | None) -> float:
+        """Highest compliant downstream turbidity for this background (NTU)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Washington:
+    """WAC 173-201A-200 (see module docstring)."""
+
+    name: str = "washington"
+    needs_background: bool = True
+
+    def allowed_ntu(self, background_ntu: float | None) -> float:
+        assert background_ntu is not None
+        if background_ntu <= 50.0:
+            return background_ntu + 5.0
+        return background_ntu + background_ntu / 10.0
+
+
+@dataclass(frozen=True)
+class California:
+    """CDFW streambed-agreement table (see module docstring)."""
+
+    name: str = "california"
+    needs_background: bool = True
+
+    def allowed_ntu(self, background_ntu: float | None) -> float:
+        assert background_ntu is not None
+        b = background_ntu
+        if b < 1.0:
+            return 2.0
+        if b <= 5.0:
+            return b + 1.0
+        if b <= 50.0:
+            return b * 1.20
+        if b <= 100.0:
+            return b + 10.0
+        return b * 1.10
+
+
+@dataclass(frozen=True)
+class Absolute:
+    """A fixed downstream limit in NTU."""
+
+    limit_ntu: float
+    name: str = "absolute"
+    needs_background: bool = False
+
+    def allowed_ntu(self, background_ntu: float | None) -> float:
+        return self.limit_ntu
+
+
+def criterion_named(name: str, absolute_limit_ntu: float = 150.0) -> Criterion:
+    """The criterion called ``name`` (``washington``, ``california``, ``absolute``).
+
+    Raises:
+        ValueError: unknown name.
+    """
+    if name == "washington":
+        return Washington()
+    if name == "california":
+        return California()
+    if name == "absolute":
+        return Absolute(absolute_limit_ntu)
+    raise ValueError(f"unknown turbidity criterion {name!r} (washington, california, absolute)")

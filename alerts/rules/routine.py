@@ -1,0 +1,71 @@
+"""R1w: routine inspection every seven days, rain or not.
+
+Law: Ch. 133 §133-7A(2), Ch. 196 §196-9B ("every seven days"); Spencerport: at least annually
+(the pack sets ``every_days``). rules.md R1: the weekly clock is independent of storm
+inspections unless the jurisdiction says otherwise (``storm_inspection_counts``).
+
+The cadence is counted from the last recorded inspection (a completed routine work order; also a
+completed storm inspection when ``storm_inspection_counts``), else from the site's first reading.
+When a period passes with no inspection, the next period starts at the missed deadline (the
+missed order goes overdue; a new one is opened). Each period emits one
+``routine_inspection_due`` whose ``due_at`` is the period start + ``every_days``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from alerts.packs import RoutineRule
+from stormwatch.contract import Event, Reading, format_time
+
+#: Returns the time of the site's last recorded inspection that restarts the cadence, or None.
+LastInspection = Callable[[], datetime | None]
+
+
+class RoutineRuleState:
+    """R1w for one site.
+
+    Args:
+        site: site id.
+        rule_id: pack rule id (``R1w``).
+        params: the pack's :class:`~alerts.packs.RoutineRule`.
+        last_inspection: callable giving the last recorded inspection time (UTC) or ``None``.
+    """
+
+    def __init__(self, site: str, rule_id: str, params: RoutineRule, last_inspection: LastInspection) -> None:
+        self.site = site
+        self.rule_id = rule_id
+        self.params = params
+        self.every = timedelta(days=params.every_days)
+        self.last_inspection = last_inspection
+        self._period_start: datetime | None = None
+        self._due: datetime | None = None
+
+    def wants(self, reading: Reading) -> bool:
+        return True
+
+    def _open(self, start: datetime, why: str) -> Event:
+        self._period_start = start
+        self._due = start + self.every
+        return Event(
+            kind="routine_inspection_due", site=self.site, event_time=start, rule=self.rule_id,
+            citation=self.params.citation, occurrence=f"routine:{format_time(self._due)}", due_at=self._due,
+            message=f"routine inspection (every {self.params.every_days:g} days, {why}) due by {format_time(self._due)}",
+        )
+
+    def feed(self, reading: Reading) -> list[Event]:
+        if self._period_start is None:
+            return [self._open(reading.time, "from the first reading")] + self.advance_to(reading.time)
+        return []
+
+    def advance_to(self, t: datetime) -> list[Event]:
+        if self._period_start is None or self._due is None:
+            return []
+        out: list[Event] = []
+        done = self.last_inspection()
+        if done is not None and self._period_start < done <= t:
+            out.append(self._open(done, f"from the inspection of {format_time(done)}"))
+        while self._due is not None and t >= self._due:
+            out.append(self._open(self._due, "the previous one was not recorded in time"))
+        return out

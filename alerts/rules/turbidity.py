@@ -1,0 +1,212 @@
+"""R2: turbidity contrast against natural conditions (background).
+
+Law: Ch. 133 §133-6C, Ch. 196 §196-8C ("no ... increase in turbidity that will result in
+substantial visible contrast to natural conditions in surface waters"); Ch. 133 §133-7C(1)(c).
+Operational form (``../shared/reference/rules.md`` R2), our defaults:
+
+* background = the upstream probe, compliance = the downstream probe, time-aligned by putting
+  both into the same event-time windows of ``median_window_min`` (5 min, aligned to multiples of
+  5 min UTC); each window's value is the median of each probe's clean readings, so a single-sample
+  spike does not move it;
+* a window violates when the downstream median exceeds the criterion's allowed value
+  (:mod:`alerts.rules.criteria`; default Washington WAC 173-201A-200);
+* ``turbidity_contrast`` when consecutive violating windows cover ``sustained_min`` (15 min): a
+  *possible* violation for the SMO to confirm, with both series as evidence;
+  ``turbidity_cleared`` after consecutive compliant windows covering ``clear_min`` (hysteresis);
+* a window without clean upstream data (missing, stale) is ``turbidity_undetermined`` -- never
+  compliant, never a violation; a window whose only data carry QC flags (fouling, out of range,
+  device error) is ``turbidity_needs_verification``. Either breaks a violating or clearing run.
+  The two events are emitted when the status changes, not for every window.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from statistics import median
+from typing import Any, Literal
+
+from alerts.packs import TurbidityRule
+from alerts.rules.criteria import criterion_named
+from stormwatch.contract import Event, Reading, format_time
+
+log = logging.getLogger(__name__)
+
+Status = Literal["compliant", "violating", "undetermined", "needs_verification"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class _Window:
+    up: list[tuple[datetime, float]] = field(default_factory=list)
+    down: list[tuple[datetime, float]] = field(default_factory=list)
+    up_flagged: int = 0
+    down_flagged: int = 0
+    up_units: set[str] = field(default_factory=set)
+    down_units: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class _Result:
+    start: datetime
+    end: datetime
+    status: Status
+    reason: str
+    up_median: float | None = None
+    down_median: float | None = None
+    allowed: float | None = None
+    up: tuple[tuple[datetime, float], ...] = ()
+    down: tuple[tuple[datetime, float], ...] = ()
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "window_start": format_time(self.start), "window_end": format_time(self.end),
+            "upstream_median_ntu": self.up_median, "downstream_median_ntu": self.down_median,
+            "allowed_ntu": self.allowed,
+            "upstream": [[format_time(t), v] for t, v in self.up],
+            "downstream": [[format_time(t), v] for t, v in self.down],
+        }
+
+
+class TurbidityRuleState:
+    """R2 for one site's upstream/downstream probe pair.
+
+    Args:
+        site: site id.
+        rule_id: pack rule id (``R2``).
+        params: the pack's :class:`~alerts.packs.TurbidityRule`.
+        upstream, downstream: device ids of the background and compliance probes.
+    """
+
+    def __init__(self, site: str, rule_id: str, params: TurbidityRule, upstream: str, downstream: str) -> None:
+        self.site = site
+        self.rule_id = rule_id
+        self.params = params
+        self.upstream = upstream
+        self.downstream = downstream
+        self.criterion = criterion_named(params.criterion, params.absolute_limit_ntu)
+        self.window = timedelta(minutes=params.median_window_min)
+        self.need = math.ceil(params.sustained_min / params.median_window_min - 1e-9)
+        self.clear_need = math.ceil(params.clear_min / params.median_window_min - 1e-9)
+        self._windows: dict[int, _Window] = {}
+        self._next: int | None = None
+        self._last_status: Status | None = None
+        self._run: list[_Result] = []
+        self._in_violation: _Result | None = None  # first window of the active violation run
+        self._ok = 0
+
+    def wants(self, reading: Reading) -> bool:
+        return reading.quantity == "turbidity" and reading.device in (self.upstream, self.downstream)
+
+    def _index(self, t: datetime) -> int:
+        return (t - _EPOCH) // self.window
+
+    def _start(self, idx: int) -> datetime:
+        return _EPOCH + idx * self.window
+
+    def feed(self, reading: Reading) -> list[Event]:
+        idx = self._index(reading.time)
+        if self._next is None:
+            self._next = idx
+        if idx < self._next:
+            log.warning("%s: turbidity reading at %s is in an already evaluated window: ignored",
+                        self.site, format_time(reading.time))
+            return []
+        w = self._windows.setdefault(idx, _Window())
+        up = reading.device == self.upstream
+        if reading.flags:
+            if up:
+                w.up_flagged += 1
+            else:
+                w.down_flagged += 1
+            return []
+        (w.up if up else w.down).append((reading.time, float(reading.value)))
+        (w.up_units if up else w.down_units).add(reading.unit)
+        return []
+
+    def advance_to(self, t: datetime) -> list[Event]:
+        out: list[Event] = []
+        while self._next is not None and self._start(self._next + 1) <= t:
+            idx = self._next
+            self._next += 1
+            out += self._step(self._evaluate(idx, self._windows.pop(idx, _Window())))
+        return out
+
+    def _evaluate(self, idx: int, w: _Window) -> _Result:
+        start, end = self._start(idx), self._start(idx + 1)
+        base = {"start": start, "end": end, "up": tuple(w.up), "down": tuple(w.down)}
+        if not w.down:
+            if w.down_flagged:
+                return _Result(status="needs_verification", reason="downstream readings carry QC flags", **base)
+            return _Result(status="undetermined", reason="no downstream reading", **base)
+        down_median = median(v for _, v in w.down)
+        if self.criterion.needs_background:
+            if not w.up:
+                if w.up_flagged:
+                    return _Result(status="needs_verification", reason="upstream (background) readings carry QC flags",
+                                   down_median=down_median, **base)
+                return _Result(status="undetermined", reason="no upstream (background) reading",
+                               down_median=down_median, **base)
+            if w.up_units != w.down_units or len(w.up_units) != 1:
+                return _Result(status="undetermined",
+                               reason=f"probe units differ ({sorted(w.up_units)} vs {sorted(w.down_units)})", **base)
+            up_median: float | None = median(v for _, v in w.up)
+        else:
+            up_median = median(v for _, v in w.up) if w.up else None
+        allowed = self.criterion.allowed_ntu(up_median)
+        status: Status = "violating" if down_median > allowed else "compliant"
+        return _Result(status=status, reason=self.criterion.name, up_median=up_median, down_median=down_median,
+                       allowed=allowed, **base)
+
+    def _event(self, kind: str, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
+        return Event(kind=kind, site=self.site, event_time=r.end, rule=self.rule_id, citation=self.params.citation,
+                     occurrence=occurrence, message=message, upstream_ntu=r.up_median, downstream_ntu=r.down_median,
+                     **extra)
+
+    def _step(self, r: _Result) -> list[Event]:
+        out: list[Event] = []
+        changed = r.status != self._last_status
+        self._last_status = r.status
+        if r.status == "violating":
+            self._run.append(r)
+            self._ok = 0
+            if self._in_violation is None and len(self._run) >= self.need:
+                first = self._run[0]
+                self._in_violation = first
+                out.append(self._event(
+                    "turbidity_contrast", r, f"turbidity:{format_time(first.start)}",
+                    f"possible turbidity violation ({self.criterion.name}): downstream median {r.down_median:g} NTU > "
+                    f"allowed {r.allowed:g} NTU (background {r.up_median}) for "
+                    f"{(r.end - first.start).total_seconds() / 60:g} min since {format_time(first.start)}; "
+                    "for the SMO to confirm",
+                    due_at=r.end + timedelta(hours=self.params.confirm_within_hours),
+                    evidence=[x.evidence() for x in self._run],
+                ))
+            return out
+        self._run = []
+        if r.status == "compliant":
+            if self._in_violation is not None:
+                self._ok += 1
+                if self._ok >= self.clear_need:
+                    first = self._in_violation
+                    self._in_violation = None
+                    self._ok = 0
+                    out.append(self._event(
+                        "turbidity_cleared", r, f"turbidity:{format_time(first.start)}",
+                        f"turbidity back within {self.criterion.name} criterion for "
+                        f"{self.params.clear_min:g} min (downstream {r.down_median:g} NTU, allowed {r.allowed:g})",
+                        evidence=[r.evidence()],
+                    ))
+            return out
+        self._ok = 0
+        if changed:
+            kind = "turbidity_undetermined" if r.status == "undetermined" else "turbidity_needs_verification"
+            out.append(self._event(
+                kind, r, f"{kind}:{format_time(r.start)}",
+                f"turbidity {r.status.replace('_', ' ')} from {format_time(r.start)}: {r.reason}",
+                evidence=[r.evidence()],
+            ))
+        return out
