@@ -1,0 +1,84 @@
+"""Work orders: one per (site, rule, occurrence), persisted, ack/complete, overdue, Ch. 196 report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from test_alerts_support import T0, FixedClock
+
+from alerts.business_days import report_deadline
+from alerts.packs import load_pack
+from alerts.workorders import WorkOrderError, WorkOrders
+from stormwatch.contract import Event
+
+
+def storm_due(occurrence: str = "storm:2026-06-01T12:00:00Z") -> Event:
+    return Event(kind="storm_inspection_due", site="s1", event_time=T0 + timedelta(hours=7), rule="R1",
+                 citation="Ch. 196 §196-9B", occurrence=occurrence, due_at=T0 + timedelta(hours=25), tips=50,
+                 depth_in=0.5, evidence=[{"time": "2026-06-01T12:00:00Z", "tips": 50}])
+
+
+def test_dedupe_and_persistence_across_objects(tmp_path: Path) -> None:
+    clock = FixedClock(T0 + timedelta(hours=7))
+    book = WorkOrders(tmp_path / "state.db", clock)
+    first, created = book.open_for(storm_due())
+    assert created and first.status == "open" and first.due_at == T0 + timedelta(hours=25)
+    again, created2 = book.open_for(storm_due())
+    assert not created2 and again.id == first.id
+    book.acknowledge(first.id, "ann")
+    book.close()
+
+    reopened = WorkOrders(tmp_path / "state.db", clock)
+    _, created3 = reopened.open_for(storm_due())
+    assert not created3
+    (only,) = reopened.list()
+    assert only.id == first.id and only.status == "acknowledged" and only.acknowledged_by == "ann"
+    assert only.evidence == [{"time": "2026-06-01T12:00:00Z", "tips": 50}]
+    other, created4 = reopened.open_for(storm_due("storm:2026-06-02T12:00:00Z"))
+    assert created4 and other.id != first.id
+
+
+def test_complete_and_overdue(tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    book = WorkOrders(tmp_path / "state.db", clock)
+    a, _ = book.open_for(storm_due("a"))
+    b, _ = book.open_for(storm_due("b"))
+    clock.t = T0 + timedelta(hours=26)
+    assert {o.id for o in book.mark_overdue()} == {a.id, b.id}
+    done = book.complete(a.id, "bob", notes="silt fence repaired")
+    assert done.status == "completed" and done.inspector == "bob" and done.notes == "silt fence repaired"
+    assert done.completed_at == clock.t
+    with pytest.raises(WorkOrderError):
+        book.complete(a.id, "bob")
+    with pytest.raises(WorkOrderError):
+        book.get("WO-nope")
+    assert book.mark_overdue() == []
+
+
+def test_ch196_completion_opens_report_due_in_two_business_days(tmp_path: Path) -> None:
+    # Inspection Friday 2026-07-03 (NY: Independence Day observed, a holiday itself) 15:00 New York:
+    # business days after it: Mon 07-06, Tue 07-07 -> due at Wed 2026-07-08 00:00 EDT = 04:00 UTC.
+    inspected = datetime(2026, 7, 3, 19, 0, tzinfo=UTC)
+    clock = FixedClock(inspected)
+    book = WorkOrders(tmp_path / "state.db", clock)
+    report_rule = load_pack("ch196").report()[1]
+    order, _ = book.open_for(storm_due(), report=report_rule, timezone="America/New_York")
+    book.complete(order.id, "cy")
+    (report,) = [o for o in book.list() if o.kind == "inspection_report"]
+    assert report.parent == order.id and report.citation == "Ch. 196 §196-9B"
+    assert report.due_at == datetime(2026, 7, 8, 4, 0, tzinfo=UTC)
+
+
+def test_report_deadline_skips_weekend_and_holiday() -> None:
+    # Thursday 2026-11-26 is Thanksgiving; inspection Wed 11-25: Fri 11-27, Mon 11-30 -> Tue 12-01 00:00 EST
+    due = report_deadline(datetime(2026, 11, 25, 15, 0, tzinfo=UTC), 2, "America/New_York", "US-NY")
+    assert due == datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
+
+
+def test_non_opening_event_is_rejected(tmp_path: Path) -> None:
+    book = WorkOrders(tmp_path / "state.db", FixedClock())
+    ev = storm_due().model_copy(update={"kind": "storm_started"})
+    with pytest.raises(WorkOrderError):
+        book.open_for(ev)
