@@ -44,6 +44,9 @@ def ingest_command(
                                                 "load (Mosquitto; not amqtt)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, help="Messages per store write."),
     batch_ms: int = typer.Option(200, "--batch-ms", min=0, help="Max wait (ms) to fill a batch."),
+    retained_late: bool = typer.Option(True, "--retained-late/--no-retained-late",
+                                       help="Store retained readings as late (stale). Use --no-retained-late "
+                                            "behind amqtt, which flags queued messages as retained."),
     max_future_s: float = typer.Option(300.0, "--max-future-s", min=0,
                                        help="Dead-letter readings stamped further than this ahead of the clock."),
 ) -> None:
@@ -73,7 +76,7 @@ def ingest_command(
         raise typer.Exit(1) from None
     try:
         ingest = Ingest(validator, sink, broker, client_id=client_id, clock=clock, batch_size=batch_size,
-                        batch_ms=batch_ms, share_group=share_group)
+                        batch_ms=batch_ms, share_group=share_group, retained_is_late=retained_late)
     except BrokerUrlError as exc:
         sink.close()
         typer.echo(f"error: --broker: {exc}", err=True)

@@ -14,7 +14,11 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
   configured in :mod:`stormwatch.servers`), so memory stays bounded during a database outage.
 * Messages outside the subscription (amqtt may deliver retained messages to clients that never
   subscribed to them) are acknowledged and ignored (:func:`stormwatch.topics.matches`).
-* Retained messages are stale by definition (#10): stored with ``late=True``.
+* Retained messages are stale by definition (#10): stored with ``late=True``. Exception: amqtt
+  0.12 (the embedded demo broker) sets the retain flag on QoS 1 messages it queued for an offline
+  persistent session, so behind amqtt pass ``retained_is_late=False`` (a redelivered stale
+  reading is then still removed by identity, and the alert engine's watermark keeps old readings
+  from acting as live ones); ``Validator(late_after_s=...)`` adds an age test on top.
 * Dead letters are stored (``store.write_deadletters``), published to
   :data:`stormwatch.topics.DEADLETTER` as JSON ``{reason, detail, topic, payload, payload_encoding,
   received_at}`` (payload as UTF-8 text, or base64 when it is not UTF-8), counted by reason, logged
@@ -126,6 +130,7 @@ class Ingest:
         stats_interval_s: seconds between INFO counter lines.
         retry_backoff_s, max_backoff_s: store-outage backoff (real seconds, doubling).
         stop_flush_timeout_s: how long :meth:`stop` keeps retrying the final flush.
+        retained_is_late: store retained messages as late (``False`` behind amqtt, see above).
 
     Attributes (counters, read from any thread):
         received: messages taken from the broker.
@@ -157,6 +162,7 @@ class Ingest:
         max_backoff_s: float = 30.0,
         stop_flush_timeout_s: float = 10.0,
         keepalive_s: int = 30,
+        retained_is_late: bool = True,
     ) -> None:
         if batch_size < 1 or batch_ms < 0:
             raise ValueError("batch_size must be >= 1 and batch_ms >= 0")
@@ -175,6 +181,7 @@ class Ingest:
         self.max_backoff_s = max_backoff_s
         self.stop_flush_timeout_s = stop_flush_timeout_s
         self.keepalive_s = keepalive_s
+        self.retained_is_late = retained_is_late
 
         self.received = 0
         self.written = 0
@@ -342,8 +349,8 @@ class Ingest:
                 self.ignored += 1
                 log.debug("ignoring %s: outside subscription %s", msg.topic, self.subscription)
                 continue
-            result: ValidationResult = self.validator.validate(msg.topic, msg.payload, retained=msg.retain,
-                                                               received_at=self.clock.now())
+            result: ValidationResult = self.validator.validate(
+                msg.topic, msg.payload, retained=msg.retain and self.retained_is_late, received_at=self.clock.now())
             accepted += result.accepted
             late += result.late
             dead += result.dead

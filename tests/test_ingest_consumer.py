@@ -289,3 +289,30 @@ def test_database_away_stops_acks_and_everything_is_written_when_back(
         run.stop()
     rows = influx_count(own_influx, "outage", 'SELECT "value" FROM readings')
     assert [r[1] for r in rows] == [1.5, 2.5, 3.5, 4.5, 5.5, 6.5]
+
+
+def test_amqtt_demo_broker_backlog_is_live_and_outside_topics_ignored(sqlite_store: SqliteStore) -> None:
+    # The demo's embedded amqtt broker (MQTT 3.1.1): a reading queued for the offline persistent
+    # session arrives after the restart and is stored live (amqtt flags it retained; hence
+    # retained_is_late=False); a retained status message never becomes a reading.
+    from stormwatch.broker import start_embedded_broker
+
+    embedded = start_embedded_broker("amqtt")
+    port = int(embedded.url.rsplit(":", 1)[1])
+    endpoint = servers.Mosquitto("amqtt", [], port, Path("."))  # only .url/.port are used below
+    try:
+        pub = Publisher(endpoint)
+        pub.send(b'{"state": "online"}', topic=topics.status(SITE, GW), retain=True)
+        run = Running(endpoint, sqlite_store, client_id="amqtt-ingest", batch_ms=20, retained_is_late=False)
+        pub.send(wire(1, 4.0))
+        wait_until(lambda: run.ingest.written == 1)
+        run.stop()
+        pub.send(wire(2, 5.0))  # queued by the broker while ingest is away
+        run = Running(endpoint, sqlite_store, client_id="amqtt-ingest", batch_ms=20, retained_is_late=False)
+        wait_until(lambda: run.ingest.written == 1, what="queued reading after restart")
+        run.stop()
+        pub.close()
+    finally:
+        embedded.stop()
+    assert [r.seq for r in sqlite_store.query_readings(SITE, late=False)] == [1, 2]
+    assert sqlite_store.query_deadletters() == []
