@@ -100,7 +100,9 @@ class Engine:
             if profile.counter is None:
                 raise EngineError(f"{site}: rain gauge {cfg.rain_gauge!r} profile {profile.model!r} has no counter "
                                   "(its tip resolution is needed for R1)")
-            self.storm = StormRuleState(site, storm[0], storm[1], cfg.rain_gauge, profile.counter.tip_resolution)
+            poll = timedelta(seconds=cfg.device(cfg.rain_gauge).poll_interval_s)
+            self.storm = StormRuleState(site, storm[0], storm[1], cfg.rain_gauge, profile.counter.tip_resolution,
+                                        silence_allowance=2 * poll)
             self.rules.append(self.storm)
         elif storm:
             log.warning("%s: pack %s has storm rule %s but the site has no rain_gauge: R1 not watched",

@@ -21,7 +21,8 @@ def site(jurisdiction: str = "ch133", *, rules: dict[str, Any] | None = None, ba
         "site": {"id": "s1", "jurisdiction": jurisdiction, "timezone": timezone},
         "gateway_id": "gw",
         "devices": [
-            {"id": "rain", "profile": gauge_profile, "transport": {"kind": "modbus-tcp", "host": "h"}},
+            {"id": "rain", "profile": gauge_profile, "transport": {"kind": "modbus-tcp", "host": "h"},
+             "poll_interval_s": 600},  # the tests' dry polls come every 10 min
             {"id": "up", "profile": "yosemitech_y511", "transport": {"kind": "modbus-tcp", "host": "h"}},
             {"id": "down", "profile": "yosemitech_y511", "transport": {"kind": "modbus-tcp", "host": "h"}},
             {"id": "lvl", "profile": "maxbotix_hrxl", "transport": {"kind": "serial", "port": "/dev/null"}},

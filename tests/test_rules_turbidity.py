@@ -5,7 +5,6 @@ Readings every minute; 5-minute medians; sustained 15 min."""
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 from test_alerts_support import T0, Feeder, site
 

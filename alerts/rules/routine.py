@@ -51,12 +51,13 @@ class RoutineRuleState:
         return Event(
             kind="routine_inspection_due", site=self.site, event_time=start, rule=self.rule_id,
             citation=self.params.citation, occurrence=f"routine:{format_time(self._due)}", due_at=self._due,
-            message=f"routine inspection (every {self.params.every_days:g} days, {why}) due by {format_time(self._due)}",
+            message=f"routine inspection (every {self.params.every_days:g} days, {why}) "
+                    f"due by {format_time(self._due)}",
         )
 
     def feed(self, reading: Reading) -> list[Event]:
         if self._period_start is None:
-            return [self._open(reading.time, "from the first reading")] + self.advance_to(reading.time)
+            return [self._open(reading.time, "from the first reading"), *self.advance_to(reading.time)]
         return []
 
     def advance_to(self, t: datetime) -> list[Event]:

@@ -19,7 +19,8 @@ at its poll time.
 Events: ``storm_started`` (first tip), ``storm_qualified`` (the tip that reaches the threshold;
 "an inspection will be due"), ``storm_inspection_due`` (when the storm is known to have ended:
 a gauge reading at or after last tip + dry gap, ``due_at`` = last tip + 24 h). When the site's
-event time passes last tip + dry gap but the gauge itself has been silent, a ``data_gap`` event
+event time passes last tip + dry gap (+ two poll intervals) and the gauge has reported nothing
+that closes the storm, a ``data_gap`` event
 says so (a gap is not "no rain"); a qualified storm is then closed conservatively with its
 inspection due at last tip + 24 h (the earliest possible deadline), an unqualified one stays open.
 A storm still open at the end of a backfill is in progress (see :meth:`StormRule.in_progress`).
@@ -73,9 +74,12 @@ class StormRuleState:
         params: the pack's :class:`~alerts.packs.StormRule` (citation, threshold, gap, clock).
         gauge: device id of the rain gauge.
         resolution: the gauge's exact depth per tip (from its profile's ``counter.resolution``).
+        silence_allowance: how long past last tip + dry gap the gauge may take to report the dry
+            poll that ends the storm before it counts as silent (the engine uses 2 poll intervals).
     """
 
-    def __init__(self, site: str, rule_id: str, params: StormRule, gauge: str, resolution: TipResolution) -> None:
+    def __init__(self, site: str, rule_id: str, params: StormRule, gauge: str, resolution: TipResolution,
+                 silence_allowance: timedelta = timedelta(minutes=2)) -> None:
         self.site = site
         self.rule_id = rule_id
         self.params = params
@@ -85,6 +89,7 @@ class StormRuleState:
         self.gap = timedelta(hours=params.dry_gap_hours)
         self.within = timedelta(hours=params.inspection_within_hours)
         self._storm: _Storm | None = None
+        self.silence_allowance = silence_allowance
         self._covered: datetime | None = None  # time of the gauge's latest reading
 
     def wants(self, reading: Reading) -> bool:
@@ -103,7 +108,8 @@ class StormRuleState:
     def _close(self, storm: _Storm, known_at: datetime, confirmed: bool) -> list[Event]:
         self._storm = None
         if storm.threshold_time is None:
-            log.debug("%s: storm %s ended below threshold: %s", self.site, storm.occurrence, self._depth_text(storm.tips))
+            log.debug("%s: storm %s ended below threshold: %s", self.site, storm.occurrence,
+                      self._depth_text(storm.tips))
             return []
         clock_start = storm.last_tip if self.params.clock_from == "last_tip" else storm.threshold_time
         due = clock_start + self.within
@@ -153,9 +159,9 @@ class StormRuleState:
 
     def advance_to(self, t: datetime) -> list[Event]:
         storm = self._storm
-        if storm is None or t < storm.last_tip + self.gap:
+        if storm is None or t < storm.last_tip + self.gap + self.silence_allowance:
             return []
-        # The site's event time is past the dry gap but no gauge reading has shown it: the gauge is silent.
+        # Event time is well past the dry gap and no gauge reading has closed the storm: the gauge is silent.
         out: list[Event] = []
         if not storm.gap_reported:
             storm.gap_reported = True
