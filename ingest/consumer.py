@@ -349,8 +349,14 @@ class Ingest:
                 self.ignored += 1
                 log.debug("ignoring %s: outside subscription %s", msg.topic, self.subscription)
                 continue
-            result: ValidationResult = self.validator.validate(
-                msg.topic, msg.payload, retained=msg.retain and self.retained_is_late, received_at=self.clock.now())
+            received_at = self.clock.now()
+            try:
+                result: ValidationResult = self.validator.validate(
+                    msg.topic, msg.payload, retained=msg.retain and self.retained_is_late, received_at=received_at)
+            except Exception as exc:  # a validator bug must not stop ingest: dead-letter, keep going
+                log.exception("validator failed on a message from %s", msg.topic)
+                result = ValidationResult(dead=[DeadLetter("internal_error", f"{type(exc).__name__}: {exc}",
+                                                           msg.topic, msg.payload, received_at)])
             accepted += result.accepted
             late += result.late
             dead += result.dead
@@ -406,7 +412,9 @@ class Ingest:
                 if outage_since is not None:
                     log.warning("store is writable again (outage since %s); acknowledging", format_time(outage_since))
                 return new_live, new_late
-            except StoreError as exc:
+            except Exception as exc:  # StoreError, or a store bug: either way not durable -> no ack, retry
+                if not isinstance(exc, StoreError):
+                    log.exception("unexpected store failure (treated as not written)")
                 self.store_errors += 1
                 if outage_since is None:
                     outage_since = self.clock.now()

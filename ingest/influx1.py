@@ -166,6 +166,8 @@ class Influx1Store:
                     message = text
                 if exc.code in _REJECT_STATUSES:
                     raise BatchRejected(f"HTTP {exc.code}: {message}") from exc
+                if exc.code == 404:
+                    self._db_ready = False  # e.g. the database was dropped: CREATE it again next time
                 if exc.code not in _RETRY_STATUSES:
                     raise StoreError(f"InfluxDB {self.base_url}{path} answered HTTP {exc.code}: {message}") from exc
                 problem = f"HTTP {exc.code}: {message}"

@@ -124,6 +124,9 @@ class SqliteStore:
             raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
         self._closed = False
 
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
     # -- writing ---------------------------------------------------------------------------
 
     def _write(self, sql: str, rows: list[tuple[object, ...]]) -> int:

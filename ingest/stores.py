@@ -28,6 +28,8 @@ _FORMS = ("sqlite:///path/to/file.db (or a bare path), influx1://[user:pass@]hos
 def redact(url: str) -> str:
     """``url`` with any password or token replaced by ``***`` (for logs)."""
     parts = urllib.parse.urlsplit(url)
+    if parts.password is None and "token=" not in parts.query:
+        return url
     netloc = parts.netloc
     if parts.password is not None:
         netloc = netloc.replace(f":{parts.password}@", ":***@")
