@@ -1,0 +1,151 @@
+"""``stormwatch alerts`` (the live service) and ``stormwatch workorders`` (list/show/ack/complete)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+
+import typer
+
+from alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
+from stormwatch.clock import Clock, ScenarioClock, WallClock
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STATE = "stormwatch-alerts.db"
+
+
+def _clock() -> Clock:
+    """The scenario clock when ``STORMWATCH_SIM_*`` is set (simulation), else the wall clock."""
+    return ScenarioClock.from_env(dict(os.environ)) or WallClock()
+
+
+def _line(o: WorkOrder) -> str:
+    due = o.due_at.isoformat() if o.due_at else "-"
+    return f"{o.id}  {o.status:<12} {o.site:<16} {o.kind:<20} due {due}  {o.citation}"
+
+
+def alerts_cmd(
+    site: list[Path] = typer.Option(..., "--site", help="site YAML file (repeat for several sites)"),
+    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", envvar="STORMWATCH_BROKER"),
+    store: str | None = typer.Option(None, "--store", envvar="STORMWATCH_STORE",
+                                     help="store URL (sqlite:///path, influx1://..., influx2://...) for events"),
+    state: Path = typer.Option(Path(DEFAULT_STATE), "--state", help="work-order SQLite file"),
+    lateness_s: float = typer.Option(120.0, "--lateness-s", help="allowed lateness of readings (s)"),
+    client_id: str = typer.Option("stormwatch-alerts", "--client-id"),
+) -> None:
+    """Watch sites live: readings from MQTT -> ordinance events (stormwatch/v1/<site>/events) + work orders."""
+    from alerts.engine import EngineError
+    from alerts.packs import PackError
+    from alerts.service import AlertService
+    from stormwatch.config import ConfigError, load_site
+    from stormwatch.profiles import ProfileLibrary
+
+    profiles = ProfileLibrary()
+    try:
+        sites = [load_site(p, profiles) for p in site]
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    opened = None
+    if store:
+        from ingest.stores import open_store  # lazily: the store package is optional for the engine
+
+        opened = open_store(store)
+    try:
+        service = AlertService(sites, profiles, broker, opened, state, _clock(), client_id, lateness_s=lateness_s)
+    except (PackError, EngineError, ValueError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    signal.signal(signal.SIGTERM, lambda *_: service.stop())
+    try:
+        service.run()
+    except KeyboardInterrupt:
+        service.stop()
+    finally:
+        if opened is not None:
+            opened.close()
+
+
+workorders_app = typer.Typer(help="Inspection work orders: list, show, acknowledge, complete.", no_args_is_help=True)
+
+_STATE_OPT = typer.Option(Path(DEFAULT_STATE), "--state", help="work-order SQLite file of the alert service")
+
+
+def _book(state: Path) -> WorkOrders:
+    if not state.is_file():
+        typer.echo(f"no work-order state file {state}", err=True)
+        raise typer.Exit(2)
+    return WorkOrders(state, _clock())
+
+
+@workorders_app.command("list")
+def list_cmd(
+    state: Path = _STATE_OPT,
+    site: str | None = typer.Option(None, "--site"),
+    status: str | None = typer.Option(None, "--status", help="open, acknowledged, completed, overdue"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List work orders (oldest first)."""
+    book = _book(state)
+    book.mark_overdue()
+    orders = book.list(site=site, status=status)
+    if as_json:
+        typer.echo(json.dumps([o.to_json() for o in orders], indent=2, ensure_ascii=False))
+    else:
+        for o in orders:
+            typer.echo(_line(o))
+
+
+@workorders_app.command("show")
+def show_cmd(order_id: str = typer.Argument(...), state: Path = _STATE_OPT,
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show one work order with its evidence."""
+    book = _book(state)
+    try:
+        order = book.get(order_id)
+    except WorkOrderError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+    data = order.to_json()
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    for key, value in data.items():
+        if key != "evidence":
+            typer.echo(f"{key:>16}: {value}")
+    typer.echo(f"{'evidence':>16}: {json.dumps(data['evidence'], ensure_ascii=False)}")
+
+
+@workorders_app.command("ack")
+def ack_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(..., "--by"), state: Path = _STATE_OPT,
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Acknowledge a work order."""
+    try:
+        order = _book(state).acknowledge(order_id, by)
+    except WorkOrderError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
+
+
+@workorders_app.command("complete")
+def complete_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(..., "--by"),
+                 notes: str = typer.Option("", "--notes"), state: Path = _STATE_OPT,
+                 as_json: bool = typer.Option(False, "--json")) -> None:
+    """Complete a work order (an inspection: record who and what was found)."""
+    try:
+        order = _book(state).complete(order_id, by, notes)
+    except WorkOrderError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``alerts`` and ``workorders`` to the ``stormwatch`` command."""
+    app.command("alerts")(alerts_cmd)
+    app.add_typer(workorders_app, name="workorders")

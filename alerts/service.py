@@ -1,0 +1,244 @@
+"""The alert service: MQTT readings in, ordinance events out (``stormwatch alerts``).
+
+A paho-mqtt 2.x (callback API VERSION2) client with a persistent session (``clean_session=False``,
+MQTT 3.1.1 -- amqtt speaks nothing newer) subscribes at QoS 1 to each site's readings and status
+topics, acknowledging a message only after it has been processed (``manual_ack``). Messages a
+broker delivers outside the subscriptions (amqtt does, for retained messages) are dropped with
+:func:`stormwatch.topics.matches`. Invalid payloads are logged and dropped (ingest dead-letters
+them). Retained readings are data, never live triggers (failure-kinds.md #10).
+
+Each site has one :class:`alerts.engine.Engine`; its events are published as JSON
+(:meth:`stormwatch.contract.Event.to_wire`) on ``stormwatch/v1/<site>/events`` at QoS 1, written
+to the store (``write_events``) and passed to ``on_event``. Work orders live in the SQLite state
+file; overdue orders are checked against the clock and announced as ``inspection_overdue``.
+
+On start, when a store is given, each engine is warmed up from the store's readings of the last
+``warmup_days`` (the same code as live; orders dedupe; warm-up events are not re-published), so a
+restart does not forget a storm in progress or the weekly cadence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.parse
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from alerts.engine import DEFAULT_LATENESS_S, Engine
+from alerts.workorders import WorkOrders
+from stormwatch import topics
+from stormwatch.clock import Clock
+from stormwatch.config import SiteConfig
+from stormwatch.contract import Event, PayloadError, parse_readings
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.store import ReadingStore, StoreError
+
+log = logging.getLogger(__name__)
+
+
+def parse_mqtt_url(url: str) -> tuple[str, int]:
+    """``(host, port)`` of ``mqtt://host[:port]`` (default port 1883).
+
+    Raises:
+        ValueError: another scheme or no host.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("mqtt", "tcp") or not parts.hostname:
+        raise ValueError(f"broker URL {url!r}: expected mqtt://host[:port]")
+    return parts.hostname, parts.port or 1883
+
+
+class AlertService:
+    """Watch sites live over MQTT.
+
+    Args:
+        sites: the sites to watch (their jurisdictions name the rule packs).
+        profiles: device profiles.
+        broker_url: ``mqtt://host:port``.
+        store: where events are recorded and warm-up readings come from (optional).
+        state_path: SQLite file of the work orders.
+        clock: stamps work orders and checks overdue (``ScenarioClock`` in simulation).
+        client_id: persistent-session client id (one per running service).
+        lateness_s: the engines' allowed lateness.
+        on_event: called with every published event (the demo prints a timeline).
+        warmup_days: how far back to replay stored readings on start.
+        overdue_check_s: clock seconds between overdue checks.
+
+    Raises:
+        alerts.packs.PackError, alerts.engine.EngineError: a site cannot be watched.
+        ValueError: a bad broker URL.
+    """
+
+    def __init__(self, sites: list[SiteConfig], profiles: ProfileLibrary, broker_url: str,
+                 store: ReadingStore | None, state_path: str | Path, clock: Clock,
+                 client_id: str = "stormwatch-alerts", *, lateness_s: float = DEFAULT_LATENESS_S,
+                 on_event: Callable[[Event], None] | None = None, warmup_days: float = 8.0,
+                 overdue_check_s: float = 60.0) -> None:
+        self.host, self.port = parse_mqtt_url(broker_url)
+        self.store = store
+        self.clock = clock
+        self.client_id = client_id
+        self.on_event = on_event
+        self.warmup = timedelta(days=warmup_days)
+        self.overdue_check_s = overdue_check_s
+        self.workorders = WorkOrders(state_path, clock)
+        self.engines = {cfg.site.id: Engine.for_site(cfg, profiles, self.workorders, lateness_s) for cfg in sites}
+        self.filters = [f"{topics.ROOT}/{s}/+/{leaf}" for s in self.engines for leaf in ("readings", "status")]
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+        self._client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
+                                   protocol=mqtt.MQTTv311, manual_ack=True)
+        self._client.on_connect = self._on_connect
+        self._client.on_disconnect = self._on_disconnect
+        self._client.on_message = self._on_message
+        self._client.reconnect_delay_set(min_delay=1, max_delay=30)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Warm up, connect and process messages until :meth:`stop`; then flush and disconnect."""
+        self._warm_up()
+        self._client.connect_async(self.host, self.port, keepalive=30)
+        self._client.loop_start()
+        try:
+            while not self._stop.wait(timeout=max(0.05, self.clock_real(self.overdue_check_s))):
+                self._check_overdue()
+        finally:
+            with self._lock:
+                events = [e for eng in self.engines.values() for e in eng.flush()]
+            for info in self._emit(events):
+                try:
+                    info.wait_for_publish(timeout=5.0)
+                except (RuntimeError, ValueError) as exc:
+                    log.error("event not confirmed by the broker before stop: %s", exc)
+            for eng in self.engines.values():
+                for storm in eng.in_progress():
+                    log.info("%s: storm in progress at stop: %d tips (%.2f in) since %s, qualified=%s",
+                             eng.site, storm.tips, storm.depth_in, storm.start.isoformat(), storm.qualified)
+            self._client.disconnect()
+            self._client.loop_stop()
+            self.workorders.close()
+            log.info("alert service stopped")
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to flush and return (thread-safe)."""
+        self._stop.set()
+
+    def clock_real(self, seconds: float) -> float:
+        """Real seconds of ``seconds`` clock seconds (scenario clocks run faster)."""
+        real = getattr(self.clock, "real_seconds", None)
+        return float(real(seconds)) if callable(real) else seconds
+
+    def _warm_up(self) -> None:
+        if self.store is None:
+            return
+        start = self.clock.now() - self.warmup
+        for site, engine in self.engines.items():
+            try:
+                readings = self.store.query_readings(site, start=start)
+            except StoreError as exc:
+                log.error("%s: warm-up from the store failed (%s): starting from live data only", site, exc)
+                continue
+            n = 0
+            with self._lock:
+                for r in readings:
+                    n += len(engine.feed(r))
+            log.info("%s: warmed up from %d stored readings since %s (%d events already known, not re-published)",
+                     site, len(readings), start.isoformat(), n)
+
+    # -- MQTT --------------------------------------------------------------------------------
+
+    def _on_connect(self, client: mqtt.Client, userdata: object, flags: mqtt.ConnectFlags,
+                    reason_code: mqtt.ReasonCode, properties: mqtt.Properties | None) -> None:
+        if reason_code.is_failure:
+            log.error("broker %s:%d refused the connection: %s", self.host, self.port, reason_code)
+            return
+        client.subscribe([(f, 1) for f in self.filters])
+        self.connected.set()
+        log.info("connected to %s:%d as %s (session present: %s); subscribed %s", self.host, self.port,
+                 self.client_id, flags.session_present, ", ".join(self.filters))
+
+    def _on_disconnect(self, client: mqtt.Client, userdata: object, flags: mqtt.DisconnectFlags,
+                       reason_code: mqtt.ReasonCode, properties: mqtt.Properties | None) -> None:
+        self.connected.clear()
+        if not self._stop.is_set():
+            log.warning("disconnected from %s:%d (%s): reconnecting", self.host, self.port, reason_code)
+
+    def _on_message(self, client: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
+        try:
+            self._handle(msg)
+        except Exception:  # a bug must not kill the network thread; the message is still acknowledged
+            log.exception("unexpected error handling a message on %s", msg.topic)
+        finally:
+            client.ack(msg.mid, msg.qos)
+
+    def _handle(self, msg: mqtt.MQTTMessage) -> None:
+        if not any(topics.matches(f, msg.topic) for f in self.filters):
+            log.debug("message on %s outside our subscriptions: dropped", msg.topic)
+            return
+        status = topics.parse_status_topic(msg.topic)
+        if status is not None:
+            self._status(status[0], status[1], msg.payload, msg.retain)
+            return
+        where = topics.parse_readings_topic(msg.topic)
+        if where is None:
+            return
+        site, gateway = where
+        try:
+            readings = parse_readings(msg.payload)
+        except PayloadError as exc:
+            log.warning("invalid readings on %s (%s): dropped here, ingest dead-letters it", msg.topic, exc)
+            return
+        events: list[Event] = []
+        with self._lock:
+            engine = self.engines[site]
+            for r in readings:
+                if r.site != site or r.gateway != gateway:
+                    log.warning("reading of %s/%s on topic %s: dropped", r.site, r.gateway, msg.topic)
+                    continue
+                events += engine.feed(r, retained=bool(msg.retain))
+        self._emit(events)
+
+    def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:
+        try:
+            state = json.loads(payload).get("state", "?")
+        except (ValueError, AttributeError):
+            state = "?"
+        log.info("%s: gateway %s is %s%s", site, gateway, state, " (retained)" if retained else "")
+
+    # -- output ------------------------------------------------------------------------------
+
+    def _emit(self, events: list[Event]) -> list[mqtt.MQTTMessageInfo]:
+        infos: list[mqtt.MQTTMessageInfo] = []
+        if not events:
+            return infos
+        for e in events:
+            payload = json.dumps(e.to_wire(), separators=(",", ":"), ensure_ascii=False)
+            infos.append(self._client.publish(topics.events(e.site), payload, qos=1))
+            log.info("%s %s %s: %s", e.site, e.kind, e.citation, e.message)
+        if self.store is not None:
+            try:
+                self.store.write_events(events)
+            except StoreError as exc:
+                log.error("could not record %d events in the store: %s", len(events), exc)
+        if self.on_event is not None:
+            for e in events:
+                self.on_event(e)
+        return infos
+
+    def _check_overdue(self) -> None:
+        now = self.clock.now()
+        events = [
+            Event(kind="inspection_overdue", site=o.site, event_time=now, rule=o.rule, citation=o.citation,
+                  occurrence=o.occurrence, work_order=o.id, due_at=o.due_at,
+                  message=f"work order {o.id} ({o.kind}) is overdue (due {o.due_at.isoformat() if o.due_at else '-'})")
+            for o in self.workorders.mark_overdue(now) if o.site in self.engines
+        ]
+        self._emit(events)
