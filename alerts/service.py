@@ -69,6 +69,9 @@ class AlertService:
         on_event: called with every published event (the demo prints a timeline).
         warmup_days: how far back to replay stored readings on start.
         overdue_check_s: clock seconds between overdue checks.
+        retained_is_late: treat messages flagged retained as stale (never live triggers). True for
+            Mosquitto; False behind amqtt, which flags messages queued for a persistent session as
+            retained when it delivers them (stormwatch/broker.py).
 
     Raises:
         alerts.packs.PackError, alerts.engine.EngineError: a site cannot be watched.
@@ -79,12 +82,14 @@ class AlertService:
                  store: ReadingStore | None, state_path: str | Path, clock: Clock,
                  client_id: str = "stormwatch-alerts", *, lateness_s: float = DEFAULT_LATENESS_S,
                  on_event: Callable[[Event], None] | None = None, warmup_days: float = 8.0,
-                 overdue_check_s: float = 60.0) -> None:
+                 overdue_check_s: float = 60.0, retained_is_late: bool = True) -> None:
         self.host, self.port = parse_mqtt_url(broker_url)
         self.store = store
         self.clock = clock
         self.client_id = client_id
         self.on_event = on_event
+        self.retained_is_late = retained_is_late
+        self._received = 0
         self.warmup = timedelta(days=warmup_days)
         self.overdue_check_s = overdue_check_s
         self.workorders = WorkOrders(state_path, clock)
@@ -130,6 +135,12 @@ class AlertService:
     def stop(self) -> None:
         """Ask :meth:`run` to flush and return (thread-safe)."""
         self._stop.set()
+
+    @property
+    def readings_seen(self) -> int:
+        """Readings received on readings topics and handed to an engine so far, all sites."""
+        with self._lock:
+            return self._received
 
     def clock_real(self, seconds: float) -> float:
         """Real seconds of ``seconds`` clock seconds (scenario clocks run faster)."""
@@ -199,11 +210,12 @@ class AlertService:
         events: list[Event] = []
         with self._lock:
             engine = self.engines[site]
+            self._received += len(readings)
             for r in readings:
                 if r.site != site or r.gateway != gateway:
                     log.warning("reading of %s/%s on topic %s: dropped", r.site, r.gateway, msg.topic)
                     continue
-                events += engine.feed(r, retained=bool(msg.retain))
+                events += engine.feed(r, retained=bool(msg.retain) and self.retained_is_late)
         self._emit(events)
 
     def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:

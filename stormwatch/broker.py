@@ -78,7 +78,8 @@ class AmqttBroker:
         self._thread.start()
         if not self._ready.wait(timeout_s) or self._error is not None:
             raise RuntimeError(f"embedded amqtt broker failed to start: {self._error}")
-        servers.wait_port(self.port, timeout_s)
+        # broker.start() returned: the listener is bound. (Probing the port with a bare TCP connect
+        # would make amqtt log an error for the empty session.)
         log.info("embedded MQTT broker (amqtt, MQTT 3.1.1) listening on %s", self.url)
 
     def _run(self) -> None:
