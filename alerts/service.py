@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import urllib.parse
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -36,22 +35,11 @@ from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, parse_readings
+from stormwatch.mqtt import apply_credentials, parse_broker_url
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore, StoreError
 
 log = logging.getLogger(__name__)
-
-
-def parse_mqtt_url(url: str) -> tuple[str, int]:
-    """``(host, port)`` of ``mqtt://host[:port]`` (default port 1883).
-
-    Raises:
-        ValueError: another scheme or no host.
-    """
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("mqtt", "tcp") or not parts.hostname:
-        raise ValueError(f"broker URL {url!r}: expected mqtt://host[:port]")
-    return parts.hostname, parts.port or 1883
 
 
 class AlertService:
@@ -83,7 +71,8 @@ class AlertService:
                  client_id: str = "stormwatch-alerts", *, lateness_s: float = DEFAULT_LATENESS_S,
                  on_event: Callable[[Event], None] | None = None, warmup_days: float = 8.0,
                  overdue_check_s: float = 60.0, retained_is_late: bool = True) -> None:
-        self.host, self.port = parse_mqtt_url(broker_url)
+        self.broker = parse_broker_url(broker_url)
+        self.host, self.port = self.broker.host, self.broker.port
         self.store = store
         self.clock = clock
         self.client_id = client_id
@@ -100,6 +89,7 @@ class AlertService:
         self.connected = threading.Event()
         self._client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
                                    protocol=mqtt.MQTTv311, manual_ack=True)
+        apply_credentials(self._client, self.broker)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import typer
 
-from gateway.broker import BrokerUrlError, parse_broker_url
 from gateway.drivers.build import UnsupportedDevice, build_driver
 from gateway.fieldtool import FieldToolError, decode_text
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.config import ConfigError, load_site
+from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary
 
 log = logging.getLogger(__name__)

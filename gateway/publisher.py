@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import queue
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -30,11 +29,11 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 
-from gateway.broker import BrokerSettings
 from gateway.outbox import Outbox
 from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.contract import format_time
+from stormwatch.mqtt import BrokerSettings, apply_credentials
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ class MqttPublisher:
     """Publishes outbox rows of one gateway.
 
     Args:
-        broker: connection settings (:func:`gateway.broker.parse_broker_url`).
+        broker: connection settings (:func:`stormwatch.mqtt.parse_broker_url`).
         site, gateway: topic levels.
         boot: this process's boot id (in the online status).
         outbox: the durable outbox to drain.
@@ -97,10 +96,7 @@ class MqttPublisher:
             protocol=MQTTProtocolVersion.MQTTv311,
         )
         client.will_set(self.status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
-        if self.broker.username:
-            client.username_pw_set(self.broker.username, self.broker.password)
-        if self.broker.tls:
-            client.tls_set(ca_certs=self.broker.ca_file, cert_reqs=ssl.CERT_REQUIRED)
+        apply_credentials(client, self.broker)
         client.reconnect_delay_set(min_delay=max(1, round(reconnect_min_s)), max_delay=max(1, round(reconnect_max_s)))
         client.max_inflight_messages_set(self.window + 10)  # + status messages
         client.max_queued_messages_set(0)

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gateway.broker import parse_broker_url
 from gateway.counter import CounterError, CounterState, CounterStore, count_tips
 from gateway.drivers import Driver, PointValue
 from gateway.drivers.build import build_driver
@@ -47,6 +46,7 @@ from gateway.qc import DEVICE_ERROR_QUANTITY, check_value
 from stormwatch.clock import Clock, WallClock
 from stormwatch.config import Device, SiteConfig
 from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import DeviceProfile, ProfileLibrary
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class Gateway:
         profiles: device profiles.
         clock: event-time clock (WallClock in production, ScenarioClock in simulation).
         broker_url: ``mqtt://host:port`` or ``mqtts://host:port`` (credentials from the URL or
-            ``STORMWATCH_MQTT_USERNAME``/``_PASSWORD``; see :mod:`gateway.broker`).
+            ``STORMWATCH_MQTT_USERNAME``/``_PASSWORD``; see :mod:`stormwatch.mqtt`).
         state_dir: directory for ``gateway.sqlite3`` (outbox + counter baselines); created.
         anchor: grid origin for poll slots (default: ``clock.sim_start`` if the clock has one,
             else the Unix epoch).
@@ -88,7 +88,7 @@ class Gateway:
     Raises:
         gateway.drivers.build.UnsupportedDevice: a device the gateway cannot poll.
         profiles.ProfileError: a missing/invalid profile.
-        gateway.broker.BrokerUrlError: a bad broker URL.
+        stormwatch.mqtt.BrokerUrlError: a bad broker URL.
     """
 
     def __init__(

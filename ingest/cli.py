@@ -9,11 +9,12 @@ from pathlib import Path
 
 import typer
 
-from ingest.consumer import BrokerUrlError, Ingest
+from ingest.consumer import Ingest
 from ingest.stores import StoreUrlError, open_store, redact
 from ingest.validate import Validator
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.config import ConfigError, load_site
+from stormwatch.mqtt import BrokerUrlError
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.store import StoreError
 

@@ -36,7 +36,6 @@ import logging
 import queue
 import threading
 import time
-import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,49 +49,10 @@ from ingest.validate import ValidationResult, Validator
 from stormwatch import topics
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, format_time
+from stormwatch.mqtt import apply_credentials, parse_broker_url
 from stormwatch.store import DeadLetter, ReadingStore, StoreError
 
 log = logging.getLogger(__name__)
-
-
-class BrokerUrlError(ValueError):
-    """A broker URL that cannot be used."""
-
-
-@dataclass(frozen=True)
-class BrokerAddress:
-    """Where the broker is: ``mqtt://[user:pass@]host[:1883]`` or ``mqtts://...[:8883]``."""
-
-    host: str
-    port: int
-    tls: bool = False
-    username: str | None = None
-    password: str | None = None
-
-    @classmethod
-    def parse(cls, url: str) -> BrokerAddress:
-        """Parse a broker URL (``mqtt``/``tcp`` or ``mqtts``/``ssl``; bare ``host:port`` allowed).
-
-        Raises:
-            BrokerUrlError: unknown scheme, no host, or a bad port.
-        """
-        text = url if "://" in url else f"mqtt://{url}"
-        parts = urllib.parse.urlsplit(text)
-        scheme = parts.scheme.lower()
-        if scheme not in ("mqtt", "tcp", "mqtts", "ssl"):
-            raise BrokerUrlError(f"broker URL {url!r}: scheme must be mqtt:// or mqtts://")
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise BrokerUrlError(f"broker URL {url!r}: {exc}") from exc
-        if not parts.hostname:
-            raise BrokerUrlError(f"broker URL {url!r}: no host")
-        tls = scheme in ("mqtts", "ssl")
-        return cls(
-            host=parts.hostname, port=port or (8883 if tls else 1883), tls=tls,
-            username=urllib.parse.unquote(parts.username) if parts.username else None,
-            password=urllib.parse.unquote(parts.password) if parts.password else None,
-        )
 
 
 @dataclass(frozen=True)
@@ -168,7 +128,7 @@ class Ingest:
             raise ValueError("batch_size must be >= 1 and batch_ms >= 0")
         self.validator = validator
         self.store = store
-        self.broker = BrokerAddress.parse(broker_url)
+        self.broker = parse_broker_url(broker_url)
         self.client_id = client_id
         self.clock: Clock = clock or WallClock()
         self.batch_size = batch_size
@@ -210,10 +170,7 @@ class Ingest:
             callback_api_version=CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=False,
             protocol=mqtt.MQTTv311, manual_ack=True,
         )
-        if self.broker.username is not None:
-            client.username_pw_set(self.broker.username, self.broker.password)
-        if self.broker.tls:
-            client.tls_set()
+        apply_credentials(client, self.broker)
         client.reconnect_delay_set(min_delay=1, max_delay=30)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect

@@ -1,4 +1,7 @@
-"""Broker URLs: ``mqtt://[user[:password]@]host[:port]`` or ``mqtts://...`` (TLS).
+"""Broker URLs and client credentials, shared by every MQTT client of stormwatch.
+
+Broker URLs: ``mqtt://[user[:password]@]host[:port]`` or ``mqtts://...`` (TLS); ``tcp://`` and
+``ssl://`` are accepted as aliases, and a bare ``host:port`` means ``mqtt://host:port``.
 
 Credentials may also come from the environment: ``STORMWATCH_MQTT_USERNAME``,
 ``STORMWATCH_MQTT_PASSWORD`` (URL values win); ``STORMWATCH_MQTT_CA_FILE`` names a CA bundle for
@@ -8,11 +11,16 @@ Credentials may also come from the environment: ``STORMWATCH_MQTT_USERNAME``,
 
 from __future__ import annotations
 
+import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+import paho.mqtt.client as mqtt
+
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
+_ALIASES = {"tcp": "mqtt", "ssl": "mqtts"}
 
 
 class BrokerUrlError(ValueError):
@@ -42,13 +50,15 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
     Raises:
         BrokerUrlError: unknown scheme, missing host or a bad port.
     """
-    env = env or {}
+    env = os.environ if env is None else env
+    text = url if "://" in url else f"mqtt://{url}"
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
         raise BrokerUrlError(f"bad broker URL: {exc}") from None
-    if parts.scheme not in DEFAULT_PORTS:
+    scheme = _ALIASES.get(parts.scheme.lower(), parts.scheme.lower())
+    if scheme not in DEFAULT_PORTS:
         raise BrokerUrlError(f"broker URL must start with mqtt:// or mqtts://, got scheme {parts.scheme!r}")
     if not parts.hostname:
         raise BrokerUrlError("broker URL has no host (expected mqtt://host:port)")
@@ -56,9 +66,17 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
     password = unquote(parts.password) if parts.password else env.get("STORMWATCH_MQTT_PASSWORD") or None
     return BrokerSettings(
         host=parts.hostname,
-        port=port or DEFAULT_PORTS[parts.scheme],
-        tls=parts.scheme == "mqtts",
+        port=port or DEFAULT_PORTS[scheme],
+        tls=scheme == "mqtts",
         username=username,
         password=password,
         ca_file=env.get("STORMWATCH_MQTT_CA_FILE") or None,
     )
+
+
+def apply_credentials(client: mqtt.Client, broker: BrokerSettings) -> None:
+    """Set username/password and TLS (``ca_file`` or the system trust store) on a paho client."""
+    if broker.username:
+        client.username_pw_set(broker.username, broker.password)
+    if broker.tls:
+        client.tls_set(ca_certs=broker.ca_file, cert_reqs=ssl.CERT_REQUIRED)
