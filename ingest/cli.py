@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from ingest.consumer import Ingest
+from ingest.metrics import serve_metrics
 from ingest.stores import StoreUrlError, open_store, redact
 from ingest.validate import Validator
 from stormwatch.clock import Clock, ScenarioClock, WallClock
@@ -50,6 +51,16 @@ def ingest_command(
                                             "behind amqtt, which flags queued messages as retained."),
     max_future_s: float = typer.Option(300.0, "--max-future-s", min=0,
                                        help="Dead-letter readings stamped further than this ahead of the clock."),
+    late_after_s: float | None = typer.Option(None, "--late-after-s", min=0,
+                                              help="Store readings older than this on arrival as late "
+                                                   "(default: only retained readings are late)."),
+    metrics_port: int = typer.Option(0, "--metrics-port", min=0, max=65535, envvar="STORMWATCH_METRICS_PORT",
+                                     help="Serve Prometheus metrics on this HTTP port (0 = off; "
+                                          "conventionally 9108)."),
+    metrics_addr: str = typer.Option("127.0.0.1", "--metrics-addr",
+                                     help="Address for --metrics-port (0.0.0.0 to expose it)."),
+    stats_interval_s: float = typer.Option(60.0, "--stats-interval-s", min=1,
+                                           help="Seconds between the counter log lines."),
 ) -> None:
     """Consume readings from MQTT, validate them and store them; bad input is dead-lettered.
 
@@ -63,7 +74,8 @@ def ingest_command(
     try:
         sites = [load_site(p, profiles) for p in site]
         clock = _clock()
-        validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s)
+        validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
+                                        late_after_s=late_after_s)
     except (ConfigError, ProfileError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -77,7 +89,8 @@ def ingest_command(
         raise typer.Exit(1) from None
     try:
         ingest = Ingest(validator, sink, broker, client_id=client_id, clock=clock, batch_size=batch_size,
-                        batch_ms=batch_ms, share_group=share_group, retained_is_late=retained_late)
+                        batch_ms=batch_ms, share_group=share_group, retained_is_late=retained_late,
+                        stats_interval_s=stats_interval_s)
     except BrokerUrlError as exc:
         sink.close()
         typer.echo(f"error: --broker: {exc}", err=True)
@@ -87,12 +100,24 @@ def ingest_command(
         log.info("signal %d: flushing and stopping", signum)
         ingest.stop()
 
+    metrics = None
+    if metrics_port:
+        try:
+            metrics = serve_metrics(ingest, metrics_port, metrics_addr)
+        except OSError as exc:
+            sink.close()
+            typer.echo(f"error: --metrics-port {metrics_port}: {exc}", err=True)
+            raise typer.Exit(2) from None
+        log.info("Prometheus metrics on http://%s:%d/metrics", metrics_addr, metrics.server_port)
+
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     log.info("ingest: sites %s -> store %s", ", ".join(sorted(validator.sites)), redact(store))
     try:
         ingest.run()
     finally:
+        if metrics is not None:
+            metrics.shutdown()
         sink.close()
 
 

@@ -48,7 +48,7 @@ from ingest.lineprotocol import payload_text
 from ingest.validate import ValidationResult, Validator
 from stormwatch import topics
 from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Reading, format_time
+from stormwatch.contract import Reading, dump_readings, format_time
 from stormwatch.mqtt import apply_credentials, parse_broker_url
 from stormwatch.store import DeadLetter, ReadingStore, StoreError
 
@@ -63,6 +63,13 @@ class _Message:
     qos: int
     retain: bool
     generation: int
+
+
+def _duplicate_letter(reading: Reading, topic: str, received_at: datetime, why: str) -> DeadLetter:
+    """Dead letter ``duplicate`` for a reading whose identity ``(gateway, boot, seq)`` was seen (#9)."""
+    gateway, boot, seq = reading.identity
+    return DeadLetter("duplicate", f"identity (gateway {gateway!r}, boot {boot!r}, seq {seq}) {why}", topic,
+                      dump_readings([reading]), received_at)
 
 
 def deadletter_json(letter: DeadLetter) -> bytes:
@@ -93,14 +100,19 @@ class Ingest:
         retained_is_late: store retained messages as late (``False`` behind amqtt, see above).
 
     Attributes (counters, read from any thread):
-        received: messages taken from the broker.
+        received: messages delivered by the broker (counted on arrival; a redelivery counts again).
         written: readings newly stored (live and late).
         late: readings stored as late (retained).
-        duplicates: readings not stored again (already known by identity).
+        duplicates: readings the *store* found already present (SQLite unique key; after a restart
+            the in-memory identity memory is empty). Duplicates recognised before the write are
+            dead-lettered with reason ``duplicate`` instead.
         ignored: messages outside the subscription.
         dead_lettered: reason -> count.
         acked: messages acknowledged.
         store_errors: failed store write attempts (each retried; nothing acked meanwhile).
+        last_event_time: newest event time among the live readings written (``None`` before any).
+        peak_unacked: most messages ever delivered but not yet acknowledged (bounded by the
+            broker's ``max_inflight_messages``; stormwatch.servers sets 1,000).
 
     Raises:
         BrokerUrlError: ``broker_url`` is unusable.
@@ -151,6 +163,9 @@ class Ingest:
         self.acked = 0
         self.store_errors = 0
         self.dead_lettered: Counter[str] = Counter()
+        self.last_event_time: datetime | None = None
+        self.peak_unacked = 0
+        self._settled = 0
 
         self._queue: queue.Queue[_Message] = queue.Queue()
         self._stop = threading.Event()
@@ -206,7 +221,11 @@ class Ingest:
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         with self._gen_lock:
             generation = self._generation
-        self._queue.put(_Message(msg.topic, bytes(msg.payload), msg.mid, msg.qos, bool(msg.retain), generation))
+        self._queue.put(_Message(msg.topic, msg.payload, msg.mid, msg.qos, bool(msg.retain), generation))
+        self.received += 1
+        unacked = self.received - self._settled
+        if unacked > self.peak_unacked:
+            self.peak_unacked = unacked
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -259,11 +278,29 @@ class Ingest:
         """Block until connected and the subscription is granted; ``False`` on timeout."""
         return self._connected.wait(timeout_s)
 
+    @property
+    def unacked(self) -> int:
+        """Messages delivered and not yet settled (acknowledged or left for redelivery)."""
+        return self.received - self._settled
+
+    @property
+    def store_retries(self) -> int:
+        """Retries so far: failed batch writes here plus HTTP retries inside the store (``retries_total``)."""
+        return self.store_errors + int(getattr(self.store, "retries_total", 0))
+
+    def lag_s(self) -> float | None:
+        """Seconds from the event time of the newest live reading written to ``clock.now()``; ``None`` before any."""
+        if self.last_event_time is None:
+            return None
+        return (self.clock.now() - self.last_event_time).total_seconds()
+
     def log_stats(self) -> None:
-        """One INFO line with the counters."""
-        log.info("ingest: received=%d written=%d late=%d duplicates=%d ignored=%d acked=%d store_errors=%d "
-                 "dead_lettered=%s", self.received, self.written, self.late, self.duplicates, self.ignored,
-                 self.acked, self.store_errors, dict(self.dead_lettered) or "{}")
+        """One INFO line with the counters (also exported as Prometheus metrics, :mod:`ingest.metrics`)."""
+        lag = self.lag_s()
+        log.info("ingest: received=%d written=%d late=%d duplicates=%d ignored=%d acked=%d unacked=%d "
+                 "store_retries=%d lag_s=%s dead_lettered=%s", self.received, self.written, self.late,
+                 self.duplicates, self.ignored, self.acked, self.unacked, self.store_retries,
+                 "-" if lag is None else f"{lag:.1f}", dict(self.dead_lettered) or "{}")
 
     # -- batching --------------------------------------------------------------------------
 
@@ -273,7 +310,6 @@ class Ingest:
         except queue.Empty:
             return []
         batch = [first]
-        self.received += 1
         deadline = time.monotonic() + self.batch_s
         while len(batch) < self.batch_size and not self._stop.is_set():
             remaining = deadline - time.monotonic()
@@ -283,7 +319,6 @@ class Ingest:
                 batch.append(self._queue.get(timeout=min(remaining, 0.2)))
             except queue.Empty:
                 continue
-            self.received += 1
         return batch
 
     def _drain(self) -> list[_Message]:
@@ -293,20 +328,19 @@ class Ingest:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        self.received += len(batch)
         return batch
 
     def _process(self, batch: list[_Message]) -> None:
         accepted: list[Reading] = []
         late: list[Reading] = []
         dead: list[DeadLetter] = []
-        duplicates = 0
+        in_batch: set[tuple[str, str, int]] = set()
+        received_at = self.clock.now()
         for msg in batch:
             if not topics.matches(self.subscription, msg.topic):
                 self.ignored += 1
                 log.debug("ignoring %s: outside subscription %s", msg.topic, self.subscription)
                 continue
-            received_at = self.clock.now()
             try:
                 result: ValidationResult = self.validator.validate(
                     msg.topic, msg.payload, retained=msg.retain and self.retained_is_late, received_at=received_at)
@@ -314,10 +348,16 @@ class Ingest:
                 log.exception("validator failed on a message from %s", msg.topic)
                 result = ValidationResult(dead=[DeadLetter("internal_error", f"{type(exc).__name__}: {exc}",
                                                            msg.topic, msg.payload, received_at)])
-            accepted += result.accepted
-            late += result.late
+            for reading in result.duplicates:
+                dead.append(_duplicate_letter(reading, msg.topic, received_at, "already stored"))
+            for target, readings in ((accepted, result.accepted), (late, result.late)):
+                for reading in readings:
+                    if reading.identity in in_batch:  # QoS 1 redelivery inside one batch
+                        dead.append(_duplicate_letter(reading, msg.topic, received_at, "twice in one batch"))
+                    else:
+                        in_batch.add(reading.identity)
+                        target.append(reading)
             dead += result.dead
-            duplicates += len(result.duplicates)
         stored = self._write_until_durable(accepted, late, dead)
         if stored is None:
             log.error("store still unavailable at shutdown: %d message(s) left unacknowledged; the broker will "
@@ -327,7 +367,11 @@ class Ingest:
         self.validator.committed(accepted + late)
         self.written += new_live + new_late
         self.late += new_late
-        self.duplicates += duplicates + (len(accepted) - new_live) + (len(late) - new_late)
+        self.duplicates += (len(accepted) - new_live) + (len(late) - new_late)
+        if accepted:
+            newest = max(r.time for r in accepted)
+            if self.last_event_time is None or newest > self.last_event_time:
+                self.last_event_time = newest
         for letter in dead:
             self.dead_lettered[letter.reason] += 1
             log.warning("dead letter (%s): %s [topic %s]", letter.reason, letter.detail, letter.topic)
@@ -348,6 +392,7 @@ class Ingest:
                 continue
             self._client.ack(msg.mid, msg.qos)
             self.acked += 1
+        self._settled += len(batch)
 
     def _write_until_durable(self, accepted: list[Reading], late: list[Reading],
                              dead: list[DeadLetter]) -> tuple[int, int] | None:

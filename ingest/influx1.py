@@ -133,6 +133,8 @@ class Influx1Store:
         self._db_ready = False
         #: Lines refused by the server since start (each was dead-lettered).
         self.rejected_total = 0
+        #: HTTP retries so far (each a retryable failure followed by a backoff).
+        self.retries_total = 0
 
     def __repr__(self) -> str:
         return f"Influx1Store({self.base_url!r}, {self.database!r}, rp={self.rp!r})"
@@ -178,6 +180,7 @@ class Influx1Store:
                 raise StoreError(f"InfluxDB {self.base_url} unavailable after {attempt + 1} attempts: {problem}")
             pause = min(self.max_backoff_s * 3, wait) if wait is not None else delay
             log.info("InfluxDB %s: %s; retrying in %.2fs", self.base_url, problem, pause)
+            self.retries_total += 1
             self._sleep(pause)
             delay = min(self.max_backoff_s, delay * 2)
         raise AssertionError("unreachable")  # pragma: no cover

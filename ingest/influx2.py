@@ -88,6 +88,8 @@ class Influx2Store:
         self._write_api = self._client.write_api(write_options=SYNCHRONOUS)
         self._lock = threading.RLock()
         self.rejected_total = 0
+        #: HTTP retries so far (each a retryable failure followed by a backoff).
+        self.retries_total = 0
 
     def __repr__(self) -> str:
         return f"Influx2Store({self.url!r}, org={self.org!r}, bucket={self.bucket!r})"
@@ -122,6 +124,7 @@ class Influx2Store:
                 raise StoreError(f"InfluxDB {self.url} unavailable after {attempt + 1} attempts: {problem}")
             pause = wait if wait is not None else delay
             log.info("InfluxDB %s: %s; retrying in %.2fs", self.url, problem, pause)
+            self.retries_total += 1
             self._sleep(pause)
             delay = min(self.max_backoff_s, delay * 2)
 

@@ -204,8 +204,10 @@ def test_bad_input_in_sqlite_deadletter_table(broker: servers.Mosquitto, sqlite_
 
 
 def test_duplicate_delivered_twice_is_stored_once(broker: servers.Mosquitto, sqlite_store: SqliteStore) -> None:
-    # failure-kinds.md #9: same device, same sequence number delivered twice -> one row; and two
-    # different tips stamped at the same minute stay two readings.
+    # failure-kinds.md #9: same device, same sequence number delivered twice -> one row, counted
+    # once in the rain total; the second copy is a dead letter "duplicate". Two different tips
+    # stamped at the same minute stay two readings (identity is not the timestamp).
+    listener = DeadLetterListener(broker)
     run = Running(broker, sqlite_store, batch_ms=20)
     pub = Publisher(broker)
     try:
@@ -214,18 +216,26 @@ def test_duplicate_delivered_twice_is_stored_once(broker: servers.Mosquitto, sql
         same_minute["seq"] = 2  # another tip count at the same timestamp, a different reading
         pub.send(json.dumps(same_minute).encode())
         wait_until(lambda: run.ingest.written == 2)
-        pub.send(tip_wire(1, 3))  # redelivery after commit (LRU) ...
-        wait_until(lambda: run.ingest.duplicates == 1)
-        pub.send(tip_wire(4, 1))
-        pub.send(tip_wire(4, 1))  # ... and twice within one batch (store's unique key)
+        pub.send(tip_wire(1, 3))  # redelivery after commit (identity memory) ...
+        wait_until(lambda: run.ingest.dead_lettered["duplicate"] == 1)
+        pub.client.publish(TOPIC, tip_wire(4, 1), qos=1)
+        pub.send(tip_wire(4, 1))  # ... and twice within one batch
         wait_until(lambda: run.ingest.received == 5 and run.ingest.acked == 5)
+        wait_until(lambda: len(listener.messages) == 2, what="2 duplicate dead letters on the topic")
     finally:
         pub.close()
         run.stop()
+        listener.close()
     stored = sqlite_store.query_readings(SITE, quantity="rain_tips")
     assert [(r.seq, r.value) for r in stored] == [(1, 3), (2, 2), (4, 1)]
     assert sum(int(r.value) for r in stored) == 6  # 3 + 2 + 1 tips, the duplicates not counted
-    assert run.ingest.duplicates == 2 and run.ingest.written == 3
+    assert run.ingest.written == 3
+    assert dict(run.ingest.dead_lettered) == {"duplicate": 2}
+    assert [m["reason"] for m in listener.messages] == ["duplicate", "duplicate"]
+    assert "seq 1" in str(listener.messages[0]["detail"])
+    letters = sqlite_store.query_deadletters()
+    assert [d.reason for d in letters] == ["duplicate", "duplicate"]
+    assert json.loads(letters[0].payload)["seq"] == 1
 
 
 def test_retained_reading_is_stored_late(broker: servers.Mosquitto, sqlite_store: SqliteStore) -> None:

@@ -1,0 +1,80 @@
+"""Prometheus metrics of a running :class:`ingest.consumer.Ingest` over HTTP (prometheus-client).
+
+The collector reads the consumer's own counters at scrape time (no second bookkeeping), into a
+registry of its own (no process-global state). Metric names (all prefixed ``stormwatch_ingest_``):
+
+=================================== ======= =======================================================
+name                                type    meaning
+=================================== ======= =======================================================
+``received_total``                  counter messages delivered by the broker
+``written_total``                   counter readings newly stored (live + late)
+``late_total``                      counter readings stored flagged late (retained / stale)
+``duplicates_total``                counter readings the store already held
+``dead_lettered_total{reason}``     counter dead letters by reason (``ingest.validate`` table,
+                                            ``duplicate``, ``store_rejected``, ``internal_error``)
+``acked_total``                     counter messages acknowledged after a durable write
+``retries_total``                   counter store retries (batch retries + HTTP retries)
+``unacked``                         gauge   messages delivered and not yet acknowledged
+``lag_seconds``                     gauge   clock now - event time of the newest live reading written
+                                            (absent before the first write)
+=================================== ======= =======================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from ingest.consumer import Ingest
+
+PREFIX = "stormwatch_ingest_"
+
+
+class IngestCollector(Collector):
+    """Exposes the counters of one :class:`~ingest.consumer.Ingest`."""
+
+    def __init__(self, ingest: Ingest) -> None:
+        self.ingest = ingest
+
+    def collect(self) -> Iterator[Metric]:
+        ing = self.ingest
+        for name, doc, value in (
+            ("received", "MQTT messages delivered by the broker", ing.received),
+            ("written", "readings newly stored (live and late)", ing.written),
+            ("late", "readings stored flagged late (retained or stale)", ing.late),
+            ("duplicates", "readings the store already held", ing.duplicates),
+            ("acked", "messages acknowledged after a durable write", ing.acked),
+            ("retries", "store retries (failed batch writes and HTTP retries)", ing.store_retries),
+        ):
+            yield CounterMetricFamily(PREFIX + name, doc, value=value)
+        dead = CounterMetricFamily(PREFIX + "dead_lettered", "dead letters by reason", labels=["reason"])
+        for reason, count in sorted(dict(ing.dead_lettered).items()):
+            dead.add_metric([reason], count)
+        yield dead
+        yield GaugeMetricFamily(PREFIX + "unacked", "messages delivered and not yet acknowledged", value=ing.unacked)
+        lag = ing.lag_s()
+        if lag is not None:
+            yield GaugeMetricFamily(PREFIX + "lag_seconds",
+                                    "clock now minus the event time of the newest live reading written", value=lag)
+
+
+def serve_metrics(ingest: Ingest, port: int, addr: str = "127.0.0.1") -> WSGIServer:
+    """Serve ``/metrics`` for ``ingest`` on ``addr:port`` in a daemon thread (``port=0``: any free port).
+
+    Returns:
+        The server; ``server.server_port`` is the bound port, ``server.shutdown()`` stops it.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(IngestCollector(ingest))
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return server
