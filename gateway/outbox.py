@@ -11,10 +11,18 @@ field gateways lose power (solar/battery, generator swaps), and an acknowledged-
 that vanishes is exactly the loss the outbox exists to prevent. The cost is one WAL fsync per
 commit: one per poll and one per batch of acknowledgements -- negligible at sensor rates.
 
-Bounded: at most ``max_rows`` rows. When full, new readings still go in and the oldest
-*non-rain* rows (event-time order) are dropped first; only when nothing but rain is left are the
-oldest rain rows dropped. Every drop is logged at ERROR with its count (rain tips are the
-compliance-critical record: a storm's total decides inspections).
+Bounded by size and by age (drop policy):
+
+* size: at most ``max_rows`` rows and ``max_bytes`` payload bytes. When over, new readings still
+  go in and the oldest *non-rain* rows (event-time order) are dropped first; only when nothing
+  but rain is left are the oldest rain rows dropped.
+* age: non-rain rows whose event time is more than ``max_age_s`` older than the newest reading
+  added are dropped. Rain rows are never dropped for age -- only the size bound can drop them,
+  and only after every non-rain row is gone.
+
+Every drop is logged at ERROR with its counts (rain tips are the compliance-critical record: a
+storm's total decides inspections). Defaults: 2,000,000 rows / 512 MB / 30 days -- a month of a
+10-device site at 1-minute polling (~430,000 readings) fits with room to spare.
 
 Replay order: event time, then insertion order (which is ``seq`` order within a boot).
 """
@@ -26,7 +34,7 @@ import sqlite3
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gateway.counter import CounterState, ensure_schema, write_state
@@ -35,6 +43,11 @@ from stormwatch.contract import Reading, dump_readings
 log = logging.getLogger(__name__)
 
 RAIN_QUANTITY = "rain_tips"
+DEFAULT_MAX_ROWS = 2_000_000
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+DEFAULT_MAX_AGE_S = 30 * 86400.0
+#: Rows deleted per statement when acknowledging (keeps SQL parameter lists short).
+_DELETE_CHUNK = 500
 
 
 def _sort_time(value: datetime) -> str:
@@ -57,13 +70,25 @@ class Outbox:
 
     Args:
         path: database file (created with its table if missing).
-        max_rows: bound on stored rows (see the module docstring for the drop policy).
+        max_rows, max_bytes, max_age_s: bounds (see the module docstring for the drop policy);
+            ``max_age_s=None`` disables the age bound.
+
+    Raises:
+        ValueError: a bound below 1.
     """
 
-    def __init__(self, path: Path, max_rows: int = 200_000) -> None:
-        if max_rows < 1:
-            raise ValueError("max_rows must be ≥ 1")
+    def __init__(
+        self,
+        path: Path,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_age_s: float | None = DEFAULT_MAX_AGE_S,
+    ) -> None:
+        if max_rows < 1 or max_bytes < 1 or (max_age_s is not None and max_age_s <= 0):
+            raise ValueError("outbox bounds must be ≥ 1")
         self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.max_age_s = max_age_s
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -79,6 +104,9 @@ class Outbox:
         self._db.execute("CREATE INDEX IF NOT EXISTS outbox_order ON outbox (event_time, id)")
         ensure_schema(self._db)
         self.dropped = 0
+        rows, size = self._db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox").fetchone()
+        self._rows = int(rows)
+        self._bytes = int(size)
 
     def add(self, readings: list[Reading], counter_states: Mapping[str, CounterState] | None = None) -> None:
         """Commit ``readings`` (one row and one future message each) in one transaction.
@@ -100,7 +128,9 @@ class Outbox:
             )
             for r in readings
         ]
+        newest = max((r.time for r in readings), default=None)
         with self._lock:
+            rows_before, bytes_before = self._rows, self._bytes
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
@@ -108,38 +138,70 @@ class Outbox:
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
+                self._rows += len(rows)
+                self._bytes += sum(len(row[7]) for row in rows)
                 for device, state in (counter_states or {}).items():
                     write_state(self._db, device, state)
-                dropped = self._enforce_bound()
+                aged = self._enforce_age(newest)
+                dropped = self._enforce_size()
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._rows, self._bytes = rows_before, bytes_before
                 raise
+        if aged:
+            self.dropped += aged
+            log.error("outbox: dropped %d non-rain readings older than %.0f s (age bound)", aged, self.max_age_s)
         if dropped[0] or dropped[1]:
             self.dropped += dropped[0] + dropped[1]
             log.error(
-                "outbox full (%d rows): dropped %d oldest non-rain and %d oldest rain readings",
-                self.max_rows, dropped[0], dropped[1],
+                "outbox full (%d rows / %d bytes): dropped %d oldest non-rain and %d oldest rain readings",
+                self.max_rows, self.max_bytes, dropped[0], dropped[1],
             )
 
-    def _enforce_bound(self) -> tuple[int, int]:
-        (count,) = self._db.execute("SELECT COUNT(*) FROM outbox").fetchone()
-        excess = count - self.max_rows
-        if excess <= 0:
-            return (0, 0)
-        cur = self._db.execute(
-            "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE is_rain = 0"
-            " ORDER BY event_time, id LIMIT ?)",
-            (excess,),
+    def _delete_returning(self, sql: str, params: tuple[object, ...]) -> int:
+        """Run a ``DELETE ... RETURNING LENGTH(payload)``; update the counters; rows deleted."""
+        sizes = self._db.execute(sql, params).fetchall()
+        self._rows -= len(sizes)
+        self._bytes -= sum(int(n) for (n,) in sizes)
+        return len(sizes)
+
+    def _enforce_age(self, newest: datetime | None) -> int:
+        if self.max_age_s is None or newest is None:
+            return 0
+        cutoff = _sort_time(newest - timedelta(seconds=self.max_age_s))
+        return self._delete_returning(
+            "DELETE FROM outbox WHERE is_rain = 0 AND event_time < ? RETURNING LENGTH(payload)", (cutoff,)
         )
-        non_rain = cur.rowcount
-        rain = 0
-        if non_rain < excess:
-            cur = self._db.execute(
-                "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY event_time, id LIMIT ?)",
-                (excess - non_rain,),
+
+    def _over(self) -> int:
+        """Rows to drop to get under both size bounds (an estimate for the byte bound)."""
+        excess = self._rows - self.max_rows
+        if self._bytes > self.max_bytes and self._rows:
+            mean = self._bytes / self._rows
+            excess = max(excess, int((self._bytes - self.max_bytes) / mean) + 1)
+        return max(0, excess)
+
+    def _enforce_size(self) -> tuple[int, int]:
+        non_rain = rain = 0
+        while (excess := self._over()) > 0:
+            n = self._delete_returning(
+                "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE is_rain = 0"
+                " ORDER BY event_time, id LIMIT ?) RETURNING LENGTH(payload)",
+                (excess,),
             )
-            rain = cur.rowcount
+            non_rain += n
+            if n == 0:
+                break
+        while (excess := self._over()) > 0:
+            n = self._delete_returning(
+                "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY event_time, id LIMIT ?)"
+                " RETURNING LENGTH(payload)",
+                (excess,),
+            )
+            rain += n
+            if n == 0:
+                break
         return (non_rain, rain)
 
     def pending(self, limit: int, exclude: set[int] | frozenset[int] = frozenset()) -> list[OutboxRow]:
@@ -159,19 +221,30 @@ class Outbox:
         if not ids:
             return
         with self._lock:
+            rows_before, bytes_before = self._rows, self._bytes
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in ids])
+                for start in range(0, len(ids), _DELETE_CHUNK):
+                    chunk = tuple(ids[start : start + _DELETE_CHUNK])
+                    marks = ",".join("?" * len(chunk))
+                    self._delete_returning(
+                        f"DELETE FROM outbox WHERE id IN ({marks}) RETURNING LENGTH(payload)", chunk
+                    )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._rows, self._bytes = rows_before, bytes_before
                 raise
 
     def depth(self) -> int:
-        """Rows waiting for a PUBACK."""
+        """Rows waiting for a PUBACK (kept in memory: no table scan)."""
         with self._lock:
-            (count,) = self._db.execute("SELECT COUNT(*) FROM outbox").fetchone()
-        return int(count)
+            return self._rows
+
+    def size_bytes(self) -> int:
+        """Payload bytes waiting for a PUBACK."""
+        with self._lock:
+            return self._bytes
 
     def close(self) -> None:
         with self._lock:

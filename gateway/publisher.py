@@ -60,8 +60,8 @@ class MqttPublisher:
         boot: str,
         outbox: Outbox,
         clock: Clock,
-        window: int = 100,
-        max_rate_per_s: float = 500.0,
+        window: int = 200,
+        max_rate_per_s: float = 5000.0,
         reconnect_min_s: float = 0.5,
         reconnect_max_s: float = 10.0,
     ) -> None:

@@ -4,16 +4,27 @@
 * ``device_error`` -- the raw value is one of the profile's ``error_codes``, or the device's own
   error register (a profile point with quantity ``device_error``, e.g. Y511 register 0x2604;
   sensors.md "Turbidity probes") is non-zero for that poll.
+* ``flatline`` -- the last ``qc.flatline_samples`` values (this one included) all lie within
+  ``qc.flatline_tolerance``: a stuck sensor (:class:`ValueHistory`).
+* ``spike`` -- the value differs from the median of the previous ``qc.spike_window`` values by more
+  than ``qc.spike_delta``. The edge only knows past neighbours (it never holds a reading back to
+  see the next one); the median keeps one earlier spike from hiding the next.
 * non-finite (NaN/Inf) → :class:`QcVerdict.publish` is False: a gap, never a number (house rule
   "a missing reading is a gap, not a zero"); the caller logs it.
 
-Flagged readings are still published, with their flags and raw value.
+Flagged readings are still published, with their flags and raw value. The history behind
+flatline/spike lives in memory per device and quantity; after a restart the checks warm up again
+(a restart never flags good data, it may miss a flatline for N samples).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from collections import deque
 from dataclasses import dataclass
+
+from stormwatch.profiles import QcSpec
 
 #: The quantity name of a profile point that carries the device's error/status register.
 DEVICE_ERROR_QUANTITY = "device_error"
@@ -56,3 +67,38 @@ def check_value(
     if device_error or raw in error_codes:
         flags.append("device_error")
     return QcVerdict(True, tuple(flags))
+
+
+class ValueHistory:
+    """Recent values of one quantity of one device, for the flatline and spike tests."""
+
+    def __init__(self) -> None:
+        self._values: deque[float] = deque()
+
+    def check(self, value: float, qc: QcSpec | None) -> tuple[str, ...]:
+        """Flags for ``value`` given the history so far, then remember it.
+
+        Args:
+            value: a finite engineering value.
+            qc: the point's QC parameters (``None``: no history tests).
+
+        Returns:
+            ``()``, ``("flatline",)``, ``("spike",)`` or both.
+        """
+        if qc is None or (qc.flatline_samples is None and qc.spike_delta is None):
+            return ()
+        flags: list[str] = []
+        prev = list(self._values)
+        if qc.flatline_samples is not None and len(prev) >= qc.flatline_samples - 1:
+            recent = [*prev[len(prev) - (qc.flatline_samples - 1):], value]
+            if max(recent) - min(recent) <= qc.flatline_tolerance:
+                flags.append("flatline")
+        if qc.spike_delta is not None and prev:
+            neighbours = prev[-qc.spike_window:]
+            if abs(value - statistics.median(neighbours)) > qc.spike_delta:
+                flags.append("spike")
+        self._values.append(value)
+        keep = max(qc.flatline_samples or 1, qc.spike_window)
+        while len(self._values) > keep:
+            self._values.popleft()
+        return tuple(flags)

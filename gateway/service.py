@@ -36,13 +36,12 @@ from pathlib import Path
 
 from gateway.counter import CounterError, CounterState, CounterStore, count_tips
 from gateway.drivers import Driver, PointValue
-from gateway.drivers.build import build_driver
-from gateway.drivers.modbus import ModbusLink
+from gateway.drivers.build import Links, build_driver
 from gateway.errors import DeviceError
 from gateway.health import DeviceHealth
-from gateway.outbox import Outbox
+from gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Outbox
 from gateway.publisher import MqttPublisher
-from gateway.qc import DEVICE_ERROR_QUANTITY, check_value
+from gateway.qc import DEVICE_ERROR_QUANTITY, ValueHistory, check_value
 from stormwatch.clock import Clock, WallClock
 from stormwatch.config import Device, SiteConfig
 from stormwatch.contract import TIP_UNIT, Reading
@@ -67,6 +66,7 @@ class _Runner:
     counter: CounterState | None = None
     missed_logged: bool = False
     polls: int = field(default=0)
+    history: dict[str, ValueHistory] = field(default_factory=dict)
 
 
 class Gateway:
@@ -82,7 +82,8 @@ class Gateway:
         anchor: grid origin for poll slots (default: ``clock.sim_start`` if the clock has one,
             else the Unix epoch).
         drain_timeout_s: real seconds :meth:`run` waits at the end for outstanding PUBACKs.
-        outbox_max_rows: outbox bound (see :mod:`gateway.outbox`).
+        outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
+            :mod:`gateway.outbox`).
         publish_window, max_publish_rate_per_s, reconnect_max_s: see :class:`MqttPublisher`.
 
     Raises:
@@ -101,9 +102,11 @@ class Gateway:
         *,
         anchor: datetime | None = None,
         drain_timeout_s: float = 10.0,
-        outbox_max_rows: int = 200_000,
-        publish_window: int = 100,
-        max_publish_rate_per_s: float = 500.0,
+        outbox_max_rows: int = DEFAULT_MAX_ROWS,
+        outbox_max_bytes: int = DEFAULT_MAX_BYTES,
+        outbox_max_age_s: float | None = DEFAULT_MAX_AGE_S,
+        publish_window: int = 200,
+        max_publish_rate_per_s: float = 5000.0,
         reconnect_max_s: float = 10.0,
     ) -> None:
         self.cfg = cfg
@@ -116,13 +119,15 @@ class Gateway:
         state_dir = Path(state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         broker = parse_broker_url(broker_url, os.environ)
-        self._links: dict[str, ModbusLink] = {}
+        self._links: Links = {}
         self._runners: list[_Runner] = []
         for device in cfg.devices:
             profile = profiles.get(device.profile)
             driver = build_driver(device, profile, clock, self._links)
             self._runners.append(_Runner(device, profile, driver, DeviceHealth(device.id)))
-        self.outbox = Outbox(state_dir / STATE_DB, max_rows=outbox_max_rows)
+        self.outbox = Outbox(
+            state_dir / STATE_DB, max_rows=outbox_max_rows, max_bytes=outbox_max_bytes, max_age_s=outbox_max_age_s
+        )
         counters = CounterStore(state_dir / STATE_DB)
         try:
             for r in self._runners:
@@ -321,7 +326,8 @@ class Gateway:
             if not verdict.publish:
                 log.warning("%s: %s not published at %s: %s", dev, v.quantity, at.isoformat(), verdict.reason)
                 continue
-            pending.append((v.quantity, v.value, v.unit, v.raw, verdict.flags))
+            history = r.history.setdefault(v.quantity, ValueHistory())
+            pending.append((v.quantity, v.value, v.unit, v.raw, verdict.flags + history.check(v.value, v.qc)))
         if not pending and not new_state:
             return
         with self._seq_lock:

@@ -24,6 +24,7 @@ Errors: :func:`load_profile` raises :class:`ProfileError` naming the file and th
 from __future__ import annotations
 
 import os
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -48,34 +49,83 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Point(_Strict):
-    """One value read from a device.
+class QcSpec(_Strict):
+    """Edge quality-control parameters of one value (``gateway.qc``; flags travel with readings).
+
+    Attributes:
+        flatline_samples: flag ``flatline`` when this many consecutive samples (this one
+            included) stay within ``flatline_tolerance`` of each other (a stuck sensor); ``None``
+            disables the check. A probe that is healthy never repeats its last digit that long.
+        flatline_tolerance: largest spread (engineering units) still counted as "the same".
+        spike_delta: flag ``spike`` when the value differs from the median of the previous
+            ``spike_window`` samples by more than this (engineering units); ``None`` disables it.
+            The edge sees only past neighbours (publishing is never delayed for the next one).
+        spike_window: neighbours the spike test compares against (at least 1).
+    """
+
+    flatline_samples: int | None = Field(default=None, ge=2)
+    flatline_tolerance: float = Field(default=0.0, ge=0)
+    spike_delta: float | None = Field(default=None, gt=0)
+    spike_window: int = Field(default=5, ge=1)
+
+
+class ValueSpec(_Strict):
+    """What every value of every protocol declares: quantity, unit, scaling, validity, QC.
 
     Attributes:
         quantity: contract quantity (``turbidity``, ``temperature``, ``pressure``, ``rain_tips``...).
         unit: unit of the *engineering* value (after scale/offset), UCUM-style.
-        table: Modbus table: holding/input registers, coils, discrete inputs (modbus only).
-        address: zero-based wire address (modbus only).
-        type: data type; 32/64-bit values span 2/4 registers.
-        order: byte order of the 4 (or 8, by pairs) bytes as named for a big-endian ``ABCD``.
         scale, offset: engineering = raw * scale + offset.
-        valid_range: [min, max] in engineering units; outside → ``out_of_range`` flag.
+        valid_range: [min, max] in engineering units (inclusive); outside → ``out_of_range`` flag.
         error_codes: raw values that mean "device error" (e.g. a sentinel) → ``device_error``.
+        qc: flatline / spike parameters (:class:`QcSpec`).
     """
 
-    quantity: str
-    unit: str
-    table: RegisterKind = "holding"
-    address: int = Field(default=0, ge=0, le=0xFFFF)
-    type: DataType = "uint16"
-    order: WordOrder = "ABCD"
+    quantity: str = Field(min_length=1)
+    unit: str = Field(min_length=1)
     scale: float = 1.0
     offset: float = 0.0
     valid_range: tuple[float, float] | None = None
     error_codes: tuple[float, ...] = ()
+    qc: QcSpec = QcSpec()
+
+    @model_validator(mode="after")
+    def _check_value_spec(self) -> ValueSpec:
+        if self.scale == 0:
+            raise ValueError("scale must not be 0")
+        if self.valid_range is not None and self.valid_range[0] > self.valid_range[1]:
+            raise ValueError(f"valid_range {list(self.valid_range)}: min is above max")
+        return self
+
+
+class Point(ValueSpec):
+    """One value read from a Modbus device (see :class:`ValueSpec` for the common keys).
+
+    Attributes:
+        table: Modbus table -- ``holding`` (function 0x03), ``input`` (0x04) registers, ``coil``
+            (0x01) or ``discrete`` (0x02) inputs.
+        address: zero-based wire address (a manual's "register 40001" is address 0).
+        type: data type; 16-bit types span 1 register, 32-bit 2, 64-bit 4 (:attr:`count`).
+            Coils and discrete inputs are one bit each: ``uint16`` (0 or 1).
+        order: byte order of the 4 (or 8, by pairs) bytes as named for a big-endian ``ABCD``.
+    """
+
+    table: RegisterKind = "holding"
+    address: int = Field(default=0, ge=0, le=0xFFFF)
+    type: DataType = "uint16"
+    order: WordOrder = "ABCD"
+
+    @model_validator(mode="after")
+    def _check_bits(self) -> Point:
+        if self.table in ("coil", "discrete") and self.type != "uint16":
+            raise ValueError(f"a {self.table} is one bit: type must be uint16, not {self.type}")
+        if self.address + self.count - 1 > 0xFFFF:
+            raise ValueError(f"address 0x{self.address:04X} + {self.count} registers runs past 0xFFFF")
+        return self
 
     @property
     def count(self) -> int:
+        """Registers (or bits) this point spans on the wire."""
         return REGISTER_COUNT[self.type]
 
 
@@ -84,8 +134,9 @@ class ModbusCommand(_Strict):
 
     Attributes:
         name: label for logs.
-        function: ``write_registers`` (0x10) or ``write_coil`` (0x05) or ``read_registers`` (0x03,
-            some models start a measurement on read).
+        function: ``write_registers`` (0x10), ``write_register`` (0x06), ``write_coil`` (0x05),
+            ``read_registers`` (0x03; some models start a measurement on a read) or
+            ``read_input_registers`` (0x04).
         address: wire address.
         values: register values to write (or ``[0|1]`` for a coil); empty for a read.
         count: registers to read (for ``read_registers``).
@@ -94,32 +145,61 @@ class ModbusCommand(_Strict):
     """
 
     name: str
-    function: Literal["write_registers", "write_coil", "read_registers"]
+    function: Literal["write_registers", "write_register", "write_coil", "read_registers", "read_input_registers"]
     address: int = Field(ge=0, le=0xFFFF)
     values: tuple[int, ...] = ()
     count: int = 1
     delay_s: float = Field(default=0.0, ge=0)
     every_n_polls: int = Field(default=0, ge=0)
 
+    @model_validator(mode="after")
+    def _check_values(self) -> ModbusCommand:
+        if self.function in ("write_registers", "write_register", "write_coil") and not self.values:
+            raise ValueError(f"{self.function} needs values")
+        if self.function in ("write_register", "write_coil") and len(self.values) != 1:
+            raise ValueError(f"{self.function} writes exactly one value")
+        if any(not 0 <= v <= 0xFFFF for v in self.values):
+            raise ValueError("values must be register words 0..65535")
+        if not 1 <= self.count <= 125:
+            raise ValueError("count must be 1..125")
+        return self
+
 
 class ModbusSpec(_Strict):
-    """Modbus (RTU or TCP) access: one or more points plus optional commands."""
+    """Modbus (RTU or TCP) access: one or more points plus optional commands.
+
+    Attributes:
+        points: the values read each poll (contiguous points of one table are read together).
+        commands: wake / start-measurement / wiper commands, in order (:class:`ModbusCommand`).
+        warmup_s: seconds (clock time) to wait after (re)connecting, before the first command
+            or read -- the probe's power-up warm-up (e.g. Yosemitech 8 s, sensors.md).
+        default_unit_id: the factory device (slave) id.
+        default_baud: the factory baud rate.
+    """
 
     points: tuple[Point, ...] = Field(min_length=1)
     commands: tuple[ModbusCommand, ...] = ()
+    warmup_s: float = Field(default=0.0, ge=0)
     default_unit_id: int = Field(default=1, ge=0, le=247)
     default_baud: int = 9600
 
+    @model_validator(mode="after")
+    def _no_overlap(self) -> ModbusSpec:
+        seen: dict[tuple[str, int], str] = {}
+        for p in self.points:
+            for a in range(p.address, p.address + p.count):
+                other = seen.setdefault((p.table, a), p.quantity)
+                if other != p.quantity:
+                    raise ValueError(f"points {other!r} and {p.quantity!r} overlap at {p.table} 0x{a:04X}")
+        quantities = [p.quantity for p in self.points]
+        dupes = sorted({q for q in quantities if quantities.count(q) > 1})
+        if dupes:
+            raise ValueError(f"quantities {dupes} appear in more than one point")
+        return self
 
-class LineField(_Strict):
-    """A named regex group of a serial line → a point."""
 
-    quantity: str
-    unit: str
-    scale: float = 1.0
-    offset: float = 0.0
-    valid_range: tuple[float, float] | None = None
-    error_codes: tuple[float, ...] = ()
+class LineField(ValueSpec):
+    """A value of a text protocol (a named regex group of a serial line, or an SDI-12 value)."""
 
 
 class SerialLineSpec(_Strict):
@@ -140,18 +220,53 @@ class SerialLineSpec(_Strict):
     stopbits: Literal[1, 2] = 1
     fields: dict[str, LineField] = Field(min_length=1)
 
+    @model_validator(mode="after")
+    def _groups(self) -> SerialLineSpec:
+        try:
+            groups = set(re.compile(self.pattern).groupindex)
+        except re.error as exc:
+            raise ValueError(f"pattern is not a valid regex: {exc}") from exc
+        missing = sorted(set(self.fields) - groups)
+        if missing:
+            raise ValueError(f"fields {missing} are not named groups of the pattern")
+        return self
+
 
 class Sdi12Spec(_Strict):
-    """An SDI-12 sensor behind a serial SDI-12 adapter (``aM!`` → ``aD0!``...).
+    """An SDI-12 sensor behind a serial SDI-12 adapter (sensors.md "SDI-12").
 
-    ``values`` maps the 0-based index of a value in the concatenated D responses to a point.
+    A poll sends ``a<measure_command>!`` and expects ``atttn`` (ttt seconds until the data are
+    ready, n values), waits ``ttt`` seconds (or until the sensor's service request ``a<CR><LF>``),
+    then sends ``aD0!``, ``aD1!``... until n values arrived (each answer ``a+1.23-4.56``).
+
+    Attributes:
+        default_address: factory address (0-9, a-z, A-Z); the site's ``sdi12_address`` wins.
+        measure_command: ``M`` or ``M1``..``M9`` (additional measurements).
+        baud, bytesize, parity, stopbits: settings of the ADAPTER's serial port (the adapter
+            speaks 1200 7E1 on the SDI-12 side itself).
+        response_timeout_s: real seconds to wait for an answer line (SDI-12 allows 15 ms + the
+            adapter's latency; generous by default).
+        retries: extra attempts of a command that got no (or a garbled) answer.
+        max_wait_s: largest ``ttt`` accepted (SDI-12 allows 999 s).
+        values: 0-based index of a value in the concatenated D answers → how it becomes a point.
     """
 
     default_address: str = Field(default="0", pattern=r"^[0-9a-zA-Z]$")
-    measure_command: str = "M"
+    measure_command: str = Field(default="M", pattern=r"^M[1-9]?$")
     baud: int = 9600
+    bytesize: Literal[7, 8] = 8
+    parity: Literal["N", "E", "O"] = "N"
+    stopbits: Literal[1, 2] = 1
+    response_timeout_s: float = Field(default=1.0, gt=0)
     retries: int = Field(default=3, ge=0)
+    max_wait_s: float = Field(default=120.0, gt=0, le=999)
     values: dict[int, LineField] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _indices(self) -> Sdi12Spec:
+        if any(i < 0 or i > 98 for i in self.values):
+            raise ValueError("value indices must be 0..98")
+        return self
 
 
 class CounterSpec(_Strict):
@@ -218,6 +333,14 @@ class DeviceProfile(_Strict):
             raise ValueError(f"protocol is {self.protocol!r} but the {self.protocol!r} section is missing")
         if self.counter is not None and self.counter.quantity not in self.quantities():
             raise ValueError(f"counter.quantity {self.counter.quantity!r} is not one of the points")
+        if self.counter is not None and self.protocol == "modbus" and self.modbus is not None:
+            point = next(p for p in self.modbus.points if p.quantity == self.counter.quantity)
+            if point.type.startswith("float"):
+                raise ValueError(f"counter point {point.quantity!r} must be an integer type, not {point.type}")
+            if point.count * 16 < self.counter.width_bits:
+                raise ValueError(
+                    f"counter.width_bits {self.counter.width_bits} does not fit a {point.type} point"
+                )
         if self.level is not None and self.level.quantity not in self.quantities():
             raise ValueError(f"level.quantity {self.level.quantity!r} is not one of the points")
         return self

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from stormwatch.profiles import QcSpec
+
 
 @dataclass(frozen=True)
 class PointValue:
@@ -21,7 +23,7 @@ class PointValue:
         raw: the undecoded value kept for audit (register words, an integer register, a line).
         number: the raw number before scale/offset (compared with error codes, counters, no-target).
         value: the engineering value (may be NaN: a gap, decided by :mod:`gateway.qc`).
-        valid_range, error_codes: from the profile point (for :mod:`gateway.qc`).
+        valid_range, error_codes, qc: from the profile point (for :mod:`gateway.qc`).
     """
 
     quantity: str
@@ -31,6 +33,7 @@ class PointValue:
     value: float
     valid_range: tuple[float, float] | None = None
     error_codes: tuple[float, ...] = ()
+    qc: QcSpec | None = None
 
 
 class Driver(Protocol):

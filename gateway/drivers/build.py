@@ -1,28 +1,33 @@
-"""Build one driver per configured device (and the shared Modbus links).
+"""Build one driver per configured device (and the shared links: Modbus connections, serial ports).
 
 Raises :class:`UnsupportedDevice` for a profile/transport pair the gateway cannot poll (e.g. a
-``modbus`` profile on a ``serial`` transport, or an ``sdi12`` profile: no SDI-12 driver yet).
+``modbus`` profile on a ``serial`` transport).
 """
 
 from __future__ import annotations
 
 from gateway.drivers import Driver
-from gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, link_key
+from gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, link_key, rtu_frame_gap_s
+from gateway.drivers.sdi12 import Sdi12Driver
+from gateway.drivers.serial_bus import PortSettings, SerialBus
 from gateway.drivers.serial_line import SerialLineDriver
 from stormwatch.clock import Clock
 from stormwatch.config import Device, ModbusRtu, ModbusTcp, Serial
 from stormwatch.profiles import DeviceProfile
+
+#: Shared connections by link key: Modbus endpoints/lines and serial (SDI-12 adapter) ports.
+Links = dict[str, ModbusLink | SerialBus]
 
 
 class UnsupportedDevice(ValueError):
     """A device the gateway cannot poll; the message names the device, profile and transport."""
 
 
-def build_driver(device: Device, profile: DeviceProfile, clock: Clock, links: dict[str, ModbusLink]) -> Driver:
-    """The driver for ``device``; Modbus devices on one endpoint/line share ``links[key]``.
+def build_driver(device: Device, profile: DeviceProfile, clock: Clock, links: Links) -> Driver:
+    """The driver for ``device``; devices on one endpoint/line/port share ``links[key]``.
 
     Raises:
-        UnsupportedDevice: protocol and transport do not fit, or no driver for the protocol.
+        UnsupportedDevice: protocol and transport do not fit, or two protocols on one port.
     """
     transport = device.transport
     if profile.protocol == "modbus":
@@ -32,13 +37,28 @@ def build_driver(device: Device, profile: DeviceProfile, clock: Clock, links: di
             )
         key = link_key(transport)
         if key not in links:
-            links[key] = ModbusLink(key, client_factory(transport))
-        return ModbusDriver(device.id, profile, transport.unit_id, links[key], clock)
+            gap = rtu_frame_gap_s(transport.baud) if isinstance(transport, ModbusRtu) else 0.0
+            links[key] = ModbusLink(key, client_factory(transport), frame_gap_s=gap)
+        link = links[key]
+        assert isinstance(link, ModbusLink)
+        return ModbusDriver(device.id, profile, transport.unit_id, link, clock)
+    if not isinstance(transport, Serial):
+        raise UnsupportedDevice(
+            f"device {device.id}: profile {profile.model} is a {profile.protocol} device but transport is"
+            f" {transport.kind!r} (use kind: serial)"
+        )
     if profile.protocol == "serial_line":
-        if not isinstance(transport, Serial):
-            raise UnsupportedDevice(
-                f"device {device.id}: profile {profile.model} is a serial line device but transport is"
-                f" {transport.kind!r} (use kind: serial)"
-            )
         return SerialLineDriver(device.id, profile, transport)
-    raise UnsupportedDevice(f"device {device.id}: no gateway driver for protocol {profile.protocol!r} yet")
+    assert profile.sdi12 is not None
+    spec = profile.sdi12
+    key = f"serial://{transport.port}"
+    if key not in links:
+        links[key] = SerialBus(
+            key,
+            PortSettings(transport.port, transport.baud or spec.baud, spec.bytesize, spec.parity, spec.stopbits),
+        )
+    bus = links[key]
+    if not isinstance(bus, SerialBus):
+        raise UnsupportedDevice(f"device {device.id}: port {transport.port} is already a Modbus line")
+    address = device.sdi12_address or spec.default_address
+    return Sdi12Driver(device.id, profile, address, bus)

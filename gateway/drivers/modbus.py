@@ -13,6 +13,17 @@ Errors: a transport failure (connect refused, timeout, I/O error) closes the lin
 bytes of a timed-out reply, failure-kinds.md #3); an exception response raises
 :class:`DeviceReplyError`; undecodable registers raise :class:`BadDataError`.
 
+RTU timing: the Modbus serial-line spec (Modbus over Serial Line v1.02 §2.5.1.1) requires a
+silent interval of at least 3.5 character times between frames (an RTU character is 11 bits; a
+fixed 1.75 ms above 19200 baud). pymodbus 3.16's synchronous serial client does NOT enforce it
+(it only sets pyserial's ``inter_byte_timeout`` to 1.5 characters at ≤ 19200 baud and discards
+bytes already waiting before it sends), so :class:`ModbusLink` keeps the time the last frame
+ended and waits out the gap before the next request (:func:`rtu_frame_gap_s`; real time -- it is
+line timing, not event time). A reply that arrives in pieces (3 bytes, then 6 bytes 20 ms later)
+is assembled by pymodbus until the frame is complete or the timeout passes; after a timeout the
+link is closed and the port reopened (pyserial flushes the input buffer on open), so stale bytes
+of the timed-out reply are never decoded as the next answer (failure-kinds.md #3).
+
 pymodbus API used (checked against 3.16.1): ``ModbusTcpClient(host, port=, timeout=, retries=)``,
 ``ModbusSerialClient(port, framer=FramerType.RTU, baudrate=, bytesize=, parity=, stopbits=,
 timeout=, retries=)``, ``read_holding_registers(address, count=, device_id=)`` and friends,
@@ -23,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -49,6 +61,16 @@ def link_key(transport: ModbusTcp | ModbusRtu) -> str:
     if isinstance(transport, ModbusTcp):
         return f"modbus-tcp://{transport.host}:{transport.port}"
     return f"modbus-rtu://{transport.port}"
+
+
+def rtu_frame_gap_s(baud: int) -> float:
+    """Silent interval between RTU frames: 3.5 characters of 11 bits, or 1.75 ms above 19200 baud.
+
+    Source: Modbus over Serial Line Specification v1.02 §2.5.1.1. Example: 9600 baud → 4.01 ms.
+    """
+    if baud > 19200:
+        return 0.00175
+    return 3.5 * 11.0 / baud
 
 
 def client_factory(transport: ModbusTcp | ModbusRtu) -> Callable[[], ModbusBaseSyncClient]:
@@ -82,12 +104,26 @@ class ModbusLink:
         generation: increments on every successful connect (drivers re-run once-commands).
     """
 
-    def __init__(self, key: str, factory: Callable[[], ModbusBaseSyncClient]) -> None:
+    def __init__(self, key: str, factory: Callable[[], ModbusBaseSyncClient], frame_gap_s: float = 0.0) -> None:
         self.key = key
         self.lock = threading.RLock()
         self.generation = 0
+        self.frame_gap_s = frame_gap_s
         self._factory = factory
         self._client: ModbusBaseSyncClient | None = None
+        self._last_frame_end = 0.0
+
+    def before_request(self) -> None:
+        """Wait out the inter-frame silence since the last frame (RTU; no-op for TCP)."""
+        if self.frame_gap_s <= 0:
+            return
+        wait = self._last_frame_end + self.frame_gap_s - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+
+    def after_request(self) -> None:
+        """Record the end of a transaction (the reply's last byte, or the timeout)."""
+        self._last_frame_end = time.monotonic()
 
     def client(self, device: str) -> ModbusBaseSyncClient:
         """The connected client, connecting first if needed. Call with :attr:`lock` held.
@@ -175,6 +211,9 @@ class ModbusDriver:
             try:
                 client = self._link.client(self.device_id)
                 if self._initialised_generation != self._link.generation:
+                    if self._spec.warmup_s > 0:
+                        log.debug("%s: warm-up %.1f s", self.device_id, self._spec.warmup_s)
+                        self._clock.sleep(self._spec.warmup_s)
                     for cmd in self._spec.commands:
                         if cmd.every_n_polls == 0:
                             self._command(client, cmd)
@@ -206,12 +245,20 @@ class ModbusDriver:
 
     def _command(self, client: ModbusBaseSyncClient, cmd: ModbusCommand) -> None:
         what = f"command {cmd.name} ({cmd.function} 0x{cmd.address:04X})"
-        if cmd.function == "write_registers":
-            resp = client.write_registers(cmd.address, list(cmd.values), device_id=self.unit_id)
-        elif cmd.function == "write_coil":
-            resp = client.write_coil(cmd.address, bool(cmd.values and cmd.values[0]), device_id=self.unit_id)
-        else:
-            resp = client.read_holding_registers(cmd.address, count=cmd.count, device_id=self.unit_id)
+        self._link.before_request()
+        try:
+            if cmd.function == "write_registers":
+                resp = client.write_registers(cmd.address, list(cmd.values), device_id=self.unit_id)
+            elif cmd.function == "write_register":
+                resp = client.write_register(cmd.address, cmd.values[0], device_id=self.unit_id)
+            elif cmd.function == "write_coil":
+                resp = client.write_coil(cmd.address, bool(cmd.values[0]), device_id=self.unit_id)
+            elif cmd.function == "read_input_registers":
+                resp = client.read_input_registers(cmd.address, count=cmd.count, device_id=self.unit_id)
+            else:
+                resp = client.read_holding_registers(cmd.address, count=cmd.count, device_id=self.unit_id)
+        finally:
+            self._link.after_request()
         self._check(resp, what)
         log.debug("%s: %s done", self.device_id, what)
         if cmd.delay_s > 0:
@@ -219,14 +266,18 @@ class ModbusDriver:
 
     def _read(self, client: ModbusBaseSyncClient, table: str, address: int, count: int) -> list[int]:
         what = f"read {table} 0x{address:04X} x{count}"
-        if table == "holding":
-            resp = client.read_holding_registers(address, count=count, device_id=self.unit_id)
-        elif table == "input":
-            resp = client.read_input_registers(address, count=count, device_id=self.unit_id)
-        elif table == "coil":
-            resp = client.read_coils(address, count=count, device_id=self.unit_id)
-        else:
-            resp = client.read_discrete_inputs(address, count=count, device_id=self.unit_id)
+        self._link.before_request()
+        try:
+            if table == "holding":
+                resp = client.read_holding_registers(address, count=count, device_id=self.unit_id)
+            elif table == "input":
+                resp = client.read_input_registers(address, count=count, device_id=self.unit_id)
+            elif table == "coil":
+                resp = client.read_coils(address, count=count, device_id=self.unit_id)
+            else:
+                resp = client.read_discrete_inputs(address, count=count, device_id=self.unit_id)
+        finally:
+            self._link.after_request()
         self._check(resp, what)
         if table in ("coil", "discrete"):
             bits = list(resp.bits)[:count]
@@ -253,6 +304,8 @@ class ModbusDriver:
                     raise BadDataError(self.device_id, f"{point.quantity} at 0x{point.address:04X}: {exc}") from exc
             raw: list[int] | int | float = number if point.count == 1 else list(chunk)
             out.append(
-                PointValue(point.quantity, point.unit, raw, number, value, point.valid_range, point.error_codes)
+                PointValue(
+                    point.quantity, point.unit, raw, number, value, point.valid_range, point.error_codes, point.qc
+                )
             )
         return out

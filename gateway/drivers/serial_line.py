@@ -132,6 +132,7 @@ class SerialLineDriver:
                     scale(number, spec.scale, spec.offset),
                     spec.valid_range,
                     spec.error_codes,
+                    spec.qc,
                 )
             )
         return out
