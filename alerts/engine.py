@@ -3,11 +3,23 @@
 Event time, never the wall clock (design-notes.md, "Time"): readings are held in a small reorder
 buffer and released to the rules in event-time order once the site's *watermark* -- the newest
 event time seen minus ``lateness_s`` -- has passed them, so readings arriving out of order within
-the lateness bound give exactly the same events as in-order ones. A reading at or before the
-watermark when it arrives is *late*: it is data (ingest stores it; ``stormwatch evaluate`` replays
-it) but it does not trigger live alerts. Retained MQTT messages and readings flagged ``late`` are
-treated the same way (failure-kinds.md #10). Duplicates (same ``(gateway, boot, seq)``) are
-dropped (failure-kinds.md #9).
+the lateness bound give exactly the same events as in-order ones. Retained MQTT messages and
+readings flagged ``late`` are data, never live triggers (failure-kinds.md #10). Duplicates (same
+``(gateway, boot, seq)``) are dropped (failure-kinds.md #9).
+
+Late data (issue 3, item 6). A reading at or before the watermark when it arrives is *late*.
+Without re-evaluation (the default; backfills) it is counted and ignored here (ingest stores it,
+``stormwatch evaluate`` replays it). With ``reevaluate_late=True`` (the live service) the engine
+keeps a snapshot of its rule state every ``snapshot_every_s`` of event time for the last
+``late_horizon_s`` and the readings it released in that horizon; a late reading restores the
+snapshot before it and re-runs the affected window -- the readings from the store (``store``),
+those the engine saw, and the late ones, in event-time order -- up to the watermark, through the
+same rule code. Every event of that replay that was not emitted before, or differs from what was
+emitted (kind, occurrence, times, depth...), is emitted with ``late_detection_s`` = watermark −
+its event time. Readings older than the horizon are only logged (run ``stormwatch evaluate``).
+
+Data gaps (item 5): :meth:`Engine.source_offline` (the gateway's MQTT last will) and the rain
+gauge's silence in event time open ``data_gap`` events (:mod:`alerts.rules.storm`).
 
 The same code runs live and in backfill: feed stored readings in order, then :meth:`Engine.flush`
 (a storm not yet closed by a dry gap stays *in progress*, see :meth:`Engine.in_progress`).
@@ -19,33 +31,55 @@ refers to in ``work_order``.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 import logging
+from bisect import bisect_right
+from collections import deque
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from alerts.geometry import stage_storage_of
 from alerts.packs import RulePack, load_pack
 from alerts.rules import Rule
 from alerts.rules.basin import BasinRuleState
 from alerts.rules.routine import RoutineRuleState
-from alerts.rules.storm import StormRuleState, StormSummary
+from alerts.rules.storm import GapSummary, StormRuleState, StormSummary
 from alerts.rules.turbidity import TurbidityRuleState
 from alerts.workorders import INSPECTION_KINDS, OPENING_KINDS, WorkOrders
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading, format_time
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.store import ReadingStore, StoreError
 
 log = logging.getLogger(__name__)
 
 #: Default allowed lateness (s): two 60-s polls.
 DEFAULT_LATENESS_S = 120.0
+#: How far back (event time) a late reading is re-evaluated live (s): two days.
+DEFAULT_LATE_HORIZON_S = 48 * 3600.0
+#: Event time between rule-state snapshots used for late re-evaluation (s).
+DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 
 _TICK = timedelta(microseconds=1)
+#: Event fields that do not make an event "different" when compared after a re-evaluation.
+_NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
 
 
 class EngineError(ValueError):
     """The site cannot be watched as configured (e.g. a rain gauge profile without a counter)."""
+
+
+@dataclass
+class _Snapshot:
+    time: datetime  # rule state after every reading strictly before ``time``
+    rules: list[Any]
+
+
+def _order_key(r: Reading) -> tuple[datetime, str, str, int]:
+    return (r.time, r.gateway, r.boot, r.seq)
 
 
 class Engine:
@@ -57,40 +91,62 @@ class Engine:
         pack: the jurisdiction pack with the site's overrides applied (see :meth:`for_site`).
         workorders: the work-order book; ``None`` emits events without opening orders.
         lateness_s: allowed lateness in seconds (reorder window).
+        store: where a late re-evaluation reads the affected window (optional).
+        reevaluate_late: re-evaluate late readings (see the module docstring); off for backfills.
+        late_horizon_s: how far back a late reading is re-evaluated.
+        snapshot_every_s: event time between rule-state snapshots.
 
     Raises:
-        EngineError: a rule the pack enables cannot be built from the site's devices.
+        EngineError: a rule the pack enables cannot be built from the site's devices, or a
+            negative lateness.
     """
 
     def __init__(self, cfg: SiteConfig, profiles: ProfileLibrary, pack: RulePack,
-                 workorders: WorkOrders | None = None, lateness_s: float = DEFAULT_LATENESS_S) -> None:
+                 workorders: WorkOrders | None = None, lateness_s: float = DEFAULT_LATENESS_S, *,
+                 store: ReadingStore | None = None, reevaluate_late: bool = False,
+                 late_horizon_s: float = DEFAULT_LATE_HORIZON_S,
+                 snapshot_every_s: float = DEFAULT_SNAPSHOT_EVERY_S) -> None:
         if lateness_s < 0:
             raise EngineError(f"lateness_s must be >= 0, got {lateness_s}")
+        if snapshot_every_s <= 0 or late_horizon_s <= 0:
+            raise EngineError("snapshot_every_s and late_horizon_s must be > 0")
         self.cfg = cfg
         self.site = cfg.site.id
         self.pack = pack
         self.workorders = workorders
         self.lateness = timedelta(seconds=lateness_s)
+        self.store = store
+        self.reevaluate_late = reevaluate_late
+        self.late_horizon = timedelta(seconds=late_horizon_s)
+        self.snapshot_every = timedelta(seconds=snapshot_every_s)
         self.rules: list[Rule] = []
         self.storm: StormRuleState | None = None
+        self.routine: RoutineRuleState | None = None
         self._build(profiles)
+        self._routes: dict[tuple[str, str], tuple[Rule, ...]] = {}
         self._heap: list[tuple[datetime, str, str, int, int, Reading]] = []
         self._counter = itertools.count()
         self._seen: dict[tuple[str, str, int], datetime] = {}
         self._max_seen: datetime | None = None
         self._watermark: datetime | None = None
-        self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0}
+        self._snapshots: list[_Snapshot] = []
+        self._next_snapshot: datetime | None = None
+        self._recent: deque[Reading] = deque()  # released readings within the horizon (re-evaluation)
+        self._emitted: dict[tuple[str, str, bool], tuple[datetime, dict[str, Any]]] = {}
+        self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0, "reevaluated": 0}
 
     @classmethod
     def for_site(cls, cfg: SiteConfig, profiles: ProfileLibrary, workorders: WorkOrders | None = None,
-                 lateness_s: float = DEFAULT_LATENESS_S) -> Engine:
+                 lateness_s: float = DEFAULT_LATENESS_S, **options: Any) -> Engine:
         """An engine with the pack named by ``cfg.site.jurisdiction`` and ``cfg.rules`` overrides.
+
+        ``options`` are the keyword arguments of the class (``store``, ``reevaluate_late``, ...).
 
         Raises:
             alerts.packs.PackError: pack missing/invalid or a bad override.
             EngineError: see the class.
         """
-        return cls(cfg, profiles, load_pack(cfg.site.jurisdiction, cfg.rules), workorders, lateness_s)
+        return cls(cfg, profiles, load_pack(cfg.site.jurisdiction, cfg.rules), workorders, lateness_s, **options)
 
     def _build(self, profiles: ProfileLibrary) -> None:
         cfg, pack, site = self.cfg, self.pack, self.site
@@ -111,10 +167,12 @@ class Engine:
         if routine:
             kinds = ("routine_inspection", "storm_inspection") if routine[1].storm_inspection_counts \
                 else ("routine_inspection",)
-            wo = self.workorders
-            self.rules.append(RoutineRuleState(
-                site, routine[0], routine[1],
-                (lambda: wo.last_completed(site, kinds)) if wo is not None else (lambda: None)))
+            wo, rule_id = self.workorders, routine[0]
+            self.routine = RoutineRuleState(
+                site, rule_id, routine[1],
+                (lambda: wo.last_completed(site, kinds)) if wo is not None else (lambda: None),
+                (lambda: wo.latest_period(site, rule_id)) if wo is not None else None)
+            self.rules.append(self.routine)
         turb = pack.turbidity()
         if turb and cfg.turbidity_pair:
             self.rules.append(TurbidityRuleState(site, turb[0], turb[1], cfg.turbidity_pair.upstream,
@@ -132,6 +190,13 @@ class Engine:
                 raise EngineError(f"{site}: {exc}") from exc
         log.info("%s: pack %s, rules %s", site, pack.name, ", ".join(r.rule_id for r in self.rules) or "none")
 
+    def _install(self, rules: list[Any]) -> None:
+        """Make ``rules`` (a restored snapshot) the live rule set."""
+        self.rules = rules
+        self.storm = next((r for r in rules if isinstance(r, StormRuleState)), None)
+        self.routine = next((r for r in rules if isinstance(r, RoutineRuleState)), None)
+        self._routes = {}
+
     @property
     def watermark(self) -> datetime | None:
         """Event time up to which every reading has been given to the rules (UTC), or ``None``."""
@@ -148,27 +213,24 @@ class Engine:
             self.counts["foreign"] += 1
             log.warning("engine %s: reading of site %r ignored", self.site, reading.site)
             return []
-        if retained or "late" in reading.flags:
+        if retained or (reading.flags and "late" in reading.flags):
             self.counts["retained"] += 1
             log.info("%s: %s reading %s/%s seq %s at %s is data, not a live trigger: skipped", self.site,
                      "retained" if retained else "late-flagged", reading.gateway, reading.device, reading.seq,
                      format_time(reading.time))
             return []
-        if reading.identity in self._seen:
+        identity = (reading.gateway, reading.boot, reading.seq)
+        if identity in self._seen:
             self.counts["duplicate"] += 1
-            log.debug("%s: duplicate reading %s dropped", self.site, reading.identity)
+            log.debug("%s: duplicate reading %s dropped", self.site, identity)
             return []
-        if self._watermark is not None and reading.time <= self._watermark:
-            self.counts["late"] += 1
-            log.warning("%s: late reading %s/%s %s at %s (watermark %s, lateness %gs): stored data, no live trigger",
-                        self.site, reading.gateway, reading.device, reading.quantity, format_time(reading.time),
-                        format_time(self._watermark), self.lateness.total_seconds())
-            return []
-        self._seen[reading.identity] = reading.time
-        heapq.heappush(self._heap, (reading.time, reading.gateway, reading.boot, reading.seq,
-                                    next(self._counter), reading))
-        if self._max_seen is None or reading.time > self._max_seen:
-            self._max_seen = reading.time
+        t = reading.time
+        if self._watermark is not None and t <= self._watermark:
+            return self._late(reading, identity)
+        self._seen[identity] = t
+        heapq.heappush(self._heap, (t, reading.gateway, reading.boot, reading.seq, next(self._counter), reading))
+        if self._max_seen is None or t > self._max_seen:
+            self._max_seen = t
         return self._release(self._max_seen - self.lateness)
 
     def advance_to(self, t: datetime) -> list[Event]:
@@ -185,34 +247,168 @@ class Engine:
             return []
         return self._release(self._max_seen)
 
+    def source_offline(self, gateway: str, at: datetime) -> list[Event]:
+        """``gateway`` was reported offline at ``at`` (its MQTT last will): open a rain-gauge data gap.
+
+        ``at`` is the time the status arrived (the last will carries no measurement time).
+        """
+        if self.storm is None:
+            return []
+        return [self._with_order(e) for e in self._record(self.storm.source_offline(gateway, at))]
+
     def in_progress(self) -> list[StormSummary]:
         """Storms still open at the current watermark (a backfill reports these as in progress)."""
         s = self.storm.in_progress() if self.storm is not None else None
         return [s] if s is not None else []
 
+    def gaps(self) -> list[GapSummary]:
+        """Rain-gauge data gaps seen so far (closed ones, then the open one), oldest first."""
+        if self.storm is None:
+            return []
+        still = self.storm.open_gap()
+        return [*self.storm.gaps, *([still] if still else [])]
+
+    # -- evaluation --------------------------------------------------------------------------
+
     def _release(self, w: datetime) -> list[Event]:
         if self._watermark is not None and w <= self._watermark:
             return []
         self._watermark = w
+        heap = self._heap
         out: list[Event] = []
-        while self._heap and self._heap[0][0] <= w:
-            reading = heapq.heappop(self._heap)[-1]
-            self.counts["fed"] += 1
-            before = reading.time - _TICK  # everything strictly before this reading is final
-            for rule in self.rules:
-                out += rule.advance_to(before)
-            for rule in self.rules:
-                if rule.wants(reading):
-                    out += rule.feed(reading)
+        if heap and heap[0][0] <= w:
+            ready = []
+            while heap and heap[0][0] <= w:
+                ready.append(heapq.heappop(heap)[-1])
+            out = self._run(ready)
+        out += self._advance_all(w)
+        if self.reevaluate_late:
+            self._prune(w)
+        elif len(self._seen) > 4096:  # identities at or before the watermark are rejected as late anyway
+            self._seen = {k: t for k, t in self._seen.items() if t > w}
+        if not out:
+            return out
+        return [self._with_order(e) for e in self._record(out)]
+
+    def _advance_all(self, w: datetime) -> list[Event]:
+        out: list[Event] = []
         for rule in self.rules:
-            out += rule.advance_to(w)
-        self._prune(w)
-        return [self._with_order(e) for e in out]
+            nd = rule.next_due
+            if nd is not None and nd <= w:
+                out += rule.advance_to(w)
+        if self.workorders is not None and self.routine is not None:
+            out += self.routine.check_inspection(w)
+        return out
+
+    def _run(self, readings: list[Reading]) -> list[Event]:
+        """Give ``readings`` (event-time order) to the rules; the hot path of live and backfill."""
+        out: list[Event] = []
+        rules = self.rules
+        routes = self._routes
+        keep = self.reevaluate_late
+        self.counts["fed"] += len(readings)
+        for reading in readings:
+            t = reading.time
+            if keep:
+                if self._next_snapshot is None or t >= self._next_snapshot:
+                    self._snapshot(t)
+                self._recent.append(reading)
+            before = t - _TICK  # everything strictly before this reading is final
+            for rule in rules:
+                nd = rule.next_due
+                if nd is not None and nd <= before:
+                    out += rule.advance_to(before)
+            key = (reading.device, reading.quantity)
+            wanting = routes.get(key)
+            if wanting is None:
+                wanting = routes[key] = tuple(r for r in rules if r.wants(reading))
+            for rule in wanting:
+                out += rule.feed(reading)
+        return out
+
+    # -- late data ---------------------------------------------------------------------------
+
+    def _snapshot(self, t: datetime) -> None:
+        self._snapshots.append(_Snapshot(t, copy.deepcopy(self.rules)))
+        self._next_snapshot = t - (t - datetime.min.replace(tzinfo=t.tzinfo)) % self.snapshot_every \
+            + self.snapshot_every
 
     def _prune(self, w: datetime) -> None:
-        # identities at or before the watermark are rejected as late anyway
-        if len(self._seen) > 4096:
-            self._seen = {k: t for k, t in self._seen.items() if t > w}
+        horizon = w - self.late_horizon
+        snaps = self._snapshots
+        # keep the newest snapshot at or before the horizon: it is the start of the oldest window
+        while len(snaps) > 1 and snaps[1].time <= horizon:
+            snaps.pop(0)
+        if not snaps:
+            return
+        oldest = snaps[0].time
+        recent = self._recent
+        while recent and recent[0].time < oldest:
+            recent.popleft()
+        if len(self._seen) > 4 * len(recent) + 4096:
+            self._seen = {k: t for k, t in self._seen.items() if t >= oldest}
+            self._emitted = {k: v for k, v in self._emitted.items() if v[0] >= oldest}
+
+    def _record(self, events: list[Event]) -> list[Event]:
+        if self.reevaluate_late:
+            for e in events:
+                self._emitted[(e.kind, e.occurrence, e.gap_end is None)] = (
+                    e.event_time, e.model_dump(exclude=_NOT_COMPARED))
+        return events
+
+    def _late(self, reading: Reading, identity: tuple[str, str, int]) -> list[Event]:
+        self.counts["late"] += 1
+        w = self._watermark
+        assert w is not None
+        snaps = self._snapshots
+        i = bisect_right([s.time for s in snaps], reading.time) - 1
+        if not self.reevaluate_late or i < 0:
+            why = ("older than the re-evaluation horizon: run `stormwatch evaluate`" if self.reevaluate_late
+                   else "stored data, no live trigger")
+            log.warning("%s: late reading %s/%s %s at %s (watermark %s, lateness %gs): %s", self.site,
+                        reading.gateway, reading.device, reading.quantity, format_time(reading.time),
+                        format_time(w), self.lateness.total_seconds(), why)
+            return []
+        self._seen[identity] = reading.time
+        return self._reevaluate(i, [reading], w)
+
+    def _reevaluate(self, i: int, late: list[Reading], w: datetime) -> list[Event]:
+        snap = self._snapshots[i]
+        log.warning("%s: %d late reading(s) from %s (watermark %s): re-evaluating from %s", self.site, len(late),
+                    format_time(min(r.time for r in late)), format_time(w), format_time(snap.time))
+        self.counts["reevaluated"] += 1
+        window: dict[tuple[str, str, int], Reading] = {}
+        if self.store is not None:
+            try:
+                for r in self.store.query_readings(self.site, start=snap.time, end=w + _TICK):
+                    window[r.identity] = r
+            except StoreError as exc:
+                log.error("%s: re-evaluation could not read the store (%s): using the readings seen live", self.site,
+                          exc)
+        for r in itertools.chain(self._recent, late):
+            if snap.time <= r.time <= w:
+                window[r.identity] = r
+        replay = sorted((r for r in window.values() if not (r.flags and "late" in r.flags)), key=_order_key)
+        for r in replay:
+            self._seen.setdefault(r.identity, r.time)
+        self._snapshots = self._snapshots[:i]
+        self._next_snapshot = None
+        self._recent = deque(r for r in self._recent if r.time < snap.time)
+        self._install(copy.deepcopy(snap.rules))
+        found = self._run(replay) + self._advance_all(w)
+        out: list[Event] = []
+        for e in found:
+            key = (e.kind, e.occurrence, e.gap_end is None)
+            before = self._emitted.get(key)
+            if before is not None and before[1] == e.model_dump(exclude=_NOT_COMPARED):
+                continue
+            delay = max(0.0, (w - e.event_time).total_seconds())
+            log.warning("%s: late detection (%s after the fact): %s %s", self.site, timedelta(seconds=delay), e.kind,
+                        e.occurrence)
+            out.append(e.model_copy(update={"late_detection_s": delay}))
+        return [self._with_order(e) for e in self._record(out)]
+
+    # -- work orders -------------------------------------------------------------------------
 
     def _with_order(self, event: Event) -> Event:
         wo = self.workorders

@@ -52,6 +52,11 @@ class StormRule(_Rule):
         inspection_within_hours: the inspection deadline after the clock start.
         clock_from: ``last_tip`` (deadline = last tip + 24 h) or ``threshold`` (stricter: from the
             tip that crossed the threshold).
+        definition: ``dry_gap`` (default: the storm's whole depth counts) or ``rolling`` (for
+            permits written as "X inches within a 24-hour period", e.g. EPA CGP 2022: the storm
+            qualifies when the tips of any trailing ``rolling_window_hours`` window reach the
+            threshold; storms are still delimited by the dry gap).
+        rolling_window_hours: the trailing window of ``rolling`` (24 h).
     """
 
     kind: Literal["storm"]
@@ -59,6 +64,8 @@ class StormRule(_Rule):
     dry_gap_hours: float = Field(default=6.0, gt=0)
     inspection_within_hours: float = Field(default=24.0, gt=0)
     clock_from: Literal["last_tip", "threshold"] = "last_tip"
+    definition: Literal["dry_gap", "rolling"] = "dry_gap"
+    rolling_window_hours: float = Field(default=24.0, gt=0)
 
     @field_validator("threshold_in", mode="before")
     @classmethod

@@ -206,6 +206,18 @@ class WorkOrders:
                 (site, *kinds)).fetchone()
         return _t(row[0]) if row and row[0] else None
 
+    def latest_period(self, site: str, rule: str) -> tuple[datetime, datetime] | None:
+        """``(event_time, due_at)`` of the site's latest order of ``rule`` (the routine cadence's anchor)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT event_time, due_at FROM work_orders WHERE site = ? AND rule = ? AND due_at IS NOT NULL"
+                " ORDER BY event_time DESC LIMIT 1", (site, rule)).fetchone()
+        if row is None:
+            return None
+        start, due = _t(row[0]), _t(row[1])
+        assert start is not None and due is not None
+        return start, due
+
     # -- writing ---------------------------------------------------------------------------
 
     def open_for(self, event: Event, *, report: ReportRule | None = None, timezone: str = "UTC",

@@ -19,6 +19,9 @@ class Rule(Protocol):
     """A rule fed one site's readings in event-time order."""
 
     rule_id: str
+    #: earliest event time at which ``advance_to`` can emit something (None: time alone emits nothing);
+    #: the engine skips ``advance_to`` before it (the hot path).
+    next_due: datetime | None
 
     def wants(self, reading: Reading) -> bool:
         """Whether ``reading`` is input to this rule."""

@@ -23,9 +23,9 @@ re-arms only after a measured drop below the warning fraction (``basin_cleanout_
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left, insort
 from collections import deque
 from datetime import datetime, timedelta
-from statistics import median
 
 from alerts.geometry import StageStorage, lost_capacity
 from alerts.packs import BasinRule
@@ -71,9 +71,12 @@ class BasinRuleState:
         self.storage = storage
         self.settle = timedelta(minutes=params.settle_minutes)
         self._recent: deque[tuple[datetime, float]] = deque()
+        self._sorted: list[float] = []  # the depths of _recent, sorted (running median)
+        self._last_settled: float | None = None
         self._warned = False
         self._due = False
         self._cycle_start: datetime | None = None
+        self.next_due: datetime | None = None  # time alone never emits a basin event
 
     def wants(self, reading: Reading) -> bool:
         return reading.device == self.basin.device and reading.quantity in (self.level.quantity, "sediment_depth")
@@ -108,11 +111,18 @@ class BasinRuleState:
             return []
         t = reading.time
         self._recent.append((t, depth))
-        while self._recent and self._recent[0][0] <= t - self.settle:
-            self._recent.popleft()
-        if len(self._recent) < self.params.settle_readings:
+        insort(self._sorted, depth)
+        edge = t - self.settle
+        while self._recent[0][0] <= edge:
+            del self._sorted[bisect_left(self._sorted, self._recent.popleft()[1])]
+        n = len(self._sorted)
+        if n < self.params.settle_readings:
             return []
-        settled = median(d for _, d in self._recent)
+        mid = n // 2
+        settled = self._sorted[mid] if n % 2 else (self._sorted[mid - 1] + self._sorted[mid]) / 2
+        if settled == self._last_settled:
+            return []  # the same median decides the same (_step is idempotent for a repeated value)
+        self._last_settled = settled
         lost = lost_capacity(self.storage, settled)
         return self._step(t, settled, lost)
 

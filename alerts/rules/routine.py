@@ -21,6 +21,8 @@ from stormwatch.contract import Event, Reading, format_time
 
 #: Returns the time of the site's last recorded inspection that restarts the cadence, or None.
 LastInspection = Callable[[], datetime | None]
+#: Returns ``(period start, due)`` of the latest routine period already in the work-order book, or None.
+PeriodAnchor = Callable[[], tuple[datetime, datetime] | None]
 
 
 class RoutineRuleState:
@@ -31,16 +33,21 @@ class RoutineRuleState:
         rule_id: pack rule id (``R1w``).
         params: the pack's :class:`~alerts.packs.RoutineRule`.
         last_inspection: callable giving the last recorded inspection time (UTC) or ``None``.
+        anchor: callable giving the latest routine period already opened (work-order book), so a
+            restarted engine continues that period instead of opening one from its first reading.
     """
 
-    def __init__(self, site: str, rule_id: str, params: RoutineRule, last_inspection: LastInspection) -> None:
+    def __init__(self, site: str, rule_id: str, params: RoutineRule, last_inspection: LastInspection,
+                 anchor: PeriodAnchor | None = None) -> None:
         self.site = site
+        self.anchor = anchor
         self.rule_id = rule_id
         self.params = params
         self.every = timedelta(days=params.every_days)
         self.last_inspection = last_inspection
         self._period_start: datetime | None = None
         self._due: datetime | None = None
+        self.next_due: datetime | None = None  # the period's deadline (time alone opens the next period)
 
     def wants(self, reading: Reading) -> bool:
         return True
@@ -48,6 +55,7 @@ class RoutineRuleState:
     def _open(self, start: datetime, why: str) -> Event:
         self._period_start = start
         self._due = start + self.every
+        self.next_due = self._due
         return Event(
             kind="routine_inspection_due", site=self.site, event_time=start, rule=self.rule_id,
             citation=self.params.citation, occurrence=f"routine:{format_time(self._due)}", due_at=self._due,
@@ -56,17 +64,29 @@ class RoutineRuleState:
         )
 
     def feed(self, reading: Reading) -> list[Event]:
+        if self._period_start is not None:
+            return []
+        known = self.anchor() if self.anchor is not None else None
+        if known is not None and known[0] <= reading.time:
+            # a restart: the book already holds this cadence's current period; continue it silently
+            self._period_start, self._due = known
+            self.next_due = self._due
+            return [*self.check_inspection(reading.time), *self.advance_to(reading.time)]
+        return [self._open(reading.time, "from the first reading"), *self.advance_to(reading.time)]
+
+    def check_inspection(self, t: datetime) -> list[Event]:
+        """A recorded inspection after the period start (and at or before ``t``) restarts the cadence."""
         if self._period_start is None:
-            return [self._open(reading.time, "from the first reading"), *self.advance_to(reading.time)]
+            return []
+        done = self.last_inspection()
+        if done is not None and self._period_start < done <= t:
+            return [self._open(done, f"from the inspection of {format_time(done)}")]
         return []
 
     def advance_to(self, t: datetime) -> list[Event]:
         if self._period_start is None or self._due is None:
             return []
         out: list[Event] = []
-        done = self.last_inspection()
-        if done is not None and self._period_start < done <= t:
-            out.append(self._open(done, f"from the inspection of {format_time(done)}"))
         while self._due is not None and t >= self._due:
             out.append(self._open(self._due, "the previous one was not recorded in time"))
         return out

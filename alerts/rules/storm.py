@@ -8,6 +8,9 @@ and end; our definition and defaults are in ``../shared/reference/rules.md`` (R1
 * its depth is its whole tips × the gauge resolution, compared exactly: it qualifies when
   ``tips >= resolution.tips_to_reach_in(threshold)`` (50 tips of 0.01 in qualify, 49 do not;
   64 tips of 0.2 mm = 12.8 mm qualify, 63 = 12.6 mm do not);
+* ``definition: rolling`` (permits written as "X inches within a 24-hour period"): the storm
+  qualifies when the tips of a trailing ``rolling_window_hours`` window (ending at a tip) reach
+  the threshold, so a slow 0.6-in drizzle over two days does not qualify;
 * the 24-hour clock runs from the last tip (``clock_from: last_tip``) -- the end is *known* only
   once the gauge has reported dry for the gap -- or, stricter, from the tip that crossed the
   threshold (``clock_from: threshold``).
@@ -18,17 +21,22 @@ at its poll time.
 
 Events: ``storm_started`` (first tip), ``storm_qualified`` (the tip that reaches the threshold;
 "an inspection will be due"), ``storm_inspection_due`` (when the storm is known to have ended:
-a gauge reading at or after last tip + dry gap, ``due_at`` = last tip + 24 h). When the site's
-event time passes last tip + dry gap (+ two poll intervals) and the gauge has reported nothing
-that closes the storm, a ``data_gap`` event
-says so (a gap is not "no rain"); a qualified storm is then closed conservatively with its
-inspection due at last tip + 24 h (the earliest possible deadline), an unqualified one stays open.
-A storm still open at the end of a backfill is in progress (see :meth:`StormRule.in_progress`).
+a gauge reading at or after last tip + dry gap, ``due_at`` = last tip + 24 h).
+
+Data gaps (a gap is not "no rain"): when the site's event time passes the gauge's last reading by
+more than ``silence_allowance`` (two poll intervals), or the gauge's gateway is reported offline
+(MQTT last will, :meth:`StormRuleState.source_offline`), a ``data_gap`` event opens
+(``gap_start`` = last reading, ``gap_end`` absent); when the gauge reports again a ``data_gap``
+event of the same occurrence closes it (``gap_end`` = the first reading after). A qualified storm
+whose gauge is silent past last tip + dry gap is closed conservatively with its inspection due at
+last tip + 24 h (the earliest possible deadline); an unqualified one stays open. A storm still open
+at the end of a backfill is in progress (:meth:`StormRuleState.in_progress`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,6 +56,9 @@ class _Storm:
     threshold_time: datetime | None = None
     gap_reported: bool = False
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    window: deque[tuple[datetime, int]] = field(default_factory=deque)  # rolling mode: tips in the window
+    window_tips: int = 0
+    peak_window_tips: int = 0
 
     @property
     def occurrence(self) -> str:
@@ -65,8 +76,17 @@ class StormSummary:
     qualified: bool
 
 
+@dataclass(frozen=True)
+class GapSummary:
+    """A period without rain-gauge data (``end`` ``None``: still open)."""
+
+    device: str
+    start: datetime
+    end: datetime | None
+
+
 class StormRuleState:
-    """R1 for one site: tracks the open storm of one rain gauge.
+    """R1 for one site: tracks the open storm and the data coverage of one rain gauge.
 
     Args:
         site: site id.
@@ -74,8 +94,8 @@ class StormRuleState:
         params: the pack's :class:`~alerts.packs.StormRule` (citation, threshold, gap, clock).
         gauge: device id of the rain gauge.
         resolution: the gauge's exact depth per tip (from its profile's ``counter.resolution``).
-        silence_allowance: how long past last tip + dry gap the gauge may take to report the dry
-            poll that ends the storm before it counts as silent (the engine uses 2 poll intervals).
+        silence_allowance: how long past its last reading the gauge may be silent before the
+            period counts as a data gap (the engine uses 2 poll intervals).
     """
 
     def __init__(self, site: str, rule_id: str, params: StormRule, gauge: str, resolution: TipResolution,
@@ -88,12 +108,28 @@ class StormRuleState:
         self.tips_needed = resolution.tips_to_reach_in(params.threshold)
         self.gap = timedelta(hours=params.dry_gap_hours)
         self.within = timedelta(hours=params.inspection_within_hours)
+        self.rolling = params.definition == "rolling"
+        self.rolling_window = timedelta(hours=params.rolling_window_hours)
         self._storm: _Storm | None = None
         self.silence_allowance = silence_allowance
         self._covered: datetime | None = None  # time of the gauge's latest reading
+        self._gap_open: datetime | None = None  # start of the open data gap (last reading before it)
+        self.gateway: str | None = None  # the gateway the gauge reports through
+        self.gaps: list[GapSummary] = []  # closed gaps, oldest first
+        self.next_due: datetime | None = None  # earliest event time at which advance_to can emit
 
     def wants(self, reading: Reading) -> bool:
         return reading.device == self.gauge and reading.quantity == "rain_tips"
+
+    def _schedule(self) -> None:
+        due = None
+        if self._covered is not None and self._gap_open is None:
+            due = self._covered + self.silence_allowance
+        s = self._storm
+        if s is not None and not (s.gap_reported and s.threshold_time is None):
+            storm_due = s.last_tip + self.gap + self.silence_allowance
+            due = storm_due if due is None else min(due, storm_due)
+        self.next_due = due
 
     def _event(self, kind: str, storm: _Storm, event_time: datetime, message: str, **extra: Any) -> Event:
         return Event(
@@ -121,36 +157,73 @@ class StormRuleState:
             storm_end=storm.last_tip, due_at=due, evidence=list(storm.evidence),
         )]
 
+    def _gap_event(self, start: datetime, end: datetime | None, event_time: datetime, why: str) -> Event:
+        s = self._storm
+        return Event(
+            kind="data_gap", site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
+            occurrence=f"gap:{self.gauge}:{format_time(start)}", gap_start=start, gap_end=end,
+            storm_start=s.start if s else None, tips=s.tips if s else None,
+            message=(f"rain gauge {self.gauge} {why}: no data from {format_time(start)}"
+                     + (f" to {format_time(end)}" if end else "") + "; rain in that period is unknown, not zero"),
+        )
+
+    def _qualifying_tips(self, storm: _Storm, t: datetime, tips: int) -> int:
+        if not self.rolling:
+            return storm.tips
+        storm.window.append((t, tips))
+        storm.window_tips += tips
+        edge = t - self.rolling_window
+        while storm.window and storm.window[0][0] <= edge:
+            storm.window_tips -= storm.window.popleft()[1]
+        storm.peak_window_tips = max(storm.peak_window_tips, storm.window_tips)
+        return storm.window_tips
+
     def feed(self, reading: Reading) -> list[Event]:
         tips = reading.value
-        if not isinstance(tips, int) or tips < 0 or reading.unit != TIP_UNIT:
+        if type(tips) is not int or tips < 0 or reading.unit != TIP_UNIT:
             log.error("%s: rain reading %s/%s seq %s is not a whole tip count in %s (value %r, unit %r): ignored",
                       self.site, reading.gateway, reading.device, reading.seq, TIP_UNIT, reading.value, reading.unit)
             return []
         out: list[Event] = []
         t = reading.time
+        self.gateway = reading.gateway
+        if self._gap_open is not None:
+            start = self._gap_open
+            self._gap_open = None
+            self.gaps.append(GapSummary(self.gauge, start, t))
+            out.append(self._gap_event(start, t, t, "reported again"))
         storm = self._storm
         if storm is not None and t >= storm.last_tip + self.gap:
             out += self._close(storm, storm.last_tip + self.gap, confirmed=True)
-        self._covered = t if self._covered is None else max(self._covered, t)
-        if tips == 0:
-            return out
+        if self._covered is None or t > self._covered:
+            self._covered = t
+        if tips:
+            out += self._tips(reading, t, tips)
+        self._schedule()
+        return out
+
+    def _tips(self, reading: Reading, t: datetime, tips: int) -> list[Event]:
+        out: list[Event] = []
         started = self._storm is None
-        if self._storm is None:
+        if started:
             self._storm = _Storm(start=t, last_tip=t)
         storm = self._storm
+        assert storm is not None
         storm.tips += tips
         storm.last_tip = t
         storm.evidence.append({"time": format_time(t), "tips": tips, "gateway": reading.gateway,
                                "boot": reading.boot, "seq": reading.seq, "flags": list(reading.flags)})
         if started:
             out.append(self._event("storm_started", storm, t, f"rain started at {format_time(t)}"))
-        if storm.threshold_time is None and storm.tips >= self.tips_needed:
+        counted = self._qualifying_tips(storm, t, tips)
+        if storm.threshold_time is None and counted >= self.tips_needed:
             storm.threshold_time = t
             due = t + self.within if self.params.clock_from == "threshold" else None
+            span = (f"within {self.params.rolling_window_hours:g} h" if self.rolling
+                    else f"since {format_time(storm.start)}")
             out.append(self._event(
                 "storm_qualified", storm, t,
-                f"qualifying storm in progress: {self._depth_text(storm.tips)} since {format_time(storm.start)}; "
+                f"qualifying storm in progress: {self._depth_text(counted)} {span}; "
                 f"an inspection will be due within {self.params.inspection_within_hours:g} h of "
                 + ("the threshold crossing" if due else "its end"),
                 due_at=due,
@@ -158,24 +231,41 @@ class StormRuleState:
         return out
 
     def advance_to(self, t: datetime) -> list[Event]:
-        storm = self._storm
-        if storm is None or t < storm.last_tip + self.gap + self.silence_allowance:
-            return []
-        # Event time is well past the dry gap and no gauge reading has closed the storm: the gauge is silent.
         out: list[Event] = []
-        if not storm.gap_reported:
+        covered = self._covered
+        if covered is not None and self._gap_open is None and t > covered + self.silence_allowance:
+            self._gap_open = covered
+            out.append(self._gap_event(covered, None, covered + self.silence_allowance,
+                                       f"silent for more than {self.silence_allowance.total_seconds():g} s"))
+        storm = self._storm
+        if storm is not None and t >= storm.last_tip + self.gap + self.silence_allowance:
+            # Event time is past the dry gap and no gauge reading has closed the storm: the gauge is silent.
             storm.gap_reported = True
-            gap_start = self._covered or storm.last_tip
-            out.append(Event(
-                kind="data_gap", site=self.site, event_time=storm.last_tip + self.gap, rule=self.rule_id,
-                citation=self.params.citation, occurrence=f"gap:{self.gauge}:{format_time(gap_start)}",
-                gap_start=gap_start, gap_end=t, storm_start=storm.start, tips=storm.tips,
-                message=f"rain gauge {self.gauge} silent since {format_time(gap_start)} during a storm: "
-                        "rain since then is unknown, not zero",
-            ))
-        if storm.threshold_time is not None:
-            out += self._close(storm, storm.last_tip + self.gap, confirmed=False)
+            if storm.threshold_time is not None:
+                out += self._close(storm, storm.last_tip + self.gap, confirmed=False)
+        self._schedule()
         return out
+
+    def source_offline(self, gateway: str, at: datetime) -> list[Event]:
+        """The gauge's gateway was reported offline at ``at`` (its MQTT last will): open a data gap.
+
+        Nothing is opened when the gateway is not the gauge's or a gap is already open.
+        """
+        if (self.gateway is not None and gateway != self.gateway) or self._gap_open is not None:
+            return []
+        start = self._covered or at
+        self._gap_open = start
+        self._schedule()
+        return [self._gap_event(start, None, max(at, start), f"offline (gateway {gateway} last will)")]
+
+    def open_gap(self) -> GapSummary | None:
+        """The data gap still open, if any."""
+        return GapSummary(self.gauge, self._gap_open, None) if self._gap_open is not None else None
+
+    @property
+    def covered_until(self) -> datetime | None:
+        """Time of the gauge's latest reading."""
+        return self._covered
 
     def in_progress(self) -> StormSummary | None:
         """The open storm (reported as in progress at the end of a backfill), or ``None``."""

@@ -97,25 +97,34 @@ class TurbidityRuleState:
         self._run: list[_Result] = []
         self._in_violation: _Result | None = None  # first window of the active violation run
         self._ok = 0
+        self.next_due: datetime | None = None  # end of the window waiting to be evaluated
+        self._cur_idx = 0  # cache of the window of the latest reading
+        self._cur_start: datetime | None = None
+        self._cur_end: datetime = _EPOCH
 
     def wants(self, reading: Reading) -> bool:
         return reading.quantity == "turbidity" and reading.device in (self.upstream, self.downstream)
-
-    def _index(self, t: datetime) -> int:
-        return (t - _EPOCH) // self.window
 
     def _start(self, idx: int) -> datetime:
         return _EPOCH + idx * self.window
 
     def feed(self, reading: Reading) -> list[Event]:
-        idx = self._index(reading.time)
+        t = reading.time
+        if self._cur_start is not None and self._cur_start <= t < self._cur_end:
+            idx = self._cur_idx
+        else:
+            idx = (t - _EPOCH) // self.window
+            self._cur_idx, self._cur_start, self._cur_end = idx, self._start(idx), self._start(idx + 1)
         if self._next is None:
             self._next = idx
+            self.next_due = self._start(idx + 1)
         if idx < self._next:
             log.warning("%s: turbidity reading at %s is in an already evaluated window: ignored",
                         self.site, format_time(reading.time))
             return []
-        w = self._windows.setdefault(idx, _Window())
+        w = self._windows.get(idx)
+        if w is None:
+            w = self._windows[idx] = _Window()
         up = reading.device == self.upstream
         if reading.flags:
             if up:
@@ -133,6 +142,8 @@ class TurbidityRuleState:
             idx = self._next
             self._next += 1
             out += self._step(self._evaluate(idx, self._windows.pop(idx, _Window())))
+        if self._next is not None:
+            self.next_due = self._start(self._next + 1)
         return out
 
     def _evaluate(self, idx: int, w: _Window) -> _Result:
