@@ -133,3 +133,19 @@ class Collector:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+
+
+class LoopThread:
+    """An asyncio event loop in a background thread, for simulators with async start/stop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: object, timeout_s: float = 10.0) -> object:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)

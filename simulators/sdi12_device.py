@@ -1,0 +1,191 @@
+"""A simulated SDI-12 sensor behind a serial SDI-12 adapter, on a pty.
+
+The gateway opens the pty slave like the adapter's serial port and writes ASCII commands; this
+simulator answers as the sensor would (sensors.md "SDI-12"):
+
+* ``a!`` → ``a<CR><LF>``; ``aI!`` → an identification line;
+* ``aM!`` → ``atttn<CR><LF>`` (``ttt`` = announced seconds, ``n`` = number of values); the values
+  are taken at ``clock.now()`` when the command arrives; after ``ready_s`` REAL seconds the
+  service request ``a<CR><LF>`` follows;
+* ``aD0!`` ... ``aD9!`` → ``a+1.23-4.56...<CR><LF>``, at most 35 characters of values per answer;
+* commands for another address, and unknown commands, get silence (a shared SDI-12 bus).
+
+``drop`` lists 0-based indices of received commands whose answer is never sent (a lost
+response, to exercise the gateway's retry). Each answer is written ``turnaround_s`` real
+seconds after the command (SDI-12 allows up to 15 ms; adapters add latency).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from simulators.pty import PtyPair
+from stormwatch.clock import Clock
+
+log = logging.getLogger(__name__)
+
+#: Characters of values one D answer may carry after an M command (SDI-12 v1.4 §4.4.7).
+MAX_D_CHARS = 35
+
+
+def format_value(value: float, decimals: int) -> str:
+    """One SDI-12 value: explicit sign, ``decimals`` decimals (``+12.500``, ``-0.100``)."""
+    text = f"{value:+.{decimals}f}"
+    return text if decimals else text.rstrip(".")
+
+
+def d_buffers(values: Iterable[float], decimals: int) -> list[str]:
+    """Split formatted values into D answers of at most :data:`MAX_D_CHARS` characters."""
+    buffers: list[str] = [""]
+    for v in values:
+        text = format_value(v, decimals)
+        if len(buffers[-1]) + len(text) > MAX_D_CHARS:
+            buffers.append("")
+        buffers[-1] += text
+    return buffers
+
+
+class Sdi12Sim:
+    """An SDI-12 sensor on a pty (start/stop inside an event loop).
+
+    Args:
+        address: SDI-12 address (one character).
+        values: event time → the values an ``M`` measurement returns, in order.
+        clock: the simulated clock (values are taken at ``clock.now()``).
+        link: optional symlink path for the pty slave (the site config's port).
+        announce_s: the ``ttt`` seconds announced after ``aM!`` (0..999).
+        ready_s: REAL seconds until the service request (≤ ``announce_s`` on a real sensor).
+        decimals: decimals of each value.
+        drop: indices of received commands whose answer is dropped.
+        turnaround_s: REAL seconds between a command and its answer.
+        ident: the ``aI!`` answer after the address.
+
+    Attributes:
+        commands: every command received, in order (for tests).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        values: Callable[[datetime], list[float]],
+        clock: Clock,
+        link: str | None = None,
+        announce_s: int = 1,
+        ready_s: float = 0.2,
+        decimals: int = 3,
+        drop: Iterable[int] = (),
+        turnaround_s: float = 0.01,
+        ident: str = "14STORMWTSDI12SIM001",
+    ) -> None:
+        if len(address) != 1 or not address.isalnum():
+            raise ValueError(f"SDI-12 address must be one character 0-9, a-z, A-Z, got {address!r}")
+        if not 0 <= announce_s <= 999:
+            raise ValueError("announce_s must be 0..999")
+        self.address = address
+        self.values = values
+        self.clock = clock
+        self.link = link
+        self.announce_s = announce_s
+        self.ready_s = ready_s
+        self.decimals = decimals
+        self.drop = set(drop)
+        self.turnaround_s = turnaround_s
+        self.ident = ident
+        self.commands: list[str] = []
+        self.pty: PtyPair | None = None
+        self._buffers: list[str] = []
+        self._inbox = b""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def path(self) -> str:
+        if self.pty is None:
+            raise RuntimeError("SDI-12 simulator not started")
+        return self.pty.path
+
+    async def start(self) -> None:
+        self.pty = PtyPair(self.link)
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.pty.master_fd, self._readable)
+        log.info("sdi12 sensor %s on %s", self.address, self.path)
+
+    async def stop(self) -> None:
+        if self._loop is not None and self.pty is not None:
+            self._loop.remove_reader(self.pty.master_fd)
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.pty is not None:
+            self.pty.close()
+            self.pty = None
+
+    # -- protocol -----------------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        assert self.pty is not None
+        try:
+            data = os.read(self.pty.master_fd, 4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log.debug("sdi12 %s: read: %s", self.address, exc)
+            return
+        self._inbox += data
+        while b"!" in self._inbox:
+            raw, self._inbox = self._inbox.split(b"!", 1)
+            command = raw.decode("ascii", errors="replace").strip("\r\n\x00 ") + "!"
+            index = len(self.commands)
+            self.commands.append(command)
+            answer = self._answer(command)
+            if answer is None:
+                continue
+            if index in self.drop:
+                log.info("sdi12 %s: dropping the answer to command #%d %s", self.address, index, command)
+                continue
+            self._spawn(self._send_later(answer, self.turnaround_s))
+
+    def _spawn(self, coro: object) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_later(self, text: str, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        if self.pty is None:
+            return
+        try:
+            os.write(self.pty.master_fd, (text + "\r\n").encode("ascii"))
+        except OSError as exc:
+            log.debug("sdi12 %s: write: %s", self.address, exc)
+
+    def _answer(self, command: str) -> str | None:
+        a = self.address
+        if command == "?!":
+            return a
+        if not command.startswith(a):
+            return None  # another sensor's address: silence
+        body = command[1:-1]
+        if body == "":
+            return a
+        if body == "I":
+            return a + self.ident
+        if body == "M" or (len(body) == 2 and body[0] == "M" and body[1].isdigit()):
+            values = [float(v) for v in self.values(self.clock.now())]
+            if any(not math.isfinite(v) for v in values) or not 1 <= len(values) <= 9:
+                raise ValueError("an aM! measurement returns 1..9 finite values")
+            self._buffers = d_buffers(values, self.decimals)
+            self._spawn(self._send_later(a, self.turnaround_s + self.ready_s))  # service request
+            return f"{a}{self.announce_s:03d}{len(values)}"
+        if len(body) == 2 and body[0] == "D" and body[1].isdigit():
+            k = int(body[1])
+            return a + (self._buffers[k] if k < len(self._buffers) else "")
+        return None
