@@ -1,0 +1,362 @@
+"""Benchmark: sustained readings/s from Mosquitto into InfluxDB 1.x, stormwatch vs. the alternatives.
+
+Run: ``python benchmarks/ingest.py`` (not a test). Issue 6 describes it:
+
+* the same 50,000 messages for every contender: one reading per message (the gateway's JSON,
+  ``stormwatch.contract.dump_readings``), QoS 1, 10 devices, distinct timestamps, published by
+  ``mosquitto_pub -l`` (C, so the publisher is not the bottleneck);
+* each contender writes into a fresh InfluxDB 1.x database and is checked with an InfluxQL
+  ``COUNT``; the figure is readings/s end to end, from the first publish to the moment the count
+  reaches 50,000 (or, for a contender that loses points, to the last point that landed);
+* contenders: ``stormwatch ingest`` with 1 worker and with 2 workers (shared subscription
+  ``$share/bench/...``), each a real ``stormwatch ingest`` process; the raw limit
+  (``mosquitto_sub -c`` persistent session piped into batched HTTP line-protocol writes, the
+  ``--raw-writer`` mode of this file); Node-RED 4.x with ``node-red-contrib-influxdb`` in the two
+  flows in ``benchmarks/nodered/`` (per message; batched by ``join`` of 5,000 or 200 ms).
+
+It starts its own Mosquitto and influxd (:mod:`stormwatch.servers`, loopback only) and installs
+Node-RED with npm into ``~/.cache/stormwatch-bench`` when it is not there (``STORMWATCH_BENCH_CACHE``
+overrides); without npm or network the Node-RED contenders are skipped (``null``). Every
+contender is bounded (``CONTENDER_TIMEOUT_S``). The last output line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from stormwatch import servers, topics  # noqa: E402
+from stormwatch.contract import Reading, dump_readings  # noqa: E402
+
+N_MESSAGES = 50_000
+N_DEVICES = 10
+SITE = "bench-site"
+GATEWAY = "gw-bench"
+TOPIC = topics.readings(SITE, GATEWAY)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+CONTENDER_TIMEOUT_S = 150.0
+#: A contender that loses points is finished when its count stays put this long after publishing.
+SETTLE_S = 8.0
+CACHE = Path(os.environ.get("STORMWATCH_BENCH_CACHE", Path.home() / ".cache" / "stormwatch-bench"))
+NODE_RED_PACKAGES = ("node-red@4", "node-red-contrib-influxdb")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def machine() -> dict[str, object]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(),
+            "python": platform.python_version()}
+
+
+def make_payloads(path: Path) -> None:
+    """50,000 single-reading payloads, one per line: 10 devices, distinct timestamps (1 s apart)."""
+    with path.open("wb") as f:
+        for i in range(N_MESSAGES):
+            r = Reading(site=SITE, device=f"turb-{i % N_DEVICES}", quantity="turbidity",
+                        value=round(5 + (i % 997) * 0.1, 1), unit="NTU", time=T0 + timedelta(seconds=i),
+                        gateway=GATEWAY, boot="bench-boot", seq=i + 1,
+                        raw=[i % 65536, 16720])
+            f.write(dump_readings([r]) + b"\n")
+
+
+def site_yaml(path: Path) -> None:
+    devices = "\n".join(
+        f"  - {{id: turb-{d}, profile: yosemitech_y511, transport: {{kind: modbus-tcp, host: 127.0.0.1, "
+        f"port: 5020, unit_id: {d + 1}}}}}" for d in range(N_DEVICES))
+    path.write_text(f"site:\n  id: {SITE}\n  name: Benchmark site\n  jurisdiction: ch133\n"
+                    f"  timezone: America/New_York\ngateway_id: {GATEWAY}\ndevices:\n{devices}\n")
+
+
+def influx_count(srv: servers.InfluxDB1, db: str) -> int:
+    res = srv.query('SELECT COUNT("value") FROM readings', db)["results"][0]
+    series = res.get("series")
+    return int(series[0]["values"][0][1]) if series else 0
+
+
+def publish(mosq: servers.Mosquitto, payload_file: Path) -> float:
+    """Publish every line at QoS 1 with mosquitto_pub; returns the wall time it took."""
+    binary = servers.find_binary("mosquitto_pub")
+    assert binary is not None
+    t = time.monotonic()
+    with payload_file.open("rb") as f:
+        subprocess.run([binary, "-h", "127.0.0.1", "-p", str(mosq.port), "-q", "1", "-t", TOPIC, "-l",
+                        "-i", f"bench-pub-{time.monotonic_ns()}"], stdin=f, check=True, timeout=CONTENDER_TIMEOUT_S)
+    return time.monotonic() - t
+
+
+def measure(srv: servers.InfluxDB1, db: str, mosq: servers.Mosquitto, payload_file: Path,
+            alive: Callable[[], bool]) -> tuple[float, int]:
+    """Publish all messages and wait for the count; returns (readings/s, points stored)."""
+    start = time.monotonic()
+    pub = threading.Thread(target=publish, args=(mosq, payload_file), daemon=True)
+    pub.start()
+    last, last_change = 0, start
+    deadline = start + CONTENDER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        try:
+            count = influx_count(srv, db)
+        except OSError:
+            continue
+        now = time.monotonic()
+        if count != last:
+            last, last_change = count, now
+        if count >= N_MESSAGES:
+            break
+        if not pub.is_alive() and now - last_change > SETTLE_S:
+            log(f"  count stays at {count} for {SETTLE_S:.0f}s after publishing: giving up waiting")
+            break
+        if not alive():
+            log("  contender process died")
+            break
+    else:
+        log(f"  timed out after {CONTENDER_TIMEOUT_S:.0f}s at {last} points")
+    pub.join(5)
+    elapsed = last_change - start
+    rate = last / elapsed if elapsed > 0 else 0.0
+    log(f"  {last} points stored in {elapsed:.2f}s -> {rate:,.0f} readings/s")
+    return rate, last
+
+
+def create_db(srv: servers.InfluxDB1, db: str) -> None:
+    srv.query(f'CREATE DATABASE "{db}"')
+
+
+def stop_procs(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+
+
+def wait_for_line(proc: subprocess.Popen[bytes], needle: str, timeout_s: float, sink: Path) -> bool:
+    """Copy ``proc``'s stdout to ``sink`` in a thread; True once a line contains ``needle``."""
+    seen = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        with sink.open("ab") as out:
+            for line in proc.stdout:
+                out.write(line)
+                out.flush()
+                if needle.encode() in line:
+                    seen.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    return seen.wait(timeout_s)
+
+
+def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto, work: Path,
+                   payload_file: Path, site: Path) -> tuple[float, int]:
+    db = f"stormwatch_{workers}"
+    create_db(srv, db)
+    log(f"stormwatch ingest, {workers} worker(s) -> database {db}")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for w in range(workers):
+            argv = [sys.executable, "-m", "stormwatch", "ingest", "--site", str(site), "--broker", mosq.url,
+                    "--store", srv.store_url(db), "--client-id", f"bench-sw{workers}-{w}", "--stats-interval-s", "5"]
+            if workers > 1:
+                argv += ["--share-group", f"bench{workers}"]
+            p = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            procs.append(p)
+            if not wait_for_line(p, "subscribing to", 30, work / f"stormwatch-{workers}-{w}.log"):
+                raise RuntimeError(f"stormwatch worker {w} did not connect (see {work})")
+        time.sleep(0.5)  # SUBACK
+        return measure(srv, db, mosq, payload_file, lambda: all(p.poll() is None for p in procs))
+    finally:
+        stop_procs(procs)
+
+
+def run_raw(srv: servers.InfluxDB1, mosq: servers.Mosquitto, work: Path, payload_file: Path) -> tuple[float, int]:
+    db = "raw"
+    create_db(srv, db)
+    log(f"raw limit: mosquitto_sub (persistent session) | batched HTTP writes -> database {db}")
+    sub_bin = servers.find_binary("mosquitto_sub")
+    assert sub_bin is not None
+    base = [sub_bin, "-h", "127.0.0.1", "-p", str(mosq.port), "-q", "1", "-t", TOPIC, "-c", "-i", "bench-raw"]
+    subprocess.run([*base, "-E"], check=True, timeout=10)  # creates the persistent session + subscription
+    sub = subprocess.Popen(base, stdout=subprocess.PIPE)
+    writer = subprocess.Popen([sys.executable, __file__, "--raw-writer", srv.url, db], stdin=sub.stdout)
+    assert sub.stdout is not None
+    sub.stdout.close()
+    try:
+        return measure(srv, db, mosq, payload_file, lambda: writer.poll() is None and sub.poll() is None)
+    finally:
+        stop_procs([sub, writer])
+
+
+def raw_writer(base_url: str, db: str) -> None:
+    """stdin JSON lines -> line protocol -> POST /write in batches of 5,000 or 200 ms (benchmark only).
+
+    Deliberately minimal (no validation, no escaping: the benchmark's tags need none): the raw limit.
+    """
+    lines: queue.Queue[bytes | None] = queue.Queue()
+
+    def read() -> None:
+        for line in sys.stdin.buffer:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    url = f"{base_url}/write?{urllib.parse.urlencode({'db': db, 'precision': 's'})}"
+    done = False
+    while not done:
+        batch: list[str] = []
+        deadline = time.monotonic() + 0.2
+        while len(batch) < 5000:
+            try:
+                raw = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if raw is None:
+                done = True
+                break
+            r = json.loads(raw)
+            ts = int(datetime.fromisoformat(r["time"]).timestamp())
+            batch.append(f"readings,device={r['device']},quantity={r['quantity']},site={r['site']},unit={r['unit']} "
+                         f"value={float(r['value'])},seq={r['seq']}i {ts}")
+        if batch:
+            body = ("\n".join(batch) + "\n").encode()
+            for _attempt in range(10):
+                try:
+                    urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"), timeout=30).read()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+
+
+def node_red_bin() -> Path | None:
+    """Find node-red in the cache dir, installing it with npm when missing; None when impossible."""
+    binary = CACHE / "node_modules" / ".bin" / "node-red"
+    contrib = CACHE / "node_modules" / "node-red-contrib-influxdb"
+    if binary.exists() and contrib.is_dir():
+        return binary
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        log("Node-RED skipped: node/npm not installed")
+        return None
+    CACHE.mkdir(parents=True, exist_ok=True)
+    log(f"installing {' '.join(NODE_RED_PACKAGES)} into {CACHE} (npm)")
+    try:
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", *NODE_RED_PACKAGES], cwd=CACHE, check=True,
+                       timeout=300, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        err = getattr(exc, "stderr", b"") or b""
+        log(f"Node-RED skipped: npm install failed ({exc}): {err.decode(errors='replace')[-500:]}")
+        return None
+    return binary if binary.exists() and contrib.is_dir() else None
+
+
+def run_node_red(binary: Path, flow: str, srv: servers.InfluxDB1, mosq: servers.Mosquitto, work: Path,
+                 payload_file: Path) -> tuple[float, int]:
+    db = f"nodered_{flow}"
+    create_db(srv, db)
+    log(f"Node-RED flow {flow} -> database {db}")
+    user_dir = work / f"nodered-{flow}"
+    user_dir.mkdir()
+    shutil.copy(REPO / "benchmarks" / "nodered" / f"{flow}.json", user_dir / "flows.json")
+    client_id = f"bench-nodered-{flow}"
+    env = dict(os.environ, MQTT_PORT=str(mosq.port), MQTT_CLIENT_ID=client_id, INFLUX_PORT=str(srv.port),
+               INFLUX_DB=db)
+    port = servers.free_port()
+    proc = subprocess.Popen([str(binary), "-u", str(user_dir), "-p", str(port), "flows.json"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if not wait_for_line(proc, "Connected to broker", 90, work / f"nodered-{flow}.log"):
+            raise RuntimeError(f"Node-RED did not connect to the broker (see {work}/nodered-{flow}.log)")
+        time.sleep(1.0)  # subscription
+        return measure(srv, db, mosq, payload_file, lambda: proc.poll() is None)
+    finally:
+        stop_procs([proc])
+
+
+def main() -> None:
+    info = machine()
+    log(f"machine: {info['platform']}; CPU {info['cpu']}; {info['cores']} cores; Python {info['python']}")
+    results: dict[str, object] = {}
+    stored: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="stormwatch-bench-") as tmp:
+        work = Path(tmp)
+        payload_file = work / "payloads.jsonl"
+        make_payloads(payload_file)
+        site = work / "bench-site.yaml"
+        site_yaml(site)
+        mosq = servers.mosquitto(work / "mosquitto")
+        srv = servers.influxdb1(work / "influxdb")
+        mosq.start()
+        srv.start()
+        log(f"mosquitto on {mosq.url}, influxd on {srv.url}; {N_MESSAGES} messages, {N_DEVICES} devices, QoS 1")
+        try:
+            for key, fn in (
+                ("stormwatch_1_worker", lambda: run_stormwatch(1, srv, mosq, work, payload_file, site)),
+                ("stormwatch_2_workers", lambda: run_stormwatch(2, srv, mosq, work, payload_file, site)),
+                ("raw", lambda: run_raw(srv, mosq, work, payload_file)),
+            ):
+                try:
+                    rate, count = fn()
+                    results[key], stored[key] = round(rate), count
+                except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                    log(f"{key} failed: {exc}")
+                    results[key], stored[key] = None, 0
+            binary = node_red_bin()
+            for key, flow in (("node_red_batch", "batch"), ("node_red_per_message", "per_message")):
+                if binary is None:
+                    results[key] = None
+                    continue
+                try:
+                    rate, count = run_node_red(binary, flow, srv, mosq, work, payload_file)
+                    results[key], stored[key] = round(rate), count
+                except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                    log(f"{key} failed: {exc}")
+                    results[key] = None
+            results["node_red_per_message_stored"] = stored.get("node_red_per_message") if binary else None
+        finally:
+            mosq.stop()
+            srv.stop()
+    results["stormwatch_rows_verified"] = all(stored.get(k) == N_MESSAGES
+                                              for k in ("stormwatch_1_worker", "stormwatch_2_workers"))
+    sw = [v for k, v in results.items() if k.startswith("stormwatch_") and isinstance(v, int)]
+    if sw and isinstance(results.get("raw"), int) and isinstance(results.get("node_red_batch"), int):
+        best = max(sw)
+        log(f"bar: best stormwatch {best:,}/s = {best / results['node_red_batch']:.2f}x Node-RED batched "  # type: ignore[operator]
+            f"(need >= 1.0), {best / results['raw']:.2f}x raw (need >= 0.6)")  # type: ignore[operator]
+    print(json.dumps(results), flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--raw-writer":
+        raw_writer(sys.argv[2], sys.argv[3])
+    else:
+        main()
