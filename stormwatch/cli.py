@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "ingest.cli",
     "alerts.cli",
     "simulators.cli",
+    "dashboards.cli",
     "stormwatch.demo",
 )
 
