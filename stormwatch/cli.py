@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "alerts.cli",
     "simulators.cli",
     "dashboards.cli",
+    "importers.cli",
     "stormwatch.demo",
 )
 

@@ -1,0 +1,22 @@
+"""Import logger files into the store, and replay them through the rules.
+
+``stormwatch import FILE --site SITE.yaml --device ID`` reads a data file (Campbell Scientific
+TOA5, Onset HOBOware CSV or generic delimited text) into readings of one device and stores them
+through the same validation, deduplication and sinks as live data. ``stormwatch replay FILE``
+answers "what would this file have triggered?" on a temporary single-gauge site.
+
+Modules (one job each):
+
+* :mod:`importers.cells` -- one cell: gaps (empty, ``NaN``, sentinels), exact numbers, units.
+* :mod:`importers.table` -- a parsed file: header, units, data lines with line numbers, times.
+* :mod:`importers.toa5`, :mod:`importers.hobo`, :mod:`importers.generic` -- the three readers.
+* :mod:`importers.detect` -- which reader a file needs.
+* :mod:`importers.options` -- the format options (``--value-column``, ``--tips``...).
+* :mod:`importers.identity` -- the identity of imported readings (idempotent re-import).
+* :mod:`importers.rows` -- file rows to :class:`~stormwatch.contract.Reading` objects.
+* :mod:`importers.load` -- validation and store writes; the summary.
+* :mod:`importers.replay` -- the temporary site and the rule engine run.
+* :mod:`importers.cli` -- the two commands.
+
+See ``docs/importing.md``.
+"""

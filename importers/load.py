@@ -1,0 +1,238 @@
+"""Import one file into the store: rows -> readings -> the live validator -> the store.
+
+The same path as live data (ingest): every reading goes through
+:class:`ingest.validate.Validator` (site, device, quantity, unit against the device profile, time
+not in the future) and rejected ones are dead-lettered in the store; accepted ones are written
+with the store's own deduplication (:mod:`importers.identity` makes a re-import add nothing).
+
+Configuration problems are found before anything is stored and raised as :class:`ImportFailed`:
+an unknown device, a column the file lacks, a unit that differs from the device profile (and has
+no exact conversion), a rain file whose tip size is not the gauge's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from importers.detect import open_table
+from importers.identity import IMPORT_GATEWAY
+from importers.options import ImportOptions
+from importers.rows import Progress, RowReject, build_readings
+from importers.table import TableError
+from ingest.validate import LEVEL_QUANTITIES, Validator
+from stormwatch import topics
+from stormwatch.clock import Clock
+from stormwatch.config import SiteConfig
+from stormwatch.contract import Reading, dump_readings, format_time
+from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
+from stormwatch.store import ReadingStore
+
+log = logging.getLogger(__name__)
+
+#: Validator reasons that mean "this configuration cannot import this column" (abort, store nothing).
+CONFIG_REASONS = frozenset({"topic_mismatch", "unknown_site", "unknown_gateway", "unknown_device",
+                            "unknown_quantity", "unit_mismatch"})
+
+#: Rejected rows logged one by one per reason; the rest are only counted.
+LOG_REJECTS = 20
+
+
+class ImportFailed(ValueError):
+    """The file cannot be imported as configured; nothing was stored. The message says why."""
+
+
+@dataclass
+class ImportSummary:
+    """The outcome of one import.
+
+    Attributes:
+        path, site, device, format: what was imported where.
+        rows_read: data rows in the file.
+        readings_made: readings built from the rows (rain: one per timestamp).
+        readings_stored: readings new to the store (InfluxDB counts points written).
+        already_stored: readings the store or validator already had (a re-import).
+        gaps: cells that held no value (empty, NaN, sentinel) -- not stored, never zero.
+        duplicate_rows: rows repeating an earlier row at the same time.
+        tips: total tips made (rain files).
+        rejected_rows: reason -> count of skipped rows.
+        dead_lettered: validator reason -> count of readings dead-lettered.
+        first, last: event-time span of the readings (UTC).
+        rejects: the skipped rows with ``file:line``.
+    """
+
+    path: str
+    site: str
+    device: str
+    format: str
+    rows_read: int = 0
+    readings_made: int = 0
+    readings_stored: int = 0
+    already_stored: int = 0
+    gaps: int = 0
+    duplicate_rows: int = 0
+    tips: int = 0
+    rejected_rows: dict[str, int] = field(default_factory=dict)
+    dead_lettered: dict[str, int] = field(default_factory=dict)
+    first: datetime | None = None
+    last: datetime | None = None
+    rejects: list[RowReject] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready summary (times RFC 3339 UTC; rejects as ``file:line: detail`` strings)."""
+        return {
+            "file": self.path, "site": self.site, "device": self.device, "format": self.format,
+            "rows_read": self.rows_read, "readings_made": self.readings_made,
+            "readings_stored": self.readings_stored, "already_stored": self.already_stored, "gaps": self.gaps,
+            "duplicate_rows": self.duplicate_rows, "tips": self.tips, "rejected_rows": dict(self.rejected_rows),
+            "dead_lettered": dict(self.dead_lettered),
+            "first": format_time(self.first) if self.first else None,
+            "last": format_time(self.last) if self.last else None,
+            "rejects": [r.detail for r in self.rejects],
+        }
+
+    def lines(self) -> list[str]:
+        """The summary for a person."""
+        span = f"{format_time(self.first)} .. {format_time(self.last)}" if self.first and self.last else "no readings"
+        out = [
+            f"imported {self.path} ({self.format}) as {self.site}/{self.device}: {span}",
+            f"  rows read:        {self.rows_read}",
+            f"  readings made:    {self.readings_made}" + (f" ({self.tips} tips)" if self.tips else ""),
+            f"  readings stored:  {self.readings_stored} new, {self.already_stored} already stored",
+            f"  gaps (no value):  {self.gaps}",
+        ]
+        if self.duplicate_rows:
+            out.append(f"  duplicate rows:   {self.duplicate_rows}")
+        rejected = sum(self.rejected_rows.values())
+        detail = f" {dict(sorted(self.rejected_rows.items()))}" if rejected else ""
+        out.append(f"  rows rejected:    {rejected}{detail}")
+        if self.dead_lettered:
+            out.append(f"  dead-lettered:    {sum(self.dead_lettered.values())} {dict(self.dead_lettered)}")
+        return out
+
+
+def profile_units(profile: DeviceProfile) -> dict[str, str]:
+    """quantity -> unit the device's readings must carry (level devices also make ``stage`` and
+    ``sediment_depth`` in metres, as :class:`ingest.validate.Validator` accepts)."""
+    units = dict(profile.quantities())
+    if profile.level is not None:
+        units.update(LEVEL_QUANTITIES)
+    return units
+
+
+def _check_tips(profile: DeviceProfile, options: ImportOptions, device: str) -> None:
+    tips = options.tips
+    if tips is None:
+        return
+    if profile.counter is None:
+        raise ImportFailed(f"device {device!r} (profile {profile.model}) is not a rain gauge: its profile has no "
+                           "counter section with the tip size")
+    if profile.counter.tip_resolution != tips.resolution:
+        raise ImportFailed(
+            f"device {device!r} counts tips of {profile.counter.resolution} (profile {profile.model}) but the "
+            f"file's tips are {tips.size} {tips.unit}: import them as a gauge whose profile has that tip size"
+        )
+
+
+def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLibrary, store: ReadingStore,
+                options: ImportOptions, clock: Clock, progress: Progress | None = None,
+                batch_size: int = 1000) -> ImportSummary:
+    """Import ``path`` as readings of ``device_id`` at ``cfg``'s site into ``store``.
+
+    Args:
+        path: the file.
+        cfg: the site.
+        device_id: the device the file belongs to.
+        profiles: the profile library of the site.
+        store: where readings, and dead letters, are written.
+        options: format options.
+        clock: time base of the validator (future-time check, dead-letter receive time).
+        progress: ``progress(done_rows, total_rows)`` while rows are read.
+        batch_size: readings per validated and written batch.
+
+    Returns:
+        The summary.
+
+    Raises:
+        ImportFailed: the configuration cannot import this file (nothing stored).
+        stormwatch.store.StoreError: the store refused a write (earlier batches are stored; a
+            re-run completes the import without duplicates).
+    """
+    site = cfg.site.id
+    try:
+        device = cfg.device(device_id)
+    except KeyError:
+        raise ImportFailed(f"no device {device_id!r} in site {site!r} "
+                           f"(devices: {sorted(d.id for d in cfg.devices)})") from None
+    try:
+        profile = profiles.get(device.profile)
+    except ProfileError as exc:
+        raise ImportFailed(str(exc)) from exc
+    _check_tips(profile, options, device_id)
+    try:
+        table = open_table(path, options)
+        conv = build_readings(table, options, site, device_id, profile_units(profile), progress)
+    except TableError as exc:
+        raise ImportFailed(str(exc)) from exc
+    summary = ImportSummary(str(path), site, device_id, table.format, rows_read=conv.rows_read,
+                            readings_made=len(conv.readings), gaps=conv.gaps, duplicate_rows=conv.duplicate_rows,
+                            tips=conv.tips, rejects=conv.rejects)
+    reasons = Counter(r.reason for r in conv.rejects)
+    summary.rejected_rows = dict(reasons)
+    logged: Counter[str] = Counter()
+    for r in conv.rejects:
+        logged[r.reason] += 1
+        if logged[r.reason] <= LOG_REJECTS:
+            log.warning("row skipped (%s): %s", r.reason, r.detail)
+    for reason, n in reasons.items():
+        if n > LOG_REJECTS:
+            log.warning("... and %d more rows skipped for %s", n - LOG_REJECTS, reason)
+    if conv.readings:
+        summary.first = min(r.time for r in conv.readings)
+        summary.last = max(r.time for r in conv.readings)
+
+    validator = Validator.for_sites([cfg.model_copy(update={"gateway_id": IMPORT_GATEWAY})], profiles, clock)
+    topic = topics.readings(site, IMPORT_GATEWAY)
+    _preflight(validator, topic, conv.readings)
+    dead: Counter[str] = Counter()
+    for start in range(0, len(conv.readings), batch_size):
+        _write_batch(validator, store, topic, conv.readings[start:start + batch_size], summary, dead)
+    summary.dead_lettered = dict(dead)
+    log.info("import %s: %d rows, %d readings, %d new, %d already stored, %d gaps, %d rows rejected",
+             path, summary.rows_read, summary.readings_made, summary.readings_stored, summary.already_stored,
+             summary.gaps, sum(summary.rejected_rows.values()))
+    return summary
+
+
+def _preflight(validator: Validator, topic: str, readings: Sequence[Reading]) -> None:
+    """Validate the first reading of each quantity; a configuration mismatch aborts the import."""
+    firsts: dict[str, Reading] = {}
+    for r in readings:
+        firsts.setdefault(r.quantity, r)
+    for r in firsts.values():
+        for letter in validator.validate(topic, dump_readings([r])).dead:
+            if letter.reason in CONFIG_REASONS:
+                raise ImportFailed(f"{letter.reason}: {letter.detail} (nothing imported)")
+
+
+def _write_batch(validator: Validator, store: ReadingStore, topic: str, batch: Sequence[Reading],
+                 summary: ImportSummary, dead: Counter[str]) -> None:
+    result = validator.validate(topic, dump_readings(list(batch)))
+    if result.dead:
+        store.write_deadletters(result.dead)
+        for letter in result.dead:
+            dead[letter.reason] += 1
+            if dead[letter.reason] <= LOG_REJECTS:
+                log.warning("reading dead-lettered (%s): %s", letter.reason, letter.detail)
+    for readings, late in ((result.accepted, False), (result.late, True)):
+        if readings:
+            new = store.write_readings(readings, late=late)
+            validator.committed(readings)
+            summary.readings_stored += new
+            summary.already_stored += len(readings) - new
+    summary.already_stored += len(result.duplicates)

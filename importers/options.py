@@ -1,0 +1,163 @@
+"""Format options of ``stormwatch import`` / ``replay`` as one typed object."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from importers.cells import DEFAULT_SENTINELS
+from stormwatch.rain import LengthUnit, TipResolution
+
+Format = Literal["auto", "generic", "toa5", "hobo"]
+
+#: How a rain file's tip column is read: ``depth`` -- the cell is rain depth in the tip unit (a
+#: multiple of the tip size: 0.2 mm = 1 tip, 0 = no tip); ``count`` -- the cell is a whole tip count;
+#: ``row`` -- every row is one tip (the cells are ignored).
+TipsPerRow = Literal["depth", "count", "row"]
+
+_VALUE_COLUMN = re.compile(r"^(?P<name>.+)=(?P<quantity>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<unit>[^:=]+))?$")
+
+
+class OptionsError(ValueError):
+    """Format options that cannot work (the message names the option)."""
+
+
+@dataclass(frozen=True)
+class ValueColumn:
+    """``--value-column NAME=QUANTITY[:UNIT]``: column ``name`` holds ``quantity``.
+
+    ``unit`` is the file's unit of the column; when absent the file's header unit is used, and
+    failing that the device profile's unit is assumed.
+    """
+
+    name: str
+    quantity: str
+    unit: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> ValueColumn:
+        """Parse ``NAME=QUANTITY[:UNIT]`` (the name may contain spaces and brackets).
+
+        Raises:
+            OptionsError: another form.
+        """
+        m = _VALUE_COLUMN.match(spec.strip())
+        if not m:
+            raise OptionsError(f"--value-column {spec!r}: expected NAME=QUANTITY[:UNIT], e.g. 'turb_FNU=turbidity:FNU'")
+        unit = m.group("unit")
+        return cls(m.group("name").strip(), m.group("quantity"), unit.strip() if unit else None)
+
+
+@dataclass(frozen=True)
+class TipSpec:
+    """A rain file: ``--tips MM`` / ``--tips-in IN``.
+
+    Attributes:
+        size: tip size as written (exact decimal) in ``unit``.
+        unit: ``mm`` or ``in``.
+        column: the column holding depth or counts (default: the file's first data column).
+        per_row: see :data:`TipsPerRow`.
+    """
+
+    size: Decimal
+    unit: LengthUnit
+    column: str | None = None
+    per_row: TipsPerRow = "depth"
+
+    @property
+    def resolution(self) -> TipResolution:
+        return TipResolution.of(str(self.size), self.unit)
+
+    @classmethod
+    def parse(cls, mm: str | None, inches: str | None, column: str | None = None,
+              per_row: TipsPerRow = "depth") -> TipSpec | None:
+        """From ``--tips`` / ``--tips-in`` (at most one); ``None`` when neither is given.
+
+        Raises:
+            OptionsError: both given, or a size that is not a positive decimal.
+        """
+        if mm is not None and inches is not None:
+            raise OptionsError("give --tips (mm) or --tips-in (inches), not both")
+        text, unit = (mm, "mm") if mm is not None else (inches, "in")
+        if text is None:
+            return None
+        try:
+            size = Decimal(text.strip())
+        except InvalidOperation:
+            raise OptionsError(f"tip size {text!r}: not a decimal number") from None
+        if not size.is_finite() or size <= 0:
+            raise OptionsError(f"tip size {text!r}: must be > 0")
+        return cls(size, unit, column, per_row)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """How to read one file.
+
+    Attributes:
+        format: ``auto`` (TOA5 and HOBOware are recognised by their headers), or forced.
+        delimiter: field delimiter of generic files (default: ``,``, or ``;``/tab when the header has
+            those and no comma).
+        time_column: name or 0-based index of the time column (default: ``TIMESTAMP`` for TOA5,
+            ``Date Time`` for HOBOware, the first column otherwise).
+        time_format: :func:`~datetime.datetime.strptime` format (default: ISO 8601 and a few
+            unambiguous year-first forms; HOBOware: its export formats, month first).
+        tz: IANA zone of times without an offset (HOBOware's header offset wins).
+        value_columns: the columns to import.
+        tips: rain: the tip size and how to read the tip column.
+        skip_rows: lines before the header (generic files).
+        gap_values: numbers that mean "no value".
+    """
+
+    format: Format = "auto"
+    delimiter: str | None = None
+    time_column: str | None = None
+    time_format: str | None = None
+    tz: str = "UTC"
+    value_columns: tuple[ValueColumn, ...] = ()
+    tips: TipSpec | None = None
+    skip_rows: int = 0
+    gap_values: tuple[Decimal, ...] = DEFAULT_SENTINELS
+
+    def __post_init__(self) -> None:
+        if not self.value_columns and self.tips is None:
+            raise OptionsError("nothing to import: give --value-column NAME=QUANTITY[:UNIT] and/or --tips/--tips-in")
+        if self.skip_rows < 0:
+            raise OptionsError("--skip-rows must be >= 0")
+        if self.delimiter is not None and len(self.delimiter) != 1:
+            raise OptionsError(f"--delimiter {self.delimiter!r}: must be one character")
+        quantities = [v.quantity for v in self.value_columns] + (["rain_tips"] if self.tips else [])
+        dupes = sorted({q for q in quantities if quantities.count(q) > 1})
+        if dupes:
+            raise OptionsError(f"quantity {dupes} mapped from more than one column")
+        self.zone  # noqa: B018 -- validate the zone now
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The IANA zone of naive times.
+
+        Raises:
+            OptionsError: unknown zone.
+        """
+        try:
+            return ZoneInfo(self.tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise OptionsError(f"--tz {self.tz!r}: unknown IANA time zone") from None
+
+
+def parse_gap_values(texts: list[str]) -> tuple[Decimal, ...]:
+    """Default sentinels plus ``--gap-value`` numbers.
+
+    Raises:
+        OptionsError: a value that is not a number.
+    """
+    extra: list[Decimal] = []
+    for t in texts:
+        try:
+            extra.append(Decimal(t))
+        except InvalidOperation:
+            raise OptionsError(f"--gap-value {t!r}: not a number") from None
+    return DEFAULT_SENTINELS + tuple(extra)

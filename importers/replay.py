@@ -1,0 +1,204 @@
+"""``stormwatch replay``: what would this rain file have triggered?
+
+The file is imported (the same code as ``stormwatch import``) into a temporary embedded SQLite
+store as the only device of a synthetic single-gauge site: a tipping bucket whose profile is
+``device_profiles/tipping_bucket_modbus_counter.yaml`` with the file's tip size (written to a
+temporary profile directory), under the chosen jurisdiction's rule pack. The stored readings are
+read back in event-time order, fed to :class:`alerts.engine.Engine` and flushed; the events are
+the same :class:`~stormwatch.contract.Event` objects ``stormwatch demo --json`` prints.
+
+Silence between rows (``silence``):
+
+* ``dry`` (default): the file is an event log (one row per tip, or per non-zero interval, like the
+  Davis and HOBO event files): a stretch without rows is dry weather. The synthetic gauge then
+  "polls" every :func:`dry_poll_interval` (at most 1 h): zero-tip readings are added to the
+  temporary store between rows, so the rules see a gauge that reported dry -- storms end,
+  confirmed, at last tip + dry gap, and no ``data_gap`` is invented.
+* ``gap``: the rows are regular polls; a missing stretch is a data gap (``data_gap`` events; a
+  qualified storm is closed conservatively, rules.md R1). The synthetic gauge's poll interval is
+  the file's median row spacing.
+
+The rules then run with :func:`alerts.backfill.evaluate` -- the same backfill as ``stormwatch
+evaluate`` -- over the file's span. A storm still open at the end of the file (no dry gap inside the
+file after its last tip) is *in progress*: reported apart, never invented as ended.
+
+Only rain files are replayed: a single turbidity probe has no background (R2 needs the upstream
+and downstream pair) and a single level sensor no basin geometry (R3).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import statistics
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from alerts.backfill import Evaluation, evaluate
+from alerts.packs import load_pack
+from importers.identity import IMPORT_GATEWAY, import_seq
+from importers.load import ImportSummary, import_file
+from importers.options import ImportOptions
+from importers.rows import Progress
+from ingest.stores import open_store
+from stormwatch.clock import Clock
+from stormwatch.config import SiteConfig, parse_site
+from stormwatch.contract import TIP_UNIT, Event, Reading
+from stormwatch.profiles import ProfileLibrary
+
+log = logging.getLogger(__name__)
+
+Silence = Literal["dry", "gap"]
+
+#: The profile the synthetic gauge is derived from (only the tip size changes).
+BASE_GAUGE_PROFILE = "tipping_bucket_modbus_counter"
+#: Name of the generated profile, the site and the device of a replay.
+REPLAY_PROFILE = "replay_tipping_bucket"
+REPLAY_SITE = "replay"
+REPLAY_DEVICE = "rain"
+#: ``boot`` of the dry-poll readings replay adds in ``dry`` mode (never stored).
+DRY_BOOT = "replay-dry"
+
+_TICK = timedelta(microseconds=1)
+
+#: Events that say "this storm (or this silence) requires action", printed by default.
+TRIGGER_KINDS = frozenset({"storm_inspection_due", "data_gap"})
+
+
+class ReplayError(ValueError):
+    """The file cannot be replayed (the message says why)."""
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Events of a replay.
+
+    Attributes:
+        evaluation: the backfill's result (events, storms in progress, data gaps, summary).
+        summary: the import summary (rows read, rejected...).
+        site: the synthetic site.
+    """
+
+    evaluation: Evaluation
+    summary: ImportSummary
+    site: SiteConfig
+
+    @property
+    def events(self) -> list[Event]:
+        """Every event, in the order the engine emitted them."""
+        return self.evaluation.events
+
+    def triggered(self) -> list[Event]:
+        """The events that require action (:data:`TRIGGER_KINDS`)."""
+        return [e for e in self.events if e.kind in TRIGGER_KINDS]
+
+
+def _write_gauge_profile(directory: Path, base: ProfileLibrary, options: ImportOptions) -> None:
+    assert options.tips is not None
+    data = base.get(BASE_GAUGE_PROFILE).model_dump(mode="json", exclude_none=True)
+    data["model"] = REPLAY_PROFILE
+    data["description"] = f"Replay gauge: {data['description']} -- tip size {options.tips.size} {options.tips.unit}"
+    data["counter"]["resolution"] = f"{options.tips.size} {options.tips.unit}"
+    (directory / f"{REPLAY_PROFILE}.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def replay_site(profiles: ProfileLibrary, jurisdiction: str, tz: str, dry_gap_hours: float | None,
+                poll_interval_s: float) -> SiteConfig:
+    """The synthetic single-gauge site (``profiles`` must hold :data:`REPLAY_PROFILE`).
+
+    Raises:
+        alerts.packs.PackError: unknown jurisdiction.
+        stormwatch.config.ConfigError: an invalid override.
+    """
+    rules: dict[str, dict[str, float]] = {}
+    if dry_gap_hours is not None:
+        storm = load_pack(jurisdiction).storm()
+        if storm is None:
+            raise ReplayError(f"jurisdiction {jurisdiction!r} has no storm rule: --dry-gap-hours has nothing to set")
+        rules[storm[0]] = {"dry_gap_hours": dry_gap_hours}
+    return parse_site({
+        "site": {"id": REPLAY_SITE, "name": "replay of a rain file", "jurisdiction": jurisdiction, "timezone": tz},
+        "gateway_id": IMPORT_GATEWAY,
+        "devices": [{"id": REPLAY_DEVICE, "profile": REPLAY_PROFILE, "poll_interval_s": poll_interval_s,
+                     "transport": {"kind": "serial", "port": "replay"}}],
+        "rain_gauge": REPLAY_DEVICE,
+        "rules": rules,
+    }, "replay site", profiles)
+
+
+def dry_poll_interval(dry_gap: timedelta) -> timedelta:
+    """Spacing of the dry polls of ``dry`` mode: half the dry gap, at most one hour."""
+    return min(timedelta(hours=1), dry_gap / 2)
+
+
+def dry_polls(readings: Sequence[Reading], every: timedelta) -> list[Reading]:
+    """Zero-tip readings every ``every`` between consecutive readings (none after the last one).
+
+    They say "the event log recorded no tip here"; they live only in the replay's temporary store.
+    """
+    out: list[Reading] = []
+    for a, b in itertools.pairwise(readings):
+        when = a.time + every
+        while when < b.time:
+            out.append(Reading(site=a.site, device=a.device, quantity="rain_tips", value=0, unit=TIP_UNIT,
+                               time=when, gateway=IMPORT_GATEWAY, boot=DRY_BOOT, seq=import_seq(when),
+                               raw="no row in the event log"))
+            when += every
+    return out
+
+
+def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdiction: str = "ch133",
+                dry_gap_hours: float | None = None, silence: Silence = "dry",
+                profiles: ProfileLibrary | None = None, progress: Progress | None = None) -> ReplayResult:
+    """Replay a rain file through the rules of ``jurisdiction``.
+
+    Args:
+        path: the file.
+        options: format options; ``options.tips`` is required.
+        clock: time base of the import's validator.
+        jurisdiction: rule pack (``ch133``, ``ch196``...).
+        dry_gap_hours: overrides the pack's storm dry gap.
+        silence: ``dry`` or ``gap`` (module docstring).
+        profiles: where the base gauge profile is read (default: ``device_profiles/``).
+        progress: ``progress(done_rows, total_rows)`` while the file is read.
+
+    Raises:
+        ReplayError: not a rain file, no storm rule, or no readings in the file.
+        importers.load.ImportFailed: the file cannot be read as configured.
+        alerts.packs.PackError, alerts.engine.EngineError: the rules cannot be built.
+    """
+    if options.tips is None:
+        raise ReplayError("replay runs the storm rule (R1) over a rain file: give --tips MM or --tips-in IN "
+                          "(a single turbidity probe has no background for R2, a level sensor no basin for R3)")
+    base = profiles or ProfileLibrary()
+    with tempfile.TemporaryDirectory(prefix="stormwatch-replay-") as tmp:
+        work = Path(tmp)
+        _write_gauge_profile(work, base, options)
+        lib = ProfileLibrary(work)
+        cfg = replay_site(lib, jurisdiction, options.tz, dry_gap_hours, 60.0)
+        store = open_store(f"sqlite:///{work / 'replay.db'}", clock)
+        try:
+            summary = import_file(path, cfg, REPLAY_DEVICE, lib, store, options, clock, progress)
+            readings = store.query_readings(REPLAY_SITE, device=REPLAY_DEVICE, quantity="rain_tips")
+            if not readings:
+                raise ReplayError(f"{path}: no rain readings to replay")
+            gap = timedelta(hours=load_pack(jurisdiction, cfg.rules).storm()[1].dry_gap_hours)  # type: ignore[index]
+            if silence == "dry":
+                every = dry_poll_interval(gap)
+                store.write_readings(dry_polls(readings, every))
+            else:
+                spacing = [(b.time - a.time).total_seconds() for a, b in itertools.pairwise(readings)]
+                every = timedelta(seconds=max(1.0, statistics.median(spacing) if spacing else 60.0))
+            cfg = replay_site(lib, jurisdiction, options.tz, dry_gap_hours, every.total_seconds())
+            evaluation = evaluate(cfg, lib, store, readings[0].time, readings[-1].time + _TICK)
+        finally:
+            store.close()
+    log.info("replay %s: %d readings, %d events, %d storm(s) in progress", path, evaluation.readings,
+             len(evaluation.events), len(evaluation.in_progress))
+    return ReplayResult(evaluation, summary, cfg)

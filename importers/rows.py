@@ -1,0 +1,268 @@
+"""File rows -> :class:`~stormwatch.contract.Reading` objects of one device (nothing stored here).
+
+Per row: the time (UTC), each ``--value-column`` cell and, for rain, the tip column. A cell that is
+a gap (:mod:`importers.cells`) yields no reading -- never a zero. A row with a malformed part
+(too few fields, a bad time, a cell that is not a number, a depth that is not a whole number of
+tips) is rejected as a whole with its ``file:line`` and reason; the other rows are kept.
+
+Rain (design-notes.md, "Delivery" and "Counting rain"): tips are integers; the rows of one
+timestamp are summed into ONE ``rain_tips`` reading (the Tharandt Davis file has up to 7 tips in
+one minute: all are kept, as a count). A depth cell is converted to tips exactly (``0.2`` mm at
+0.2 mm per tip = 1 tip; ``0`` = no tip, a dry/start-marker row stored as a 0 count).
+
+Other quantities: one reading per timestamp; a repeated row with the same value is a duplicate
+row (counted, stored once), a different value at the same time is rejected ``conflicting_time``.
+
+Reject reasons: ``too_few_fields``, ``bad_time``, ``not_a_number``, ``not_whole_tips``,
+``negative_tips``, ``conflicting_time``, ``before_1970``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from importers.cells import CellError, convert, normalise_unit, parse_cell
+from importers.identity import IMPORT_GATEWAY, import_boot, import_seq
+from importers.options import ImportOptions
+from importers.table import Table, TableError
+from stormwatch.contract import TIP_UNIT, Reading
+
+#: ``progress(done_rows, total_rows)``.
+Progress = Callable[[int, int], None]
+
+#: Raw text kept per rain reading at most (longer sums keep only the row count).
+_RAW_MAX = 200
+
+
+@dataclass(frozen=True)
+class RowReject:
+    """A skipped row: ``file:line``, a short reason and the detail."""
+
+    line: int
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """How one file column becomes readings.
+
+    Attributes:
+        index: column index.
+        quantity: contract quantity.
+        file_unit: the unit the file writes (``--value-column`` unit, header unit, or assumed).
+        unit: the unit stored (the profile's when an exact conversion exists, else ``file_unit``).
+    """
+
+    index: int
+    quantity: str
+    file_unit: str
+    unit: str
+
+
+@dataclass
+class Conversion:
+    """What a file turned into.
+
+    Attributes:
+        readings: readings in event-time order (per quantity), ready to validate.
+        rows_read: data rows (blank lines not counted).
+        rejects: rejected rows.
+        gaps: cells that held no value (empty, NaN, sentinel).
+        duplicate_rows: rows repeating an earlier row's values at the same time.
+        tips: total tips in the readings (rain files).
+        plans: the column plans used.
+    """
+
+    readings: list[Reading] = field(default_factory=list)
+    rows_read: int = 0
+    rejects: list[RowReject] = field(default_factory=list)
+    gaps: int = 0
+    duplicate_rows: int = 0
+    tips: int = 0
+    plans: list[ColumnPlan] = field(default_factory=list)
+
+
+def plan_columns(table: Table, options: ImportOptions, profile_units: Mapping[str, str]) -> list[ColumnPlan]:
+    """Resolve ``--value-column`` names and units against the file and the device profile.
+
+    Raises:
+        TableError: a named column is not in the file.
+    """
+    plans: list[ColumnPlan] = []
+    for vc in options.value_columns:
+        index = table.column(vc.name)
+        target = profile_units.get(vc.quantity)
+        file_unit = normalise_unit(vc.unit) or table.units[index] or target or "1"
+        unit = target if target is not None and convert(Decimal(1), file_unit, target) is not None else file_unit
+        plans.append(ColumnPlan(index, vc.quantity, file_unit, unit))
+    return plans
+
+
+def tip_column(table: Table, options: ImportOptions) -> int | None:
+    """Index of the rain column (``None`` when every row is one tip).
+
+    Raises:
+        TableError: the named column is missing, or the file has no data column.
+    """
+    tips = options.tips
+    if tips is None or tips.per_row == "row":
+        return None
+    if tips.column is not None:
+        return table.column(tips.column)
+    taken = {table.column(v.name) for v in options.value_columns}
+    free = [i for i in table.data_columns() if i not in taken]
+    if not free:
+        raise TableError(f"{table.path}: no column left for the tips; name it with --tips-column")
+    return free[0]
+
+
+def _tips_of(cell: str, options: ImportOptions, file_unit: str | None, decimal_comma: bool) -> int | None:
+    """Whole tips in a rain cell (``None`` = gap).
+
+    Raises:
+        CellError: not a number.
+        ValueError: (reason, detail) as args: not whole, negative.
+    """
+    tips = options.tips
+    assert tips is not None
+    value = parse_cell(cell, options.gap_values, decimal_comma=decimal_comma)
+    if value is None:
+        return None
+    if tips.per_row == "depth":
+        if file_unit in ("mm", "in") and file_unit != tips.unit:
+            converted = convert(value, file_unit, tips.unit)
+            value = converted if converted is not None else value
+        exact = value / tips.size
+        if exact != exact.to_integral_value():
+            raise ValueError("not_whole_tips", f"{cell.strip()!r} {tips.unit} is not a whole number of "
+                                               f"{tips.size} {tips.unit} tips")
+    else:
+        exact = value
+        if exact != exact.to_integral_value():
+            raise ValueError("not_whole_tips", f"tip count {cell.strip()!r} is not a whole number")
+    if exact < 0:
+        raise ValueError("negative_tips", f"{cell.strip()!r}: a tip count cannot be negative")
+    return int(exact)
+
+
+def build_readings(table: Table, options: ImportOptions, site: str, device: str,
+                   profile_units: Mapping[str, str], progress: Progress | None = None) -> Conversion:
+    """Turn every data row of ``table`` into readings of ``device`` at ``site``.
+
+    Args:
+        table: the parsed file.
+        options: the format options.
+        site, device: where the readings belong.
+        profile_units: quantity -> unit of the device's profile (units are converted to these
+            exactly where a conversion is known: lengths).
+        progress: called every 2,000 rows and at the end.
+
+    Raises:
+        TableError: a named column is not in the file.
+    """
+    out = Conversion(plans=plan_columns(table, options, profile_units))
+    rain_col = tip_column(table, options)
+    rain_unit = table.units[rain_col] if rain_col is not None else None
+    needed = max([p.index for p in out.plans] + [table.time_column] + ([rain_col] if rain_col is not None else []))
+    decimal_comma = table.delimiter != ","
+    values: dict[str, dict[datetime, tuple[Decimal, str, int]]] = {p.quantity: {} for p in out.plans}
+    rain: dict[datetime, list[str]] = {}
+    rain_tips: dict[datetime, int] = {}
+    total = len(table.lines)
+    where = str(table.path)
+
+    def reject(line: int, reason: str, detail: str) -> None:
+        out.rejects.append(RowReject(line, reason, f"{where}:{line}: {detail}"))
+
+    for done, (line, fields) in enumerate(table.lines, start=1):
+        if progress is not None and done % 2000 == 0:
+            progress(done, total)
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        out.rows_read += 1
+        if len(fields) <= needed:
+            reject(line, "too_few_fields", f"{len(fields)} fields, need at least {needed + 1}")
+            continue
+        try:
+            when = table.time.parse(fields[table.time_column])
+            import_seq(when)
+        except ValueError as exc:
+            reason = "before_1970" if "before 1970" in str(exc) else "bad_time"
+            reject(line, reason, str(exc))
+            continue
+        row: list[tuple[ColumnPlan, Decimal, str]] = []
+        gaps = 0
+        problem: tuple[str, str] | None = None
+        for plan in out.plans:
+            cell = fields[plan.index]
+            try:
+                value = parse_cell(cell, options.gap_values, decimal_comma=decimal_comma)
+            except CellError as exc:
+                problem = ("not_a_number", f"column {table.columns[plan.index]!r}: {exc}")
+                break
+            if value is None:
+                gaps += 1
+                continue
+            converted = convert(value, plan.file_unit, plan.unit)
+            row.append((plan, converted if converted is not None else value, cell.strip()))
+        tips: int | None = None
+        rain_cell = ""
+        if problem is None and options.tips is not None:
+            if rain_col is None:
+                tips = 1
+            else:
+                rain_cell = fields[rain_col].strip()
+                try:
+                    tips = _tips_of(fields[rain_col], options, rain_unit, decimal_comma)
+                except CellError as exc:
+                    problem = ("not_a_number", f"column {table.columns[rain_col]!r}: {exc}")
+                except ValueError as exc:
+                    problem = (exc.args[0], f"column {table.columns[rain_col]!r}: {exc.args[1]}")
+                if tips is None and problem is None:
+                    gaps += 1
+        if problem is None:
+            for plan, value, _cell in row:
+                seen = values[plan.quantity].get(when)
+                if seen is not None and seen[0] != value:
+                    problem = ("conflicting_time", f"{plan.quantity} {value} at the same time as line {seen[2]} "
+                                                   f"({seen[0]})")
+                    break
+        if problem is not None:
+            reject(line, *problem)
+            continue
+        out.gaps += gaps
+        repeated = bool(row) and all(when in values[p.quantity] for p, _v, _c in row)
+        if repeated and tips is None:
+            out.duplicate_rows += 1
+        for plan, value, cell in row:
+            values[plan.quantity].setdefault(when, (value, cell, line))
+        if tips is not None:
+            rain.setdefault(when, []).append(rain_cell or "1")
+            rain_tips[when] = rain_tips.get(when, 0) + tips
+    if progress is not None:
+        progress(total, total)
+
+    for plan in out.plans:
+        boot = import_boot(site, device, plan.quantity, plan.unit)
+        for when in sorted(values[plan.quantity]):
+            value, cell, _line = values[plan.quantity][when]
+            out.readings.append(Reading(
+                site=site, device=device, quantity=plan.quantity, value=float(value), unit=plan.unit, time=when,
+                gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=cell,
+            ))
+    if options.tips is not None:
+        boot = import_boot(site, device, "rain_tips", TIP_UNIT)
+        for when in sorted(rain_tips):
+            cells = rain[when]
+            raw = "+".join(cells)
+            out.readings.append(Reading(
+                site=site, device=device, quantity="rain_tips", value=rain_tips[when], unit=TIP_UNIT, time=when,
+                gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when),
+                raw=raw if len(raw) <= _RAW_MAX else f"{len(cells)} rows",
+            ))
+            out.tips += rain_tips[when]
+    return out

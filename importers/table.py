@@ -1,0 +1,167 @@
+"""A logger file parsed into a table: columns, units, data lines with their line numbers, times.
+
+The three readers (:mod:`importers.toa5`, :mod:`importers.hobo`, :mod:`importers.generic`) each
+turn a file's header into a :class:`Table`; everything after that is format-independent.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: ``name [unit]`` or ``name (unit)`` at the end of a column name (e.g. ``Range [cm]``).
+_BRACKET_UNIT = re.compile(r"^(?P<name>.*?)\s*[\[(](?P<unit>[^\])]*)[\])]\s*$")
+
+#: Pseudo time format meaning ISO 8601 (``datetime.fromisoformat``: ``2019-12-18 13:35:00``,
+#: ``2022-08-25T07:05:10Z``, fractional seconds, offsets).
+ISO = "iso"
+
+
+class TableError(ValueError):
+    """A file whose header cannot be understood; the message names the file (and line)."""
+
+
+def read_lines(path: Path) -> list[str]:
+    """The file's lines (UTF-8, with or without BOM; Windows-1252 as a fallback for old exports).
+
+    Raises:
+        TableError: unreadable file.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TableError(f"{path}: cannot read: {exc}") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        log.info("%s is not UTF-8: reading it as Windows-1252", path)
+        text = data.decode("cp1252", errors="replace")
+    return text.splitlines()
+
+
+def split_line(line: str, delimiter: str) -> tuple[str, ...]:
+    """The fields of one CSV line (quotes removed, surrounding space kept for cells)."""
+    return tuple(next(csv.reader([line], delimiter=delimiter), []))
+
+
+def header_unit(name: str) -> tuple[str, str | None]:
+    """``("Range", "cm")`` for ``"Range [cm]"``; ``(name, None)`` when the name carries no unit."""
+    m = _BRACKET_UNIT.match(name)
+    if m and m.group("unit").strip():
+        return m.group("name").strip(), m.group("unit").strip()
+    return name.strip(), None
+
+
+class TimeParser:
+    """Parses one file's time column into UTC.
+
+    Args:
+        formats: candidate :func:`~datetime.datetime.strptime` formats (or :data:`ISO`); the first
+            one that parses a row is then used for the whole file (a file has one format).
+        zone: the zone of times that carry no offset (an IANA zone, or a fixed offset such as
+            HOBOware's ``GMT-04:00``). Ambiguous local times (the repeated hour when clocks go back)
+            are taken as the first occurrence (``fold=0``).
+    """
+
+    def __init__(self, formats: Sequence[str], zone: tzinfo) -> None:
+        if not formats:
+            raise ValueError("at least one time format is needed")
+        self.formats = list(formats)
+        self.zone = zone
+        self._locked: str | None = None
+
+    @property
+    def format(self) -> str | None:
+        """The format in use (after the first parsed row)."""
+        return self._locked
+
+    def _one(self, text: str, fmt: str) -> datetime:
+        return datetime.fromisoformat(text) if fmt == ISO else datetime.strptime(text, fmt)
+
+    def parse(self, text: str) -> datetime:
+        """The UTC instant of ``text``.
+
+        Raises:
+            ValueError: ``text`` does not match the file's format.
+        """
+        cell = text.strip().strip('"').strip()
+        if self._locked is not None:
+            when = self._one(cell, self._locked)
+        else:
+            for fmt in self.formats:
+                try:
+                    when = self._one(cell, fmt)
+                except ValueError:
+                    continue
+                self._locked = fmt
+                break
+            else:
+                tried = ", ".join(repr(f) for f in self.formats)
+                raise ValueError(f"time {text!r} matches none of the formats {tried}")
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=self.zone)
+        return when.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A parsed file.
+
+    Attributes:
+        path: the file.
+        format: ``toa5``, ``hobo`` or ``generic``.
+        columns: column names as the header writes them.
+        units: each column's unit from the file (normalised by the reader), or ``None``.
+        lines: ``(line number, fields)`` of every data line (1-based line numbers of the file).
+        time_column: index of the time column.
+        time: the time parser of this file.
+        skip_columns: indexes that are bookkeeping, never data (``RECORD``, HOBO ``#``).
+        delimiter: the field delimiter.
+    """
+
+    path: Path
+    format: str
+    columns: tuple[str, ...]
+    units: tuple[str | None, ...]
+    lines: tuple[tuple[int, tuple[str, ...]], ...]
+    time_column: int
+    time: TimeParser
+    skip_columns: frozenset[int] = frozenset()
+    delimiter: str = ","
+
+    def column(self, name: str) -> int:
+        """Index of the column ``name``: the exact header text, the name without its unit
+        (``Range`` for ``Range [cm]``, ``Temp`` for HOBO's ``Temp, °C (LGR S/N: ...)``) or a 0-based
+        index.
+
+        Raises:
+            TableError: no such column, or the short name matches several (the columns are listed).
+        """
+        wanted = name.strip()
+        stripped = [c.strip() for c in self.columns]
+        if wanted in stripped:
+            return stripped.index(wanted)
+        short = [i for i, c in enumerate(stripped) if _short_name(c) == wanted]
+        if len(short) == 1:
+            return short[0]
+        if wanted.isdigit() and int(wanted) < len(self.columns):
+            return int(wanted)
+        what = "several columns" if short else "no column"
+        raise TableError(f"{self.path}: {what} named {name!r} (columns: {list(stripped)})")
+
+    def data_columns(self) -> list[int]:
+        """Indexes of the columns that may hold values (not the time, not bookkeeping, named)."""
+        return [i for i, c in enumerate(self.columns)
+                if i != self.time_column and i not in self.skip_columns and c.strip()]
+
+
+def _short_name(column: str) -> str:
+    name = column.split(",", 1)[0]
+    return header_unit(name)[0].strip()
