@@ -6,7 +6,9 @@ import json
 import logging
 import os
 import signal
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import typer
 
@@ -35,6 +37,8 @@ def alerts_cmd(
                                      help="store URL (sqlite:///path, influx1://..., influx2://...) for events"),
     state: Path = typer.Option(Path(DEFAULT_STATE), "--state", help="work-order SQLite file"),
     lateness_s: float = typer.Option(120.0, "--lateness-s", help="allowed lateness of readings (s)"),
+    webhook: str | None = typer.Option(None, "--webhook", envvar="STORMWATCH_WEBHOOK",
+                                       help="also POST every event (JSON) to this http(s) URL, with retries"),
     client_id: str = typer.Option("stormwatch-alerts", "--client-id"),
 ) -> None:
     """Watch sites live: readings from MQTT -> ordinance events (stormwatch/v1/<site>/events) + work orders."""
@@ -56,7 +60,8 @@ def alerts_cmd(
 
         opened = open_store(store)
     try:
-        service = AlertService(sites, profiles, broker, opened, state, _clock(), client_id, lateness_s=lateness_s)
+        service = AlertService(sites, profiles, broker, opened, state, _clock(), client_id, lateness_s=lateness_s,
+                               webhook_url=webhook)
     except (PackError, EngineError, ValueError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc
@@ -145,7 +150,83 @@ def complete_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(...
     typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
 
 
+@workorders_app.command("ical")
+def ical_cmd(state: Path = _STATE_OPT, site: str | None = typer.Option(None, "--site"),
+             output: Path | None = typer.Option(None, "--output", "-o", help="write here instead of stdout")) -> None:
+    """Print an iCalendar (.ics) feed of the work orders' due dates."""
+    from alerts.ical import calendar_of
+
+    book = _book(state)
+    data = calendar_of(book.list(site=site), book.clock.now())
+    if output is not None:
+        output.write_bytes(data)
+    else:
+        typer.echo(data.decode("utf-8"), nl=False)
+
+
+def parse_when(text: str, tz: str) -> datetime:
+    """An ISO 8601 time; without an offset it is local time of the site's zone ``tz``.
+
+    Raises:
+        typer.BadParameter: not ISO 8601.
+    """
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r} is not an ISO 8601 time (e.g. 2026-06-01T00:00:00Z)") from exc
+    return value if value.tzinfo is not None else value.replace(tzinfo=ZoneInfo(tz))
+
+
+def evaluate_cmd(
+    site: Path = typer.Option(..., "--site", help="site YAML file"),
+    start: str = typer.Option(..., "--from", help="window start, ISO 8601 (no offset: the site's time zone)"),
+    end: str = typer.Option(..., "--to", help="window end (exclusive), ISO 8601"),
+    store: str = typer.Option("sqlite:///./var/stormwatch.db", "--store", envvar="STORMWATCH_STORE",
+                              help="store URL with the readings (sqlite:///path, influx1://..., influx2://...)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+) -> None:
+    """Re-run the ordinance rules over stored readings and print the events (backfill)."""
+    from alerts.backfill import evaluate
+    from alerts.engine import EngineError
+    from alerts.packs import PackError
+    from ingest.stores import StoreUrlError, open_store, redact
+    from stormwatch.config import ConfigError, load_site
+    from stormwatch.profiles import ProfileLibrary
+    from stormwatch.store import StoreError
+
+    profiles = ProfileLibrary()
+    try:
+        cfg = load_site(site, profiles)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    t1, t2 = parse_when(start, cfg.site.timezone), parse_when(end, cfg.site.timezone)
+    try:
+        opened = open_store(store)
+    except (StoreUrlError, StoreError) as exc:
+        typer.echo(f"error: --store {redact(store)}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    try:
+        result = evaluate(cfg, profiles, opened, t1, t2)
+    except (PackError, EngineError, ValueError, StoreError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    finally:
+        opened.close()
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"{result.site}: {result.readings} readings from {t1.isoformat()} to {t2.isoformat()}")
+    for e in result.events:
+        typer.echo(f"{e.event_time.isoformat()}  {e.kind:<24} {e.citation:<22} {e.message}")
+    for s in result.in_progress:
+        typer.echo(f"in progress: storm since {s.start.isoformat()}, {s.tips} tips ({s.depth_in:.2f} in), "
+                   f"qualified={s.qualified}")
+    typer.echo(result.summary())
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``alerts`` and ``workorders`` to the ``stormwatch`` command."""
+    """Add ``alerts``, ``evaluate`` and ``workorders`` to the ``stormwatch`` command."""
     app.command("alerts")(alerts_cmd)
+    app.command("evaluate")(evaluate_cmd)
     app.add_typer(workorders_app, name="workorders")

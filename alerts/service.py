@@ -13,8 +13,11 @@ to the store (``write_events``) and passed to ``on_event``. Work orders live in 
 file; overdue orders are checked against the clock and announced as ``inspection_overdue``.
 
 On start, when a store is given, each engine is warmed up from the store's readings of the last
-``warmup_days`` (the same code as live; orders dedupe; warm-up events are not re-published), so a
-restart does not forget a storm in progress or the weekly cadence.
+``warmup_days`` (the same code as live, then flushed; orders dedupe; warm-up events are not
+re-published), so a restart does not forget a storm in progress or the weekly cadence and does not
+repeat events. Late readings are re-evaluated against the store (:mod:`alerts.engine`, late data).
+A gateway status ``offline`` (its MQTT last will) opens a rain-gauge ``data_gap``. Events may also
+be POSTed to a webhook with retries (:mod:`alerts.webhook`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from alerts.engine import DEFAULT_LATENESS_S, Engine
+from alerts.webhook import Webhook, WebhookSender
 from alerts.workorders import WorkOrders
 from stormwatch import topics
 from stormwatch.clock import Clock
@@ -60,6 +64,8 @@ class AlertService:
         retained_is_late: treat messages flagged retained as stale (never live triggers). True for
             Mosquitto; False behind amqtt, which flags messages queued for a persistent session as
             retained when it delivers them (stormwatch/broker.py).
+        webhook_url: POST every event there too (optional; retried with backoff).
+        reevaluate_late: re-evaluate late readings from the store (see :mod:`alerts.engine`).
 
     Raises:
         alerts.packs.PackError, alerts.engine.EngineError: a site cannot be watched.
@@ -70,7 +76,8 @@ class AlertService:
                  store: ReadingStore | None, state_path: str | Path, clock: Clock,
                  client_id: str = "stormwatch-alerts", *, lateness_s: float = DEFAULT_LATENESS_S,
                  on_event: Callable[[Event], None] | None = None, warmup_days: float = 8.0,
-                 overdue_check_s: float = 60.0, retained_is_late: bool = True) -> None:
+                 overdue_check_s: float = 60.0, retained_is_late: bool = True,
+                 webhook_url: str | None = None, reevaluate_late: bool = True) -> None:
         self.broker = parse_broker_url(broker_url)
         self.host, self.port = self.broker.host, self.broker.port
         self.store = store
@@ -82,7 +89,9 @@ class AlertService:
         self.warmup = timedelta(days=warmup_days)
         self.overdue_check_s = overdue_check_s
         self.workorders = WorkOrders(state_path, clock)
-        self.engines = {cfg.site.id: Engine.for_site(cfg, profiles, self.workorders, lateness_s) for cfg in sites}
+        self.engines = {cfg.site.id: Engine.for_site(cfg, profiles, self.workorders, lateness_s, store=store,
+                                                     reevaluate_late=reevaluate_late) for cfg in sites}
+        self.webhook = WebhookSender(Webhook(webhook_url, clock)) if webhook_url else None
         self.filters = [f"{topics.ROOT}/{s}/+/{leaf}" for s in self.engines for leaf in ("readings", "status")]
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -119,6 +128,8 @@ class AlertService:
                              eng.site, storm.tips, storm.depth_in, storm.start.isoformat(), storm.qualified)
             self._client.disconnect()
             self._client.loop_stop()
+            if self.webhook is not None:
+                self.webhook.close()
             self.workorders.close()
             log.info("alert service stopped")
 
@@ -151,6 +162,7 @@ class AlertService:
             with self._lock:
                 for r in readings:
                     n += len(engine.feed(r))
+                n += len(engine.flush())
             log.info("%s: warmed up from %d stored readings since %s (%d events already known, not re-published)",
                      site, len(readings), start.isoformat(), n)
 
@@ -214,6 +226,10 @@ class AlertService:
         except (ValueError, AttributeError):
             state = "?"
         log.info("%s: gateway %s is %s%s", site, gateway, state, " (retained)" if retained else "")
+        if state == "offline":
+            with self._lock:
+                events = self.engines[site].source_offline(gateway, self.clock.now())
+            self._emit(events)
 
     # -- output ------------------------------------------------------------------------------
 
@@ -230,6 +246,9 @@ class AlertService:
                 self.store.write_events(events)
             except StoreError as exc:
                 log.error("could not record %d events in the store: %s", len(events), exc)
+        if self.webhook is not None:
+            for e in events:
+                self.webhook.send(e)
         if self.on_event is not None:
             for e in events:
                 self.on_event(e)

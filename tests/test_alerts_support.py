@@ -17,12 +17,20 @@ T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 def site(jurisdiction: str = "ch133", *, rules: dict[str, Any] | None = None, basin: dict[str, Any] | None = None,
          gauge_profile: str = "tipping_bucket_modbus_counter", timezone: str = "America/New_York") -> SiteConfig:
-    doc: dict[str, Any] = {
+    return parse_site(site_doc(jurisdiction, rules=rules, basin=basin, gauge_profile=gauge_profile, timezone=timezone),
+                      "test-site.yaml")
+
+
+def site_doc(jurisdiction: str = "ch133", *, rules: dict[str, Any] | None = None, basin: dict[str, Any] | None = None,
+             gauge_profile: str = "tipping_bucket_modbus_counter", timezone: str = "America/New_York",
+             rain_poll_s: float = 600) -> dict[str, Any]:
+    """The test site as a YAML-ready document (write it for the CLI)."""
+    return {
         "site": {"id": "s1", "jurisdiction": jurisdiction, "timezone": timezone},
         "gateway_id": "gw",
         "devices": [
             {"id": "rain", "profile": gauge_profile, "transport": {"kind": "modbus-tcp", "host": "h"},
-             "poll_interval_s": 600},  # the tests' dry polls come every 10 min
+             "poll_interval_s": rain_poll_s},  # the tests' dry polls come every 10 min
             {"id": "up", "profile": "yosemitech_y511", "transport": {"kind": "modbus-tcp", "host": "h"}},
             {"id": "down", "profile": "yosemitech_y511", "transport": {"kind": "modbus-tcp", "host": "h"}},
             {"id": "lvl", "profile": "maxbotix_hrxl", "transport": {"kind": "serial", "port": "/dev/null"}},
@@ -35,7 +43,6 @@ def site(jurisdiction: str = "ch133", *, rules: dict[str, Any] | None = None, ba
                                         "design_height_ft": 4}},
         "rules": rules or {},
     }
-    return parse_site(doc, "test-site.yaml")
 
 
 def metric_gauge_profiles(tmp: Path) -> ProfileLibrary:

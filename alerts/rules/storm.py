@@ -113,6 +113,7 @@ class StormRuleState:
         self._storm: _Storm | None = None
         self.silence_allowance = silence_allowance
         self._covered: datetime | None = None  # time of the gauge's latest reading
+        self.first_reading: datetime | None = None  # time of the gauge's first reading
         self._gap_open: datetime | None = None  # start of the open data gap (last reading before it)
         self.gateway: str | None = None  # the gateway the gauge reports through
         self.gaps: list[GapSummary] = []  # closed gaps, oldest first
@@ -196,6 +197,8 @@ class StormRuleState:
         if storm is not None and t >= storm.last_tip + self.gap:
             out += self._close(storm, storm.last_tip + self.gap, confirmed=True)
         if self._covered is None or t > self._covered:
+            if self._covered is None:
+                self.first_reading = t
             self._covered = t
         if tips:
             out += self._tips(reading, t, tips)

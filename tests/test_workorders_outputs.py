@@ -1,0 +1,149 @@
+"""Work-order outputs: the iCalendar feed of due dates, the webhook with retries (against a real
+local HTTP server), and inspection_overdue at the deadline from the service on real Mosquitto."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+from icalendar import Calendar
+from paho.mqtt.enums import CallbackAPIVersion
+from test_alerts_support import T0, FixedClock, site
+from typer.testing import CliRunner
+
+from alerts.service import AlertService
+from alerts.webhook import Webhook
+from alerts.workorders import WorkOrders
+from stormwatch import topics
+from stormwatch.cli import app
+from stormwatch.contract import Event
+from stormwatch.profiles import ProfileLibrary
+
+LAST_TIP = T0 + timedelta(minutes=49)
+
+
+def storm_due() -> Event:
+    return Event(kind="storm_inspection_due", site="s1", event_time=LAST_TIP + timedelta(hours=6), rule="R1",
+                 citation="Ch. 133 §133-7A(2)", occurrence="storm:2026-06-01T12:00:00Z",
+                 due_at=LAST_TIP + timedelta(hours=24), tips=50, depth_in=0.5)
+
+
+def test_ical_feed_lists_due_dates(tmp_path: Path) -> None:
+    book = WorkOrders(tmp_path / "state.db", FixedClock(T0 + timedelta(hours=7)))
+    order, _ = book.open_for(storm_due())
+    book.close()
+    out = CliRunner().invoke(app, ["workorders", "ical", "--state", str(tmp_path / "state.db")])
+    assert out.exit_code == 0, out.output
+    cal = Calendar.from_ical(out.output)
+    (entry,) = [c for c in cal.walk("VEVENT")]
+    assert str(entry["uid"]) == f"{order.id}@stormwatch"
+    assert entry.decoded("dtstart") == LAST_TIP + timedelta(hours=24)  # 2026-06-02 12:49 UTC
+    assert "storm inspection due" in str(entry["summary"]) and "§133-7A(2)" in str(entry["description"])
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    answers: list[int] = []
+    bodies: list[bytes] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server API)
+        self.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+        code = self.answers.pop(0) if self.answers else 200
+        self.send_response(code)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _serve(answers: list[int]) -> tuple[HTTPServer, type[_Receiver]]:
+    handler = type("Receiver", (_Receiver,), {"answers": list(answers), "bodies": []})
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, handler
+
+
+def test_webhook_retries_with_exponential_backoff_until_accepted() -> None:
+    server, handler = _serve([503, 503, 200])
+    clock = FixedClock(T0)
+    try:
+        hook = Webhook(f"http://127.0.0.1:{server.server_port}/hook", clock, attempts=5, base_delay_s=2.0)
+        result = hook.deliver(storm_due())
+    finally:
+        server.shutdown()
+    assert result.ok and result.attempts == 3 and result.status == 200
+    assert clock.t == T0 + timedelta(seconds=2 + 4)  # waited 2 s then 4 s (base 2 s, doubling)
+    assert len(handler.bodies) == 3
+    body = json.loads(handler.bodies[-1])
+    assert body["kind"] == "storm_inspection_due" and body["due_at"] == "2026-06-02T12:49:00Z"
+
+
+def test_webhook_does_not_retry_a_rejection_and_gives_up_on_a_dead_receiver() -> None:
+    server, handler = _serve([400])
+    clock = FixedClock(T0)
+    try:
+        result = Webhook(f"http://127.0.0.1:{server.server_port}/", clock, attempts=4).deliver(storm_due())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not result.ok and result.attempts == 1 and result.status == 400 and len(handler.bodies) == 1
+    dead = Webhook(f"http://127.0.0.1:{server.server_port}/", clock, attempts=3, base_delay_s=1.0,
+                   timeout_s=1.0).deliver(storm_due())
+    assert not dead.ok and dead.attempts == 3 and dead.status is None
+    assert clock.t == T0 + timedelta(seconds=1 + 2)
+
+
+def test_overdue_at_the_deadline_over_mqtt_and_restart_does_not_repeat(mosquitto_server, tmp_path: Path) -> None:
+    state = tmp_path / "state.db"
+    clock = FixedClock(LAST_TIP + timedelta(hours=7))
+    book = WorkOrders(state, clock)
+    order, _ = book.open_for(storm_due())
+    book.close()
+    wire: list[dict] = []
+    got = threading.Event()
+    sub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="overdue-sub", protocol=mqtt.MQTTv311)
+    sub.on_message = lambda c, u, m: (wire.append(json.loads(m.payload)), got.set())
+    sub.connect("127.0.0.1", mosquitto_server.port)
+    sub.subscribe(topics.events("s1"), qos=1)
+    sub.loop_start()
+    server, handler = _serve([])
+
+    def run_service(name: str) -> AlertService:
+        svc = AlertService([site("ch133")], ProfileLibrary(), mosquitto_server.url, None, state, clock,
+                           client_id=name, overdue_check_s=0.05,
+                           webhook_url=f"http://127.0.0.1:{server.server_port}/")
+        threading.Thread(target=svc.run, daemon=True).start()
+        assert svc.connected.wait(10)
+        return svc
+
+    try:
+        svc = run_service("overdue-a")
+        time.sleep(0.3)
+        assert wire == []  # 7 h after the storm: not yet due
+        clock.t = LAST_TIP + timedelta(hours=24)  # exactly the deadline: not yet overdue
+        time.sleep(0.3)
+        assert wire == []
+        clock.t = LAST_TIP + timedelta(hours=24, seconds=1)
+        assert got.wait(10)
+        svc.stop()
+        time.sleep(0.5)
+        (overdue,) = wire
+        assert overdue["kind"] == "inspection_overdue" and overdue["work_order"] == order.id
+        assert overdue["due_at"] == "2026-06-02T12:49:00Z"
+        assert json.loads(handler.bodies[0])["kind"] == "inspection_overdue"  # the webhook got it too
+        svc2 = run_service("overdue-b")  # a restart: the order is already overdue, nothing repeats
+        time.sleep(0.4)
+        svc2.stop()
+        time.sleep(0.3)
+        assert len(wire) == 1
+        book = WorkOrders(state, clock)
+        (only,) = book.list()
+        assert only.id == order.id and only.status == "overdue"
+    finally:
+        sub.loop_stop()
+        server.shutdown()
