@@ -98,6 +98,9 @@ def gateway_command(
             raise _fail(str(exc)) from None
     else:
         clock = ScenarioClock.from_env(dict(os.environ)) or WallClock()
+    # The gateway reports device failures itself (one ERROR per outage, gateway.health); pymodbus
+    # would log an ERROR for every timed-out request of a dead device.
+    logging.getLogger("pymodbus").setLevel(logging.CRITICAL)
     gw = Gateway(cfg, profiles, clock, broker, state_dir)
     if threading.current_thread() is threading.main_thread():
         def _on_signal(signum: int, _frame: object) -> None:
