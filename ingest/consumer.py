@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
+import struct
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass
+from collections import Counter, deque
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -54,15 +53,36 @@ from stormwatch.store import DeadLetter, ReadingStore, StoreError
 
 log = logging.getLogger(__name__)
 
+#: PUBACK fixed header + packet id (MQTT 3.1.1 section 3.4).
+_PUBACK = struct.Struct("!BBH")
 
-@dataclass(frozen=True)
-class _Message:
+
+class _Message(NamedTuple):
     topic: str
     payload: bytes
     mid: int
     qos: int
     retain: bool
     generation: int
+
+
+def send_pubacks(client: mqtt.Client, mids: list[int]) -> None:
+    """Acknowledge QoS 1 messages ``mids`` -- the same bytes on the wire as ``client.ack(mid, 1)`` each.
+
+    An MQTT 3.1.1 PUBACK is 4 bytes (``0x40 0x02`` + packet id, MQTT 3.1.1 section 3.4). paho sends
+    each ``ack()`` as its own packet, waking its network thread and making one ``send()`` system
+    call per message; for a batch of hundreds that is most of the acknowledging cost. Here the
+    PUBACKs of a batch are queued as one buffer (one wake-up, one ``send()``) through paho's
+    packet queue -- the path ``ack()`` itself takes. Falls back to ``ack()`` per message when
+    that internal is missing (another paho version) or the session is not MQTT 3.1.x.
+    """
+    queue_packet = getattr(client, "_packet_queue", None)
+    if queue_packet is None or getattr(client, "_protocol", None) not in (mqtt.MQTTv31, mqtt.MQTTv311):
+        for mid in mids:
+            client.ack(mid, 1)
+        return
+    blob = b"".join(_PUBACK.pack(0x40, 2, mid) for mid in mids)
+    queue_packet(0x40, blob, mids[-1], 1)
 
 
 def _duplicate_letter(reading: Reading, topic: str, received_at: datetime, why: str) -> DeadLetter:
@@ -167,7 +187,10 @@ class Ingest:
         self.peak_unacked = 0
         self._settled = 0
 
-        self._queue: queue.Queue[_Message] = queue.Queue()
+        # paho's network thread appends, the run() thread pops (deque operations are atomic);
+        # _arrived wakes run(). Bounded by the broker's in-flight window (nothing is acked yet).
+        self._inbox: deque[_Message] = deque()
+        self._arrived = threading.Event()
         self._stop = threading.Event()
         self._done = threading.Event()
         self._connected = threading.Event()
@@ -219,9 +242,10 @@ class Ingest:
                         reason_code)
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
-        with self._gen_lock:
-            generation = self._generation
-        self._queue.put(_Message(msg.topic, msg.payload, msg.mid, msg.qos, bool(msg.retain), generation))
+        # Runs in paho's network thread, the only writer of _generation: no lock needed to read it.
+        self._inbox.append(_Message(msg.topic, msg.payload, msg.mid, msg.qos, msg.retain, self._generation))
+        if not self._arrived.is_set():
+            self._arrived.set()
         self.received += 1
         unacked = self.received - self._settled
         if unacked > self.peak_unacked:
@@ -304,30 +328,34 @@ class Ingest:
 
     # -- batching --------------------------------------------------------------------------
 
+    def _take(self, batch: list[_Message]) -> None:
+        inbox = self._inbox
+        while inbox and len(batch) < self.batch_size:
+            batch.append(inbox.popleft())
+
     def _collect(self) -> list[_Message]:
-        try:
-            first = self._queue.get(timeout=0.2)
-        except queue.Empty:
-            return []
-        batch = [first]
-        deadline = time.monotonic() + self.batch_s
+        """Up to ``batch_size`` messages: wait up to 0.2 s for the first, then ``batch_ms`` for more."""
+        batch: list[_Message] = []
+        deadline: float | None = None
         while len(batch) < self.batch_size and not self._stop.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            self._arrived.clear()
+            self._take(batch)  # after clear(): a message appended from here on sets the event again
+            if len(batch) >= self.batch_size:
                 break
-            try:
-                batch.append(self._queue.get(timeout=min(remaining, 0.2)))
-            except queue.Empty:
-                continue
+            if batch and deadline is None:
+                deadline = time.monotonic() + self.batch_s
+            wait = 0.2 if deadline is None else deadline - time.monotonic()
+            if wait <= 0 or not self._arrived.wait(min(wait, 0.2)):
+                if batch and (deadline is None or time.monotonic() >= deadline):
+                    break
+                if not batch:
+                    return batch
         return batch
 
     def _drain(self) -> list[_Message]:
-        batch = []
-        while True:
-            try:
-                batch.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
+        batch: list[_Message] = []
+        while self._inbox:
+            batch.append(self._inbox.popleft())
         return batch
 
     def _process(self, batch: list[_Message]) -> None:
@@ -383,6 +411,7 @@ class Ingest:
     def _ack(self, batch: list[_Message]) -> None:
         with self._gen_lock:
             generation = self._generation
+        mids: list[int] = []
         for msg in batch:
             if msg.qos == 0:
                 continue
@@ -390,8 +419,14 @@ class Ingest:
                 # Received on an earlier connection: the broker redelivers it on this one (stored
                 # already, so the redelivery is a duplicate); its old packet id is not ours to ack.
                 continue
-            self._client.ack(msg.mid, msg.qos)
-            self.acked += 1
+            if msg.qos == 1:
+                mids.append(msg.mid)
+            else:
+                self._client.ack(msg.mid, msg.qos)
+                self.acked += 1
+        if mids:
+            send_pubacks(self._client, mids)
+            self.acked += len(mids)
         self._settled += len(batch)
 
     def _write_until_durable(self, accepted: list[Reading], late: list[Reading],

@@ -37,11 +37,10 @@ from ingest.lineprotocol import (
     DEADLETTER,
     READINGS,
     deadletter_points,
-    encode_point,
     encode_points,
     event_point,
     from_ns,
-    reading_point,
+    reading_line,
     time_ns,
 )
 from ingest.splitwrite import BatchRejected, write_split
@@ -266,7 +265,7 @@ class Influx1Store:
         Raises:
             StoreError: the server is unavailable (nothing may be acknowledged).
         """
-        lines = [line for r in readings if (line := encode_point(reading_point(r, late=late))) is not None]
+        lines = [reading_line(r, late=late) for r in readings]
         refused = self.write_lines(lines)
         self._dead_letter_refused(refused)
         return len(lines) - len(refused)

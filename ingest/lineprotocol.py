@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -80,7 +81,13 @@ def from_ns(ns: int) -> datetime:
     return _EPOCH + timedelta(microseconds=ns // 1_000)
 
 
+#: Characters that need escaping somewhere in line protocol (fast path: most texts have none).
+_NEEDS_ESCAPE = re.compile(r'[,= \n"\\]')
+
+
 def _escape(text: str, specials: str) -> str:
+    if _NEEDS_ESCAPE.search(text) is None:
+        return text
     out = text.replace("\n", "\\n")
     for ch in specials:
         out = out.replace(ch, "\\" + ch)
@@ -176,6 +183,30 @@ def reading_point(reading: Reading, *, late: bool = False) -> Point:
         fields["late"] = True
     tags = {"site": reading.site, "device": reading.device, "quantity": reading.quantity, "unit": reading.unit}
     return Point(READINGS, tags, fields, time_ns(reading.time))
+
+
+def reading_line(reading: Reading, *, late: bool = False) -> str:
+    """``encode_point(reading_point(reading, late=late))`` built directly (the ingest hot path).
+
+    Same line, byte for byte (``tests/test_lineprotocol.py`` checks the two agree), without the
+    intermediate :class:`Point`: about three times faster per reading.
+    """
+    value = reading.value
+    parts = [] if isinstance(value, float) and not math.isfinite(value) else [f"value={float(value)!r}"]
+    if reading.quantity == "rain_tips" and isinstance(value, int):
+        parts.append(f"tips={value}i")
+    parts.append(f"gateway={escape_string_field(reading.gateway)},boot={escape_string_field(reading.boot)},"
+                 f"seq={int(reading.seq)}i,raw={escape_string_field(json.dumps(reading.raw, separators=(',', ':')))}")
+    if reading.flags:
+        parts.append(f"flags={escape_string_field(','.join(reading.flags))}")
+    if late:
+        parts.append("late=true")
+    head = READINGS
+    for key, text in (("device", reading.device), ("quantity", reading.quantity), ("site", reading.site),
+                      ("unit", reading.unit)):
+        if text != "":
+            head += f",{key}={escape_key(text)}"
+    return f"{head} {','.join(parts)} {time_ns(reading.time)}"
 
 
 #: Numeric details of an event written as fields of the ``events`` measurement.

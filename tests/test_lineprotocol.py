@@ -13,6 +13,7 @@ from ingest.lineprotocol import (
     encode_points,
     escape_key,
     event_point,
+    reading_line,
     reading_point,
     time_ns,
 )
@@ -104,3 +105,20 @@ def test_deadletters_at_the_same_instant_do_not_overwrite_each_other() -> None:
     assert [p.time_ns for p in points] == [T0_NS, T0_NS + 1, T0_NS + 2]
     assert points[0].fields["payload"] == "/w=="  # base64 of 0xFF
     assert points[0].fields["payload_encoding"] == "base64"
+
+
+def test_reading_line_fast_path_equals_the_point_encoder() -> None:
+    # The hot path must produce exactly the documented schema line for every shape of reading.
+    cases = [
+        (reading(), False),
+        (reading(value=13), False),
+        (reading(site="Pond 3, Inlet=N", device='a"b\\c', unit="{tip}"), False),
+        (reading(device="rain-1", quantity="rain_tips", value=3, unit="{tip}", raw=1420), False),
+        (reading(flags=("spike", "stuck")), True),
+        (reading(raw='say "hi" \\ ok', boot='b "2"'), True),
+    ]
+    for r, late in cases:
+        assert reading_line(r, late=late) == encode_point(reading_point(r, late=late))
+    assert reading_line(reading(value=13)) == (
+        'readings,device=turb-down,quantity=turbidity,site=riverside,unit=NTU '
+        f'value=13.0,gateway="gw-1",boot="b1",seq=7i,raw="[0,16712]" {T0_NS}')
