@@ -46,6 +46,9 @@ def ingest_command(
                                                 "load (Mosquitto; not amqtt)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, help="Messages per store write."),
     batch_ms: int = typer.Option(200, "--batch-ms", min=0, help="Max wait (ms) to fill a batch."),
+    max_inflight: int = typer.Option(1000, "--max-inflight", min=1,
+                                     help="Most messages delivered and not yet acknowledged (match the broker's "
+                                          "max_inflight_messages; keep above --batch-size)."),
     retained_late: bool = typer.Option(True, "--retained-late/--no-retained-late",
                                        help="Store retained readings as late (stale). Use --no-retained-late "
                                             "behind amqtt, which flags queued messages as retained."),
@@ -90,7 +93,7 @@ def ingest_command(
     try:
         ingest = Ingest(validator, sink, broker, client_id=client_id, clock=clock, batch_size=batch_size,
                         batch_ms=batch_ms, share_group=share_group, retained_is_late=retained_late,
-                        stats_interval_s=stats_interval_s)
+                        stats_interval_s=stats_interval_s, max_inflight=max_inflight)
     except BrokerUrlError as exc:
         sink.close()
         typer.echo(f"error: --broker: {exc}", err=True)

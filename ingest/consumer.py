@@ -9,9 +9,11 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
   point means redelivery (a duplicate, removed by identity in the store), never a loss.
 * Messages are batched (``batch_size`` messages or ``batch_ms`` after the first one) and written
   by one worker thread. While the store raises :class:`~stormwatch.store.StoreError` nothing is
-  acknowledged and the same batch is retried with exponential backoff; the number of unacked
-  messages is bounded by the broker's in-flight window (Mosquitto ``max_inflight_messages``,
-  configured in :mod:`stormwatch.servers`), so memory stays bounded during a database outage.
+  acknowledged and the same batch is retried with exponential backoff. At most ``max_inflight``
+  messages are ever unacknowledged: the broker's window (Mosquitto ``max_inflight_messages``,
+  configured in :mod:`stormwatch.servers`) plus a client-side hold (paho's network thread stops
+  reading at the limit), so memory stays bounded during a database outage and the rest waits in
+  the broker's persistent session.
 * Messages outside the subscription (amqtt may deliver retained messages to clients that never
   subscribed to them) are acknowledged and ignored (:func:`stormwatch.topics.matches`).
 * Retained messages are stale by definition (#10): stored with ``late=True``. Exception: amqtt
@@ -118,6 +120,9 @@ class Ingest:
         retry_backoff_s, max_backoff_s: store-outage backoff (real seconds, doubling).
         stop_flush_timeout_s: how long :meth:`stop` keeps retrying the final flush.
         retained_is_late: store retained messages as late (``False`` behind amqtt, see above).
+        max_inflight: most messages delivered and not yet acknowledged; at the limit paho's network
+            thread stops reading (TCP back-pressure). Match the broker's ``max_inflight_messages``
+            (1,000 in the project's configurations) and keep it above ``batch_size``.
 
     Attributes (counters, read from any thread):
         received: messages delivered by the broker (counted on arrival; a redelivery counts again).
@@ -131,8 +136,8 @@ class Ingest:
         acked: messages acknowledged.
         store_errors: failed store write attempts (each retried; nothing acked meanwhile).
         last_event_time: newest event time among the live readings written (``None`` before any).
-        peak_unacked: most messages ever delivered but not yet acknowledged (bounded by the
-            broker's ``max_inflight_messages``; stormwatch.servers sets 1,000).
+        peak_unacked: most messages ever delivered but not yet acknowledged (at most
+            ``max_inflight``; see ``max_inflight`` above).
 
     Raises:
         BrokerUrlError: ``broker_url`` is unusable.
@@ -155,9 +160,10 @@ class Ingest:
         stop_flush_timeout_s: float = 10.0,
         keepalive_s: int = 30,
         retained_is_late: bool = True,
+        max_inflight: int = 1000,
     ) -> None:
-        if batch_size < 1 or batch_ms < 0:
-            raise ValueError("batch_size must be >= 1 and batch_ms >= 0")
+        if batch_size < 1 or batch_ms < 0 or max_inflight < 1:
+            raise ValueError("batch_size and max_inflight must be >= 1 and batch_ms >= 0")
         self.validator = validator
         self.store = store
         self.broker = parse_broker_url(broker_url)
@@ -174,6 +180,7 @@ class Ingest:
         self.stop_flush_timeout_s = stop_flush_timeout_s
         self.keepalive_s = keepalive_s
         self.retained_is_late = retained_is_late
+        self.max_inflight = max_inflight
 
         self.received = 0
         self.written = 0
@@ -191,6 +198,7 @@ class Ingest:
         # _arrived wakes run(). Bounded by the broker's in-flight window (nothing is acked yet).
         self._inbox: deque[_Message] = deque()
         self._arrived = threading.Event()
+        self._room = threading.Event()  # set by run() whenever it settles messages
         self._stop = threading.Event()
         self._done = threading.Event()
         self._connected = threading.Event()
@@ -250,6 +258,27 @@ class Ingest:
         unacked = self.received - self._settled
         if unacked > self.peak_unacked:
             self.peak_unacked = unacked
+        if unacked >= self.max_inflight:
+            self._hold_reading()
+
+    def _hold_reading(self) -> None:
+        """Block paho's network thread while ``max_inflight`` messages are unacknowledged.
+
+        Not reading the socket is MQTT 3.1.1's only flow control (TCP back-pressure): the broker
+        stops sending. Mosquitto's own window (``max_inflight_messages``) is not enough: 2.0.11
+        releases a whole backlog queued for the session at once after an outage (seen in
+        tests/test_ingest_delivery.py). The wait is cut at half the keep-alive so paho can still
+        send PINGREQ during a long store outage (then one more message is read per half keep-alive).
+        """
+        deadline = time.monotonic() + self.keepalive_s / 2
+        while not self._stop.is_set():
+            self._room.clear()
+            if self.received - self._settled < self.max_inflight:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._room.wait(min(remaining, 0.5))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -428,6 +457,7 @@ class Ingest:
             send_pubacks(self._client, mids)
             self.acked += len(mids)
         self._settled += len(batch)
+        self._room.set()
 
     def _write_until_durable(self, accepted: list[Reading], late: list[Reading],
                              dead: list[DeadLetter]) -> tuple[int, int] | None:

@@ -6,124 +6,35 @@ Each test runs its own broker (no retained or queued messages from other tests) 
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
-import paho.mqtt.client as mqtt
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
+from ingest_support import (
+    GW,
+    SITE,
+    T0,
+    TOPIC,
+    DeadLetterListener,
+    Publisher,
+    Running,
+    SteadyClock,
+    ids,
+    influx_count,
+    tip_wire,
+    wait_until,
+    wire,
+)
 
-from ingest.consumer import Ingest
 from ingest.influx1 import Influx1Store
 from ingest.sqlite_store import SqliteStore
-from ingest.validate import Validator
 from stormwatch import servers, topics
 from stormwatch.clock import WallClock
-from stormwatch.config import load_site
-from stormwatch.profiles import ProfileLibrary
-from stormwatch.store import ReadingStore
 
 pytestmark = pytest.mark.mosquitto
-
-REPO = Path(__file__).resolve().parent.parent
-SITE = "riverside-commons"
-GW = "gw-riverside-1"
-TOPIC = topics.readings(SITE, GW)
-T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-_ids = itertools.count()
-
-
-class SteadyClock:
-    """A clock standing at 12:10 on the scenario day (readings at 12:00-12:05 are in the past)."""
-
-    def now(self) -> datetime:
-        return T0 + timedelta(minutes=10)
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    async def asleep(self, seconds: float) -> None:
-        pass
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def wire(seq: int, value: object = 12.5, **kw: object) -> bytes:
-    body: dict[str, object] = {"site": SITE, "device": "turb-down", "quantity": "turbidity", "value": value,
-                               "unit": "NTU", "time": (T0 + timedelta(minutes=seq)).isoformat(), "gateway": GW,
-                               "boot": "boot-a", "seq": seq, "raw": [seq], "flags": []}
-    body.update(kw)
-    return json.dumps(body).encode()
-
-
-def tip_wire(seq: int, tips: int) -> bytes:
-    return wire(seq, tips, device="rain-1", quantity="rain_tips", unit="{tip}", raw=1000 + seq)
-
-
-class Publisher:
-    def __init__(self, broker: servers.Mosquitto) -> None:
-        self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"pub-{next(_ids)}")
-        self.client.connect("127.0.0.1", broker.port)
-        self.client.loop_start()
-
-    def send(self, payload: bytes, topic: str = TOPIC, retain: bool = False) -> None:
-        self.client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(5)
-
-    def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
-
-
-class DeadLetterListener:
-    def __init__(self, broker: servers.Mosquitto) -> None:
-        self.messages: list[dict[str, object]] = []
-        ready = threading.Event()
-        self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"dl-{next(_ids)}")
-        self.client.on_message = lambda _c, _u, msg: self.messages.append(json.loads(msg.payload))
-        self.client.on_subscribe = lambda *_a: ready.set()
-        self.client.connect("127.0.0.1", broker.port)
-        self.client.subscribe(topics.DEADLETTER, qos=1)
-        self.client.loop_start()
-        assert ready.wait(5)
-
-    def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
-
-
-def make_validator(clock: object) -> Validator:
-    profiles = ProfileLibrary()
-    return Validator.for_sites([load_site(REPO / "examples" / "site.yaml", profiles)], profiles, clock)  # type: ignore[arg-type]
-
-
-class Running:
-    """An Ingest running in a thread."""
-
-    def __init__(self, broker: servers.Mosquitto, store: ReadingStore, client_id: str | None = None,
-                 **kw: object) -> None:
-        clock = SteadyClock()
-        self.ingest = Ingest(make_validator(clock), store, broker.url, client_id=client_id or f"ingest-{next(_ids)}",
-                             clock=clock, **kw)  # type: ignore[arg-type]
-        self.thread = threading.Thread(target=self.ingest.run, daemon=True)
-        self.thread.start()
-        assert self.ingest.wait_connected(10), "ingest did not subscribe"
-
-    def stop(self) -> None:
-        self.ingest.stop()
-        self.thread.join(15)
-        assert not self.thread.is_alive()
 
 
 @pytest.fixture()
@@ -138,14 +49,9 @@ def sqlite_store(tmp_path: Path) -> Iterator[SqliteStore]:
     s.close()
 
 
-def influx_count(srv: servers.InfluxDB1, db: str, q: str) -> list[list[object]]:
-    res = srv.query(q, db)["results"][0]
-    return res["series"][0]["values"] if res.get("series") else []
-
-
 def test_bad_messages_dead_lettered_and_good_ones_stored_in_influx(
         broker: servers.Mosquitto, influx_server: servers.InfluxDB1, tmp_path: Path) -> None:
-    db = f"e2e_{next(_ids)}"
+    db = f"e2e_{next(ids)}"
     store = Influx1Store(influx_server.url, db)
     listener = DeadLetterListener(broker)
     run = Running(broker, store, batch_ms=50)
@@ -239,26 +145,32 @@ def test_duplicate_delivered_twice_is_stored_once(broker: servers.Mosquitto, sql
 
 
 def test_retained_reading_is_stored_late(broker: servers.Mosquitto, sqlite_store: SqliteStore) -> None:
-    # failure-kinds.md #10: a retained reading arriving on subscribe is not a fresh reading.
+    # failure-kinds.md #10: a retained reading three hours old arrives on subscribe: it is stored
+    # (it is data) but flagged late, so the alert engine never treats it as a fresh reading.
+    now = T0 + timedelta(minutes=10)
+    three_hours_old = now - timedelta(hours=3)
     pub = Publisher(broker)
-    pub.send(wire(1, 40.0), retain=True)
-    run = Running(broker, sqlite_store, batch_ms=20)
+    pub.send(wire(1, 40.0, time=three_hours_old.isoformat()), retain=True)
+    run = Running(broker, sqlite_store, clock=SteadyClock(now), batch_ms=20)
     try:
         pub.send(wire(2, 41.0))
         wait_until(lambda: run.ingest.written == 2)
     finally:
         pub.close()
         run.stop()
-    assert [r.seq for r in sqlite_store.query_readings(SITE, late=True)] == [1]
+    late = sqlite_store.query_readings(SITE, late=True)
+    assert [(r.seq, r.time, r.value) for r in late] == [(1, three_hours_old, 40.0)]
     assert [r.seq for r in sqlite_store.query_readings(SITE, late=False)] == [2]
     assert run.ingest.late == 1
+    # Only the live reading moves the lag: 12:10 - 12:02 = 8 minutes (not 3 hours).
+    assert run.ingest.lag_s() == 480.0
 
 
 def test_stop_at_once_flushes_the_pending_point(broker: servers.Mosquitto,
                                                 influx_server: servers.InfluxDB1) -> None:
     # failure-kinds.md #15: one point, then shut down at once -> it is in the database, and it was
     # acknowledged (a new consumer on the same session gets nothing redelivered).
-    db = f"flush_{next(_ids)}"
+    db = f"flush_{next(ids)}"
     run = Running(broker, Influx1Store(influx_server.url, db), client_id="flush-consumer", batch_ms=60_000)
     pub = Publisher(broker)
     pub.send(wire(1, 7.75))

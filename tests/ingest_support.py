@@ -1,0 +1,126 @@
+"""Helpers of the ingest tests: a steady clock, gateway-shaped payloads, a QoS 1 publisher, a
+dead-letter listener and an :class:`~ingest.consumer.Ingest` running in a thread."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from ingest.consumer import Ingest
+from ingest.validate import Validator
+from stormwatch import servers, topics
+from stormwatch.config import load_site
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.store import ReadingStore
+
+REPO = Path(__file__).resolve().parent.parent
+SITE = "riverside-commons"
+GW = "gw-riverside-1"
+TOPIC = topics.readings(SITE, GW)
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+#: Unique numbers for client ids and database names.
+ids = itertools.count()
+
+
+class SteadyClock:
+    """A clock standing still at ``at`` (default 12:10 on the scenario day: readings at 12:00-12:05 are past)."""
+
+    def __init__(self, at: datetime = T0 + timedelta(minutes=10)) -> None:
+        self.at = at
+
+    def now(self) -> datetime:
+        return self.at
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        pass
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def wire(seq: int, value: object = 12.5, **kw: object) -> bytes:
+    body: dict[str, object] = {"site": SITE, "device": "turb-down", "quantity": "turbidity", "value": value,
+                               "unit": "NTU", "time": (T0 + timedelta(minutes=seq)).isoformat(), "gateway": GW,
+                               "boot": "boot-a", "seq": seq, "raw": [seq], "flags": []}
+    body.update(kw)
+    return json.dumps(body).encode()
+
+
+def tip_wire(seq: int, tips: int) -> bytes:
+    return wire(seq, tips, device="rain-1", quantity="rain_tips", unit="{tip}", raw=1000 + seq)
+
+
+class Publisher:
+    def __init__(self, broker: servers.Mosquitto) -> None:
+        self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"pub-{next(ids)}")
+        self.client.connect("127.0.0.1", broker.port)
+        self.client.loop_start()
+
+    def send(self, payload: bytes, topic: str = TOPIC, retain: bool = False) -> None:
+        self.client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(5)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+class DeadLetterListener:
+    def __init__(self, broker: servers.Mosquitto) -> None:
+        self.messages: list[dict[str, object]] = []
+        ready = threading.Event()
+        self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"dl-{next(ids)}")
+        self.client.on_message = lambda _c, _u, msg: self.messages.append(json.loads(msg.payload))
+        self.client.on_subscribe = lambda *_a: ready.set()
+        self.client.connect("127.0.0.1", broker.port)
+        self.client.subscribe(topics.DEADLETTER, qos=1)
+        self.client.loop_start()
+        assert ready.wait(5)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def make_validator(clock: object) -> Validator:
+    profiles = ProfileLibrary()
+    return Validator.for_sites([load_site(REPO / "examples" / "site.yaml", profiles)], profiles, clock)  # type: ignore[arg-type]
+
+
+class Running:
+    """An Ingest running in a thread."""
+
+    def __init__(self, broker: servers.Mosquitto, store: ReadingStore, client_id: str | None = None,
+                 clock: SteadyClock | None = None, **kw: object) -> None:
+        clock = clock or SteadyClock()
+        self.ingest = Ingest(make_validator(clock), store, broker.url, client_id=client_id or f"ingest-{next(ids)}",
+                             clock=clock, **kw)  # type: ignore[arg-type]
+        self.thread = threading.Thread(target=self.ingest.run, daemon=True)
+        self.thread.start()
+        assert self.ingest.wait_connected(10), "ingest did not subscribe"
+
+    def stop(self) -> None:
+        self.ingest.stop()
+        self.thread.join(15)
+        assert not self.thread.is_alive()
+
+
+def influx_count(srv: servers.InfluxDB1, db: str, q: str) -> list[list[object]]:
+    res = srv.query(q, db)["results"][0]
+    return res["series"][0]["values"] if res.get("series") else []
