@@ -1,5 +1,8 @@
 """Ingest: MQTT readings -> validation -> a durable store (SQLite, InfluxDB 1.x or 2.x) -> ack.
 
+Design (acknowledge after the durable write, shared subscriptions, late/retained data, dead
+letters, metrics, broker limits): ``docs/ingest.md``.
+
 Modules (one job each):
 
 * :mod:`ingest.validate`      -- typed checks of one MQTT message against the site configuration.
@@ -10,5 +13,6 @@ Modules (one job each):
 * :mod:`ingest.influx2`       -- InfluxDB 2.x store through ``influxdb-client``.
 * :mod:`ingest.splitwrite`    -- split a rejected batch to isolate the bad lines.
 * :mod:`ingest.stores`        -- ``open_store(url)``.
+* :mod:`ingest.metrics`       -- Prometheus metrics of a running consumer over HTTP.
 * :mod:`ingest.cli`           -- ``stormwatch ingest``.
 """

@@ -20,8 +20,9 @@ future_time     event time more than ``max_future_s`` ahead of the clock
 ============== ==================================================================================
 
 Duplicates (an identity ``(gateway, boot, seq)`` already stored, remembered in a bounded LRU) are
-not bad input -- QoS 1 delivers at least once -- so they are returned apart and only counted; the
-store's unique key remains the real guard (failure-kinds.md #9). Identities enter the LRU only via
+returned apart in ``duplicates``; the consumer dead-letters them with reason ``duplicate`` (so a
+redelivery is visible and counted, never stored twice); the store's unique key / InfluxDB's
+point identity remains the real guard (failure-kinds.md #9). Identities enter the LRU only via
 :meth:`Validator.committed`, i.e. after the store write succeeded: a message redelivered because
 the store was down must not be mistaken for a duplicate.
 
