@@ -46,6 +46,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from ingest.lineprotocol import payload_text
+from ingest.mqttclient import make_client
 from ingest.validate import ValidationResult, Validator
 from stormwatch import topics
 from stormwatch.clock import Clock, WallClock
@@ -212,7 +213,7 @@ class Ingest:
     # -- MQTT ------------------------------------------------------------------------------
 
     def _make_client(self) -> mqtt.Client:
-        client = mqtt.Client(
+        client = make_client(
             callback_api_version=CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=False,
             protocol=mqtt.MQTTv311, manual_ack=True,
         )
