@@ -98,7 +98,10 @@ class MqttPublisher:
         client.will_set(self.status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
         apply_credentials(client, self.broker)
         client.reconnect_delay_set(min_delay=max(1, round(reconnect_min_s)), max_delay=max(1, round(reconnect_max_s)))
-        client.max_inflight_messages_set(self.window + 10)  # + status messages
+        # paho's own in-flight limit stays OFF (0): our window bounds what is handed over. With a
+        # limit, paho 2.2 parks messages as "queued" and, on reconnect, stops resending at the
+        # first queued one (client.py _handle_connack), stranding in-flight messages behind it.
+        client.max_inflight_messages_set(0)
         client.max_queued_messages_set(0)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect

@@ -149,3 +149,69 @@ class LoopThread:
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+
+
+class TcpProxy:
+    """A TCP proxy on 127.0.0.1 that the test can cut (every connection dropped, new ones refused)
+    and restore on the same port: an uplink outage without touching the broker."""
+
+    def __init__(self, target_port: int) -> None:
+        import socket
+
+        self._socket = socket
+        self.target_port = target_port
+        self.port = servers.free_port()
+        self._conns: list[object] = []
+        self._lock = threading.Lock()
+        self._listener: object | None = None
+        self._up = False
+
+    def start(self) -> TcpProxy:
+        s = self._socket.socket()
+        s.setsockopt(self._socket.SOL_SOCKET, self._socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port))
+        s.listen(16)
+        self._listener = s
+        self._up = True
+        threading.Thread(target=self._accept, args=(s,), daemon=True).start()
+        return self
+
+    def _accept(self, listener: object) -> None:
+        while self._up:
+            try:
+                client, _ = listener.accept()  # type: ignore[attr-defined]
+            except OSError:
+                return
+            upstream = self._socket.create_connection(("127.0.0.1", self.target_port))
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src: object, dst: object) -> None:
+        try:
+            while data := src.recv(65536):  # type: ignore[attr-defined]
+                dst.sendall(data)  # type: ignore[attr-defined]
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.close()  # type: ignore[attr-defined]
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self._up = False
+        if self._listener is not None:
+            self._listener.close()  # type: ignore[attr-defined]
+        with self._lock:
+            for c in self._conns:
+                try:
+                    c.shutdown(self._socket.SHUT_RDWR)  # type: ignore[attr-defined]
+                    c.close()  # type: ignore[attr-defined]
+                except OSError:
+                    pass
+            self._conns.clear()
+
+    def restore(self) -> None:
+        self.start()
