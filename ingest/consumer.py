@@ -61,6 +61,8 @@ _PUBACK = struct.Struct("!BBH")
 
 
 class _Message(NamedTuple):
+    """A delivered message, as paho handed it over."""
+
     topic: str
     payload: bytes
     mid: int
@@ -262,6 +264,20 @@ class Ingest:
         if unacked >= self.max_inflight:
             self._hold_reading()
 
+    def _validate(self, topic: str, payload: bytes, retain: bool, received_at: datetime) -> ValidationResult | None:
+        """Validate one message; ``None`` for a message outside the subscription. Never raises."""
+        if not topics.matches(self.subscription, topic):
+            self.ignored += 1
+            log.debug("ignoring %s: outside subscription %s", topic, self.subscription)
+            return None
+        try:
+            return self.validator.validate(topic, payload, retained=retain and self.retained_is_late,
+                                           received_at=received_at)
+        except Exception as exc:  # a validator bug must not stop ingest: dead-letter, keep going
+            log.exception("validator failed on a message from %s", topic)
+            return ValidationResult(dead=[DeadLetter("internal_error", f"{type(exc).__name__}: {exc}", topic,
+                                                     payload, received_at)])
+
     def _hold_reading(self) -> None:
         """Block paho's network thread while ``max_inflight`` messages are unacknowledged.
 
@@ -364,22 +380,26 @@ class Ingest:
             batch.append(inbox.popleft())
 
     def _collect(self) -> list[_Message]:
-        """Up to ``batch_size`` messages: wait up to 0.2 s for the first, then ``batch_ms`` for more."""
+        """Up to ``batch_size`` messages: wait up to 0.2 s for the first, then up to ``batch_ms`` for more.
+
+        Filling is polled every 5 ms rather than woken per message (one wake-up per arrival would
+        cost more than the message); it ends early when the in-flight limit is reached, since then
+        nothing more arrives until this batch is acknowledged.
+        """
         batch: list[_Message] = []
-        deadline: float | None = None
+        self._arrived.clear()
+        self._take(batch)  # after clear(): a message appended from here on sets the event again
+        if not batch:
+            if not self._arrived.wait(0.2):
+                return batch
+            self._take(batch)
+        deadline = time.monotonic() + self.batch_s
         while len(batch) < self.batch_size and not self._stop.is_set():
-            self._arrived.clear()
-            self._take(batch)  # after clear(): a message appended from here on sets the event again
-            if len(batch) >= self.batch_size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.received - self._settled >= self.max_inflight:
                 break
-            if batch and deadline is None:
-                deadline = time.monotonic() + self.batch_s
-            wait = 0.2 if deadline is None else deadline - time.monotonic()
-            if wait <= 0 or not self._arrived.wait(min(wait, 0.2)):
-                if batch and (deadline is None or time.monotonic() >= deadline):
-                    break
-                if not batch:
-                    return batch
+            time.sleep(min(remaining, 0.005))
+            self._take(batch)
         return batch
 
     def _drain(self) -> list[_Message]:
@@ -395,17 +415,9 @@ class Ingest:
         in_batch: set[tuple[str, str, int]] = set()
         received_at = self.clock.now()
         for msg in batch:
-            if not topics.matches(self.subscription, msg.topic):
-                self.ignored += 1
-                log.debug("ignoring %s: outside subscription %s", msg.topic, self.subscription)
+            result = self._validate(msg.topic, msg.payload, msg.retain, received_at)
+            if result is None:
                 continue
-            try:
-                result: ValidationResult = self.validator.validate(
-                    msg.topic, msg.payload, retained=msg.retain and self.retained_is_late, received_at=received_at)
-            except Exception as exc:  # a validator bug must not stop ingest: dead-letter, keep going
-                log.exception("validator failed on a message from %s", msg.topic)
-                result = ValidationResult(dead=[DeadLetter("internal_error", f"{type(exc).__name__}: {exc}",
-                                                           msg.topic, msg.payload, received_at)])
             for reading in result.duplicates:
                 dead.append(_duplicate_letter(reading, msg.topic, received_at, "already stored"))
             for target, readings in ((accepted, result.accepted), (late, result.late)):

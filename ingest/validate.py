@@ -33,6 +33,7 @@ treated as live.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class Validator:
         self.late_after = None if late_after_s is None else timedelta(seconds=late_after_s)
         self.dedupe_size = dedupe_size
         self._seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
+        # validate() (ingest: paho's network thread) and committed() (the store-writing thread) share _seen.
+        self._seen_lock = threading.Lock()
         # (site, device) -> quantity -> unit, resolved once (fails fast on a bad profile).
         self._units: dict[tuple[str, str], dict[str, str]] = {}
         for site_id, cfg in self.sites.items():
@@ -163,8 +166,7 @@ class Validator:
             problem = self._check(reading, topic_site, topic_gateway, now)
             if problem is not None:
                 reject(problem[0], prefix + problem[1], body)
-            elif reading.identity in self._seen:
-                self._seen.move_to_end(reading.identity)
+            elif self._seen_again(reading.identity):
                 result.duplicates.append(reading)
             elif retained or (self.late_after is not None and reading.time < now - self.late_after):
                 result.late.append(reading)
@@ -198,11 +200,19 @@ class Validator:
                                    f"({now.isoformat()}; limit {limit_s:.0f}s)")
         return None
 
+    def _seen_again(self, identity: tuple[str, str, int]) -> bool:
+        with self._seen_lock:
+            if identity not in self._seen:
+                return False
+            self._seen.move_to_end(identity)
+            return True
+
     def committed(self, readings: Iterable[Reading]) -> None:
-        """Remember identities the store has durably written (call after a successful write)."""
-        for r in readings:
-            self._seen[r.identity] = None
-            self._seen.move_to_end(r.identity)
-        while len(self._seen) > self.dedupe_size:
-            self._seen.popitem(last=False)
+        """Remember identities the store has durably written (call after a successful write; thread-safe)."""
+        with self._seen_lock:
+            for r in readings:
+                self._seen[r.identity] = None
+                self._seen.move_to_end(r.identity)
+            while len(self._seen) > self.dedupe_size:
+                self._seen.popitem(last=False)
 
