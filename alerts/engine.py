@@ -252,9 +252,12 @@ class Engine:
 
         ``at`` is the time the status arrived (the last will carries no measurement time).
         """
-        if self.storm is None:
+        storm = self.storm
+        if storm is None:
             return []
-        return [self._with_order(e) for e in self._record(self.storm.source_offline(gateway, at))]
+        buffered = [entry[0] for entry in self._heap if storm.wants(entry[-1])]
+        found = storm.source_offline(gateway, at, max(buffered) if buffered else None)
+        return [self._with_order(e) for e in self._record(found)]
 
     def in_progress(self) -> list[StormSummary]:
         """Storms still open at the current watermark (a backfill reports these as in progress)."""

@@ -156,3 +156,22 @@ def test_non_integer_tips_are_rejected(tmp_path: Path) -> None:
     feed = Feeder()
     bad = feed("rain", "rain_tips", 60.0, "{tip}", T0)
     assert storm_events(run(engine, [bad])) == []
+
+
+@pytest.mark.parametrize(("every_min", "qualifies"), [(28, True), (30, False)])
+def test_rolling_24h_mode(tmp_path: Path, every_min: int, qualifies: bool) -> None:
+    # 60 one-tip polls (0.60 in), never 6 h dry: one storm either way. Rolling 24 h (EPA CGP style):
+    # tips in (t - 24 h, t]: every 28 min -> the 50th tip (at 49 x 28 = 1372 min < 1440) has all 50 in
+    # the window; every 30 min -> at most 1440 / 30 = 48 tips in any window: never 0.50 in.
+    engine, _ = engine_for(tmp_path, rules={"R1": {"definition": "rolling"}})
+    events = storm_events(run(engine, rain(Feeder(), 60, every=timedelta(minutes=every_min))))
+    kinds = [e.kind for e in events]
+    assert ("storm_qualified" in kinds) is qualifies and ("storm_inspection_due" in kinds) is qualifies
+    if qualifies:
+        q = next(e for e in events if e.kind == "storm_qualified")
+        assert q.event_time == T0 + 49 * timedelta(minutes=every_min)
+        assert events[-1].due_at == T0 + 59 * timedelta(minutes=every_min) + timedelta(hours=24)
+    # the default (whole-storm depth) qualifies both: 60 tips >= 50
+    plain, _ = engine_for(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path)
+    assert "storm_inspection_due" in [e.kind for e in storm_events(run(plain, rain(
+        Feeder(), 60, every=timedelta(minutes=every_min))))]

@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import paho.mqtt.client as mqtt
 from icalendar import Calendar
@@ -47,10 +48,10 @@ def test_ical_feed_lists_due_dates(tmp_path: Path) -> None:
 
 
 class _Receiver(BaseHTTPRequestHandler):
-    answers: list[int] = []
-    bodies: list[bytes] = []
+    answers: ClassVar[list[int]] = []
+    bodies: ClassVar[list[bytes]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server API)
+    def do_POST(self) -> None:
         self.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
         code = self.answers.pop(0) if self.answers else 200
         self.send_response(code)

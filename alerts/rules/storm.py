@@ -188,7 +188,7 @@ class StormRuleState:
         out: list[Event] = []
         t = reading.time
         self.gateway = reading.gateway
-        if self._gap_open is not None:
+        if self._gap_open is not None and t > self._gap_open:
             start = self._gap_open
             self._gap_open = None
             self.gaps.append(GapSummary(self.gauge, start, t))
@@ -249,14 +249,17 @@ class StormRuleState:
         self._schedule()
         return out
 
-    def source_offline(self, gateway: str, at: datetime) -> list[Event]:
+    def source_offline(self, gateway: str, at: datetime, received: datetime | None = None) -> list[Event]:
         """The gauge's gateway was reported offline at ``at`` (its MQTT last will): open a data gap.
 
-        Nothing is opened when the gateway is not the gauge's or a gap is already open.
+        ``received`` is the newest gauge reading received but not yet released to the rules (the
+        engine's reorder buffer); the gap starts after it. Nothing is opened when the gateway is
+        not the gauge's or a gap is already open.
         """
         if (self.gateway is not None and gateway != self.gateway) or self._gap_open is not None:
             return []
-        start = self._covered or at
+        known = [x for x in (self._covered, received) if x is not None]
+        start = max(known) if known else at
         self._gap_open = start
         self._schedule()
         return [self._gap_event(start, None, max(at, start), f"offline (gateway {gateway} last will)")]
