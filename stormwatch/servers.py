@@ -12,6 +12,9 @@ Mosquitto settings chosen on purpose (failure-kinds.md #17):
 * ``max_inflight_messages 1000`` -- the default 20 throttles a consumer that acknowledges after a
   batched durable write.
 * ``persistence true`` -- queued messages survive a broker restart.
+* ``user root`` when we are root -- Mosquitto started as root otherwise drops to the
+  ``mosquitto`` user, which cannot write a root-owned private data directory, and persistence
+  then silently fails ("Permission denied" in its log; sessions are lost on restart).
 """
 
 from __future__ import annotations
@@ -208,7 +211,8 @@ def mosquitto(data_dir: Path, port: int | None = None, extra_conf: str = "") -> 
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     conf = data_dir / "mosquitto.conf"
-    conf.write_text(MOSQUITTO_CONF.format(port=port, data=data_dir) + extra_conf)
+    run_as = "user root\n" if os.geteuid() == 0 else ""
+    conf.write_text(MOSQUITTO_CONF.format(port=port, data=data_dir) + run_as + extra_conf)
     return Mosquitto("mosquitto", [binary, "-c", str(conf)], port, data_dir)
 
 

@@ -12,7 +12,6 @@ before the gateway's first (baseline) poll are not counted -- the storm still qu
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -41,14 +40,6 @@ SPEED = 2000.0
 
 @pytest.mark.mosquitto
 def test_type_ii_storm_with_broker_away_at_the_peak_gives_one_inspection_due(own_mosquitto, tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        # Mosquitto started as root drops to user "mosquitto", which cannot write its persistence file
-        # under pytest's root-only tmp dir ("Error: Permission denied" in its log): sessions would not
-        # survive the restart. Keep it root here so the broker behaves as deployed (persistence works).
-        own_mosquitto.stop()
-        conf = own_mosquitto.data_dir / "mosquitto.conf"
-        conf.write_text(conf.read_text() + "user root\n")
-        own_mosquitto.start()
     profiles = ProfileLibrary()
     cfg = isolate_site(parse_site({
         "site": {"id": "accept", "jurisdiction": "ch133"}, "gateway_id": "gw-a",
