@@ -41,8 +41,13 @@ def alerts_cmd(
                                        help="also POST every event (JSON) to this http(s) URL, with retries"),
     client_id: str = typer.Option("stormwatch-alerts", "--client-id"),
 ) -> None:
-    """Watch sites live: readings from MQTT -> ordinance events (stormwatch/v1/<site>/events) + work orders."""
+    """Watch sites live: readings from MQTT -> ordinance events (stormwatch/v1/<site>/events) + work orders.
+
+    Events also go to the store (--store), a webhook (--webhook) and, when STORMWATCH_GRAFANA_URL and
+    STORMWATCH_GRAFANA_TOKEN are set, Grafana annotations.
+    """
     from alerts.engine import EngineError
+    from alerts.grafana import GrafanaAnnotations
     from alerts.packs import PackError
     from alerts.service import AlertService
     from stormwatch.config import ConfigError, load_site
@@ -61,7 +66,7 @@ def alerts_cmd(
         opened = open_store(store)
     try:
         service = AlertService(sites, profiles, broker, opened, state, _clock(), client_id, lateness_s=lateness_s,
-                               webhook_url=webhook)
+                               webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ))
     except (PackError, EngineError, ValueError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc

@@ -33,7 +33,8 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from alerts.engine import DEFAULT_LATENESS_S, Engine
-from alerts.webhook import Webhook, WebhookSender
+from alerts.grafana import GrafanaAnnotations
+from alerts.webhook import BackgroundSender, Webhook
 from alerts.workorders import WorkOrders
 from stormwatch import topics
 from stormwatch.clock import Clock
@@ -65,6 +66,7 @@ class AlertService:
             Mosquitto; False behind amqtt, which flags messages queued for a persistent session as
             retained when it delivers them (stormwatch/broker.py).
         webhook_url: POST every event there too (optional; retried with backoff).
+        grafana: push every event as a Grafana annotation too (optional; :mod:`alerts.grafana`).
         reevaluate_late: re-evaluate late readings from the store (see :mod:`alerts.engine`).
 
     Raises:
@@ -77,7 +79,8 @@ class AlertService:
                  client_id: str = "stormwatch-alerts", *, lateness_s: float = DEFAULT_LATENESS_S,
                  on_event: Callable[[Event], None] | None = None, warmup_days: float = 8.0,
                  overdue_check_s: float = 60.0, retained_is_late: bool = True,
-                 webhook_url: str | None = None, reevaluate_late: bool = True) -> None:
+                 webhook_url: str | None = None, reevaluate_late: bool = True,
+                 grafana: GrafanaAnnotations | None = None) -> None:
         self.broker = parse_broker_url(broker_url)
         self.host, self.port = self.broker.host, self.broker.port
         self.store = store
@@ -91,7 +94,11 @@ class AlertService:
         self.workorders = WorkOrders(state_path, clock)
         self.engines = {cfg.site.id: Engine.for_site(cfg, profiles, self.workorders, lateness_s, store=store,
                                                      reevaluate_late=reevaluate_late) for cfg in sites}
-        self.webhook = WebhookSender(Webhook(webhook_url, clock)) if webhook_url else None
+        self.outputs: list[BackgroundSender] = []
+        if webhook_url:
+            self.outputs.append(BackgroundSender(Webhook(webhook_url, clock).deliver, "webhook"))
+        if grafana is not None:
+            self.outputs.append(BackgroundSender(grafana.write_event, "grafana-annotations"))
         self.filters = [f"{topics.ROOT}/{s}/+/{leaf}" for s in self.engines for leaf in ("readings", "status")]
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -128,8 +135,8 @@ class AlertService:
                              eng.site, storm.tips, storm.depth_in, storm.start.isoformat(), storm.qualified)
             self._client.disconnect()
             self._client.loop_stop()
-            if self.webhook is not None:
-                self.webhook.close()
+            for output in self.outputs:
+                output.close()
             self.workorders.close()
             log.info("alert service stopped")
 
@@ -246,9 +253,9 @@ class AlertService:
                 self.store.write_events(events)
             except StoreError as exc:
                 log.error("could not record %d events in the store: %s", len(events), exc)
-        if self.webhook is not None:
+        for output in self.outputs:
             for e in events:
-                self.webhook.send(e)
+                output.send(e)
         if self.on_event is not None:
             for e in events:
                 self.on_event(e)

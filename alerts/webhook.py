@@ -5,7 +5,7 @@ standard library (``urllib.request``). A 2xx answer is success; a connection err
 5xx or a 429 is retried with exponential backoff (``base_delay_s`` · 2^k, at most ``max_delay_s``)
 up to ``attempts`` tries; a 4xx other than 429 is final (the receiver rejects the payload). Failures
 are logged with the reason, never raised into the alert service: the MQTT events topic and the
-store remain the record. Delivery runs on one background thread (:class:`WebhookSender`) so a slow
+store remain the record. Delivery runs on one background thread (:class:`BackgroundSender`) so a slow
 receiver never blocks the engine. Waits use the service's :class:`~stormwatch.clock.Clock`.
 """
 
@@ -17,6 +17,7 @@ import queue
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stormwatch.clock import Clock
@@ -98,14 +99,23 @@ class Webhook:
         return Delivery(False, self.attempts, status, reason)
 
 
-class WebhookSender:
-    """Delivers events through a :class:`Webhook` on a background thread, in order."""
+class BackgroundSender:
+    """Delivers events through ``deliver`` on a background thread, in order.
 
-    def __init__(self, webhook: Webhook) -> None:
-        self.webhook = webhook
+    Used for outputs that may be slow or away (the webhook, Grafana annotations) so they never
+    block the engine's MQTT thread; their own failures are logged by ``deliver``.
+
+    Args:
+        deliver: called with each event; its return value is kept in :attr:`results`.
+        name: thread name and log label.
+    """
+
+    def __init__(self, deliver: Callable[[Event], object], name: str) -> None:
+        self.deliver = deliver
+        self.name = name
         self._queue: queue.Queue[Event | None] = queue.Queue()
-        self.results: list[Delivery] = []
-        self._thread = threading.Thread(target=self._work, name="webhook", daemon=True)
+        self.results: list[object] = []
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
     def send(self, event: Event) -> None:
@@ -117,11 +127,11 @@ class WebhookSender:
         self._queue.put(None)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            log.error("webhook: %d event(s) still queued at stop", self._queue.qsize())
+            log.error("%s: %d event(s) still queued at stop", self.name, self._queue.qsize())
 
     def _work(self) -> None:
         while True:
             event = self._queue.get()
             if event is None:
                 return
-            self.results.append(self.webhook.deliver(event))
+            self.results.append(self.deliver(event))
