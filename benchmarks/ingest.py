@@ -55,8 +55,8 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 CONTENDER_TIMEOUT_S = 150.0
 #: Runs per contender (median reported): a 2-core machine shared with the broker, the database and
 #: the publisher varies by +-20 % from run to run.
-ROUNDS = 3
-NODE_RED_BATCH_ROUNDS = 2
+ROUNDS = 5
+NODE_RED_BATCH_ROUNDS = 3
 #: A contender that loses points is finished when its count stays put this long after publishing.
 SETTLE_S = 8.0
 CACHE = Path(os.environ.get("STORMWATCH_BENCH_CACHE", Path.home() / ".cache" / "stormwatch-bench"))
