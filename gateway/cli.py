@@ -14,11 +14,8 @@ Bad input exits with code 2 and a message on stderr.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import signal
-import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -26,7 +23,9 @@ import typer
 
 from gateway.drivers.build import UnsupportedDevice, build_driver
 from gateway.fieldtool import FieldToolError, decode_text
-from stormwatch.clock import Clock, ScenarioClock, WallClock
+from gateway.run import pick_clock, run_gateway
+from simulators.clock_file import read_clock_file
+from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.config import ConfigError, load_site
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary
@@ -45,15 +44,7 @@ def load_clock_file(path: Path) -> ScenarioClock:
     Raises:
         ValueError: unreadable file, bad JSON or missing/invalid fields (message names the file).
     """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return ScenarioClock(
-            sim_start=datetime.fromisoformat(data["sim_start"]),
-            speed=float(data["speed"]),
-            wall_start=float(data["wall_start"]),
-        )
-    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: not a clock file (sim_start, speed, wall_start): {exc}") from exc
+    return read_clock_file(path)
 
 
 def gateway_command(
@@ -65,9 +56,11 @@ def gateway_command(
     profiles_dir: Path | None = typer.Option(None, "--profiles", help="Device profile directory."),
     check: bool = typer.Option(False, "--check", help="Validate the site, profiles and broker URL, then exit."),
 ) -> None:
-    """Poll the site's devices and publish readings to MQTT (QoS 1, store-and-forward)."""
-    from gateway.service import Gateway
+    """Poll the site's devices and publish readings to MQTT (QoS 1, store-and-forward).
 
+    For a long-running field process prefer ``python -m gateway`` (same options): it does not
+    load the other stormwatch packages and uses less memory.
+    """
     profiles = ProfileLibrary(profiles_dir)
     try:
         cfg = load_site(site, profiles)
@@ -90,26 +83,11 @@ def gateway_command(
             + ", ".join(f"{d.id} ({d.profile} via {d.transport.kind})" for d in cfg.devices)
         )
         return
-    clock: Clock
-    if clock_file is not None:
-        try:
-            clock = load_clock_file(clock_file)
-        except ValueError as exc:
-            raise _fail(str(exc)) from None
-    else:
-        clock = ScenarioClock.from_env(dict(os.environ)) or WallClock()
-    # The gateway reports device failures itself (one ERROR per outage, gateway.health); pymodbus
-    # would log an ERROR for every timed-out request of a dead device.
-    logging.getLogger("pymodbus").setLevel(logging.CRITICAL)
-    gw = Gateway(cfg, profiles, clock, broker, state_dir)
-    if threading.current_thread() is threading.main_thread():
-        def _on_signal(signum: int, _frame: object) -> None:
-            log.info("signal %d: stopping the gateway", signum)
-            threading.Thread(target=gw.stop, daemon=True).start()
-
-        signal.signal(signal.SIGTERM, _on_signal)
-        signal.signal(signal.SIGINT, _on_signal)
-    gw.run(until_dt)
+    try:
+        clock = pick_clock(clock_file)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    run_gateway(cfg, profiles, clock, broker, state_dir, until_dt)
 
 
 def decode_command(
