@@ -14,7 +14,9 @@ Run: ``python benchmarks/ingest.py`` (not a test). Issue 6 describes it:
   ``--raw-writer`` mode of this file); Node-RED 4.x with ``node-red-contrib-influxdb`` in the two
   flows in ``benchmarks/nodered/`` (per message; batched by ``join`` of 5,000 or 200 ms).
 
-It starts its own Mosquitto and influxd (:mod:`stormwatch.servers`, loopback only) and installs
+It starts its own influxd and a fresh Mosquitto for every run (:mod:`stormwatch.servers`, the
+project's broker configuration, loopback only; a fresh broker so that persistent sessions of earlier
+runs do not keep queueing the next run's messages; each database is dropped after its count) and installs
 Node-RED with npm into ``~/.cache/stormwatch-bench`` when it is not there (``STORMWATCH_BENCH_CACHE``
 overrides); without npm or network the Node-RED contenders are skipped (``null``). Every
 contender is bounded (``CONTENDER_TIMEOUT_S``). The last output line is one JSON object.
@@ -118,10 +120,17 @@ def publish(mosq: servers.Mosquitto, payload_file: Path) -> float:
 
 def measure(srv: servers.InfluxDB1, db: str, mosq: servers.Mosquitto, payload_file: Path,
             alive: Callable[[], bool]) -> tuple[float, int]:
-    """Publish all messages and wait for the count; returns (readings/s, points stored)."""
+    """Publish all messages and wait for the count (in ``db``, dropped afterwards); returns (readings/s, points)."""
     start = time.monotonic()
     pub_s: list[float] = []
-    pub = threading.Thread(target=lambda: pub_s.append(publish(mosq, payload_file)), daemon=True)
+
+    def publish_all() -> None:
+        try:
+            pub_s.append(publish(mosq, payload_file))
+        except (subprocess.SubprocessError, OSError) as exc:
+            log(f"  publishing failed: {exc}")
+
+    pub = threading.Thread(target=publish_all, daemon=True)
     pub.start()
     last, last_change = 0, start
     deadline = start + CONTENDER_TIMEOUT_S
@@ -145,6 +154,7 @@ def measure(srv: servers.InfluxDB1, db: str, mosq: servers.Mosquitto, payload_fi
     else:
         log(f"  timed out after {CONTENDER_TIMEOUT_S:.0f}s at {last} points")
     pub.join(5)
+    srv.query(f'DROP DATABASE "{db}"')  # keeps influxd as light for the next run as for this one
     elapsed = last_change - start
     rate = last / elapsed if elapsed > 0 else 0.0
     log(f"  {last} points stored in {elapsed:.2f}s -> {rate:,.0f} readings/s "
@@ -324,26 +334,25 @@ def main(only: set[str] | None = None) -> None:
         make_payloads(payload_file)
         site = work / "bench-site.yaml"
         site_yaml(site)
-        mosq = servers.mosquitto(work / "mosquitto")
         srv = servers.influxdb1(work / "influxdb")
-        mosq.start()
         srv.start()
-        log(f"mosquitto on {mosq.url}, influxd on {srv.url}; {N_MESSAGES} messages, {N_DEVICES} devices, QoS 1")
+        log(f"influxd on {srv.url}, a fresh mosquitto per run; {N_MESSAGES} messages, {N_DEVICES} devices, QoS 1")
         binary = None
         if only is None or only & {"node_red_batch", "node_red_per_message"}:
             binary = node_red_bin()
-        contenders: dict[str, tuple[int, Callable[[str], tuple[float, int]]]] = {
-            "stormwatch_1_worker": (ROUNDS, lambda tag: run_stormwatch(1, srv, mosq, work, payload_file, site, tag)),
-            "stormwatch_2_workers": (ROUNDS, lambda tag: run_stormwatch(2, srv, mosq, work, payload_file, site, tag)),
-            "raw": (ROUNDS, lambda tag: run_raw(srv, mosq, payload_file, tag)),
+        Run = Callable[[servers.Mosquitto, str], tuple[float, int]]
+        contenders: dict[str, tuple[int, Run]] = {
+            "stormwatch_1_worker": (ROUNDS, lambda mq, tag: run_stormwatch(1, srv, mq, work, payload_file, site, tag)),
+            "stormwatch_2_workers": (ROUNDS, lambda mq, tag: run_stormwatch(2, srv, mq, work, payload_file, site, tag)),
+            "raw": (ROUNDS, lambda mq, tag: run_raw(srv, mq, payload_file, tag)),
         }
         if binary is not None:
             nr = binary
             contenders["node_red_batch"] = (
-                NODE_RED_BATCH_ROUNDS, lambda tag: run_node_red(nr, "batch", srv, mosq, work, payload_file, tag))
+                NODE_RED_BATCH_ROUNDS, lambda mq, tag: run_node_red(nr, "batch", srv, mq, work, payload_file, tag))
             # Once: it loses points and then waits SETTLE_S for the count to stop moving.
             contenders["node_red_per_message"] = (
-                1, lambda tag: run_node_red(nr, "per_message", srv, mosq, work, payload_file, tag))
+                1, lambda mq, tag: run_node_red(nr, "per_message", srv, mq, work, payload_file, tag))
         rates.update({k: [] for k in contenders})
         try:
             # Rounds interleave the contenders so that drift on a shared machine hits them alike.
@@ -352,15 +361,21 @@ def main(only: set[str] | None = None) -> None:
                     if rnd >= n or (only is not None and key not in only):
                         continue
                     log(f"round {rnd + 1}/{n}: {key}")
+                    # A fresh broker per run: persistent sessions of earlier runs would otherwise
+                    # keep queueing every message published (and slow every later run).
+                    mq = servers.mosquitto(work / f"mosquitto-{key}-{rnd}")
+                    mq.start()
                     try:
-                        rate, count = fn(f"r{rnd}")
+                        rate, count = fn(mq, f"r{rnd}")
                     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
                         log(f"{key} failed: {exc}")
                         rate, count = 0.0, 0
+                    finally:
+                        mq.stop()
+                        shutil.rmtree(mq.data_dir, ignore_errors=True)
                     rates[key].append(rate)
                     stored.setdefault(key, []).append(count)
         finally:
-            mosq.stop()
             srv.stop()
     for key in ("stormwatch_1_worker", "stormwatch_2_workers", "raw", "node_red_batch", "node_red_per_message"):
         runs = [r for r in rates.get(key, []) if r > 0]
