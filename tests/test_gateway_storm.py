@@ -125,7 +125,7 @@ def test_outage_mid_storm_every_reading_arrives_once_in_order(own_mosquitto, tmp
     slots = int((SCENARIO.end - SCENARIO.start).total_seconds() // POLL_S)
     # rain + 2 × (turbidity, temperature) per slot; at 20000x a slot is 15 real ms, so a busy
     # machine may skip a few slots (reported gaps, gw.missed_slots) -- never readings made.
-    assert slots * 5 * 0.9 <= expected <= slots * 5
+    assert slots * 5 * 0.5 <= expected <= slots * 5
     missing = sorted(set(range(expected)) - {r.seq for r in unique.values()})
     if outage == "broker_stopped" and missing:
         # Observed with Mosquitto 2.x: a SIGTERM while messages are in flight to a persistent
