@@ -4,7 +4,8 @@ Schema: ``docs/influxdb-schema.md`` (encoder: :mod:`ingest.lineprotocol`).
 
 Behaviour (failure-kinds.md #14-#18):
 
-* batches are written as one request each (at most ``batch_lines`` lines), one request at a time;
+* batches are written as one request each (at most ``batch_lines`` lines), one request at a time,
+  on one kept-alive HTTP connection (replaced when the server closed it);
 * 429/503 and other 5xx answers and connection failures are retried with exponential backoff,
   honouring ``Retry-After``; when the server stays away :class:`~stormwatch.store.StoreError` is
   raised so the consumer stops acknowledging and the broker keeps the messages (#16);
@@ -22,15 +23,15 @@ overwrites itself; :meth:`Influx1Store.write_readings` therefore returns the num
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import logging
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from email.message import Message
 from email.utils import parsedate_to_datetime
 
 from ingest.lineprotocol import (
@@ -129,6 +130,13 @@ class Influx1Store:
             token = base64.b64encode(f"{username}:{password or ''}".encode()).decode("ascii")
             self._auth = f"Basic {token}"
         self._lock = threading.RLock()
+        parts = urllib.parse.urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"InfluxDB base URL must be http(s)://host:port, got {base_url!r}")
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 8086)
+        self._connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._conn: http.client.HTTPConnection | None = None  # kept alive between requests
         self._db_ready = False
         #: Lines refused by the server since start (each was dead-lettered).
         self.rejected_total = 0
@@ -147,34 +155,33 @@ class Influx1Store:
             BatchRejected: 400/413/422 (content refused).
             StoreError: unreachable, still failing after retries, or another error status.
         """
-        url = f"{self.base_url}{path}?{urllib.parse.urlencode(params)}"
+        target = f"{path}?{urllib.parse.urlencode(params)}"
+        headers = {"Content-Type": "text/plain; charset=utf-8"} if body is not None else {}
+        if self._auth:
+            headers["Authorization"] = self._auth
         delay = self.backoff_s
         for attempt in range(self.retries + 1):
-            req = urllib.request.Request(url, data=body if body is not None else b"", method="POST")
-            if self._auth:
-                req.add_header("Authorization", self._auth)
-            if body is not None:
-                req.add_header("Content-Type", "text/plain; charset=utf-8")
             wait: float | None = None
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    return resp.read()
-            except urllib.error.HTTPError as exc:
-                text = exc.read().decode("utf-8", "replace").strip()
+                status, reply_headers, data = self._exchange(target, body or b"", headers)
+            except (OSError, http.client.HTTPException) as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if status < 300:
+                    return data
+                text = data.decode("utf-8", "replace").strip()
                 try:
                     message = str(json.loads(text).get("error", text))
                 except (ValueError, AttributeError):
                     message = text
-                if exc.code in _REJECT_STATUSES:
-                    raise BatchRejected(f"HTTP {exc.code}: {message}") from exc
-                if exc.code == 404:
+                if status in _REJECT_STATUSES:
+                    raise BatchRejected(f"HTTP {status}: {message}")
+                if status == 404:
                     self._db_ready = False  # e.g. the database was dropped: CREATE it again next time
-                if exc.code not in _RETRY_STATUSES:
-                    raise StoreError(f"InfluxDB {self.base_url}{path} answered HTTP {exc.code}: {message}") from exc
-                problem = f"HTTP {exc.code}: {message}"
-                wait = _retry_after_s(exc.headers.get("Retry-After"), self.clock.now())
-            except (urllib.error.URLError, OSError) as exc:
-                problem = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+                if status not in _RETRY_STATUSES:
+                    raise StoreError(f"InfluxDB {self.base_url}{path} answered HTTP {status}: {message}")
+                problem = f"HTTP {status}: {message}"
+                wait = _retry_after_s(reply_headers.get("Retry-After"), self.clock.now())
             if attempt == self.retries:
                 raise StoreError(f"InfluxDB {self.base_url} unavailable after {attempt + 1} attempts: {problem}")
             pause = min(self.max_backoff_s * 3, wait) if wait is not None else delay
@@ -182,6 +189,37 @@ class Influx1Store:
             self.retries_total += 1
             self._sleep(pause)
             delay = min(self.max_backoff_s, delay * 2)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _exchange(self, target: str, body: bytes, headers: dict[str, str]) -> tuple[int, Message, bytes]:
+        """One POST on the kept-alive connection: (status, headers, body).
+
+        A connection the server closed while idle is replaced and the request sent once more at
+        once (that is not a failure of the server); any other failure closes the connection.
+
+        Raises:
+            OSError, http.client.HTTPException: the request could not be completed.
+        """
+        with self._lock:
+            for fresh in (self._conn is None, True):
+                if self._conn is None:
+                    self._conn = self._connection_class(self._host, self._port, timeout=self.timeout_s)
+                try:
+                    self._conn.request("POST", target, body=body, headers=headers)
+                    resp = self._conn.getresponse()
+                    data = resp.read()
+                except (OSError, http.client.HTTPException) as exc:
+                    self._conn.close()
+                    self._conn = None
+                    idle_close = isinstance(exc, http.client.RemoteDisconnected | BrokenPipeError |
+                                            ConnectionResetError)
+                    if fresh or not idle_close:
+                        raise
+                    continue
+                if resp.will_close:
+                    self._conn.close()
+                    self._conn = None
+                return resp.status, resp.headers, data
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _query(self, q: str, *, with_db: bool = True) -> list[dict]:
@@ -355,4 +393,8 @@ class Influx1Store:
         return int(series[0]["values"][0][1]) if series else 0
 
     def close(self) -> None:
-        """Nothing is buffered (every write is synchronous); provided for the protocol."""
+        """Close the kept-alive HTTP connection (nothing is buffered: every write is synchronous)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
