@@ -27,6 +27,11 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
   at WARNING -- and acknowledged (they are handled).
 * :meth:`Ingest.stop` (thread-safe, also from a signal handler) flushes the pending batch, acks
   it and disconnects (#15).
+* Duplicates recognised before the write (identity already committed, or twice in one batch) are
+  dead letters with reason ``duplicate`` (#9); the store's own guard catches the rest.
+* Hot path (``benchmarks/ingest.py``): socket reads in 64 KiB chunks (:mod:`ingest.mqttclient`),
+  batch filling polled instead of woken per message, the PUBACKs of a batch sent as one buffer
+  (:func:`send_pubacks`), line protocol built directly (:func:`ingest.lineprotocol.reading_line`).
 
 Batch windows and retry backoff are real-time I/O waits (``time.monotonic``), not event time.
 """
