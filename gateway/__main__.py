@@ -1,9 +1,15 @@
-"""``python -m gateway``: the lean gateway process (same options as ``stormwatch gateway``).
+"""``python -m gateway``: the lean gateway process.
 
 ::
 
-    python -m gateway --site SITE.yaml --broker mqtt://127.0.0.1:1883 --state-dir ./var/gateway
-                      [--clock-file PATH] [--until ISO] [--profiles DIR]
+    python -m gateway --plan STATE_DIR/plan.json [--broker URL] [--state-dir DIR]
+                      [--clock-file PATH] [--until ISO]
+    python -m gateway --site SITE.yaml [--profiles DIR] [...same options]
+
+``--plan`` runs a plan compiled by ``stormwatch gateway`` (:mod:`gateway.plan`) and never imports
+pydantic: this is the field process (benchmarks/gateway.py measures it). ``--site`` validates the
+site and profiles here first (convenient; loads pydantic, ~17 MB more). ``--state-dir`` defaults
+to the plan file's directory with ``--plan``, else ``./var/gateway``.
 
 Bad input exits with code 2 and a message on stderr.
 """
@@ -15,32 +21,47 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from gateway.run import pick_clock, run_gateway
-from stormwatch.config import ConfigError, load_site
+from gateway.plan import GatewayPlan, PlanError
+from gateway.run import pick_clock, read_plan, run_plan
 from stormwatch.logs import setup_logging
-from stormwatch.profiles import ProfileError, ProfileLibrary
+
+
+def _site_plan(site: Path, profiles_dir: Path | None) -> GatewayPlan:
+    """Validate and compile a site file (imports the pydantic models)."""
+    from gateway.plan import compile_plan
+    from stormwatch.config import load_site
+    from stormwatch.profiles import ProfileLibrary
+
+    profiles = ProfileLibrary(profiles_dir)
+    return compile_plan(load_site(site, profiles), profiles)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv``, run the gateway; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m gateway", description="stormwatch edge gateway")
-    parser.add_argument("--site", type=Path, required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--plan", type=Path, help="plan.json written by `stormwatch gateway`")
+    source.add_argument("--site", type=Path, help="site YAML (validated and compiled here)")
     parser.add_argument("--broker", default="mqtt://127.0.0.1:1883")
-    parser.add_argument("--state-dir", type=Path, default=Path("./var/gateway"))
+    parser.add_argument("--state-dir", type=Path)
     parser.add_argument("--clock-file", type=Path)
     parser.add_argument("--until")
-    parser.add_argument("--profiles", type=Path)
+    parser.add_argument("--profiles", type=Path, help="device profile directory (with --site)")
     args = parser.parse_args(argv)
     setup_logging()
     try:
-        profiles = ProfileLibrary(args.profiles)
-        cfg = load_site(args.site, profiles)
+        if args.plan is not None:
+            plan = read_plan(args.plan)
+            state_dir = args.state_dir or args.plan.parent
+        else:
+            plan = _site_plan(args.site, args.profiles)
+            state_dir = args.state_dir or Path("./var/gateway")
         until = datetime.fromisoformat(args.until) if args.until else None
         if until is not None and until.tzinfo is None:
             raise ValueError("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
         clock = pick_clock(args.clock_file)
-        run_gateway(cfg, profiles, clock, args.broker, args.state_dir, until)
-    except (ConfigError, ProfileError, ValueError) as exc:
+        run_plan(plan, clock, args.broker, state_dir, until)
+    except (PlanError, ValueError) as exc:  # ConfigError, ProfileError, BrokerUrlError are ValueErrors
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

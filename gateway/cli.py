@@ -3,19 +3,24 @@
 ::
 
     stormwatch gateway --site SITE.yaml --broker mqtt://127.0.0.1:1883 --state-dir ./var/gateway
-                       [--clock-file PATH] [--until ISO] [--check]
+                       [--clock-file PATH] [--until ISO] [--check] [--no-exec]
     stormwatch decode --type float32 --order CDAB 0x0000 0x3FC0        # → 1.5
 
 ``--clock-file``: JSON written by ``stormwatch simulate`` with the ScenarioClock fields
 ``{"sim_start": ISO, "speed": float, "wall_start": POSIX seconds}``; without it the
 ``STORMWATCH_SIM_*`` environment (``ScenarioClock.to_env``) is used if set, else the wall clock.
-Bad input exits with code 2 and a message on stderr.
+``stormwatch gateway`` validates the site and profiles (pydantic), compiles them into a plan
+(:mod:`gateway.plan`), writes ``<state-dir>/plan.json`` and replaces itself (``os.execv``, same
+pid) with the lean ``python -m gateway --plan <state-dir>/plan.json`` process, which imports no
+pydantic or typer (issue 7 memory bar). ``--no-exec`` runs the plan in this process instead
+(debugging). Bad input exits with code 2 and a message on stderr.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -23,7 +28,8 @@ import typer
 
 from gateway.drivers.build import UnsupportedDevice, build_driver
 from gateway.fieldtool import FieldToolError, decode_text
-from gateway.run import pick_clock, run_gateway
+from gateway.plan import PlanError, compile_plan
+from gateway.run import pick_clock, run_plan, write_plan
 from simulators.clock_file import read_clock_file
 from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.config import ConfigError, load_site
@@ -31,6 +37,9 @@ from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary
 
 log = logging.getLogger(__name__)
+
+#: The compiled plan's file name inside the state directory.
+PLAN_FILE = "plan.json"
 
 
 def _fail(message: str) -> typer.Exit:
@@ -55,19 +64,23 @@ def gateway_command(
     until: str | None = typer.Option(None, "--until", help="Stop at this clock time (ISO 8601 with offset)."),
     profiles_dir: Path | None = typer.Option(None, "--profiles", help="Device profile directory."),
     check: bool = typer.Option(False, "--check", help="Validate the site, profiles and broker URL, then exit."),
+    no_exec: bool = typer.Option(
+        False, "--no-exec", help="Run in this process instead of exec'ing the lean `python -m gateway --plan`."
+    ),
 ) -> None:
     """Poll the site's devices and publish readings to MQTT (QoS 1, store-and-forward).
 
-    For a long-running field process prefer ``python -m gateway`` (same options): it does not
-    load the other stormwatch packages and uses less memory.
+    Validates the site, compiles the gateway plan to ``<state-dir>/plan.json`` and execs the lean
+    ``python -m gateway --plan`` process (same pid; no pydantic/typer loaded while polling).
     """
     profiles = ProfileLibrary(profiles_dir)
     try:
         cfg = load_site(site, profiles)
         parse_broker_url(broker, os.environ)
-        for device in cfg.devices:
-            build_driver(device, profiles.get(device.profile), WallClock(), {})
-    except (ConfigError, ProfileError, UnsupportedDevice, BrokerUrlError) as exc:
+        plan = compile_plan(cfg, profiles)
+        for device in plan.devices:
+            build_driver(device, plan.profile(device), WallClock(), {})
+    except (ConfigError, ProfileError, PlanError, UnsupportedDevice, BrokerUrlError) as exc:
         raise _fail(str(exc)) from None
     until_dt: datetime | None = None
     if until is not None:
@@ -85,9 +98,24 @@ def gateway_command(
         return
     try:
         clock = pick_clock(clock_file)
-    except ValueError as exc:
+        plan_path = write_plan(plan, state_dir / PLAN_FILE)
+    except (ValueError, OSError) as exc:
         raise _fail(str(exc)) from None
-    run_gateway(cfg, profiles, clock, broker, state_dir, until_dt)
+    if no_exec:
+        run_plan(plan, clock, broker, state_dir, until_dt)
+        return
+    argv = [sys.executable, "-m", "gateway", "--plan", str(plan_path), "--broker", broker,
+            "--state-dir", str(state_dir)]
+    if clock_file is not None:
+        argv += ["--clock-file", str(clock_file)]
+    if until is not None:
+        argv += ["--until", until]
+    log.info("plan %s written; exec'ing the lean gateway process", plan_path)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
 
 
 def decode_command(

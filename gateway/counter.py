@@ -27,9 +27,13 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from stormwatch.profiles import CounterSpec
+if TYPE_CHECKING:
+    from gateway.plan import CounterPlan
+
+#: Contract quantity of a rain gauge's reading: integer tips since the previous poll.
+RAIN_QUANTITY = "rain_tips"
 
 CounterOutcome = Literal["baseline", "rise", "wrap", "suspect", "glitch", "reset", "delta"]
 
@@ -78,19 +82,20 @@ class CounterError(ValueError):
     """A counter sample that is not a whole number in ``0 .. 2**width_bits - 1``."""
 
 
-def _allowed(spec: CounterSpec, since: datetime, now: datetime) -> float:
+def _allowed(spec: CounterPlan, since: datetime, now: datetime) -> float:
     """Most tips plausible between two event times (``max_tips_per_s`` × elapsed seconds)."""
     return spec.max_tips_per_s * max(0.0, (now - since).total_seconds())
 
 
-def count_tips(state: CounterState | None, sample: int | float, at: datetime, spec: CounterSpec) -> CounterResult:
+def count_tips(state: CounterState | None, sample: int | float, at: datetime, spec: CounterPlan) -> CounterResult:
     """Turn one counter sample into new tips.
 
     Args:
         state: the device's previous state, ``None`` for the first sample ever.
         sample: counter value read at ``at`` (cumulative count, or the delta for ``mode: delta``).
         at: event time of the sample (UTC).
-        spec: the profile's counter section (mode, width_bits, max_tips_per_s).
+        spec: the counter section (:class:`gateway.plan.CounterPlan` or the profile's
+            ``CounterSpec``: mode, width_bits, max_tips_per_s).
 
     Returns:
         :class:`CounterResult`; ``tips`` is an int, never negative.

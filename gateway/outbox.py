@@ -32,17 +32,18 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, Protocol
 
-from gateway.counter import CounterState, ensure_schema, write_state
-from stormwatch.contract import Reading, dump_readings
+from gateway.counter import RAIN_QUANTITY, CounterState, ensure_schema, write_state
+from stormwatch.wire import dump_payload
 
 log = logging.getLogger(__name__)
 
-RAIN_QUANTITY = "rain_tips"
+__all__ = ["RAIN_QUANTITY", "Outbox", "OutboxRow", "ReadingLike"]
 DEFAULT_MAX_ROWS = 2_000_000
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_MAX_AGE_S = 30 * 86400.0
@@ -53,6 +54,26 @@ _DELETE_CHUNK = 500
 def _sort_time(value: datetime) -> str:
     """Fixed-width UTC text (always microseconds) so text order is time order."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class ReadingLike(Protocol):
+    """What the outbox needs of a reading: its identity, device, quantity, event time and wire
+    dict -- a :class:`stormwatch.wire.WireReading` (the gateway) or a validated
+    :class:`stormwatch.contract.Reading` (tests, tools)."""
+
+    @property
+    def gateway(self) -> str: ...
+    @property
+    def boot(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def quantity(self) -> str: ...
+    @property
+    def time(self) -> datetime: ...
+    def to_wire(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -108,7 +129,7 @@ class Outbox:
         self._rows = int(rows)
         self._bytes = int(size)
 
-    def add(self, readings: list[Reading], counter_states: Mapping[str, CounterState] | None = None) -> None:
+    def add(self, readings: Sequence[ReadingLike], counter_states: Mapping[str, CounterState] | None = None) -> None:
         """Commit ``readings`` (one row and one future message each) in one transaction.
 
         Args:
@@ -124,7 +145,7 @@ class Outbox:
         rows = [
             (
                 r.gateway, r.boot, r.seq, r.device, r.quantity, _sort_time(r.time),
-                int(r.quantity == RAIN_QUANTITY), dump_readings([r]),
+                int(r.quantity == RAIN_QUANTITY), dump_payload([r.to_wire()]),
             )
             for r in readings
         ]

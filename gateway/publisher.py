@@ -32,8 +32,8 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersi
 from gateway.outbox import Outbox
 from stormwatch import topics
 from stormwatch.clock import Clock
-from stormwatch.contract import format_time
 from stormwatch.mqtt import BrokerSettings, apply_credentials
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,10 @@ import math
 import statistics
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from stormwatch.profiles import QcSpec
+if TYPE_CHECKING:
+    from gateway.plan import QcParams
 
 #: The quantity name of a profile point that carries the device's error/status register.
 DEVICE_ERROR_QUANTITY = "device_error"
@@ -75,12 +77,13 @@ class ValueHistory:
     def __init__(self) -> None:
         self._values: deque[float] = deque()
 
-    def check(self, value: float, qc: QcSpec | None) -> tuple[str, ...]:
+    def check(self, value: float, qc: QcParams | None) -> tuple[str, ...]:
         """Flags for ``value`` given the history so far, then remember it.
 
         Args:
             value: a finite engineering value.
-            qc: the point's QC parameters (``None``: no history tests).
+            qc: the point's QC parameters (:class:`gateway.plan.QcParams` or the profile's
+                ``QcSpec``; ``None``: no history tests).
 
         Returns:
             ``()``, ``("flatline",)``, ``("spike",)`` or both.

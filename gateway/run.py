@@ -1,8 +1,10 @@
-"""The gateway process: load the site, pick the clock, run :class:`gateway.service.Gateway` until
-``--until`` or SIGTERM/SIGINT. Shared by ``stormwatch gateway`` and the lean ``python -m gateway``.
+"""The gateway process: pick the clock, run :class:`gateway.service.Gateway` until ``--until`` or
+SIGTERM/SIGINT. Shared by ``stormwatch gateway`` (``--no-exec``) and the lean ``python -m gateway``.
 
-``python -m gateway`` imports only what polling needs (no typer, no ingest/alerts/simulator
-packages), which keeps a field gateway's resident memory low (benchmarks/gateway.py).
+The lean process runs a compiled plan (:mod:`gateway.plan`) and imports no pydantic, typer,
+ingest/alerts/simulator packages (only the tiny ``simulators.clock_file`` for ``--clock-file``),
+which keeps a field gateway's resident memory low (benchmarks/gateway.py;
+tests/test_gateway_plan.py checks the imports).
 """
 
 from __future__ import annotations
@@ -13,10 +15,14 @@ import signal
 import threading
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from gateway.plan import GatewayPlan
 from stormwatch.clock import Clock, ScenarioClock, WallClock
-from stormwatch.config import SiteConfig
-from stormwatch.profiles import ProfileLibrary
+
+if TYPE_CHECKING:
+    from stormwatch.config import SiteConfig
+    from stormwatch.profiles import ProfileLibrary
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +40,18 @@ def pick_clock(clock_file: Path | None) -> Clock:
     return ScenarioClock.from_env(dict(os.environ)) or WallClock()
 
 
-def run_gateway(
-    cfg: SiteConfig, profiles: ProfileLibrary, clock: Clock, broker: str, state_dir: Path, until: datetime | None
-) -> None:
-    """Run the gateway in this process until ``until`` (clock time) or a SIGTERM/SIGINT.
+def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, until: datetime | None) -> None:
+    """Run a compiled plan in this process until ``until`` (clock time) or a SIGTERM/SIGINT.
 
     Raises:
-        whatever :class:`gateway.service.Gateway` raises at construction (bad profile, device,
-        broker URL).
+        whatever :meth:`gateway.service.Gateway.from_plan` raises (unsupported device, broker URL).
     """
     from gateway.service import Gateway
 
     # The gateway reports device failures itself (one ERROR per outage, gateway.health); pymodbus
     # would log an ERROR for every timed-out request of a dead device.
     logging.getLogger("pymodbus").setLevel(logging.CRITICAL)
-    gw = Gateway(cfg, profiles, clock, broker, state_dir)
+    gw = Gateway.from_plan(plan, clock, broker, state_dir)
     if threading.current_thread() is threading.main_thread():
         def _on_signal(signum: int, _frame: object) -> None:
             log.info("signal %d: stopping the gateway", signum)
@@ -57,3 +60,45 @@ def run_gateway(
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
     gw.run(until)
+
+
+def run_gateway(
+    cfg: SiteConfig, profiles: ProfileLibrary, clock: Clock, broker: str, state_dir: Path, until: datetime | None
+) -> None:
+    """Compile ``cfg`` with ``profiles`` and :func:`run_plan` it (in this process).
+
+    Raises:
+        profiles.ProfileError, gateway.plan.PlanError: the site does not compile; otherwise as
+        :func:`run_plan`.
+    """
+    from gateway.plan import compile_plan
+
+    run_plan(compile_plan(cfg, profiles), clock, broker, state_dir, until)
+
+
+def write_plan(plan: GatewayPlan, path: Path) -> Path:
+    """Write ``plan`` as JSON to ``path`` atomically (temp file + rename); returns ``path``.
+
+    Raises:
+        OSError: the directory cannot be written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(plan.to_json(), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_plan(path: Path) -> GatewayPlan:
+    """The plan in ``path``.
+
+    Raises:
+        gateway.plan.PlanError: unreadable file, bad JSON or layout (the file is named).
+    """
+    from gateway.plan import PlanError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read: {exc}") from exc
+    return GatewayPlan.from_json(text, str(path))

@@ -18,6 +18,11 @@ What each device produces (contract quantities, stormwatch/contract.py):
   ``device_error`` is not published; non-zero flags the poll's readings ``device_error``.
 * non-finite values and level "no target" values (profile ``level.no_target``) are gaps: logged,
   not published.
+
+The service runs a compiled :class:`gateway.plan.GatewayPlan` and imports no pydantic: build it
+with :meth:`Gateway.from_plan` (the lean ``python -m gateway --plan`` process), or pass the
+validated site and profiles to :class:`Gateway` (compiled here; in-process use and tests).
+Payloads are built by :mod:`stormwatch.wire`, the contract's stdlib encoder.
 """
 
 from __future__ import annotations
@@ -33,20 +38,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from gateway.counter import CounterError, CounterState, CounterStore, count_tips
+from gateway.counter import RAIN_QUANTITY, CounterError, CounterState, CounterStore, count_tips
 from gateway.drivers import Driver, PointValue
 from gateway.drivers.build import Links, build_driver
 from gateway.errors import DeviceError
 from gateway.health import DeviceHealth
 from gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Outbox
+from gateway.plan import DevicePlan, GatewayPlan, ProfilePlan, compile_plan
 from gateway.publisher import MqttPublisher
 from gateway.qc import DEVICE_ERROR_QUANTITY, ValueHistory, check_value
 from stormwatch.clock import Clock, WallClock
-from stormwatch.config import Device, SiteConfig
-from stormwatch.contract import TIP_UNIT, Reading
 from stormwatch.mqtt import parse_broker_url
-from stormwatch.profiles import DeviceProfile, ProfileLibrary
+from stormwatch.wire import WireReading
+
+if TYPE_CHECKING:
+    from stormwatch.config import SiteConfig
+    from stormwatch.profiles import ProfileLibrary
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +67,8 @@ STATE_DB = "gateway.sqlite3"
 class _Runner:
     """Schedule and state of one device within its link's polling thread."""
 
-    device: Device
-    profile: DeviceProfile
+    device: DevicePlan
+    profile: ProfilePlan
     driver: Driver
     health: DeviceHealth
     slot: int = 0
@@ -73,7 +82,8 @@ class Gateway:
     """The edge gateway of one site.
 
     Args:
-        cfg: the site (devices, transports, gateway id).
+        cfg: the validated site (devices, transports, gateway id); compiled with ``profiles`` into
+            a :class:`gateway.plan.GatewayPlan` (see :meth:`from_plan` to start from a plan).
         profiles: device profiles.
         clock: event-time clock (WallClock in production, ScenarioClock in simulation).
         broker_url: ``mqtt://host:port`` or ``mqtts://host:port`` (credentials from the URL or
@@ -89,6 +99,7 @@ class Gateway:
     Raises:
         gateway.drivers.build.UnsupportedDevice: a device the gateway cannot poll.
         profiles.ProfileError: a missing/invalid profile.
+        gateway.plan.PlanError: a device whose readings would break the contract.
         stormwatch.mqtt.BrokerUrlError: a bad broker URL.
     """
 
@@ -96,6 +107,30 @@ class Gateway:
         self,
         cfg: SiteConfig,
         profiles: ProfileLibrary,
+        clock: Clock,
+        broker_url: str,
+        state_dir: Path,
+        **options: Any,
+    ) -> None:
+        self.cfg: SiteConfig | None = cfg
+        self._setup(compile_plan(cfg, profiles), clock, broker_url, state_dir, **options)
+
+    @classmethod
+    def from_plan(cls, plan: GatewayPlan, clock: Clock, broker_url: str, state_dir: Path, **options: Any) -> Gateway:
+        """A gateway running a compiled plan (no pydantic involved); ``options`` as for :class:`Gateway`.
+
+        Raises:
+            gateway.drivers.build.UnsupportedDevice, gateway.plan.PlanError,
+            stormwatch.mqtt.BrokerUrlError: as for :class:`Gateway`.
+        """
+        gw = cls.__new__(cls)
+        gw.cfg = None
+        gw._setup(plan, clock, broker_url, state_dir, **options)
+        return gw
+
+    def _setup(
+        self,
+        plan: GatewayPlan,
         clock: Clock,
         broker_url: str,
         state_dir: Path,
@@ -109,10 +144,10 @@ class Gateway:
         max_publish_rate_per_s: float = 5000.0,
         reconnect_max_s: float = 10.0,
     ) -> None:
-        self.cfg = cfg
+        self.plan = plan
         self.clock = clock
-        self.site = cfg.site.id
-        self.gateway_id = cfg.gateway_id
+        self.site = plan.site
+        self.gateway_id = plan.gateway_id
         self.boot = uuid.uuid4().hex
         self.drain_timeout_s = drain_timeout_s
         self.anchor = anchor or getattr(clock, "sim_start", None) or EPOCH
@@ -121,8 +156,8 @@ class Gateway:
         broker = parse_broker_url(broker_url, os.environ)
         self._links: Links = {}
         self._runners: list[_Runner] = []
-        for device in cfg.devices:
-            profile = profiles.get(device.profile)
+        for device in plan.devices:
+            profile = plan.profile(device)
             driver = build_driver(device, profile, clock, self._links)
             self._runners.append(_Runner(device, profile, driver, DeviceHealth(device.id)))
         self.outbox = Outbox(
@@ -317,7 +352,7 @@ class Gateway:
                              result.outcome)
                 flags = result.flags + (("device_error",) if device_error else ())
                 new_state[dev] = result.state
-                pending.append(("rain_tips", result.tips, TIP_UNIT, int(v.number), flags))
+                pending.append((RAIN_QUANTITY, result.tips, counter_spec.unit, int(v.number), flags))
                 continue
             if level is not None and v.quantity == level.quantity and v.number in level.no_target:
                 log.debug("%s: no target (raw %s) at %s: gap", dev, v.number, at.isoformat())
@@ -332,7 +367,7 @@ class Gateway:
             return
         with self._seq_lock:
             readings = [
-                Reading(
+                WireReading(
                     site=self.site, device=dev, quantity=q, value=value, unit=unit, time=at,
                     gateway=self.gateway_id, boot=self.boot, seq=next(self._seq), raw=raw, flags=flags,
                 )

@@ -2,7 +2,9 @@
 
 Every driver hands raw 16-bit register words to :func:`decode_point`; the simulators build
 register words with :func:`encode_point`. Nothing else in the code base interprets word order,
-signedness or scale.
+signedness or scale. Stdlib only (the lean gateway process imports it without pydantic): the
+profile types are imported for type checking only, and a point is anything with
+``type/order/scale/offset`` (:class:`PointLike`).
 
 Byte orders name the four bytes ``A B C D`` of a big-endian 32-bit value as they appear on the
 wire (sensors.md, "Modbus data types and word order"; failure-kinds.md #1):
@@ -19,13 +21,29 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from stormwatch.profiles import REGISTER_COUNT, DataType, Point, WordOrder
+if TYPE_CHECKING:
+    from stormwatch.profiles import DataType, WordOrder
 
 _STRUCT = {
     "int16": "h", "uint16": "H", "int32": "i", "uint32": "I", "float32": "f",
     "int64": "q", "uint64": "Q", "float64": "d",
 }
+
+
+class PointLike(Protocol):
+    """What :func:`decode_point`/:func:`encode_point` read from a point: the profile's pydantic
+    :class:`stormwatch.profiles.Point` or the gateway plan's :class:`gateway.plan.PointPlan`."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def order(self) -> str: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def offset(self) -> float: ...
 
 
 class DecodeError(ValueError):
@@ -69,7 +87,9 @@ def decode_words(words: Sequence[int], dtype: DataType, order: WordOrder = "ABCD
     Examples: ``decode_words([0x0000, 0x3FC0], "float32", "CDAB") == 1.5``;
     ``decode_words([65535], "int16") == -1`` (failure-kinds.md #1, #2).
     """
-    need = REGISTER_COUNT[dtype]
+    if dtype not in _STRUCT:
+        raise DecodeError(f"unknown data type {dtype!r}")
+    need = struct.calcsize(_STRUCT[dtype]) // 2  # registers spanned (profiles.REGISTER_COUNT)
     if len(words) != need:
         raise DecodeError(f"{dtype} needs {need} register(s), got {len(words)}")
     raw = _to_big_endian(_wire_bytes(words), order)
@@ -98,7 +118,7 @@ def scale(raw: int | float, point_scale: float, point_offset: float) -> float:
     return raw * point_scale + point_offset
 
 
-def decode_point(point: Point, words: Sequence[int]) -> tuple[int | float, float]:
+def decode_point(point: PointLike, words: Sequence[int]) -> tuple[int | float, float]:
     """Decode and scale one profile point.
 
     Returns:
@@ -115,7 +135,7 @@ def decode_point(point: Point, words: Sequence[int]) -> tuple[int | float, float
     return raw, scale(raw, point.scale, point.offset)
 
 
-def encode_point(point: Point, value: float) -> list[int]:
+def encode_point(point: PointLike, value: float) -> list[int]:
     """Register words a device would hold for engineering ``value`` of ``point``.
 
     Integer types round to the nearest raw count.

@@ -4,14 +4,18 @@ A driver polls one device and returns its decoded values as :class:`PointValue` 
 raises a :class:`gateway.errors.DeviceError` subclass. Devices that share a connection (one
 RS-485 line, one Modbus TCP endpoint) share a link and its lock (``link_key``); the service runs
 one polling thread per link so a dead line never delays the others.
+
+Drivers take the compiled plan's dataclasses (:mod:`gateway.plan`: ``DevicePlan``, ``ProfilePlan``,
+transports); the pydantic site/profile models have the same attribute names and work too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from stormwatch.profiles import QcSpec
+if TYPE_CHECKING:
+    from gateway.plan import QcParams
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class PointValue:
     value: float
     valid_range: tuple[float, float] | None = None
     error_codes: tuple[float, ...] = ()
-    qc: QcSpec | None = None
+    qc: QcParams | None = None
 
 
 class Driver(Protocol):

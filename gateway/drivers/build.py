@@ -6,14 +6,17 @@ Raises :class:`UnsupportedDevice` for a profile/transport pair the gateway canno
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gateway.drivers import Driver
 from gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, link_key, rtu_frame_gap_s
 from gateway.drivers.sdi12 import Sdi12Driver
 from gateway.drivers.serial_bus import PortSettings, SerialBus
 from gateway.drivers.serial_line import SerialLineDriver
 from stormwatch.clock import Clock
-from stormwatch.config import Device, ModbusRtu, ModbusTcp, Serial
-from stormwatch.profiles import DeviceProfile
+
+if TYPE_CHECKING:
+    from gateway.plan import DevicePlan, ProfilePlan
 
 #: Shared connections by link key: Modbus endpoints/lines and serial (SDI-12 adapter) ports.
 Links = dict[str, ModbusLink | SerialBus]
@@ -23,26 +26,29 @@ class UnsupportedDevice(ValueError):
     """A device the gateway cannot poll; the message names the device, profile and transport."""
 
 
-def build_driver(device: Device, profile: DeviceProfile, clock: Clock, links: Links) -> Driver:
+def build_driver(device: DevicePlan, profile: ProfilePlan, clock: Clock, links: Links) -> Driver:
     """The driver for ``device``; devices on one endpoint/line/port share ``links[key]``.
+
+    ``device``/``profile``: the plan's dataclasses (:mod:`gateway.plan`) or the pydantic
+    ``Device``/``DeviceProfile`` (same attributes).
 
     Raises:
         UnsupportedDevice: protocol and transport do not fit, or two protocols on one port.
     """
     transport = device.transport
     if profile.protocol == "modbus":
-        if not isinstance(transport, ModbusTcp | ModbusRtu):
+        if transport.kind not in ("modbus-tcp", "modbus-rtu"):
             raise UnsupportedDevice(
                 f"device {device.id}: profile {profile.model} speaks Modbus but transport is {transport.kind!r}"
             )
         key = link_key(transport)
         if key not in links:
-            gap = rtu_frame_gap_s(transport.baud) if isinstance(transport, ModbusRtu) else 0.0
+            gap = rtu_frame_gap_s(transport.baud) if transport.kind == "modbus-rtu" else 0.0
             links[key] = ModbusLink(key, client_factory(transport), frame_gap_s=gap)
         link = links[key]
         assert isinstance(link, ModbusLink)
         return ModbusDriver(device.id, profile, transport.unit_id, link, clock)
-    if not isinstance(transport, Serial):
+    if transport.kind != "serial":
         raise UnsupportedDevice(
             f"device {device.id}: profile {profile.model} is a {profile.protocol} device but transport is"
             f" {transport.kind!r} (use kind: serial)"

@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pymodbus.client import ModbusSerialClient, ModbusTcpClient
 from pymodbus.client.base import ModbusBaseSyncClient
@@ -47,8 +48,9 @@ from gateway.drivers import PointValue
 from gateway.errors import BadDataError, DeviceReplyError, TransportError
 from stormwatch.clock import Clock
 from stormwatch.codec import DecodeError, decode_point, scale
-from stormwatch.config import ModbusRtu, ModbusTcp
-from stormwatch.profiles import DeviceProfile, ModbusCommand, Point
+
+if TYPE_CHECKING:
+    from gateway.plan import CommandPlan, ModbusRtuLink, ModbusTcpLink, PointPlan, ProfilePlan
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +58,9 @@ log = logging.getLogger(__name__)
 MAX_REGISTERS_PER_READ = 125
 
 
-def link_key(transport: ModbusTcp | ModbusRtu) -> str:
+def link_key(transport: ModbusTcpLink | ModbusRtuLink) -> str:
     """Devices with the same key share one connection and one lock."""
-    if isinstance(transport, ModbusTcp):
+    if transport.kind == "modbus-tcp":
         return f"modbus-tcp://{transport.host}:{transport.port}"
     return f"modbus-rtu://{transport.port}"
 
@@ -73,13 +75,14 @@ def rtu_frame_gap_s(baud: int) -> float:
     return 3.5 * 11.0 / baud
 
 
-def client_factory(transport: ModbusTcp | ModbusRtu) -> Callable[[], ModbusBaseSyncClient]:
+def client_factory(transport: ModbusTcpLink | ModbusRtuLink) -> Callable[[], ModbusBaseSyncClient]:
     """A function building the (unconnected) pymodbus client for ``transport``.
 
     ``retries=0``: the gateway retries at the next poll slot with backoff instead of blocking
-    the bus with immediate retries.
+    the bus with immediate retries. ``transport``: the plan's link or the site's pydantic
+    transport (same attributes).
     """
-    if isinstance(transport, ModbusTcp):
+    if transport.kind == "modbus-tcp":
         return lambda: ModbusTcpClient(
             transport.host, port=transport.port, timeout=transport.timeout_s, retries=0
         )
@@ -161,10 +164,10 @@ class _Block:
     table: str
     address: int
     count: int
-    points: tuple[Point, ...]
+    points: tuple[PointPlan, ...]
 
 
-def plan_reads(points: Sequence[Point]) -> list[_Block]:
+def plan_reads(points: Sequence[PointPlan]) -> list[_Block]:
     """Group points into read requests: contiguous points of one table, ≤ 125 registers each."""
     blocks: list[_Block] = []
     for point in sorted(points, key=lambda p: (p.table, p.address)):
@@ -186,13 +189,14 @@ class ModbusDriver:
 
     Args:
         device_id: the site's device id (for errors and logs).
-        profile: a ``protocol: modbus`` profile.
+        profile: a ``protocol: modbus`` profile (:class:`gateway.plan.ProfilePlan` or the pydantic
+            ``DeviceProfile``).
         unit_id: Modbus device id (slave address) on the link.
         link: the shared connection.
         clock: for command ``delay_s`` (clock time).
     """
 
-    def __init__(self, device_id: str, profile: DeviceProfile, unit_id: int, link: ModbusLink, clock: Clock) -> None:
+    def __init__(self, device_id: str, profile: ProfilePlan, unit_id: int, link: ModbusLink, clock: Clock) -> None:
         if profile.modbus is None:
             raise ValueError(f"profile {profile.model!r} has no modbus section")
         self.device_id = device_id
@@ -243,7 +247,7 @@ class ModbusDriver:
             code = getattr(response, "exception_code", "?")
             raise DeviceReplyError(self.device_id, f"unit {self.unit_id} {what}: exception code {code}")
 
-    def _command(self, client: ModbusBaseSyncClient, cmd: ModbusCommand) -> None:
+    def _command(self, client: ModbusBaseSyncClient, cmd: CommandPlan) -> None:
         what = f"command {cmd.name} ({cmd.function} 0x{cmd.address:04X})"
         self._link.before_request()
         try:

@@ -22,6 +22,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import serial
 
@@ -29,7 +30,9 @@ from gateway.drivers import PointValue
 from gateway.drivers.serial_bus import SerialBus
 from gateway.errors import BadDataError, NoDataError, TransportError
 from stormwatch.codec import scale
-from stormwatch.profiles import DeviceProfile
+
+if TYPE_CHECKING:
+    from gateway.plan import ProfilePlan
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ class Sdi12Driver:
         bus: the shared adapter port.
     """
 
-    def __init__(self, device_id: str, profile: DeviceProfile, address: str, bus: SerialBus) -> None:
+    def __init__(self, device_id: str, profile: ProfilePlan, address: str, bus: SerialBus) -> None:
         if profile.sdi12 is None:
             raise ValueError(f"profile {profile.model!r} has no sdi12 section")
         self.device_id = device_id

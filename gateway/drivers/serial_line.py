@@ -16,14 +16,16 @@ from __future__ import annotations
 import logging
 import re
 import time
+from typing import TYPE_CHECKING
 
 import serial
 
 from gateway.drivers import PointValue
 from gateway.errors import BadDataError, NoDataError, TransportError
 from stormwatch.codec import scale
-from stormwatch.config import Serial
-from stormwatch.profiles import DeviceProfile
+
+if TYPE_CHECKING:
+    from gateway.plan import ProfilePlan, SerialLink
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ class SerialLineDriver:
         transport: the site's ``kind: serial`` transport (port, baud, timeout_s).
     """
 
-    def __init__(self, device_id: str, profile: DeviceProfile, transport: Serial) -> None:
+    def __init__(self, device_id: str, profile: ProfilePlan, transport: SerialLink) -> None:
         if profile.serial_line is None:
             raise ValueError(f"profile {profile.model!r} has no serial_line section")
         self.device_id = device_id

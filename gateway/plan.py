@@ -1,0 +1,467 @@
+"""The gateway's compiled plan: validated site + profiles → plain frozen dataclasses (stdlib only).
+
+The Telegraf/EdgeX way: configuration is validated ONCE, up front, by the pydantic models
+(:mod:`stormwatch.config`, :mod:`stormwatch.profiles`, :mod:`stormwatch.contract`); the polling
+process then runs a compiled plan and never imports pydantic (≈ 17 MB of resident memory on a
+field box; benchmarks/gateway.py). ``stormwatch gateway`` validates, compiles, writes
+``<state_dir>/plan.json`` (:meth:`GatewayPlan.to_json`) and execs ``python -m gateway --plan``.
+
+The dataclasses carry the same attribute names as the pydantic models they come from
+(``Point.type/order/scale/offset/...``, ``Device.id/profile/transport/...``), so drivers, the
+counter, QC and :mod:`stormwatch.codec` work on either (duck typing).
+
+:func:`compile_plan` is the only function here that touches the pydantic models (passed in; it
+imports :mod:`stormwatch.contract` lazily to check that every identifier, quantity and unit the
+gateway will publish satisfies the reading contract). Everything else is stdlib.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from gateway.counter import RAIN_QUANTITY
+from gateway.qc import DEVICE_ERROR_QUANTITY
+from stormwatch.rain import TipResolution
+
+if TYPE_CHECKING:
+    from stormwatch.config import SiteConfig
+    from stormwatch.profiles import ProfileLibrary
+
+#: Bumped when the JSON layout changes; :meth:`GatewayPlan.from_json` refuses other versions.
+PLAN_VERSION = 1
+
+
+class PlanError(ValueError):
+    """A plan that cannot be compiled or loaded; the message names the device/key or the file."""
+
+
+# -- value specs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QcParams:
+    """Edge QC parameters of one value (see :class:`stormwatch.profiles.QcSpec` for meanings)."""
+
+    flatline_samples: int | None = None
+    flatline_tolerance: float = 0.0
+    spike_delta: float | None = None
+    spike_window: int = 5
+
+
+@dataclass(frozen=True)
+class ValuePlan:
+    """Quantity, unit (engineering), scale/offset, valid range, error codes, QC of one value."""
+
+    quantity: str
+    unit: str
+    scale: float = 1.0
+    offset: float = 0.0
+    valid_range: tuple[float, float] | None = None
+    error_codes: tuple[float, ...] = ()
+    qc: QcParams = QcParams()
+
+
+@dataclass(frozen=True)
+class PointPlan(ValuePlan):
+    """A Modbus point: table, zero-based address, data type, byte order, registers spanned."""
+
+    table: Literal["holding", "input", "coil", "discrete"] = "holding"
+    address: int = 0
+    type: str = "uint16"
+    order: str = "ABCD"
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class CommandPlan:
+    """A Modbus command (wake, start measurement, wiper); see :class:`stormwatch.profiles.ModbusCommand`."""
+
+    name: str
+    function: str
+    address: int
+    values: tuple[int, ...] = ()
+    count: int = 1
+    delay_s: float = 0.0
+    every_n_polls: int = 0
+
+
+@dataclass(frozen=True)
+class ModbusPlan:
+    """Points read each poll, commands, warm-up seconds after (re)connecting."""
+
+    points: tuple[PointPlan, ...]
+    commands: tuple[CommandPlan, ...] = ()
+    warmup_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SerialLinePlan:
+    """A text-line device: regex with named groups → values; port settings."""
+
+    pattern: str
+    fields: dict[str, ValuePlan]
+    terminator: str = "\r"
+    baud: int = 9600
+    bytesize: int = 8
+    parity: str = "N"
+    stopbits: int = 1
+
+
+@dataclass(frozen=True)
+class Sdi12Plan:
+    """An SDI-12 sensor behind an adapter; see :class:`stormwatch.profiles.Sdi12Spec`."""
+
+    values: dict[int, ValuePlan]
+    default_address: str = "0"
+    measure_command: str = "M"
+    baud: int = 9600
+    bytesize: int = 8
+    parity: str = "N"
+    stopbits: int = 1
+    response_timeout_s: float = 1.0
+    retries: int = 3
+    max_wait_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class CounterPlan:
+    """A tip counter. ``resolution_in``: exact inches per tip (sensors.md); ``unit``: the
+    contract's tip unit (``{tip}``), copied from :data:`stormwatch.contract.TIP_UNIT` at compile."""
+
+    resolution: str
+    resolution_in: Fraction
+    unit: str
+    quantity: str = "rain_tips"
+    mode: Literal["cumulative", "delta"] = "cumulative"
+    width_bits: int = 16
+    max_tips_per_s: float = 2.0
+
+    @property
+    def tip_resolution(self) -> TipResolution:
+        """The exact depth per tip."""
+        return TipResolution(self.resolution_in)
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """Level reading kind, its quantity and the raw "no target" values (gaps)."""
+
+    kind: str
+    quantity: str
+    no_target: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    """One sensor model, reduced to what polling needs."""
+
+    model: str
+    protocol: Literal["modbus", "serial_line", "sdi12"]
+    modbus: ModbusPlan | None = None
+    serial_line: SerialLinePlan | None = None
+    sdi12: Sdi12Plan | None = None
+    counter: CounterPlan | None = None
+    level: LevelPlan | None = None
+
+
+# -- transports and devices -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModbusTcpLink:
+    """Modbus TCP endpoint of one device (``kind: modbus-tcp`` in the site file)."""
+
+    host: str
+    port: int = 502
+    unit_id: int = 1
+    timeout_s: float = 1.0
+    kind: Literal["modbus-tcp"] = "modbus-tcp"
+
+
+@dataclass(frozen=True)
+class ModbusRtuLink:
+    """An RS-485 Modbus RTU line (``kind: modbus-rtu``)."""
+
+    port: str
+    baud: int = 9600
+    unit_id: int = 1
+    parity: str = "N"
+    stopbits: int = 1
+    timeout_s: float = 1.0
+    kind: Literal["modbus-rtu"] = "modbus-rtu"
+
+
+@dataclass(frozen=True)
+class SerialLink:
+    """A serial port (text-line device or SDI-12 adapter; ``kind: serial``)."""
+
+    port: str
+    baud: int = 9600
+    timeout_s: float = 1.0
+    kind: Literal["serial"] = "serial"
+
+
+TransportPlan = ModbusTcpLink | ModbusRtuLink | SerialLink
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """One device: id, profile model name (a key of :attr:`GatewayPlan.profiles`), transport,
+    poll interval (event-time seconds), SDI-12 address."""
+
+    id: str
+    profile: str
+    transport: TransportPlan
+    poll_interval_s: float = 60.0
+    sdi12_address: str | None = None
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    """Everything the polling process needs: site and gateway ids, devices and their profiles."""
+
+    site: str
+    gateway_id: str
+    devices: tuple[DevicePlan, ...]
+    profiles: dict[str, ProfilePlan] = field(default_factory=dict)
+    version: int = PLAN_VERSION
+
+    def profile(self, device: DevicePlan) -> ProfilePlan:
+        """The profile of ``device``.
+
+        Raises:
+            PlanError: the plan has no such profile (a hand-edited plan file).
+        """
+        try:
+            return self.profiles[device.profile]
+        except KeyError:
+            raise PlanError(f"device {device.id}: profile {device.profile!r} is not in the plan") from None
+
+    def to_json(self) -> str:
+        """The plan as JSON text (Fractions as ``"n/d"`` strings; tuples as lists)."""
+        return json.dumps(_encode(self), indent=1, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "plan") -> GatewayPlan:
+        """Inverse of :meth:`to_json`.
+
+        Raises:
+            PlanError: bad JSON, another plan version, or a missing/ill-typed key (``source`` named).
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PlanError(f"{source}: not valid JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("version") != PLAN_VERSION:
+            found = data.get("version") if isinstance(data, dict) else None
+            raise PlanError(f"{source}: plan version {found!r}, this gateway reads version {PLAN_VERSION}"
+                            " (recompile with `stormwatch gateway`)")
+        try:
+            plan = _decode(GatewayPlan, data, "")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanError(f"{source}: {exc}") from exc
+        assert isinstance(plan, GatewayPlan)
+        for device in plan.devices:
+            plan.profile(device)
+        return plan
+
+
+# -- JSON (generic over the dataclasses above) ------------------------------------------------------
+
+
+def _encode(obj: object) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Fraction):
+        return f"{obj.numerator}/{obj.denominator}"
+    if isinstance(obj, tuple | list):
+        return [_encode(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): _encode(v) for k, v in obj.items()}
+    return obj
+
+
+def _decode(tp: Any, data: Any, where: str) -> Any:
+    """Build a value of type ``tp`` from JSON ``data``; ``where`` is the key path for errors."""
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(data, dict):
+            raise TypeError(f"{where or '<root>'}: expected an object")
+        hints = get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise KeyError(f"{where or '<root>'}: unknown keys {extra}")
+        return tp(**{k: _decode(hints[k], v, f"{where}.{k}".lstrip(".")) for k, v in data.items()})
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(tp) if a is not type(None)]
+        if data is None:
+            if len(options) < len(get_args(tp)):
+                return None
+            raise TypeError(f"{where}: must not be null")
+        if len(options) == 1:
+            return _decode(options[0], data, where)
+        kinds = {_kind(a): a for a in options}
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if kind not in kinds:
+            raise ValueError(f"{where}.kind: {kind!r} is not one of {sorted(kinds)}")
+        return _decode(kinds[kind], data, where)
+    if origin is tuple:
+        args = get_args(tp)
+        if not isinstance(data, list):
+            raise TypeError(f"{where}: expected a list")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v, f"{where}.{i}") for i, v in enumerate(data))
+        if len(args) != len(data):
+            raise ValueError(f"{where}: expected {len(args)} items")
+        return tuple(_decode(a, v, f"{where}.{i}") for i, (a, v) in enumerate(zip(args, data, strict=True)))
+    if origin is dict:
+        key_t, val_t = get_args(tp)
+        if not isinstance(data, dict):
+            raise TypeError(f"{where}: expected an object")
+        return {key_t(k): _decode(val_t, v, f"{where}.{k}") for k, v in data.items()}
+    if origin is Literal:
+        if data not in get_args(tp):
+            raise ValueError(f"{where}: {data!r} is not one of {list(get_args(tp))}")
+        return data
+    if tp is Fraction:
+        return Fraction(data)
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            raise TypeError(f"{where}: expected a number")
+        return float(data)
+    if tp in (int, str):
+        if isinstance(data, bool) or not isinstance(data, tp):
+            raise TypeError(f"{where}: expected {tp.__name__}")
+        return data
+    raise TypeError(f"{where}: unsupported type {tp!r}")
+
+
+def _kind(tp: Any) -> str:
+    default = next(f.default for f in dataclasses.fields(tp) if f.name == "kind")
+    assert isinstance(default, str)
+    return default
+
+
+# -- compile -------------------------------------------------------------------------------------------
+
+
+def _qc(spec: Any) -> QcParams:
+    return QcParams(spec.flatline_samples, spec.flatline_tolerance, spec.spike_delta, spec.spike_window)
+
+
+def _value(spec: Any) -> ValuePlan:
+    return ValuePlan(
+        spec.quantity, spec.unit, spec.scale, spec.offset, spec.valid_range, tuple(spec.error_codes), _qc(spec.qc)
+    )
+
+
+def _profile(profile: Any, tip_unit: str) -> ProfilePlan:
+    modbus = serial_line = sdi12 = counter = level = None
+    if profile.protocol == "modbus":
+        m = profile.modbus
+        modbus = ModbusPlan(
+            points=tuple(
+                PointPlan(
+                    p.quantity, p.unit, p.scale, p.offset, p.valid_range, tuple(p.error_codes), _qc(p.qc),
+                    table=p.table, address=p.address, type=p.type, order=p.order, count=p.count,
+                )
+                for p in m.points
+            ),
+            commands=tuple(
+                CommandPlan(c.name, c.function, c.address, tuple(c.values), c.count, c.delay_s, c.every_n_polls)
+                for c in m.commands
+            ),
+            warmup_s=m.warmup_s,
+        )
+    elif profile.protocol == "serial_line":
+        s = profile.serial_line
+        serial_line = SerialLinePlan(
+            s.pattern, {k: _value(v) for k, v in s.fields.items()}, s.terminator, s.baud, s.bytesize, s.parity,
+            s.stopbits,
+        )
+    else:
+        d = profile.sdi12
+        sdi12 = Sdi12Plan(
+            {int(k): _value(v) for k, v in d.values.items()}, d.default_address, d.measure_command, d.baud,
+            d.bytesize, d.parity, d.stopbits, d.response_timeout_s, d.retries, d.max_wait_s,
+        )
+    if profile.counter is not None:
+        c = profile.counter
+        counter = CounterPlan(
+            c.resolution, c.tip_resolution.inches, tip_unit, c.quantity, c.mode, c.width_bits, c.max_tips_per_s
+        )
+    if profile.level is not None:
+        level = LevelPlan(profile.level.kind, profile.level.quantity, tuple(profile.level.no_target))
+    return ProfilePlan(profile.model, profile.protocol, modbus, serial_line, sdi12, counter, level)
+
+
+def _transport(t: Any) -> TransportPlan:
+    if t.kind == "modbus-tcp":
+        return ModbusTcpLink(t.host, t.port, t.unit_id, t.timeout_s)
+    if t.kind == "modbus-rtu":
+        return ModbusRtuLink(t.port, t.baud, t.unit_id, t.parity, t.stopbits, t.timeout_s)
+    return SerialLink(t.port, t.baud, t.timeout_s)
+
+
+def compile_plan(cfg: SiteConfig, profiles: ProfileLibrary) -> GatewayPlan:
+    """Compile a validated site and its profiles into the gateway's plan.
+
+    Also checks, through :class:`stormwatch.contract.Reading` itself, that every reading the plan
+    can produce has contract-valid identifiers, quantity and unit (so the lean process, which
+    builds payloads without validation, never publishes something ingest would dead-letter).
+
+    Raises:
+        stormwatch.profiles.ProfileError: a missing/invalid profile.
+        PlanError: a device whose readings would break the contract (device and key named).
+    """
+    from datetime import UTC, datetime
+
+    from pydantic import ValidationError
+
+    from stormwatch.contract import TIP_UNIT, Reading
+
+    plans: dict[str, ProfilePlan] = {}
+    for device in cfg.devices:
+        if device.profile not in plans:
+            plans[device.profile] = _profile(profiles.get(device.profile), TIP_UNIT)
+    devices = tuple(
+        DevicePlan(d.id, d.profile, _transport(d.transport), d.poll_interval_s, d.sdi12_address) for d in cfg.devices
+    )
+    plan = GatewayPlan(cfg.site.id, cfg.gateway_id, devices, plans)
+    for device in devices:
+        for quantity, unit in _outputs(plan.profiles[device.profile]):
+            try:
+                Reading(site=plan.site, device=device.id, quantity=quantity, value=0, unit=unit,
+                        time=datetime(1970, 1, 1, tzinfo=UTC), gateway=plan.gateway_id, boot="plan", seq=0)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                raise PlanError(
+                    f"device {device.id} ({device.profile}): a {quantity!r} reading would break the contract:"
+                    f" {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                ) from None
+    return plan
+
+
+def _outputs(profile: ProfilePlan) -> list[tuple[str, str]]:
+    """(quantity, unit) of every reading a device of ``profile`` can publish."""
+    values: list[ValuePlan]
+    if profile.modbus is not None:
+        values = list(profile.modbus.points)
+    elif profile.serial_line is not None:
+        values = list(profile.serial_line.fields.values())
+    else:
+        assert profile.sdi12 is not None
+        values = list(profile.sdi12.values.values())
+    out: list[tuple[str, str]] = []
+    for v in values:
+        if profile.counter is not None and v.quantity == profile.counter.quantity:
+            out.append((RAIN_QUANTITY, profile.counter.unit))
+        elif v.quantity != DEVICE_ERROR_QUANTITY:
+            out.append((v.quantity, v.unit))
+    return out
