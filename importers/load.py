@@ -4,6 +4,8 @@ The same path as live data (ingest): every reading goes through
 :class:`ingest.validate.Validator` (site, device, quantity, unit against the device profile, time
 not in the future) and rejected ones are dead-lettered in the store; accepted ones are written
 with the store's own deduplication (:mod:`importers.identity` makes a re-import add nothing).
+Before that every reading gets the quality flags a live poll would get (:mod:`importers.qc`,
+the gateway's checks: ``out_of_range``, ``device_error``, ``flatline``, ``spike``).
 
 Configuration problems are found before anything is stored and raised as :class:`ImportFailed`:
 an unknown device, a column the file lacks, a unit that differs from the device profile (and has
@@ -23,6 +25,7 @@ from typing import Any
 from importers.detect import open_table
 from importers.identity import IMPORT_GATEWAY
 from importers.options import ImportOptions
+from importers.qc import flag_readings
 from importers.rows import Progress, RowReject, build_readings
 from importers.table import TableError
 from ingest.validate import LEVEL_QUANTITIES, Validator
@@ -60,6 +63,7 @@ class ImportSummary:
         gaps: cells that held no value (empty, NaN, sentinel) -- not stored, never zero.
         duplicate_rows: rows repeating an earlier row at the same time.
         tips: total tips made (rain files).
+        flagged: QC flag -> count of readings carrying it (stored, flagged, never dropped).
         rejected_rows: reason -> count of skipped rows.
         dead_lettered: validator reason -> count of readings dead-lettered.
         first, last: event-time span of the readings (UTC).
@@ -77,6 +81,7 @@ class ImportSummary:
     gaps: int = 0
     duplicate_rows: int = 0
     tips: int = 0
+    flagged: dict[str, int] = field(default_factory=dict)
     rejected_rows: dict[str, int] = field(default_factory=dict)
     dead_lettered: dict[str, int] = field(default_factory=dict)
     first: datetime | None = None
@@ -89,7 +94,8 @@ class ImportSummary:
             "file": self.path, "site": self.site, "device": self.device, "format": self.format,
             "rows_read": self.rows_read, "readings_made": self.readings_made,
             "readings_stored": self.readings_stored, "already_stored": self.already_stored, "gaps": self.gaps,
-            "duplicate_rows": self.duplicate_rows, "tips": self.tips, "rejected_rows": dict(self.rejected_rows),
+            "duplicate_rows": self.duplicate_rows, "tips": self.tips, "flagged": dict(self.flagged),
+            "rejected_rows": dict(self.rejected_rows),
             "dead_lettered": dict(self.dead_lettered),
             "first": format_time(self.first) if self.first else None,
             "last": format_time(self.last) if self.last else None,
@@ -106,6 +112,8 @@ class ImportSummary:
             f"  readings stored:  {self.readings_stored} new, {self.already_stored} already stored",
             f"  gaps (no value):  {self.gaps}",
         ]
+        if self.flagged:
+            out.append(f"  QC flagged:       {dict(sorted(self.flagged.items()))}")
         if self.duplicate_rows:
             out.append(f"  duplicate rows:   {self.duplicate_rows}")
         rejected = sum(self.rejected_rows.values())
@@ -179,9 +187,11 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         conv = build_readings(table, options, site, device_id, profile_units(profile), progress)
     except TableError as exc:
         raise ImportFailed(str(exc)) from exc
+    conv.readings = flag_readings(conv.readings, profile)
     summary = ImportSummary(str(path), site, device_id, table.format, rows_read=conv.rows_read,
                             readings_made=len(conv.readings), gaps=conv.gaps, duplicate_rows=conv.duplicate_rows,
-                            tips=conv.tips, rejects=conv.rejects)
+                            tips=conv.tips, rejects=conv.rejects,
+                            flagged=dict(Counter(f for r in conv.readings for f in r.flags)))
     reasons = Counter(r.reason for r in conv.rejects)
     summary.rejected_rows = dict(reasons)
     logged: Counter[str] = Counter()
