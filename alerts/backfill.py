@@ -9,6 +9,11 @@ A gap in the rain-gauge data is never reported as dry (issue 3, item 5): the eva
 period without gauge data -- gaps the engine saw, the start of the window before the gauge's first
 reading and its end after the gauge's last one when longer than the gauge's silence allowance (two
 poll intervals) -- and its summary says rain there is unknown.
+
+Depths for people (:func:`depth_text`) are printed so they never mislead near a threshold: in the
+gauge's own unit, exactly (``63 tips = 12.6 mm``), and for a millimetre gauge also in inches to
+three decimals, cut (never rounded up): ``12.6 mm (0.496 in)`` -- a 0.496 in storm must not read
+as the 0.50 in of Ch. 133 §133-7A(2).
 """
 
 from __future__ import annotations
@@ -16,16 +21,60 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import ROUND_DOWN, Decimal
+from fractions import Fraction
 from typing import Any
 
 from alerts.engine import DEFAULT_LATENESS_S, Engine
 from alerts.rules.storm import GapSummary, StormSummary
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, format_time
-from stormwatch.profiles import ProfileLibrary
+from stormwatch.profiles import ProfileError, ProfileLibrary
+from stormwatch.rain import TipResolution
 from stormwatch.store import ReadingStore
 
 log = logging.getLogger(__name__)
+
+
+def _cut(value: Fraction, places: int) -> str:
+    """``value`` with exactly ``places`` decimals, cut toward zero (never rounded up)."""
+    scaled = Decimal(value.numerator) / Decimal(value.denominator)
+    return str(scaled.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN))
+
+
+def depth_text(tips: int, resolution: str) -> str:
+    """``"63 tips = 12.6 mm (0.496 in)"`` (mm gauge) or ``"63 tips = 0.63 in"`` (inch gauge).
+
+    The depth in the gauge's unit is exact (a whole number of decimal tip sizes); the inches of a
+    mm gauge are cut to 3 decimals, so a depth below a threshold never prints at or above it.
+
+    Args:
+        tips: whole tips.
+        resolution: the gauge's tip size as its profile writes it (``"0.2 mm"``, ``"0.01 in"``).
+
+    Raises:
+        ValueError: ``resolution`` is not ``<decimal> in|mm``.
+    """
+    res = TipResolution.parse(resolution)
+    count = f"{tips} tip{'' if tips == 1 else 's'}"
+    if resolution.strip().endswith("mm"):
+        mm = res.depth_mm(tips)
+        exact_mm = format((Decimal(mm.numerator) / Decimal(mm.denominator)).normalize(), "f")
+        return f"{count} = {exact_mm} mm ({_cut(res.depth_in(tips), 3)} in)"
+    inches = res.depth_in(tips)
+    places = max(2, -int(Decimal(resolution.split()[0]).as_tuple().exponent))
+    return f"{count} = {_cut(inches, places)} in"
+
+
+def gauge_resolution(cfg: SiteConfig, profiles: ProfileLibrary) -> str | None:
+    """The tip size of ``cfg``'s rain gauge as its profile writes it (``"0.2 mm"``), or ``None``."""
+    if cfg.rain_gauge is None:
+        return None
+    try:
+        counter = profiles.get(cfg.device(cfg.rain_gauge).profile).counter
+    except (KeyError, ProfileError):
+        return None
+    return counter.resolution if counter is not None else None
 
 
 @dataclass(frozen=True)
@@ -40,6 +89,7 @@ class Evaluation:
         in_progress: storms still open at the end of the window (not ended, no deadline yet).
         gaps: periods without rain-gauge data, oldest first (``end`` None: to the window's end).
         has_gauge: whether the pack watches storms at this site (a rain gauge and an R1 rule).
+        resolution: the gauge's tip size as its profile writes it (``"0.2 mm"``), if known.
     """
 
     site: str
@@ -50,6 +100,11 @@ class Evaluation:
     in_progress: list[StormSummary]
     gaps: list[GapSummary] = field(default_factory=list)
     has_gauge: bool = True
+    resolution: str | None = None
+
+    def depth(self, tips: int) -> str:
+        """``tips`` of this site's gauge for a person (:func:`depth_text`; tips only if unknown)."""
+        return depth_text(tips, self.resolution) if self.resolution else f"{tips} tips"
 
     @property
     def qualifying_storms(self) -> list[Event]:
@@ -80,7 +135,8 @@ class Evaluation:
             "readings": self.readings,
             "events": [e.to_wire() for e in self.events],
             "in_progress": [{"storm_start": format_time(s.start), "last_tip": format_time(s.last_tip), "tips": s.tips,
-                             "depth_in": s.depth_in, "qualified": s.qualified} for s in self.in_progress],
+                             "depth_in": s.depth_in, "depth": self.depth(s.tips), "qualified": s.qualified}
+                             for s in self.in_progress],
             "data_gaps": [{"device": g.device, "start": format_time(g.start),
                            "end": format_time(g.end) if g.end else format_time(self.end)} for g in self.gaps],
             "qualifying_storms": len(self.qualifying_storms),
@@ -108,7 +164,8 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
         events += engine.feed(r)
     events += engine.flush()
     return Evaluation(cfg.site.id, start, end, len(readings), events, engine.in_progress(),
-                      _gaps(engine, start, end), has_gauge=engine.storm is not None)
+                      _gaps(engine, start, end), has_gauge=engine.storm is not None,
+                      resolution=gauge_resolution(cfg, profiles))
 
 
 def _gaps(engine: Engine, start: datetime, end: datetime) -> list[GapSummary]:

@@ -225,8 +225,7 @@ def evaluate_cmd(
     for e in result.events:
         typer.echo(f"{e.event_time.isoformat()}  {e.kind:<24} {e.citation:<22} {e.message}")
     for s in result.in_progress:
-        typer.echo(f"in progress: storm since {s.start.isoformat()}, {s.tips} tips ({s.depth_in:.2f} in), "
-                   f"qualified={s.qualified}")
+        typer.echo(f"in progress: storm since {s.start.isoformat()}, {result.depth(s.tips)}, qualified={s.qualified}")
     typer.echo(result.summary())
 
 

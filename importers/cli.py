@@ -176,12 +176,13 @@ def replay_command(
     tz_info = result.site.site.tz
     for e in events:
         typer.echo(json.dumps(e.to_wire(), ensure_ascii=False) if as_json else describe_event(e, tz_info))
-    notes = [f"storm in progress at the end of the file: {s.tips} tips = {s.depth_in:.2f} in since "
+    depth = result.evaluation.depth
+    notes = [f"storm in progress at the end of the file: {depth(s.tips)} since "
              f"{s.start.isoformat()}, last tip {s.last_tip.isoformat()}"
              f"{' (qualified: inspection due once it ends)' if s.qualified else ''}"
              for s in result.evaluation.in_progress]
     rejected = sum(result.summary.rejected_rows.values())
-    notes.append(f"{result.summary.rows_read} rows, {result.summary.tips} tips, {rejected} rows rejected; "
+    notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rejected} rows rejected; "
                  f"{result.evaluation.summary()}")
     for note in notes:
         typer.echo(note, err=as_json)

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from alerts.backfill import depth_text
 from importers.detect import open_table
 from importers.identity import IMPORT_GATEWAY
 from importers.options import ImportOptions
@@ -63,6 +64,7 @@ class ImportSummary:
         gaps: cells that held no value (empty, NaN, sentinel) -- not stored, never zero.
         duplicate_rows: rows repeating an earlier row at the same time.
         tips: total tips made (rain files).
+        resolution: the gauge's tip size as its profile writes it (rain files), for the depth.
         flagged: QC flag -> count of readings carrying it (stored, flagged, never dropped).
         rejected_rows: reason -> count of skipped rows.
         dead_lettered: validator reason -> count of readings dead-lettered.
@@ -81,6 +83,7 @@ class ImportSummary:
     gaps: int = 0
     duplicate_rows: int = 0
     tips: int = 0
+    resolution: str | None = None
     flagged: dict[str, int] = field(default_factory=dict)
     rejected_rows: dict[str, int] = field(default_factory=dict)
     dead_lettered: dict[str, int] = field(default_factory=dict)
@@ -102,13 +105,16 @@ class ImportSummary:
             "rejects": [r.detail for r in self.rejects],
         }
 
+    def _depth(self) -> str:
+        return depth_text(self.tips, self.resolution) if self.resolution else f"{self.tips} tips"
+
     def lines(self) -> list[str]:
         """The summary for a person."""
         span = f"{format_time(self.first)} .. {format_time(self.last)}" if self.first and self.last else "no readings"
         out = [
             f"imported {self.path} ({self.format}) as {self.site}/{self.device}: {span}",
             f"  rows read:        {self.rows_read}",
-            f"  readings made:    {self.readings_made}" + (f" ({self.tips} tips)" if self.tips else ""),
+            f"  readings made:    {self.readings_made}" + (f" ({self._depth()})" if self.tips else ""),
             f"  readings stored:  {self.readings_stored} new, {self.already_stored} already stored",
             f"  gaps (no value):  {self.gaps}",
         ]
@@ -191,6 +197,7 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     summary = ImportSummary(str(path), site, device_id, table.format, rows_read=conv.rows_read,
                             readings_made=len(conv.readings), gaps=conv.gaps, duplicate_rows=conv.duplicate_rows,
                             tips=conv.tips, rejects=conv.rejects,
+                            resolution=profile.counter.resolution if options.tips and profile.counter else None,
                             flagged=dict(Counter(f for r in conv.readings for f in r.flags)))
     reasons = Counter(r.reason for r in conv.rejects)
     summary.rejected_rows = dict(reasons)

@@ -169,13 +169,15 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
         progress: ``progress(done_rows, total_rows)`` while the file is read.
 
     Raises:
-        ReplayError: not a rain file, no storm rule, or no readings in the file.
+        ReplayError: not a rain file, a pack without a storm rule, or no readings in the file.
         importers.load.ImportFailed: the file cannot be read as configured.
         alerts.packs.PackError, alerts.engine.EngineError: the rules cannot be built.
     """
     if options.tips is None:
         raise ReplayError("replay runs the storm rule (R1) over a rain file: give --tips MM or --tips-in IN "
                           "(a single turbidity probe has no background for R2, a level sensor no basin for R3)")
+    if load_pack(jurisdiction).storm() is None:
+        raise ReplayError(f"pack {jurisdiction} has no storm-inspection rule (R1); nothing to replay")
     base = profiles or ProfileLibrary()
     with tempfile.TemporaryDirectory(prefix="stormwatch-replay-") as tmp:
         work = Path(tmp)
