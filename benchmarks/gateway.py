@@ -4,9 +4,11 @@ Run: ``python benchmarks/gateway.py`` (not a test; loopback only; bounded to ~2 
 
 1. Polling: a simulator PROCESS serves 10 Modbus TCP devices (Keller Acculevel register maps,
    unit ids 1..10 on one pymodbus server); the gateway runs as its own process
-   (``stormwatch gateway``, wall clock, outbox and QC on) polling each device once a second and
-   publishing to a real Mosquitto. The gateway runs as ``python -m gateway`` (the lean field
-   process; ``stormwatch gateway`` also loads every other package's CLI). RSS (VmRSS) and CPU
+   (wall clock, outbox and QC on) polling each device once a second and publishing to a real
+   Mosquitto. It is started as ``stormwatch gateway --site ...``, which validates the site,
+   writes ``plan.json`` and execs (same pid) the lean field process ``python -m gateway --plan
+   plan.json`` (no pydantic, no typer); the benchmark checks ``/proc/<pid>/cmdline`` before it
+   measures. RSS (VmRSS) and CPU
    time (utime + stime) come from ``/proc/<gateway pid>``; CPU is measured over a window after a
    warm-up and scaled to 1,000 polls.
 2. Replay: an outbox filled with 24 h × 60 × 10 readings (a 24-hour outage at 1-minute polling
@@ -85,6 +87,14 @@ def proc_stats(pid: int) -> tuple[float, float, float]:
     return rss, hwm, cpu
 
 
+def lean_imports() -> None:
+    """Fail loudly if the lean process would load pydantic (the memory it must not spend)."""
+    code = "import sys, gateway.__main__, gateway.service; print('pydantic' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    if out != "False":
+        raise RuntimeError("the lean gateway process imports pydantic")
+
+
 def polling(work: Path, broker_url: str) -> dict[str, float]:
     from stormwatch import servers
 
@@ -100,11 +110,16 @@ def polling(work: Path, broker_url: str) -> dict[str, float]:
         }
         site_path = work / "site.json"  # JSON is YAML
         site_path.write_text(json.dumps(site))
-        gw = subprocess.Popen([sys.executable, "-m", "gateway", "--site", str(site_path), "--broker", broker_url,
-                               "--state-dir", str(work / "gw")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        gw = subprocess.Popen([sys.executable, "-m", "stormwatch", "gateway", "--site", str(site_path),
+                               "--broker", broker_url, "--state-dir", str(work / "gw")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             print(f"polling: gateway pid {gw.pid}, {DEVICES} devices at 1 Hz; warm-up {WARMUP_S:.0f} s", flush=True)
             time.sleep(WARMUP_S)
+            cmdline = Path(f"/proc/{gw.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            print(f"polling: measuring `{cmdline}`", flush=True)
+            if "-m gateway --plan" not in cmdline:
+                raise RuntimeError(f"the gateway did not exec the lean process: {cmdline}")
             _, _, cpu0 = proc_stats(gw.pid)
             t0 = time.monotonic()
             time.sleep(MEASURE_S)
@@ -129,18 +144,18 @@ def replay(work: Path, broker_url: str) -> float:
     from gateway.outbox import Outbox
     from gateway.publisher import MqttPublisher
     from stormwatch.clock import WallClock
-    from stormwatch.contract import Reading
     from stormwatch.mqtt import parse_broker_url
+    from stormwatch.wire import WireReading
 
     box = Outbox(work / "replay.sqlite3", max_age_s=None)
     t0 = datetime(2026, 6, 1, tzinfo=UTC)
     boot = uuid.uuid4().hex
     seq = 0
-    batch: list[Reading] = []
+    batch: list[WireReading] = []
     fill0 = time.monotonic()
     for minute in range(24 * 60):
         for d in range(DEVICES):
-            batch.append(Reading(site="bench", device=f"level-{d}", quantity="pressure", value=0.0421, unit="bar",
+            batch.append(WireReading(site="bench", device=f"level-{d}", quantity="pressure", value=0.0421, unit="bar",
                                  time=t0 + timedelta(minutes=minute), gateway="gw-replay", boot=boot, seq=seq,
                                  raw=[15660, 27263]))
             seq += 1
@@ -169,6 +184,7 @@ def main() -> None:
     from stormwatch import servers
 
     print(f"machine: {machine()}", flush=True)
+    lean_imports()
     with tempfile.TemporaryDirectory(prefix="stormwatch-bench-") as tmp:
         work = Path(tmp)
         broker = servers.mosquitto(work / "mosquitto")
