@@ -8,10 +8,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from importers.options import ImportOptions, OptionsError, TipSpec, ValueColumn, parse_gap_values
+
+if TYPE_CHECKING:
+    from importers.load import ImportSummary
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +135,23 @@ def import_command(
         typer.echo(json.dumps(summary.to_json(), ensure_ascii=False))
     else:
         typer.echo("\n".join([*summary.lines(), f"  store:            {redact(store)}"]))
+    problem = nothing_stored(summary)
+    if problem:
+        raise _fail(problem, 1)
+
+
+def nothing_stored(summary: ImportSummary) -> str | None:
+    """Why an import that stored nothing failed (rows or readings rejected), or ``None``."""
+    rejected = sum(summary.rejected_rows.values())
+    dead = sum(summary.dead_lettered.values())
+    if summary.readings_stored or summary.already_stored or not (rejected or dead):
+        return None
+    first = f"; first: {summary.rejects[0].detail}" if summary.rejects else ""
+    what = [f"{rejected} of {summary.rows_read} rows rejected {dict(sorted(summary.rejected_rows.items()))}"] \
+        if rejected else []
+    if dead:
+        what.append(f"{dead} readings dead-lettered {dict(sorted(summary.dead_lettered.items()))}")
+    return f"{summary.path}: nothing stored: {', '.join(what)}{first} (check --format, --delimiter, --time-format)"
 
 
 def replay_command(

@@ -2,8 +2,9 @@
 
 Per row: the time (UTC), each ``--value-column`` cell and, for rain, the tip column. A cell that is
 a gap (:mod:`importers.cells`) yields no reading -- never a zero. A row with a malformed part
-(too few fields, a bad time, a cell that is not a number, a depth that is not a whole number of
-tips) is rejected as a whole with its ``file:line`` and reason; the other rows are kept.
+(too few fields, more fields than the header names, a bad time, a cell that is not a number, a
+depth that is not a whole number of tips) is rejected as a whole with its ``file:line`` and
+reason; the other rows are kept.
 
 Rain (design-notes.md, "Delivery" and "Counting rain"): tips are integers; the rows of one
 timestamp are summed into ONE ``rain_tips`` reading (the Tharandt Davis file has up to 7 tips in
@@ -13,8 +14,9 @@ one minute: all are kept, as a count). A depth cell is converted to tips exactly
 Other quantities: one reading per timestamp; a repeated row with the same value is a duplicate
 row (counted, stored once), a different value at the same time is rejected ``conflicting_time``.
 
-Reject reasons: ``too_few_fields``, ``bad_time``, ``not_a_number``, ``not_whole_tips``,
-``negative_tips``, ``conflicting_time``, ``before_1970``.
+Reject reasons: ``too_few_fields``, ``extra_fields`` (a non-empty field past the header's
+columns; empty trailing fields -- a trailing delimiter -- are tolerated), ``bad_time``,
+``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``conflicting_time``, ``before_1970``.
 """
 
 from __future__ import annotations
@@ -186,6 +188,10 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
         out.rows_read += 1
         if len(fields) <= needed:
             reject(line, "too_few_fields", f"{len(fields)} fields, need at least {needed + 1}")
+            continue
+        if len(fields) > len(table.columns) and any(f.strip() for f in fields[len(table.columns):]):
+            reject(line, "extra_fields", f"{len(fields)} fields, the header names {len(table.columns)} "
+                                         f"(which column is which cannot be known)")
             continue
         try:
             when = table.time.parse(fields[table.time_column])

@@ -28,16 +28,29 @@ class TableError(ValueError):
     """A file whose header cannot be understood; the message names the file (and line)."""
 
 
+#: Bytes looked at for NUL bytes (a binary file) -- the same heuristic as ``git`` and ``grep``.
+BINARY_PROBE_BYTES = 8192
+
+
 def read_lines(path: Path) -> list[str]:
-    """The file's lines (UTF-8, with or without BOM; Windows-1252 as a fallback for old exports).
+    """The file's lines (UTF-8, with or without BOM; UTF-16 with a BOM; Windows-1252 as a fallback
+    for old exports).
 
     Raises:
-        TableError: unreadable file.
+        TableError: unreadable file, or a binary file (a NUL byte in the first 8 KiB of a file
+            without a UTF-16 BOM).
     """
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TableError(f"{path}: cannot read: {exc}") from exc
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16").lstrip("\ufeff").splitlines()
+        except UnicodeDecodeError as exc:
+            raise TableError(f"{path}: starts with a UTF-16 byte-order mark but is not UTF-16: {exc}") from exc
+    if b"\x00" in data[:BINARY_PROBE_BYTES]:
+        raise TableError(f"{path}: binary file, not a delimited text/TOA5/HOBO export")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -1,0 +1,74 @@
+"""`stormwatch import` refuses what it cannot read, loudly: nothing stored is an error, an extra
+field is a rejected row, a binary or JSON Lines file is named as such (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from click.testing import Result
+from typer.testing import CliRunner
+
+from ingest.stores import open_store
+from stormwatch.cli import app
+from tests.conftest import shared_file
+from tests.test_import_files import THARANDT, site  # noqa: F401  (fixture)
+
+RTL433 = "rtl433_acurite5n1_json_2023-02-11.jsonl"
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(app, ["import", *args], catch_exceptions=False)
+
+
+def test_every_row_rejected_exits_1_and_says_so(site: Path, tmp_path: Path) -> None:  # noqa: F811
+    # the Tharandt file's times are "01.07.2018 00:00": a year-first format fits none of its 2632 rows
+    result = invoke(str(shared_file(THARANDT)), "--site", str(site), "--device", "rain-1",
+                    "--store", f"sqlite:///{tmp_path / 's.db'}", "--delimiter", ";", "--tips", "0.2",
+                    "--time-format", "%Y-%m-%d %H:%M")
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and "nothing stored: 2632 of 2632 rows rejected {'bad_time': 2632}" \
+        in result.output
+    assert f"{shared_file(THARANDT)}:2:" in result.output  # the first rejected row, file:line
+
+
+def test_a_row_with_an_extra_field_is_rejected_trailing_delimiter_is_not(site: Path, tmp_path: Path) -> None:  # noqa: F811
+    path = tmp_path / "turb.csv"
+    path.write_text("time,turb\n"
+                    "2024-05-01T00:00:00Z,3.0\n"
+                    "2024-05-01T00:05:00Z,4.0,7\n"       # line 3: a third field the header does not name
+                    "2024-05-01T00:10:00Z,5.0,\n", encoding="utf-8")  # a trailing comma: accepted
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    result = invoke(str(path), "--site", str(site), "--device", "sonde-1", "--store", url,
+                    "--value-column", "turb=turbidity:FNU", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["rejected_rows"] == {"extra_fields": 1}
+    assert summary["rejects"][0].startswith(f"{path}:3: 3 fields, the header names 2")
+    store = open_store(url)
+    try:
+        assert [r.value for r in store.query_readings("import-test", device="sonde-1")] == [3.0, 5.0]
+    finally:
+        store.close()
+
+
+def test_binary_file_is_named_as_such_exit_2(site: Path, tmp_path: Path) -> None:  # noqa: F811
+    binary = tmp_path / "python.bin"
+    binary.write_bytes(Path(sys.executable).resolve().read_bytes()[:16384])  # an ELF executable
+    assert binary.read_bytes().startswith(b"\x7fELF")
+    result = invoke(str(binary), "--site", str(site), "--device", "sonde-1",
+                    "--store", f"sqlite:///{tmp_path / 's.db'}", "--value-column", "turb=turbidity:FNU")
+    assert result.exit_code == 2, result.output
+    assert f"error: {binary}: binary file, not a delimited text/TOA5/HOBO export" in result.output
+
+
+def test_rtl433_json_lines_is_refused_clearly(site: Path, tmp_path: Path) -> None:  # noqa: F811
+    path = shared_file(RTL433)
+    result = invoke(str(path), "--site", str(site), "--device", "rain-in", "--store",
+                    f"sqlite:///{tmp_path / 's.db'}", "--tips-in", "0.01")
+    assert result.exit_code == 2, result.output
+    assert f"error: {path}: JSON Lines (rtl_433) is not supported" in result.output
+    assert "bad_time" not in result.output
+    replay = CliRunner().invoke(app, ["replay", str(path), "--tips-in", "0.01"], catch_exceptions=False)
+    assert replay.exit_code == 2 and "JSON Lines (rtl_433) is not supported" in replay.output
