@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import typer
@@ -51,8 +50,8 @@ def build_scenario(
         raise ScenarioError("give either --storm-depth-in or --rain-file, not both")
     if storm_depth_in is not None:
         try:
-            sc = sc.with_storm_depth(Decimal(storm_depth_in))
-        except (InvalidOperation, ValueError) as exc:
+            sc = sc.with_storm_depth(storm_depth_in)
+        except ValueError as exc:
             raise ScenarioError(f"--storm-depth-in {storm_depth_in!r}: {exc}") from exc
     if rain_file is not None:
         if (rain_tip_mm is None) == (rain_tip_in is None):

@@ -47,6 +47,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: The largest 24-hour rainfall on record is 1,825 mm (71.9 in, Foc-Foc, La Réunion, January 1966;
+#: WMO World Weather and Climate Extremes Archive). A design storm deeper than that is a typo.
+MAX_STORM_DEPTH_IN = Decimal("72")
+
+
 class StormSpec(_Strict):
     """An NRCS 24-hour design storm (hydrology.md).
 
@@ -57,7 +62,7 @@ class StormSpec(_Strict):
     """
 
     distribution: Distribution = "type_ii"
-    depth_in: Decimal = Field(gt=0)
+    depth_in: Decimal = Field(gt=0, le=MAX_STORM_DEPTH_IN)
     start_offset_h: float = Field(default=1.0, ge=0)
 
 
@@ -185,9 +190,14 @@ class Scenario(_Strict):
         Raises:
             ValueError: a non-positive depth.
         """
-        depth = Decimal(str(depth_in))
-        if depth <= 0:
-            raise ValueError(f"storm depth must be > 0 in, got {depth}")
+        try:
+            depth = Decimal(str(depth_in))
+        except ArithmeticError:
+            raise ValueError(f"storm depth {depth_in!r} is not a decimal number of inches") from None
+        if not depth.is_finite() or not 0 < depth <= MAX_STORM_DEPTH_IN:
+            raise ValueError(
+                f"storm depth must be > 0 and <= {MAX_STORM_DEPTH_IN} in (the 24-hour world record), got {depth_in}"
+            )
         storm = self.rain.storm or StormSpec(depth_in=depth)
         rain = self.rain.model_copy(update={"storm": storm.model_copy(update={"depth_in": depth}), "record": None})
         return self.model_copy(update={"rain": rain})

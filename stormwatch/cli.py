@@ -40,8 +40,12 @@ COMMAND_MODULES = (
 
 @app.callback()
 def _root(
-    log_level: str = typer.Option("INFO", "--log-level", envvar="STORMWATCH_LOG_LEVEL", help="DEBUG, INFO, WARNING"),
+    log_level: str = typer.Option(
+        "INFO", "--log-level", envvar="STORMWATCH_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR (logs go to stderr)."
+    ),
 ) -> None:
+    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise typer.BadParameter(f"{log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", param_hint="--log-level")
     setup_logging(log_level)
 
 

@@ -248,7 +248,46 @@ def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None
                 profiles.get(dev.profile)
             except ProfileError as exc:
                 raise ConfigError(f"{source}: devices.{i}.profile: {exc}") from exc
+        problems = role_problems(cfg, device_profiles(cfg, profiles))
+        if problems:
+            raise ConfigError("\n".join(f"{source}: {p}" for p in problems))
     return cfg
+
+
+def role_problems(cfg: SiteConfig, profiles: dict[str, DeviceProfile]) -> list[str]:
+    """What is wrong with the roles the site gives its devices, given their profiles.
+
+    * the rain gauge must count tips (a ``counter`` section);
+    * both turbidity probes must report ``turbidity`` in the same unit (NTU and FNU are not
+      comparable -- sensors.md, "Turbidity probes");
+    * the basin device must say how its value becomes a height (a ``level`` section), and a
+      distance-down sensor needs ``sensor_mount_height_ft``.
+    """
+    out: list[str] = []
+    if cfg.rain_gauge is not None and profiles[cfg.rain_gauge].counter is None:
+        out.append(f"rain_gauge: device {cfg.rain_gauge!r} ({profiles[cfg.rain_gauge].model}) does not count tips")
+    if cfg.turbidity_pair is not None:
+        units = {}
+        for role in ("upstream", "downstream"):
+            dev = getattr(cfg.turbidity_pair, role)
+            unit = profiles[dev].quantities().get("turbidity")
+            if unit is None:
+                out.append(f"turbidity_pair.{role}: device {dev!r} ({profiles[dev].model}) does not report turbidity")
+            units[role] = unit
+        if None not in units.values() and units["upstream"] != units["downstream"]:
+            out.append(
+                f"turbidity_pair: upstream reports {units['upstream']} but downstream {units['downstream']}; "
+                "compare like with like (same unit, ideally the same probe model)"
+            )
+    if cfg.basin is not None:
+        level = profiles[cfg.basin.device].level
+        if level is None:
+            out.append(
+                f"basin.device: device {cfg.basin.device!r} ({profiles[cfg.basin.device].model}) is not a level sensor"
+            )
+        elif level.kind == "distance_down" and cfg.basin.sensor_mount_height_ft is None:
+            out.append("basin.sensor_mount_height_ft: required for a distance-down (ultrasonic/lidar) sensor")
+    return out
 
 
 def load_site(path: str | Path, profiles: ProfileLibrary | None = None) -> SiteConfig:

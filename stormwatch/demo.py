@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import tempfile
 from datetime import datetime
@@ -25,6 +26,9 @@ from stormwatch.profiles import ProfileError, ProfileLibrary
 log = logging.getLogger(__name__)
 
 DEFAULT_SITE = Path(__file__).resolve().parent.parent / "examples" / "site.yaml"
+
+#: Above this the gateway cannot keep a 60 s poll grid (60 s simulated = 6 ms real).
+MAX_SPEED = 10_000.0
 
 
 def influx_store_url(url: str, database: str) -> str:
@@ -53,7 +57,7 @@ def describe_event(e: Event, tz: ZoneInfo) -> str:
     """One timeline line for a person: local time, kind, the facts, the deadline and the citation."""
     facts = ""
     if e.tips is not None and e.depth_in is not None:
-        facts = f"{e.depth_in:.2f} in ({e.tips} tips)"
+        facts = f"{e.depth_in:.2f} in ({e.tips} tip{'' if e.tips == 1 else 's'})"
         if e.storm_start is not None and e.storm_end is not None:
             facts += f", rain {_local(e.storm_start, tz)} – last tip {_local(e.storm_end, tz)}"
     elif e.downstream_ntu is not None and e.upstream_ntu is not None:
@@ -72,7 +76,10 @@ def describe_event(e: Event, tz: ZoneInfo) -> str:
 def demo(
     site: Path = typer.Option(DEFAULT_SITE, "--site", help="Site YAML; its transports are moved to free local ports."),
     scenario: str = typer.Option("default", "--scenario", help="Bundled scenario name or a scenario YAML file."),
-    speed: float = typer.Option(1500.0, "--speed", min=1.0, help="Simulated seconds per real second."),
+    speed: float = typer.Option(
+        1500.0, "--speed", min=1.0, max=MAX_SPEED,
+        help="Simulated seconds per real second (1 = real time; the default runs 32 h in about 80 s).",
+    ),
     storm_depth_in: str | None = typer.Option(
         None, "--storm-depth-in", help="Design-storm depth in inches (default: the scenario's, 1.2)."
     ),
@@ -108,21 +115,32 @@ def demo(
     applies the site's village code and opens work orders. The default scenario -- a 1.2-inch NRCS
     Type II storm, a basin already 45 % full, a turbidity plume downstream -- takes about a minute.
     """
+    from alerts.packs import PackError, load_pack
     from simulators.cli import build_scenario
     from simulators.rain_record import RainRecordError
-    from simulators.scenario import ScenarioError
+    from simulators.scenario import ScenarioError, SiteScenario
+    from stormwatch.config import device_profiles
+    from stormwatch.mqtt import BrokerUrlError, parse_broker_url
     from stormwatch.pipeline import Pipeline, PipelineError, Progress
 
+    # Everything a user can get wrong is checked here, before any service starts.
     try:
         profiles = ProfileLibrary()
         cfg: SiteConfig = load_site(site, profiles)
+        load_pack(cfg.site.jurisdiction, cfg.rules)
         sc = build_scenario(
             scenario, storm_depth_in=storm_depth_in, rain_file=rain_file, rain_tip_mm=rain_tip_mm,
             rain_tip_in=rain_tip_in, rain_time_format=rain_time_format, rain_delimiter=rain_delimiter,
             rain_tz=rain_tz, rain_from=rain_from, rain_until=rain_until,
         )
+        SiteScenario(sc, cfg, device_profiles(cfg, profiles))  # builds the tip series: bad rain input fails here
         store_url = influx_store_url(influx, database) if influx else None
-    except (ConfigError, ProfileError, ScenarioError, RainRecordError, ValueError) as exc:
+        if broker is not None:
+            parse_broker_url(broker)
+        if workdir is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+    except (ConfigError, ProfileError, PackError, ScenarioError, RainRecordError, BrokerUrlError,
+            ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
@@ -142,6 +160,8 @@ def demo(
             _local(p.sim_time, tz), p.fraction * 100, p.readings_made, p.readings_stored, p.events,
         )
 
+    # SIGTERM (e.g. from `timeout`) ends the run like Ctrl-C: services stop, the temp dir goes.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     tmp = None if workdir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
     work = workdir or Path(tmp.name)  # type: ignore[union-attr]
     hours = (sc.end - sc.start).total_seconds() / 3600
@@ -168,6 +188,10 @@ def demo(
     typer.echo(_summary(result, tz))
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _summary(result: object, tz: ZoneInfo) -> str:
     from stormwatch.pipeline import PipelineResult
 
@@ -187,7 +211,8 @@ def _summary(result: object, tz: ZoneInfo) -> str:
         kinds[e.kind] = kinds.get(e.kind, 0) + 1
     lines.append("  events: " + ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items())))
     open_orders = [w for w in result.workorders if w.status in ("open", "acknowledged", "overdue")]
-    lines.append(f"  work orders: {len(open_orders)} open")
+    overdue = sum(1 for w in open_orders if w.status == "overdue")
+    lines.append(f"  work orders: {len(open_orders)} not completed" + (f" ({overdue} overdue)" if overdue else ""))
     for w in open_orders:
         lines.append(f"    {w.id}  {w.kind:<20} due {_local(w.due_at, tz):<22} [{w.citation}]  {w.status}")
     lines.append(

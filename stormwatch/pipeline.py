@@ -14,6 +14,7 @@ reading the gateway made, then ingest and alerts flush and stop, then the simula
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -35,8 +36,10 @@ from stormwatch.broker import RunningBroker, start_embedded_broker
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
+from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
+from stormwatch.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +190,7 @@ class Pipeline:
             PipelineError: a service failed to start or died.
         """
         wall0 = time.monotonic()
+        self._preflight()
         broker: RunningBroker | None = None
         embedded = self.broker_url is None
         if embedded:
@@ -274,6 +278,26 @@ class Pipeline:
         ingest_store.close()
         alerts_store.close()
         return result
+
+    def _preflight(self) -> None:
+        """Fail fast, with one clear line, when a given broker or store cannot be reached.
+
+        Raises:
+            PipelineError: the broker refuses TCP connections or the store refuses a query.
+        """
+        if self.broker_url is not None:
+            broker = parse_broker_url(self.broker_url)
+            try:
+                socket.create_connection((broker.host, broker.port), timeout=5).close()
+            except OSError as exc:
+                raise PipelineError(f"cannot reach the MQTT broker at {broker.safe_url()}: {exc}") from None
+        store = open_store(self.store_url)
+        try:
+            store.query_readings(self.cfg.site.id, self.scenario.start, self.scenario.start)
+        except StoreError as exc:
+            raise PipelineError(f"cannot use the store {redact(self.store_url)}: {exc}") from None
+        finally:
+            store.close()
 
     def _workorders(self, clock: ScenarioClock) -> list[WorkOrder]:
         orders = WorkOrders(self.workdir / "alerts.db", clock)

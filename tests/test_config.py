@@ -1,0 +1,79 @@
+"""Site configuration: errors name the file and the key; device roles must fit their profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stormwatch.config import ConfigError, load_site
+from stormwatch.profiles import ProfileLibrary
+from tests.conftest import REPO
+
+EXAMPLE = REPO / "examples" / "site.yaml"
+
+
+def _write(tmp_path: Path, doc: dict) -> Path:
+    p = tmp_path / "site.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    return p
+
+
+def _example() -> dict:
+    return yaml.safe_load(EXAMPLE.read_text())
+
+
+def test_example_site_loads_with_its_profiles() -> None:
+    cfg = load_site(EXAMPLE, ProfileLibrary())
+    assert cfg.site.id == "riverside-commons" and cfg.site.jurisdiction == "ch133"
+    assert [d.id for d in cfg.devices] == ["rain-1", "turb-up", "turb-down", "basin-level"]
+    assert cfg.basin is not None and cfg.basin.design_height == 4
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: d["devices"][2]["transport"].pop("port"), "devices.2.transport.modbus-rtu.port: Field required"),
+        (lambda d: d["site"].update(timezone="America/Nowhere"), "site.timezone"),
+        (lambda d: d.update(rain_gauge="rain-9"), "rain_gauge: no device 'rain-9'"),
+        (lambda d: d["devices"][0].update(poll_interval_s=0), "devices.0.poll_interval_s"),
+        (lambda d: d["devices"][1].update(profile="no_such_model"), "devices.1.profile: no profile 'no_such_model'"),
+        (lambda d: d.update(unknown_key=1), "unknown_key: Extra inputs are not permitted"),
+    ],
+)
+def test_errors_name_the_file_and_the_key(tmp_path: Path, mutate, expected: str) -> None:
+    doc = _example()
+    mutate(doc)
+    path = _write(tmp_path, doc)
+    with pytest.raises(ConfigError) as err:
+        load_site(path, ProfileLibrary())
+    assert str(path) in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_roles_must_fit_the_profiles(tmp_path: Path) -> None:
+    doc = _example()
+    doc["rain_gauge"] = "turb-up"  # a turbidity probe does not count tips
+    doc["turbidity_pair"]["upstream"] = "rain-1"  # a rain gauge does not report turbidity
+    doc["basin"]["device"] = "turb-down"  # a turbidity probe is not a level sensor
+    with pytest.raises(ConfigError) as err:
+        load_site(_write(tmp_path, doc), ProfileLibrary())
+    msg = str(err.value)
+    assert "rain_gauge: device 'turb-up' (yosemitech_y511) does not count tips" in msg
+    assert "turbidity_pair.upstream: device 'rain-1' (tipping_bucket_modbus_counter) does not report turbidity" in msg
+    assert "basin.device: device 'turb-down' (yosemitech_y511) is not a level sensor" in msg
+
+
+def test_ntu_and_fnu_probes_are_not_a_pair(tmp_path: Path) -> None:
+    doc = _example()
+    doc["devices"][2]["profile"] = "ysi_exo_turbidity"  # reports FNU (ISO 7027), upstream reports NTU
+    with pytest.raises(ConfigError, match="upstream reports NTU but downstream FNU"):
+        load_site(_write(tmp_path, doc), ProfileLibrary())
+
+
+def test_distance_down_sensor_needs_its_mount_height(tmp_path: Path) -> None:
+    doc = _example()
+    del doc["basin"]["sensor_mount_height_ft"]
+    with pytest.raises(ConfigError, match=r"basin\.sensor_mount_height_ft: required"):
+        load_site(_write(tmp_path, doc), ProfileLibrary())

@@ -1,0 +1,55 @@
+"""``stormwatch demo``: every bad input is refused up front with one clear line and exit code 2."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from stormwatch.cli import app
+from stormwatch.demo import influx_store_url
+from tests.conftest import shared_file
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--storm-depth-in", "1e400"], "storm depth must be > 0 and <= 72 in"),
+        (["--storm-depth-in", "abc"], "is not a decimal number of inches"),
+        (["--storm-depth-in", "-1"], "storm depth must be > 0"),
+        (["--broker", "foo://x"], "broker URL must start with mqtt:// or mqtts://"),
+        (["--influx", "ftp://x"], "expected http://host:port (InfluxDB 1.x)"),
+        (["--broker", "mqtt://127.0.0.1:1"], "cannot reach the MQTT broker at mqtt://127.0.0.1:1"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_starts(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["demo", *args])
+    assert result.exit_code in (1, 2), result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_tip_size_of_a_rain_file_names_the_file() -> None:
+    path = shared_file("tharandt_davis_tips_Sensor1.csv")
+    result = runner.invoke(
+        app, ["demo", "--rain-file", str(path), "--rain-delimiter", ";", "--rain-tip-mm", "abc"]
+    )
+    assert result.exit_code == 2
+    assert f"{path}: tip size 'abc' mm" in result.output
+
+
+def test_unknown_jurisdiction_is_refused(tmp_path) -> None:
+    from tests.test_config import _example, _write
+
+    doc = _example()
+    doc["site"]["jurisdiction"] = "ch999"
+    result = runner.invoke(app, ["demo", "--site", str(_write(tmp_path, doc))])
+    assert result.exit_code == 2
+    assert "ch999" in result.output
+
+
+def test_influx_urls() -> None:
+    assert influx_store_url("http://10.0.0.5:8086/", "stormwatch") == "influx1://10.0.0.5:8086/stormwatch"
+    assert influx_store_url("https://db:8086", "site") == "influx1s://db:8086/site"
+    assert influx_store_url("influx2://h:8086?org=o&bucket=b&token=t", "x") == "influx2://h:8086?org=o&bucket=b&token=t"
