@@ -159,6 +159,10 @@ def _reject_constant(name: str) -> float:
     return float(name.replace("Infinity", "inf"))
 
 
+#: One decoder for every message (json.loads with a keyword builds a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_readings(payload: bytes | str) -> list[Reading]:
     """Parse one MQTT payload into readings.
 
@@ -177,7 +181,7 @@ def parse_readings(payload: bytes | str) -> list[Reading]:
         except UnicodeDecodeError as exc:
             raise PayloadError("not_utf8", str(exc)) from exc
     try:
-        data = json.loads(payload, parse_constant=_reject_constant)
+        data = _DECODER.decode(payload)
     except json.JSONDecodeError as exc:
         raise PayloadError("bad_json", str(exc)) from exc
     try:
