@@ -8,6 +8,7 @@ import os
 import signal
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import typer
@@ -15,9 +16,35 @@ import typer
 from alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 
+if TYPE_CHECKING:
+    from stormwatch.config import SiteConfig
+    from stormwatch.profiles import ProfileLibrary
+
 log = logging.getLogger(__name__)
 
 DEFAULT_STATE = "stormwatch-alerts.db"
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    """Print ``error: message`` on stderr (as the gateway, demo and import commands do); the exit to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _load_site(path: Path, profiles: ProfileLibrary) -> SiteConfig:
+    """The site file at ``path``, with its rule overrides checked against its pack here, so an
+    error names the site file (docs/rules.md).
+
+    Raises:
+        stormwatch.config.ConfigError: an invalid site file.
+        alerts.packs.PackError: an unknown pack, or an override naming an unknown rule or parameter.
+    """
+    from alerts.packs import load_pack
+    from stormwatch.config import load_site
+
+    cfg = load_site(path, profiles)
+    load_pack(cfg.site.jurisdiction, cfg.rules, source=str(path))
+    return cfg
 
 
 def _clock() -> Clock:
@@ -50,26 +77,28 @@ def alerts_cmd(
     from alerts.grafana import GrafanaAnnotations
     from alerts.packs import PackError
     from alerts.service import AlertService
-    from stormwatch.config import ConfigError, load_site
+    from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
 
     profiles = ProfileLibrary()
     try:
-        sites = [load_site(p, profiles) for p in site]
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
+        sites = [_load_site(p, profiles) for p in site]
+    except (ConfigError, PackError) as exc:
+        raise _fail(str(exc), 2) from exc
     opened = None
     if store:
-        from ingest.stores import open_store  # lazily: the store package is optional for the engine
+        from ingest.stores import StoreUrlError, open_store, redact  # lazily: optional for the engine
+        from stormwatch.store import StoreError
 
-        opened = open_store(store)
+        try:
+            opened = open_store(store)
+        except (StoreUrlError, StoreError) as exc:
+            raise _fail(f"--store {redact(store)}: {exc}", 2) from exc
     try:
         service = AlertService(sites, profiles, broker, opened, state, _clock(), client_id, lateness_s=lateness_s,
                                webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ))
     except (PackError, EngineError, ValueError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
+        raise _fail(str(exc), 2) from exc
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
     try:
         service.run()
@@ -87,9 +116,11 @@ _STATE_OPT = typer.Option(Path(DEFAULT_STATE), "--state", help="work-order SQLit
 
 def _book(state: Path) -> WorkOrders:
     if not state.is_file():
-        typer.echo(f"no work-order state file {state}", err=True)
-        raise typer.Exit(2)
-    return WorkOrders(state, _clock())
+        raise _fail(f"no work-order state file {state}", 2)
+    try:
+        return WorkOrders(state, _clock())
+    except WorkOrderError as exc:
+        raise _fail(str(exc), 2) from exc
 
 
 @workorders_app.command("list")
@@ -118,8 +149,7 @@ def show_cmd(order_id: str = typer.Argument(...), state: Path = _STATE_OPT,
     try:
         order = book.get(order_id)
     except WorkOrderError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from exc
+        raise _fail(str(exc), 1) from exc
     data = order.to_json()
     if as_json:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
@@ -137,8 +167,7 @@ def ack_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(..., "--
     try:
         order = _book(state).acknowledge(order_id, by)
     except WorkOrderError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from exc
+        raise _fail(str(exc), 1) from exc
     typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
 
 
@@ -150,8 +179,7 @@ def complete_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(...
     try:
         order = _book(state).complete(order_id, by, notes)
     except WorkOrderError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from exc
+        raise _fail(str(exc), 1) from exc
     typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
 
 
@@ -195,27 +223,31 @@ def evaluate_cmd(
     from alerts.engine import EngineError
     from alerts.packs import PackError
     from ingest.stores import StoreUrlError, open_store, redact
-    from stormwatch.config import ConfigError, load_site
+    from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.store import StoreError
 
     profiles = ProfileLibrary()
     try:
-        cfg = load_site(site, profiles)
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
+        cfg = _load_site(site, profiles)
+    except (ConfigError, PackError) as exc:
+        raise _fail(str(exc), 2) from exc
     t1, t2 = parse_when(start, cfg.site.timezone), parse_when(end, cfg.site.timezone)
+    try:
+        missing = _missing_sqlite(store)
+    except StoreUrlError as exc:
+        raise _fail(f"--store {redact(store)}: {exc}", 2) from exc
+    if missing is not None:
+        raise _fail(f"no store at {missing} (--store {redact(store)}): evaluate reads stored readings, "
+                    "import or ingest them first", 2)
     try:
         opened = open_store(store)
     except (StoreUrlError, StoreError) as exc:
-        typer.echo(f"error: --store {redact(store)}: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise _fail(f"--store {redact(store)}: {exc}", 2) from exc
     try:
         result = evaluate(cfg, profiles, opened, t1, t2)
     except (PackError, EngineError, ValueError, StoreError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
+        raise _fail(str(exc), 2) from exc
     finally:
         opened.close()
     if as_json:
@@ -227,6 +259,27 @@ def evaluate_cmd(
     for s in result.in_progress:
         typer.echo(f"in progress: storm since {s.start.isoformat()}, {result.depth(s.tips)}, qualified={s.qualified}")
     typer.echo(result.summary())
+
+
+def _missing_sqlite(url: str) -> Path | None:
+    """The file of a ``sqlite:`` store URL (or bare path) when it does not exist, else ``None``.
+
+    Opening a missing SQLite file would create an empty store; a read-only command must say the
+    store is not there instead of reporting "0 readings".
+
+    Raises:
+        ingest.stores.StoreUrlError: a malformed SQLite URL.
+    """
+    import urllib.parse
+
+    from ingest.stores import sqlite_path
+
+    if urllib.parse.urlsplit(url).scheme.lower() not in ("sqlite", ""):
+        return None
+    path = sqlite_path(url)
+    if path == ":memory:" or Path(path).is_file():
+        return None
+    return Path(path)
 
 
 def register(app: typer.Typer) -> None:

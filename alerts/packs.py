@@ -206,13 +206,15 @@ def _validation_message(source: str, exc: ValidationError, prefix: str = "") -> 
 
 
 def load_pack(name: str, overrides: dict[str, dict[str, Any]] | None = None,
-              directory: Path | None = None) -> RulePack:
+              directory: Path | None = None, *, source: str = "site") -> RulePack:
     """Load pack ``<directory>/<name>.yaml`` and apply site overrides.
 
     Args:
         name: pack name (the site's jurisdiction, e.g. ``ch133``).
         overrides: ``SiteConfig.rules`` (rule id → parameter → value); each one is logged.
         directory: where packs live (default ``alerts/packs``).
+        source: where ``overrides`` come from (the site file's name), named in override errors
+            and logs: ``site.yaml: rules.R1.dry_gaps: not a parameter of R1 (...)``.
 
     Raises:
         PackError: missing file (known packs listed), bad YAML, schema error (file and key),
@@ -236,11 +238,13 @@ def load_pack(name: str, overrides: dict[str, dict[str, Any]] | None = None,
         raise PackError(_validation_message(str(path), exc)) from exc
     if pack.name != name:
         raise PackError(f"{path}: name: {pack.name!r} must equal the file name {name!r}")
-    return apply_overrides(pack, overrides or {}, source=str(path))
+    return apply_overrides(pack, overrides or {}, source=source)
 
 
 def apply_overrides(pack: RulePack, overrides: dict[str, dict[str, Any]], source: str = "site") -> RulePack:
     """A copy of ``pack`` with per-site parameter overrides applied (each logged at INFO).
+
+    ``source`` names where the overrides come from (the site file) in errors and logs.
 
     Raises:
         PackError: unknown rule id or parameter, or a value the rule's schema rejects.
@@ -250,14 +254,14 @@ def apply_overrides(pack: RulePack, overrides: dict[str, dict[str, Any]], source
     rules = dict(pack.rules)
     for rule_id, params in overrides.items():
         if rule_id not in rules:
-            raise PackError(f"site rules.{rule_id}: no rule {rule_id!r} in pack {pack.name} "
+            raise PackError(f"{source}: rules.{rule_id}: no rule {rule_id!r} in pack {pack.name} "
                             f"(rules: {', '.join(sorted(rules)) or 'none'})")
         current = rules[rule_id]
         fields = type(current).model_fields
         merged = current.model_dump()
         for key, value in params.items():
             if key not in fields or key == "kind":
-                raise PackError(f"site rules.{rule_id}.{key}: not a parameter of {rule_id} "
+                raise PackError(f"{source}: rules.{rule_id}.{key}: not a parameter of {rule_id} "
                                 f"(parameters: {', '.join(k for k in fields if k != 'kind')})")
             log.info("pack %s: site override %s.%s = %r (pack default %r, from %s)",
                      pack.name, rule_id, key, value, merged[key], source)
@@ -265,5 +269,5 @@ def apply_overrides(pack: RulePack, overrides: dict[str, dict[str, Any]], source
         try:
             rules[rule_id] = type(current).model_validate(merged)
         except ValidationError as exc:
-            raise PackError(_validation_message("site", exc, prefix=f"rules.{rule_id}.")) from exc
+            raise PackError(_validation_message(source, exc, prefix=f"rules.{rule_id}.")) from exc
     return pack.model_copy(update={"rules": rules})

@@ -20,7 +20,8 @@ order, across restarts and replays (the id is derived from that key). Status: ``
 pack with a report rule (Ch. 196 §196-9B) opens an ``inspection_report`` order due within two
 business days of the inspection date.
 
-Errors: :class:`WorkOrderError` (unknown id, completing a completed order).
+Errors: :class:`WorkOrderError` (unknown id, completing a completed order, a state file that is
+not an SQLite database).
 """
 
 from __future__ import annotations
@@ -137,6 +138,9 @@ class WorkOrders:
     Args:
         path: SQLite file (created if absent).
         clock: stamps ``opened_at``, acknowledgements and completions; checks overdue.
+
+    Raises:
+        WorkOrderError: ``path`` exists but is not an SQLite database.
     """
 
     def __init__(self, path: str | Path, clock: Clock) -> None:
@@ -145,9 +149,13 @@ class WorkOrders:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise WorkOrderError(f"{self.path}: not a work-order state file (SQLite): {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
