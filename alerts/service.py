@@ -40,7 +40,7 @@ from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, parse_readings
-from stormwatch.mqtt import apply_credentials, parse_broker_url
+from stormwatch.mqtt import ConnectFailureLog, apply_credentials, parse_broker_url
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore, StoreError
 
@@ -106,7 +106,9 @@ class AlertService:
         self._client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
                                    protocol=mqtt.MQTTv311, manual_ack=True)
         apply_credentials(self._client, self.broker)
+        self._connect_fail = ConnectFailureLog(self.broker, log)
         self._client.on_connect = self._on_connect
+        self._client.on_connect_fail = self._connect_fail.on_connect_fail
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
         self._client.reconnect_delay_set(min_delay=1, max_delay=30)
@@ -114,7 +116,11 @@ class AlertService:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Warm up, connect and process messages until :meth:`stop`; then flush and disconnect."""
+        """Warm up, connect and process messages until :meth:`stop`; then flush and disconnect.
+
+        An unreachable broker is retried forever (1 s doubling to 30 s) and logged at ERROR once per
+        outage, then at DEBUG (:class:`stormwatch.mqtt.ConnectFailureLog`); INFO "connected" when it answers.
+        """
         self._warm_up()
         self._client.connect_async(self.host, self.port, keepalive=30)
         self._client.loop_start()
@@ -182,8 +188,10 @@ class AlertService:
             return
         client.subscribe([(f, 1) for f in self.filters])
         self.connected.set()
-        log.info("connected to %s:%d as %s (session present: %s); subscribed %s", self.host, self.port,
-                 self.client_id, flags.session_present, ", ".join(self.filters))
+        failed = self._connect_fail.connected()
+        log.info("connected to %s as %s (session present: %s%s); subscribed %s", self.broker.safe_url(),
+                 self.client_id, flags.session_present, f"; after {failed} failed attempts" if failed else "",
+                 ", ".join(self.filters))
 
     def _on_disconnect(self, client: mqtt.Client, userdata: object, flags: mqtt.DisconnectFlags,
                        reason_code: mqtt.ReasonCode, properties: mqtt.Properties | None) -> None:

@@ -56,7 +56,7 @@ from ingest.validate import ValidationResult, Validator
 from stormwatch import topics
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, dump_readings, format_time
-from stormwatch.mqtt import apply_credentials, parse_broker_url
+from stormwatch.mqtt import ConnectFailureLog, apply_credentials, parse_broker_url
 from stormwatch.store import DeadLetter, ReadingStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -215,6 +215,7 @@ class Ingest:
         self._run_ident: int | None = None
         self._stop_deadline = float("inf")
         self._pending_publishes: list[mqtt.MQTTMessageInfo] = []
+        self._connect_fail = ConnectFailureLog(self.broker, log)
         self._client = self._make_client()
 
     # -- MQTT ------------------------------------------------------------------------------
@@ -227,6 +228,7 @@ class Ingest:
         apply_credentials(client, self.broker)
         client.reconnect_delay_set(min_delay=1, max_delay=30)
         client.on_connect = self._on_connect
+        client.on_connect_fail = self._connect_fail.on_connect_fail
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
@@ -238,8 +240,10 @@ class Ingest:
             return
         with self._gen_lock:
             self._generation += 1
-        log.info("connected to %s:%d as %r (session present: %s); subscribing to %s (QoS 1)", self.broker.host,
-                 self.broker.port, self.client_id, getattr(flags, "session_present", "?"), self.subscription)
+        failed = self._connect_fail.connected()
+        log.info("connected to %s as %r (session present: %s%s); subscribing to %s (QoS 1)", self.broker.safe_url(),
+                 self.client_id, getattr(flags, "session_present", "?"),
+                 f"; after {failed} failed attempts" if failed else "", self.subscription)
         client.subscribe(self.subscription, qos=1)
 
     def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, _mid: int, reason_codes: list[Any],
@@ -307,7 +311,9 @@ class Ingest:
     def run(self) -> None:
         """Consume until :meth:`stop`; then flush, acknowledge and disconnect.
 
-        Connection failures are retried forever (paho reconnects with backoff).
+        Connection failures are retried forever (paho reconnects with backoff, 1 s doubling to
+        30 s); an unreachable broker is logged at ERROR once per outage, then at DEBUG
+        (:class:`stormwatch.mqtt.ConnectFailureLog`), and INFO "connected" when it answers.
         """
         self._run_ident = threading.get_ident()
         log.info("ingest starting: broker %s:%d, client id %r, store %r", self.broker.host, self.broker.port,

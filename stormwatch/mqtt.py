@@ -11,12 +11,17 @@ require client certificates (``require_certificate true`` in Mosquitto). The TLS
 given in the URL query -- ``mqtts://host:8883?ca_file=/etc/ca.pem&cert_file=c.pem&key_file=k.pem``
 -- which wins over the environment. A client key without a certificate (or the reverse) is an
 error. Passwords are never logged: use :meth:`BrokerSettings.safe_url` in messages.
+
+:class:`ConnectFailureLog` reports a broker that cannot be reached (paho's ``on_connect_fail``):
+one ERROR per outage, the further attempts at DEBUG.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -110,3 +115,45 @@ def apply_credentials(client: mqtt.Client, broker: BrokerSettings) -> None:
         client.tls_set(
             ca_certs=broker.ca_file, certfile=broker.cert_file, keyfile=broker.key_file, cert_reqs=ssl.CERT_REQUIRED
         )
+
+
+class ConnectFailureLog:
+    """Reports failed connection attempts of one paho client: ERROR once per outage, then DEBUG.
+
+    paho-mqtt 2.x retries a ``connect_async`` + ``loop_start`` client forever and tells nobody
+    why; its ``on_connect_fail(client, userdata)`` callback (paho 2.2 ``Client.on_connect_fail``)
+    carries no reason, but paho calls it from inside the ``except OSError`` around its
+    ``reconnect()``, so the ``OSError`` being handled is the reason (``ConnectionRefusedError``,
+    a DNS ``gaierror``, an ``ssl.SSLError``...).
+
+    Use: ``client.on_connect_fail = report.on_connect_fail`` and call :meth:`connected` from
+    ``on_connect`` (the caller logs its own INFO "connected" line). A broker that answers but
+    refuses the CONNECT (bad credentials) reaches ``on_connect`` with a failure reason code instead.
+
+    Args:
+        broker: where the client connects (only :meth:`BrokerSettings.safe_url` is logged).
+        logger: the owning module's logger.
+    """
+
+    def __init__(self, broker: BrokerSettings, logger: logging.Logger) -> None:
+        self.broker = broker
+        self.log = logger
+        #: Failed attempts since the last successful connection.
+        self.failures = 0
+
+    def on_connect_fail(self, _client: mqtt.Client, _userdata: object) -> None:
+        """paho's ``on_connect_fail`` callback (runs in paho's network thread)."""
+        exc = sys.exc_info()[1]
+        reason = f"{type(exc).__name__}: {exc}" if exc is not None else "connection failed"
+        self.failures += 1
+        if self.failures == 1:
+            self.log.error("cannot reach broker %s: %s; retrying (repeats logged at DEBUG)", self.broker.safe_url(),
+                           reason)
+        else:
+            self.log.debug("cannot reach broker %s (%d attempts): %s; retrying", self.broker.safe_url(),
+                           self.failures, reason)
+
+    def connected(self) -> int:
+        """Record a successful connection; returns the failed attempts before it (the next outage logs ERROR again)."""
+        failed, self.failures = self.failures, 0
+        return failed
