@@ -6,9 +6,12 @@ Behaviour (failure-kinds.md #14-#18):
 
 * batches are written as one request each (at most ``batch_lines`` lines), one request at a time,
   on one kept-alive HTTP connection (replaced when the server closed it);
-* 429/503 and other 5xx answers and connection failures are retried with exponential backoff,
-  honouring ``Retry-After``; when the server stays away :class:`~stormwatch.store.StoreError` is
-  raised so the consumer stops acknowledging and the broker keeps the messages (#16);
+* 408, 429, 500, 502, 503, 504 answers and connection failures are retried with exponential
+  backoff, honouring ``Retry-After``; when the server stays away :class:`~stormwatch.store.StoreError`
+  is raised so the consumer stops acknowledging and the broker keeps the messages (#16). A 500
+  from InfluxDB 1.x is transient -- under write load it answers ``500 {"error":"engine: error
+  syncing wal"}`` and the same write succeeds moments later (#18) -- so it is retried, never
+  treated as final and never a reason to drop writes; a 400 is final for its content (below);
 * a 400 (partial write: field type conflict, points beyond the retention policy, parse error) is
   bisected so only the refused line is lost from the batch; that line is dead-lettered (reason
   ``store_rejected``, the server's message as detail) in the ``deadletter`` measurement and logged
@@ -51,7 +54,7 @@ from stormwatch.store import DeadLetter, StoreError
 
 log = logging.getLogger(__name__)
 
-#: HTTP statuses that mean "try again later".
+#: HTTP statuses that mean "try again later" (500 included: InfluxDB 1.x's "engine: error syncing wal", #18).
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: HTTP statuses that mean "this content is refused" (bisect the batch).
 _REJECT_STATUSES = frozenset({400, 413, 422})
