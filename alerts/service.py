@@ -16,7 +16,10 @@ On start, when a store is given, each engine is warmed up from the store's readi
 ``warmup_days`` (the same code as live, then flushed; orders dedupe; warm-up events are not
 re-published), so a restart does not forget a storm in progress or the weekly cadence and does not
 repeat events. Late readings are re-evaluated against the store (:mod:`alerts.engine`, late data).
-A gateway status ``offline`` (its MQTT last will) opens a rain-gauge ``data_gap``. Events may also
+A gateway status ``offline`` (its MQTT last will) opens a rain-gauge ``data_gap``; a status
+``online`` (live or retained) never closes or prevents one -- only a gauge reading closes a gap,
+and a gauge silent for two poll intervals of event time opens one whatever the status says
+(failure-kinds.md #11). Events may also
 be POSTed to a webhook with retries (:mod:`alerts.webhook`).
 """
 
@@ -240,7 +243,13 @@ class AlertService:
             state = json.loads(payload).get("state", "?")
         except (ValueError, AttributeError):
             state = "?"
-        log.info("%s: gateway %s is %s%s", site, gateway, state, " (retained)" if retained else "")
+        if retained:
+            # A retained status is the last one the broker kept, not a sign of life: a hung gateway
+            # whose connection stays up never gets its last will (failure-kinds.md #11).
+            log.info("%s: gateway %s status %s (retained: last known state, not proof it is alive; a silent "
+                     "rain gauge still opens a data gap)", site, gateway, state)
+        else:
+            log.info("%s: gateway %s is %s", site, gateway, state)
         if state == "offline":
             with self._lock:
                 events = self.engines[site].source_offline(gateway, self.clock.now())
