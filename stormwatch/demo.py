@@ -127,7 +127,7 @@ def demo(
     try:
         profiles = ProfileLibrary()
         cfg: SiteConfig = load_site(site, profiles)
-        load_pack(cfg.site.jurisdiction, cfg.rules)
+        load_pack(cfg.site.jurisdiction, cfg.rules, source=str(site))
         sc = build_scenario(
             scenario, storm_depth_in=storm_depth_in, rain_file=rain_file, rain_tip_mm=rain_tip_mm,
             rain_tip_in=rain_tip_in, rain_time_format=rain_time_format, rain_delimiter=rain_delimiter,
