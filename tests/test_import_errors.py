@@ -7,8 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from ingest.stores import open_store
 from stormwatch.cli import app

@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from click.testing import Result
 from test_alerts_support import site_doc
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from stormwatch.cli import app
 
