@@ -45,6 +45,8 @@ from pydantic import (
     field_validator,
 )
 
+from stormwatch.wire import dump_payload, format_time, reading_wire
+
 #: Identifiers that appear as MQTT topic levels must not contain ``/``, ``+`` or ``#``.
 _TOPIC_LEVEL = re.compile(r"^[^/+#\x00]+$")
 
@@ -64,21 +66,6 @@ def _utc(value: datetime) -> datetime:
 
 TopicLevel = Annotated[str, AfterValidator(_topic_level)]
 UtcDatetime = Annotated[AwareDatetime, AfterValidator(_utc)]
-
-
-def format_time(value: datetime) -> str:
-    """RFC 3339 UTC with a ``Z`` suffix and microseconds only when present.
-
-    Raises:
-        ValueError: if ``value`` is naive (event times are always aware).
-    """
-    if value.tzinfo is None:
-        raise ValueError("naive datetime: event times must carry a time zone")
-    value = value.astimezone(UTC)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S")
-    if value.microsecond:
-        text += f".{value.microsecond:06d}"
-    return text + "Z"
 
 
 class Reading(BaseModel):
@@ -126,11 +113,11 @@ class Reading(BaseModel):
         return (self.gateway, self.boot, self.seq)
 
     def to_wire(self) -> dict[str, Any]:
-        """JSON-ready dict (time as RFC 3339 UTC)."""
-        data = self.model_dump(mode="json")
-        data["time"] = format_time(self.time)
-        data["flags"] = list(self.flags)
-        return data
+        """JSON-ready dict (time as RFC 3339 UTC; :func:`stormwatch.wire.reading_wire`)."""
+        return reading_wire(
+            self.site, self.device, self.quantity, self.value, self.unit, self.time,
+            self.gateway, self.boot, self.seq, self.raw, self.flags,
+        )
 
 
 class ReadingBatch(BaseModel):
@@ -196,9 +183,7 @@ def parse_readings(payload: bytes | str) -> list[Reading]:
 
 def dump_readings(readings: list[Reading]) -> bytes:
     """Serialise readings to one payload (a single object when there is one reading)."""
-    if len(readings) == 1:
-        return json.dumps(readings[0].to_wire(), separators=(",", ":")).encode()
-    return json.dumps({"readings": [r.to_wire() for r in readings]}, separators=(",", ":")).encode()
+    return dump_payload([r.to_wire() for r in readings])
 
 
 EventKind = Literal[
