@@ -33,8 +33,7 @@ from gateway.drivers.build import UnsupportedDevice, build_driver
 from gateway.fieldtool import FieldToolError, decode_text
 from gateway.plan import PlanError, compile_plan
 from gateway.run import pick_clock, run_plan, write_plan
-from simulators.clock_file import read_clock_file
-from stormwatch.clock import ScenarioClock, WallClock
+from stormwatch.clock import ScenarioClock, WallClock, read_clock_file
 from stormwatch.config import ConfigError, load_site
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary

@@ -2,7 +2,7 @@
 SIGTERM/SIGINT. Shared by ``stormwatch gateway`` (``--no-exec``) and the lean ``python -m gateway``.
 
 The lean process runs a compiled plan (:mod:`gateway.plan`) and imports no pydantic, typer,
-ingest/alerts/simulator packages (only the tiny ``simulators.clock_file`` for ``--clock-file``),
+ingest/alerts/simulator packages (the clock file is read by :mod:`stormwatch.clock`),
 which keeps a field gateway's resident memory low (benchmarks/gateway.py;
 tests/test_gateway_plan.py checks the imports).
 """
@@ -31,10 +31,10 @@ def pick_clock(clock_file: Path | None) -> Clock:
     """The clock of a ``stormwatch simulate`` clock file, else ``STORMWATCH_SIM_*``, else the wall clock.
 
     Raises:
-        simulators.clock_file.ClockFileError: an unreadable clock file (a ValueError naming it).
+        stormwatch.clock.ClockFileError: an unreadable clock file (a ValueError naming it).
     """
     if clock_file is not None:
-        from simulators.clock_file import read_clock_file
+        from stormwatch.clock import read_clock_file
 
         return read_clock_file(clock_file)
     return ScenarioClock.from_env(dict(os.environ)) or WallClock()

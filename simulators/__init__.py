@@ -11,6 +11,5 @@ Modules:
     modbus_server  pymodbus 3.16 servers whose registers are computed at request time.
     serial_device  a MaxBotix HRXL writing ``R####\\r`` lines on a pty.
     site           :class:`SimulatedSite`: every device of a site config, in a background thread.
-    clock_file     the ScenarioClock shared with other processes as JSON.
     cli            ``stormwatch simulate``.
 """

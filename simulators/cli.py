@@ -9,11 +9,10 @@ from pathlib import Path
 
 import typer
 
-from simulators.clock_file import write_clock_file
 from simulators.rain_record import RainRecordError
 from simulators.scenario import RainRecordSpec, Scenario, ScenarioError, load_scenario
 from simulators.site import SimulatedSite
-from stormwatch.clock import ScenarioClock
+from stormwatch.clock import ScenarioClock, write_clock_file
 from stormwatch.config import ConfigError, load_site
 from stormwatch.profiles import ProfileError, ProfileLibrary
 

@@ -29,11 +29,10 @@ from test_gateway_support import Collector, TcpProxy
 
 from gateway.service import STATE_DB, Gateway
 from ingest.stores import open_store
-from simulators.clock_file import write_clock_file
 from simulators.scenario import load_scenario
 from simulators.site import SimulatedSite, isolate_site
 from stormwatch import topics
-from stormwatch.clock import ScenarioClock
+from stormwatch.clock import ScenarioClock, write_clock_file
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import Reading
 from stormwatch.profiles import ProfileLibrary
