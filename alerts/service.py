@@ -240,9 +240,10 @@ class AlertService:
 
     def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:
         try:
-            state = json.loads(payload).get("state", "?")
+            doc = json.loads(payload)
+            state, reason = doc.get("state", "?"), doc.get("reason")
         except (ValueError, AttributeError):
-            state = "?"
+            state, reason = "?", None
         if retained:
             # A retained status is the last one the broker kept, not a sign of life: a hung gateway
             # whose connection stays up never gets its last will (failure-kinds.md #11).
@@ -250,7 +251,13 @@ class AlertService:
                      "rain gauge still opens a data gap)", site, gateway, state)
         else:
             log.info("%s: gateway %s is %s", site, gateway, state)
-        if state == "offline":
+        if state == "offline" and reason == "stopped":
+            # A deliberate stop, not a last will: no outage is announced. If the gauge then stays
+            # silent while event time moves on (other devices, or its own readings resuming), the
+            # storm rule's silence detection still records the data gap with both of its ends.
+            log.info("%s: gateway %s was stopped by its operator; a silent rain gauge is still a data gap",
+                     site, gateway)
+        elif state == "offline":
             with self._lock:
                 events = self.engines[site].source_offline(gateway, self.clock.now())
             self._emit(events)

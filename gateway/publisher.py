@@ -164,14 +164,19 @@ class MqttPublisher:
         return self.outbox.depth() == 0
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Publish a retained offline status (if connected), disconnect cleanly, stop threads."""
+        """Publish a retained ``{"state": "offline", "reason": "stopped"}`` (if connected), disconnect
+        cleanly, stop threads. ``reason`` tells consumers this was a deliberate stop, not the last will
+        of a gateway that died (the alert engine then waits for silence detection instead of
+        announcing an outage)."""
         self._stop.set()
         self._wake.set()
         if self._pump_thread is not None:
             self._pump_thread.join(timeout_s)
         self._apply_acks()
         if self._connected.is_set():
-            info = self._client.publish(self.status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
+            info = self._client.publish(
+                self.status_topic, json.dumps({"state": "offline", "reason": "stopped"}), qos=1, retain=True
+            )
             try:
                 info.wait_for_publish(timeout_s)
             except (RuntimeError, ValueError) as exc:
