@@ -43,10 +43,10 @@ from ingest.lineprotocol import (
     deadletter_points,
     encode_points,
     event_point,
-    from_ns,
     reading_line,
     time_ns,
 )
+from ingest.rows import influx_readings
 from ingest.splitwrite import BatchRejected, write_split
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
@@ -344,9 +344,8 @@ class Influx1Store:
         quantity: str | None = None,
         late: bool | None = None,
     ) -> list[Reading]:
-        """Readings of ``site`` with ``start <= time < end`` in (event time, ``seq``) order.
+        """See :meth:`stormwatch.store.ReadingStore.query_readings` (rows: :func:`ingest.rows.influx_readings`).
 
-        ``value`` comes back as a float, except ``rain_tips`` whose integer ``tips`` field is used.
         ``late``: ``None`` all, ``False`` live only, ``True`` late only (extension).
 
         Raises:
@@ -362,25 +361,8 @@ class Influx1Store:
         if quantity is not None:
             q += f" AND \"quantity\" = {influxql_string(quantity)}"
         self.ensure_database()
-        out: list[tuple[int, int, Reading]] = []
-        for s in self._query(q):
-            columns = s["columns"]
-            for values in s.get("values", []):
-                row = dict(zip(columns, values, strict=True))
-                if late is not None and bool(row.get("late")) != late:
-                    continue
-                value: int | float = float(row["value"])
-                if row.get("quantity") == "rain_tips" and row.get("tips") is not None:
-                    value = int(row["tips"])
-                reading = Reading(
-                    site=row["site"], device=row["device"], quantity=row["quantity"], value=value,
-                    unit=row["unit"], time=from_ns(int(row["time"])), gateway=row["gateway"], boot=row["boot"],
-                    seq=int(row["seq"]), raw=json.loads(row["raw"]) if row.get("raw") else None,
-                    flags=tuple(row["flags"].split(",")) if row.get("flags") else (),
-                )
-                out.append((int(row["time"]), reading.seq, reading))
-        out.sort(key=lambda t: (t[0], t[1]))
-        return [r for _, _, r in out]
+        rows = (dict(zip(s["columns"], values, strict=True)) for s in self._query(q) for values in s.get("values", []))
+        return influx_readings(((row, int(row["time"])) for row in rows), late=late)
 
     def query_deadletter_count(self, reason: str | None = None) -> int:
         """How many dead letters are stored (of ``reason`` when given).

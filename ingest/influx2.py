@@ -11,7 +11,6 @@ Not exercised against a real server by the test suite (only InfluxDB 1.x is inst
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -27,10 +26,10 @@ from ingest.lineprotocol import (
     deadletter_points,
     encode_points,
     event_point,
-    from_ns,
     reading_line,
     time_ns,
 )
+from ingest.rows import influx_readings
 from ingest.splitwrite import BatchRejected, write_split
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading, format_time
@@ -190,7 +189,8 @@ class Influx2Store:
         quantity: str | None = None,
         late: bool | None = None,
     ) -> list[Reading]:
-        """Readings of ``site`` with ``start <= time < end`` in (event time, ``seq``) order (Flux).
+        """See :meth:`stormwatch.store.ReadingStore.query_readings` (Flux ``pivot``; rows decoded by
+        :func:`ingest.rows.influx_readings`; ``late`` as :meth:`ingest.influx1.Influx1Store.query_readings`).
 
         Raises:
             StoreError: the query failed.
@@ -211,25 +211,8 @@ class Influx2Store:
             tables = self._client.query_api().query(flux, org=self.org)
         except Exception as exc:
             raise StoreError(f"InfluxDB {self.url} Flux query failed: {exc}") from exc
-        out: list[tuple[int, int, Reading]] = []
-        for table in tables:
-            for rec in table.records:
-                row = rec.values
-                if late is not None and bool(row.get("late")) != late:
-                    continue
-                value: int | float = float(row["value"])
-                if row.get("quantity") == "rain_tips" and row.get("tips") is not None:
-                    value = int(row["tips"])
-                t = rec.get_time()
-                reading = Reading(
-                    site=row["site"], device=row["device"], quantity=row["quantity"], value=value, unit=row["unit"],
-                    time=from_ns(time_ns(t)), gateway=row["gateway"], boot=row["boot"], seq=int(row["seq"]),
-                    raw=json.loads(row["raw"]) if row.get("raw") else None,
-                    flags=tuple(row["flags"].split(",")) if row.get("flags") else (),
-                )
-                out.append((time_ns(t), reading.seq, reading))
-        out.sort(key=lambda x: (x[0], x[1]))
-        return [r for _, _, r in out]
+        rows = ((rec.values, time_ns(rec.get_time())) for table in tables for rec in table.records)
+        return influx_readings(rows, late=late)
 
     def close(self) -> None:
         """Close the HTTP client (writes are synchronous: nothing is buffered)."""

@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ingest.lineprotocol import from_ns, time_ns
+from ingest.rows import stored_reading
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading, format_time
 from stormwatch.store import DeadLetter, StoreError
@@ -88,7 +89,8 @@ CREATE TABLE IF NOT EXISTS deadletter (
 CREATE INDEX IF NOT EXISTS deadletter_reason ON deadletter (reason, received_at_us);
 """
 
-_READING_COLUMNS = "site, device, quantity, value, unit, time_us, gateway, boot, seq, raw, flags"
+_READING_FIELDS = ("site", "device", "quantity", "value", "unit", "time_us", "gateway", "boot", "seq", "raw", "flags")
+_READING_COLUMNS = ", ".join(_READING_FIELDS)
 
 
 def _us(value: datetime) -> int:
@@ -224,7 +226,7 @@ class SqliteStore:
         quantity: str | None = None,
         late: bool | None = None,
     ) -> list[Reading]:
-        """Readings of ``site`` with ``start <= time < end``, ordered by event time, then ``seq``.
+        """See :meth:`stormwatch.store.ReadingStore.query_readings`.
 
         Args:
             late: extension of the protocol -- ``None`` all readings, ``False`` only live ones,
@@ -233,7 +235,7 @@ class SqliteStore:
         Raises:
             StoreError: the query failed.
         """
-        sql = f"SELECT {_READING_COLUMNS}, time_us FROM readings WHERE site = ?"
+        sql = f"SELECT {_READING_COLUMNS} FROM readings WHERE site = ?"
         params: list[object] = [site]
         if start is not None:
             sql += " AND time_us >= ?"
@@ -252,13 +254,10 @@ class SqliteStore:
             params.append(int(late))
         sql += " ORDER BY time_us, seq, gateway, boot"
         out = []
-        for row in self._select(sql, params):
-            site_, device_, quantity_, value, unit, time_us, gateway, boot, seq, raw, flags, _ = row
-            out.append(Reading(
-                site=site_, device=device_, quantity=quantity_, value=value, unit=unit,
-                time=from_ns(int(time_us) * 1_000), gateway=gateway, boot=boot, seq=seq,
-                raw=json.loads(str(raw)), flags=tuple(json.loads(str(flags))),
-            ))
+        for values in self._select(sql, params):
+            row = dict(zip(_READING_FIELDS, values, strict=True))
+            out.append(stored_reading(row, int(row["time_us"]) * 1_000, value=row["value"],
+                                      raw=json.loads(str(row["raw"])), flags=json.loads(str(row["flags"]))))
         return out
 
     def late_identities(self, site: str) -> set[tuple[str, str, int]]:
