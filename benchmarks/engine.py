@@ -19,8 +19,6 @@ import cProfile
 import json
 import logging
 import math
-import os
-import platform
 import pstats
 import sys
 import time
@@ -31,22 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from alerts.engine import Engine  # noqa: E402
+from benchmarks.machine import describe, machine  # noqa: E402
 from stormwatch.config import load_site  # noqa: E402
 from stormwatch.contract import Reading  # noqa: E402
 from stormwatch.profiles import ProfileLibrary  # noqa: E402
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
 MIN = timedelta(minutes=1)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def day_readings(cfg_ids: dict[str, str], day: int, seq0: int) -> list[Reading]:
@@ -79,8 +68,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile the engine and print the top functions")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    print(f"machine: {platform.platform()}; CPU: {cpu_model()}; cores: {os.cpu_count()}; "
-          f"Python {platform.python_version()}", flush=True)
+    info = machine()
+    print(f"machine: {describe()}", flush=True)
     profiles = ProfileLibrary()
     cfg = load_site(ROOT / "examples" / "site.yaml", profiles)
     ids = {"site": cfg.site.id, "gateway": cfg.gateway_id, "rain": "rain-1", "up": "turb-up", "down": "turb-down",
@@ -116,8 +105,8 @@ def main() -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
     print(f"{n:,} readings in {seconds:.2f} s: {n / seconds:,.0f} readings/s; {events} events", flush=True)
     print(json.dumps({"readings": n, "seconds": round(seconds, 3), "readings_per_s": round(n / seconds),
-                      "events": events, "days": args.days, "cpu": cpu_model(), "cores": os.cpu_count(),
-                      "python": platform.python_version()}))
+                      "events": events, "days": args.days, "cpu": info["cpu"], "cores": info["cores"],
+                      "python": info["python"]}))
 
 
 if __name__ == "__main__":

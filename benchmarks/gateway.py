@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -33,23 +32,14 @@ from pathlib import Path
 
 # This file is named like the package it measures: keep its own directory off the import path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.machine import describe  # noqa: E402
 
 DEVICES = 10
 WARMUP_S = 8.0
 MEASURE_S = 40.0
 REPLAY_READINGS = 24 * 60 * DEVICES
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.platform()}; {cpu}; {os.cpu_count()} cores; Python {platform.python_version()}"
 
 
 def serve(port: int) -> None:
@@ -183,7 +173,7 @@ def replay(work: Path, broker_url: str) -> float:
 def main() -> None:
     from stormwatch import servers
 
-    print(f"machine: {machine()}", flush=True)
+    print(f"machine: {describe()}", flush=True)
     lean_imports()
     with tempfile.TemporaryDirectory(prefix="stormwatch-bench-") as tmp:
         work = Path(tmp)
@@ -195,7 +185,7 @@ def main() -> None:
         finally:
             broker.stop()
     figures["bar"] = {"rss_mb": 32, "cpu_s_per_1000_polls": 2.2, "outbox_replay_per_s": 2000}
-    figures["machine"] = machine()
+    figures["machine"] = describe()
     print(json.dumps(figures))
 
 

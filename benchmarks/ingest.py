@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import queue
 import shutil
 import statistics
@@ -45,6 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.machine import describe  # noqa: E402
 from stormwatch import servers, topics  # noqa: E402
 from stormwatch.contract import Reading, dump_readings  # noqa: E402
 
@@ -67,19 +67,6 @@ NODE_RED_PACKAGES = ("node-red@4", "node-red-contrib-influxdb")
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def machine() -> dict[str, object]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(),
-            "python": platform.python_version()}
 
 
 def make_payloads(path: Path) -> None:
@@ -323,8 +310,7 @@ def run_node_red(binary: Path, flow: str, srv: servers.InfluxDB1, mosq: servers.
 
 def main(only: set[str] | None = None) -> None:
     """Run the contenders (``only``: a subset of the result keys, for profiling) and print the JSON line."""
-    info = machine()
-    log(f"machine: {info['platform']}; CPU {info['cpu']}; {info['cores']} cores; Python {info['python']}")
+    log(f"machine: {describe()}")
     results: dict[str, object] = {}
     stored: dict[str, list[int]] = {}
     rates: dict[str, list[float]] = {}

@@ -1,0 +1,34 @@
+"""The machine a benchmark ran on (printed first and kept in the final JSON line of every benchmark).
+
+Import from a benchmark run as ``python benchmarks/NAME.py`` after putting the repository root on
+``sys.path``: ``from benchmarks.machine import describe, machine``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    """The CPU model name from ``/proc/cpuinfo`` (else :func:`platform.processor`, else ``unknown``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine() -> dict[str, object]:
+    """``{"platform", "cpu", "cores", "python"}``: OS/platform string, CPU model, logical cores, Python version."""
+    return {"platform": platform.platform(), "cpu": cpu_model(), "cores": os.cpu_count(),
+            "python": platform.python_version()}
+
+
+def describe() -> str:
+    """One line: ``<platform>; <cpu>; <cores> cores; Python <version>``."""
+    info = machine()
+    return f"{info['platform']}; {info['cpu']}; {info['cores']} cores; Python {info['python']}"
