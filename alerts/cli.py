@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import typer
 
 from alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
+from stormwatch.cliutil import fail
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 
 if TYPE_CHECKING:
@@ -23,12 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_STATE = "stormwatch-alerts.db"
-
-
-def _fail(message: str, code: int) -> typer.Exit:
-    """Print ``error: message`` on stderr (as the gateway, demo and import commands do); the exit to raise."""
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
 
 
 def _load_site(path: Path, profiles: ProfileLibrary) -> SiteConfig:
@@ -84,7 +79,7 @@ def alerts_cmd(
     try:
         sites = [_load_site(p, profiles) for p in site]
     except (ConfigError, PackError) as exc:
-        raise _fail(str(exc), 2) from exc
+        fail(str(exc), 2)
     opened = None
     if store:
         from ingest.stores import StoreUrlError, open_store, redact  # lazily: optional for the engine
@@ -93,12 +88,12 @@ def alerts_cmd(
         try:
             opened = open_store(store)
         except (StoreUrlError, StoreError) as exc:
-            raise _fail(f"--store {redact(store)}: {exc}", 2) from exc
+            fail(f"--store {redact(store)}: {exc}", 2)
     try:
         service = AlertService(sites, profiles, broker, opened, state, _clock(), client_id, lateness_s=lateness_s,
                                webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ))
     except (PackError, EngineError, ValueError) as exc:
-        raise _fail(str(exc), 2) from exc
+        fail(str(exc), 2)
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
     try:
         service.run()
@@ -116,11 +111,11 @@ _STATE_OPT = typer.Option(Path(DEFAULT_STATE), "--state", help="work-order SQLit
 
 def _book(state: Path) -> WorkOrders:
     if not state.is_file():
-        raise _fail(f"no work-order state file {state}", 2)
+        fail(f"no work-order state file {state}", 2)
     try:
         return WorkOrders(state, _clock())
     except WorkOrderError as exc:
-        raise _fail(str(exc), 2) from exc
+        fail(str(exc), 2)
 
 
 @workorders_app.command("list")
@@ -149,7 +144,7 @@ def show_cmd(order_id: str = typer.Argument(...), state: Path = _STATE_OPT,
     try:
         order = book.get(order_id)
     except WorkOrderError as exc:
-        raise _fail(str(exc), 1) from exc
+        fail(str(exc), 1)
     data = order.to_json()
     if as_json:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
@@ -167,7 +162,7 @@ def ack_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(..., "--
     try:
         order = _book(state).acknowledge(order_id, by)
     except WorkOrderError as exc:
-        raise _fail(str(exc), 1) from exc
+        fail(str(exc), 1)
     typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
 
 
@@ -179,7 +174,7 @@ def complete_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(...
     try:
         order = _book(state).complete(order_id, by, notes)
     except WorkOrderError as exc:
-        raise _fail(str(exc), 1) from exc
+        fail(str(exc), 1)
     typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
 
 
@@ -231,23 +226,23 @@ def evaluate_cmd(
     try:
         cfg = _load_site(site, profiles)
     except (ConfigError, PackError) as exc:
-        raise _fail(str(exc), 2) from exc
+        fail(str(exc), 2)
     t1, t2 = parse_when(start, cfg.site.timezone), parse_when(end, cfg.site.timezone)
     try:
         missing = _missing_sqlite(store)
     except StoreUrlError as exc:
-        raise _fail(f"--store {redact(store)}: {exc}", 2) from exc
+        fail(f"--store {redact(store)}: {exc}", 2)
     if missing is not None:
-        raise _fail(f"no store at {missing} (--store {redact(store)}): evaluate reads stored readings, "
-                    "import or ingest them first", 2)
+        fail(f"no store at {missing} (--store {redact(store)}): evaluate reads stored readings, "
+             "import or ingest them first", 2)
     try:
         opened = open_store(store)
     except (StoreUrlError, StoreError) as exc:
-        raise _fail(f"--store {redact(store)}: {exc}", 2) from exc
+        fail(f"--store {redact(store)}: {exc}", 2)
     try:
         result = evaluate(cfg, profiles, opened, t1, t2)
     except (PackError, EngineError, ValueError, StoreError) as exc:
-        raise _fail(str(exc), 2) from exc
+        fail(str(exc), 2)
     finally:
         opened.close()
     if as_json:

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from dashboards.build import JSON_DIR, build_all
+from stormwatch.cliutil import fail
 
 dashboards_app = typer.Typer(help="Grafana dashboards generated from code (grafana-foundation-sdk).",
                              no_args_is_help=True)
@@ -19,8 +20,7 @@ def build_cmd(out: Path = typer.Option(JSON_DIR, "--out", help="Output directory
     try:
         paths = build_all(out)
     except OSError as exc:
-        typer.echo(f"error: cannot write dashboards to {out}: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(f"cannot write dashboards to {out}: {exc}", 1)
     for path in paths:
         typer.echo(str(path))
 

@@ -33,6 +33,7 @@ from gateway.drivers.build import UnsupportedDevice, build_driver
 from gateway.fieldtool import FieldToolError, decode_text
 from gateway.plan import PlanError, compile_plan
 from gateway.run import pick_clock, run_plan, write_plan
+from stormwatch.cliutil import fail
 from stormwatch.clock import ScenarioClock, WallClock, read_clock_file
 from stormwatch.config import ConfigError, load_site
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
@@ -42,11 +43,6 @@ log = logging.getLogger(__name__)
 
 #: The compiled plan's file name inside the state directory.
 PLAN_FILE = "plan.json"
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
 
 
 def load_clock_file(path: Path) -> ScenarioClock:
@@ -83,15 +79,15 @@ def gateway_command(
         for device in plan.devices:
             build_driver(device, plan.profile(device), WallClock(), {})
     except (ConfigError, ProfileError, PlanError, UnsupportedDevice, BrokerUrlError) as exc:
-        raise _fail(str(exc)) from None
+        fail(str(exc))
     until_dt: datetime | None = None
     if until is not None:
         try:
             until_dt = datetime.fromisoformat(until)
         except ValueError:
-            raise _fail(f"--until {until!r} is not an ISO 8601 time") from None
+            fail(f"--until {until!r} is not an ISO 8601 time")
         if until_dt.tzinfo is None:
-            raise _fail("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
+            fail("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
     if check:
         typer.echo(
             f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {len(cfg.devices)} devices: "
@@ -102,7 +98,7 @@ def gateway_command(
         clock = pick_clock(clock_file)
         plan_path = write_plan(plan, state_dir / PLAN_FILE)
     except (ValueError, OSError) as exc:
-        raise _fail(str(exc)) from None
+        fail(str(exc))
     if no_exec:
         run_plan(plan, clock, broker, state_dir, until_dt)
         return
@@ -134,7 +130,7 @@ def decode_command(
     try:
         typer.echo(decode_text(words, dtype, order.upper() if order.lower() != "all" else "all", scale, offset))
     except FieldToolError as exc:
-        raise _fail(str(exc)) from None
+        fail(str(exc))
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from importers.options import ImportOptions, OptionsError, TipSpec, ValueColumn, parse_gap_values
+from stormwatch.cliutil import fail
 
 if TYPE_CHECKING:
     from importers.load import ImportSummary
@@ -83,11 +84,6 @@ def _progress(path: Path) -> Iterator[Callable[[int, int], None] | None]:
         yield update
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
 def import_command(
     file: Path = typer.Argument(..., help="The data file.", exists=True, dir_okay=False),
     site: Path = typer.Option(..., "--site", help="Site YAML the device belongs to."),
@@ -119,16 +115,16 @@ def import_command(
         cfg = load_site(site, profiles)
         opened = open_store(store, WallClock())
     except (OptionsError, ConfigError, StoreUrlError) as exc:
-        raise _fail(str(exc)) from None
+        fail(str(exc))
     except StoreError as exc:
-        raise _fail(str(exc), 1) from None
+        fail(str(exc), 1)
     try:
         with _progress(file) as progress:
             summary = import_file(file, cfg, device, profiles, opened, options, WallClock(), progress)
     except ImportFailed as exc:
-        raise _fail(str(exc)) from None
+        fail(str(exc))
     except StoreError as exc:
-        raise _fail(f"store {redact(store)}: {exc} (re-run the import: nothing will be duplicated)", 1) from None
+        fail(f"store {redact(store)}: {exc} (re-run the import: nothing will be duplicated)", 1)
     finally:
         opened.close()
     if as_json:
@@ -137,7 +133,7 @@ def import_command(
         typer.echo("\n".join([*summary.lines(), f"  store:            {redact(store)}"]))
     problem = nothing_stored(summary)
     if problem:
-        raise _fail(problem, 1)
+        fail(problem, 1)
 
 
 def nothing_stored(summary: ImportSummary) -> str | None:
@@ -192,7 +188,7 @@ def replay_command(
             result = replay_file(file, options, WallClock(), jurisdiction=jurisdiction, dry_gap_hours=dry_gap_hours,
                                  silence=silence, progress=progress)  # type: ignore[arg-type]
     except (OptionsError, ImportFailed, ReplayError, PackError, EngineError) as exc:
-        raise _fail(str(exc)) from None
+        fail(str(exc))
     events = result.events if all_events else result.triggered()
     tz_info = result.site.site.tz
     for e in events:

@@ -13,6 +13,7 @@ from ingest.consumer import Ingest
 from ingest.metrics import serve_metrics
 from ingest.stores import StoreUrlError, open_store, redact
 from ingest.validate import Validator
+from stormwatch.cliutil import fail
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.config import ConfigError, load_site
 from stormwatch.mqtt import BrokerUrlError
@@ -80,24 +81,20 @@ def ingest_command(
         validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
                                         late_after_s=late_after_s)
     except (ConfigError, ProfileError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc))
     try:
         sink = open_store(store, clock=clock)
     except StoreUrlError as exc:
-        typer.echo(f"error: --store: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"--store: {exc}")
     except StoreError as exc:
-        typer.echo(f"error: --store {redact(store)}: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail(f"--store {redact(store)}: {exc}", 1)
     try:
         ingest = Ingest(validator, sink, broker, client_id=client_id, clock=clock, batch_size=batch_size,
                         batch_ms=batch_ms, share_group=share_group, retained_is_late=retained_late,
                         stats_interval_s=stats_interval_s, max_inflight=max_inflight)
     except BrokerUrlError as exc:
         sink.close()
-        typer.echo(f"error: --broker: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"--broker: {exc}")
 
     def _stop(signum: int, _frame: object) -> None:
         log.info("signal %d: flushing and stopping", signum)
@@ -109,8 +106,7 @@ def ingest_command(
             metrics = serve_metrics(ingest, metrics_port, metrics_addr)
         except OSError as exc:
             sink.close()
-            typer.echo(f"error: --metrics-port {metrics_port}: {exc}", err=True)
-            raise typer.Exit(2) from None
+            fail(f"--metrics-port {metrics_port}: {exc}")
         log.info("Prometheus metrics on http://%s:%d/metrics", metrics_addr, metrics.server_port)
 
     signal.signal(signal.SIGTERM, _stop)

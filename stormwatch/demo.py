@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 import typer
 
+from stormwatch.cliutil import fail
 from stormwatch.config import ConfigError, SiteConfig, load_site
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileError, ProfileLibrary
@@ -141,8 +142,7 @@ def demo(
             workdir.mkdir(parents=True, exist_ok=True)
     except (ConfigError, ProfileError, PackError, ScenarioError, RainRecordError, BrokerUrlError,
             ValueError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc))
 
     tz = cfg.site.tz
     out = sys.stdout
@@ -177,8 +177,7 @@ def demo(
             on_event=on_event, on_progress=on_progress,
         ).run()
     except PipelineError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail(str(exc), 1)
     finally:
         if tmp is not None:
             tmp.cleanup()
