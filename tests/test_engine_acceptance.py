@@ -36,6 +36,7 @@ RUN_FROM = STORM_START + timedelta(hours=10, minutes=30)
 AWAY = (STORM_START + timedelta(hours=11), STORM_START + timedelta(hours=13))
 RUN_TO = STORM_START + timedelta(hours=30, minutes=15)  # last tip (24 h) + 6 h dry gap + margin
 SPEED = 1000.0  # slow enough that a loaded 2-core machine keeps every 60 s poll slot
+RUN_SECONDS_MAX = 2 * (RUN_TO - RUN_FROM).total_seconds() / SPEED  # real seconds, with room
 
 
 @pytest.mark.mosquitto
@@ -73,7 +74,7 @@ def test_type_ii_storm_with_broker_away_at_the_peak_gives_one_inspection_due(own
         clock.sleep((AWAY[1] - clock.now()).total_seconds())
         assert gateway.outbox_depth() > 0 and gateway.readings_made > held  # polling went on into the outbox
         own_mosquitto.start()
-        gw_thread.join(60)
+        gw_thread.join(RUN_SECONDS_MAX)
         assert not gw_thread.is_alive()
         deadline = time.monotonic() + 20
         while service.readings_seen < gateway.readings_made and time.monotonic() < deadline:
