@@ -37,20 +37,17 @@ from datetime import datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
 
+from ingest.influxwrite import LineProtocolWrites
 from ingest.lineprotocol import (
     DEADLETTER,
     READINGS,
-    deadletter_points,
-    encode_points,
-    event_point,
-    reading_line,
     time_ns,
 )
 from ingest.rows import influx_readings
-from ingest.splitwrite import BatchRejected, write_split
+from ingest.splitwrite import BatchRejected
 from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Event, Reading
-from stormwatch.store import DeadLetter, StoreError
+from stormwatch.contract import Reading
+from stormwatch.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +81,7 @@ def _retry_after_s(value: str | None, now: datetime) -> float | None:
         return None
 
 
-class Influx1Store:
+class Influx1Store(LineProtocolWrites):
     """A :class:`stormwatch.store.ReadingStore` on an InfluxDB 1.x server.
 
     Args:
@@ -99,6 +96,8 @@ class Influx1Store:
         batch_lines: maximum lines per ``/write`` request.
         sleep: real-time sleep used between retries (injectable).
     """
+
+    _log = log
 
     def __init__(
         self,
@@ -268,66 +267,18 @@ class Influx1Store:
             params["rp"] = self.rp
         self._request("/write", params, ("\n".join(lines) + "\n").encode("utf-8"))
 
-    def write_lines(self, lines: Sequence[str]) -> list[tuple[str, str]]:
-        """Write line-protocol lines in batches; returns the refused ``(line, server message)``.
+    # -- writes (ingest.influxwrite.LineProtocolWrites) --------------------------------------
 
-        Refused lines are NOT dead-lettered here (see :meth:`write_readings`).
+    def _before_write(self) -> None:
+        self.ensure_database()
 
-        Raises:
-            StoreError: the server is unavailable; nothing may be acknowledged.
-        """
-        with self._lock:
-            self.ensure_database()
-            refused: list[tuple[str, str]] = []
-            for i in range(0, len(lines), self.batch_lines):
-                for r in write_split(lines[i:i + self.batch_lines], self._send):
-                    refused.append((r.line, r.message))
-            return refused
+    def _target(self) -> str:
+        return f"{self.base_url}/{self.database}"
 
-    def _dead_letter_refused(self, refused: list[tuple[str, str]]) -> None:
-        if not refused:
-            return
-        self.rejected_total += len(refused)
-        now = self.clock.now()
-        letters = []
-        for line, message in refused:
-            log.warning("InfluxDB %s/%s refused a line (dead-lettered as store_rejected): %s -- line: %.200s",
-                        self.base_url, self.database, message, line)
-            letters.append(DeadLetter("store_rejected", message, f"influx1:{self.database}", line.encode(), now))
-        still = self.write_lines(encode_points(deadletter_points(letters)))
-        for line, message in still:
-            log.error("InfluxDB refused the dead letter of a refused line too: %s -- %.200s", message, line)
+    def _deadletter_topic(self) -> str:
+        return f"influx1:{self.database}"
 
     # -- ReadingStore ----------------------------------------------------------------------
-
-    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
-        """Write readings as ``readings`` points; returns how many points were written.
-
-        Raises:
-            StoreError: the server is unavailable (nothing may be acknowledged).
-        """
-        lines = [reading_line(r, late=late) for r in readings]
-        refused = self.write_lines(lines)
-        self._dead_letter_refused(refused)
-        return len(lines) - len(refused)
-
-    def write_events(self, events: Sequence[Event]) -> None:
-        """Write events to measurement ``events`` (same event twice = same point).
-
-        Raises:
-            StoreError: the server is unavailable.
-        """
-        self._dead_letter_refused(self.write_lines(encode_points(event_point(e) for e in events)))
-
-    def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
-        """Write dead letters to measurement ``deadletter``.
-
-        Raises:
-            StoreError: the server is unavailable.
-        """
-        refused = self.write_lines(encode_points(deadletter_points(letters)))
-        for line, message in refused:
-            log.error("InfluxDB refused a dead letter: %s -- %.200s", message, line)
 
     def _from(self, measurement: str) -> str:
         if self.rp:

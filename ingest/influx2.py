@@ -21,19 +21,16 @@ from influxdb_client import InfluxDBClient, WritePrecision
 from influxdb_client.client.exceptions import InfluxDBError
 from influxdb_client.client.write_api import SYNCHRONOUS
 
+from ingest.influxwrite import LineProtocolWrites
 from ingest.lineprotocol import (
     READINGS,
-    deadletter_points,
-    encode_points,
-    event_point,
-    reading_line,
     time_ns,
 )
 from ingest.rows import influx_readings
-from ingest.splitwrite import BatchRejected, write_split
+from ingest.splitwrite import BatchRejected
 from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Event, Reading, format_time
-from stormwatch.store import DeadLetter, StoreError
+from stormwatch.contract import Reading, format_time
+from stormwatch.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +43,7 @@ def flux_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${") + '"'
 
 
-class Influx2Store:
+class Influx2Store(LineProtocolWrites):
     """A :class:`stormwatch.store.ReadingStore` on InfluxDB 2.x.
 
     Args:
@@ -55,6 +52,8 @@ class Influx2Store:
         clock: stamps dead letters of refused lines.
         timeout_s, retries, backoff_s, max_backoff_s, batch_lines, sleep: as :class:`ingest.influx1.Influx1Store`.
     """
+
+    _log = log
 
     def __init__(
         self,
@@ -126,58 +125,11 @@ class Influx2Store:
             self._sleep(pause)
             delay = min(self.max_backoff_s, delay * 2)
 
-    def write_lines(self, lines: Sequence[str]) -> list[tuple[str, str]]:
-        """Write lines in batches; returns refused ``(line, server message)``.
+    def _target(self) -> str:
+        return self.url
 
-        Raises:
-            StoreError: the server is unavailable.
-        """
-        with self._lock:
-            refused: list[tuple[str, str]] = []
-            for i in range(0, len(lines), self.batch_lines):
-                refused += [(r.line, r.message) for r in write_split(lines[i:i + self.batch_lines], self._send)]
-            return refused
-
-    def _dead_letter_refused(self, refused: list[tuple[str, str]]) -> None:
-        if not refused:
-            return
-        self.rejected_total += len(refused)
-        now = self.clock.now()
-        letters = []
-        for line, message in refused:
-            log.warning("InfluxDB %s refused a line (dead-lettered as store_rejected): %s -- line: %.200s",
-                        self.url, message, line)
-            letters.append(DeadLetter("store_rejected", message, f"influx2:{self.bucket}", line.encode(), now))
-        for line, message in self.write_lines(encode_points(deadletter_points(letters))):
-            log.error("InfluxDB refused the dead letter of a refused line too: %s -- %.200s", message, line)
-
-    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
-        """Write readings; returns the number of points written (duplicates overwrite themselves).
-
-        Raises:
-            StoreError: the server is unavailable.
-        """
-        lines = [reading_line(r, late=late) for r in readings]
-        refused = self.write_lines(lines)
-        self._dead_letter_refused(refused)
-        return len(lines) - len(refused)
-
-    def write_events(self, events: Sequence[Event]) -> None:
-        """Write events to measurement ``events``.
-
-        Raises:
-            StoreError: the server is unavailable.
-        """
-        self._dead_letter_refused(self.write_lines(encode_points(event_point(e) for e in events)))
-
-    def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
-        """Write dead letters to measurement ``deadletter``.
-
-        Raises:
-            StoreError: the server is unavailable.
-        """
-        for line, message in self.write_lines(encode_points(deadletter_points(letters))):
-            log.error("InfluxDB refused a dead letter: %s -- %.200s", message, line)
+    def _deadletter_topic(self) -> str:
+        return f"influx2:{self.bucket}"
 
     def query_readings(
         self,
