@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from stormwatch.config import SiteConfig, parse_site
-from stormwatch.contract import Reading
+from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary, profiles_dir
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -92,3 +95,25 @@ class FixedClock:
 
     async def asleep(self, seconds: float) -> None:
         self.t += timedelta(seconds=seconds)
+
+
+@contextmanager
+def live_service(cfg: SiteConfig, broker_url: str, tmp_path: Path, clock: FixedClock,
+                 client_id: str) -> Iterator[tuple[Any, list[Event], Any]]:
+    """A running AlertService on ``broker_url`` with a SQLite store: yields (service, events seen, store)."""
+    from alerts.service import AlertService
+    from ingest.sqlite_store import SqliteStore
+
+    store = SqliteStore(tmp_path / "store.db")
+    seen: list[Event] = []
+    service = AlertService([cfg], ProfileLibrary(), broker_url, store, tmp_path / "state.db", clock,
+                           client_id=client_id, lateness_s=120, on_event=seen.append, overdue_check_s=0.1)
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        assert service.connected.wait(10)
+        yield service, seen, store
+    finally:
+        service.stop()
+        runner.join(10)
+        store.close()

@@ -4,20 +4,16 @@ outage, but the silence it leaves is still a data gap once readings resume (neve
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
-from test_alerts_support import Feeder, FixedClock, site
+from test_alerts_support import Feeder, FixedClock, live_service, site
 from test_engine_gaps import BACK_AT, MIN, SILENT_FROM, minute
 
-from alerts.service import AlertService
-from ingest.sqlite_store import SqliteStore
 from stormwatch import topics
-from stormwatch.contract import Event, dump_readings
-from stormwatch.profiles import ProfileLibrary
+from stormwatch.contract import dump_readings
 
 
 def _wait(cond, timeout_s: float = 10.0) -> None:
@@ -31,18 +27,11 @@ def test_clean_stop_opens_no_outage_but_the_silence_is_a_gap(mosquitto_server, t
     feed = Feeder()
     before = [r for i in range(60) for r in minute(feed, i)]
     after = [r for i in range(240, 300) for r in minute(feed, i)]
-    store = SqliteStore(tmp_path / "store.db")
     clock = FixedClock(SILENT_FROM + MIN)
-    seen: list[Event] = []
-    service = AlertService([cfg], ProfileLibrary(), mosquitto_server.url, store, tmp_path / "state.db", clock,
-                           client_id="stop-svc", lateness_s=120, on_event=seen.append, overdue_check_s=0.1)
-    runner = threading.Thread(target=service.run, daemon=True)
-    runner.start()
     gw = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="stop-gw", protocol=mqtt.MQTTv311)
     gw.connect("127.0.0.1", mosquitto_server.port)
     gw.loop_start()
-    try:
-        assert service.connected.wait(10)
+    with live_service(cfg, mosquitto_server.url, tmp_path, clock, "stop-svc") as (service, seen, _store):
         for r in before:
             gw.publish(topics.readings("s1", "gw"), dump_readings([r]), qos=1).wait_for_publish(5)
         _wait(lambda: service.readings_seen >= len(before))
@@ -57,9 +46,5 @@ def test_clean_stop_opens_no_outage_but_the_silence_is_a_gap(mosquitto_server, t
         _wait(lambda: any(e.kind == "data_gap" for e in seen))
         gw.publish(topics.status("s1", "gw"), b"", qos=1, retain=True).wait_for_publish(5)
         gw.loop_stop()
-    finally:
-        service.stop()
-        runner.join(10)
-        store.close()
     gaps = [(e.gap_start, e.gap_end) for e in seen if e.kind == "data_gap" and e.gap_end is not None]
     assert gaps == [(SILENT_FROM, BACK_AT)]
