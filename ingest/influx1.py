@@ -37,7 +37,7 @@ from datetime import datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
 
-from ingest.influxwrite import LineProtocolWrites
+from ingest.influxwrite import LineProtocolWrites, Retryable
 from ingest.lineprotocol import (
     DEADLETTER,
     READINGS,
@@ -161,37 +161,29 @@ class Influx1Store(LineProtocolWrites):
         headers = {"Content-Type": "text/plain; charset=utf-8"} if body is not None else {}
         if self._auth:
             headers["Authorization"] = self._auth
-        delay = self.backoff_s
-        for attempt in range(self.retries + 1):
-            wait: float | None = None
+
+        def attempt() -> bytes:
             try:
                 status, reply_headers, data = self._exchange(target, body or b"", headers)
             except (OSError, http.client.HTTPException) as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-            else:
-                if status < 300:
-                    return data
-                text = data.decode("utf-8", "replace").strip()
-                try:
-                    message = str(json.loads(text).get("error", text))
-                except (ValueError, AttributeError):
-                    message = text
-                if status in _REJECT_STATUSES:
-                    raise BatchRejected(f"HTTP {status}: {message}")
-                if status == 404:
-                    self._db_ready = False  # e.g. the database was dropped: CREATE it again next time
-                if status not in _RETRY_STATUSES:
-                    raise StoreError(f"InfluxDB {self.base_url}{path} answered HTTP {status}: {message}")
-                problem = f"HTTP {status}: {message}"
-                wait = _retry_after_s(reply_headers.get("Retry-After"), self.clock.now())
-            if attempt == self.retries:
-                raise StoreError(f"InfluxDB {self.base_url} unavailable after {attempt + 1} attempts: {problem}")
-            pause = min(self.max_backoff_s * 3, wait) if wait is not None else delay
-            log.info("InfluxDB %s: %s; retrying in %.2fs", self.base_url, problem, pause)
-            self.retries_total += 1
-            self._sleep(pause)
-            delay = min(self.max_backoff_s, delay * 2)
-        raise AssertionError("unreachable")  # pragma: no cover
+                raise Retryable(f"{type(exc).__name__}: {exc}") from exc
+            if status < 300:
+                return data
+            text = data.decode("utf-8", "replace").strip()
+            try:
+                message = str(json.loads(text).get("error", text))
+            except (ValueError, AttributeError):
+                message = text
+            if status in _REJECT_STATUSES:
+                raise BatchRejected(f"HTTP {status}: {message}")
+            if status == 404:
+                self._db_ready = False  # e.g. the database was dropped: CREATE it again next time
+            if status not in _RETRY_STATUSES:
+                raise StoreError(f"InfluxDB {self.base_url}{path} answered HTTP {status}: {message}")
+            raise Retryable(f"HTTP {status}: {message}",
+                            _retry_after_s(reply_headers.get("Retry-After"), self.clock.now()))
+
+        return self._retrying(attempt, self.base_url, max_wait_s=self.max_backoff_s * 3)
 
     def _exchange(self, target: str, body: bytes, headers: dict[str, str]) -> tuple[int, Message, bytes]:
         """One POST on the kept-alive connection: (status, headers, body).

@@ -21,7 +21,7 @@ from influxdb_client import InfluxDBClient, WritePrecision
 from influxdb_client.client.exceptions import InfluxDBError
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from ingest.influxwrite import LineProtocolWrites
+from ingest.influxwrite import LineProtocolWrites, Retryable
 from ingest.lineprotocol import (
     READINGS,
     time_ns,
@@ -92,38 +92,29 @@ class Influx2Store(LineProtocolWrites):
         return f"Influx2Store({self.url!r}, org={self.org!r}, bucket={self.bucket!r})"
 
     def _send(self, lines: Sequence[str]) -> None:
-        delay = self.backoff_s
-        for attempt in range(self.retries + 1):
-            wait: float | None = None
+        def attempt() -> None:
             try:
                 self._write_api.write(bucket=self.bucket, org=self.org, record="\n".join(lines),
                                       write_precision=WritePrecision.NS)
-                return
             except InfluxDBError as exc:
                 status = getattr(exc, "status", None) or getattr(getattr(exc, "response", None), "status", None)
                 if status in _REJECT_STATUSES:
                     raise BatchRejected(f"HTTP {status}: {exc.message}") from exc
                 if status is not None and status not in _RETRY_STATUSES:
                     raise StoreError(f"InfluxDB {self.url} answered HTTP {status}: {exc.message}") from exc
-                problem = f"HTTP {status}: {exc.message}"
                 try:
                     wait = float(exc.retry_after) if exc.retry_after else None
                 except ValueError:
                     wait = None
+                raise Retryable(f"HTTP {status}: {exc.message}", wait) from exc
             except OSError as exc:  # urllib3 connection errors derive from OSError
-                problem = f"{type(exc).__name__}: {exc}"
+                raise Retryable(f"{type(exc).__name__}: {exc}") from exc
             except Exception as exc:  # urllib3 MaxRetryError etc. (not OSError in every version)
                 if type(exc).__module__.startswith("urllib3"):
-                    problem = f"{type(exc).__name__}: {exc}"
-                else:
-                    raise
-            if attempt == self.retries:
-                raise StoreError(f"InfluxDB {self.url} unavailable after {attempt + 1} attempts: {problem}")
-            pause = wait if wait is not None else delay
-            log.info("InfluxDB %s: %s; retrying in %.2fs", self.url, problem, pause)
-            self.retries_total += 1
-            self._sleep(pause)
-            delay = min(self.max_backoff_s, delay * 2)
+                    raise Retryable(f"{type(exc).__name__}: {exc}") from exc
+                raise
+
+        self._retrying(attempt, self.url)
 
     def _target(self) -> str:
         return self.url

@@ -11,14 +11,30 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar, TypeVar
 
 from ingest.lineprotocol import deadletter_points, encode_points, event_point, reading_line
 from ingest.splitwrite import write_split
 from stormwatch.clock import Clock
 from stormwatch.contract import Event, Reading
-from stormwatch.store import DeadLetter
+from stormwatch.store import DeadLetter, StoreError
+
+T = TypeVar("T")
+
+
+class Retryable(Exception):
+    """One attempt failed in a way worth retrying (connection error, 408/429/5xx).
+
+    Attributes:
+        problem: what went wrong, for the log and the final StoreError.
+        wait_s: the server's ``Retry-After`` in seconds, when it gave one.
+    """
+
+    def __init__(self, problem: str, wait_s: float | None = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.wait_s = wait_s
 
 
 class LineProtocolWrites:
@@ -32,9 +48,41 @@ class LineProtocolWrites:
 
     _log: ClassVar[logging.Logger]
     _lock: threading.RLock
+    _sleep: Callable[[float], None]
     batch_lines: int
     clock: Clock
     rejected_total: int
+    retries: int
+    retries_total: int
+    backoff_s: float
+    max_backoff_s: float
+
+    def _retrying(self, attempt: Callable[[], T], where: str, max_wait_s: float | None = None) -> T:
+        """Run ``attempt`` until it returns, retrying on :class:`Retryable` up to ``retries`` times.
+
+        The pause doubles from ``backoff_s`` up to ``max_backoff_s``; a server's ``Retry-After``
+        replaces it (bounded by ``max_wait_s`` when given). Any other exception propagates at once.
+
+        Raises:
+            StoreError: still failing after ``retries + 1`` attempts (``where`` names the server).
+        """
+        delay = self.backoff_s
+        for n in range(self.retries + 1):
+            try:
+                return attempt()
+            except Retryable as failure:
+                problem, wait = failure.problem, failure.wait_s
+            if n == self.retries:
+                raise StoreError(f"InfluxDB {where} unavailable after {n + 1} attempts: {problem}")
+            if wait is None:
+                pause = delay
+            else:
+                pause = wait if max_wait_s is None else min(max_wait_s, wait)
+            self._log.info("InfluxDB %s: %s; retrying in %.2fs", where, problem, pause)
+            self.retries_total += 1
+            self._sleep(pause)
+            delay = min(self.max_backoff_s, delay * 2)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _send(self, lines: Sequence[str]) -> None:
         raise NotImplementedError
