@@ -15,6 +15,7 @@ import sys
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import typer
@@ -23,6 +24,9 @@ from stormwatch.cliutil import fail
 from stormwatch.config import ConfigError, SiteConfig, load_site
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileError, ProfileLibrary
+
+if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs
+    from stormwatch.pipeline import PipelineResult
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +195,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _summary(result: object, tz: ZoneInfo) -> str:
-    from stormwatch.pipeline import PipelineResult
-
-    assert isinstance(result, PipelineResult)
+def _summary(result: PipelineResult, tz: ZoneInfo) -> str:
     lines = ["Summary"]
     depth = result.resolution.depth_in(result.stored_tips)
     lines.append(

@@ -18,9 +18,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from fractions import Fraction
 from pathlib import Path
 
 from alerts.engine import DEFAULT_LATENESS_S
@@ -94,7 +93,6 @@ class PipelineResult:
     store_url: str
     wall_seconds: float = 0.0
     sim_hours: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
 
 class PipelineError(RuntimeError):
@@ -350,7 +348,3 @@ class Pipeline:
             made, ingest.written + ingest.duplicates + sum(ingest.dead_lettered.values()), alerts.readings_seen,
         )
 
-
-def depth_in(tips: int, resolution: TipResolution) -> Fraction:
-    """Exact depth of ``tips`` tips in inches."""
-    return resolution.depth_in(tips)
