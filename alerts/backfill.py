@@ -1,6 +1,6 @@
 """Backfill: re-run a site's rules over stored readings (``stormwatch evaluate``).
 
-The same :class:`alerts.engine.Engine` code as live (design-notes.md, "Rules"): the store's
+The same :class:`stormwatch.alerts.engine.Engine` code as live (design-notes.md, "Rules"): the store's
 readings of ``[start, end)`` in event-time order go through :meth:`Engine.feed`, then
 :meth:`Engine.flush`. Over a period already processed live (from the same first reading) it gives
 the same events, compared by ``(kind, occurrence, due_at)``; work orders are not touched.
@@ -25,8 +25,8 @@ from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
 
-from alerts.engine import DEFAULT_LATENESS_S, Engine
-from alerts.rules.storm import GapSummary, StormSummary
+from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
+from stormwatch.alerts.rules.storm import GapSummary, StormSummary
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, format_time
 from stormwatch.profiles import ProfileError, ProfileLibrary
@@ -150,7 +150,7 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
 
     Raises:
         ValueError: ``end`` not after ``start``.
-        alerts.packs.PackError, alerts.engine.EngineError: the site cannot be evaluated.
+        stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: the site cannot be evaluated.
         stormwatch.store.StoreError: the store cannot be read.
     """
     if end <= start:

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import typer
 
-from alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
+from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.cliutil import fail
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 
@@ -32,9 +32,9 @@ def _load_site(path: Path, profiles: ProfileLibrary) -> SiteConfig:
 
     Raises:
         stormwatch.config.ConfigError: an invalid site file.
-        alerts.packs.PackError: an unknown pack, or an override naming an unknown rule or parameter.
+        stormwatch.alerts.packs.PackError: an unknown pack, or an override naming an unknown rule or parameter.
     """
-    from alerts.packs import load_pack
+    from stormwatch.alerts.packs import load_pack
     from stormwatch.config import load_site
 
     cfg = load_site(path, profiles)
@@ -68,10 +68,10 @@ def alerts_cmd(
     Events also go to the store (--store), a webhook (--webhook) and, when STORMWATCH_GRAFANA_URL and
     STORMWATCH_GRAFANA_TOKEN are set, Grafana annotations.
     """
-    from alerts.engine import EngineError
-    from alerts.grafana import GrafanaAnnotations
-    from alerts.packs import PackError
-    from alerts.service import AlertService
+    from stormwatch.alerts.engine import EngineError
+    from stormwatch.alerts.grafana import GrafanaAnnotations
+    from stormwatch.alerts.packs import PackError
+    from stormwatch.alerts.service import AlertService
     from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
 
@@ -82,7 +82,7 @@ def alerts_cmd(
         fail(str(exc), 2)
     opened = None
     if store:
-        from ingest.stores import StoreUrlError, open_store, redact  # lazily: optional for the engine
+        from stormwatch.ingest.stores import StoreUrlError, open_store, redact  # lazily: optional for the engine
         from stormwatch.store import StoreError
 
         try:
@@ -182,7 +182,7 @@ def complete_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(...
 def ical_cmd(state: Path = _STATE_OPT, site: str | None = typer.Option(None, "--site"),
              output: Path | None = typer.Option(None, "--output", "-o", help="write here instead of stdout")) -> None:
     """Print an iCalendar (.ics) feed of the work orders' due dates."""
-    from alerts.ical import calendar_of
+    from stormwatch.alerts.ical import calendar_of
 
     book = _book(state)
     data = calendar_of(book.list(site=site), book.clock.now())
@@ -214,11 +214,11 @@ def evaluate_cmd(
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> None:
     """Re-run the ordinance rules over stored readings and print the events (backfill)."""
-    from alerts.backfill import evaluate
-    from alerts.engine import EngineError
-    from alerts.packs import PackError
-    from ingest.stores import StoreUrlError, open_store, redact
+    from stormwatch.alerts.backfill import evaluate
+    from stormwatch.alerts.engine import EngineError
+    from stormwatch.alerts.packs import PackError
     from stormwatch.config import ConfigError
+    from stormwatch.ingest.stores import StoreUrlError, open_store, redact
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.store import StoreError
 
@@ -263,11 +263,11 @@ def _missing_sqlite(url: str) -> Path | None:
     store is not there instead of reporting "0 readings".
 
     Raises:
-        ingest.stores.StoreUrlError: a malformed SQLite URL.
+        stormwatch.ingest.stores.StoreUrlError: a malformed SQLite URL.
     """
     import urllib.parse
 
-    from ingest.stores import sqlite_path
+    from stormwatch.ingest.stores import sqlite_path
 
     if urllib.parse.urlsplit(url).scheme.lower() not in ("sqlite", ""):
         return None

@@ -19,12 +19,12 @@ emitted (kind, occurrence, times, depth...), is emitted with ``late_detection_s`
 its event time. Readings older than the horizon are only logged (run ``stormwatch evaluate``).
 
 Data gaps (item 5): :meth:`Engine.source_offline` (the gateway's MQTT last will) and the rain
-gauge's silence in event time open ``data_gap`` events (:mod:`alerts.rules.storm`).
+gauge's silence in event time open ``data_gap`` events (:mod:`stormwatch.alerts.rules.storm`).
 
 The same code runs live and in backfill: feed stored readings in order, then :meth:`Engine.flush`
 (a storm not yet closed by a dry gap stays *in progress*, see :meth:`Engine.in_progress`).
 
-Events of the kinds in :data:`alerts.workorders.OPENING_KINDS` open a work order (deduplicated per
+Events of the kinds in :data:`stormwatch.alerts.workorders.OPENING_KINDS` open a work order (deduplicated per
 ``(site, rule, occurrence)``); every emitted event carries the id of the order it opened or
 refers to in ``work_order``.
 """
@@ -41,14 +41,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from alerts.geometry import stage_storage_of
-from alerts.packs import RulePack, load_pack
-from alerts.rules import Rule
-from alerts.rules.basin import BasinRuleState
-from alerts.rules.routine import RoutineRuleState
-from alerts.rules.storm import GapSummary, StormRuleState, StormSummary
-from alerts.rules.turbidity import TurbidityRuleState
-from alerts.workorders import INSPECTION_KINDS, OPENING_KINDS, WorkOrders
+from stormwatch.alerts.geometry import stage_storage_of
+from stormwatch.alerts.packs import RulePack, load_pack
+from stormwatch.alerts.rules import Rule
+from stormwatch.alerts.rules.basin import BasinRuleState
+from stormwatch.alerts.rules.routine import RoutineRuleState
+from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
+from stormwatch.alerts.rules.turbidity import TurbidityRuleState
+from stormwatch.alerts.workorders import INSPECTION_KINDS, OPENING_KINDS, WorkOrders
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading, format_time
 from stormwatch.profiles import ProfileLibrary
@@ -143,7 +143,7 @@ class Engine:
         ``options`` are the keyword arguments of the class (``store``, ``reevaluate_late``, ...).
 
         Raises:
-            alerts.packs.PackError: pack missing/invalid or a bad override.
+            stormwatch.alerts.packs.PackError: pack missing/invalid or a bad override.
             EngineError: see the class.
         """
         return cls(cfg, profiles, load_pack(cfg.site.jurisdiction, cfg.rules), workorders, lateness_s, **options)

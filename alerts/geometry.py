@@ -1,6 +1,6 @@
 """Stage–storage of a sediment basin and the capacity lost to sediment (rules.md R3).
 
-Source: ``../shared/reference/hydrology.md``, "Stage–storage of a rectangular basin with sloped
+Source: ``docs/reference/hydrology.md``, "Stage–storage of a rectangular basin with sloped
 sides": bottom L × W (ft), side slopes z horizontal : 1 vertical, depth h (ft) above the floor::
 
     V(h) = L·W·h + (L + W)·z·h² + (4/3)·z²·h³     (ft³, exact; = the prismoidal formula)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from icalendar import Calendar
 from icalendar import Event as CalendarEvent
 
-from alerts.workorders import WorkOrder
+from stormwatch.alerts.workorders import WorkOrder
 
 #: Length of the calendar entry of a deadline.
 ENTRY = timedelta(minutes=30)

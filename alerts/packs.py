@@ -1,10 +1,12 @@
 """Jurisdiction rule packs: the thresholds and clocks of each village code, as data.
 
-A pack is ``alerts/packs/<name>.yaml`` (the site's ``site.jurisdiction`` names it)::
+A pack is ``<name>.yaml`` (the site's ``site.jurisdiction`` names it): the built-ins ship in
+``alerts/packs/``; a user's own packs live in directories named by ``stormwatch --packs DIR`` or
+``STORMWATCH_PACKS``, searched first::
 
     name: ch133
     title: ...
-    source: ../shared/ordinances/000_...txt
+    source: docs/reference/ordinances/ch133.txt
     rules:
       R1:  {kind: storm, citation: "Ch. 133 §133-7A(2)", threshold_in: "0.5", dry_gap_hours: 6, ...}
       R1w: {kind: routine, citation: ..., every_days: 7}
@@ -12,7 +14,7 @@ A pack is ``alerts/packs/<name>.yaml`` (the site's ``site.jurisdiction`` names i
       R2:  {kind: turbidity, citation: "Ch. 133 §133-6C", criterion: washington, ...}
       R3:  {kind: basin, citation: "Ch. 133 §133-7A(1)", cleanout_fraction: 0.5, ...}
 
-The operational meaning and defaults of every parameter are in ``../shared/reference/rules.md``.
+The operational meaning and defaults of every parameter are in ``docs/reference/rules.md``.
 A site overrides parameters with ``SiteConfig.rules`` (rule id → parameter → value); each
 override is logged at load.
 
@@ -24,6 +26,7 @@ Errors: :func:`load_pack` raises :class:`PackError` naming the file and the bad 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -31,9 +34,19 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from stormwatch import resources
+
 log = logging.getLogger(__name__)
 
-PACKS_DIR = Path(__file__).resolve().parent / "packs"
+
+def packs_search_path(directories: Path | Sequence[Path] | None = None) -> list[Path]:
+    """Where packs are looked up, first match wins: ``directories``, ``$STORMWATCH_PACKS``, built-ins."""
+    return resources.search_path(directories, resources.PACKS_ENV, resources.builtin_packs_dir())
+
+
+def pack_sources(directories: Path | Sequence[Path] | None = None) -> list[resources.Found]:
+    """Every pack by name with the file it comes from (``stormwatch packs list``)."""
+    return resources.find_all(packs_search_path(directories), resources.builtin_packs_dir())
 
 
 class _Rule(BaseModel):
@@ -206,13 +219,14 @@ def _validation_message(source: str, exc: ValidationError, prefix: str = "") -> 
 
 
 def load_pack(name: str, overrides: dict[str, dict[str, Any]] | None = None,
-              directory: Path | None = None, *, source: str = "site") -> RulePack:
-    """Load pack ``<directory>/<name>.yaml`` and apply site overrides.
+              directory: Path | Sequence[Path] | None = None, *, source: str = "site") -> RulePack:
+    """Load pack ``<name>.yaml`` from the pack search path and apply site overrides.
 
     Args:
         name: pack name (the site's jurisdiction, e.g. ``ch133``).
         overrides: ``SiteConfig.rules`` (rule id → parameter → value); each one is logged.
-        directory: where packs live (default ``alerts/packs``).
+        directory: user pack directories searched first (then ``$STORMWATCH_PACKS``, then the
+            built-in packs, :func:`packs_search_path`).
         source: where ``overrides`` come from (the site file's name), named in override errors
             and logs: ``site.yaml: rules.R1.dry_gaps: not a parameter of R1 (...)``.
 
@@ -221,11 +235,11 @@ def load_pack(name: str, overrides: dict[str, dict[str, Any]] | None = None,
             ``name`` differing from the file name, or an override naming an unknown rule or
             parameter or giving an invalid value.
     """
-    directory = directory or PACKS_DIR
-    path = directory / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml"))) or "none"
-        raise PackError(f"no rule pack {name!r} in {directory} (known: {known})")
+    search = packs_search_path(directory)
+    path = resources.find_one(name, search)
+    if path is None:
+        known = ", ".join(f.name for f in pack_sources(directory)) or "none"
+        raise PackError(f"no rule pack {name!r} in {', '.join(str(d) for d in search)} (known: {known})")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:

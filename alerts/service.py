@@ -7,7 +7,7 @@ broker delivers outside the subscriptions (amqtt does, for retained messages) ar
 :func:`stormwatch.topics.matches`. Invalid payloads are logged and dropped (ingest dead-letters
 them). Retained readings are data, never live triggers (failure-kinds.md #10).
 
-Each site has one :class:`alerts.engine.Engine`; its events are published as JSON
+Each site has one :class:`stormwatch.alerts.engine.Engine`; its events are published as JSON
 (:meth:`stormwatch.contract.Event.to_wire`) on ``stormwatch/v1/<site>/events`` at QoS 1, written
 to the store (``write_events``) and passed to ``on_event``. Work orders live in the SQLite state
 file; overdue orders are checked against the clock and announced as ``inspection_overdue``.
@@ -15,12 +15,12 @@ file; overdue orders are checked against the clock and announced as ``inspection
 On start, when a store is given, each engine is warmed up from the store's readings of the last
 ``warmup_days`` (the same code as live, then flushed; orders dedupe; warm-up events are not
 re-published), so a restart does not forget a storm in progress or the weekly cadence and does not
-repeat events. Late readings are re-evaluated against the store (:mod:`alerts.engine`, late data).
+repeat events. Late readings are re-evaluated against the store (:mod:`stormwatch.alerts.engine`, late data).
 A gateway status ``offline`` (its MQTT last will) opens a rain-gauge ``data_gap``; a status
 ``online`` (live or retained) never closes or prevents one -- only a gauge reading closes a gap,
 and a gauge silent for two poll intervals of event time opens one whatever the status says
 (failure-kinds.md #11). Events may also
-be POSTed to a webhook with retries (:mod:`alerts.webhook`).
+be POSTed to a webhook with retries (:mod:`stormwatch.alerts.webhook`).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from alerts.engine import DEFAULT_LATENESS_S, Engine
-from alerts.grafana import GrafanaAnnotations
-from alerts.webhook import BackgroundSender, Webhook
-from alerts.workorders import WorkOrders
 from stormwatch import topics
+from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
+from stormwatch.alerts.grafana import GrafanaAnnotations
+from stormwatch.alerts.webhook import BackgroundSender, Webhook
+from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, parse_readings
@@ -69,11 +69,11 @@ class AlertService:
             Mosquitto; False behind amqtt, which flags messages queued for a persistent session as
             retained when it delivers them (stormwatch/broker.py).
         webhook_url: POST every event there too (optional; retried with backoff).
-        grafana: push every event as a Grafana annotation too (optional; :mod:`alerts.grafana`).
-        reevaluate_late: re-evaluate late readings from the store (see :mod:`alerts.engine`).
+        grafana: push every event as a Grafana annotation too (optional; :mod:`stormwatch.alerts.grafana`).
+        reevaluate_late: re-evaluate late readings from the store (see :mod:`stormwatch.alerts.engine`).
 
     Raises:
-        alerts.packs.PackError, alerts.engine.EngineError: a site cannot be watched.
+        stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: a site cannot be watched.
         ValueError: a bad broker URL.
     """
 

@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from alerts.business_days import report_deadline
-from alerts.packs import ReportRule
+from stormwatch.alerts.business_days import report_deadline
+from stormwatch.alerts.packs import ReportRule
 from stormwatch.clock import Clock
 from stormwatch.contract import Event, format_time
 
@@ -295,7 +295,7 @@ class WorkOrders:
         """Mark ``oid`` completed by ``by`` at ``at`` (default: the clock's now).
 
         Completing an inspection of a pack with a report rule opens the ``inspection_report``
-        order (due per :func:`alerts.business_days.report_deadline`).
+        order (due per :func:`stormwatch.alerts.business_days.report_deadline`).
 
         Raises:
             WorkOrderError: no such order, or it is already completed.

@@ -4,8 +4,8 @@ The site is ``examples/site.yaml`` (Ch. 133 pack: R1 storm, R1w routine, R2 turb
 with every device polled once a minute: a rain gauge (tip counts, storms of whole tips every few
 days), two turbidity probes (upstream/downstream, with plumes) and an ultrasonic level sensor over
 the sediment basin -- 4 x 525,600 = 2,102,400 readings. This is the re-evaluation path
-(``stormwatch evaluate``): readings in event-time order into :meth:`alerts.engine.Engine.feed`,
-then :meth:`~alerts.engine.Engine.flush`. Readings are generated in memory one day at a time and
+(``stormwatch evaluate``): readings in event-time order into :meth:`stormwatch.alerts.engine.Engine.feed`,
+then :meth:`~stormwatch.alerts.engine.Engine.flush`. Readings are generated in memory one day at a time and
 only the engine is timed. Runs on loopback/in-process only; bounded by ``--max-seconds``.
 
 Run: ``python benchmarks/engine.py [--days 365] [--max-seconds 300] [--profile]``. The last line is
@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from alerts.engine import Engine  # noqa: E402
 from benchmarks.machine import describe, machine  # noqa: E402
+from stormwatch.alerts.engine import Engine  # noqa: E402
 from stormwatch.config import load_site  # noqa: E402
 from stormwatch.contract import Reading  # noqa: E402
 from stormwatch.profiles import ProfileLibrary  # noqa: E402

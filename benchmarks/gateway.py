@@ -6,7 +6,7 @@ Run: ``python benchmarks/gateway.py`` (not a test; loopback only; bounded to ~2 
    unit ids 1..10 on one pymodbus server); the gateway runs as its own process
    (wall clock, outbox and QC on) polling each device once a second and publishing to a real
    Mosquitto. It is started as ``stormwatch gateway --site ...``, which validates the site,
-   writes ``plan.json`` and execs (same pid) the lean field process ``python -m gateway --plan
+   writes ``plan.json`` and execs (same pid) the lean field process ``python -m stormwatch.gateway --plan
    plan.json`` (no pydantic, no typer); the benchmark checks ``/proc/<pid>/cmdline`` before it
    measures. RSS (VmRSS) and CPU
    time (utime + stime) come from ``/proc/<gateway pid>``; CPU is measured over a window after a
@@ -79,7 +79,7 @@ def proc_stats(pid: int) -> tuple[float, float, float]:
 
 def lean_imports() -> None:
     """Fail loudly if the lean process would load pydantic (the memory it must not spend)."""
-    code = "import sys, gateway.__main__, gateway.service; print('pydantic' in sys.modules)"
+    code = "import sys, stormwatch.gateway.__main__, stormwatch.gateway.service; print('pydantic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     if out != "False":
         raise RuntimeError("the lean gateway process imports pydantic")
@@ -108,7 +108,7 @@ def polling(work: Path, broker_url: str) -> dict[str, float]:
             time.sleep(WARMUP_S)
             cmdline = Path(f"/proc/{gw.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
             print(f"polling: measuring `{cmdline}`", flush=True)
-            if "-m gateway --plan" not in cmdline:
+            if "-m stormwatch.gateway --plan" not in cmdline:
                 raise RuntimeError(f"the gateway did not exec the lean process: {cmdline}")
             _, _, cpu0 = proc_stats(gw.pid)
             t0 = time.monotonic()
@@ -131,9 +131,9 @@ def polling(work: Path, broker_url: str) -> dict[str, float]:
 
 
 def replay(work: Path, broker_url: str) -> float:
-    from gateway.outbox import Outbox
-    from gateway.publisher import MqttPublisher
     from stormwatch.clock import WallClock
+    from stormwatch.gateway.outbox import Outbox
+    from stormwatch.gateway.publisher import MqttPublisher
     from stormwatch.mqtt import parse_broker_url
     from stormwatch.wire import WireReading
 

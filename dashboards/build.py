@@ -14,10 +14,11 @@ from pathlib import Path
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from dashboards import portfolio, site
+from stormwatch import resources
+from stormwatch.dashboards import portfolio, site
 
-#: Where the committed JSON lives.
-JSON_DIR = Path(__file__).resolve().parent / "json"
+#: Where the committed JSON lives (shipped in the package: ``stormwatch.dashboards/json``).
+JSON_DIR = resources.dashboards_json_dir()
 
 #: uid → builder of every dashboard.
 DASHBOARDS: dict[str, Callable[[], dash.Dashboard]] = {

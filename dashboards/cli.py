@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from dashboards.build import JSON_DIR, build_all
 from stormwatch.cliutil import fail
+from stormwatch.dashboards.build import JSON_DIR, build_all
 
 dashboards_app = typer.Typer(help="Grafana dashboards generated from code (grafana-foundation-sdk).",
                              no_args_is_help=True)

@@ -16,8 +16,8 @@ from fractions import Fraction
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.models import dashboard as model
 
-from alerts.packs import load_pack
-from dashboards.influxql import DATASOURCE, InfluxAnnotation
+from stormwatch.alerts.packs import load_pack
+from stormwatch.dashboards.influxql import DATASOURCE, InfluxAnnotation
 from stormwatch.profiles import ProfileLibrary
 
 #: Rule pack whose thresholds the dashboards draw (the example site's jurisdiction).
@@ -46,7 +46,7 @@ def pack_thresholds(pack: str = DEFAULT_PACK) -> tuple[float, float]:
     """``(storm threshold in inches, cleanout fraction)`` of rule pack ``pack`` (R1 and R3).
 
     Raises:
-        alerts.packs.PackError: unknown or invalid pack.
+        stormwatch.alerts.packs.PackError: unknown or invalid pack.
         ValueError: the pack lacks a storm or basin rule.
     """
     rules = load_pack(pack)

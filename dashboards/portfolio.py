@@ -15,8 +15,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.builders import statushistory, table
 
-from dashboards.common import events_annotation, pushed_annotations, tag_variable, thresholds
-from dashboards.influxql import DATASOURCE, InfluxQL
+from stormwatch.dashboards.common import events_annotation, pushed_annotations, tag_variable, thresholds
+from stormwatch.dashboards.influxql import DATASOURCE, InfluxQL
 
 UID = "stormwatch-portfolio"
 

@@ -29,7 +29,7 @@ from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 
-from dashboards.common import (
+from stormwatch.dashboards.common import (
     DEFAULT_PACK,
     custom_variable,
     events_annotation,
@@ -40,7 +40,7 @@ from dashboards.common import (
     tip_variable,
     tz_variable,
 )
-from dashboards.influxql import DATASOURCE, InfluxQL
+from stormwatch.dashboards.influxql import DATASOURCE, InfluxQL
 
 UID = "stormwatch-site"
 
@@ -186,7 +186,7 @@ def build(pack: str = DEFAULT_PACK, mount_ft: float = 8.0) -> dash.Dashboard:
         mount_ft: default sensor mount height above the basin floor (ft), ``$mount_ft``.
 
     Raises:
-        alerts.packs.PackError: unknown pack.
+        stormwatch.alerts.packs.PackError: unknown pack.
     """
     storm_in, cleanout = pack_thresholds(pack)
     board = (

@@ -1,12 +1,12 @@
-"""``python -m gateway``: the lean gateway process.
+"""``python -m stormwatch.gateway``: the lean gateway process.
 
 ::
 
-    python -m gateway --plan STATE_DIR/plan.json [--broker URL] [--state-dir DIR]
+    python -m stormwatch.gateway --plan STATE_DIR/plan.json [--broker URL] [--state-dir DIR]
                       [--clock-file PATH] [--until ISO]
-    python -m gateway --site SITE.yaml [--profiles DIR] [...same options]
+    python -m stormwatch.gateway --site SITE.yaml [--profiles DIR] [...same options]
 
-``--plan`` runs a plan compiled by ``stormwatch gateway`` (:mod:`gateway.plan`) and never imports
+``--plan`` runs a plan compiled by ``stormwatch gateway`` (:mod:`stormwatch.gateway.plan`) and never imports
 pydantic: this is the field process (benchmarks/gateway.py measures it). ``--site`` validates the
 site and profiles here first (convenient; loads pydantic, ~17 MB more). ``--state-dir`` defaults
 to the plan file's directory with ``--plan``, else ``./var/gateway``.
@@ -21,15 +21,15 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from gateway.plan import GatewayPlan, PlanError
-from gateway.run import pick_clock, read_plan, run_plan
+from stormwatch.gateway.plan import GatewayPlan, PlanError
+from stormwatch.gateway.run import pick_clock, read_plan, run_plan
 from stormwatch.logs import setup_logging
 
 
 def _site_plan(site: Path, profiles_dir: Path | None) -> GatewayPlan:
     """Validate and compile a site file (imports the pydantic models)."""
-    from gateway.plan import compile_plan
     from stormwatch.config import load_site
+    from stormwatch.gateway.plan import compile_plan
     from stormwatch.profiles import ProfileLibrary
 
     profiles = ProfileLibrary(profiles_dir)
@@ -38,7 +38,7 @@ def _site_plan(site: Path, profiles_dir: Path | None) -> GatewayPlan:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv``, run the gateway; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m gateway", description="stormwatch edge gateway")
+    parser = argparse.ArgumentParser(prog="python -m stormwatch.gateway", description="stormwatch edge gateway")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plan", type=Path, help="plan.json written by `stormwatch gateway`")
     source.add_argument("--site", type=Path, help="site YAML (validated and compiled here)")

@@ -11,8 +11,8 @@
 ``STORMWATCH_SIM_*`` environment (``ScenarioClock.to_env``) is used if set, else the wall clock.
 
 ``stormwatch gateway`` validates the site and profiles (pydantic), compiles them into a plan
-(:mod:`gateway.plan`), writes ``<state-dir>/plan.json`` and replaces itself (``os.execve``, same
-pid) with the lean ``python -m gateway --plan <state-dir>/plan.json`` process, which imports no
+(:mod:`stormwatch.gateway.plan`), writes ``<state-dir>/plan.json`` and replaces itself (``os.execve``, same
+pid) with the lean ``python -m stormwatch.gateway --plan <state-dir>/plan.json`` process, which imports no
 pydantic or typer (issue 7 memory bar; run with ``MALLOC_ARENA_MAX=2`` unless the environment
 sets it). ``--no-exec`` runs the plan in this process instead (debugging).
 
@@ -29,13 +29,13 @@ from pathlib import Path
 
 import typer
 
-from gateway.drivers.build import UnsupportedDevice, build_driver
-from gateway.fieldtool import FieldToolError, decode_text
-from gateway.plan import PlanError, compile_plan
-from gateway.run import pick_clock, run_plan, write_plan
 from stormwatch.cliutil import fail
 from stormwatch.clock import ScenarioClock, WallClock, read_clock_file
 from stormwatch.config import ConfigError, load_site
+from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
+from stormwatch.gateway.fieldtool import FieldToolError, decode_text
+from stormwatch.gateway.plan import PlanError, compile_plan
+from stormwatch.gateway.run import pick_clock, run_plan, write_plan
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary
 
@@ -63,13 +63,14 @@ def gateway_command(
     profiles_dir: Path | None = typer.Option(None, "--profiles", help="Device profile directory."),
     check: bool = typer.Option(False, "--check", help="Validate the site, profiles and broker URL, then exit."),
     no_exec: bool = typer.Option(
-        False, "--no-exec", help="Run in this process instead of exec'ing the lean `python -m gateway --plan`."
+        False, "--no-exec",
+        help="Run in this process instead of exec'ing the lean `python -m stormwatch.gateway --plan`.",
     ),
 ) -> None:
     """Poll the site's devices and publish readings to MQTT (QoS 1, store-and-forward).
 
     Validates the site, compiles the gateway plan to ``<state-dir>/plan.json`` and execs the lean
-    ``python -m gateway --plan`` process (same pid; no pydantic/typer loaded while polling).
+    ``python -m stormwatch.gateway --plan`` process (same pid; no pydantic/typer loaded while polling).
     """
     profiles = ProfileLibrary(profiles_dir)
     try:
@@ -102,7 +103,7 @@ def gateway_command(
     if no_exec:
         run_plan(plan, clock, broker, state_dir, until_dt)
         return
-    argv = [sys.executable, "-m", "gateway", "--plan", str(plan_path), "--broker", broker,
+    argv = [sys.executable, "-m", "stormwatch.gateway", "--plan", str(plan_path), "--broker", broker,
             "--state-dir", str(state_dir)]
     if clock_file is not None:
         argv += ["--clock-file", str(clock_file)]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from gateway.plan import CounterPlan
+    from stormwatch.gateway.plan import CounterPlan
 
 #: Contract quantity of a rain gauge's reading: integer tips since the previous poll.
 RAIN_QUANTITY = "rain_tips"
@@ -94,7 +94,7 @@ def count_tips(state: CounterState | None, sample: int | float, at: datetime, sp
         state: the device's previous state, ``None`` for the first sample ever.
         sample: counter value read at ``at`` (cumulative count, or the delta for ``mode: delta``).
         at: event time of the sample (UTC).
-        spec: the counter section (:class:`gateway.plan.CounterPlan` or the profile's
+        spec: the counter section (:class:`stormwatch.gateway.plan.CounterPlan` or the profile's
             ``CounterSpec``: mode, width_bits, max_tips_per_s).
 
     Returns:
@@ -157,7 +157,7 @@ def write_state(db: sqlite3.Connection, device: str, state: CounterState) -> Non
     """Upsert ``state`` within the caller's transaction.
 
     The gateway writes the counter state in the SAME transaction as the rain reading it produced
-    (:meth:`gateway.outbox.Outbox.add`): a crash between the two would otherwise count tips twice
+    (:meth:`stormwatch.gateway.outbox.Outbox.add`): a crash between the two would otherwise count tips twice
     (reading kept, baseline lost) or lose them (baseline kept, reading lost).
     """
     db.execute(
@@ -178,7 +178,7 @@ class CounterStore:
 
     Thread-safe (one lock). :meth:`save` commits at once (``synchronous=FULL``: a baseline lost on
     power failure would double-count rain); the gateway itself saves through
-    :meth:`gateway.outbox.Outbox.add` together with the reading.
+    :meth:`stormwatch.gateway.outbox.Outbox.add` together with the reading.
     """
 
     def __init__(self, path: Path) -> None:

@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from gateway.counter import RAIN_QUANTITY, CounterState, ensure_schema, write_state
+from stormwatch.gateway.counter import RAIN_QUANTITY, CounterState, ensure_schema, write_state
 from stormwatch.wire import dump_payload
 
 log = logging.getLogger(__name__)

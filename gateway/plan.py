@@ -4,7 +4,7 @@ The Telegraf/EdgeX way: configuration is validated ONCE, up front, by the pydant
 (:mod:`stormwatch.config`, :mod:`stormwatch.profiles`, :mod:`stormwatch.contract`); the polling
 process then runs a compiled plan and never imports pydantic (≈ 17 MB of resident memory on a
 field box; benchmarks/gateway.py). ``stormwatch gateway`` validates, compiles, writes
-``<state_dir>/plan.json`` (:meth:`GatewayPlan.to_json`) and execs ``python -m gateway --plan``.
+``<state_dir>/plan.json`` (:meth:`GatewayPlan.to_json`) and execs ``python -m stormwatch.gateway --plan``.
 
 The dataclasses carry the same attribute names as the pydantic models they come from
 (``Point.type/order/scale/offset/...``, ``Device.id/profile/transport/...``), so drivers, the
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from gateway.counter import RAIN_QUANTITY
-from gateway.qc import DEVICE_ERROR_QUANTITY
+from stormwatch.gateway.counter import RAIN_QUANTITY
+from stormwatch.gateway.qc import DEVICE_ERROR_QUANTITY
 from stormwatch.rain import TipResolution
 
 if TYPE_CHECKING:

@@ -29,9 +29,9 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 
-from gateway.outbox import Outbox
 from stormwatch import topics
 from stormwatch.clock import Clock
+from stormwatch.gateway.outbox import Outbox
 from stormwatch.mqtt import BrokerSettings, apply_credentials
 from stormwatch.wire import format_time
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gateway.plan import QcParams
+    from stormwatch.gateway.plan import QcParams
 
 #: The quantity name of a profile point that carries the device's error/status register.
 DEVICE_ERROR_QUANTITY = "device_error"
@@ -82,7 +82,7 @@ class ValueHistory:
 
         Args:
             value: a finite engineering value.
-            qc: the point's QC parameters (:class:`gateway.plan.QcParams` or the profile's
+            qc: the point's QC parameters (:class:`stormwatch.gateway.plan.QcParams` or the profile's
                 ``QcSpec``; ``None``: no history tests).
 
         Returns:

@@ -1,7 +1,7 @@
-"""The gateway process: pick the clock, run :class:`gateway.service.Gateway` until ``--until`` or
-SIGTERM/SIGINT. Shared by ``stormwatch gateway`` (``--no-exec``) and the lean ``python -m gateway``.
+"""The gateway process: pick the clock, run :class:`stormwatch.gateway.service.Gateway` until ``--until`` or
+SIGTERM/SIGINT. Shared by ``stormwatch gateway`` (``--no-exec``) and the lean ``python -m stormwatch.gateway``.
 
-The lean process runs a compiled plan (:mod:`gateway.plan`) and imports no pydantic, typer,
+The lean process runs a compiled plan (:mod:`stormwatch.gateway.plan`) and imports no pydantic, typer,
 ingest/alerts/simulator packages (the clock file is read by :mod:`stormwatch.clock`),
 which keeps a field gateway's resident memory low (benchmarks/gateway.py;
 tests/test_gateway_plan.py checks the imports).
@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.plan import GatewayPlan
 from stormwatch.clock import Clock, ScenarioClock, WallClock
+from stormwatch.gateway.plan import GatewayPlan
 
 if TYPE_CHECKING:
     from stormwatch.config import SiteConfig
@@ -44,11 +44,11 @@ def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, unti
     """Run a compiled plan in this process until ``until`` (clock time) or a SIGTERM/SIGINT.
 
     Raises:
-        whatever :meth:`gateway.service.Gateway.from_plan` raises (unsupported device, broker URL).
+        whatever :meth:`stormwatch.gateway.service.Gateway.from_plan` raises (unsupported device, broker URL).
     """
-    from gateway.service import Gateway
+    from stormwatch.gateway.service import Gateway
 
-    # The gateway reports device failures itself (one ERROR per outage, gateway.health); pymodbus
+    # The gateway reports device failures itself (one ERROR per outage, stormwatch.gateway.health); pymodbus
     # would log an ERROR for every timed-out request of a dead device.
     logging.getLogger("pymodbus").setLevel(logging.CRITICAL)
     gw = Gateway.from_plan(plan, clock, broker, state_dir)
@@ -68,10 +68,10 @@ def run_gateway(
     """Compile ``cfg`` with ``profiles`` and :func:`run_plan` it (in this process).
 
     Raises:
-        profiles.ProfileError, gateway.plan.PlanError: the site does not compile; otherwise as
+        profiles.ProfileError, stormwatch.gateway.plan.PlanError: the site does not compile; otherwise as
         :func:`run_plan`.
     """
-    from gateway.plan import compile_plan
+    from stormwatch.gateway.plan import compile_plan
 
     run_plan(compile_plan(cfg, profiles), clock, broker, state_dir, until)
 
@@ -93,9 +93,9 @@ def read_plan(path: Path) -> GatewayPlan:
     """The plan in ``path``.
 
     Raises:
-        gateway.plan.PlanError: unreadable file, bad JSON or layout (the file is named).
+        stormwatch.gateway.plan.PlanError: unreadable file, bad JSON or layout (the file is named).
     """
-    from gateway.plan import PlanError
+    from stormwatch.gateway.plan import PlanError
 
     try:
         text = path.read_text(encoding="utf-8")

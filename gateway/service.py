@@ -12,15 +12,15 @@ What each device produces (contract quantities, stormwatch/contract.py):
 
 * a counter profile (rain gauge) → one ``rain_tips`` reading per poll, ``value`` = int tip delta
   (0 when no rain -- zero rain from a live gauge is real data), unit ``{tip}``, ``raw`` = counter
-  value; counter outcomes other than a plain rise carry a flag (:data:`gateway.counter.OUTCOME_FLAGS`).
+  value; counter outcomes other than a plain rise carry a flag (:data:`stormwatch.gateway.counter.OUTCOME_FLAGS`).
 * other points → one reading per point (e.g. Y511: ``turbidity`` NTU and ``temperature`` Cel;
   Keller: ``pressure`` bar; MaxBotix: ``distance`` mm), ``raw`` kept. A point with quantity
   ``device_error`` is not published; non-zero flags the poll's readings ``device_error``.
 * non-finite values and level "no target" values (profile ``level.no_target``) are gaps: logged,
   not published.
 
-The service runs a compiled :class:`gateway.plan.GatewayPlan` and imports no pydantic: build it
-with :meth:`Gateway.from_plan` (the lean ``python -m gateway --plan`` process), or pass the
+The service runs a compiled :class:`stormwatch.gateway.plan.GatewayPlan` and imports no pydantic: build it
+with :meth:`Gateway.from_plan` (the lean ``python -m stormwatch.gateway --plan`` process), or pass the
 validated site and profiles to :class:`Gateway` (compiled here; in-process use and tests).
 Payloads are built by :mod:`stormwatch.wire`, the contract's stdlib encoder.
 """
@@ -40,16 +40,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.counter import RAIN_QUANTITY, CounterError, CounterState, CounterStore, count_tips
-from gateway.drivers import Driver, PointValue
-from gateway.drivers.build import Links, build_driver
-from gateway.errors import DeviceError
-from gateway.health import DeviceHealth
-from gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Outbox
-from gateway.plan import DevicePlan, GatewayPlan, ProfilePlan, compile_plan
-from gateway.publisher import MqttPublisher
-from gateway.qc import DEVICE_ERROR_QUANTITY, ValueHistory, check_value
 from stormwatch.clock import Clock, WallClock
+from stormwatch.gateway.counter import RAIN_QUANTITY, CounterError, CounterState, CounterStore, count_tips
+from stormwatch.gateway.drivers import Driver, PointValue
+from stormwatch.gateway.drivers.build import Links, build_driver
+from stormwatch.gateway.errors import DeviceError
+from stormwatch.gateway.health import DeviceHealth
+from stormwatch.gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Outbox
+from stormwatch.gateway.plan import DevicePlan, GatewayPlan, ProfilePlan, compile_plan
+from stormwatch.gateway.publisher import MqttPublisher
+from stormwatch.gateway.qc import DEVICE_ERROR_QUANTITY, ValueHistory, check_value
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.wire import WireReading
 
@@ -83,7 +83,7 @@ class Gateway:
 
     Args:
         cfg: the validated site (devices, transports, gateway id); compiled with ``profiles`` into
-            a :class:`gateway.plan.GatewayPlan` (see :meth:`from_plan` to start from a plan).
+            a :class:`stormwatch.gateway.plan.GatewayPlan` (see :meth:`from_plan` to start from a plan).
         profiles: device profiles.
         clock: event-time clock (WallClock in production, ScenarioClock in simulation).
         broker_url: ``mqtt://host:port`` or ``mqtts://host:port`` (credentials from the URL or
@@ -93,13 +93,13 @@ class Gateway:
             else the Unix epoch).
         drain_timeout_s: real seconds :meth:`run` waits at the end for outstanding PUBACKs.
         outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
-            :mod:`gateway.outbox`).
+            :mod:`stormwatch.gateway.outbox`).
         publish_window, max_publish_rate_per_s, reconnect_max_s: see :class:`MqttPublisher`.
 
     Raises:
-        gateway.drivers.build.UnsupportedDevice: a device the gateway cannot poll.
+        stormwatch.gateway.drivers.build.UnsupportedDevice: a device the gateway cannot poll.
         profiles.ProfileError: a missing/invalid profile.
-        gateway.plan.PlanError: a device whose readings would break the contract.
+        stormwatch.gateway.plan.PlanError: a device whose readings would break the contract.
         stormwatch.mqtt.BrokerUrlError: a bad broker URL.
     """
 
@@ -120,7 +120,7 @@ class Gateway:
         """A gateway running a compiled plan (no pydantic involved); ``options`` as for :class:`Gateway`.
 
         Raises:
-            gateway.drivers.build.UnsupportedDevice, gateway.plan.PlanError,
+            stormwatch.gateway.drivers.build.UnsupportedDevice, stormwatch.gateway.plan.PlanError,
             stormwatch.mqtt.BrokerUrlError: as for :class:`Gateway`.
         """
         gw = cls.__new__(cls)

@@ -7,16 +7,17 @@ answers "what would this file have triggered?" on a temporary single-gauge site.
 
 Modules (one job each):
 
-* :mod:`importers.cells` -- one cell: gaps (empty, ``NaN``, sentinels), exact numbers, units.
-* :mod:`importers.table` -- a parsed file: header, units, data lines with line numbers, times.
-* :mod:`importers.toa5`, :mod:`importers.hobo`, :mod:`importers.generic` -- the three readers.
-* :mod:`importers.detect` -- which reader a file needs.
-* :mod:`importers.options` -- the format options (``--value-column``, ``--tips``...).
-* :mod:`importers.identity` -- the identity of imported readings (idempotent re-import).
-* :mod:`importers.rows` -- file rows to :class:`~stormwatch.contract.Reading` objects.
-* :mod:`importers.load` -- validation and store writes; the summary.
-* :mod:`importers.replay` -- the temporary site and the rule engine run.
-* :mod:`importers.cli` -- the two commands.
+* :mod:`stormwatch.importers.cells` -- one cell: gaps (empty, ``NaN``, sentinels), exact numbers, units.
+* :mod:`stormwatch.importers.table` -- a parsed file: header, units, data lines with line numbers, times.
+* :mod:`stormwatch.importers.toa5`, :mod:`stormwatch.importers.hobo`, :mod:`stormwatch.importers.generic` --
+  the three readers.
+* :mod:`stormwatch.importers.detect` -- which reader a file needs.
+* :mod:`stormwatch.importers.options` -- the format options (``--value-column``, ``--tips``...).
+* :mod:`stormwatch.importers.identity` -- the identity of imported readings (idempotent re-import).
+* :mod:`stormwatch.importers.rows` -- file rows to :class:`~stormwatch.contract.Reading` objects.
+* :mod:`stormwatch.importers.load` -- validation and store writes; the summary.
+* :mod:`stormwatch.importers.replay` -- the temporary site and the rule engine run.
+* :mod:`stormwatch.importers.cli` -- the two commands.
 
 See ``docs/importing.md``.
 """

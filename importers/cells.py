@@ -1,6 +1,6 @@
 """One cell of a logger file: a gap, an exact number, or an error; and the unit of a column.
 
-Gaps (house rule "a missing reading is a gap, not a zero"; ../shared/reference/design-notes.md):
+Gaps (house rule "a missing reading is a gap, not a zero"; docs/reference/design-notes.md):
 an empty cell, ``NaN``/``NAN`` (Campbell Scientific writes ``NAN``), ``INF``, ``NA``, ``null`` and
 the numeric sentinels loggers write for "no value" (default ``-9999`` and ``-99999``, as in the
 common data-logger convention; more with ``--gap-value``) are never stored and never become 0.

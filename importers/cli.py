@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from importers.options import ImportOptions, OptionsError, TipSpec, ValueColumn, parse_gap_values
 from stormwatch.cliutil import fail
+from stormwatch.importers.options import ImportOptions, OptionsError, TipSpec, ValueColumn, parse_gap_values
 
 if TYPE_CHECKING:
-    from importers.load import ImportSummary
+    from stormwatch.importers.load import ImportSummary
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +101,10 @@ def import_command(
     The readings go through the same validation, deduplication and store as live data;
     re-importing a file adds nothing. Malformed rows are reported (file:line) and skipped.
     """
-    from importers.load import ImportFailed, import_file
-    from ingest.stores import StoreUrlError, open_store, redact
     from stormwatch.clock import WallClock
     from stormwatch.config import ConfigError, load_site
+    from stormwatch.importers.load import ImportFailed, import_file
+    from stormwatch.ingest.stores import StoreUrlError, open_store, redact
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.store import StoreError
 
@@ -172,12 +172,12 @@ def replay_command(
     data_gap events with --silence gap); smaller storms print nothing. Storms still open at the
     end of the file are listed as in progress.
     """
-    from alerts.engine import EngineError
-    from alerts.packs import PackError
-    from importers.load import ImportFailed
-    from importers.replay import ReplayError, replay_file
+    from stormwatch.alerts.engine import EngineError
+    from stormwatch.alerts.packs import PackError
     from stormwatch.clock import WallClock
     from stormwatch.demo import describe_event
+    from stormwatch.importers.load import ImportFailed
+    from stormwatch.importers.replay import ReplayError, replay_file
 
     try:
         if silence not in ("dry", "gap"):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from importers.generic import read_generic
-from importers.hobo import is_hobo, read_hobo
-from importers.options import ImportOptions
-from importers.table import Table, TableError, read_lines
-from importers.toa5 import is_toa5, read_toa5
+from stormwatch.importers.generic import read_generic
+from stormwatch.importers.hobo import is_hobo, read_hobo
+from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.table import Table, TableError, read_lines
+from stormwatch.importers.toa5 import is_toa5, read_toa5
 
 
 def is_json_lines(lines: list[str]) -> bool:
@@ -42,7 +42,7 @@ def open_table(path: Path, options: ImportOptions) -> Table:
     """Read ``path`` with the reader ``options.format`` names (or the detected one).
 
     Raises:
-        importers.table.TableError: unreadable or binary file, a JSON Lines file (not supported),
+        stormwatch.importers.table.TableError: unreadable or binary file, a JSON Lines file (not supported),
             or a header that does not fit the format.
     """
     lines = read_lines(path)

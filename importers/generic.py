@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from importers.cells import normalise_unit
-from importers.options import ImportOptions
-from importers.table import ISO, Table, TableError, TimeParser, header_unit, split_line
+from stormwatch.importers.cells import normalise_unit
+from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.table import ISO, Table, TableError, TimeParser, header_unit, split_line
 
 #: Default time formats: only unambiguous, year-first forms (day/month order is never guessed).
 DEFAULT_FORMATS = (ISO, "%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M", "%Y-%m-%d %H:%M")

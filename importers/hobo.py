@@ -21,9 +21,9 @@ import re
 from datetime import timedelta, timezone
 from pathlib import Path
 
-from importers.cells import normalise_unit
-from importers.options import ImportOptions
-from importers.table import ISO, Table, TableError, TimeParser, split_line
+from stormwatch.importers.cells import normalise_unit
+from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.table import ISO, Table, TableError, TimeParser, split_line
 
 _OFFSET = re.compile(r"GMT\s*(?P<sign>[+-])(?P<h>\d{1,2}):?(?P<m>\d{2})?", re.IGNORECASE)
 _UNIT = re.compile(r"^[^,]*,\s*(?P<unit>[^(]+?)\s*(\(|$)")

@@ -1,10 +1,10 @@
 """Import one file into the store: rows -> readings -> the live validator -> the store.
 
 The same path as live data (ingest): every reading goes through
-:class:`ingest.validate.Validator` (site, device, quantity, unit against the device profile, time
+:class:`stormwatch.ingest.validate.Validator` (site, device, quantity, unit against the device profile, time
 not in the future) and rejected ones are dead-lettered in the store; accepted ones are written
-with the store's own deduplication (:mod:`importers.identity` makes a re-import add nothing).
-Before that every reading gets the quality flags a live poll would get (:mod:`importers.qc`,
+with the store's own deduplication (:mod:`stormwatch.importers.identity` makes a re-import add nothing).
+Before that every reading gets the quality flags a live poll would get (:mod:`stormwatch.importers.qc`,
 the gateway's checks: ``out_of_range``, ``device_error``, ``flatline``, ``spike``).
 
 Configuration problems are found before anything is stored and raised as :class:`ImportFailed`:
@@ -22,18 +22,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from alerts.backfill import depth_text
-from importers.detect import open_table
-from importers.identity import IMPORT_GATEWAY
-from importers.options import ImportOptions
-from importers.qc import flag_readings
-from importers.rows import Progress, RowReject, build_readings
-from importers.table import TableError
-from ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch import topics
+from stormwatch.alerts.backfill import depth_text
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Reading, dump_readings, format_time
+from stormwatch.importers.detect import open_table
+from stormwatch.importers.identity import IMPORT_GATEWAY
+from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.qc import flag_readings
+from stormwatch.importers.rows import Progress, RowReject, build_readings
+from stormwatch.importers.table import TableError
+from stormwatch.ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
 from stormwatch.store import ReadingStore
 
@@ -132,7 +132,7 @@ class ImportSummary:
 
 def profile_units(profile: DeviceProfile) -> dict[str, str]:
     """quantity -> unit the device's readings must carry (level devices also make ``stage`` and
-    ``sediment_depth`` in metres, as :class:`ingest.validate.Validator` accepts)."""
+    ``sediment_depth`` in metres, as :class:`stormwatch.ingest.validate.Validator` accepts)."""
     units = dict(profile.quantities())
     if profile.level is not None:
         units.update(LEVEL_QUANTITIES)

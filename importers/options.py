@@ -8,7 +8,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from importers.cells import DEFAULT_SENTINELS
+from stormwatch.importers.cells import DEFAULT_SENTINELS
 from stormwatch.rain import LengthUnit, TipResolution
 
 Format = Literal["auto", "generic", "toa5", "hobo"]

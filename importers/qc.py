@@ -1,13 +1,13 @@
 """Quality flags of imported readings: the gateway's own checks, so a file is judged like live data.
 
 A value read from a logger file gets the flags a live poll of the same device would get
-(:mod:`gateway.qc`, the ONE implementation; nothing is re-implemented here):
+(:mod:`stormwatch.gateway.qc`, the ONE implementation; nothing is re-implemented here):
 
-* ``out_of_range`` -- outside the profile point's ``valid_range`` (:func:`gateway.qc.check_value`);
+* ``out_of_range`` -- outside the profile point's ``valid_range`` (:func:`stormwatch.gateway.qc.check_value`);
 * ``device_error`` -- the raw value (``(value - offset) / scale``) is one of the point's
   ``error_codes``, or the file's ``device_error`` column is non-zero at the same time (the device's
   error register for that poll, sensors.md "Turbidity probes");
-* ``flatline`` / ``spike`` -- :class:`gateway.qc.ValueHistory` over the file's values of that
+* ``flatline`` / ``spike`` -- :class:`stormwatch.gateway.qc.ValueHistory` over the file's values of that
   quantity in event-time order (the point's ``qc`` parameters).
 
 Flagged readings are stored with their flags (never dropped, never changed); the rules then treat
@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
-from gateway.qc import DEVICE_ERROR_QUANTITY, ValueHistory, check_value
 from stormwatch.contract import Reading
+from stormwatch.gateway.qc import DEVICE_ERROR_QUANTITY, ValueHistory, check_value
 from stormwatch.profiles import DeviceProfile, ValueSpec
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ The file is imported (the same code as ``stormwatch import``) into a temporary e
 store as the only device of a synthetic single-gauge site: a tipping bucket whose profile is
 ``device_profiles/tipping_bucket_modbus_counter.yaml`` with the file's tip size (written to a
 temporary profile directory), under the chosen jurisdiction's rule pack. The stored readings are
-read back in event-time order, fed to :class:`alerts.engine.Engine` and flushed; the events are
+read back in event-time order, fed to :class:`stormwatch.alerts.engine.Engine` and flushed; the events are
 the same :class:`~stormwatch.contract.Event` objects ``stormwatch demo --json`` prints.
 
 Silence between rows (``silence``):
@@ -18,7 +18,7 @@ Silence between rows (``silence``):
   qualified storm is closed conservatively, rules.md R1). The synthetic gauge's poll interval is
   the file's median row spacing.
 
-The rules then run with :func:`alerts.backfill.evaluate` -- the same backfill as ``stormwatch
+The rules then run with :func:`stormwatch.alerts.backfill.evaluate` -- the same backfill as ``stormwatch
 evaluate`` -- over the file's span. A storm still open at the end of the file (no dry gap inside the
 file after its last tip) is *in progress*: reported apart, never invented as ended.
 
@@ -40,16 +40,16 @@ from typing import Literal
 
 import yaml
 
-from alerts.backfill import Evaluation, evaluate
-from alerts.packs import load_pack
-from importers.identity import IMPORT_GATEWAY, import_seq
-from importers.load import ImportSummary, import_file
-from importers.options import ImportOptions
-from importers.rows import Progress
-from ingest.stores import open_store
+from stormwatch.alerts.backfill import Evaluation, evaluate
+from stormwatch.alerts.packs import load_pack
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import TIP_UNIT, Event, Reading
+from stormwatch.importers.identity import IMPORT_GATEWAY, import_seq
+from stormwatch.importers.load import ImportSummary, import_file
+from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.rows import Progress
+from stormwatch.ingest.stores import open_store
 from stormwatch.profiles import ProfileLibrary
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def replay_site(profiles: ProfileLibrary, jurisdiction: str, tz: str, dry_gap_ho
     """The synthetic single-gauge site (``profiles`` must hold :data:`REPLAY_PROFILE`).
 
     Raises:
-        alerts.packs.PackError: unknown jurisdiction.
+        stormwatch.alerts.packs.PackError: unknown jurisdiction.
         stormwatch.config.ConfigError: an invalid override.
     """
     rules: dict[str, dict[str, float]] = {}
@@ -170,8 +170,8 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
 
     Raises:
         ReplayError: not a rain file, a pack without a storm rule, or no readings in the file.
-        importers.load.ImportFailed: the file cannot be read as configured.
-        alerts.packs.PackError, alerts.engine.EngineError: the rules cannot be built.
+        stormwatch.importers.load.ImportFailed: the file cannot be read as configured.
+        stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: the rules cannot be built.
     """
     if options.tips is None:
         raise ReplayError("replay runs the storm rule (R1) over a rain file: give --tips MM or --tips-in IN "

@@ -1,7 +1,7 @@
 """File rows -> :class:`~stormwatch.contract.Reading` objects of one device (nothing stored here).
 
 Per row: the time (UTC), each ``--value-column`` cell and, for rain, the tip column. A cell that is
-a gap (:mod:`importers.cells`) yields no reading -- never a zero. A row with a malformed part
+a gap (:mod:`stormwatch.importers.cells`) yields no reading -- never a zero. A row with a malformed part
 (too few fields, more fields than the header names, a bad time, a cell that is not a number, a
 depth that is not a whole number of tips) is rejected as a whole with its ``file:line`` and
 reason; the other rows are kept.
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from importers.cells import CellError, convert, normalise_unit, parse_cell
-from importers.identity import IMPORT_GATEWAY, import_boot, import_seq
-from importers.options import ImportOptions
-from importers.table import Table, TableError
 from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.importers.cells import CellError, convert, normalise_unit, parse_cell
+from stormwatch.importers.identity import IMPORT_GATEWAY, import_boot, import_seq
+from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.table import Table, TableError
 
 #: ``progress(done_rows, total_rows)``.
 Progress = Callable[[int, int], None]

@@ -1,6 +1,7 @@
 """A logger file parsed into a table: columns, units, data lines with their line numbers, times.
 
-The three readers (:mod:`importers.toa5`, :mod:`importers.hobo`, :mod:`importers.generic`) each
+The three readers (:mod:`stormwatch.importers.toa5`, :mod:`stormwatch.importers.hobo`,
+:mod:`stormwatch.importers.generic`) each
 turn a file's header into a :class:`Table`; everything after that is format-independent.
 """
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from importers.cells import normalise_unit
-from importers.options import ImportOptions
-from importers.table import ISO, Table, TableError, TimeParser, split_line
+from stormwatch.importers.cells import normalise_unit
+from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.table import ISO, Table, TableError, TimeParser, split_line
 
 #: Data lines start after this many header lines.
 HEADER_LINES = 4

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import typer
 
-from ingest.consumer import Ingest
-from ingest.metrics import serve_metrics
-from ingest.stores import StoreUrlError, open_store, redact
-from ingest.validate import Validator
 from stormwatch.cliutil import fail
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.config import ConfigError, load_site
+from stormwatch.ingest.consumer import Ingest
+from stormwatch.ingest.metrics import serve_metrics
+from stormwatch.ingest.stores import StoreUrlError, open_store, redact
+from stormwatch.ingest.validate import Validator
 from stormwatch.mqtt import BrokerUrlError
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.store import StoreError

@@ -29,9 +29,9 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
   it and disconnects (#15).
 * Duplicates recognised before the write (identity already committed, or twice in one batch) are
   dead letters with reason ``duplicate`` (#9); the store's own guard catches the rest.
-* Hot path (``benchmarks/ingest.py``): socket reads in 64 KiB chunks (:mod:`ingest.mqttclient`),
+* Hot path (``benchmarks/ingest.py``): socket reads in 64 KiB chunks (:mod:`stormwatch.ingest.mqttclient`),
   batch filling polled instead of woken per message, the PUBACKs of a batch sent as one buffer
-  (:func:`send_pubacks`), line protocol built directly (:func:`ingest.lineprotocol.reading_line`).
+  (:func:`send_pubacks`), line protocol built directly (:func:`stormwatch.ingest.lineprotocol.reading_line`).
 
 Batch windows and retry backoff are real-time I/O waits (``time.monotonic``), not event time.
 """
@@ -50,12 +50,12 @@ from typing import Any, NamedTuple
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from ingest.lineprotocol import payload_text
-from ingest.mqttclient import make_client
-from ingest.validate import ValidationResult, Validator
 from stormwatch import topics
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, dump_readings, format_time
+from stormwatch.ingest.lineprotocol import payload_text
+from stormwatch.ingest.mqttclient import make_client
+from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.mqtt import ConnectFailureLog, apply_credentials, parse_broker_url
 from stormwatch.store import DeadLetter, ReadingStore, StoreError
 
@@ -115,7 +115,7 @@ class Ingest:
     """MQTT -> store consumer. See the module docstring for the delivery guarantees.
 
     Args:
-        validator: checks each message (:class:`ingest.validate.Validator`).
+        validator: checks each message (:class:`stormwatch.ingest.validate.Validator`).
         store: where readings, dead letters go (any ``ReadingStore``).
         broker_url: ``mqtt://host:port`` (``mqtts://`` for TLS, ``user:pass@`` allowed).
         client_id: MQTT client id; fixed so the broker keeps the persistent session.
@@ -376,7 +376,7 @@ class Ingest:
         return (self.clock.now() - self.last_event_time).total_seconds()
 
     def log_stats(self) -> None:
-        """One INFO line with the counters (also exported as Prometheus metrics, :mod:`ingest.metrics`)."""
+        """One INFO line with the counters (also exported as Prometheus metrics, :mod:`stormwatch.ingest.metrics`)."""
         lag = self.lag_s()
         log.info("ingest: received=%d written=%d late=%d duplicates=%d ignored=%d acked=%d unacked=%d "
                  "store_retries=%d lag_s=%s dead_lettered=%s", self.received, self.written, self.late,

@@ -1,6 +1,6 @@
 """InfluxDB 1.x store over HTTP: ``POST /write?db=&rp=&precision=ns`` and InfluxQL ``/query``.
 
-Schema: ``docs/influxdb-schema.md`` (encoder: :mod:`ingest.lineprotocol`).
+Schema: ``docs/influxdb-schema.md`` (encoder: :mod:`stormwatch.ingest.lineprotocol`).
 
 Behaviour (failure-kinds.md #14-#18):
 
@@ -37,16 +37,16 @@ from datetime import datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
 
-from ingest.influxwrite import LineProtocolWrites, Retryable
-from ingest.lineprotocol import (
+from stormwatch.clock import Clock, WallClock
+from stormwatch.contract import Reading
+from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable
+from stormwatch.ingest.lineprotocol import (
     DEADLETTER,
     READINGS,
     time_ns,
 )
-from ingest.rows import influx_readings
-from ingest.splitwrite import BatchRejected
-from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Reading
+from stormwatch.ingest.rows import influx_readings
+from stormwatch.ingest.splitwrite import BatchRejected
 from stormwatch.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ class Influx1Store(LineProtocolWrites):
             params["rp"] = self.rp
         self._request("/write", params, ("\n".join(lines) + "\n").encode("utf-8"))
 
-    # -- writes (ingest.influxwrite.LineProtocolWrites) --------------------------------------
+    # -- writes (stormwatch.ingest.influxwrite.LineProtocolWrites) --------------------------------------
 
     def _before_write(self) -> None:
         self.ensure_database()
@@ -287,7 +287,9 @@ class Influx1Store(LineProtocolWrites):
         quantity: str | None = None,
         late: bool | None = None,
     ) -> list[Reading]:
-        """See :meth:`stormwatch.store.ReadingStore.query_readings` (rows: :func:`ingest.rows.influx_readings`).
+        """See :meth:`stormwatch.store.ReadingStore.query_readings`.
+
+        Rows become readings in :func:`stormwatch.ingest.rows.influx_readings`.
 
         ``late``: ``None`` all, ``False`` live only, ``True`` late only (extension).
 

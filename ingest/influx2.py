@@ -1,7 +1,7 @@
 """InfluxDB 2.x (and 3.x / Cloud, v2 write API) store through ``influxdb-client``.
 
-Same schema and semantics as :mod:`ingest.influx1` (``docs/influxdb-schema.md``): line protocol
-from :mod:`ingest.lineprotocol`, written with the synchronous write API at ns precision; retries
+Same schema and semantics as :mod:`stormwatch.ingest.influx1` (``docs/influxdb-schema.md``): line protocol
+from :mod:`stormwatch.ingest.lineprotocol`, written with the synchronous write API at ns precision; retries
 with backoff honouring ``Retry-After``; a refused batch (400/413/422) is bisected and only the
 refused lines are dead-lettered (``store_rejected``); an unreachable server raises
 :class:`~stormwatch.store.StoreError`. Readings are read back with Flux (``pivot`` on ``_field``).
@@ -21,15 +21,15 @@ from influxdb_client import InfluxDBClient, WritePrecision
 from influxdb_client.client.exceptions import InfluxDBError
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from ingest.influxwrite import LineProtocolWrites, Retryable
-from ingest.lineprotocol import (
+from stormwatch.clock import Clock, WallClock
+from stormwatch.contract import Reading, format_time
+from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable
+from stormwatch.ingest.lineprotocol import (
     READINGS,
     time_ns,
 )
-from ingest.rows import influx_readings
-from ingest.splitwrite import BatchRejected
-from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Reading, format_time
+from stormwatch.ingest.rows import influx_readings
+from stormwatch.ingest.splitwrite import BatchRejected
 from stormwatch.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ class Influx2Store(LineProtocolWrites):
         url: ``http(s)://host:port``.
         org, bucket, token: InfluxDB 2.x organisation, bucket and API token (never logged).
         clock: stamps dead letters of refused lines.
-        timeout_s, retries, backoff_s, max_backoff_s, batch_lines, sleep: as :class:`ingest.influx1.Influx1Store`.
+        timeout_s, retries, backoff_s, max_backoff_s, batch_lines, sleep: as
+            :class:`stormwatch.ingest.influx1.Influx1Store`.
     """
 
     _log = log
@@ -133,7 +134,8 @@ class Influx2Store(LineProtocolWrites):
         late: bool | None = None,
     ) -> list[Reading]:
         """See :meth:`stormwatch.store.ReadingStore.query_readings` (Flux ``pivot``; rows decoded by
-        :func:`ingest.rows.influx_readings`; ``late`` as :meth:`ingest.influx1.Influx1Store.query_readings`).
+        :func:`stormwatch.ingest.rows.influx_readings`; ``late`` as
+        :meth:`stormwatch.ingest.influx1.Influx1Store.query_readings`).
 
         Raises:
             StoreError: the query failed.

@@ -1,8 +1,8 @@
-"""The write side shared by the InfluxDB stores (:mod:`ingest.influx1`, :mod:`ingest.influx2`).
+"""The write side shared by the InfluxDB stores (:mod:`stormwatch.ingest.influx1`, :mod:`stormwatch.ingest.influx2`).
 
-Lines come from :mod:`ingest.lineprotocol` and go out in batches of at most ``batch_lines``
-through the store's ``_send`` (one request; raises :class:`~ingest.splitwrite.BatchRejected` when
-the server refuses the content). A refused batch is bisected (:func:`ingest.splitwrite.write_split`)
+Lines come from :mod:`stormwatch.ingest.lineprotocol` and go out in batches of at most ``batch_lines``
+through the store's ``_send`` (one request; raises :class:`~stormwatch.ingest.splitwrite.BatchRejected` when
+the server refuses the content). A refused batch is bisected (:func:`stormwatch.ingest.splitwrite.write_split`)
 so only the refused lines are lost; each is logged at WARNING and dead-lettered as
 ``store_rejected`` (failure-kinds.md #15).
 """
@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import ClassVar, TypeVar
 
-from ingest.lineprotocol import deadletter_points, encode_points, event_point, reading_line
-from ingest.splitwrite import write_split
 from stormwatch.clock import Clock
 from stormwatch.contract import Event, Reading
+from stormwatch.ingest.lineprotocol import deadletter_points, encode_points, event_point, reading_line
+from stormwatch.ingest.splitwrite import write_split
 from stormwatch.store import DeadLetter, StoreError
 
 T = TypeVar("T")

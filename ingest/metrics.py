@@ -1,4 +1,4 @@
-"""Prometheus metrics of a running :class:`ingest.consumer.Ingest` over HTTP (prometheus-client).
+"""Prometheus metrics of a running :class:`stormwatch.ingest.consumer.Ingest` over HTTP (prometheus-client).
 
 The collector reads the consumer's own counters at scrape time (no second bookkeeping), into a
 registry of its own (no process-global state). Metric names (all prefixed ``stormwatch_ingest_``):
@@ -10,7 +10,7 @@ name                                type    meaning
 ``written_total``                   counter readings newly stored (live + late)
 ``late_total``                      counter readings stored flagged late (retained / stale)
 ``duplicates_total``                counter readings the store already held
-``dead_lettered_total{reason}``     counter dead letters by reason (``ingest.validate`` table,
+``dead_lettered_total{reason}``     counter dead letters by reason (``stormwatch.ingest.validate`` table,
                                             ``duplicate``, ``store_rejected``, ``internal_error``)
 ``acked_total``                     counter messages acknowledged after a durable write
 ``retries_total``                   counter store retries (batch retries + HTTP retries)
@@ -32,13 +32,13 @@ from prometheus_client.registry import Collector
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from ingest.consumer import Ingest
+    from stormwatch.ingest.consumer import Ingest
 
 PREFIX = "stormwatch_ingest_"
 
 
 class IngestCollector(Collector):
-    """Exposes the counters of one :class:`~ingest.consumer.Ingest`."""
+    """Exposes the counters of one :class:`~stormwatch.ingest.consumer.Ingest`."""
 
     def __init__(self, ingest: Ingest) -> None:
         self.ingest = ingest

@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from ingest.lineprotocol import from_ns, time_ns
-from ingest.rows import stored_reading
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading, format_time
+from stormwatch.ingest.lineprotocol import from_ns, time_ns
+from stormwatch.ingest.rows import stored_reading
 from stormwatch.store import DeadLetter, StoreError
 
 log = logging.getLogger(__name__)

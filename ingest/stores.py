@@ -67,12 +67,12 @@ def open_store(url: str, clock: Clock | None = None) -> ReadingStore:
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme in ("sqlite", ""):
-        from ingest.sqlite_store import SqliteStore
+        from stormwatch.ingest.sqlite_store import SqliteStore
 
         path = sqlite_path(url)
         return SqliteStore(path if path == ":memory:" else Path(path), clock=clock)
     if scheme in ("influx1", "influx1s"):
-        from ingest.influx1 import Influx1Store
+        from stormwatch.ingest.influx1 import Influx1Store
 
         database = parts.path.strip("/")
         if not parts.hostname or not database or "/" in database:
@@ -89,7 +89,7 @@ def open_store(url: str, clock: Clock | None = None) -> ReadingStore:
             password=urllib.parse.unquote(parts.password) if parts.password else None, clock=clock,
         )
     if scheme in ("influx2", "influx2s"):
-        from ingest.influx2 import Influx2Store
+        from stormwatch.ingest.influx2 import Influx2Store
 
         query = dict(urllib.parse.parse_qsl(parts.query))
         missing = [k for k in ("org", "bucket", "token") if not query.get(k)]

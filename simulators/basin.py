@@ -1,6 +1,6 @@
 """Stage–storage of the sediment basin and its inverse.
 
-Source: ../shared/reference/hydrology.md, "Stage–storage of a rectangular basin with sloped sides":
+Source: docs/reference/hydrology.md, "Stage–storage of a rectangular basin with sloped sides":
 ``V(h) = L·W·h + (L + W)·z·h² + (4/3)·z²·h³`` (exact prismoid), or a stage–storage table from the
 design plans interpolated linearly. Capacity lost = V(sediment depth) / V(H) (rules.md R3).
 """

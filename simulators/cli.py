@@ -9,12 +9,12 @@ from pathlib import Path
 
 import typer
 
-from simulators.rain_record import RainRecordError
-from simulators.scenario import RainRecordSpec, Scenario, ScenarioError, load_scenario
-from simulators.site import SimulatedSite
 from stormwatch.clock import ScenarioClock, write_clock_file
 from stormwatch.config import ConfigError, load_site
 from stormwatch.profiles import ProfileError, ProfileLibrary
+from stormwatch.simulators.rain_record import RainRecordError
+from stormwatch.simulators.scenario import RainRecordSpec, Scenario, ScenarioError, load_scenario
+from stormwatch.simulators.site import SimulatedSite
 
 log = logging.getLogger(__name__)
 

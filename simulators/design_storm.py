@@ -1,6 +1,6 @@
 """NRCS (SCS) 24-hour design storms turned into individual tip times.
 
-Source: ../shared/reference/hydrology.md, "NRCS (SCS) 24-hour design-storm distributions"
+Source: docs/reference/hydrology.md, "NRCS (SCS) 24-hour design-storm distributions"
 (HEC-HMS 4.13 1-minute arrays sampled hourly, plus every 0.1 h from 11.5 h to 12.5 h around the
 peak; Type II agrees with WSDOT Hydraulics Manual Table 4C-4). Between tabulated points the
 cumulative fraction is interpolated linearly. All arithmetic is exact (:class:`fractions.Fraction`):

@@ -25,11 +25,11 @@ from pymodbus.framer import FramerType
 from pymodbus.server import ModbusSerialServer, ModbusTcpServer
 from pymodbus.simulator import DataType, SimData, SimDevice
 
-from simulators.pty import PtyPair, open_pty_transport
-from simulators.scenario import SiteScenario
 from stormwatch.clock import Clock
 from stormwatch.codec import DecodeError, encode_point
 from stormwatch.profiles import DeviceProfile, Point, RegisterKind
+from stormwatch.simulators.pty import PtyPair, open_pty_transport
+from stormwatch.simulators.scenario import SiteScenario
 
 log = logging.getLogger(__name__)
 

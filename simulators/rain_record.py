@@ -1,7 +1,7 @@
 """Rain from a real tip record, so a simulated gauge can replay real rainfall.
 
 A record is a list of ``(UTC time, tips)`` rows at the record's own tip size. Several tips may
-share one timestamp (the Tharandt Davis file has up to 7 tips in one minute, ../shared/data/SOURCES.md):
+share one timestamp (the Tharandt Davis file has up to 7 tips in one minute, tests/data/SOURCES.md):
 every tip is kept. :meth:`RainRecord.gauge_tips` re-expresses the record at a gauge's resolution
 exactly: gauge tip k falls at the first record tip whose cumulative depth reaches ``k × resolution``.
 """
@@ -16,8 +16,8 @@ from fractions import Fraction
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from simulators.tips import TipSeries
 from stormwatch.rain import LengthUnit, TipResolution
+from stormwatch.simulators.tips import TipSeries
 
 log = logging.getLogger(__name__)
 

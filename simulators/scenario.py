@@ -6,7 +6,7 @@ accumulating in the basin, and water stage. :class:`SiteScenario` binds a scenar
 config and its device profiles and answers "what would device D's quantity Q read at time t?".
 Nothing here is random: the same time gives the same value in every process.
 
-Sources: ../shared/reference/hydrology.md (design storms, stage–storage), rules.md R2 (the
+Sources: docs/reference/hydrology.md (design storms, stage–storage), rules.md R2 (the
 Washington rule the default plume must violate) and R3 (50 % capacity), sensors.md (HRXL in mm,
 Keller pressure in bar, depth = P·10⁵/(ρ·g)).
 """
@@ -25,17 +25,17 @@ from zoneinfo import ZoneInfo
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from simulators.basin import solve_depth_ft, volume_function
-from simulators.design_storm import Distribution, design_storm_tip_times
-from simulators.rain_record import RainRecord, load_rain_record
-from simulators.tips import TipSeries
+from stormwatch import resources
 from stormwatch.config import M_PER_FT, SiteConfig
 from stormwatch.profiles import DeviceProfile
 from stormwatch.rain import LengthUnit, TipResolution
+from stormwatch.simulators.basin import solve_depth_ft, volume_function
+from stormwatch.simulators.design_storm import Distribution, design_storm_tip_times
+from stormwatch.simulators.rain_record import RainRecord, load_rain_record
+from stormwatch.simulators.tips import TipSeries
 
 log = logging.getLogger(__name__)
 
-SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
 #: Standard gravity, m/s² (sensors.md: depth = P·10⁵ / (ρ·9.80665)).
 G_M_PER_S2 = 9.80665
@@ -67,7 +67,7 @@ class StormSpec(_Strict):
 
 
 class RainRecordSpec(_Strict):
-    """A real tip record replayed as rain (see :func:`simulators.rain_record.load_rain_record`).
+    """A real tip record replayed as rain (see :func:`stormwatch.simulators.rain_record.load_rain_record`).
 
     Attributes:
         path: the file (relative paths are relative to the scenario file).
@@ -220,11 +220,11 @@ def load_scenario(name_or_path: str | Path = "default") -> Scenario:
     """
     path = Path(name_or_path)
     if not path.suffix and not path.exists():
-        path = SCENARIO_DIR / f"{name_or_path}.yaml"
+        path = resources.builtin_scenarios_dir() / f"{name_or_path}.yaml"
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
+        known = ", ".join(sorted(p.stem for p in resources.builtin_scenarios_dir().glob("*.yaml")))
         raise ScenarioError(f"{path}: cannot read: {exc} (bundled scenarios: {known})") from exc
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
@@ -245,7 +245,7 @@ def rain_tips(scenario: Scenario, resolution: TipResolution) -> TipSeries:
     """The scenario's rain as tips of a gauge of ``resolution``.
 
     Raises:
-        simulators.rain_record.RainRecordError: the record file cannot be read.
+        stormwatch.simulators.rain_record.RainRecordError: the record file cannot be read.
     """
     if scenario.rain.storm is not None:
         s = scenario.rain.storm

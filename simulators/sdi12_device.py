@@ -25,8 +25,8 @@ import os
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from simulators.pty import PtyPair
 from stormwatch.clock import Clock
+from stormwatch.simulators.pty import PtyPair
 
 log = logging.getLogger(__name__)
 

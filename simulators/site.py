@@ -25,12 +25,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from simulators.modbus_server import ModbusRtuSim, ModbusTcpSim, SimulatedModbusDevice
-from simulators.scenario import Scenario, SiteScenario
-from simulators.serial_device import HrxlSim
 from stormwatch.clock import Clock
 from stormwatch.config import ModbusRtu, ModbusTcp, Serial, SiteConfig
 from stormwatch.profiles import DeviceProfile, ProfileLibrary
+from stormwatch.simulators.modbus_server import ModbusRtuSim, ModbusTcpSim, SimulatedModbusDevice
+from stormwatch.simulators.scenario import Scenario, SiteScenario
+from stormwatch.simulators.serial_device import HrxlSim
 
 log = logging.getLogger(__name__)
 

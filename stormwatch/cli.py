@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+from pathlib import Path
 
 import typer
 
+from stormwatch import __version__, resources
+from stormwatch.cliutil import fail
 from stormwatch.logs import setup_logging
 
 app = typer.Typer(
@@ -28,25 +32,59 @@ app = typer.Typer(
 
 #: Modules that define ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES = (
-    "gateway.cli",
-    "ingest.cli",
-    "alerts.cli",
-    "simulators.cli",
-    "dashboards.cli",
-    "importers.cli",
+    "stormwatch.gateway.cli",
+    "stormwatch.ingest.cli",
+    "stormwatch.alerts.cli",
+    "stormwatch.simulators.cli",
+    "stormwatch.dashboards.cli",
+    "stormwatch.importers.cli",
     "stormwatch.demo",
+    "stormwatch.catalog",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"stormwatch {__version__}")
+        raise typer.Exit()
+
+
+def _prepend_env(variable: str, directories: list[Path]) -> None:
+    """Put ``directories`` first on the search path in ``variable`` (inherited by child processes)."""
+    for d in directories:
+        if not d.is_dir():
+            fail(f"{d} is not a directory")
+    rest = os.environ.get(variable)
+    os.environ[variable] = os.pathsep.join([*(str(d) for d in directories), *([rest] if rest else [])])
 
 
 @app.callback()
 def _root(
     log_level: str = typer.Option(
-        "INFO", "--log-level", envvar="STORMWATCH_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR (logs go to stderr)."
+        "INFO", "--log-level", envvar="STORMWATCH_LOG_LEVEL", metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR (logs go to stderr).",
+    ),
+    profiles: list[Path] = typer.Option(
+        [], "--profiles", metavar="DIR",
+        help="A directory of your own device profiles, searched before the built-ins (repeatable; "
+        "also STORMWATCH_PROFILES). `stormwatch profiles list` shows what is found.",
+    ),
+    packs: list[Path] = typer.Option(
+        [], "--packs", metavar="DIR",
+        help="A directory of your own rule packs, searched before the built-ins (repeatable; "
+        "also STORMWATCH_PACKS). `stormwatch packs list` shows what is found.",
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise typer.BadParameter(f"{log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", param_hint="--log-level")
     setup_logging(log_level)
+    if profiles:
+        _prepend_env(resources.PROFILES_ENV, profiles)
+    if packs:
+        _prepend_env(resources.PACKS_ENV, packs)
 
 
 def _register_all() -> None:

@@ -34,7 +34,7 @@ _STRUCT = {
 
 class PointLike(Protocol):
     """What :func:`decode_point`/:func:`encode_point` read from a point: the profile's pydantic
-    :class:`stormwatch.profiles.Point` or the gateway plan's :class:`gateway.plan.PointPlan`."""
+    :class:`stormwatch.profiles.Point` or the gateway plan's :class:`stormwatch.gateway.plan.PointPlan`."""
 
     @property
     def type(self) -> str: ...

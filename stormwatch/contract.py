@@ -1,7 +1,7 @@
 """The message contract shared by every part of stormwatch.
 
 A :class:`Reading` is one measured value of one quantity by one device at one event time
-(``../shared/reference/design-notes.md``, "One reading, one identity"). Its identity is
+(``docs/reference/design-notes.md``, "One reading, one identity"). Its identity is
 ``(gateway, boot, seq)``: two tips at the same timestamp are two readings.
 
 Wire format (MQTT payload, UTF-8 JSON) on ``stormwatch/v1/<site>/<gateway>/readings``::

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 import typer
 
+from stormwatch import resources
 from stormwatch.cliutil import fail
 from stormwatch.config import ConfigError, SiteConfig, load_site
 from stormwatch.contract import Event
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # the pipeline imports every service; load it only when the d
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SITE = Path(__file__).resolve().parent.parent / "examples" / "site.yaml"
+DEFAULT_SITE = resources.example_site()
 
 #: Above this the gateway cannot keep a 60 s poll grid (60 s simulated = 6 ms real).
 MAX_SPEED = 10_000.0
@@ -120,13 +121,13 @@ def demo(
     applies the site's village code and opens work orders. The default scenario -- a 1.2-inch NRCS
     Type II storm, a basin already 45 % full, a turbidity plume downstream -- takes about a minute.
     """
-    from alerts.packs import PackError, load_pack
-    from simulators.cli import build_scenario
-    from simulators.rain_record import RainRecordError
-    from simulators.scenario import ScenarioError, SiteScenario
+    from stormwatch.alerts.packs import PackError, load_pack
     from stormwatch.config import device_profiles
     from stormwatch.mqtt import BrokerUrlError, parse_broker_url
     from stormwatch.pipeline import Pipeline, PipelineError, Progress
+    from stormwatch.simulators.cli import build_scenario
+    from stormwatch.simulators.rain_record import RainRecordError
+    from stormwatch.simulators.scenario import ScenarioError, SiteScenario
 
     # Everything a user can get wrong is checked here, before any service starts.
     try:

@@ -22,22 +22,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from alerts.engine import DEFAULT_LATENESS_S
-from alerts.service import AlertService
-from alerts.workorders import WorkOrder, WorkOrders
-from gateway.service import Gateway
-from ingest.consumer import Ingest
-from ingest.stores import open_store, redact
-from ingest.validate import Validator
-from simulators.scenario import Scenario, SiteScenario
-from simulators.site import SimulatedSite, isolate_site
+from stormwatch.alerts.engine import DEFAULT_LATENESS_S
+from stormwatch.alerts.service import AlertService
+from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.broker import RunningBroker, start_embedded_broker
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
+from stormwatch.gateway.service import Gateway
+from stormwatch.ingest.consumer import Ingest
+from stormwatch.ingest.stores import open_store, redact
+from stormwatch.ingest.validate import Validator
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
+from stormwatch.simulators.scenario import Scenario, SiteScenario
+from stormwatch.simulators.site import SimulatedSite, isolate_site
 from stormwatch.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class Pipeline:
         workdir: private directory for pty links, gateway state, alert state and the SQLite store.
         speed: simulated seconds per real second.
         broker_url: an MQTT broker to use; ``None`` starts the embedded amqtt broker.
-        store_url: a store URL (``ingest.stores.open_store``); ``None`` = SQLite in ``workdir``.
+        store_url: a store URL (``stormwatch.ingest.stores.open_store``); ``None`` = SQLite in ``workdir``.
         on_event: called (from the alert engine's thread) with each event as it is emitted.
         on_progress: called from :meth:`run`'s thread every ``progress_every_s`` real seconds.
     """

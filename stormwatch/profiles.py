@@ -1,5 +1,9 @@
 """Device profiles: one YAML file per sensor model in ``device_profiles/`` (EdgeX-style).
 
+Built-in profiles ship in the package (``stormwatch.device_profiles``); a user's own live in
+directories named by ``stormwatch --profiles DIR`` or ``STORMWATCH_PROFILES``, searched first
+(:class:`ProfileLibrary`, :mod:`stormwatch.resources`).
+
 A new sensor model is a new profile file, no code. The profile says how to talk to the device
 (Modbus registers, a serial line format or SDI-12), how to decode and scale each value, its unit
 and valid range, and -- for level sensors -- how the value becomes a height above the basin
@@ -23,8 +27,8 @@ Errors: :func:`load_profile` raises :class:`ProfileError` naming the file and th
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -32,6 +36,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from stormwatch import resources
 from stormwatch.rain import TipResolution
 
 DataType = Literal["int16", "uint16", "int32", "uint32", "float32", "int64", "uint64", "float64"]
@@ -50,7 +55,7 @@ class _Strict(BaseModel):
 
 
 class QcSpec(_Strict):
-    """Edge quality-control parameters of one value (``gateway.qc``; flags travel with readings).
+    """Edge quality-control parameters of one value (``stormwatch.gateway.qc``; flags travel with readings).
 
     Attributes:
         flatline_samples: flag ``flatline`` when this many consecutive samples (this one
@@ -360,9 +365,8 @@ class ProfileError(ValueError):
 
 
 def profiles_dir() -> Path:
-    """The profile directory: ``$STORMWATCH_PROFILES`` or the repository's ``device_profiles/``."""
-    env = os.environ.get("STORMWATCH_PROFILES")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "device_profiles"
+    """The built-in profile directory (``device_profiles/`` in the repository, in the wheel too)."""
+    return resources.builtin_profiles_dir()
 
 
 def load_profile_file(path: Path) -> DeviceProfile:
@@ -393,25 +397,37 @@ def load_profile_file(path: Path) -> DeviceProfile:
 
 
 class ProfileLibrary:
-    """The profiles available to a process, loaded lazily by model name from one directory."""
+    """The profiles available to a process, loaded lazily by model name from a search path.
 
-    def __init__(self, directory: Path | None = None) -> None:
-        self.directory = directory or profiles_dir()
+    The search path is ``directories`` (a directory or several), then ``$STORMWATCH_PROFILES``
+    (``os.pathsep``-separated), then the built-in profiles; the first file named
+    ``<model>.yaml`` wins, so a user's profile replaces a built-in one of the same name.
+    """
+
+    def __init__(self, directories: Path | Sequence[Path] | None = None) -> None:
+        self.search_path = resources.search_path(directories, resources.PROFILES_ENV, profiles_dir())
         self._cache: dict[str, DeviceProfile] = {}
 
     def get(self, model: str) -> DeviceProfile:
         """The profile named ``model``.
 
         Raises:
-            ProfileError: no such file (the known models are listed) or an invalid file.
+            ProfileError: no such file (the known models and the search path are listed) or an
+                invalid file.
         """
         if model not in self._cache:
-            path = self.directory / f"{model}.yaml"
-            if not path.is_file():
-                known = ", ".join(sorted(self.names())) or "none"
-                raise ProfileError(f"no profile {model!r} in {self.directory} (known: {known})")
+            path = resources.find_one(model, self.search_path)
+            if path is None:
+                known = ", ".join(self.names()) or "none"
+                where = ", ".join(str(d) for d in self.search_path)
+                raise ProfileError(f"no profile {model!r} in {where} (known: {known})")
             self._cache[model] = load_profile_file(path)
         return self._cache[model]
 
     def names(self) -> list[str]:
-        return sorted(p.stem for p in self.directory.glob("*.yaml"))
+        """Every model name on the search path, sorted."""
+        return [f.name for f in self.sources()]
+
+    def sources(self) -> list[resources.Found]:
+        """Every profile file by model name, with where it comes from (``stormwatch profiles list``)."""
+        return resources.find_all(self.search_path, profiles_dir())

@@ -3,7 +3,7 @@
 This is the ONE encoder of the payload described in :mod:`stormwatch.contract` (keys in the order
 ``site, device, quantity, value, unit, time, gateway, boot, seq, raw, flags``; ``time`` as RFC 3339
 UTC with ``Z``; a single object for one reading, ``{"readings": [...]}`` for several; compact
-separators). It imports no pydantic, so the lean gateway process (``python -m gateway --plan``)
+separators). It imports no pydantic, so the lean gateway process (``python -m stormwatch.gateway --plan``)
 can build payloads without loading the validation models; :func:`stormwatch.contract.parse_readings`
 is the validating reader of the same bytes (tests/test_gateway_plan.py proves the round trip).
 """
@@ -50,8 +50,8 @@ def reading_wire(
     """The JSON-ready dict of one reading (the contract's field meanings and units).
 
     No validation here: callers hand over values that already satisfy the contract (the gateway
-    validates its identifiers when it compiles its plan, :func:`gateway.plan.compile_plan`, and
-    never publishes a non-finite value, :mod:`gateway.qc`).
+    validates its identifiers when it compiles its plan, :func:`stormwatch.gateway.plan.compile_plan`, and
+    never publishes a non-finite value, :mod:`stormwatch.gateway.qc`).
 
     Raises:
         ValueError: ``time`` is naive.

@@ -16,8 +16,8 @@ import pytest
 from stormwatch import servers
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("STORMWATCH_SHARED", REPO.parent / "shared"))
-DATA = SHARED / "data"
+#: Real public data files the tests read, with their sources and licences (``tests/data/SOURCES.md``).
+DATA = REPO / "tests" / "data"
 
 
 def _need(binary: str) -> None:
@@ -28,13 +28,16 @@ def _need(binary: str) -> None:
         pytest.skip(msg)
 
 
-def shared_file(name: str) -> Path:
-    """A file of ``../shared/data``; skipped (failed under CI) when absent."""
+def data_file(name: str) -> Path:
+    """A file of ``tests/data`` (listed in its ``SOURCES.md``).
+
+    Raises:
+        FileNotFoundError: the file is not in the repository (a test that names a missing file is
+            a bug, never a skip).
+    """
     p = DATA / name
     if not p.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but shared data file {p} is missing")
-        pytest.skip(f"shared data file {p} not present")
+        raise FileNotFoundError(f"{p}: not in tests/data (add it with its source to tests/data/SOURCES.md)")
     return p
 
 

@@ -1,5 +1,5 @@
 """Helpers of the ingest tests: a steady clock, gateway-shaped payloads, a QoS 1 publisher, a
-dead-letter listener and an :class:`~ingest.consumer.Ingest` running in a thread."""
+dead-letter listener and an :class:`~stormwatch.ingest.consumer.Ingest` running in a thread."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from ingest.consumer import Ingest
-from ingest.validate import Validator
 from stormwatch import servers, topics
 from stormwatch.config import load_site
+from stormwatch.ingest.consumer import Ingest
+from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore
 

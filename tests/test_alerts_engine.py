@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from test_alerts_support import T0, Feeder, FixedClock, site
 
-from alerts.engine import Engine
-from alerts.packs import PackError, load_pack
-from alerts.workorders import WorkOrders
+from stormwatch.alerts.engine import Engine
+from stormwatch.alerts.packs import PackError, load_pack
+from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
 

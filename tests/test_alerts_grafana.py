@@ -1,4 +1,4 @@
-"""alerts.grafana against a real HTTP peer: a local server that answers like Grafana's
+"""stormwatch.alerts.grafana against a real HTTP peer: a local server that answers like Grafana's
 ``POST /api/annotations`` and records every request (headers and JSON body)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from alerts.grafana import GrafanaAnnotations
+from stormwatch.alerts.grafana import GrafanaAnnotations
 from stormwatch.contract import Event
 
 TOKEN = "glsa_test_token"

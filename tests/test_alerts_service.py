@@ -15,8 +15,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 from test_alerts_support import T0, Feeder, FixedClock, site
 from typer.testing import CliRunner
 
-from alerts.service import AlertService
 from stormwatch import topics
+from stormwatch.alerts.service import AlertService
 from stormwatch.cli import app
 from stormwatch.contract import Event, dump_readings
 from stormwatch.profiles import ProfileLibrary

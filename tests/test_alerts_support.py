@@ -101,8 +101,8 @@ class FixedClock:
 def live_service(cfg: SiteConfig, broker_url: str, tmp_path: Path, clock: FixedClock,
                  client_id: str) -> Iterator[tuple[Any, list[Event], Any]]:
     """A running AlertService on ``broker_url`` with a SQLite store: yields (service, events seen, store)."""
-    from alerts.service import AlertService
-    from ingest.sqlite_store import SqliteStore
+    from stormwatch.alerts.service import AlertService
+    from stormwatch.ingest.sqlite_store import SqliteStore
 
     store = SqliteStore(tmp_path / "store.db")
     seen: list[Event] = []

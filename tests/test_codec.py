@@ -9,9 +9,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from gateway.fieldtool import FieldToolError, decode_text
 from stormwatch.cli import app
 from stormwatch.codec import decode_point, decode_words, encode_words
+from stormwatch.gateway.fieldtool import FieldToolError, decode_text
 from stormwatch.profiles import Point
 
 runner = CliRunner()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from dashboards.build import DASHBOARDS, JSON_DIR, build_all
-from dashboards.common import pack_thresholds, tip_sizes
-from dashboards.influxql import InfluxQL
 from stormwatch.cli import app
+from stormwatch.dashboards.build import DASHBOARDS, JSON_DIR, build_all
+from stormwatch.dashboards.common import pack_thresholds, tip_sizes
+from stormwatch.dashboards.influxql import InfluxQL
 
 
 def test_committed_json_is_fresh(tmp_path: Path) -> None:

@@ -23,12 +23,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from alerts.rules.criteria import Washington
-from dashboards.build import JSON_DIR
-from ingest.stores import open_store
-from simulators.design_storm import design_storm_tip_times
 from stormwatch import servers
+from stormwatch.alerts.rules.criteria import Washington
 from stormwatch.contract import Event, Reading, format_time
+from stormwatch.dashboards.build import JSON_DIR
+from stormwatch.ingest.stores import open_store
+from stormwatch.simulators.design_storm import design_storm_tip_times
 
 pytestmark = pytest.mark.influxdb
 

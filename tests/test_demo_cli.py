@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from stormwatch.cli import app
 from stormwatch.demo import influx_store_url
-from tests.conftest import shared_file
+from tests.conftest import data_file
 
 runner = CliRunner()
 
@@ -31,7 +31,7 @@ def test_bad_input_is_refused_before_anything_starts(args: list[str], message: s
 
 
 def test_bad_tip_size_of_a_rain_file_names_the_file() -> None:
-    path = shared_file("tharandt_davis_tips_Sensor1.csv")
+    path = data_file("tharandt_davis_tips_Sensor1.csv")
     result = runner.invoke(
         app, ["demo", "--rain-file", str(path), "--rain-delimiter", ";", "--rain-tip-mm", "abc"]
     )

@@ -29,7 +29,7 @@ from stormwatch.config import load_site
 from stormwatch.contract import Event
 from stormwatch.pipeline import Pipeline
 from stormwatch.profiles import ProfileLibrary
-from tests.conftest import REPO, shared_file
+from tests.conftest import REPO, data_file
 
 EXAMPLE_SITE = REPO / "examples" / "site.yaml"
 SCENARIO_START = datetime(2026, 6, 1, 4, 0, tzinfo=UTC)  # simulators/scenarios/default.yaml
@@ -97,7 +97,7 @@ def washington_violation_start(up: dict[datetime, float], down: dict[datetime, f
 
 @pytest.mark.timeout(400)
 def test_default_storm_end_to_end_on_mosquitto_and_influxdb(mosquitto_server, influx_server, tmp_path: Path) -> None:
-    from simulators.scenario import load_scenario
+    from stormwatch.simulators.scenario import load_scenario
 
     profiles = ProfileLibrary()
     cfg = load_site(EXAMPLE_SITE, profiles)
@@ -196,9 +196,9 @@ def tharandt_storm(path: Path, day: datetime) -> tuple[list[datetime], datetime]
 
 @pytest.mark.timeout(400)
 def test_real_storm_of_23_september_2018_drives_the_gauge(mosquitto_server, tmp_path: Path) -> None:
-    from simulators.scenario import RainRecordSpec, load_scenario
+    from stormwatch.simulators.scenario import RainRecordSpec, load_scenario
 
-    path = shared_file("tharandt_davis_tips_Sensor1.csv")
+    path = data_file("tharandt_davis_tips_Sensor1.csv")
     tips, first = tharandt_storm(path, datetime(2018, 9, 23, tzinfo=UTC))
     last = tips[-1]
     assert len(tips) >= 64  # 0.2 mm tips: 64 tips = 12.8 mm >= 0.5 in qualifies (rules.md R1)

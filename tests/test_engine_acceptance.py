@@ -3,7 +3,7 @@ around its peak (11 h to 13 h into the storm) while the gateway's outbox holds t
 replays when the broker is back. Real pieces: simulated Modbus TCP rain gauge (SimulatedSite),
 the gateway, a real Mosquitto (stopped and restarted), the alert service.
 
-Expected values come from the scenario's tip times (simulators.design_storm, NRCS Type II table of
+Expected values come from the scenario's tip times (stormwatch.simulators.design_storm, NRCS Type II table of
 hydrology.md), not from the engine: 1.2 in / 0.01 in = 120 tips; the last one falls when the
 cumulative fraction reaches 1, at 24 h; exactly one storm_inspection_due (§133-7A(2)), due exactly
 24 h after it. The run starts 10.5 h into the storm (simulated time, 2000x) to stay short; tips
@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from alerts.service import AlertService
-from gateway.service import Gateway
-from simulators.design_storm import design_storm_tip_times
-from simulators.scenario import RainSpec, Scenario, StormSpec
-from simulators.site import SimulatedSite, isolate_site
+from stormwatch.alerts.service import AlertService
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Event
+from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.simulators.design_storm import design_storm_tip_times
+from stormwatch.simulators.scenario import RainSpec, Scenario, StormSpec
+from stormwatch.simulators.site import SimulatedSite, isolate_site
 
 STORM_START = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
 RUN_FROM = STORM_START + timedelta(hours=10, minutes=30)

@@ -16,12 +16,12 @@ import yaml
 from test_alerts_support import T0, Feeder, FixedClock, site, site_doc
 from typer.testing import CliRunner
 
-from alerts.backfill import evaluate
-from alerts.engine import Engine
-from alerts.workorders import WorkOrders
-from ingest.sqlite_store import SqliteStore
+from stormwatch.alerts.backfill import evaluate
+from stormwatch.alerts.engine import Engine
+from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.cli import app
 from stormwatch.contract import Event, Reading, format_time
+from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
 
 MIN = timedelta(minutes=1)

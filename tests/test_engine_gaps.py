@@ -16,12 +16,12 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from test_alerts_support import T0, Feeder, FixedClock, site
 
-from alerts.backfill import evaluate
-from alerts.engine import Engine
-from alerts.service import AlertService
-from ingest.sqlite_store import SqliteStore
 from stormwatch import topics
+from stormwatch.alerts.backfill import evaluate
+from stormwatch.alerts.engine import Engine
+from stormwatch.alerts.service import AlertService
 from stormwatch.contract import Event, Reading, dump_readings, format_time
+from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
 
 MIN = timedelta(minutes=1)

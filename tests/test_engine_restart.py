@@ -15,12 +15,12 @@ from paho.mqtt.enums import CallbackAPIVersion
 from test_alerts_support import T0, Feeder, FixedClock, site
 from test_engine_backfill import HOURS, scenario
 
-from alerts.backfill import evaluate
-from alerts.service import AlertService
-from alerts.workorders import OPENING_KINDS, WorkOrders
-from ingest.sqlite_store import SqliteStore
 from stormwatch import topics
+from stormwatch.alerts.backfill import evaluate
+from stormwatch.alerts.service import AlertService
+from stormwatch.alerts.workorders import OPENING_KINDS, WorkOrders
 from stormwatch.contract import Event, Reading, dump_readings
+from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
 
 RESTART = T0 + timedelta(hours=6, minutes=30)

@@ -16,13 +16,13 @@ import pytest
 from ingest_support import SteadyClock, make_validator
 from test_alerts_support import FixedClock, site
 
-from alerts.service import AlertService
-from ingest.consumer import Ingest
-from ingest.sqlite_store import SqliteStore
 from stormwatch import servers
+from stormwatch.alerts.service import AlertService
+from stormwatch.ingest.consumer import Ingest
+from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
 
-LOGGERS = ("ingest.consumer", "alerts.service")
+LOGGERS = ("stormwatch.ingest.consumer", "stormwatch.alerts.service")
 
 
 def _wait(cond: Callable[[], bool], timeout_s: float) -> bool:
@@ -62,8 +62,8 @@ def _records(caplog: pytest.LogCaptureFixture, name: str, level: int, text: str)
 
 def test_closed_port_is_reported_once_per_outage_without_the_password(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="ingest")
-    caplog.set_level(logging.DEBUG, logger="alerts")
+    caplog.set_level(logging.DEBUG, logger="stormwatch.ingest")
+    caplog.set_level(logging.DEBUG, logger="stormwatch.alerts")
     port = servers.free_port()  # nothing listens there
     both = _Both(f"mqtt://watcher:s3cret-pw@127.0.0.1:{port}", tmp_path)
     try:
@@ -84,8 +84,8 @@ def test_closed_port_is_reported_once_per_outage_without_the_password(
 @pytest.mark.mosquitto
 def test_broker_coming_up_later_is_connected_and_said_once(
         own_mosquitto: servers.Mosquitto, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="ingest")
-    caplog.set_level(logging.DEBUG, logger="alerts")
+    caplog.set_level(logging.DEBUG, logger="stormwatch.ingest")
+    caplog.set_level(logging.DEBUG, logger="stormwatch.alerts")
     own_mosquitto.stop()  # the broker's port is closed when both start
     both = _Both(own_mosquitto.url, tmp_path)
     try:

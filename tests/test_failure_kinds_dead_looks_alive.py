@@ -1,4 +1,4 @@
-"""Failure kind #11 (../shared/reference/failure-kinds.md), "Dead device looks alive": a retained
+"""Failure kind #11 (docs/reference/failure-kinds.md), "Dead device looks alive": a retained
 "online" status without a matching last-will "offline" makes a dead gateway look healthy; a data
 gap during rain is "unknown", not "no rain".
 
@@ -25,11 +25,11 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from test_alerts_support import T0, Feeder, FixedClock, site
 
-from alerts.rules.storm import GapSummary
-from alerts.service import AlertService
-from ingest.sqlite_store import SqliteStore
 from stormwatch import servers, topics
+from stormwatch.alerts.rules.storm import GapSummary
+from stormwatch.alerts.service import AlertService
 from stormwatch.contract import Event, Reading, dump_readings
+from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
 
 MIN = timedelta(minutes=1)
@@ -78,7 +78,7 @@ class _Service:
 
 def test_hung_gateway_with_retained_online_still_gives_a_data_gap_from_its_last_rain_reading(
         own_mosquitto: servers.Mosquitto, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="alerts.service")
+    caplog.set_level(logging.INFO, logger="stormwatch.alerts.service")
     store = SqliteStore(tmp_path / "store.db")  # what ingest writes; the restarted service warms up from it
     feed, other = Feeder(gateway="gw", boot="b1"), Feeder(gateway="gw2", boot="b2")
     before = [feed.tips(n, T0 + 10 * k * MIN) for k, n in enumerate(RAIN_TIPS)]

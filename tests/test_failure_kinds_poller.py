@@ -1,4 +1,4 @@
-"""Failure kind #5 (../shared/reference/failure-kinds.md), "Poller death": fifty consecutive Modbus
+"""Failure kind #5 (docs/reference/failure-kinds.md), "Poller death": fifty consecutive Modbus
 I/O errors and then the device answers again -- readings resume by themselves, no restart needed.
 
 A real pymodbus Modbus TCP server (tests/test_gateway_support.py) answers the rain gauge's read
@@ -22,10 +22,10 @@ import pytest
 from pymodbus.constants import ExcCodes
 from test_gateway_support import Collector, RegisterServer
 
-from gateway.service import Gateway
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
+from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
 
 pytestmark = pytest.mark.mosquitto
@@ -70,7 +70,7 @@ def _slots_until_recovery() -> int:
 def test_fifty_consecutive_modbus_errors_then_readings_resume_by_themselves(
         mosquitto_server, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    caplog.set_level(logging.DEBUG, logger="gateway")  # last: the capture handler's level is DEBUG
+    caplog.set_level(logging.DEBUG, logger="stormwatch.gateway")  # last: the capture handler's level is DEBUG
     recovery_slot = _slots_until_recovery()
     assert recovery_slot == 2 + 1 + 2 + 4 + 8 + 16 * 46  # 753
     srv = FlakyCounter().start()

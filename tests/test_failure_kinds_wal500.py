@@ -1,4 +1,4 @@
-"""Failure kind #18 (../shared/reference/failure-kinds.md), "Unbounded concurrent writes": InfluxDB 1.x
+"""Failure kind #18 (docs/reference/failure-kinds.md), "Unbounded concurrent writes": InfluxDB 1.x
 answered ``500 engine: error syncing wal`` and a client that then dropped writes lost 20-50 % of
 the readings. Ours: one write in flight at a time, batched, a 500 retried (it is transient in 1.x).
 
@@ -18,9 +18,9 @@ from ingest_support import T0, Publisher, Running, SteadyClock, influx_count, wa
 from test_ingest_delivery import count_and_distinct, publish_range
 from test_store_retry import BusyFront
 
-from ingest.influx1 import Influx1Store
 from stormwatch import servers
 from stormwatch.contract import Reading
+from stormwatch.ingest.influx1 import Influx1Store
 
 pytestmark = pytest.mark.influxdb
 

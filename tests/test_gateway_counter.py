@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.counter import CounterError, CounterState, CounterStore, count_tips
-from gateway.outbox import Outbox
+from stormwatch.gateway.counter import CounterError, CounterState, CounterStore, count_tips
+from stormwatch.gateway.outbox import Outbox
 from stormwatch.profiles import CounterSpec
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from test_gateway_support import Collector, RegisterServer
 
-from gateway.outbox import Outbox
-from gateway.service import STATE_DB, Gateway
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Reading
+from stormwatch.gateway.outbox import Outbox
+from stormwatch.gateway.service import STATE_DB, Gateway
 from stormwatch.profiles import ProfileLibrary
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

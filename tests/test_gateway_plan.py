@@ -19,22 +19,23 @@ import pytest
 import yaml
 from test_gateway_support import Collector, RegisterServer
 
-from gateway.plan import GatewayPlan, PlanError, compile_plan
-from gateway.run import read_plan, write_plan
-from gateway.service import Gateway
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import load_site, parse_site
 from stormwatch.contract import dump_readings, parse_readings
+from stormwatch.gateway.plan import GatewayPlan, PlanError, compile_plan
+from stormwatch.gateway.run import read_plan, write_plan
+from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.wire import WireReading, dump_payload
 
 REPO = Path(__file__).resolve().parent.parent
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 RUNTIME_MODULES = (
-    "gateway.__main__", "gateway.run", "gateway.service", "gateway.plan", "gateway.drivers.build",
-    "gateway.drivers.modbus", "gateway.drivers.sdi12", "gateway.drivers.serial_line", "gateway.counter",
-    "gateway.qc", "gateway.outbox", "gateway.publisher", "stormwatch.codec", "stormwatch.wire",
+    "stormwatch.gateway.__main__", "stormwatch.gateway.run", "stormwatch.gateway.service", "stormwatch.gateway.plan",
+    "stormwatch.gateway.drivers.build", "stormwatch.gateway.drivers.modbus", "stormwatch.gateway.drivers.sdi12",
+    "stormwatch.gateway.drivers.serial_line", "stormwatch.gateway.counter", "stormwatch.gateway.qc",
+    "stormwatch.gateway.outbox", "stormwatch.gateway.publisher", "stormwatch.codec", "stormwatch.wire",
 )
 
 
@@ -141,8 +142,8 @@ def test_plan_file_errors_name_file_and_key(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="basin-level: profile 'maxbotix_hrxl' is not in the plan"):
         GatewayPlan.from_json(json.dumps(bad), "p.json")
     missing = tmp_path / "nope.json"
-    run = subprocess.run([sys.executable, "-m", "gateway", "--plan", str(missing)], capture_output=True, text=True,
-                         cwd=REPO, timeout=60)
+    run = subprocess.run([sys.executable, "-m", "stormwatch.gateway", "--plan", str(missing)],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
     assert run.returncode == 2 and f"{missing}: cannot read" in run.stderr
 
 
@@ -213,7 +214,7 @@ def test_stormwatch_gateway_execs_the_lean_process(mosquitto_server, tmp_path: P
         while time.monotonic() < deadline and "--plan" not in cmdline:
             cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             time.sleep(0.1)
-        assert f"-m gateway --plan {state / 'plan.json'}" in cmdline  # same pid, the lean process
+        assert f"-m stormwatch.gateway --plan {state / 'plan.json'}" in cmdline  # same pid, the lean process
         got = sub.wait_for(1, timeout_s=20)  # wall clock, 1 s grid
         maps = Path(f"/proc/{proc.pid}/maps").read_text()
         assert "pydantic_core" not in maps and "_pydantic" not in maps

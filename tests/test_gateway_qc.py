@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gateway.outbox import Outbox
-from gateway.qc import ValueHistory
 from stormwatch.contract import Reading
+from stormwatch.gateway.outbox import Outbox
+from stormwatch.gateway.qc import ValueHistory
 from stormwatch.profiles import QcSpec
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)

@@ -4,7 +4,7 @@
 * #3 split frames: a reply arriving as 3 bytes then 6 bytes 20 ms later is one valid reply; the
   stale bytes of a timed-out reply are never decoded as the next answer (a raw pty the test
   writes to; the gateway's RTU driver on the other side).
-* several devices on one RS-485 line (simulators.modbus_server.ModbusRtuSim), one of them
+* several devices on one RS-485 line (stormwatch.simulators.modbus_server.ModbusRtuSim), one of them
   failing: it is reported once and retried with backoff while the others keep their schedule.
 * #4 unplugged adapter: every read fails → close, reopen with backoff, one ERROR per outage,
   one INFO on recovery, the device on another link keeps being polled.
@@ -25,17 +25,17 @@ import pytest
 from pymodbus.framer.rtu import FramerRTU
 from test_gateway_support import Collector, LoopThread, RegisterServer
 
-from gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, rtu_frame_gap_s
-from gateway.errors import TransportError
-from gateway.service import Gateway
-from simulators.modbus_server import ModbusRtuSim, SimulatedModbusDevice
-from simulators.pty import PtyPair
-from simulators.scenario import SiteScenario, load_scenario
-from simulators.site import SimulatedSite, isolate_site
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.config import ModbusRtu, SiteConfig, parse_site
+from stormwatch.gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, rtu_frame_gap_s
+from stormwatch.gateway.errors import TransportError
+from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import DeviceProfile, ProfileLibrary
+from stormwatch.simulators.modbus_server import ModbusRtuSim, SimulatedModbusDevice
+from stormwatch.simulators.pty import PtyPair
+from stormwatch.simulators.scenario import SiteScenario, load_scenario
+from stormwatch.simulators.site import SimulatedSite, isolate_site
 
 SCENARIO = load_scenario("default")
 
@@ -46,9 +46,9 @@ def frame(body: bytes) -> bytes:
 
 
 def test_crc_matches_the_real_y520_session() -> None:
-    from conftest import shared_file
+    from conftest import data_file
 
-    text = shared_file("yosemitech_y520_modbus_session.txt").read_text()
+    text = data_file("yosemitech_y520_modbus_session.txt").read_text()
     frames = []
     for line in text.splitlines():
         if "{0x" in line:
@@ -170,7 +170,7 @@ def test_three_devices_on_one_rtu_line_and_a_failing_one(mosquitto_server, tmp_p
     site = SimulatedSite(sim_cfg, ProfileLibrary(), SCENARIO, clock)
     site.start()
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
-    caplog.set_level(logging.INFO, logger="gateway")
+    caplog.set_level(logging.INFO, logger="stormwatch.gateway")
     try:
         gw = Gateway(gw_cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw")
         gw.run(until=SCENARIO.start + timedelta(minutes=20))
@@ -230,7 +230,7 @@ def test_unplugged_rtu_adapter_reopens_with_backoff_others_keep_polling(mosquitt
     rtu = _rtu_sim(cfg, "turb-down", state, clock, link)
     loop.run(rtu.start())
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
-    caplog.set_level(logging.DEBUG, logger="gateway")
+    caplog.set_level(logging.DEBUG, logger="stormwatch.gateway")
     gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw")
     t = threading.Thread(target=gw.run, kwargs={"until": SCENARIO.start + timedelta(minutes=30)})
     t.start()

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from test_gateway_support import Collector, LoopThread
 
-from gateway.drivers.build import build_driver
-from gateway.drivers.sdi12 import parse_values
-from gateway.errors import BadDataError, NoDataError
-from gateway.service import Gateway
-from simulators.sdi12_device import Sdi12Sim, d_buffers
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.config import parse_site
+from stormwatch.gateway.drivers.build import build_driver
+from stormwatch.gateway.drivers.sdi12 import parse_values
+from stormwatch.gateway.errors import BadDataError, NoDataError
+from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.simulators.sdi12_device import Sdi12Sim, d_buffers
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # ClariVUE10 M! values (sensors.md): index 0 turbidity (FNU), 5 temperature (Cel), 6 error code.
@@ -68,7 +68,7 @@ def test_clarivue_measurement_with_a_dropped_answer_is_retried(loop: LoopThread,
     loop.run(sim.start())
     driver = _driver("campbell_clarivue10", str(tmp_path / "sdi"), "3")
     try:
-        caplog.set_level(logging.DEBUG, logger="gateway.drivers.sdi12")
+        caplog.set_level(logging.DEBUG, logger="stormwatch.gateway.drivers.sdi12")
         t0 = time.monotonic()
         values = driver.poll()
         elapsed = time.monotonic() - t0

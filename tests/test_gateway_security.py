@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from test_gateway_support import Collector, RegisterServer
 
-from gateway.service import Gateway
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
+from stormwatch.gateway.service import Gateway
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileLibrary
 

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.drivers.serial_line import SerialLineDriver
-from gateway.errors import BadDataError, NoDataError
-from gateway.qc import check_value
 from stormwatch.config import Serial
+from stormwatch.gateway.drivers.serial_line import SerialLineDriver
+from stormwatch.gateway.errors import BadDataError, NoDataError
+from stormwatch.gateway.qc import check_value
 from stormwatch.profiles import ProfileLibrary
 
 

@@ -27,15 +27,15 @@ import pytest
 import yaml
 from test_gateway_support import Collector, TcpProxy
 
-from gateway.service import STATE_DB, Gateway
-from ingest.stores import open_store
-from simulators.scenario import load_scenario
-from simulators.site import SimulatedSite, isolate_site
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock, write_clock_file
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import Reading
+from stormwatch.gateway.service import STATE_DB, Gateway
+from stormwatch.ingest.stores import open_store
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.simulators.scenario import load_scenario
+from stormwatch.simulators.site import SimulatedSite, isolate_site
 
 pytestmark = pytest.mark.mosquitto
 

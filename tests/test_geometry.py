@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from alerts.geometry import SlopedRectangle, StageStorageTable, depth_for_fraction, lost_capacity
+from stormwatch.alerts.geometry import SlopedRectangle, StageStorageTable, depth_for_fraction, lost_capacity
 
 BASIN = SlopedRectangle(40.0, 20.0, 3.0, 4.0)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
-from ingest.stores import open_store
 from stormwatch.cli import app
-from tests.conftest import shared_file
+from stormwatch.ingest.stores import open_store
+from tests.conftest import data_file
 from tests.test_import_files import THARANDT, site  # noqa: F401  (fixture)
 
 RTL433 = "rtl433_acurite5n1_json_2023-02-11.jsonl"
@@ -23,13 +23,13 @@ def invoke(*args: str) -> Result:
 
 def test_every_row_rejected_exits_1_and_says_so(site: Path, tmp_path: Path) -> None:  # noqa: F811
     # the Tharandt file's times are "01.07.2018 00:00": a year-first format fits none of its 2632 rows
-    result = invoke(str(shared_file(THARANDT)), "--site", str(site), "--device", "rain-1",
+    result = invoke(str(data_file(THARANDT)), "--site", str(site), "--device", "rain-1",
                     "--store", f"sqlite:///{tmp_path / 's.db'}", "--delimiter", ";", "--tips", "0.2",
                     "--time-format", "%Y-%m-%d %H:%M")
     assert result.exit_code == 1, result.output
     assert "error:" in result.output and "nothing stored: 2632 of 2632 rows rejected {'bad_time': 2632}" \
         in result.output
-    assert f"{shared_file(THARANDT)}:2:" in result.output  # the first rejected row, file:line
+    assert f"{data_file(THARANDT)}:2:" in result.output  # the first rejected row, file:line
 
 
 def test_a_row_with_an_extra_field_is_rejected_trailing_delimiter_is_not(site: Path, tmp_path: Path) -> None:  # noqa: F811
@@ -63,7 +63,7 @@ def test_binary_file_is_named_as_such_exit_2(site: Path, tmp_path: Path) -> None
 
 
 def test_rtl433_json_lines_is_refused_clearly(site: Path, tmp_path: Path) -> None:  # noqa: F811
-    path = shared_file(RTL433)
+    path = data_file(RTL433)
     result = invoke(str(path), "--site", str(site), "--device", "rain-in", "--store",
                     f"sqlite:///{tmp_path / 's.db'}", "--tips-in", "0.01")
     assert result.exit_code == 2, result.output

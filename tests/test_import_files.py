@@ -1,4 +1,4 @@
-"""`stormwatch import` of the real logger files in ../shared/data (SOURCES.md), into SQLite and InfluxDB 1.x.
+"""`stormwatch import` of the real logger files in tests/data (SOURCES.md), into SQLite and InfluxDB 1.x.
 
 Every expected count and total is computed here from the file with the csv module, independently of
 the importer: no row lost, rain tips of one minute all kept (as one count per timestamp), units
@@ -20,10 +20,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from typer.testing import CliRunner
 
-from ingest.stores import open_store
 from stormwatch import servers
 from stormwatch.cli import app
-from tests.conftest import shared_file
+from stormwatch.ingest.stores import open_store
+from tests.conftest import data_file
 
 THARANDT = "tharandt_davis_tips_Sensor1.csv"
 VIASACRA = "viasacra_pond_exo_turb_2019-12-18_to_2020-01-09.csv"
@@ -68,7 +68,7 @@ def tharandt_by_minute(path: Path) -> Counter[datetime]:
 
 
 def test_tharandt_tip_file_every_tip_kept_and_reimport_adds_nothing(site: Path, tmp_path: Path) -> None:
-    path = shared_file(THARANDT)
+    path = data_file(THARANDT)
     expected = tharandt_by_minute(path)
     assert sum(expected.values()) == 2631  # SOURCES.md: 2,631 tips = 526.2 mm
     db = tmp_path / "store.db"
@@ -98,7 +98,7 @@ def test_tharandt_tip_file_every_tip_kept_and_reimport_adds_nothing(site: Path, 
 
 
 def test_viasacra_sonde_turbidity_fnu_and_temperature(site: Path, tmp_path: Path) -> None:
-    path = shared_file(VIASACRA)
+    path = data_file(VIASACRA)
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
     zone = ZoneInfo("America/New_York")
@@ -133,7 +133,7 @@ def test_viasacra_sonde_turbidity_fnu_and_temperature(site: Path, tmp_path: Path
 
 def test_fnu_file_into_an_ntu_profile_is_refused_before_storing(site: Path, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    result = CliRunner().invoke(app, ["import", str(shared_file(VIASACRA)), "--site", str(site), "--device",
+    result = CliRunner().invoke(app, ["import", str(data_file(VIASACRA)), "--site", str(site), "--device",
                                       "turb-ntu", "--store", url, "--value-column", "turb_FNU=turbidity:FNU"])
     assert result.exit_code == 2
     assert "unit_mismatch" in result.output and "'FNU'" in result.output and "'NTU'" in result.output
@@ -143,14 +143,14 @@ def test_fnu_file_into_an_ntu_profile_is_refused_before_storing(site: Path, tmp_
 
 
 def test_metric_tips_into_an_inch_gauge_are_refused(site: Path, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["import", str(shared_file(THARANDT)), "--site", str(site), "--device", "rain-in",
+    result = CliRunner().invoke(app, ["import", str(data_file(THARANDT)), "--site", str(site), "--device", "rain-in",
                                       "--store", f"sqlite:///{tmp_path / 's.db'}", *THARANDT_ARGS])
     assert result.exit_code == 2
     assert "0.01 in" in result.output and "0.2 mm" in result.output
 
 
 def test_trout_creek_range_cm_stored_as_distance_mm(site: Path, tmp_path: Path) -> None:
-    path = shared_file(TROUT)
+    path = data_file(TROUT)
     with path.open(newline="") as f:
         lines = list(csv.reader(f))
     header = [h.strip() for h in lines[1]]
@@ -175,7 +175,7 @@ def test_trout_creek_range_cm_stored_as_distance_mm(site: Path, tmp_path: Path) 
 
 @pytest.mark.influxdb
 def test_tharandt_into_influxdb1_twice_is_stored_once(site: Path, influx_server: servers.InfluxDB1) -> None:
-    path = shared_file(THARANDT)
+    path = data_file(THARANDT)
     expected = tharandt_by_minute(path)
     url = influx_server.store_url(f"import_{uuid.uuid4().hex[:8]}")
     args = [str(path), "--site", str(site), "--device", "rain-1", "--store", url, *THARANDT_ARGS]

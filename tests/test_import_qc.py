@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from ingest.stores import open_store
 from stormwatch.cli import app
+from stormwatch.ingest.stores import open_store
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

@@ -29,10 +29,10 @@ from ingest_support import (
     wire,
 )
 
-from ingest.influx1 import Influx1Store
-from ingest.sqlite_store import SqliteStore
 from stormwatch import servers, topics
 from stormwatch.clock import WallClock
+from stormwatch.ingest.influx1 import Influx1Store
+from stormwatch.ingest.sqlite_store import SqliteStore
 
 pytestmark = pytest.mark.mosquitto
 

@@ -32,9 +32,9 @@ from ingest_support import (
 )
 from paho.mqtt.enums import CallbackAPIVersion
 
-from ingest.influx1 import Influx1Store
 from stormwatch import servers
 from stormwatch.clock import WallClock
+from stormwatch.ingest.influx1 import Influx1Store
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.influxdb]
 

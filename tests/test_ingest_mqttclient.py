@@ -12,8 +12,8 @@ import pytest
 from ingest_support import Publisher, ids, wait_until
 from paho.mqtt.enums import CallbackAPIVersion
 
-from ingest.mqttclient import CHUNK_BYTES, MAX_PACKETS_PER_WAKE, ChunkedReadClient, make_client
 from stormwatch import servers
+from stormwatch.ingest.mqttclient import CHUNK_BYTES, MAX_PACKETS_PER_WAKE, ChunkedReadClient, make_client
 
 pytestmark = pytest.mark.mosquitto
 

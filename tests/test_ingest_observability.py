@@ -12,9 +12,9 @@ import pytest
 from ingest_support import T0, Publisher, Running, SteadyClock, wait_until, wire
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingest.metrics import serve_metrics
-from ingest.sqlite_store import SqliteStore
 from stormwatch import servers
+from stormwatch.ingest.metrics import serve_metrics
+from stormwatch.ingest.sqlite_store import SqliteStore
 
 pytestmark = pytest.mark.mosquitto
 
@@ -46,7 +46,7 @@ def test_metrics_endpoint_and_log_line(own_mosquitto: servers.Mosquitto, tmp_pat
         pub.send(wire(1, 10.0))                       # the same identity again -> duplicate
         wait_until(lambda: run.ingest.acked == 5, what="5 acknowledged")
         got = scrape(server.server_port)
-        with caplog.at_level(logging.INFO, logger="ingest.consumer"):
+        with caplog.at_level(logging.INFO, logger="stormwatch.ingest.consumer"):
             run.ingest.log_stats()
     finally:
         pub.close()

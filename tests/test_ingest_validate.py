@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.validate import Validator
 from stormwatch import topics
 from stormwatch.config import load_site
+from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ingest.lineprotocol import (
+from stormwatch.contract import Event, Reading
+from stormwatch.ingest.lineprotocol import (
     Float,
     Point,
     deadletter_points,
@@ -17,7 +18,6 @@ from ingest.lineprotocol import (
     reading_point,
     time_ns,
 )
-from stormwatch.contract import Event, Reading
 from stormwatch.store import DeadLetter
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from stormwatch.cli import app
-from tests.conftest import shared_file
+from tests.conftest import data_file
 from tests.test_import_files import THARANDT, THARANDT_ARGS
 
 TIPS_TO_QUALIFY = 64  # 64 × 0.2 mm = 12.8 mm ≥ 12.7 mm = 0.5 in; 63 × 0.2 = 12.6 mm < 0.5 in
@@ -45,7 +45,7 @@ def storms_by_hand(tips_at: list[tuple[datetime, int]], gap: timedelta) -> tuple
 
 
 def tharandt_tips() -> list[tuple[datetime, int]]:
-    with shared_file(THARANDT).open(newline="") as f:
+    with data_file(THARANDT).open(newline="") as f:
         rows = list(csv.reader(f, delimiter=";"))[1:]
     return [(datetime.strptime(d, "%d.%m.%Y %H:%M").replace(tzinfo=UTC), int(Decimal(v) / Decimal("0.2")))
             for d, v in rows]
@@ -71,7 +71,7 @@ def test_tharandt_replay_prints_one_event_per_qualifying_storm() -> None:
     closed, still_open = storms_by_hand(tharandt_tips(), gap)
     expected = expected_events(closed, gap)
     assert len(expected) == 15 and len(closed) > 100  # many small storms print nothing
-    events = replay_json(str(shared_file(THARANDT)), *THARANDT_ARGS)
+    events = replay_json(str(data_file(THARANDT)), *THARANDT_ARGS)
     assert {e["kind"] for e in events} == {"storm_inspection_due"}
     got = [{k: e[k] for k in ("storm_start", "storm_end", "tips", "due_at", "event_time")} for e in events]
     assert got == expected
@@ -85,7 +85,7 @@ def test_tharandt_replay_prints_one_event_per_qualifying_storm() -> None:
 def test_shorter_dry_gap_and_ch196() -> None:
     gap = timedelta(hours=2)
     closed, _ = storms_by_hand(tharandt_tips(), gap)
-    events = replay_json(str(shared_file(THARANDT)), *THARANDT_ARGS, "--dry-gap-hours", "2",
+    events = replay_json(str(data_file(THARANDT)), *THARANDT_ARGS, "--dry-gap-hours", "2",
                          "--jurisdiction", "ch196")
     got = [{k: e[k] for k in ("storm_start", "storm_end", "tips", "due_at", "event_time")} for e in events]
     assert got == expected_events(closed, gap)

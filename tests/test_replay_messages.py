@@ -13,9 +13,9 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from alerts.backfill import depth_text
+from stormwatch.alerts.backfill import depth_text
 from stormwatch.cli import app
-from tests.conftest import shared_file
+from tests.conftest import data_file
 from tests.test_import_files import THARANDT, THARANDT_ARGS
 
 
@@ -31,13 +31,13 @@ def test_depth_text_is_exact_in_the_gauge_unit_and_never_rounds_up() -> None:
 
 
 def test_replay_ch507_has_no_storm_rule_exit_2() -> None:
-    result = CliRunner().invoke(app, ["replay", str(shared_file(THARANDT)), *THARANDT_ARGS, "--jurisdiction", "ch507"])
+    result = CliRunner().invoke(app, ["replay", str(data_file(THARANDT)), *THARANDT_ARGS, "--jurisdiction", "ch507"])
     assert result.exit_code == 2, result.output
     assert "error: pack ch507 has no storm-inspection rule (R1); nothing to replay" in result.output
 
 
 def test_replay_prints_the_open_storm_in_mm_and_three_decimal_inches() -> None:
-    result = CliRunner().invoke(app, ["replay", str(shared_file(THARANDT)), *THARANDT_ARGS], catch_exceptions=False)
+    result = CliRunner().invoke(app, ["replay", str(data_file(THARANDT)), *THARANDT_ARGS], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "storm in progress at the end of the file: 63 tips = 12.6 mm (0.496 in) since" in result.output
     assert "0.50 in" not in result.output

@@ -1,7 +1,7 @@
 """R3 basin cleanout (Ch. 133 §133-7A(1), Ch. 196 §196-9A): 50 % of the design capacity BY VOLUME.
 
 Basin 40 x 20 ft, 3:1 sides, H = 4 ft: V(4) = 6,848 ft^3 by hand; d with V(d) = 3,424 ft^3 is
-solved here by Newton on the prismoidal formula (independent of alerts.geometry). d is about
+solved here by Newton on the prismoidal formula (independent of stormwatch.alerts.geometry). d is about
 2.56 ft: ABOVE H/2, so 2 ft of sediment (35 % of the volume) does not make a cleanout due.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_alerts_support import T0, Feeder, FixedClock, site
 
-from alerts.engine import Engine
-from alerts.packs import load_pack
-from alerts.workorders import WorkOrders
+from stormwatch.alerts.engine import Engine
+from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
 

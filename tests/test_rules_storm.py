@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from test_alerts_support import T0, Feeder, FixedClock, metric_gauge_profiles, site
 
-from alerts.engine import Engine
-from alerts.packs import load_pack
-from alerts.workorders import WorkOrders
+from stormwatch.alerts.engine import Engine
+from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
 

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from test_alerts_support import T0, Feeder, site
 
-from alerts.engine import Engine
-from alerts.packs import load_pack
+from stormwatch.alerts.engine import Engine
+from stormwatch.alerts.packs import load_pack
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
 

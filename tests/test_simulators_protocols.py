@@ -17,10 +17,10 @@ from conftest import REPO
 from pymodbus.client import AsyncModbusSerialClient, AsyncModbusTcpClient
 from pymodbus.framer import FramerType
 
-from simulators.scenario import load_scenario
-from simulators.site import SimulatedSite, isolate_site
 from stormwatch.config import ModbusRtu, ModbusTcp, Serial, SiteConfig, load_site
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.simulators.scenario import load_scenario
+from stormwatch.simulators.site import SimulatedSite, isolate_site
 
 LIB = ProfileLibrary()
 

@@ -9,17 +9,17 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED, shared_file
+from conftest import REPO, data_file
 
-from simulators.basin import prismoid_volume_ft3
-from simulators.cli import build_scenario
-from simulators.design_storm import design_storm_tip_offsets
-from simulators.rain_record import RainRecordError, load_rain_record, record_day_tips
-from simulators.scenario import ScenarioError, SiteScenario, load_scenario
-from simulators.site import isolate_site
 from stormwatch.config import device_profiles, load_site
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
+from stormwatch.simulators.basin import prismoid_volume_ft3
+from stormwatch.simulators.cli import build_scenario
+from stormwatch.simulators.design_storm import design_storm_tip_offsets
+from stormwatch.simulators.rain_record import RainRecordError, load_rain_record, record_day_tips
+from stormwatch.simulators.scenario import ScenarioError, SiteScenario, load_scenario
+from stormwatch.simulators.site import isolate_site
 
 LIB = ProfileLibrary()
 GAUGE_RES = LIB.get("tipping_bucket_modbus_counter").counter.tip_resolution  # type: ignore[union-attr]
@@ -27,7 +27,7 @@ GAUGE_RES = LIB.get("tipping_bucket_modbus_counter").counter.tip_resolution  # t
 
 def _hydrology_hour(column: int, hour: int) -> Fraction:
     """The cumulative fraction at ``hour`` from hydrology.md's table (column 0 = Type II, 1 = Type III)."""
-    text = (SHARED / "reference" / "hydrology.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "reference" / "hydrology.md").read_text(encoding="utf-8")
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         for i in (0, 3):
@@ -136,7 +136,7 @@ def test_default_turbidity_violates_washington_rule_at_the_peak_only() -> None:
 
 
 def test_tharandt_record_day_and_replay() -> None:
-    path = shared_file("tharandt_davis_tips_Sensor1.csv")
+    path = data_file("tharandt_davis_tips_Sensor1.csv")
     rec = load_rain_record(path, tip_size="0.2", unit="mm", delimiter=";", time_format="%d.%m.%Y %H:%M", tz="UTC")
     assert rec.total_tips == 2631  # SOURCES.md (first row is a 0 start marker)
     assert record_day_tips(rec, datetime(2018, 9, 23, tzinfo=UTC)) == 134
@@ -147,7 +147,7 @@ def test_tharandt_record_day_and_replay() -> None:
 
 
 def test_rain_record_replayed_by_the_scenario() -> None:
-    path = shared_file("tharandt_davis_tips_Sensor1.csv")
+    path = data_file("tharandt_davis_tips_Sensor1.csv")
     sc = build_scenario(
         "default", rain_file=path, rain_tip_mm="0.2", rain_delimiter=";", rain_time_format="%d.%m.%Y %H:%M",
         rain_from=datetime(2018, 9, 23), rain_until=datetime(2018, 9, 24),

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ingest.influx1 import Influx1Store
-from ingest.lineprotocol import Point, encode_points
-from ingest.stores import open_store
 from stormwatch import servers
 from stormwatch.contract import Event, Reading
+from stormwatch.ingest.influx1 import Influx1Store
+from stormwatch.ingest.lineprotocol import Point, encode_points
+from stormwatch.ingest.stores import open_store
 from stormwatch.store import StoreError
 
 pytestmark = pytest.mark.influxdb
@@ -134,7 +134,7 @@ def test_backfill_beyond_retention_fails_loudly(influx_server: servers.InfluxDB1
     store.ensure_database()
     influx_server.query(f'CREATE RETENTION POLICY "short" ON "{db}" DURATION 1h REPLICATION 1')
     old = turb(1, 9.0).model_copy(update={"time": datetime(2001, 1, 1, tzinfo=UTC)})  # decades past 1 h
-    with caplog.at_level("WARNING", logger="ingest.influx1"):
+    with caplog.at_level("WARNING", logger="stormwatch.ingest.influx1"):
         assert store.write_readings([old]) == 0
     assert "retention policy" in caplog.text
     dead = select(influx_server, db, 'SELECT "detail" FROM "short"."deadletter"')

@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ingest.influx1 import Influx1Store
 from stormwatch import servers
 from stormwatch.contract import Reading
+from stormwatch.ingest.influx1 import Influx1Store
 
 pytestmark = pytest.mark.influxdb
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.sqlite_store import SqliteStore
-from ingest.stores import StoreUrlError, open_store, sqlite_path
 from stormwatch.contract import Event, Reading
+from stormwatch.ingest.sqlite_store import SqliteStore
+from stormwatch.ingest.stores import StoreUrlError, open_store, sqlite_path
 from stormwatch.store import DeadLetter, StoreError
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from test_alerts_support import T0, FixedClock
 
-from alerts.business_days import report_deadline
-from alerts.packs import load_pack
-from alerts.workorders import WorkOrderError, WorkOrders
+from stormwatch.alerts.business_days import report_deadline
+from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
 from stormwatch.contract import Event
 
 

@@ -17,10 +17,10 @@ from paho.mqtt.enums import CallbackAPIVersion
 from test_alerts_support import T0, FixedClock, site
 from typer.testing import CliRunner
 
-from alerts.service import AlertService
-from alerts.webhook import Webhook
-from alerts.workorders import WorkOrders
 from stormwatch import topics
+from stormwatch.alerts.service import AlertService
+from stormwatch.alerts.webhook import Webhook
+from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.cli import app
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary

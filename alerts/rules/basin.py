@@ -2,11 +2,11 @@
 
 Law: Ch. 133 §133-7A(1), Ch. 196 §196-9A ("Sediment shall be removed from sediment traps or
 sediment ponds whenever their design capacity has been reduced by 50%"). Operational form
-(``../shared/reference/rules.md`` R3): capacity is a *volume*; lost = V(s) / V(H)
-(:mod:`alerts.geometry`), s the sediment surface above the floor.
+(``docs/reference/rules.md`` R3): capacity is a *volume*; lost = V(s) / V(H)
+(:mod:`stormwatch.alerts.geometry`), s the sediment surface above the floor.
 
 Sediment depth from the basin's level device, as its profile's ``level`` spec says
-(``../shared/reference/sensors.md``):
+(``docs/reference/sensors.md``):
 
 * ``distance_down`` (ultrasonic/lidar, ``distance`` in mm): s = mount height − distance,
   ``sediment_depth_ft = sensor_mount_height_ft − distance_mm / 304.8`` (1 ft = 304.8 mm exactly);
@@ -27,8 +27,8 @@ from bisect import bisect_left, insort
 from collections import deque
 from datetime import datetime, timedelta
 
-from alerts.geometry import StageStorage, lost_capacity
-from alerts.packs import BasinRule
+from stormwatch.alerts.geometry import StageStorage, lost_capacity
+from stormwatch.alerts.packs import BasinRule
 from stormwatch.config import M_PER_FT, Basin
 from stormwatch.contract import Event, Reading, format_time
 from stormwatch.profiles import LevelSpec
@@ -50,7 +50,7 @@ class BasinRuleState:
     Args:
         site: site id.
         rule_id: pack rule id (``R3``).
-        params: the pack's :class:`~alerts.packs.BasinRule`.
+        params: the pack's :class:`~stormwatch.alerts.packs.BasinRule`.
         basin: the site's basin (device, mount height).
         level: the level device profile's ``level`` spec.
         storage: the basin's stage–storage relation.

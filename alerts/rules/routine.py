@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from alerts.packs import RoutineRule
+from stormwatch.alerts.packs import RoutineRule
 from stormwatch.contract import Event, Reading, format_time
 
 #: Returns the time of the site's last recorded inspection that restarts the cadence, or None.
@@ -31,7 +31,7 @@ class RoutineRuleState:
     Args:
         site: site id.
         rule_id: pack rule id (``R1w``).
-        params: the pack's :class:`~alerts.packs.RoutineRule`.
+        params: the pack's :class:`~stormwatch.alerts.packs.RoutineRule`.
         last_inspection: callable giving the last recorded inspection time (UTC) or ``None``.
         anchor: callable giving the latest routine period already opened (work-order book), so a
             restarted engine continues that period instead of opening one from its first reading.

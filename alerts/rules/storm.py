@@ -2,7 +2,7 @@
 
 Law: Ch. 133 §133-7A(2) and Ch. 196 §196-9B ("every seven days and within 24 hours of any storm
 event producing 0.5 inches of precipitation or more"). The codes do not define a storm's start
-and end; our definition and defaults are in ``../shared/reference/rules.md`` (R1):
+and end; our definition and defaults are in ``docs/reference/rules.md`` (R1):
 
 * a storm is a run of tips with no dry gap ≥ ``dry_gap_hours`` (6 h) between consecutive tips;
 * its depth is its whole tips × the gauge resolution, compared exactly: it qualifies when
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from alerts.packs import StormRule
+from stormwatch.alerts.packs import StormRule
 from stormwatch.contract import TIP_UNIT, Event, Reading, format_time
 from stormwatch.rain import TipResolution
 
@@ -91,7 +91,7 @@ class StormRuleState:
     Args:
         site: site id.
         rule_id: pack rule id (``R1``).
-        params: the pack's :class:`~alerts.packs.StormRule` (citation, threshold, gap, clock).
+        params: the pack's :class:`~stormwatch.alerts.packs.StormRule` (citation, threshold, gap, clock).
         gauge: device id of the rain gauge.
         resolution: the gauge's exact depth per tip (from its profile's ``counter.resolution``).
         silence_allowance: how long past its last reading the gauge may be silent before the

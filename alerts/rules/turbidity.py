@@ -2,14 +2,14 @@
 
 Law: Ch. 133 §133-6C, Ch. 196 §196-8C ("no ... increase in turbidity that will result in
 substantial visible contrast to natural conditions in surface waters"); Ch. 133 §133-7C(1)(c).
-Operational form (``../shared/reference/rules.md`` R2), our defaults:
+Operational form (``docs/reference/rules.md`` R2), our defaults:
 
 * background = the upstream probe, compliance = the downstream probe, time-aligned by putting
   both into the same event-time windows of ``median_window_min`` (5 min, aligned to multiples of
   5 min UTC); each window's value is the median of each probe's clean readings, so a single-sample
   spike does not move it;
 * a window violates when the downstream median exceeds the criterion's allowed value
-  (:mod:`alerts.rules.criteria`; default Washington WAC 173-201A-200);
+  (:mod:`stormwatch.alerts.rules.criteria`; default Washington WAC 173-201A-200);
 * ``turbidity_contrast`` when consecutive violating windows cover ``sustained_min`` (15 min): a
   *possible* violation for the SMO to confirm, with both series as evidence;
   ``turbidity_cleared`` after consecutive compliant windows covering ``clear_min`` (hysteresis);
@@ -28,8 +28,8 @@ from datetime import UTC, datetime, timedelta
 from statistics import median
 from typing import Any, Literal
 
-from alerts.packs import TurbidityRule
-from alerts.rules.criteria import criterion_named
+from stormwatch.alerts.packs import TurbidityRule
+from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.contract import Event, Reading, format_time
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class TurbidityRuleState:
     Args:
         site: site id.
         rule_id: pack rule id (``R2``).
-        params: the pack's :class:`~alerts.packs.TurbidityRule`.
+        params: the pack's :class:`~stormwatch.alerts.packs.TurbidityRule`.
         upstream, downstream: device ids of the background and compliance probes.
     """
 

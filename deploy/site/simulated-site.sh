@@ -4,10 +4,10 @@
 # writes its scenario clock; `stormwatch gateway` polls them on that clock and publishes to the
 # broker. Exits with the simulator's status when the scenario ends (or either process dies).
 #
-# env: SITE_FILE (default /app/examples/site.yaml), SIM_SPEED (default 60), STORMWATCH_BROKER,
+# env: SITE_FILE (default /etc/stormwatch/site.yaml), SIM_SPEED (default 60), STORMWATCH_BROKER,
 #      STORMWATCH_MQTT_USERNAME / STORMWATCH_MQTT_PASSWORD (stormwatch/mqtt.py), STATE_DIR.
 set -eu
-site="${SITE_FILE:-/app/examples/site.yaml}"
+site="${SITE_FILE:-/etc/stormwatch/site.yaml}"
 state="${STATE_DIR:-/var/lib/stormwatch}"
 clock="$state/sim-clock.json"
 mkdir -p "$state/gateway"

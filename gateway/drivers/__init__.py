@@ -1,11 +1,11 @@
 """Device drivers: one module per transport.
 
 A driver polls one device and returns its decoded values as :class:`PointValue` objects, or
-raises a :class:`gateway.errors.DeviceError` subclass. Devices that share a connection (one
+raises a :class:`stormwatch.gateway.errors.DeviceError` subclass. Devices that share a connection (one
 RS-485 line, one Modbus TCP endpoint) share a link and its lock (``link_key``); the service runs
 one polling thread per link so a dead line never delays the others.
 
-Drivers take the compiled plan's dataclasses (:mod:`gateway.plan`: ``DevicePlan``, ``ProfilePlan``,
+Drivers take the compiled plan's dataclasses (:mod:`stormwatch.gateway.plan`: ``DevicePlan``, ``ProfilePlan``,
 transports); the pydantic site/profile models have the same attribute names and work too.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from gateway.plan import QcParams
+    from stormwatch.gateway.plan import QcParams
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,8 @@ class PointValue:
         quantity, unit: contract quantity and unit (from the profile).
         raw: the undecoded value kept for audit (register words, an integer register, a line).
         number: the raw number before scale/offset (compared with error codes, counters, no-target).
-        value: the engineering value (may be NaN: a gap, decided by :mod:`gateway.qc`).
-        valid_range, error_codes, qc: from the profile point (for :mod:`gateway.qc`).
+        value: the engineering value (may be NaN: a gap, decided by :mod:`stormwatch.gateway.qc`).
+        valid_range, error_codes, qc: from the profile point (for :mod:`stormwatch.gateway.qc`).
     """
 
     quantity: str
@@ -50,7 +50,7 @@ class Driver(Protocol):
         """Run the profile's commands due for this poll, then read every point.
 
         Raises:
-            gateway.errors.DeviceError: TransportError, DeviceReplyError or BadDataError.
+            stormwatch.gateway.errors.DeviceError: TransportError, DeviceReplyError or BadDataError.
         """
         ...
 

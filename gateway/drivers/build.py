@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.drivers import Driver
-from gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, link_key, rtu_frame_gap_s
-from gateway.drivers.sdi12 import Sdi12Driver
-from gateway.drivers.serial_bus import PortSettings, SerialBus
-from gateway.drivers.serial_line import SerialLineDriver
 from stormwatch.clock import Clock
+from stormwatch.gateway.drivers import Driver
+from stormwatch.gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, link_key, rtu_frame_gap_s
+from stormwatch.gateway.drivers.sdi12 import Sdi12Driver
+from stormwatch.gateway.drivers.serial_bus import PortSettings, SerialBus
+from stormwatch.gateway.drivers.serial_line import SerialLineDriver
 
 if TYPE_CHECKING:
-    from gateway.plan import DevicePlan, ProfilePlan
+    from stormwatch.gateway.plan import DevicePlan, ProfilePlan
 
 #: Shared connections by link key: Modbus endpoints/lines and serial (SDI-12 adapter) ports.
 Links = dict[str, ModbusLink | SerialBus]
@@ -29,7 +29,7 @@ class UnsupportedDevice(ValueError):
 def build_driver(device: DevicePlan, profile: ProfilePlan, clock: Clock, links: Links) -> Driver:
     """The driver for ``device``; devices on one endpoint/line/port share ``links[key]``.
 
-    ``device``/``profile``: the plan's dataclasses (:mod:`gateway.plan`) or the pydantic
+    ``device``/``profile``: the plan's dataclasses (:mod:`stormwatch.gateway.plan`) or the pydantic
     ``Device``/``DeviceProfile`` (same attributes).
 
     Raises:

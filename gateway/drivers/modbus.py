@@ -44,13 +44,13 @@ from pymodbus.client.base import ModbusBaseSyncClient
 from pymodbus.exceptions import ModbusException
 from pymodbus.framer import FramerType
 
-from gateway.drivers import PointValue
-from gateway.errors import BadDataError, DeviceReplyError, TransportError
 from stormwatch.clock import Clock
 from stormwatch.codec import DecodeError, decode_point, scale
+from stormwatch.gateway.drivers import PointValue
+from stormwatch.gateway.errors import BadDataError, DeviceReplyError, TransportError
 
 if TYPE_CHECKING:
-    from gateway.plan import CommandPlan, ModbusRtuLink, ModbusTcpLink, PointPlan, ProfilePlan
+    from stormwatch.gateway.plan import CommandPlan, ModbusRtuLink, ModbusTcpLink, PointPlan, ProfilePlan
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class ModbusDriver:
 
     Args:
         device_id: the site's device id (for errors and logs).
-        profile: a ``protocol: modbus`` profile (:class:`gateway.plan.ProfilePlan` or the pydantic
+        profile: a ``protocol: modbus`` profile (:class:`stormwatch.gateway.plan.ProfilePlan` or the pydantic
             ``DeviceProfile``).
         unit_id: Modbus device id (slave address) on the link.
         link: the shared connection.

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 
 import serial
 
-from gateway.drivers import PointValue
-from gateway.drivers.serial_bus import SerialBus
-from gateway.errors import BadDataError, NoDataError, TransportError
 from stormwatch.codec import scale
+from stormwatch.gateway.drivers import PointValue
+from stormwatch.gateway.drivers.serial_bus import SerialBus
+from stormwatch.gateway.errors import BadDataError, NoDataError, TransportError
 
 if TYPE_CHECKING:
-    from gateway.plan import ProfilePlan
+    from stormwatch.gateway.plan import ProfilePlan
 
 log = logging.getLogger(__name__)
 

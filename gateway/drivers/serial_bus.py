@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import serial
 
-from gateway.errors import TransportError
+from stormwatch.gateway.errors import TransportError
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import serial
 
-from gateway.drivers import PointValue
-from gateway.errors import BadDataError, NoDataError, TransportError
 from stormwatch.codec import scale
+from stormwatch.gateway.drivers import PointValue
+from stormwatch.gateway.errors import BadDataError, NoDataError, TransportError
 
 if TYPE_CHECKING:
-    from gateway.plan import ProfilePlan, SerialLink
+    from stormwatch.gateway.plan import ProfilePlan, SerialLink
 
 log = logging.getLogger(__name__)
 
