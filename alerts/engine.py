@@ -169,7 +169,7 @@ class Engine:
                 else ("routine_inspection",)
             wo, rule_id = self.workorders, routine[0]
             self.routine = RoutineRuleState(
-                site, rule_id, routine[1],
+                site, rule_id, routine[1], cfg.site.tz,
                 (lambda: wo.last_completed(site, kinds)) if wo is not None else (lambda: None),
                 (lambda: wo.latest_period(site, rule_id)) if wo is not None else None)
             self.rules.append(self.routine)

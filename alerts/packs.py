@@ -102,14 +102,14 @@ class RoutineRule(_Rule):
     """R1w: routine inspection every ``every_days`` days (§133-7A(2), §196-9B: seven days).
 
     Attributes:
-        every_days: cadence; counted from the last completed routine inspection, else from the
-            site's first reading.
+        every_days: cadence in whole local calendar days (a DST week is 167 or 169 h); counted from
+            the last completed routine inspection, else from the site's first reading.
         storm_inspection_counts: whether a completed storm inspection restarts the cadence
             (rules.md: default no).
     """
 
     kind: Literal["routine"]
-    every_days: float = Field(default=7.0, gt=0)
+    every_days: int = Field(default=7, gt=0)
     storm_inspection_counts: bool = False
 
 

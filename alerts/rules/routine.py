@@ -8,13 +8,18 @@ The cadence is counted from the last recorded inspection (a completed routine wo
 completed storm inspection when ``storm_inspection_counts``), else from the site's first reading.
 When a period passes with no inspection, the next period starts at the missed deadline (the
 missed order goes overdue; a new one is opened). Each period emits one
-``routine_inspection_due`` whose ``due_at`` is the period start + ``every_days``.
+``routine_inspection_due`` whose ``due_at`` is the period start + ``every_days`` **local calendar
+days** of the site's time zone: "every seven days" is the same local time a week later, so a week
+across a daylight-saving change lasts 167 or 169 h (Python's aware-datetime arithmetic on the
+local wall clock, then back to UTC; a local time skipped by a spring-forward transition moves
+forward by the gap, an ambiguous fall-back time takes its first occurrence, the earlier deadline).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.packs import RoutineRule
 from stormwatch.contract import Event, Reading, format_time
@@ -32,18 +37,19 @@ class RoutineRuleState:
         site: site id.
         rule_id: pack rule id (``R1w``).
         params: the pack's :class:`~stormwatch.alerts.packs.RoutineRule`.
+        tz: the site's time zone; periods are counted in its local calendar days.
         last_inspection: callable giving the last recorded inspection time (UTC) or ``None``.
         anchor: callable giving the latest routine period already opened (work-order book), so a
             restarted engine continues that period instead of opening one from its first reading.
     """
 
-    def __init__(self, site: str, rule_id: str, params: RoutineRule, last_inspection: LastInspection,
+    def __init__(self, site: str, rule_id: str, params: RoutineRule, tz: ZoneInfo, last_inspection: LastInspection,
                  anchor: PeriodAnchor | None = None) -> None:
         self.site = site
         self.anchor = anchor
         self.rule_id = rule_id
         self.params = params
-        self.every = timedelta(days=params.every_days)
+        self.tz = tz
         self.last_inspection = last_inspection
         self._period_start: datetime | None = None
         self._due: datetime | None = None
@@ -54,7 +60,7 @@ class RoutineRuleState:
 
     def _open(self, start: datetime, why: str) -> Event:
         self._period_start = start
-        self._due = start + self.every
+        self._due = add_local_days(start, self.params.every_days, self.tz)
         self.next_due = self._due
         return Event(
             kind="routine_inspection_due", site=self.site, event_time=start, rule=self.rule_id,
@@ -90,3 +96,20 @@ class RoutineRuleState:
         while self._due is not None and t >= self._due:
             out.append(self._open(self._due, "the previous one was not recorded in time"))
         return out
+
+
+def add_local_days(t: datetime, days: int, tz: ZoneInfo) -> datetime:
+    """``t`` plus ``days`` calendar days of the zone ``tz``: the same local time ``days`` dates later (UTC).
+
+    Across a daylight-saving change the result is 23 h or 25 h more or less than ``days`` × 24 h
+    (America/New_York: 2024-11-01 00:00 EDT + 7 days = 2024-11-08 00:00 EST, 169 h). A local time
+    that does not exist on the target date (spring forward) lands the gap's length later; an
+    ambiguous one (fall back) takes its first occurrence (``fold=0``).
+
+    Args:
+        t: a timezone-aware instant.
+        days: whole calendar days.
+        tz: the site's zone.
+    """
+    local = t.astimezone(tz)
+    return (local + timedelta(days=days)).astimezone(UTC)
