@@ -44,6 +44,7 @@ from stormwatch.clock import Clock, WallClock
 from stormwatch.gateway.counter import RAIN_QUANTITY, CounterError, CounterState, CounterStore, count_tips
 from stormwatch.gateway.drivers import Driver, PointValue
 from stormwatch.gateway.drivers.build import Links, build_driver
+from stormwatch.gateway.drivers.modbus import ModbusLink
 from stormwatch.gateway.errors import DeviceError
 from stormwatch.gateway.health import DeviceHealth
 from stormwatch.gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Outbox
@@ -243,6 +244,13 @@ class Gateway:
             if r.device.id == device_id:
                 return r.health
         raise KeyError(device_id)
+
+    def discarded_replies(self) -> dict[str, dict[str, int]]:
+        """Modbus RTU replies discarded so far, by line (link key) and reason (``late_reply``,
+        ``wrong_unit``, ``wrong_function``, ``wrong_byte_count``, ``wrong_length``;
+        :mod:`stormwatch.gateway.drivers.rtu`). Lines without discards are left out."""
+        return {key: dict(link.discarded) for key, link in self._links.items()
+                if isinstance(link, ModbusLink) and link.discarded}
 
     def outbox_depth(self) -> int:
         """Readings committed and not yet acknowledged by the broker."""

@@ -120,7 +120,7 @@ def test_fifty_consecutive_modbus_errors_then_readings_resume_by_themselves(
         assert first_back.time == back_at
 
     # Logs: one ERROR for the whole outage, one INFO for the recovery, the repeats at DEBUG.
-    mine = [r for r in caplog.records if r.name.startswith("gateway")]
+    mine = [r for r in caplog.records if r.name.startswith("stormwatch.gateway")]
     errors = [r for r in mine if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "rain-1" in errors[0].getMessage()
     recovered = [r for r in mine if r.levelno == logging.INFO and "recovered" in r.getMessage()]

@@ -9,9 +9,10 @@
   decodes every point through :func:`stormwatch.codec.decode_point`.
 
 Errors: a transport failure (connect refused, timeout, I/O error) closes the link and raises
-:class:`TransportError` -- the next poll reconnects (RTU: reopening the port also discards stale
-bytes of a timed-out reply, failure-kinds.md #3); an exception response raises
-:class:`DeviceReplyError`; undecodable registers raise :class:`BadDataError`.
+:class:`TransportError` -- the next poll reconnects; an exception response raises
+:class:`DeviceReplyError`; undecodable registers or a discarded reply raise :class:`BadDataError`.
+A serial port that cannot be opened names the reason (``Could not exclusively lock port ...``):
+RTU lines open exclusively, like every serial transport (:mod:`stormwatch.gateway.drivers.serial_bus`).
 
 RTU timing: the Modbus serial-line spec (Modbus over Serial Line v1.02 §2.5.1.1) requires a
 silent interval of at least 3.5 character times between frames (an RTU character is 11 bits; a
@@ -20,9 +21,12 @@ fixed 1.75 ms above 19200 baud). pymodbus 3.16's synchronous serial client does 
 bytes already waiting before it sends), so :class:`ModbusLink` keeps the time the last frame
 ended and waits out the gap before the next request (:func:`rtu_frame_gap_s`; real time -- it is
 line timing, not event time). A reply that arrives in pieces (3 bytes, then 6 bytes 20 ms later)
-is assembled by pymodbus until the frame is complete or the timeout passes; after a timeout the
-link is closed and the port reopened (pyserial flushes the input buffer on open), so stale bytes
-of the timed-out reply are never decoded as the next answer (failure-kinds.md #3).
+is assembled by pymodbus until the frame is complete or the timeout passes.
+
+RTU integrity (:mod:`stormwatch.gateway.drivers.rtu`): after a failed transaction the line is
+drained until silent for the reply window, bytes waiting before a request are discarded, and each
+reply must be exactly one frame of the request's unit, function and byte count -- a late reply is
+never decoded as the next request's registers. Discards are counted in :attr:`ModbusLink.discarded`.
 
 pymodbus API used (checked against 3.16.1): ``ModbusTcpClient(host, port=, timeout=, retries=)``,
 ``ModbusSerialClient(port, framer=FramerType.RTU, baudrate=, bytesize=, parity=, stopbits=,
@@ -35,18 +39,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pymodbus.client import ModbusSerialClient, ModbusTcpClient
+import serial
+from pymodbus.client import ModbusTcpClient
 from pymodbus.client.base import ModbusBaseSyncClient
 from pymodbus.exceptions import ModbusException
-from pymodbus.framer import FramerType
 
 from stormwatch.clock import Clock
 from stormwatch.codec import DecodeError, decode_point, scale
 from stormwatch.gateway.drivers import PointValue
+from stormwatch.gateway.drivers.rtu import DRAIN_MAX_WINDOWS, ExpectedReply, RtuClient, describe, drain, reply_problem
 from stormwatch.gateway.errors import BadDataError, DeviceReplyError, TransportError
 
 if TYPE_CHECKING:
@@ -86,15 +92,13 @@ def client_factory(transport: ModbusTcpLink | ModbusRtuLink) -> Callable[[], Mod
         return lambda: ModbusTcpClient(
             transport.host, port=transport.port, timeout=transport.timeout_s, retries=0
         )
-    return lambda: ModbusSerialClient(
+    return lambda: RtuClient(
         transport.port,
-        framer=FramerType.RTU,
         baudrate=transport.baud,
         bytesize=8,
         parity=transport.parity,
         stopbits=transport.stopbits,
         timeout=transport.timeout_s,
-        retries=0,
     )
 
 
@@ -105,6 +109,8 @@ class ModbusLink:
         key: see :func:`link_key`.
         lock: held by a driver for a whole poll (commands + reads).
         generation: increments on every successful connect (drivers re-run once-commands).
+        frame_gap_s: RTU inter-frame silence (0 for TCP).
+        discarded: RTU replies/bytes discarded, by reason (:mod:`stormwatch.gateway.drivers.rtu`).
     """
 
     def __init__(self, key: str, factory: Callable[[], ModbusBaseSyncClient], frame_gap_s: float = 0.0) -> None:
@@ -112,27 +118,110 @@ class ModbusLink:
         self.lock = threading.RLock()
         self.generation = 0
         self.frame_gap_s = frame_gap_s
+        self.discarded: Counter[str] = Counter()
         self._factory = factory
         self._client: ModbusBaseSyncClient | None = None
         self._last_frame_end = 0.0
+        self._request = ""
+        self._expected: ExpectedReply | None = None
 
-    def before_request(self) -> None:
-        """Wait out the inter-frame silence since the last frame (RTU; no-op for TCP)."""
+    def before_request(self, what: str = "", expected: ExpectedReply | None = None) -> None:
+        """Before sending request ``what`` (for logs), whose reply should be ``expected``: wait out
+        the inter-frame silence since the last frame, then discard whatever is already waiting
+        (RTU; a no-op for TCP)."""
+        self._request = what
+        self._expected = expected
         if self.frame_gap_s <= 0:
             return
         wait = self._last_frame_end + self.frame_gap_s - time.monotonic()
         if wait > 0:
             time.sleep(wait)
+        client = self._client
+        if isinstance(client, RtuClient):
+            port = client.socket
+            if port is not None and port.in_waiting:
+                stale, _ = drain(port, self.frame_gap_s, client.reply_window_s * DRAIN_MAX_WINDOWS)
+                self._discard("late_reply", f"{describe(stale)} arrived with no request outstanding, "
+                                            f"before {what}")
+            client.start_transaction()
 
     def after_request(self) -> None:
         """Record the end of a transaction (the reply's last byte, or the timeout)."""
         self._last_frame_end = time.monotonic()
 
+    def verify_reply(self, device: str, expected: ExpectedReply, what: str) -> None:
+        """Check that the bytes of the transaction just done are exactly one reply to it (RTU).
+
+        Raises:
+            BadDataError: the reply was discarded (counted by reason, logged; the line drained).
+        """
+        client = self._client
+        if not isinstance(client, RtuClient):
+            return
+        problem = reply_problem(bytes(client.received), expected)
+        if problem is None:
+            return
+        reason, detail = problem
+        self._discard(reason, f"reply to {what} of {device}: {detail}")
+        self._drain_after_failure(client, what)
+        raise BadDataError(device, f"{what}: reply discarded ({reason}): {detail}")
+
+    def failed(self, device: str) -> str:
+        """A transaction failed (timeout, garbled or refused reply, I/O error): drain the line until
+        it has been silent for the reply window (RTU: a late reply must not meet the next request),
+        then close the connection; the next :meth:`client` call reopens it. Call with :attr:`lock` held.
+
+        Returns:
+            ``""``, or why bytes received in the failed transaction were discarded (RTU: e.g. a
+            frame of another unit that pymodbus skipped, swallowing the reply behind it), for the
+            caller's error message.
+        """
+        client = self._client
+        why = ""
+        if isinstance(client, RtuClient):
+            what = self._request or f"a request of {device}"
+            if client.received:
+                problem = None if self._expected is None else reply_problem(bytes(client.received), self._expected)
+                reason, detail = problem or ("wrong_length", f"an incomplete or garbled reply: "
+                                                             f"{describe(bytes(client.received))}")
+                self._discard(reason, f"reply to {what} of {device}: {detail}")
+                why = f"reply discarded ({reason}): {detail}"
+                client.start_transaction()
+            if client.socket is not None:
+                try:
+                    self._drain_after_failure(client, what)
+                except (serial.SerialException, OSError) as exc:
+                    log.debug("%s: draining after a failure: %s", self.key, exc)
+        self.close()
+        return why
+
+    def _drain_after_failure(self, client: RtuClient, what: str) -> None:
+        port = client.socket
+        if port is None:
+            return
+        window = max(client.reply_window_s, self.frame_gap_s)
+        late, quiet = drain(port, window, window * DRAIN_MAX_WINDOWS)
+        self._last_frame_end = time.monotonic()
+        if late:
+            self._discard("late_reply", f"{describe(late)} arrived after the {client.reply_window_s:g} s window "
+                                        f"of {what}")
+        if not quiet:
+            log.warning("%s: the line did not fall silent for %.3g s within %.3g s after %s; reopening the port",
+                        self.key, window, window * DRAIN_MAX_WINDOWS, what)
+            self.close()
+
+    def _discard(self, reason: str, detail: str) -> None:
+        self.discarded[reason] += 1
+        n = self.discarded[reason]
+        level = logging.WARNING if n == 1 else logging.DEBUG
+        log.log(level, "%s: discarded (%s, %d on this line): %s", self.key, reason, n, detail)
+
     def client(self, device: str) -> ModbusBaseSyncClient:
         """The connected client, connecting first if needed. Call with :attr:`lock` held.
 
         Raises:
-            TransportError: the connection cannot be opened.
+            TransportError: the connection cannot be opened (the reason named: for a serial port
+                e.g. ``Could not exclusively lock port ...``).
         """
         if self._client is None:
             client = self._factory()
@@ -230,10 +319,12 @@ class ModbusDriver:
                     words = self._read(client, block.table, block.address, block.count)
                     values.extend(self._decode(block, words))
             except ModbusException as exc:
-                self._link.close()
-                raise TransportError(self.device_id, f"{self.link_key} unit {self.unit_id}: {exc}") from exc
+                why = self._link.failed(self.device_id)
+                raise TransportError(
+                    self.device_id, f"{self.link_key} unit {self.unit_id}: {exc}" + (f"; {why}" if why else "")
+                ) from exc
             except OSError as exc:
-                self._link.close()
+                self._link.failed(self.device_id)
                 raise TransportError(self.device_id, f"{self.link_key} unit {self.unit_id}: I/O error {exc}") from exc
             self._polls += 1
             return values
@@ -245,11 +336,12 @@ class ModbusDriver:
         is_error = getattr(response, "isError", None)
         if is_error is not None and is_error():
             code = getattr(response, "exception_code", "?")
-            raise DeviceReplyError(self.device_id, f"unit {self.unit_id} {what}: exception code {code}")
+            raise DeviceReplyError(self.device_id, f"{what}: exception code {code}")
 
     def _command(self, client: ModbusBaseSyncClient, cmd: CommandPlan) -> None:
-        what = f"command {cmd.name} ({cmd.function} 0x{cmd.address:04X})"
-        self._link.before_request()
+        what = f"unit {self.unit_id} command {cmd.name} ({cmd.function} 0x{cmd.address:04X})"
+        expected = ExpectedReply.command(self.unit_id, cmd.function, cmd.count)
+        self._link.before_request(what, expected)
         try:
             if cmd.function == "write_registers":
                 resp = client.write_registers(cmd.address, list(cmd.values), device_id=self.unit_id)
@@ -263,14 +355,16 @@ class ModbusDriver:
                 resp = client.read_holding_registers(cmd.address, count=cmd.count, device_id=self.unit_id)
         finally:
             self._link.after_request()
+        self._link.verify_reply(self.device_id, expected, what)
         self._check(resp, what)
         log.debug("%s: %s done", self.device_id, what)
         if cmd.delay_s > 0:
             self._clock.sleep(cmd.delay_s)
 
     def _read(self, client: ModbusBaseSyncClient, table: str, address: int, count: int) -> list[int]:
-        what = f"read {table} 0x{address:04X} x{count}"
-        self._link.before_request()
+        what = f"unit {self.unit_id} read {table} 0x{address:04X} x{count}"
+        expected = ExpectedReply.read(self.unit_id, table, count)
+        self._link.before_request(what, expected)
         try:
             if table == "holding":
                 resp = client.read_holding_registers(address, count=count, device_id=self.unit_id)
@@ -282,6 +376,7 @@ class ModbusDriver:
                 resp = client.read_discrete_inputs(address, count=count, device_id=self.unit_id)
         finally:
             self._link.after_request()
+        self._link.verify_reply(self.device_id, expected, what)
         self._check(resp, what)
         if table in ("coil", "discrete"):
             bits = list(resp.bits)[:count]

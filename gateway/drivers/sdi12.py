@@ -12,8 +12,11 @@ commands when a break is lost; the data of an ``M`` stay readable until the next
 Stale input is discarded before every command. The waits are real time: they pace serial I/O and
 the sensor's own measurement, not event time.
 
-Errors: cannot open / I/O error → :class:`TransportError` (port closed, reopened next poll); no
-answer after all retries → :class:`NoDataError`; malformed answers → :class:`BadDataError`.
+The adapter's port is opened exclusively (:mod:`stormwatch.gateway.drivers.serial_bus`).
+
+Errors: cannot open (the reason named: held by another program, no such device) / I/O error →
+:class:`TransportError` (port closed, reopened next poll); no answer after all retries →
+:class:`NoDataError`; malformed answers → :class:`BadDataError`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,71 @@
-"""One serial port (an RS-232/RS-485 adapter, an SDI-12 adapter) shared by the devices on it.
+"""Serial ports: opened exclusively (:func:`open_port`), and one port shared by the devices on it.
 
-Every device on a bus polls under :attr:`SerialBus.lock`, so commands and answers of two
-devices never interleave. The port is opened lazily and closed after a transport error; the next
-poll reopens it (pyserial discards the input buffer on open, so stale bytes of a timed-out answer
-are never read as the next one).
+Every serial transport of the gateway -- text-line devices, SDI-12 adapters and Modbus RTU lines
+-- opens its port through :func:`open_port`, with ``exclusive=True``: pyserial then takes an
+``flock(LOCK_EX | LOCK_NB)`` on the device, so a second program (another gateway, a field
+technician's terminal) that also opens exclusively is refused instead of silently sharing the
+port, each reader getting part of the byte stream. A refused open raises :class:`PortOpenError`
+whose message is the real reason (``Could not exclusively lock port /dev/ttyUSB0: ... (the port is
+in use by another program or connection)``; ``No such file or directory``...), which the drivers put in their
+:class:`~stormwatch.gateway.errors.TransportError`. (The lock is advisory: a program that opens
+the port without asking for it is not stopped -- every stormwatch transport asks.)
+
+Every device on a :class:`SerialBus` polls under :attr:`SerialBus.lock`, so commands and answers of
+two devices never interleave. The port is opened lazily and closed after a transport error; the
+next poll reopens it (pyserial discards the input buffer on open, so stale bytes of a timed-out
+answer are never read as the next one).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import termios
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import serial
 
 from stormwatch.gateway.errors import TransportError
 
 log = logging.getLogger(__name__)
+
+
+class PortOpenError(OSError):
+    """A serial port could not be opened. ``str(error)`` is the real reason, e.g.
+    ``Could not exclusively lock port /dev/ttyUSB0: ... (the port is in use by another program or connection)``."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(code, reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def open_port(url: str, **settings: Any) -> serial.Serial:
+    """Open ``url`` (a device path or a pyserial URL) exclusively with pyserial ``settings``.
+
+    ``settings``: pyserial's keyword arguments (``baudrate``, ``bytesize``, ``parity``,
+    ``stopbits``, ``timeout``, ``write_timeout``...); ``exclusive=True`` is always added.
+
+    Raises:
+        PortOpenError: the port cannot be opened; the message names the port and why (a port held
+            by another program says so). pyserial also raises termios errors and ValueError for
+            bad settings: they become PortOpenError too.
+    """
+    try:
+        return serial.serial_for_url(url, exclusive=True, **settings)
+    except serial.SerialException as exc:
+        reason = str(exc)
+        if "exclusively lock" in reason:
+            reason += " (the port is in use by another program or connection)"
+        raise PortOpenError(exc.errno or errno.EIO, reason) from exc
+    except OSError as exc:
+        raise PortOpenError(exc.errno or errno.EIO, f"{url}: {exc}") from exc
+    except (ValueError, termios.error) as exc:  # bad settings; tcsetattr refused by an odd device
+        raise PortOpenError(errno.EINVAL, f"{url}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -49,16 +98,17 @@ class SerialBus:
         """The open port (opened now if needed). Call with :attr:`lock` held.
 
         Raises:
-            TransportError: the port cannot be opened (adapter unplugged, wrong path).
+            TransportError: the port cannot be opened (adapter unplugged, wrong path, held by
+                another program); the message gives pyserial's reason.
         """
         if self._port is None:
             s = self.settings
             try:
-                self._port = serial.serial_for_url(
+                self._port = open_port(
                     s.port, baudrate=s.baud, bytesize=s.bytesize, parity=s.parity, stopbits=s.stopbits,
                     timeout=s.read_timeout_s, write_timeout=1.0,
                 )
-            except (serial.SerialException, OSError, ValueError) as exc:
+            except PortOpenError as exc:
                 raise TransportError(device, f"cannot open {s.port}: {exc}") from exc
             log.debug("opened %s", s.port)
         return self._port

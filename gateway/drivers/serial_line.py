@@ -5,10 +5,14 @@ buffer may start in the middle of), then reads until the first fresh complete li
 profile pattern -- the latest line the device has sent. Named groups of the pattern become points
 (scale/offset via :func:`stormwatch.codec.scale`).
 
-Errors: the port cannot be opened or an I/O error → :class:`TransportError` (the port is closed
-and reopened at the next poll); no bytes at all within ``timeout_s`` → :class:`NoDataError`
-(an unplugged adapter looks open but stays silent, failure-kinds.md #4); bytes but no matching
-line → :class:`BadDataError`. The timeout is real time: it bounds serial I/O, not event time.
+The port is opened exclusively (:func:`stormwatch.gateway.drivers.serial_bus.open_port`): a second
+program reading the same sensor is refused instead of stealing part of its lines.
+
+Errors: the port cannot be opened (the message gives the reason: held by another program, no such
+device) or an I/O error → :class:`TransportError` (the port is closed and reopened at the next
+poll); no bytes at all within ``timeout_s`` → :class:`NoDataError` (an unplugged adapter looks
+open but stays silent, failure-kinds.md #4); bytes but no matching line → :class:`BadDataError`.
+The timeout is real time: it bounds serial I/O, not event time.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import serial
 
 from stormwatch.codec import scale
 from stormwatch.gateway.drivers import PointValue
+from stormwatch.gateway.drivers.serial_bus import PortOpenError, open_port
 from stormwatch.gateway.errors import BadDataError, NoDataError, TransportError
 
 if TYPE_CHECKING:
@@ -53,7 +58,7 @@ class SerialLineDriver:
     def _open(self) -> serial.Serial:
         if self._port is None:
             try:
-                self._port = serial.serial_for_url(
+                self._port = open_port(
                     self._transport.port,
                     baudrate=self._transport.baud or self._spec.baud,
                     bytesize=self._spec.bytesize,
@@ -61,7 +66,7 @@ class SerialLineDriver:
                     stopbits=self._spec.stopbits,
                     timeout=min(0.05, self._transport.timeout_s),
                 )
-            except (serial.SerialException, OSError, ValueError) as exc:
+            except PortOpenError as exc:
                 raise TransportError(self.device_id, f"cannot open {self._transport.port}: {exc}") from exc
         return self._port
 
