@@ -68,7 +68,7 @@ class ValuePlan:
 
 @dataclass(frozen=True)
 class PointPlan(ValuePlan):
-    """A Modbus point: table, zero-based address, data type, byte order, registers spanned."""
+    """A Modbus point: table, zero-based wire address, data type, byte order, registers spanned."""
 
     table: Literal["holding", "input", "coil", "discrete"] = "holding"
     address: int = 0
@@ -92,11 +92,26 @@ class CommandPlan:
 
 @dataclass(frozen=True)
 class ModbusPlan:
-    """Points read each poll, commands, warm-up seconds after (re)connecting."""
+    """Points read each poll, commands, warm-up seconds after (re)connecting.
+
+    Addresses are wire (0-based) addresses: a profile in Modicon notation is converted at compile
+    time (:attr:`stormwatch.profiles.ModbusSpec.wire_points`). :attr:`wire_points` and
+    :attr:`wire_commands` name them as the pydantic spec does, so a driver reads either.
+    """
 
     points: tuple[PointPlan, ...]
     commands: tuple[CommandPlan, ...] = ()
     warmup_s: float = 0.0
+
+    @property
+    def wire_points(self) -> tuple[PointPlan, ...]:
+        """The points (their addresses are already wire addresses)."""
+        return self.points
+
+    @property
+    def wire_commands(self) -> tuple[CommandPlan, ...]:
+        """The commands (their addresses are already wire addresses)."""
+        return self.commands
 
 
 @dataclass(frozen=True)
@@ -371,11 +386,11 @@ def _profile(profile: Any, tip_unit: str) -> ProfilePlan:
                     p.quantity, p.unit, p.scale, p.offset, p.valid_range, tuple(p.error_codes), _qc(p.qc),
                     table=p.table, address=p.address, type=p.type, order=p.order, count=p.count,
                 )
-                for p in m.points
+                for p in m.wire_points  # Modicon notation converted: the plan holds wire addresses
             ),
             commands=tuple(
                 CommandPlan(c.name, c.function, c.address, tuple(c.values), c.count, c.delay_s, c.every_n_polls)
-                for c in m.commands
+                for c in m.wire_commands
             ),
             warmup_s=m.warmup_s,
         )

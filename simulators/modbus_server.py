@@ -78,7 +78,7 @@ class SimulatedModbusDevice:
         if self.profile.modbus is None:
             raise ValueError(f"device {self.device_id!r}: profile {self.profile.model} is not a Modbus profile")
         t0 = self.scenario.scenario.start
-        for p in self.profile.modbus.points:
+        for p in self.profile.modbus.wire_points:
             try:
                 self.scenario.value(self.device_id, p.quantity, t0)
                 self._modelled[p.quantity] = True
@@ -91,12 +91,12 @@ class SimulatedModbusDevice:
     # ------------------------------------------------------------------ registers
     def _points(self, table: RegisterKind) -> list[Point]:
         assert self.profile.modbus is not None
-        return [p for p in self.profile.modbus.points if p.table == table]
+        return [p for p in self.profile.modbus.wire_points if p.table == table]
 
     def _command_addresses(self) -> dict[RegisterKind, set[int]]:
         assert self.profile.modbus is not None
         out: dict[RegisterKind, set[int]] = {t: set() for t in _TABLES}
-        for c in self.profile.modbus.commands:
+        for c in self.profile.modbus.wire_commands:
             if c.function == "write_coil":
                 out["coil"].add(c.address)
             elif c.function == "write_registers":

@@ -43,6 +43,64 @@ DataType = Literal["int16", "uint16", "int32", "uint32", "float32", "int64", "ui
 WordOrder = Literal["ABCD", "CDAB", "BADC", "DCBA"]
 RegisterKind = Literal["holding", "input", "coil", "discrete"]
 
+Addressing = Literal["0-based", "modicon"]
+
+#: Modicon reference notation per table: (5-digit first number, 6-digit first number). Register n
+#: of a manual's "4xxxx" list is holding wire address n - 40001 (n - 400001 in the 6-digit form);
+#: coils are 00001.. (wire n - 1, both forms). Source: Modicon Modbus Protocol Reference Guide
+#: PI-MBUS-300 Rev. J, ch. 2 "Data Addresses in Modbus Messages" (coil 1 → address 0000, holding
+#: register 40001 → address 0000); the six-digit form is the tools' extension to 65536 registers
+#: (docs/reference/sensors.md, "Register notation").
+MODICON_BASE: dict[str, tuple[int, int]] = {
+    "coil": (1, 1), "discrete": (10001, 100001), "input": (30001, 300001), "holding": (40001, 400001),
+}
+#: Which table a command's function works on (its Modicon notation follows that table).
+COMMAND_TABLE: dict[str, str] = {
+    "write_registers": "holding", "write_register": "holding", "read_registers": "holding",
+    "read_input_registers": "input", "write_coil": "coil",
+}
+
+
+def modicon_ranges(table: str) -> list[tuple[int, int]]:
+    """The Modicon reference numbers of ``table``: the 5-digit range, then the 6-digit one."""
+    five, six = MODICON_BASE[table]
+    if table == "coil":
+        return [(1, 65536)]
+    return [(five, five + 9998), (six, six + 0xFFFF)]
+
+
+def modicon_to_wire(number: int, table: str) -> int:
+    """Wire (0-based) address of Modicon reference ``number`` of ``table``: 40001 → 0 (holding),
+    30010 → 9 (input), 400001 → 0, 465536 → 65535, coil 1 → 0.
+
+    Raises:
+        ValueError: ``number`` is not a reference of ``table`` (the message names the ranges and,
+            when the number belongs to another table, that table).
+    """
+    for first, last in modicon_ranges(table):
+        if first <= number <= last:
+            return number - first
+    ranges = " or ".join(f"{a}-{b}" for a, b in modicon_ranges(table))
+    other = [t for t in MODICON_BASE if t != table and t != "coil"
+             and any(a <= number <= b for a, b in modicon_ranges(t))]
+    hint = f"; {number} is a Modicon {other[0]} reference (table: {other[0]})" if other else ""
+    raise ValueError(f"{number} is not a Modicon {table} reference ({ranges}){hint}")
+
+
+def modicon_lookalike(address: int, table: str) -> str | None:
+    """Why a 0-based ``address`` of ``table`` looks like Modicon notation, with the suggested wire
+    address (``None`` if it does not): holding 40001-49999, input 30001-39999, discrete 10001-19999."""
+    if table == "coil":
+        return None
+    first = MODICON_BASE[table][0]
+    if first <= address <= first + 9998:
+        wire = address - first
+        return (f"address {address} looks like Modicon notation ({table} register {address} = wire address "
+                f"{wire}) but the profile's addressing is 0-based: write address: {wire} "
+                f"(0x{wire:04X}), or state addressing: modicon in the modbus section")
+    return None
+
+
 #: Registers each data type spans.
 REGISTER_COUNT: dict[str, int] = {
     "int16": 1, "uint16": 1, "int32": 2, "uint32": 2, "float32": 2,
@@ -109,14 +167,16 @@ class Point(ValueSpec):
     Attributes:
         table: Modbus table -- ``holding`` (function 0x03), ``input`` (0x04) registers, ``coil``
             (0x01) or ``discrete`` (0x02) inputs.
-        address: zero-based wire address (a manual's "register 40001" is address 0).
+        address: as the profile writes it, in the notation of :attr:`ModbusSpec.addressing`:
+            the zero-based wire address (default; a manual's "register 40001" is address 0) or
+            the Modicon reference (``40001``). The wire address is in :attr:`ModbusSpec.wire_points`.
         type: data type; 16-bit types span 1 register, 32-bit 2, 64-bit 4 (:attr:`count`).
             Coils and discrete inputs are one bit each: ``uint16`` (0 or 1).
         order: byte order of the 4 (or 8, by pairs) bytes as named for a big-endian ``ABCD``.
     """
 
     table: RegisterKind = "holding"
-    address: int = Field(default=0, ge=0, le=0xFFFF)
+    address: int = Field(default=0, ge=0, le=465536)
     type: DataType = "uint16"
     order: WordOrder = "ABCD"
 
@@ -124,8 +184,6 @@ class Point(ValueSpec):
     def _check_bits(self) -> Point:
         if self.table in ("coil", "discrete") and self.type != "uint16":
             raise ValueError(f"a {self.table} is one bit: type must be uint16, not {self.type}")
-        if self.address + self.count - 1 > 0xFFFF:
-            raise ValueError(f"address 0x{self.address:04X} + {self.count} registers runs past 0xFFFF")
         return self
 
     @property
@@ -142,7 +200,7 @@ class ModbusCommand(_Strict):
         function: ``write_registers`` (0x10), ``write_register`` (0x06), ``write_coil`` (0x05),
             ``read_registers`` (0x03; some models start a measurement on a read) or
             ``read_input_registers`` (0x04).
-        address: wire address.
+        address: in the profile's notation (:attr:`ModbusSpec.addressing`), like a point's.
         values: register values to write (or ``[0|1]`` for a coil); empty for a read.
         count: registers to read (for ``read_registers``).
         delay_s: wait after the command before the next step (device warm-up/settling).
@@ -151,7 +209,7 @@ class ModbusCommand(_Strict):
 
     name: str
     function: Literal["write_registers", "write_register", "write_coil", "read_registers", "read_input_registers"]
-    address: int = Field(ge=0, le=0xFFFF)
+    address: int = Field(ge=0, le=465536)
     values: tuple[int, ...] = ()
     count: int = 1
     delay_s: float = Field(default=0.0, ge=0)
@@ -174,6 +232,12 @@ class ModbusSpec(_Strict):
     """Modbus (RTU or TCP) access: one or more points plus optional commands.
 
     Attributes:
+        addressing: how ``address`` is written. ``0-based`` (default): the wire address, as
+            on the bus (a manual's register 40001 is address 0); an address that looks like
+            Modicon notation of its table (holding 40001-49999, input 30001-39999, discrete
+            10001-19999) is refused with the wire address to write instead. ``modicon``: the
+            manual's reference numbers (holding 4xxxx/4xxxxx, input 3xxxx/3xxxxx, discrete
+            1xxxx/1xxxxx, coil 0xxxx), converted to wire addresses (:func:`modicon_to_wire`).
         points: the values read each poll (contiguous points of one table are read together).
         commands: wake / start-measurement / wiper commands, in order (:class:`ModbusCommand`).
         warmup_s: seconds (clock time) to wait after (re)connecting, before the first command
@@ -182,16 +246,61 @@ class ModbusSpec(_Strict):
         default_baud: the factory baud rate.
     """
 
+    addressing: Addressing = "0-based"
     points: tuple[Point, ...] = Field(min_length=1)
     commands: tuple[ModbusCommand, ...] = ()
     warmup_s: float = Field(default=0.0, ge=0)
     default_unit_id: int = Field(default=1, ge=0, le=247)
     default_baud: int = 9600
 
+    def wire_address(self, address: int, table: str) -> int:
+        """The wire address of ``address`` written in this profile's notation, for ``table``.
+
+        Raises:
+            ValueError: not an address of ``table`` in this notation, a 0-based address that looks
+                like Modicon notation, or past 0xFFFF (messages suggest the fix).
+        """
+        if self.addressing == "modicon":
+            return modicon_to_wire(address, table)
+        lookalike = modicon_lookalike(address, table)
+        if lookalike is not None:
+            raise ValueError(lookalike)
+        if address > 0xFFFF:
+            raise ValueError(f"address {address} is past the last wire address 65535 (0xFFFF)")
+        return address
+
+    @cached_property
+    def wire_points(self) -> tuple[Point, ...]:
+        """:attr:`points` with ``address`` converted to the wire address (what the gateway reads)."""
+        return tuple(p.model_copy(update={"address": self.wire_address(p.address, p.table)}) for p in self.points)
+
+    @cached_property
+    def wire_commands(self) -> tuple[ModbusCommand, ...]:
+        """:attr:`commands` with ``address`` converted to the wire address."""
+        return tuple(c.model_copy(update={"address": self.wire_address(c.address, COMMAND_TABLE[c.function])})
+                     for c in self.commands)
+
+    @model_validator(mode="after")
+    def _addresses(self) -> ModbusSpec:
+        for i, p in enumerate(self.points):
+            try:
+                wire = self.wire_address(p.address, p.table)
+            except ValueError as exc:
+                raise ValueError(f"points.{i} ({p.quantity}): {exc}") from None
+            if wire + p.count - 1 > 0xFFFF:
+                raise ValueError(f"points.{i} ({p.quantity}): wire address 0x{wire:04X} + {p.count} registers "
+                                 "runs past 0xFFFF")
+        for i, c in enumerate(self.commands):
+            try:
+                self.wire_address(c.address, COMMAND_TABLE[c.function])
+            except ValueError as exc:
+                raise ValueError(f"commands.{i} ({c.name}): {exc}") from None
+        return self
+
     @model_validator(mode="after")
     def _no_overlap(self) -> ModbusSpec:
         seen: dict[tuple[str, int], str] = {}
-        for p in self.points:
+        for p in self.wire_points:
             for a in range(p.address, p.address + p.count):
                 other = seen.setdefault((p.table, a), p.quantity)
                 if other != p.quantity:

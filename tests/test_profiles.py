@@ -1,5 +1,7 @@
-"""Device profiles: a made-up sensor model is read right with no code change; schema errors name
-the file and the key; every shipped profile loads."""
+"""Device profiles: a made-up sensor model is read right with no code change, written with 0-based
+wire addresses or in Modicon notation; schema errors name the file and the key; an address that
+looks like Modicon notation under 0-based addressing is refused with the wire address to write;
+every shipped profile loads."""
 
 from __future__ import annotations
 
@@ -44,6 +46,32 @@ modbus:
        offset: 0.5}
     - {quantity: flow, unit: L/s, table: input, address: 0x0012, type: uint32, order: CDAB}
     - {quantity: pump_on, unit: "1", table: coil, address: 0x0005}
+"""
+
+# The same model as a manual in Modicon notation lists it (issue 19 item 4). Wire address w of the
+# holding table is reference 40001 + w, of the input table 30001 + w, coil w is 00001 + w:
+# 0x0000 → 40001, 0x0001 → 40002, 0x0003 → 40004, input 0x0010 (16) → 30017, 0x0012 (18) → 30019,
+# coil 0x0005 → 6, and the wake command's holding 0x0100 (256) → 40257.
+MADE_UP_MODICON = """\
+model: acme_hydroprobe_x1
+manufacturer: ACME
+description: made-up multi-parameter probe, Modicon register numbers
+source: this test
+protocol: modbus
+modbus:
+  addressing: modicon
+  default_unit_id: 7
+  commands:
+    - {name: wake, function: write_register, address: 40257, values: [1], delay_s: 0.5}
+  points:
+    - {quantity: temperature, unit: Cel, table: holding, address: 40001, type: int16, scale: 0.1}
+    - {quantity: conductivity, unit: uS/cm, table: holding, address: 40002, type: float32, order: DCBA,
+       valid_range: [0, 2000]}
+    - {quantity: volume, unit: m3, table: holding, address: 40004, type: uint64, scale: 0.001}
+    - {quantity: stage, unit: m, table: input, address: 30017, type: int32, order: BADC, scale: 0.001,
+       offset: 0.5}
+    - {quantity: flow, unit: L/s, table: input, address: 30019, type: uint32, order: CDAB}
+    - {quantity: pump_on, unit: "1", table: coil, address: 6}
 """
 
 
@@ -109,10 +137,11 @@ class _Server:
 
 
 @pytest.mark.mosquitto
-def test_made_up_profile_is_read_right_with_no_code_change(mosquitto_server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", [MADE_UP, MADE_UP_MODICON], ids=["0-based", "modicon"])
+def test_made_up_profile_is_read_right_with_no_code_change(mosquitto_server, tmp_path: Path, text: str) -> None:
     profiles_dir = tmp_path / "profiles"
     profiles_dir.mkdir()
-    (profiles_dir / "acme_hydroprobe_x1.yaml").write_text(MADE_UP)
+    (profiles_dir / "acme_hydroprobe_x1.yaml").write_text(text)
     holding: dict[int, int] = {0x0000: 65535}  # int16 -1 × 0.1 = -0.1 °C (failure-kinds #2)
     for i, w in enumerate(_words("f", 1234.5, "DCBA")):
         holding[0x0001 + i] = w
@@ -168,6 +197,77 @@ def test_profile_errors_name_the_file_and_the_key(tmp_path: Path) -> None:
     bad.write_text(MADE_UP.replace("acme_hydroprobe_x1", "acme_other"))
     with pytest.raises(ProfileError, match="must equal the file name"):
         load_profile_file(bad)
+
+
+def test_modicon_notation_converts_to_the_wire_addresses(tmp_path: Path) -> None:
+    path = tmp_path / "acme_hydroprobe_x1.yaml"
+    path.write_text(MADE_UP_MODICON)
+    modicon = load_profile_file(path).modbus
+    path.write_text(MADE_UP)
+    wire = load_profile_file(path).modbus
+    assert modicon.addressing == "modicon" and wire.addressing == "0-based"
+    assert [(p.table, p.address) for p in modicon.wire_points] == [(p.table, p.address) for p in wire.points] == [
+        ("holding", 0), ("holding", 1), ("holding", 3), ("input", 16), ("input", 18), ("coil", 5)]
+    assert [c.address for c in modicon.wire_commands] == [0x0100]
+    assert [p.address for p in modicon.points][:2] == [40001, 40002]  # the profile keeps its notation
+    # six-digit references reach the whole table: 465536 is holding wire address 65535
+    six = MADE_UP_MODICON.replace("address: 40004, type: uint64", "address: 465533, type: uint64")
+    path.write_text(six)
+    assert load_profile_file(path).modbus.wire_points[2].address == 65532
+    # the plan the lean gateway runs holds wire addresses, and round-trips through JSON
+    from stormwatch.gateway.plan import GatewayPlan, compile_plan
+
+    profiles_dir = tmp_path / "lib"
+    profiles_dir.mkdir()
+    (profiles_dir / "acme_hydroprobe_x1.yaml").write_text(MADE_UP_MODICON)
+    lib = ProfileLibrary(profiles_dir)
+    cfg = parse_site({"site": {"id": "acme", "jurisdiction": "ch133"}, "gateway_id": "gw-t", "devices": [
+        {"id": "probe-1", "profile": "acme_hydroprobe_x1",
+         "transport": {"kind": "modbus-tcp", "host": "127.0.0.1", "port": 502, "unit_id": 7}}]}, "acme-site", lib)
+    plan = compile_plan(cfg, lib)
+    points = plan.profiles["acme_hydroprobe_x1"].modbus.points
+    assert [p.address for p in points] == [0, 1, 3, 16, 18, 5]
+    assert GatewayPlan.from_json(plan.to_json()) == plan
+
+
+@pytest.mark.parametrize(("table", "address", "wire"), [
+    ("holding", 40001, 0), ("holding", 40010, 9), ("input", 30001, 0), ("discrete", 10005, 4)])
+def test_a_modicon_lookalike_under_0_based_is_refused_with_the_wire_address(tmp_path: Path, table: str,
+                                                                           address: int, wire: int) -> None:
+    path = tmp_path / "acme_lookalike.yaml"
+    path.write_text(f"""\
+model: acme_lookalike
+manufacturer: ACME
+description: register number copied from the manual
+source: this test
+protocol: modbus
+modbus:
+  points:
+    - {{quantity: level, unit: m, table: {table}, address: {address}}}
+""")
+    with pytest.raises(ProfileError) as err:
+        load_profile_file(path)
+    message = str(err.value)
+    assert str(path) in message and "points.0 (level)" in message
+    assert f"address {address} looks like Modicon notation" in message
+    assert f"write address: {wire} (0x{wire:04X})" in message and "addressing: modicon" in message
+    # Stated as Modicon notation, the same number is the wire address the message suggested.
+    path.write_text(path.read_text().replace("modbus:\n", "modbus:\n  addressing: modicon\n"))
+    assert load_profile_file(path).modbus.wire_points[0].address == wire
+
+
+def test_modicon_notation_errors_name_the_table(tmp_path: Path) -> None:
+    path = tmp_path / "acme_hydroprobe_x1.yaml"
+    path.write_text(MADE_UP_MODICON.replace("table: holding, address: 40001", "table: holding, address: 30001"))
+    with pytest.raises(ProfileError, match=r"points\.0 \(temperature\): 30001 is not a Modicon holding reference "
+                                           r"\(40001-49999 or 400001-465536\); 30001 is a Modicon input reference"):
+        load_profile_file(path)
+    path.write_text(MADE_UP_MODICON.replace("address: 40257", "address: 257"))
+    with pytest.raises(ProfileError, match=r"commands\.0 \(wake\): 257 is not a Modicon holding reference"):
+        load_profile_file(path)
+    path.write_text(MADE_UP_MODICON.replace("addressing: modicon", "addressing: 1-based"))
+    with pytest.raises(ProfileError, match=r"modbus\.addressing: Input should be '0-based' or 'modicon'"):
+        load_profile_file(path)
 
 
 def test_every_shipped_profile_loads() -> None:

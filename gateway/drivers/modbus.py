@@ -294,7 +294,7 @@ class ModbusDriver:
         self._spec = profile.modbus
         self._link = link
         self._clock = clock
-        self._blocks = plan_reads(self._spec.points)
+        self._blocks = plan_reads(self._spec.wire_points)
         self._polls = 0
         self._initialised_generation = -1
 
@@ -307,11 +307,11 @@ class ModbusDriver:
                     if self._spec.warmup_s > 0:
                         log.debug("%s: warm-up %.1f s", self.device_id, self._spec.warmup_s)
                         self._clock.sleep(self._spec.warmup_s)
-                    for cmd in self._spec.commands:
+                    for cmd in self._spec.wire_commands:
                         if cmd.every_n_polls == 0:
                             self._command(client, cmd)
                     self._initialised_generation = self._link.generation
-                for cmd in self._spec.commands:
+                for cmd in self._spec.wire_commands:
                     if cmd.every_n_polls > 0 and self._polls % cmd.every_n_polls == 0:
                         self._command(client, cmd)
                 values: list[PointValue] = []
