@@ -28,10 +28,11 @@ from typing import Any
 from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
 from stormwatch.alerts.rules.storm import GapSummary, StormSummary
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Event, format_time
+from stormwatch.contract import Event
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.store import ReadingStore
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 

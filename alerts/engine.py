@@ -50,9 +50,10 @@ from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSumma
 from stormwatch.alerts.rules.turbidity import TurbidityRuleState
 from stormwatch.alerts.workorders import INSPECTION_KINDS, OPENING_KINDS, WorkOrders
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Event, Reading, format_time
+from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore, StoreError
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 

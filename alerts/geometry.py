@@ -25,7 +25,10 @@ from stormwatch.config import Basin
 class StageStorage(Protocol):
     """Volume (ft³) below a stage (ft above the floor), increasing in stage."""
 
-    design_height_ft: float
+    @property
+    def design_height_ft(self) -> float:
+        """Design storage height above the floor (ft)."""
+        ...
 
     def volume_ft3(self, stage_ft: float) -> float: ...
 

@@ -37,4 +37,5 @@ def calendar_of(orders: list[WorkOrder], now: datetime) -> bytes:
         entry.add("description", f"{o.message}\n{o.citation}; work order {o.id}")
         entry.add("categories", [o.rule])
         cal.add_component(entry)
-    return cal.to_ical()
+    ical: bytes = cal.to_ical()
+    return ical

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 from stormwatch import topics
 from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
@@ -185,7 +187,7 @@ class AlertService:
     # -- MQTT --------------------------------------------------------------------------------
 
     def _on_connect(self, client: mqtt.Client, userdata: object, flags: mqtt.ConnectFlags,
-                    reason_code: mqtt.ReasonCode, properties: mqtt.Properties | None) -> None:
+                    reason_code: ReasonCode, properties: Properties | None) -> None:
         if reason_code.is_failure:
             log.error("broker %s:%d refused the connection: %s", self.host, self.port, reason_code)
             return
@@ -197,7 +199,7 @@ class AlertService:
                  ", ".join(self.filters))
 
     def _on_disconnect(self, client: mqtt.Client, userdata: object, flags: mqtt.DisconnectFlags,
-                       reason_code: mqtt.ReasonCode, properties: mqtt.Properties | None) -> None:
+                       reason_code: ReasonCode, properties: Properties | None) -> None:
         self.connected.clear()
         if not self._stop.is_set():
             log.warning("disconnected from %s:%d (%s): reconnecting", self.host, self.port, reason_code)
@@ -216,7 +218,7 @@ class AlertService:
             return
         status = topics.parse_status_topic(msg.topic)
         if status is not None:
-            self._status(status[0], status[1], msg.payload, msg.retain)
+            self._status(status[0], status[1], bytes(msg.payload), msg.retain)
             return
         where = topics.parse_readings_topic(msg.topic)
         if where is None:

@@ -66,7 +66,7 @@ class Webhook:
 
     def delay_s(self, retry: int) -> float:
         """Backoff before retry number ``retry`` (1, 2, ...): base · 2^(retry−1), capped."""
-        return min(self.max_delay_s, self.base_delay_s * 2 ** (retry - 1))
+        return float(min(self.max_delay_s, self.base_delay_s * 2 ** (retry - 1)))
 
     def deliver(self, event: Event) -> Delivery:
         """POST one event, retrying as configured; never raises."""

@@ -26,6 +26,7 @@ not an SQLite database).
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import logging
@@ -39,7 +40,8 @@ from typing import Any, Literal
 from stormwatch.alerts.business_days import report_deadline
 from stormwatch.alerts.packs import ReportRule
 from stormwatch.clock import Clock
-from stormwatch.contract import Event, format_time
+from stormwatch.contract import Event
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +194,7 @@ class WorkOrders:
                                    (site, rule, occurrence)).fetchone()
         return None if row is None else self._row(row)
 
-    def list(self, site: str | None = None, status: str | None = None) -> list[WorkOrder]:
+    def list(self, site: str | None = None, status: str | None = None) -> builtins.list[WorkOrder]:
         """Orders, oldest event first, optionally of one site and/or status."""
         sql, args = "SELECT * FROM work_orders WHERE 1=1", []
         if site is not None:
@@ -256,7 +258,7 @@ class WorkOrders:
         )
 
     def _insert(self, *, site: str, kind: str, rule: str, citation: str, occurrence: str, event_time: datetime,
-                due_at: datetime | None, message: str, evidence: list[dict[str, Any]],
+                due_at: datetime | None, message: str, evidence: builtins.list[dict[str, Any]],
                 report: dict[str, Any] | None, parent: str | None) -> tuple[WorkOrder, bool]:
         oid = order_id(site, rule, occurrence)
         now = self.clock.now()
@@ -302,7 +304,8 @@ class WorkOrders:
         """
         order = self.get(oid)
         if order.status == "completed":
-            raise WorkOrderError(f"work order {oid} was already completed at {format_time(order.completed_at)}")
+            done_at = format_time(order.completed_at) if order.completed_at else "an unknown time"
+            raise WorkOrderError(f"work order {oid} was already completed at {done_at}")
         done = at or self.clock.now()
         with self._lock:
             self._db.execute(
@@ -322,7 +325,7 @@ class WorkOrders:
                 evidence=[], report=None, parent=oid)
         return self.get(oid)
 
-    def mark_overdue(self, now: datetime | None = None) -> list[WorkOrder]:
+    def mark_overdue(self, now: datetime | None = None) -> builtins.list[WorkOrder]:
         """Mark open/acknowledged orders whose ``due_at`` has passed as ``overdue``; returns them."""
         stamp = _ts(now or self.clock.now())
         with self._lock:

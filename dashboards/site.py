@@ -42,6 +42,9 @@ from stormwatch.dashboards.common import (
 )
 from stormwatch.dashboards.influxql import DATASOURCE, InfluxQL
 
+#: The panel builders a site dashboard row holds (each a ``Builder[dashboard.Panel]`` with ``datasource``).
+PanelBuilder = timeseries.Panel | barchart.Panel | table.Panel
+
 UID = "stormwatch-site"
 
 #: WAC 173-201A-200 (via alerts/rules/criteria.py ``Washington``): ≤ 5 NTU over background when
@@ -95,7 +98,7 @@ WORK_ORDERS = (
 )
 
 
-def _rain_panels(storm_in: float) -> list[dash.Panel]:
+def _rain_panels(storm_in: float) -> list[PanelBuilder]:
     intensity = (
         timeseries.Panel().title("Rain intensity (in/h)")
         .description("Tips per interval × inches per tip, scaled to an hour. A missing poll is a gap, not zero.")
@@ -118,7 +121,7 @@ def _rain_panels(storm_in: float) -> list[dash.Panel]:
     return [intensity, cumulative, daily]
 
 
-def _turbidity_panel() -> dash.Panel:
+def _turbidity_panel() -> PanelBuilder:
     allowed = "allowed NTU (WAC 173-201A-200)"
     return (
         timeseries.Panel().title("Turbidity: upstream vs downstream (NTU)")
@@ -146,7 +149,7 @@ def _turbidity_panel() -> dash.Panel:
     )
 
 
-def _basin_panels(cleanout: float) -> list[dash.Panel]:
+def _basin_panels(cleanout: float) -> list[PanelBuilder]:
     depth = (
         timeseries.Panel().title("Sediment depth (ft)")
         .description("Mount height of the distance-down sensor ($mount_ft ft) minus the measured distance.")
@@ -164,7 +167,7 @@ def _basin_panels(cleanout: float) -> list[dash.Panel]:
     return [depth, lost]
 
 
-def _tables() -> list[dash.Panel]:
+def _tables() -> list[PanelBuilder]:
     devices = (
         table.Panel().title("Devices: last value and last seen")
         .description("Time = last reading; flags are the gateway's QC flags (empty = clean).")
@@ -203,7 +206,7 @@ def build(pack: str = DEFAULT_PACK, mount_ft: float = 8.0) -> dash.Dashboard:
         .annotation(events_annotation())
         .annotation(pushed_annotations())
     )
-    sections: list[tuple[str, list[dash.Panel]]] = [
+    sections: list[tuple[str, list[PanelBuilder]]] = [
         ("Rainfall", _rain_panels(storm_in)),
         ("Turbidity and basin", [_turbidity_panel(), *_basin_panels(cleanout)]),
         ("Devices and work orders", _tables()),

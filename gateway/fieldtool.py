@@ -12,8 +12,8 @@ import struct
 from collections.abc import Sequence
 from typing import get_args
 
-from stormwatch.codec import DecodeError, decode_words, scale
-from stormwatch.profiles import REGISTER_COUNT, DataType, WordOrder
+from stormwatch.codec import DataType, DecodeError, WordOrder, decode_words, scale
+from stormwatch.profiles import REGISTER_COUNT
 
 ORDERS: tuple[str, ...] = get_args(WordOrder)
 TYPES: tuple[str, ...] = get_args(DataType)

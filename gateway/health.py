@@ -36,7 +36,8 @@ class DeviceHealth:
             log.error("device %s failing: %s (retrying with backoff; repeats logged at DEBUG)", self.device, error)
         else:
             log.debug("device %s still failing (%d in a row): %s", self.device, self.failures, error)
-        return min(2 ** (self.failures - 1) - 1, self.max_skip)
+        skip: int = min(2 ** (self.failures - 1) - 1, self.max_skip)
+        return skip
 
     def succeeded(self) -> None:
         """Record a good poll (logs the recovery once)."""

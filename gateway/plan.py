@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from stormwatch.codec import DataType, WordOrder
 from stormwatch.gateway.counter import RAIN_QUANTITY
 from stormwatch.gateway.qc import DEVICE_ERROR_QUANTITY
 from stormwatch.rain import TipResolution
@@ -72,8 +73,8 @@ class PointPlan(ValuePlan):
 
     table: Literal["holding", "input", "coil", "discrete"] = "holding"
     address: int = 0
-    type: str = "uint16"
-    order: str = "ABCD"
+    type: DataType = "uint16"
+    order: WordOrder = "ABCD"
     count: int = 1
 
 
@@ -449,15 +450,15 @@ def compile_plan(cfg: SiteConfig, profiles: ProfileLibrary) -> GatewayPlan:
         DevicePlan(d.id, d.profile, _transport(d.transport), d.poll_interval_s, d.sdi12_address) for d in cfg.devices
     )
     plan = GatewayPlan(cfg.site.id, cfg.gateway_id, devices, plans)
-    for device in devices:
-        for quantity, unit in _outputs(plan.profiles[device.profile]):
+    for dplan in devices:
+        for quantity, unit in _outputs(plan.profiles[dplan.profile]):
             try:
-                Reading(site=plan.site, device=device.id, quantity=quantity, value=0, unit=unit,
+                Reading(site=plan.site, device=dplan.id, quantity=quantity, value=0, unit=unit,
                         time=datetime(1970, 1, 1, tzinfo=UTC), gateway=plan.gateway_id, boot="plan", seq=0)
             except ValidationError as exc:
                 err = exc.errors()[0]
                 raise PlanError(
-                    f"device {device.id} ({device.profile}): a {quantity!r} reading would break the contract:"
+                    f"device {dplan.id} ({dplan.profile}): a {quantity!r} reading would break the contract:"
                     f" {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
                 ) from None
     return plan

@@ -23,10 +23,21 @@ import math
 import statistics
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from stormwatch.gateway.plan import QcParams
+
+class QcParams(Protocol):
+    """The QC parameters :meth:`ValueHistory.check` reads: the gateway plan's
+    :class:`stormwatch.gateway.plan.QcParams` or the profile's :class:`stormwatch.profiles.QcSpec`."""
+
+    @property
+    def flatline_samples(self) -> int | None: ...
+    @property
+    def flatline_tolerance(self) -> float: ...
+    @property
+    def spike_delta(self) -> float | None: ...
+    @property
+    def spike_window(self) -> int: ...
 
 #: The quantity name of a profile point that carries the device's error/status register.
 DEVICE_ERROR_QUANTITY = "device_error"

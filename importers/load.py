@@ -26,7 +26,7 @@ from stormwatch import topics
 from stormwatch.alerts.backfill import depth_text
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Reading, dump_readings, format_time
+from stormwatch.contract import Reading, dump_readings
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY
 from stormwatch.importers.options import ImportOptions
@@ -36,6 +36,7 @@ from stormwatch.importers.table import TableError
 from stormwatch.ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
 from stormwatch.store import ReadingStore
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 

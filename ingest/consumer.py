@@ -52,12 +52,13 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import topics
 from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Reading, dump_readings, format_time
+from stormwatch.contract import Reading, dump_readings
 from stormwatch.ingest.lineprotocol import payload_text
 from stormwatch.ingest.mqttclient import make_client
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.mqtt import ConnectFailureLog, apply_credentials, parse_broker_url
 from stormwatch.store import DeadLetter, ReadingStore, StoreError
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +264,7 @@ class Ingest:
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         # Runs in paho's network thread, the only writer of _generation: no lock needed to read it.
-        self._inbox.append(_Message(msg.topic, msg.payload, msg.mid, msg.qos, msg.retain, self._generation))
+        self._inbox.append(_Message(msg.topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain, self._generation))
         if not self._arrived.is_set():
             self._arrived.set()
         self.received += 1

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading
@@ -216,7 +217,7 @@ class Influx1Store(LineProtocolWrites):
                 return resp.status, resp.headers, data
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _query(self, q: str, *, with_db: bool = True) -> list[dict]:
+    def _query(self, q: str, *, with_db: bool = True) -> list[dict[str, Any]]:
         """Run InfluxQL; returns the ``series`` of every statement (chunks concatenated).
 
         Raises:
@@ -229,7 +230,7 @@ class Influx1Store(LineProtocolWrites):
             body = self._request("/query", params, None)
         except BatchRejected as exc:
             raise StoreError(f"InfluxQL query refused: {exc.message} (query: {q})") from exc
-        series: list[dict] = []
+        series: list[dict[str, Any]] = []
         for chunk in body.decode("utf-8").splitlines():
             if not chunk.strip():
                 continue

@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import cast
 
 from influxdb_client import InfluxDBClient, WritePrecision
 from influxdb_client.client.exceptions import InfluxDBError
 from influxdb_client.client.write_api import SYNCHRONOUS
 
 from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Reading, format_time
+from stormwatch.contract import Reading
 from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable
 from stormwatch.ingest.lineprotocol import (
     READINGS,
@@ -31,6 +32,7 @@ from stormwatch.ingest.lineprotocol import (
 from stormwatch.ingest.rows import influx_readings
 from stormwatch.ingest.splitwrite import BatchRejected
 from stormwatch.store import StoreError
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +98,7 @@ class Influx2Store(LineProtocolWrites):
         def attempt() -> None:
             try:
                 self._write_api.write(bucket=self.bucket, org=self.org, record="\n".join(lines),
-                                      write_precision=WritePrecision.NS)
+                                      write_precision=cast(WritePrecision, WritePrecision.NS))
             except InfluxDBError as exc:
                 status = getattr(exc, "status", None) or getattr(getattr(exc, "response", None), "status", None)
                 if status in _REJECT_STATUSES:

@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from stormwatch.contract import Event, Reading, format_time
+from stormwatch.contract import Event, Reading
 from stormwatch.store import DeadLetter
+from stormwatch.wire import format_time
 
 #: Measurement names of the schema.
 READINGS = "readings"

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from paho.mqtt.enums import MQTTErrorCode
 
 #: Bytes asked of the socket at once.
 CHUNK_BYTES = 65536
@@ -50,18 +51,18 @@ class ChunkedReadClient(mqtt.Client):
         self._chunk, self._chunk_pos = b"", 0
         super()._sock_close()
 
-    def reconnect(self) -> mqtt.MQTTErrorCode:
+    def reconnect(self) -> MQTTErrorCode:
         self._chunk, self._chunk_pos = b"", 0
         return super().reconnect()
 
-    def loop_read(self, max_packets: int = 1) -> mqtt.MQTTErrorCode:
+    def loop_read(self, max_packets: int = 1) -> MQTTErrorCode:
         for _ in range(MAX_PACKETS_PER_WAKE):
             rc = super().loop_read(max_packets)
             if rc != mqtt.MQTT_ERR_SUCCESS or self._sock is None or not self._buffered():
                 return rc
         return mqtt.MQTT_ERR_SUCCESS
 
-    def _loop(self, timeout: float = 1.0) -> mqtt.MQTTErrorCode:
+    def _loop(self, timeout: float = 1.0) -> MQTTErrorCode:
         # Bytes left in the chunk (MAX_PACKETS_PER_WAKE reached) are invisible to select(): handle
         # them first, then let paho's loop write and keep alive without waiting.
         if self._buffered() and self._sock is not None:

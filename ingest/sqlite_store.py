@@ -30,12 +30,14 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Event, Reading, format_time
+from stormwatch.contract import Event, Reading
 from stormwatch.ingest.lineprotocol import from_ns, time_ns
 from stormwatch.ingest.rows import stored_reading
 from stormwatch.store import DeadLetter, StoreError
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +133,7 @@ class SqliteStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _write(self, sql: str, rows: list[tuple[object, ...]]) -> int:
+    def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
         """Run ``sql`` for ``rows`` in one committed transaction; returns rows changed."""
         if not rows:
             return 0
@@ -207,7 +209,7 @@ class SqliteStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _select(self, sql: str, params: list[object]) -> list[tuple[object, ...]]:
+    def _select(self, sql: str, params: list[object]) -> list[tuple[Any, ...]]:
         with self._lock:
             if self._closed:
                 raise StoreError(f"SQLite store {self.path} is closed")
@@ -267,7 +269,7 @@ class SqliteStore:
             StoreError: the query failed.
         """
         rows = self._select("SELECT gateway, boot, seq FROM readings WHERE site = ? AND late = 1", [site])
-        return {(str(g), str(b), int(s)) for g, b, s in rows}  # type: ignore[call-overload]
+        return {(str(g), str(b), int(s)) for g, b, s in rows}
 
     def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
         """Events of ``site`` with ``start <= event_time < end`` in event-time order.
@@ -299,8 +301,8 @@ class SqliteStore:
             params.append(reason)
         sql += " ORDER BY id"
         return [
-            DeadLetter(reason=str(r), detail=str(d), topic=str(t), payload=bytes(p),  # type: ignore[arg-type]
-                       received_at=from_ns(int(us) * 1_000))  # type: ignore[call-overload]
+            DeadLetter(reason=str(r), detail=str(d), topic=str(t), payload=bytes(p),
+                       received_at=from_ns(int(us) * 1_000))
             for r, d, t, p, us in self._select(sql, params)
         ]
 
@@ -310,7 +312,7 @@ class SqliteStore:
             rows = self._select("SELECT COUNT(*) FROM readings", [])
         else:
             rows = self._select("SELECT COUNT(*) FROM readings WHERE site = ?", [site])
-        return int(rows[0][0])  # type: ignore[call-overload]
+        return int(rows[0][0])
 
     def close(self) -> None:
         """Close the connection (every write is already committed). Idempotent."""

@@ -22,6 +22,7 @@ import termios
 import tty
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class PtyTransport(asyncio.Transport):
     writable. The fd is not closed by the transport (the :class:`PtyPair` owns it).
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, fd: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: StreamReceiver, fd: int) -> None:
         super().__init__()
         self._loop = loop
         self._protocol = protocol
@@ -173,6 +174,7 @@ class PtyTransport(asyncio.Transport):
         return not self._closing
 
     def get_protocol(self) -> asyncio.BaseProtocol:
+        assert isinstance(self._protocol, asyncio.BaseProtocol)
         return self._protocol
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
@@ -180,9 +182,21 @@ class PtyTransport(asyncio.Transport):
         self._protocol = protocol
 
 
+class StreamReceiver(Protocol):
+    """What a :class:`PtyTransport` feeds: an asyncio stream protocol, or pymodbus's
+    ``ModbusProtocol`` (a ``BaseProtocol`` with ``data_received``)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
+    def connection_lost(self, exc: Exception | None) -> None: ...
+    def data_received(self, data: bytes) -> None: ...
+
+
+_P = TypeVar("_P", bound=StreamReceiver)
+
+
 async def open_pty_transport(
-    loop: asyncio.AbstractEventLoop, protocol_factory: Callable[[], asyncio.Protocol], fd: int
-) -> tuple[PtyTransport, asyncio.Protocol]:
+    loop: asyncio.AbstractEventLoop, protocol_factory: Callable[[], _P], fd: int
+) -> tuple[PtyTransport, _P]:
     """Connect a protocol to a pty master fd (the shape of ``loop.create_connection``)."""
     protocol = protocol_factory()
     return PtyTransport(loop, protocol, fd), protocol

@@ -22,8 +22,9 @@ import contextlib
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import datetime
+from typing import Any
 
 from stormwatch.clock import Clock
 from stormwatch.simulators.pty import PtyPair
@@ -152,9 +153,9 @@ class Sdi12Sim:
                 continue
             self._spawn(self._send_later(answer, self.turnaround_s))
 
-    def _spawn(self, coro: object) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(coro)  # type: ignore[arg-type]
+        task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

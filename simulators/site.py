@@ -110,9 +110,9 @@ class SimulatedSite:
                 )
         for (host, port), devs in tcp.items():
             self.tcp_servers[(host, port)] = ModbusTcpSim(devs, host, port)
-        for port, devs in rtu.items():
-            s = rtu_settings[port]
-            self.rtu_lines[port] = ModbusRtuSim(devs, link=port, baud=s.baud, parity=s.parity, stopbits=s.stopbits)
+        for line, devs in rtu.items():
+            s = rtu_settings[line]
+            self.rtu_lines[line] = ModbusRtuSim(devs, link=line, baud=s.baud, parity=s.parity, stopbits=s.stopbits)
         for dev_id, reason in self.skipped.items():
             log.warning("not simulating %s: %s", dev_id, reason)
 

@@ -42,7 +42,7 @@ def _open_auth_plugin() -> type:
 
     from amqtt.plugins.base import BaseAuthPlugin
 
-    class OpenAuthPlugin(BaseAuthPlugin):
+    class OpenAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]  # amqtt ships no type information
         @dataclass
         class Config:
             pass

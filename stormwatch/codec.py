@@ -21,10 +21,13 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from stormwatch.profiles import DataType, WordOrder
+#: Register data types a profile point may hold (the number of registers each spans is in
+#: :data:`stormwatch.profiles.REGISTER_COUNT`).
+DataType = Literal["int16", "uint16", "int32", "uint32", "float32", "int64", "uint64", "float64"]
+#: Word/byte orders of multi-register values (docs/reference/sensors.md; failure-kinds.md #1).
+WordOrder = Literal["ABCD", "CDAB", "BADC", "DCBA"]
 
 _STRUCT = {
     "int16": "h", "uint16": "H", "int32": "i", "uint32": "I", "float32": "f",
@@ -37,9 +40,9 @@ class PointLike(Protocol):
     :class:`stormwatch.profiles.Point` or the gateway plan's :class:`stormwatch.gateway.plan.PointPlan`."""
 
     @property
-    def type(self) -> str: ...
+    def type(self) -> DataType: ...
     @property
-    def order(self) -> str: ...
+    def order(self) -> WordOrder: ...
     @property
     def scale(self) -> float: ...
     @property
@@ -93,7 +96,8 @@ def decode_words(words: Sequence[int], dtype: DataType, order: WordOrder = "ABCD
     if len(words) != need:
         raise DecodeError(f"{dtype} needs {need} register(s), got {len(words)}")
     raw = _to_big_endian(_wire_bytes(words), order)
-    return struct.unpack(">" + _STRUCT[dtype], raw)[0]
+    value: int | float = struct.unpack(">" + _STRUCT[dtype], raw)[0]
+    return value
 
 
 def encode_words(value: int | float, dtype: DataType, order: WordOrder = "ABCD") -> list[int]:

@@ -150,7 +150,7 @@ def _reject_constant(name: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def parse_readings(payload: bytes | str) -> list[Reading]:
+def parse_readings(payload: bytes | bytearray | str) -> list[Reading]:
     """Parse one MQTT payload into readings.
 
     Args:
@@ -162,7 +162,7 @@ def parse_readings(payload: bytes | str) -> list[Reading]:
     Raises:
         PayloadError: with ``reason`` ``not_utf8``, ``bad_json`` or ``schema``.
     """
-    if isinstance(payload, bytes):
+    if isinstance(payload, bytes | bytearray):
         try:
             payload = payload.decode("utf-8")
         except UnicodeDecodeError as exc:

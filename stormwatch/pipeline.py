@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 from stormwatch.alerts.engine import DEFAULT_LATENESS_S
@@ -195,8 +196,8 @@ class Pipeline:
             broker = start_embedded_broker("amqtt")
             broker_url = broker.url
         else:
+            assert self.broker_url is not None
             broker_url = self.broker_url
-        assert broker_url is not None
         # Simulated time reaches the scenario start STARTUP_LEAD_S real seconds from now, so every
         # service is connected before the first poll slot.
         clock = ScenarioClock(
@@ -235,18 +236,18 @@ class Pipeline:
             if not alerts.connected.wait(15):
                 raise PipelineError(f"alert engine could not subscribe on {broker_url}")
             gateway = Gateway(self.cfg, self.profiles, clock, broker_url, self.workdir / "gateway")
-            gw_thread = _ServiceThread("gateway", lambda: gateway.run(until=self.scenario.end))  # type: ignore[union-attr]
+            gw_thread = _ServiceThread("gateway", partial(gateway.run, until=self.scenario.end))
             gw_thread.start()
             threads.append(gw_thread)
             self._watch(gw_thread, threads, clock, gateway, ingest)
             self._drain(gateway, ingest, alerts, threads)
         finally:
-            for svc in (gateway, ingest, alerts):
-                if svc is not None:
+            for service in (gateway, ingest, alerts):
+                if service is not None:
                     try:
-                        svc.stop()
+                        service.stop()
                     except Exception as exc:  # shutting down; keep stopping the others
-                        log.warning("stopping %s: %s", type(svc).__name__, exc)
+                        log.warning("stopping %s: %s", type(service).__name__, exc)
             for t in threads:
                 t.join(30)
             site.stop()

@@ -37,10 +37,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stormwatch import resources
+from stormwatch.codec import DataType, WordOrder
 from stormwatch.rain import TipResolution
 
-DataType = Literal["int16", "uint16", "int32", "uint32", "float32", "int64", "uint64", "float64"]
-WordOrder = Literal["ABCD", "CDAB", "BADC", "DCBA"]
 RegisterKind = Literal["holding", "input", "coil", "discrete"]
 
 Addressing = Literal["0-based", "modicon"]

@@ -29,6 +29,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MOSQUITTO_CONF = """\
 # stormwatch test/demo broker -- see stormwatch/servers.py for why each limit is set.
@@ -169,7 +170,7 @@ class InfluxDB1(ServerProcess):
         """A ``influx1://`` store URL for ``database`` on this server."""
         return f"influx1://127.0.0.1:{self.port}/{database}"
 
-    def query(self, q: str, database: str | None = None) -> dict:
+    def query(self, q: str, database: str | None = None) -> dict[str, Any]:
         """Run an InfluxQL query over HTTP and return the decoded JSON."""
         import json
         import urllib.parse
@@ -180,7 +181,8 @@ class InfluxDB1(ServerProcess):
         url = f"{self.url}/query?{urllib.parse.urlencode(params)}"
         req = urllib.request.Request(url, method="POST")
         with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())
+            answer: dict[str, Any] = json.loads(resp.read())
+            return answer
 
     def wait_ready(self, timeout_s: float = 20.0) -> None:
         deadline = time.monotonic() + timeout_s

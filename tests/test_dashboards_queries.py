@@ -25,10 +25,11 @@ import pytest
 
 from stormwatch import servers
 from stormwatch.alerts.rules.criteria import Washington
-from stormwatch.contract import Event, Reading, format_time
+from stormwatch.contract import Event, Reading
 from stormwatch.dashboards.build import JSON_DIR
 from stormwatch.ingest.stores import open_store
 from stormwatch.simulators.design_storm import design_storm_tip_times
+from stormwatch.wire import format_time
 
 pytestmark = pytest.mark.influxdb
 

@@ -20,9 +20,10 @@ from stormwatch.alerts.backfill import evaluate
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.cli import app
-from stormwatch.contract import Event, Reading, format_time
+from stormwatch.contract import Event, Reading
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.wire import format_time
 
 MIN = timedelta(minutes=1)
 HOURS = 10

@@ -20,9 +20,10 @@ from stormwatch import topics
 from stormwatch.alerts.backfill import evaluate
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.service import AlertService
-from stormwatch.contract import Event, Reading, dump_readings, format_time
+from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.wire import format_time
 
 MIN = timedelta(minutes=1)
 SILENT_FROM = T0 + 59 * MIN  # last reading before the outage

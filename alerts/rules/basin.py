@@ -26,12 +26,14 @@ import logging
 from bisect import bisect_left, insort
 from collections import deque
 from datetime import datetime, timedelta
+from typing import Any
 
 from stormwatch.alerts.geometry import StageStorage, lost_capacity
 from stormwatch.alerts.packs import BasinRule
 from stormwatch.config import M_PER_FT, Basin
-from stormwatch.contract import Event, Reading, format_time
+from stormwatch.contract import Event, EventKind, Reading
 from stormwatch.profiles import LevelSpec
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +132,7 @@ class BasinRuleState:
         """Basin events come only from readings (a median needs data); time alone changes nothing."""
         return []
 
-    def _event(self, kind: str, t: datetime, depth: float, lost: float, message: str, **extra: object) -> Event:
+    def _event(self, kind: EventKind, t: datetime, depth: float, lost: float, message: str, **extra: Any) -> Event:
         assert self._cycle_start is not None
         return Event(kind=kind, site=self.site, event_time=t, rule=self.rule_id, citation=self.params.citation,
                      occurrence=f"basin:{self.basin.id}:{format_time(self._cycle_start)}", message=message,

@@ -20,10 +20,17 @@ from typing import Protocol
 
 
 class Criterion(Protocol):
-    """A turbidity criterion."""
+    """A turbidity criterion (read-only: the criteria are frozen dataclasses)."""
 
-    name: str
-    needs_background: bool
+    @property
+    def name(self) -> str:
+        """Criterion name (``washington``, ``california``, ``absolute``)."""
+        ...
+
+    @property
+    def needs_background(self) -> bool:
+        """Whether :meth:`allowed_ntu` needs the upstream background."""
+        ...
 
     def allowed_ntu(self, background_ntu: float | None) -> float:
         """Highest compliant downstream turbidity for this background (NTU)."""

@@ -22,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.packs import RoutineRule
-from stormwatch.contract import Event, Reading, format_time
+from stormwatch.contract import Event, Reading
+from stormwatch.wire import format_time
 
 #: Returns the time of the site's last recorded inspection that restarts the cadence, or None.
 LastInspection = Callable[[], datetime | None]

@@ -42,8 +42,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from stormwatch.alerts.packs import StormRule
-from stormwatch.contract import TIP_UNIT, Event, Reading, format_time
+from stormwatch.contract import TIP_UNIT, Event, EventKind, Reading
 from stormwatch.rain import TipResolution
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class StormRuleState:
             due = storm_due if due is None else min(due, storm_due)
         self.next_due = due
 
-    def _event(self, kind: str, storm: _Storm, event_time: datetime, message: str, **extra: Any) -> Event:
+    def _event(self, kind: EventKind, storm: _Storm, event_time: datetime, message: str, **extra: Any) -> Event:
         return Event(
             kind=kind, site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
             occurrence=storm.occurrence, message=message, storm_start=storm.start, tips=storm.tips,

@@ -30,7 +30,8 @@ from typing import Any, Literal
 
 from stormwatch.alerts.packs import TurbidityRule
 from stormwatch.alerts.rules.criteria import criterion_named
-from stormwatch.contract import Event, Reading, format_time
+from stormwatch.contract import Event, EventKind, Reading
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ class TurbidityRuleState:
 
     def _evaluate(self, idx: int, w: _Window) -> _Result:
         start, end = self._start(idx), self._start(idx + 1)
-        base = {"start": start, "end": end, "up": tuple(w.up), "down": tuple(w.down)}
+        base: dict[str, Any] = {"start": start, "end": end, "up": tuple(w.up), "down": tuple(w.down)}
         if not w.down:
             if w.down_flagged:
                 return _Result(status="needs_verification", reason="downstream readings carry QC flags", **base)
@@ -172,7 +173,7 @@ class TurbidityRuleState:
         return _Result(status=status, reason=self.criterion.name, up_median=up_median, down_median=down_median,
                        allowed=allowed, **base)
 
-    def _event(self, kind: str, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
+    def _event(self, kind: EventKind, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
         return Event(kind=kind, site=self.site, event_time=r.end, rule=self.rule_id, citation=self.params.citation,
                      occurrence=occurrence, message=message, upstream_ntu=r.up_median, downstream_ntu=r.down_median,
                      **extra)
@@ -214,7 +215,9 @@ class TurbidityRuleState:
             return out
         self._ok = 0
         if changed:
-            kind = "turbidity_undetermined" if r.status == "undetermined" else "turbidity_needs_verification"
+            kind: EventKind = (
+                "turbidity_undetermined" if r.status == "undetermined" else "turbidity_needs_verification"
+            )
             out.append(self._event(
                 kind, r, f"{kind}:{format_time(r.start)}",
                 f"turbidity {r.status.replace('_', ' ')} from {format_time(r.start)}: {r.reason}",

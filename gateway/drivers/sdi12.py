@@ -166,7 +166,7 @@ class Sdi12Driver:
             buf += chunk
             while b"\r\n" in buf:
                 raw, buf = buf.split(b"\r\n", 1)
-                line = raw.decode("ascii", errors="replace").strip()
+                line: str = raw.decode("ascii", errors="replace").strip()
                 if line and line != command:  # some adapters echo the command
                     return line
         return None
