@@ -3,7 +3,7 @@
 ::
 
     python -m stormwatch.gateway --plan STATE_DIR/plan.json [--broker URL] [--state-dir DIR]
-                      [--clock-file PATH] [--until ISO]
+                      [--clock-file PATH] [--until ISO] [--clock-floor DATE]
     python -m stormwatch.gateway --site SITE.yaml [--profiles DIR] [...same options]
 
 ``--plan`` runs a plan compiled by ``stormwatch gateway`` (:mod:`stormwatch.gateway.plan`) and never imports
@@ -21,6 +21,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.plan import GatewayPlan, PlanError
 from stormwatch.gateway.run import pick_clock, read_plan, run_plan
 from stormwatch.logs import setup_logging
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", type=Path)
     parser.add_argument("--clock-file", type=Path)
     parser.add_argument("--until")
+    parser.add_argument("--clock-floor", help="no reading while the clock reads before this ISO date "
+                                              "(default: the build date, for the wall clock)")
     parser.add_argument("--profiles", type=Path, help="device profile directory (with --site)")
     args = parser.parse_args(argv)
     setup_logging()
@@ -59,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         until = datetime.fromisoformat(args.until) if args.until else None
         if until is not None and until.tzinfo is None:
             raise ValueError("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
+        floor = parse_floor(args.clock_floor) if args.clock_floor else None
         clock = pick_clock(args.clock_file)
-        run_plan(plan, clock, args.broker, state_dir, until)
+        run_plan(plan, clock, args.broker, state_dir, until, floor)
     except (PlanError, ValueError) as exc:  # ConfigError, ProfileError, BrokerUrlError are ValueErrors
         print(f"error: {exc}", file=sys.stderr)
         return 2

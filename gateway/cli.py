@@ -3,12 +3,16 @@
 ::
 
     stormwatch gateway --site SITE.yaml --broker mqtt://127.0.0.1:1883 --state-dir ./var/gateway
-                       [--clock-file PATH] [--until ISO] [--check] [--no-exec]
+                       [--clock-file PATH] [--until ISO] [--clock-floor DATE] [--check] [--no-exec]
     stormwatch decode --type float32 --order CDAB 0x0000 0x3FC0        # → 1.5
 
 ``--clock-file``: JSON written by ``stormwatch simulate`` with the ScenarioClock fields
 ``{"sim_start": ISO, "speed": float, "wall_start": POSIX seconds}``; without it the
 ``STORMWATCH_SIM_*`` environment (``ScenarioClock.to_env``) is used if set, else the wall clock.
+
+``--clock-floor``: while the clock reads before this date the gateway polls and stamps nothing
+(one ERROR, one INFO when the clock is set); default: the build date for the wall clock
+(:mod:`stormwatch.gateway.clockfloor`).
 
 ``stormwatch gateway`` validates the site and profiles (pydantic), compiles them into a plan
 (:mod:`stormwatch.gateway.plan`), writes ``<state-dir>/plan.json`` and replaces itself (``os.execve``, same
@@ -32,6 +36,7 @@ import typer
 from stormwatch.cliutil import fail
 from stormwatch.clock import ScenarioClock, WallClock, read_clock_file
 from stormwatch.config import ConfigError, load_site
+from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
 from stormwatch.gateway.fieldtool import FieldToolError, decode_text
 from stormwatch.gateway.plan import PlanError, compile_plan
@@ -60,6 +65,11 @@ def gateway_command(
     state_dir: Path = typer.Option(Path("./var/gateway"), "--state-dir", help="Outbox and counter baselines."),
     clock_file: Path | None = typer.Option(None, "--clock-file", help="ScenarioClock JSON from `stormwatch simulate`."),
     until: str | None = typer.Option(None, "--until", help="Stop at this clock time (ISO 8601 with offset)."),
+    clock_floor: str | None = typer.Option(
+        None, "--clock-floor", envvar="STORMWATCH_CLOCK_FLOOR",
+        help="Stamp no reading while the clock reads before this ISO date (a box without a real-time clock "
+             "before NTP). Default: the build date, for the wall clock.",
+    ),
     profiles_dir: Path | None = typer.Option(None, "--profiles", help="Device profile directory."),
     check: bool = typer.Option(False, "--check", help="Validate the site, profiles and broker URL, then exit."),
     no_exec: bool = typer.Option(
@@ -89,6 +99,12 @@ def gateway_command(
             fail(f"--until {until!r} is not an ISO 8601 time")
         if until_dt.tzinfo is None:
             fail("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
+    floor_dt: datetime | None = None
+    if clock_floor is not None:
+        try:
+            floor_dt = parse_floor(clock_floor)
+        except ValueError as exc:
+            fail(str(exc))
     if check:
         typer.echo(
             f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {len(cfg.devices)} devices: "
@@ -101,7 +117,7 @@ def gateway_command(
     except (ValueError, OSError) as exc:
         fail(str(exc))
     if no_exec:
-        run_plan(plan, clock, broker, state_dir, until_dt)
+        run_plan(plan, clock, broker, state_dir, until_dt, floor_dt)
         return
     argv = [sys.executable, "-m", "stormwatch.gateway", "--plan", str(plan_path), "--broker", broker,
             "--state-dir", str(state_dir)]
@@ -109,6 +125,8 @@ def gateway_command(
         argv += ["--clock-file", str(clock_file)]
     if until is not None:
         argv += ["--until", until]
+    if clock_floor is not None:
+        argv += ["--clock-floor", clock_floor]
     # glibc gives every thread its own malloc arena; the gateway's threads (one per link, paho's
     # loop, the outbox pump) are I/O-bound, so two arenas suffice and save ~0.5 MB of RSS.
     env = {"MALLOC_ARENA_MAX": "2", **os.environ}

@@ -40,8 +40,12 @@ def pick_clock(clock_file: Path | None) -> Clock:
     return ScenarioClock.from_env(dict(os.environ)) or WallClock()
 
 
-def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, until: datetime | None) -> None:
+def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, until: datetime | None,
+             clock_floor: datetime | None = None) -> None:
     """Run a compiled plan in this process until ``until`` (clock time) or a SIGTERM/SIGINT.
+
+    ``clock_floor``: no reading before the clock reaches it (default: the build date for the wall
+    clock; :mod:`stormwatch.gateway.clockfloor`).
 
     Raises:
         whatever :meth:`stormwatch.gateway.service.Gateway.from_plan` raises (unsupported device, broker URL).
@@ -51,7 +55,7 @@ def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, unti
     # The gateway reports device failures itself (one ERROR per outage, stormwatch.gateway.health); pymodbus
     # would log an ERROR for every timed-out request of a dead device.
     logging.getLogger("pymodbus").setLevel(logging.CRITICAL)
-    gw = Gateway.from_plan(plan, clock, broker, state_dir)
+    gw = Gateway.from_plan(plan, clock, broker, state_dir, clock_floor=clock_floor)
     if threading.current_thread() is threading.main_thread():
         def _on_signal(signum: int, _frame: object) -> None:
             log.info("signal %d: stopping the gateway", signum)
@@ -63,7 +67,8 @@ def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, unti
 
 
 def run_gateway(
-    cfg: SiteConfig, profiles: ProfileLibrary, clock: Clock, broker: str, state_dir: Path, until: datetime | None
+    cfg: SiteConfig, profiles: ProfileLibrary, clock: Clock, broker: str, state_dir: Path, until: datetime | None,
+    clock_floor: datetime | None = None,
 ) -> None:
     """Compile ``cfg`` with ``profiles`` and :func:`run_plan` it (in this process).
 
@@ -73,7 +78,7 @@ def run_gateway(
     """
     from stormwatch.gateway.plan import compile_plan
 
-    run_plan(compile_plan(cfg, profiles), clock, broker, state_dir, until)
+    run_plan(compile_plan(cfg, profiles), clock, broker, state_dir, until, clock_floor)
 
 
 def write_plan(plan: GatewayPlan, path: Path) -> Path:

@@ -36,11 +36,12 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stormwatch.clock import Clock, WallClock
+from stormwatch.gateway.clockfloor import ClockFloor
 from stormwatch.gateway.counter import RAIN_QUANTITY, CounterError, CounterState, CounterStore, count_tips
 from stormwatch.gateway.drivers import Driver, PointValue
 from stormwatch.gateway.drivers.build import Links, build_driver
@@ -96,6 +97,9 @@ class Gateway:
         outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
             :mod:`stormwatch.gateway.outbox`).
         publish_window, max_publish_rate_per_s, reconnect_max_s: see :class:`MqttPublisher`.
+        clock_floor: no reading is polled or stamped while the clock reads before this date/time
+            (:mod:`stormwatch.gateway.clockfloor`); default: the build date for the wall clock, none
+            for a scenario clock.
 
     Raises:
         stormwatch.gateway.drivers.build.UnsupportedDevice: a device the gateway cannot poll.
@@ -144,6 +148,7 @@ class Gateway:
         publish_window: int = 200,
         max_publish_rate_per_s: float = 5000.0,
         reconnect_max_s: float = 10.0,
+        clock_floor: date | datetime | None = None,
     ) -> None:
         self.plan = plan
         self.clock = clock
@@ -152,6 +157,7 @@ class Gateway:
         self.boot = uuid.uuid4().hex
         self.drain_timeout_s = drain_timeout_s
         self.anchor = anchor or getattr(clock, "sim_start", None) or EPOCH
+        self.clock_floor = ClockFloor.for_clock(clock, clock_floor)
         state_dir = Path(state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         broker = parse_broker_url(broker_url, os.environ)
@@ -192,9 +198,11 @@ class Gateway:
     def run(self, until: datetime | None = None) -> None:
         """Poll until ``clock.now() >= until`` (or forever) or :meth:`stop`; then drain and close.
 
-        Blocking. Slots at or after ``until`` are not polled. At the end waits up to
-        ``drain_timeout_s`` (real time) for the outbox to empty, publishes a retained offline
-        status and disconnects. Whatever is not acknowledged stays in the outbox for the next run.
+        Blocking. While the clock reads before the clock floor nothing is polled (one ERROR, one
+        INFO when the clock is set; :mod:`stormwatch.gateway.clockfloor`). Slots at or after
+        ``until`` are not polled. At the end waits up to ``drain_timeout_s`` (real time) for the
+        outbox to empty, publishes a retained offline status and disconnects. Whatever is not
+        acknowledged stays in the outbox for the next run.
         """
         self._running.set()
         log.info(
@@ -202,10 +210,11 @@ class Gateway:
             len(self._runners), len({r.driver.link_key for r in self._runners}),
         )
         try:
-            self.publisher.start()
+            self.publisher.start()  # the outbox of earlier runs is published even while the clock is wrong
             by_link: dict[str, list[_Runner]] = {}
-            for r in self._runners:
-                by_link.setdefault(r.driver.link_key, []).append(r)
+            if self.clock_floor is None or self.clock_floor.wait(self.clock, self._stop):  # False: stopped
+                for r in self._runners:
+                    by_link.setdefault(r.driver.link_key, []).append(r)
             threads = [
                 threading.Thread(target=self._poll_link, args=(runners, until), name=f"poll {key}", daemon=True)
                 for key, runners in by_link.items()

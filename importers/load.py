@@ -214,7 +214,9 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         summary.first = min(r.time for r in conv.readings)
         summary.last = max(r.time for r in conv.readings)
 
-    validator = Validator.for_sites([cfg.model_copy(update={"gateway_id": IMPORT_GATEWAY})], profiles, clock)
+    # Historical files are old by nature: no age bound (implausible_time is for live gateways' clocks).
+    validator = Validator.for_sites([cfg.model_copy(update={"gateway_id": IMPORT_GATEWAY})], profiles, clock,
+                                    max_age_s=None)
     topic = topics.readings(site, IMPORT_GATEWAY)
     _preflight(validator, topic, conv.readings)
     dead: Counter[str] = Counter()

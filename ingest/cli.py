@@ -15,7 +15,7 @@ from stormwatch.config import ConfigError, load_site
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.stores import StoreUrlError, open_store, redact
-from stormwatch.ingest.validate import Validator
+from stormwatch.ingest.validate import DEFAULT_MAX_AGE_S, Validator
 from stormwatch.mqtt import BrokerUrlError
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.store import StoreError
@@ -55,6 +55,10 @@ def ingest_command(
                                             "behind amqtt, which flags queued messages as retained."),
     max_future_s: float = typer.Option(300.0, "--max-future-s", min=0,
                                        help="Dead-letter readings stamped further than this ahead of the clock."),
+    max_age_s: float = typer.Option(DEFAULT_MAX_AGE_S, "--max-age-s", min=0,
+                                    help="Dead-letter readings stamped further than this behind the clock as "
+                                         "implausible_time (a gateway clock that lies; default 90 days, "
+                                         "3 x the gateway outbox's age limit, so outage replays pass)."),
     late_after_s: float | None = typer.Option(None, "--late-after-s", min=0,
                                               help="Store readings older than this on arrival as late "
                                                    "(default: only retained readings are late)."),
@@ -79,7 +83,7 @@ def ingest_command(
         sites = [load_site(p, profiles) for p in site]
         clock = _clock()
         validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
-                                        late_after_s=late_after_s)
+                                        max_age_s=max_age_s, late_after_s=late_after_s)
     except (ConfigError, ProfileError, ValueError) as exc:
         fail(str(exc))
     try:

@@ -17,6 +17,8 @@ unknown_device  the device is not in the site configuration
 unknown_quantity the device's profile does not produce that quantity
 unit_mismatch   the unit differs from the profile's unit for that quantity
 future_time     event time more than ``max_future_s`` ahead of the clock
+implausible_time event time more than ``max_age_s`` behind the clock: a gateway whose clock lies
+                (an edge box without a real-time clock booted before NTP stamps 1970-01-01)
 ============== ==================================================================================
 
 Duplicates (an identity ``(gateway, boot, seq)`` already stored, remembered in a bounded LRU) are
@@ -29,6 +31,12 @@ the store was down must not be mistaken for a duplicate.
 Lateness: a reading older than ``late_after_s`` on arrival (or any retained message,
 failure-kinds.md #10) is accepted but returned in ``late`` so it is stored flagged and never
 treated as live.
+
+Age bound: a reading older than ``max_age_s`` (default :data:`DEFAULT_MAX_AGE_S`, 90 days) is
+refused as ``implausible_time``. The bound is three times the gateway outbox's default age limit
+(30 days, :data:`stormwatch.gateway.outbox.DEFAULT_MAX_AGE_S`), so readings replayed from an
+outbox after a long outage -- late but real -- are accepted; a 1970 time stamp is not. Imports of
+historical files (``stormwatch import``) pass ``max_age_s=None``: old data is their point.
 """
 
 from __future__ import annotations
@@ -50,6 +58,10 @@ from stormwatch.store import DeadLetter
 #: to the profile's own points: height of water / sediment above the basin floor, in metres
 #: (stormwatch/contract.py quantity table).
 LEVEL_QUANTITIES: Mapping[str, str] = {"stage": "m", "sediment_depth": "m"}
+
+#: Oldest event time accepted, in seconds behind the clock (90 days): 3 × the gateway outbox's
+#: default age limit (30 days), so a long outage's replay is accepted and a 1970 stamp is not.
+DEFAULT_MAX_AGE_S = 90 * 86400.0
 
 
 @dataclass
@@ -77,6 +89,8 @@ class Validator:
         profiles: the device profile library (``device_profiles/``).
         clock: the time base for ``future_time``, lateness and ``received_at``.
         max_future_s: how far ahead of the clock an event time may be (gateway clock skew).
+        max_age_s: how far behind the clock an event time may be before it is ``implausible_time``
+            (a gateway clock that lies); ``None`` = no bound (imports of historical files).
         late_after_s: readings older than this on arrival are stored as late. Default ``None``: only
             retained messages are late (failure-kinds.md #10). An age limit is opt-in because a
             gateway replaying its outbox after an outage delivers old readings that are real data
@@ -93,12 +107,14 @@ class Validator:
         profiles: ProfileLibrary,
         clock: Clock,
         max_future_s: float = 300.0,
+        max_age_s: float | None = DEFAULT_MAX_AGE_S,
         late_after_s: float | None = None,
         dedupe_size: int = 100_000,
     ) -> None:
         self.sites = dict(sites)
         self.clock = clock
         self.max_future = timedelta(seconds=max_future_s)
+        self.max_age = None if max_age_s is None else timedelta(seconds=max_age_s)
         self.late_after = None if late_after_s is None else timedelta(seconds=late_after_s)
         self.dedupe_size = dedupe_size
         self._seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
@@ -198,6 +214,12 @@ class Validator:
             limit_s = self.max_future.total_seconds()
             return ("future_time", f"event time {r.time.isoformat()} is {ahead_s:.0f}s ahead of the clock "
                                    f"({now.isoformat()}; limit {limit_s:.0f}s)")
+        if self.max_age is not None and r.time < now - self.max_age:
+            behind_d = (now - r.time).total_seconds() / 86400
+            limit_d = self.max_age.total_seconds() / 86400
+            return ("implausible_time", f"event time {r.time.isoformat()} is {behind_d:.1f} days behind the clock "
+                                        f"({now.isoformat()}; limit {limit_d:g} days): the gateway's clock is "
+                                        "probably wrong (no real-time clock, before NTP)")
         return None
 
     def _seen_again(self, identity: tuple[str, str, int]) -> bool:

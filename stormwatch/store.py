@@ -29,7 +29,7 @@ class DeadLetter:
 
     Attributes:
         reason: short machine code (``bad_json``, ``schema``, ``unknown_device``, ``unit_mismatch``,
-            ``future_time``, ``duplicate``, ``non_finite``...).
+            ``future_time``, ``implausible_time``, ``duplicate``, ``non_finite``...).
         detail: human explanation.
         topic: MQTT topic it arrived on.
         payload: the payload as received (bytes).

@@ -71,6 +71,8 @@ def test_good_reading_accepted(validator: Validator) -> None:
     (payload(wire(unit="FNU")), "unit_mismatch"),  # the Y511 profile reports NTU; keep NTU and FNU apart
     (payload(wire(site="elsewhere")), "topic_mismatch"),
     (payload(wire(time="2026-06-01T12:05:01Z")), "future_time"),  # 301 s ahead, limit 300 s
+    (payload(wire(time="1970-01-01T00:00:00Z")), "implausible_time"),  # a box without an RTC, before NTP
+    (payload(wire(time="2026-03-03T11:59:59Z")), "implausible_time"),  # 90 days + 1 s behind (Mar 3 + 90 d = Jun 1)
 ])
 def test_bad_input_dead_lettered_with_reason(validator: Validator, body: bytes, reason: str) -> None:
     res = validator.validate(TOPIC, body)
@@ -125,6 +127,24 @@ def test_duplicates_only_after_commit_and_retained_is_late(validator: Validator)
     assert [r.seq for r in again.duplicates] == [5] and not again.accepted and not again.dead
     stale = validator.validate(TOPIC, payload(wire(seq=6, time="2026-06-01T09:00:00Z")), retained=True)
     assert [r.seq for r in stale.late] == [6] and not stale.accepted
+
+
+def test_age_bound_is_90_days_and_configurable() -> None:
+    from stormwatch.gateway.outbox import DEFAULT_MAX_AGE_S as OUTBOX_MAX_AGE_S
+    from stormwatch.ingest.validate import DEFAULT_MAX_AGE_S
+
+    assert DEFAULT_MAX_AGE_S == 3 * OUTBOX_MAX_AGE_S == 90 * 86400  # outbox replays stay inside the bound
+    profiles = ProfileLibrary()
+    sites = [load_site(REPO / "examples" / "site.yaml", profiles)]
+    v = Validator.for_sites(sites, profiles, FixedClock())
+    exactly = v.validate(TOPIC, payload(wire(time="2026-03-03T12:00:00Z")))  # exactly 90 days: accepted
+    assert len(exactly.accepted) == 1 and not exactly.dead
+    replay = v.validate(TOPIC, payload(wire(seq=2, time="2026-05-02T12:00:00Z")))  # a 30-day outage's replay
+    assert len(replay.accepted) == 1
+    detail = v.validate(TOPIC, payload(wire(seq=3, time="1970-01-01T00:00:00Z"))).dead[0].detail
+    assert detail.startswith("event time 1970-01-01T00:00:00+00:00 is 20605.5 days behind the clock")
+    wider = Validator.for_sites(sites, profiles, FixedClock(), max_age_s=None)  # imports of old files
+    assert len(wider.validate(TOPIC, payload(wire(time="1970-01-01T00:00:00Z"))).accepted) == 1
 
 
 def test_late_after_is_opt_in() -> None:
