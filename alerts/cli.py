@@ -8,14 +8,15 @@ import os
 import signal
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
-from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
+from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.cliutil import fail
 from stormwatch.clock import Clock, ScenarioClock, WallClock
+from stormwatch.display import local_time, turbidity
 
 if TYPE_CHECKING:
     from stormwatch.config import SiteConfig
@@ -23,7 +24,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_STATE = "stormwatch-alerts.db"
+#: The work-order file inside a state directory (the alert service's and the demo's).
+STATE_FILE = "alerts.db"
+DEFAULT_STATE_DIR = "./var/alerts"
 
 
 def _load_site(path: Path, profiles: ProfileLibrary) -> SiteConfig:
@@ -47,9 +50,17 @@ def _clock() -> Clock:
     return ScenarioClock.from_env(dict(os.environ)) or WallClock()
 
 
-def _line(o: WorkOrder) -> str:
-    due = o.due_at.isoformat() if o.due_at else "-"
-    return f"{o.id}  {o.status:<12} {o.site:<16} {o.kind:<20} due {due}  {o.citation}"
+_STATE_DIR_OPT = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
+                              help=f"State directory of the alert service or the demo (holds {STATE_FILE}).")
+_STATE_FILE_OPT = typer.Option(None, "--state", hidden=True, metavar="FILE",
+                               help="The work-order file itself (older name; use --state-dir).")
+_WALL_OPT = typer.Option(False, "--wall-time",
+                         help="Judge due dates against today's wall-clock time instead of the clock of the alert "
+                              "engine that wrote the state (simulated time after a demo).")
+_TZ_OPT = typer.Option(None, "--tz", metavar="ZONE",
+                       help="Show times in this IANA zone (default: each order's site zone).")
+_JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of text.")
+_BY_OPT = typer.Option(..., "--by", metavar="NAME", help="Who does it (recorded in the order's history).")
 
 
 def alerts_cmd(
@@ -57,7 +68,9 @@ def alerts_cmd(
     broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", envvar="STORMWATCH_BROKER"),
     store: str | None = typer.Option(None, "--store", envvar="STORMWATCH_STORE",
                                      help="store URL (sqlite:///path, influx1://..., influx2://...) for events"),
-    state: Path = typer.Option(Path(DEFAULT_STATE), "--state", help="work-order SQLite file"),
+    state_dir: Path = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
+                                   help=f"Keep the work orders here ({STATE_FILE}; created if missing)."),
+    state: Path | None = _STATE_FILE_OPT,
     lateness_s: float = typer.Option(120.0, "--lateness-s", help="allowed lateness of readings (s)"),
     webhook: str | None = typer.Option(None, "--webhook", envvar="STORMWATCH_WEBHOOK",
                                        help="also POST every event (JSON) to this http(s) URL, with retries"),
@@ -90,9 +103,12 @@ def alerts_cmd(
         except (StoreUrlError, StoreError) as exc:
             fail(f"--store {redact(store)}: {exc}", 2)
     try:
-        service = AlertService(sites, profiles, broker, opened, state, _clock(), client_id, lateness_s=lateness_s,
-                               webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ))
-    except (PackError, EngineError, ValueError) as exc:
+        if state is None:
+            state_dir.mkdir(parents=True, exist_ok=True)
+        service = AlertService(sites, profiles, broker, opened, state_file(state_dir, state), _clock(), client_id,
+                               lateness_s=lateness_s, webhook_url=webhook,
+                               grafana=GrafanaAnnotations.from_env(os.environ))
+    except (PackError, EngineError, ValueError, OSError) as exc:
         fail(str(exc), 2)
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
     try:
@@ -104,90 +120,191 @@ def alerts_cmd(
             opened.close()
 
 
-workorders_app = typer.Typer(help="Inspection work orders: list, show, acknowledge, complete.", no_args_is_help=True)
+workorders_app = typer.Typer(
+    help="Inspection work orders the alert service opened: list them, show one with its history, acknowledge, "
+         "complete, or export their due dates as a calendar.",
+    no_args_is_help=True,
+)
 
-_STATE_OPT = typer.Option(Path(DEFAULT_STATE), "--state", help="work-order SQLite file of the alert service")
+def state_file(state_dir: Path, state: Path | None) -> Path:
+    """The work-order file: ``--state FILE`` (older option) or ``<--state-dir>/alerts.db``."""
+    return state if state is not None else state_dir / STATE_FILE
 
 
-def _book(state: Path) -> WorkOrders:
-    if not state.is_file():
-        fail(f"no work-order state file {state}", 2)
+def _book(state_dir: Path, state: Path | None, wall_time: bool = False) -> tuple[WorkOrders, str]:
+    """The work-order book read at the engine's clock, and a line saying which time that is."""
+    path = state_file(state_dir, state)
+    if not path.is_file():
+        where = f"--state {path}" if state is not None else f"--state-dir {state_dir}: no {STATE_FILE} there"
+        fail(f"no work-order state file ({where}); give the --state-dir of the alert service or the demo")
     try:
-        return WorkOrders(state, _clock())
+        book = WorkOrders(path, WallClock())
     except WorkOrderError as exc:
-        fail(str(exc), 2)
+        fail(str(exc))
+    engine = book.engine_clock()
+    if engine is None:
+        book.clock, what = WallClock(), "wall-clock time (no alert engine recorded its clock here)"
+    else:
+        book.clock, what = engine.reader_clock(wall_time)
+    return book, what
+
+
+def _zone(tz: str | None, order: WorkOrder) -> ZoneInfo:
+    name = tz or order.timezone or "UTC"
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        fail(f"--tz {name!r}: unknown IANA time zone (e.g. America/New_York)")
+
+
+def _line(o: WorkOrder, now: datetime, tz: str | None) -> str:
+    due = local_time(o.due_at, _zone(tz, o))
+    overdue = "overdue" if o.is_overdue(now) else ""
+    return f"{o.id}  {o.status:<12} {overdue:<7}  {o.site:<16} {o.kind:<19} due {due:<25}  {o.citation}"
+
+
+def _evidence_line(item: dict[str, Any]) -> str:
+    parts = []
+    for key, value in item.items():
+        if isinstance(value, list):
+            parts.append(f"{key}: {len(value)} values")
+        elif isinstance(value, float) and key.endswith("_ntu"):
+            parts.append(f"{key.removesuffix('_ntu')} {turbidity(value)}")
+        elif isinstance(value, float):
+            parts.append(f"{key} {value:g}")
+        elif value is not None:
+            parts.append(f"{key} {value}")
+    return ", ".join(parts)
+
+
+def _order_text(o: WorkOrder, history: list[Change], now: datetime, tz: str | None) -> list[str]:
+    zone = _zone(tz, o)
+    status = o.status + (" (overdue)" if o.is_overdue(now) else "")
+    rows = [("order", f"{o.id}: {o.kind.replace('_', ' ')} at {o.site}"), ("status", status),
+            ("due", local_time(o.due_at, zone)), ("citation", o.citation), ("why", o.message),
+            ("opened", local_time(o.opened_at, zone))]
+    if o.acknowledged_at is not None:
+        rows.append(("acknowledged", f"{local_time(o.acknowledged_at, zone)} by {o.acknowledged_by}"))
+    if o.overdue_at is not None:
+        rows.append(("found overdue", local_time(o.overdue_at, zone)))
+    if o.completed_at is not None:
+        rows.append(("completed", f"{local_time(o.completed_at, zone)} by {o.inspector}: {o.notes}"))
+    if o.parent:
+        rows.append(("report of", o.parent))
+    lines = [f"{k:>13}: {v}" for k, v in rows]
+    if o.evidence:
+        lines.append(f"{'evidence':>13}:")
+        lines += [f"{'':>15}{_evidence_line(item)}" for item in o.evidence]
+    lines.append(f"{'history':>13}:")
+    for c in history:
+        note = f"  {c.notes}" if c.notes else ""
+        lines.append(f"{'':>15}{local_time(c.at, zone)}  {c.action:<12} by {c.by}{note}")
+    return lines
 
 
 @workorders_app.command("list")
 def list_cmd(
-    state: Path = _STATE_OPT,
-    site: str | None = typer.Option(None, "--site"),
-    status: str | None = typer.Option(None, "--status", help="open, acknowledged, completed, overdue"),
-    as_json: bool = typer.Option(False, "--json"),
+    state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_OPT,
+    site: str | None = typer.Option(None, "--site", metavar="SITE_ID", help="Only this site's orders (its id)."),
+    status: str | None = typer.Option(None, "--status", metavar="STATUS",
+                                      help="Only orders with this status: open, acknowledged or completed."),
+    overdue: bool = typer.Option(False, "--overdue", help="Only orders past their due time and not completed."),
+    wall_time: bool = _WALL_OPT, tz: str | None = _TZ_OPT, as_json: bool = _JSON_OPT,
 ) -> None:
-    """List work orders (oldest first)."""
-    book = _book(state)
-    book.mark_overdue()
-    orders = book.list(site=site, status=status)
+    """List work orders, oldest first: status, whether overdue, site, kind, due time (site-local), citation."""
+    if status is not None and status not in STATUSES:
+        hint = "; overdue is not a status: use --overdue" if status == "overdue" else ""
+        fail(f"--status {status!r}: expected one of {', '.join(STATUSES)}{hint}")
+    book, what = _book(state_dir, state, wall_time)
+    now = book.clock.now()
+    orders = book.list(site=site, status=status, overdue_at=now if overdue else None)
     if as_json:
-        typer.echo(json.dumps([o.to_json() for o in orders], indent=2, ensure_ascii=False))
-    else:
-        for o in orders:
-            typer.echo(_line(o))
+        typer.echo(json.dumps([o.to_json(now) for o in orders], indent=2, ensure_ascii=False))
+        return
+    zone = tz or next((o.timezone for o in orders if o.timezone), None)
+    typer.echo(f"as of {local_time(now, _zone(zone, orders[0]) if orders else None)} ({what}); "
+               f"{len(orders)} work order{'' if len(orders) == 1 else 's'}")
+    for o in orders:
+        typer.echo(_line(o, now, tz))
 
 
 @workorders_app.command("show")
-def show_cmd(order_id: str = typer.Argument(...), state: Path = _STATE_OPT,
-             as_json: bool = typer.Option(False, "--json")) -> None:
-    """Show one work order with its evidence."""
-    book = _book(state)
+def show_cmd(order_id: str = typer.Argument(..., metavar="ORDER_ID", help="The work order's id (WO-...)."),
+             state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_OPT, wall_time: bool = _WALL_OPT,
+             tz: str | None = _TZ_OPT, as_json: bool = _JSON_OPT) -> None:
+    """Show one work order: why it was opened, its evidence and its history (who did what, when)."""
+    book, _what = _book(state_dir, state, wall_time)
     try:
         order = book.get(order_id)
+        history = book.history(order_id)
     except WorkOrderError as exc:
-        fail(str(exc), 1)
-    data = order.to_json()
+        fail(str(exc))
+    now = book.clock.now()
     if as_json:
+        data = order.to_json(now)
+        data["history"] = [c.to_json() for c in history]
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
-    for key, value in data.items():
-        if key != "evidence":
-            typer.echo(f"{key:>16}: {value}")
-    typer.echo(f"{'evidence':>16}: {json.dumps(data['evidence'], ensure_ascii=False)}")
+    typer.echo("\n".join(_order_text(order, history, now, tz)))
 
 
 @workorders_app.command("ack")
-def ack_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(..., "--by"), state: Path = _STATE_OPT,
-            as_json: bool = typer.Option(False, "--json")) -> None:
-    """Acknowledge a work order."""
+def ack_cmd(order_id: str = typer.Argument(..., metavar="ORDER_ID", help="The work order's id (WO-...)."),
+            by: str = _BY_OPT,
+            notes: str = typer.Option("", "--notes", metavar="TEXT", help="A note kept in the history (optional)."),
+            state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_OPT, wall_time: bool = _WALL_OPT,
+            tz: str | None = _TZ_OPT, as_json: bool = _JSON_OPT) -> None:
+    """Acknowledge a work order: someone has it in hand. A second acknowledgement is kept in the history."""
+    book, _what = _book(state_dir, state, wall_time)
     try:
-        order = _book(state).acknowledge(order_id, by)
+        before = book.get(order_id)
+        order = book.acknowledge(order_id, by, notes)
     except WorkOrderError as exc:
-        fail(str(exc), 1)
-    typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
+        fail(str(exc))
+    now = book.clock.now()
+    if as_json:
+        typer.echo(json.dumps(order.to_json(now), ensure_ascii=False))
+        return
+    typer.echo(_line(order, now, tz))
+    if before.status == "acknowledged":
+        typer.echo(f"already acknowledged by {before.acknowledged_by} at "
+                   f"{local_time(before.acknowledged_at, _zone(tz, before))}; yours is kept in its history")
 
 
 @workorders_app.command("complete")
-def complete_cmd(order_id: str = typer.Argument(...), by: str = typer.Option(..., "--by"),
-                 notes: str = typer.Option("", "--notes"), state: Path = _STATE_OPT,
-                 as_json: bool = typer.Option(False, "--json")) -> None:
-    """Complete a work order (an inspection: record who and what was found)."""
+def complete_cmd(order_id: str = typer.Argument(..., metavar="ORDER_ID", help="The work order's id (WO-...)."),
+                 by: str = _BY_OPT,
+                 notes: str = typer.Option(..., "--notes", metavar="TEXT",
+                                           help="Completion note (required): what was inspected, found and done."),
+                 state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_OPT,
+                 wall_time: bool = _WALL_OPT, tz: str | None = _TZ_OPT, as_json: bool = _JSON_OPT) -> None:
+    """Complete a work order (an inspection done, a cleanout made): who did it and what they found."""
+    book, _what = _book(state_dir, state, wall_time)
     try:
-        order = _book(state).complete(order_id, by, notes)
+        order = book.complete(order_id, by, notes)
     except WorkOrderError as exc:
-        fail(str(exc), 1)
-    typer.echo(json.dumps(order.to_json(), ensure_ascii=False) if as_json else _line(order))
+        fail(str(exc))
+    now = book.clock.now()
+    typer.echo(json.dumps(order.to_json(now), ensure_ascii=False) if as_json else _line(order, now, tz))
 
 
 @workorders_app.command("ical")
-def ical_cmd(state: Path = _STATE_OPT, site: str | None = typer.Option(None, "--site"),
-             output: Path | None = typer.Option(None, "--output", "-o", help="write here instead of stdout")) -> None:
-    """Print an iCalendar (.ics) feed of the work orders' due dates."""
+def ical_cmd(state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_OPT,
+             site: str | None = typer.Option(None, "--site", metavar="SITE_ID",
+                                             help="Only this site's orders (its id)."),
+             output: Path | None = typer.Option(None, "--output", "-o", metavar="FILE",
+                                                help="Write the calendar to this file instead of stdout."),
+             wall_time: bool = _WALL_OPT) -> None:
+    """Print the work orders' due dates as an iCalendar (.ics) feed for a calendar app."""
     from stormwatch.alerts.ical import calendar_of
 
-    book = _book(state)
+    book, _what = _book(state_dir, state, wall_time)
     data = calendar_of(book.list(site=site), book.clock.now())
     if output is not None:
-        output.write_bytes(data)
+        try:
+            output.write_bytes(data)
+        except OSError as exc:
+            fail(f"--output {output}: {exc.strerror or exc}")
     else:
         typer.echo(data.decode("utf-8"), nl=False)
 

@@ -10,7 +10,10 @@ them). Retained readings are data, never live triggers (failure-kinds.md #10).
 Each site has one :class:`stormwatch.alerts.engine.Engine`; its events are published as JSON
 (:meth:`stormwatch.contract.Event.to_wire`) on ``stormwatch/v1/<site>/events`` at QoS 1, written
 to the store (``write_events``) and passed to ``on_event``. Work orders live in the SQLite state
-file; overdue orders are checked against the clock and announced as ``inspection_overdue``.
+file; overdue orders are checked against the clock and announced as ``inspection_overdue`` (once:
+the state records it). The service records its clock in the state file at start, about once a
+real second and at stop, so ``stormwatch workorders`` reads the orders at the engine's time
+(simulated time after a demo; :class:`stormwatch.alerts.workorders.EngineClock`).
 
 On start, when a store is given, each engine is warmed up from the store's readings of the last
 ``warmup_days`` (the same code as live, then flushed; orders dedupe; warm-up events are not
@@ -28,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -50,6 +54,9 @@ from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore, StoreError
 
 log = logging.getLogger(__name__)
+
+#: Real seconds between records of the service's clock in the state file.
+CLOCK_RECORD_REAL_S = 1.0
 
 
 class AlertService:
@@ -126,12 +133,17 @@ class AlertService:
         An unreachable broker is retried forever (1 s doubling to 30 s) and logged at ERROR once per
         outage, then at DEBUG (:class:`stormwatch.mqtt.ConnectFailureLog`); INFO "connected" when it answers.
         """
+        self.workorders.record_clock(self.clock)
         self._warm_up()
         self._client.connect_async(self.host, self.port, keepalive=30)
         self._client.loop_start()
+        recorded = time.monotonic()
         try:
             while not self._stop.wait(timeout=max(0.05, self.clock_real(self.overdue_check_s))):
                 self._check_overdue()
+                if time.monotonic() - recorded >= CLOCK_RECORD_REAL_S:
+                    self.workorders.record_clock(self.clock)
+                    recorded = time.monotonic()
         finally:
             with self._lock:
                 events = [e for eng in self.engines.values() for e in eng.flush()]
@@ -148,6 +160,7 @@ class AlertService:
             self._client.loop_stop()
             for output in self.outputs:
                 output.close()
+            self.workorders.record_clock(self.clock, stopped=True)
             self.workorders.close()
             log.info("alert service stopped")
 

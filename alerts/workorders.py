@@ -14,14 +14,30 @@ event                        order kind            due
 ============================ ===================== ==========================================
 
 An order is unique per ``(site, rule, occurrence)``: the same condition never opens a second
-order, across restarts and replays (the id is derived from that key). Status: ``open`` →
-``acknowledged`` → ``completed``; ``open``/``acknowledged`` past ``due_at`` become ``overdue``
-(:meth:`WorkOrders.mark_overdue`, checked against a clock). Completing an inspection order of a
-pack with a report rule (Ch. 196 §196-9B) opens an ``inspection_report`` order due within two
-business days of the inspection date.
+order, across restarts and replays (the id is derived from that key).
 
-Errors: :class:`WorkOrderError` (unknown id, completing a completed order, a state file that is
-not an SQLite database).
+Lifecycle. The status is exactly ``open`` → ``acknowledged`` → ``completed`` (completing an open
+order directly is allowed: the inspector did the work). *Overdue* is not a status but a fact
+about time: an order that is not completed is overdue once its ``due_at`` has passed
+(:meth:`WorkOrder.is_overdue`, against a clock); an acknowledged order can be overdue. The alert
+service records when it found an order overdue (``overdue_at``, :meth:`WorkOrders.mark_overdue`)
+so that it announces ``inspection_overdue`` once. Every change -- opened, acknowledged (again, by
+someone else), found overdue, completed -- is kept as history (who, when, what, notes):
+:meth:`WorkOrders.history`. Completing an inspection order of a pack with a report rule
+(Ch. 196 §196-9B) opens an ``inspection_report`` order due within two business days of the
+inspection date.
+
+The engine's clock. The service records the clock it runs on in the state file
+(:meth:`WorkOrders.record_clock`): the wall clock, or simulated time with the simulated time it
+had reached when it last wrote. Reading commands use that clock (:meth:`EngineClock.reader_clock`),
+so a state file left by a demo is read at the demo's simulated time, not today's date.
+
+State files written before history was kept (schema 1: ``overdue`` as a status, no history) are
+migrated when opened: the status becomes ``acknowledged`` or ``open``, the overdue flag is kept,
+and the history is rebuilt from the recorded times (noted as reconstructed).
+
+Errors: :class:`WorkOrderError` (unknown id, a change the lifecycle does not allow, an empty
+name or note, a state file that is not a work-order SQLite database or is newer than this code).
 """
 
 from __future__ import annotations
@@ -39,13 +55,19 @@ from typing import Any, Literal
 
 from stormwatch.alerts.business_days import report_deadline
 from stormwatch.alerts.packs import ReportRule
-from stormwatch.clock import Clock
+from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.contract import Event
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
-Status = Literal["open", "acknowledged", "completed", "overdue"]
+Status = Literal["open", "acknowledged", "completed"]
+
+#: The statuses, in lifecycle order.
+STATUSES: tuple[Status, ...] = ("open", "acknowledged", "completed")
+
+#: Who the history names for changes made by the alert service itself.
+ENGINE = "alert engine"
 
 #: event kind → work-order kind, for the events that open an order.
 OPENING_KINDS: dict[str, str] = {
@@ -57,6 +79,13 @@ OPENING_KINDS: dict[str, str] = {
 
 #: order kinds that are inspections (their completion is "an inspection" for reports and cadence).
 INSPECTION_KINDS = ("storm_inspection", "routine_inspection")
+
+#: Schema version written to ``PRAGMA user_version`` (1: before history; 2: history, overdue flag, clock).
+SCHEMA_VERSION = 2
+
+#: A simulated engine clock whose last record is more than this many real seconds behind its
+#: formula is taken as stopped (crashed without recording its stop).
+LIVE_LAG_REAL_S = 10.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS work_orders (
@@ -79,19 +108,75 @@ CREATE TABLE IF NOT EXISTS work_orders (
     completed_at TEXT,
     report_json TEXT,
     parent TEXT,
+    overdue_at TEXT,
+    timezone TEXT,
     UNIQUE (site, rule, occurrence)
 );
 CREATE INDEX IF NOT EXISTS work_orders_site ON work_orders (site, rule, completed_at);
+CREATE TABLE IF NOT EXISTS work_order_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    order_id TEXT NOT NULL REFERENCES work_orders (id),
+    at TEXT NOT NULL,
+    by TEXT NOT NULL,
+    action TEXT NOT NULL,
+    status TEXT NOT NULL,
+    notes TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS work_order_history_order ON work_order_history (order_id, seq);
+CREATE TABLE IF NOT EXISTS engine_clock (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+_COLUMNS = ("id, site, kind, rule, citation, occurrence, event_time, opened_at, due_at, status, message, evidence, "
+            "inspector, notes, acknowledged_at, acknowledged_by, completed_at, parent, overdue_at, timezone")
+
+#: Schema 1 → 2 (run inside one transaction; see the module docstring).
+_MIGRATE_1_TO_2 = """
+ALTER TABLE work_orders ADD COLUMN overdue_at TEXT;
+ALTER TABLE work_orders ADD COLUMN timezone TEXT;
+UPDATE work_orders SET overdue_at = due_at WHERE status = 'overdue';
+UPDATE work_orders SET status = CASE WHEN completed_at IS NOT NULL THEN 'completed'
+                                     WHEN acknowledged_at IS NOT NULL THEN 'acknowledged'
+                                     ELSE 'open' END
+ WHERE status NOT IN ('open', 'acknowledged', 'completed');
+INSERT INTO work_order_history (order_id, at, by, action, status, notes)
+SELECT id, at, by, action, status, notes FROM (
+    SELECT id, opened_at AS at, 'alert engine' AS by, 'opened' AS action, 'open' AS status,
+           'reconstructed from a state file written before history was kept' AS notes, 0 AS step
+      FROM work_orders
+    UNION ALL
+    SELECT id, acknowledged_at, COALESCE(acknowledged_by, 'unknown'), 'acknowledged', 'acknowledged',
+           'reconstructed: only the last acknowledgement was kept', 1
+      FROM work_orders WHERE acknowledged_at IS NOT NULL
+    UNION ALL
+    SELECT id, overdue_at, 'alert engine', 'overdue',
+           CASE WHEN acknowledged_at IS NOT NULL AND acknowledged_at <= overdue_at THEN 'acknowledged' ELSE 'open' END,
+           'reconstructed: due ' || due_at || ' passed', 2
+      FROM work_orders WHERE overdue_at IS NOT NULL
+    UNION ALL
+    SELECT id, completed_at, COALESCE(inspector, 'unknown'), 'completed', 'completed', COALESCE(notes, ''), 3
+      FROM work_orders WHERE completed_at IS NOT NULL
+) ORDER BY at, step, id;
 """
 
 
 class WorkOrderError(ValueError):
-    """Unknown work order or a transition that is not allowed."""
+    """Unknown work order, a change the lifecycle does not allow, or an unusable state file."""
 
 
 @dataclass(frozen=True)
 class WorkOrder:
-    """One work order. Times are UTC; ``evidence`` is the opening event's evidence."""
+    """One work order. Times are UTC; ``evidence`` is the opening event's evidence.
+
+    Attributes:
+        status: ``open``, ``acknowledged`` or ``completed``.
+        overdue_at: when the alert service found the order past ``due_at`` (``None``: not yet).
+        acknowledged_at, acknowledged_by: the first acknowledgement (later ones are in the history).
+        inspector, notes, completed_at: who completed it, the completion note, when.
+        timezone: the site's IANA zone (for showing local times; ``None`` in migrated orders).
+    """
 
     id: str
     site: str
@@ -111,13 +196,83 @@ class WorkOrder:
     acknowledged_by: str | None
     completed_at: datetime | None
     parent: str | None
+    overdue_at: datetime | None = None
+    timezone: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (times RFC 3339 UTC)."""
+    def is_overdue(self, now: datetime) -> bool:
+        """Not completed and past its due time at ``now``."""
+        return self.status != "completed" and self.due_at is not None and now > self.due_at
+
+    def to_json(self, now: datetime | None = None) -> dict[str, Any]:
+        """JSON-ready dict (times RFC 3339 UTC); with ``now``, also ``overdue`` as of ``now``."""
         out: dict[str, Any] = {}
         for key, value in self.__dict__.items():
             out[key] = format_time(value) if isinstance(value, datetime) else value
+        if now is not None:
+            out["overdue"] = self.is_overdue(now)
         return out
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of an order's history: ``by`` did ``action`` at ``at``; the status after it."""
+
+    at: datetime
+    by: str
+    action: str
+    status: Status
+    notes: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": format_time(self.at), "by": self.by, "action": self.action, "status": self.status,
+                "notes": self.notes}
+
+
+class _Frozen:
+    """A clock stopped at ``t`` (a simulation that has ended)."""
+
+    def __init__(self, t: datetime) -> None:
+        self.t = t
+
+    def now(self) -> datetime:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        return None
+
+    async def asleep(self, seconds: float) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class EngineClock:
+    """The clock of the alert service that writes a state file, as it recorded it.
+
+    Attributes:
+        kind: ``wall`` or ``simulated``.
+        last_now: the service's clock time when it last recorded it.
+        stopped: the service recorded a normal stop.
+        scenario: the simulated clock's parameters (``None`` for other simulated clocks).
+    """
+
+    kind: Literal["wall", "simulated"]
+    last_now: datetime
+    stopped: bool
+    scenario: ScenarioClock | None = None
+
+    def reader_clock(self, wall_time: bool = False) -> tuple[Clock, str]:
+        """The clock a reader of the state should use, and a few words saying which it is.
+
+        The wall clock for a wall-clock service (or when ``wall_time``); for a simulated one that
+        is still running, its simulated clock; otherwise the simulated time it had reached.
+        """
+        if wall_time or self.kind == "wall":
+            return WallClock(), "wall-clock time"
+        sc = self.scenario
+        if sc is not None and not self.stopped and \
+                (sc.now() - self.last_now).total_seconds() <= LIVE_LAG_REAL_S * sc.speed:
+            return sc, "simulated time of the running alert engine"
+        return _Frozen(self.last_now), "simulated time the alert engine reached"
 
 
 def order_id(site: str, rule: str, occurrence: str) -> str:
@@ -134,30 +289,82 @@ def _t(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
+def _text(value: datetime | None) -> str:
+    return format_time(value) if value is not None else "-"
+
+
+def _statements(script: str) -> list[str]:
+    """The SQL statements of ``script`` (run one by one: ``executescript`` would commit a transaction)."""
+    return [s.strip() for s in script.split(";\n") if s.strip()]
+
+
+def _need_text(value: str, what: str) -> str:
+    text = value.strip()
+    if not text:
+        raise WorkOrderError(f"{what} must not be empty")
+    return text
+
+
 class WorkOrders:
     """The work-order book of one alert service (thread-safe; one SQLite file).
 
     Args:
-        path: SQLite file (created if absent).
+        path: SQLite file (created if absent; its directory must exist).
         clock: stamps ``opened_at``, acknowledgements and completions; checks overdue.
 
     Raises:
-        WorkOrderError: ``path`` exists but is not an SQLite database.
+        WorkOrderError: ``path`` is not a work-order SQLite database, was written by a newer
+            stormwatch, or its directory does not exist.
     """
 
     def __init__(self, path: str | Path, clock: Clock) -> None:
         self.path = Path(path)
         self.clock = clock
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.parent.is_dir():
+            raise WorkOrderError(f"{self.path}: directory {self.path.parent} does not exist")
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.executescript(_SCHEMA)
+            self._open_schema()
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise WorkOrderError(f"{self.path}: not a work-order state file (SQLite): {exc}") from exc
+        except WorkOrderError:
+            self._db.close()
+            raise
+
+    def _open_schema(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise WorkOrderError(f"{self.path}: written by a newer stormwatch (state schema {version}; "
+                                 f"this version reads up to {SCHEMA_VERSION})")
+        if version == SCHEMA_VERSION:
+            return
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "work_orders" not in tables:
+            raise WorkOrderError(f"{self.path}: an SQLite database but not a work-order state file "
+                                 f"(tables: {', '.join(sorted(tables))})")
+        old = "work_orders" in tables
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                self._db.execute("COMMIT")  # another process created or migrated it meanwhile
+                return
+            for stmt in _statements(_SCHEMA):  # CREATE ... IF NOT EXISTS: leaves a schema-1 table as it is
+                self._db.execute(stmt)
+            if old:  # schema 1: add the new columns, clear 'overdue' as a status, rebuild the history
+                for stmt in _statements(_MIGRATE_1_TO_2):
+                    self._db.execute(stmt)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        if old:
+            log.info("%s: work-order state migrated to schema %d (status without 'overdue', history kept)",
+                     self.path, SCHEMA_VERSION)
 
     def close(self) -> None:
         with self._lock:
@@ -167,12 +374,13 @@ class WorkOrders:
 
     def _row(self, row: sqlite3.Row | tuple[Any, ...]) -> WorkOrder:
         (oid, site, kind, rule, citation, occurrence, event_time, opened_at, due_at, status, message, evidence,
-         inspector, notes, ack_at, ack_by, completed_at, _report, parent) = row
+         inspector, notes, ack_at, ack_by, completed_at, parent, overdue_at, timezone) = row
         return WorkOrder(
             id=oid, site=site, kind=kind, rule=rule, citation=citation, occurrence=occurrence,
             event_time=_t(event_time), opened_at=_t(opened_at), due_at=_t(due_at), status=status,  # type: ignore[arg-type]
             message=message, evidence=json.loads(evidence), inspector=inspector, notes=notes,
             acknowledged_at=_t(ack_at), acknowledged_by=ack_by, completed_at=_t(completed_at), parent=parent,
+            overdue_at=_t(overdue_at), timezone=timezone,
         )
 
     def get(self, oid: str) -> WorkOrder:
@@ -182,7 +390,7 @@ class WorkOrders:
             WorkOrderError: no such order.
         """
         with self._lock:
-            row = self._db.execute("SELECT * FROM work_orders WHERE id = ?", (oid,)).fetchone()
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM work_orders WHERE id = ?", (oid,)).fetchone()
         if row is None:
             raise WorkOrderError(f"no work order {oid!r} in {self.path}")
         return self._row(row)
@@ -190,22 +398,48 @@ class WorkOrders:
     def find(self, site: str, rule: str, occurrence: str) -> WorkOrder | None:
         """The order of ``(site, rule, occurrence)``, if one was opened."""
         with self._lock:
-            row = self._db.execute("SELECT * FROM work_orders WHERE site = ? AND rule = ? AND occurrence = ?",
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM work_orders WHERE site = ? AND rule = ? AND occurrence = ?",
                                    (site, rule, occurrence)).fetchone()
         return None if row is None else self._row(row)
 
-    def list(self, site: str | None = None, status: str | None = None) -> builtins.list[WorkOrder]:
-        """Orders, oldest event first, optionally of one site and/or status."""
-        sql, args = "SELECT * FROM work_orders WHERE 1=1", []
+    def list(self, site: str | None = None, status: str | None = None, *,
+             overdue_at: datetime | None = None) -> list[WorkOrder]:
+        """Orders, oldest event first.
+
+        Args:
+            site: only this site's.
+            status: only orders with this status (one of :data:`STATUSES`).
+            overdue_at: only orders overdue at this time (:meth:`WorkOrder.is_overdue`).
+
+        Raises:
+            WorkOrderError: an unknown status.
+        """
+        sql, args = f"SELECT {_COLUMNS} FROM work_orders WHERE 1=1", []
         if site is not None:
             sql += " AND site = ?"
             args.append(site)
         if status is not None:
+            if status not in STATUSES:
+                raise WorkOrderError(f"unknown status {status!r}: one of {', '.join(STATUSES)}")
             sql += " AND status = ?"
             args.append(status)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY event_time, id", args).fetchall()
-        return [self._row(r) for r in rows]
+        orders = [self._row(r) for r in rows]
+        return orders if overdue_at is None else [o for o in orders if o.is_overdue(overdue_at)]
+
+    def history(self, oid: str) -> builtins.list[Change]:
+        """Every change of order ``oid``, oldest first.
+
+        Raises:
+            WorkOrderError: no such order.
+        """
+        self.get(oid)
+        with self._lock:
+            rows = self._db.execute("SELECT at, by, action, status, notes FROM work_order_history"
+                                    " WHERE order_id = ? ORDER BY seq", (oid,)).fetchall()
+        return [Change(at=_t(at), by=by, action=action, status=status, notes=notes)  # type: ignore[arg-type]
+                for at, by, action, status, notes in rows]
 
     def last_completed(self, site: str, kinds: tuple[str, ...]) -> datetime | None:
         """Completion time of the site's latest completed order of one of ``kinds``."""
@@ -228,7 +462,39 @@ class WorkOrders:
         assert start is not None and due is not None
         return start, due
 
+    def engine_clock(self) -> EngineClock | None:
+        """The clock the alert service recorded (:meth:`record_clock`), or ``None`` if none did."""
+        with self._lock:
+            doc = dict(self._db.execute("SELECT key, value FROM engine_clock").fetchall())
+        if "kind" not in doc or "last_now" not in doc:
+            return None
+        scenario = None
+        if "sim_start" in doc:
+            scenario = ScenarioClock(sim_start=datetime.fromisoformat(doc["sim_start"]), speed=float(doc["speed"]),
+                                     wall_start=float(doc["wall_start"]))
+        last_now = _t(doc["last_now"])
+        assert last_now is not None
+        return EngineClock(kind="wall" if doc["kind"] == "wall" else "simulated", last_now=last_now,
+                           stopped=doc.get("stopped") == "1", scenario=scenario)
+
     # -- writing ---------------------------------------------------------------------------
+
+    def _log_change(self, oid: str, at: datetime, by: str, action: str, status: Status, notes: str = "") -> None:
+        self._db.execute("INSERT INTO work_order_history (order_id, at, by, action, status, notes)"
+                         " VALUES (?, ?, ?, ?, ?, ?)", (oid, _ts(at), by, action, status, notes))
+
+    def record_clock(self, clock: Clock, *, stopped: bool = False) -> None:
+        """Record the clock of the service writing this state (at start, periodically, at stop)."""
+        doc = {"kind": "wall" if isinstance(clock, WallClock) else "simulated", "last_now": _ts(clock.now()),
+               "stopped": "1" if stopped else "0"}
+        if isinstance(clock, ScenarioClock):
+            doc.update(sim_start=clock.sim_start.isoformat(), speed=repr(clock.speed),
+                       wall_start=repr(clock.wall_start))
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM engine_clock")
+            self._db.executemany("INSERT INTO engine_clock (key, value) VALUES (?, ?)", sorted(doc.items()))
+            self._db.execute("COMMIT")
 
     def open_for(self, event: Event, *, report: ReportRule | None = None, timezone: str = "UTC",
                  ) -> tuple[WorkOrder, bool]:
@@ -238,7 +504,7 @@ class WorkOrders:
             event: an event whose kind is in :data:`OPENING_KINDS`.
             report: the pack's report rule (Ch. 196), remembered so that completing this
                 inspection opens the report order.
-            timezone: the site's IANA zone (business days are local).
+            timezone: the site's IANA zone (business days are local; times are shown in it).
 
         Returns:
             ``(order, created)``; ``created`` is False when the occurrence already had an order.
@@ -254,64 +520,92 @@ class WorkOrders:
             event_time=event.event_time, due_at=event.due_at, message=event.message, evidence=event.evidence,
             report=({"rule": report.model_dump(), "timezone": timezone}
                     if report is not None and kind in INSPECTION_KINDS else None),
-            parent=None,
+            parent=None, timezone=timezone,
         )
 
     def _insert(self, *, site: str, kind: str, rule: str, citation: str, occurrence: str, event_time: datetime,
                 due_at: datetime | None, message: str, evidence: builtins.list[dict[str, Any]],
-                report: dict[str, Any] | None, parent: str | None) -> tuple[WorkOrder, bool]:
+                report: dict[str, Any] | None, parent: str | None, timezone: str | None) -> tuple[WorkOrder, bool]:
         oid = order_id(site, rule, occurrence)
         now = self.clock.now()
         with self._lock:
-            cur = self._db.execute(
-                "INSERT OR IGNORE INTO work_orders (id, site, kind, rule, citation, occurrence, event_time, opened_at,"
-                " due_at, status, message, evidence, report_json, parent)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?)",
-                (oid, site, kind, rule, citation, occurrence, _ts(event_time), _ts(now),
-                 _ts(due_at) if due_at else None, message, json.dumps(evidence),
-                 json.dumps(report) if report else None, parent))
-            created = cur.rowcount == 1
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO work_orders (id, site, kind, rule, citation, occurrence, event_time,"
+                    " opened_at, due_at, status, message, evidence, report_json, parent, timezone)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
+                    (oid, site, kind, rule, citation, occurrence, _ts(event_time), _ts(now),
+                     _ts(due_at) if due_at else None, message, json.dumps(evidence),
+                     json.dumps(report) if report else None, parent, timezone))
+                created = cur.rowcount == 1
+                if created:
+                    self._log_change(oid, now, ENGINE, "opened", "open",
+                                     f"due {format_time(due_at)}" if due_at else "")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
         if created:
             log.info("work order %s opened: %s %s (%s) due %s", oid, site, kind, citation,
                      format_time(due_at) if due_at else "-")
         return self.get(oid), created
 
-    def acknowledge(self, oid: str, by: str) -> WorkOrder:
-        """Mark ``oid`` acknowledged by ``by`` (no-op on a completed order).
+    def acknowledge(self, oid: str, by: str, notes: str = "") -> WorkOrder:
+        """Acknowledge ``oid`` as ``by``.
+
+        The first acknowledgement sets the status and ``acknowledged_at/_by``; a later one (by the
+        same or another person) is kept in the history and changes nothing else.
 
         Raises:
-            WorkOrderError: no such order.
+            WorkOrderError: no such order, it is completed, or ``by`` is empty.
         """
+        by = _need_text(by, "the name of who acknowledges (--by)")
         order = self.get(oid)
         if order.status == "completed":
-            return order
+            raise WorkOrderError(f"work order {oid} was completed at {_text(order.completed_at)} by "
+                                 f"{order.inspector}: nothing to acknowledge")
+        now = self.clock.now()
         with self._lock:
-            self._db.execute(
-                "UPDATE work_orders SET status = CASE WHEN status = 'overdue' THEN 'overdue' ELSE 'acknowledged' END,"
-                " acknowledged_at = ?, acknowledged_by = ?, inspector = COALESCE(inspector, ?) WHERE id = ?",
-                (_ts(self.clock.now()), by, by, oid))
-        log.info("work order %s acknowledged by %s", oid, by)
+            self._db.execute("BEGIN IMMEDIATE")
+            if order.status == "open":
+                self._db.execute("UPDATE work_orders SET status = 'acknowledged', acknowledged_at = ?,"
+                                 " acknowledged_by = ? WHERE id = ?", (_ts(now), by, oid))
+            self._log_change(oid, now, by, "acknowledged", "acknowledged", notes.strip())
+            self._db.execute("COMMIT")
+        if order.status == "open":
+            log.info("work order %s acknowledged by %s", oid, by)
+        else:
+            log.info("work order %s acknowledged again by %s (first by %s)", oid, by, order.acknowledged_by)
         return self.get(oid)
 
-    def complete(self, oid: str, by: str, notes: str = "", at: datetime | None = None) -> WorkOrder:
-        """Mark ``oid`` completed by ``by`` at ``at`` (default: the clock's now).
+    def complete(self, oid: str, by: str, notes: str, at: datetime | None = None) -> WorkOrder:
+        """Complete ``oid``: ``by`` did the work; ``notes`` says what was found and done.
 
         Completing an inspection of a pack with a report rule opens the ``inspection_report``
         order (due per :func:`stormwatch.alerts.business_days.report_deadline`).
 
+        Args:
+            at: when the work was done (default: the clock's now).
+
         Raises:
-            WorkOrderError: no such order, or it is already completed.
+            WorkOrderError: no such order, it is already completed, or ``by``/``notes`` is empty.
         """
+        by = _need_text(by, "the name of who completed the work (--by)")
+        notes = _need_text(notes, "a completion note (--notes: what was inspected, found and done)")
         order = self.get(oid)
         if order.status == "completed":
-            done_at = format_time(order.completed_at) if order.completed_at else "an unknown time"
-            raise WorkOrderError(f"work order {oid} was already completed at {done_at}")
+            raise WorkOrderError(f"work order {oid} was already completed at {_text(order.completed_at)} "
+                                 f"by {order.inspector}")
         done = at or self.clock.now()
         with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.execute(
                 "UPDATE work_orders SET status = 'completed', completed_at = ?, inspector = ?, notes = ? WHERE id = ?",
                 (_ts(done), by, notes, oid))
+            self._log_change(oid, done, by, "completed", "completed", notes)
             row = self._db.execute("SELECT report_json FROM work_orders WHERE id = ?", (oid,)).fetchone()
+            self._db.execute("COMMIT")
         log.info("work order %s completed by %s", oid, by)
         if row and row[0]:
             spec = json.loads(row[0])
@@ -322,17 +616,21 @@ class WorkOrders:
                 occurrence=oid, event_time=done, due_at=due,
                 message=f"inspection report of {oid} to the SMO within {rule.within_business_days} business days "
                         f"of the inspection: due by {format_time(due)}",
-                evidence=[], report=None, parent=oid)
+                evidence=[], report=None, parent=oid, timezone=spec["timezone"])
         return self.get(oid)
 
     def mark_overdue(self, now: datetime | None = None) -> builtins.list[WorkOrder]:
-        """Mark open/acknowledged orders whose ``due_at`` has passed as ``overdue``; returns them."""
-        stamp = _ts(now or self.clock.now())
+        """Record as overdue the orders not completed whose ``due_at`` has passed and that were not
+        recorded before; returns them (the service announces each once). The status is unchanged."""
+        at = now or self.clock.now()
+        stamp = _ts(at)
         with self._lock:
-            ids = [r[0] for r in self._db.execute(
-                "SELECT id FROM work_orders WHERE status IN ('open', 'acknowledged') AND due_at IS NOT NULL"
-                " AND due_at < ?", (stamp,)).fetchall()]
-            if ids:
-                self._db.execute(f"UPDATE work_orders SET status = 'overdue' WHERE id IN ({','.join('?' * len(ids))})",
-                                 ids)
-        return [self.get(i) for i in ids]
+            self._db.execute("BEGIN IMMEDIATE")
+            rows = self._db.execute(
+                "SELECT id, status, due_at FROM work_orders WHERE status != 'completed' AND overdue_at IS NULL"
+                " AND due_at IS NOT NULL AND due_at < ?", (stamp,)).fetchall()
+            for oid, status, due in rows:
+                self._db.execute("UPDATE work_orders SET overdue_at = ? WHERE id = ?", (stamp, oid))
+                self._log_change(oid, at, ENGINE, "overdue", status, f"due {_text(_t(due))} passed")
+            self._db.execute("COMMIT")
+        return [self.get(r[0]) for r in rows]

@@ -211,11 +211,13 @@ def _summary(result: PipelineResult, tz: ZoneInfo) -> str:
     for e in result.events:
         kinds[e.kind] = kinds.get(e.kind, 0) + 1
     lines.append("  events: " + ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items())))
-    open_orders = [w for w in result.workorders if w.status in ("open", "acknowledged", "overdue")]
-    overdue = sum(1 for w in open_orders if w.status == "overdue")
+    open_orders = [w for w in result.workorders if w.status != "completed"]
+    ended = result.ended_at
+    overdue = sum(1 for w in open_orders if w.is_overdue(ended))
     lines.append(f"  work orders: {len(open_orders)} not completed" + (f" ({overdue} overdue)" if overdue else ""))
     for w in open_orders:
-        lines.append(f"    {w.id}  {w.kind:<20} due {_local(w.due_at, tz):<22} [{w.citation}]  {w.status}")
+        late = "  overdue" if w.is_overdue(ended) else ""
+        lines.append(f"    {w.id}  {w.kind:<20} due {_local(w.due_at, tz):<26} [{w.citation}]  {w.status}{late}")
     lines.append(
         f"  ran {result.sim_hours:.0f} simulated hours in {result.wall_seconds:.0f} s; store: {result.store_url}"
     )

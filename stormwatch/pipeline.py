@@ -81,6 +81,8 @@ class PipelineResult:
         stored_tips: tips stored (sum of ``rain_tips`` readings in the store).
         resolution: the gauge's depth per tip.
         store_url: where the readings are (password redacted).
+        ended_at: the simulated time the alert engine had reached when it stopped (work orders are
+            overdue or not as of then, as ``stormwatch workorders list`` shows them).
     """
 
     events: list[Event]
@@ -92,6 +94,7 @@ class PipelineResult:
     stored_tips: int
     resolution: TipResolution
     store_url: str
+    ended_at: datetime
     wall_seconds: float = 0.0
     sim_hours: float = 0.0
 
@@ -261,9 +264,10 @@ class Pipeline:
         scenario_tips = state.tips.tips_until(self.scenario.end)
         stored = alerts_store.query_readings(self.cfg.site.id, quantity="rain_tips")
         stored_tips = sum(int(r.value) for r in stored)
+        orders, ended_at = self._workorders(clock)
         result = PipelineResult(
             events=list(self._events),
-            workorders=self._workorders(clock),
+            workorders=orders,
             readings_made=gateway.readings_made,
             readings_stored=ingest.written,
             dead_lettered=dict(ingest.dead_lettered),
@@ -273,6 +277,7 @@ class Pipeline:
             store_url=redact(self.store_url),
             wall_seconds=time.monotonic() - wall0,
             sim_hours=(self.scenario.end - self.scenario.start) / timedelta(hours=1),
+            ended_at=ended_at,
         )
         ingest_store.close()
         alerts_store.close()
@@ -298,10 +303,12 @@ class Pipeline:
         finally:
             store.close()
 
-    def _workorders(self, clock: ScenarioClock) -> list[WorkOrder]:
+    def _workorders(self, clock: ScenarioClock) -> tuple[list[WorkOrder], datetime]:
+        """The site's work orders and the simulated time the alert engine recorded at its stop."""
         orders = WorkOrders(self.workdir / "alerts.db", clock)
         try:
-            return orders.list(site=self.cfg.site.id)
+            engine = orders.engine_clock()
+            return orders.list(site=self.cfg.site.id), engine.last_now if engine else self.scenario.end
         finally:
             orders.close()
 

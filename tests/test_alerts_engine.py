@@ -90,7 +90,7 @@ def test_routine_inspection_every_seven_days_from_last_completion(tmp_path: Path
     (first,) = [e for e in events if e.rule == "R1w"]
     assert first.due_at == T0 + timedelta(days=7) and first.work_order
     completed_at = T0 + timedelta(days=3)
-    book.complete(first.work_order, "ann", at=completed_at)
+    book.complete(first.work_order, "ann", "routine inspection done", at=completed_at)
     events = engine.feed(feed.tips(0, T0 + timedelta(days=4)))
     (second,) = [e for e in events if e.rule == "R1w"]
     assert second.event_time == completed_at and second.due_at == completed_at + timedelta(days=7)

@@ -90,4 +90,4 @@ def test_storm_over_mqtt_opens_one_order_and_retained_does_not_trigger(mosquitto
                                    "--state", state, "--json"])
     assert done.exit_code == 0 and json.loads(done.output)["status"] == "completed"
     missing = runner_cli.invoke(app, ["workorders", "show", "WO-0000000000", "--state", state])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2 and "no work order 'WO-0000000000'" in missing.output

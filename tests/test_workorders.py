@@ -47,11 +47,12 @@ def test_complete_and_overdue(tmp_path: Path) -> None:
     b, _ = book.open_for(storm_due("b"))
     clock.t = T0 + timedelta(hours=26)
     assert {o.id for o in book.mark_overdue()} == {a.id, b.id}
+    assert {o.status for o in book.list()} == {"open"}  # overdue is a flag, never a status
     done = book.complete(a.id, "bob", notes="silt fence repaired")
     assert done.status == "completed" and done.inspector == "bob" and done.notes == "silt fence repaired"
-    assert done.completed_at == clock.t
+    assert done.completed_at == clock.t and not done.is_overdue(clock.t)
     with pytest.raises(WorkOrderError):
-        book.complete(a.id, "bob")
+        book.complete(a.id, "bob", "again")
     with pytest.raises(WorkOrderError):
         book.get("WO-nope")
     assert book.mark_overdue() == []
@@ -65,7 +66,7 @@ def test_ch196_completion_opens_report_due_in_two_business_days(tmp_path: Path) 
     book = WorkOrders(tmp_path / "state.db", clock)
     report_rule = load_pack("ch196").report()[1]
     order, _ = book.open_for(storm_due(), report=report_rule, timezone="America/New_York")
-    book.complete(order.id, "cy")
+    book.complete(order.id, "cy", "inspected; no findings")
     (report,) = [o for o in book.list() if o.kind == "inspection_report"]
     assert report.parent == order.id and report.citation == "Ch. 196 §196-9B"
     assert report.due_at == datetime(2026, 7, 8, 4, 0, tzinfo=UTC)

@@ -144,7 +144,9 @@ def test_overdue_at_the_deadline_over_mqtt_and_restart_does_not_repeat(mosquitto
         assert len(wire) == 1
         book = WorkOrders(state, clock)
         (only,) = book.list()
-        assert only.id == order.id and only.status == "overdue"
+        assert only.id == order.id and only.status == "open"  # overdue is a flag, not a status
+        assert only.overdue_at == LAST_TIP + timedelta(hours=24, seconds=1)
+        assert [c.action for c in book.history(order.id)] == ["opened", "overdue"]
     finally:
         sub.loop_stop()
         server.shutdown()
