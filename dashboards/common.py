@@ -7,6 +7,13 @@ Constants and their sources:
 * 50 % lost capacity -- R3 ``cleanout_fraction`` of the pack, likewise.
 * Tip sizes -- the ``counter.resolution`` of every gauge profile in ``device_profiles/``
   (0.01 in, 0.2 mm = 0.2 / 25.4 in), converted by :class:`stormwatch.rain.TipResolution`.
+* The site's time zone -- ``site.timezone`` of its site file, which ingest records in the
+  ``sites`` measurement (tag ``timezone``); ``$tz`` follows ``$site`` (:func:`tz_variable`).
+* The QC filter -- the rules never put a reading that carries a quality flag into a median or a
+  depth (``alerts/rules/turbidity.py``: flagged readings make a window ``needs_verification``;
+  ``alerts/rules/basin.py``: flagged levels are skipped), so the dashboards' medians and means use
+  :data:`CLEAN` too: a probe's -9999 error code (``device_error``) or an ``out_of_range`` value
+  never moves a dashboard line the rules ignore.
 """
 
 from __future__ import annotations
@@ -35,8 +42,12 @@ def tip_sizes(profiles: ProfileLibrary | None = None) -> list[tuple[str, Fractio
             sizes[counter.resolution] = counter.tip_resolution.inches
     return sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))
 
-#: IANA zones offered for local daily totals; first = default (the example site's zone).
-TIME_ZONES = ("America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles", "UTC")
+#: InfluxQL condition selecting readings without any QC flag (ingest writes ``flags`` on every
+#: reading, ``""`` when clean: docs/influxdb-schema.md) -- the rules' filter (module docstring).
+CLEAN = "\"flags\" = ''"
+
+#: The zone of ``$site``, recorded by ingest from the site file (docs/influxdb-schema.md ``sites``).
+SITE_ZONE = 'SHOW TAG VALUES FROM "sites" WITH KEY = "timezone" WHERE "site" = \'$site\''
 
 #: Events query behind the annotations (docs/influxdb-schema.md, measurement ``events``).
 EVENTS_ANNOTATION = """SELECT "title", "text", "kind" FROM "events" WHERE "site" = '$site' AND $timeFilter"""
@@ -81,9 +92,17 @@ def tip_variable() -> dash.CustomVariable:
     return custom_variable("tip_in", "gauge (in per tip)", [(label, repr(float(size))) for label, size in tip_sizes()])
 
 
-def tz_variable() -> dash.CustomVariable:
-    """``$tz``: the site's IANA time zone, for daily totals by local day (InfluxQL ``tz()``)."""
-    return custom_variable("tz", "site time zone", [(z, z) for z in TIME_ZONES])
+def tz_variable() -> dash.QueryVariable:
+    """``$tz``: the IANA time zone of ``$site`` (its site file's ``site.timezone``, recorded by
+    ingest), refreshed whenever ``$site`` changes; for daily totals by local day (InfluxQL ``tz()``)."""
+    return (
+        dash.QueryVariable("tz")
+        .label("site time zone")
+        .datasource(DATASOURCE)
+        .query(SITE_ZONE)
+        .refresh(model.VariableRefresh.ON_DASHBOARD_LOAD)
+        .sort(model.VariableSort.ALPHABETICAL_ASC)
+    )
 
 
 def tag_variable(name: str, label: str, query: str, *, multi: bool = False) -> dash.QueryVariable:

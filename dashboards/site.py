@@ -4,13 +4,15 @@ Panels (all InfluxQL on the schema of ``docs/influxdb-schema.md``):
 
 * Rain intensity (in/h): tips per ``$__interval`` × inches per tip × 3,600,000 / ``$__interval_ms``.
 * Cumulative rainfall (in) over the time range, with the pack's storm threshold (0.5 in, R1) as a line.
-* Daily rainfall (in) by *local* day: ``GROUP BY time(1d) tz('$tz')``.
-* Turbidity: upstream (background) and downstream window medians and the allowed maximum of the
+* Daily rainfall (in) by *local* day: ``GROUP BY time(1d) tz('$tz')``, ``$tz`` being the selected
+  site's own zone (from its site file, recorded by ingest).
+* Turbidity: upstream (background) and downstream window medians of clean readings (no QC flag,
+  as the rules: :data:`~stormwatch.dashboards.common.CLEAN`) and the allowed maximum of the
   Washington criterion (WAC 173-201A-200; ``alerts/rules/criteria.py``): background + 5 NTU
   and background × 1.1, joined and reduced per row to their maximum -- exactly the criterion,
   since b + 5 ≥ 1.1·b iff b ≤ 50 NTU.
 * Sediment depth (ft) = sensor mount height − distance (mm) / 304.8, for distance-down level
-  sensors (``$mount_ft``).
+  sensors (``$mount_ft``), from clean readings.
 * Basin lost capacity (%) from the basin events of the alert engine (``lost_capacity``), with
   the pack's cleanout fraction (50 %, R3) as a line. The lost *volume* needs the basin's
   stage–storage geometry (``alerts/geometry.py``), which InfluxQL cannot evaluate for a stage–storage
@@ -30,6 +32,7 @@ from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 
 from stormwatch.dashboards.common import (
+    CLEAN,
     DEFAULT_PACK,
     custom_variable,
     events_annotation,
@@ -71,7 +74,7 @@ DAILY_DEPTH = (
 def _turbidity(device_var: str, expr: str, name: str) -> str:
     return (
         f'SELECT {expr} AS "{name}" FROM "readings" WHERE "site" = \'$site\' AND "device" = \'${device_var}\' '
-        "AND \"quantity\" = 'turbidity' AND $timeFilter GROUP BY time($__interval) fill(none)"
+        f"AND \"quantity\" = 'turbidity' AND {CLEAN} AND $timeFilter GROUP BY time($__interval) fill(none)"
     )
 
 
@@ -82,7 +85,8 @@ TURBIDITY_ALLOWED_PCT = _turbidity("upstream", f'MEDIAN("value") * {INCREASE_FAC
 
 SEDIMENT_DEPTH = (
     'SELECT $mount_ft - MEAN("value") / 304.8 AS "sediment_ft" FROM "readings" '
-    "WHERE \"site\" = '$site' AND \"quantity\" = 'distance' AND $timeFilter GROUP BY time($__interval) fill(none)"
+    f"WHERE \"site\" = '$site' AND \"quantity\" = 'distance' AND {CLEAN} AND $timeFilter "
+    "GROUP BY time($__interval) fill(none)"
 )
 LOST_CAPACITY = (
     'SELECT "lost_capacity" * 100 AS "lost_capacity_pct" FROM "events" '
@@ -115,7 +119,7 @@ def _rain_panels(storm_in: float) -> list[PanelBuilder]:
     )
     daily = (
         barchart.Panel().title("Daily rainfall (in, local days)")
-        .description("Totals per calendar day in the site's time zone ($tz).")
+        .description("Totals per calendar day in the site's own time zone ($tz, from its site file).")
         .with_target(InfluxQL(DAILY_DEPTH)).unit("in").decimals(2).height(8).span(8)
     )
     return [intensity, cumulative, daily]
@@ -125,8 +129,10 @@ def _turbidity_panel() -> PanelBuilder:
     allowed = "allowed NTU (WAC 173-201A-200)"
     return (
         timeseries.Panel().title("Turbidity: upstream vs downstream (NTU)")
-        .description("Window medians. Allowed = max(background + 5 NTU, background × 1.1), the Washington "
-                     "criterion of R2 (exact: the first term wins up to 50 NTU).")
+        .description("Window medians of readings without QC flags (the rules ignore flagged ones: a "
+                     "-9999 error code or an out-of-range value never moves the line). Allowed = "
+                     "max(background + 5 NTU, background × 1.1), the Washington criterion of R2 "
+                     "(exact: the first term wins up to 50 NTU).")
         .with_target(InfluxQL(TURBIDITY_UPSTREAM).ref_id("A"))
         .with_target(InfluxQL(TURBIDITY_DOWNSTREAM).ref_id("B"))
         .with_target(InfluxQL(TURBIDITY_ALLOWED_ABS).ref_id("C"))
@@ -152,7 +158,8 @@ def _turbidity_panel() -> PanelBuilder:
 def _basin_panels(cleanout: float) -> list[PanelBuilder]:
     depth = (
         timeseries.Panel().title("Sediment depth (ft)")
-        .description("Mount height of the distance-down sensor ($mount_ft ft) minus the measured distance.")
+        .description("Mount height of the distance-down sensor ($mount_ft ft) minus the measured distance "
+                     "(readings without QC flags).")
         .with_target(InfluxQL(SEDIMENT_DEPTH)).unit("lengthft").decimals(2).height(8).span(12)
     )
     lost = (

@@ -27,6 +27,10 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
   at WARNING -- and acknowledged (they are handled).
 * :meth:`Ingest.stop` (thread-safe, also from a signal handler) flushes the pending batch, acks
   it and disconnects (#15).
+* The configured sites (id, IANA time zone, jurisdiction) are recorded in the store once it has
+  taken the first batch, then every :data:`SITES_EVERY_S` (``store.write_sites``; InfluxDB
+  measurement ``sites``), so a dashboard shows each site's local days in its own zone (``$tz``,
+  dashboards/common.py).
 * Duplicates recognised before the write (identity already committed, or twice in one batch) are
   dead letters with reason ``duplicate`` (#9); the store's own guard catches the rest.
 * Hot path (``benchmarks/ingest.py``): socket reads in 64 KiB chunks (:mod:`stormwatch.ingest.mqttclient`),
@@ -57,10 +61,14 @@ from stormwatch.ingest.lineprotocol import payload_text
 from stormwatch.ingest.mqttclient import make_client
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.mqtt import ConnectFailureLog, apply_credentials, parse_broker_url
-from stormwatch.store import DeadLetter, ReadingStore, StoreError
+from stormwatch.store import DeadLetter, ReadingStore, SiteInfo, StoreError
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
+
+#: Real seconds between records of the configured sites in the store (a retention policy as short
+#: as InfluxDB allows, 1 h, still always holds one); a failed record is retried after a minute.
+SITES_EVERY_S = 3600.0
 
 #: PUBACK fixed header + packet id (MQTT 3.1.1 section 3.4).
 _PUBACK = struct.Struct("!BBH")
@@ -322,8 +330,11 @@ class Ingest:
         self._client.connect_async(self.broker.host, self.broker.port, keepalive=self.keepalive_s)
         self._client.loop_start()
         next_stats = time.monotonic() + self.stats_interval_s
+        next_sites = time.monotonic()
         try:
             while not self._stop.is_set():
+                if self.acked and time.monotonic() >= next_sites:  # once the store has taken a batch
+                    next_sites = time.monotonic() + (SITES_EVERY_S if self._record_sites() else 60.0)
                 batch = self._collect()
                 if batch:
                     self._process(batch)
@@ -343,6 +354,18 @@ class Ingest:
             self.log_stats()
             log.info("ingest stopped")
             self._done.set()
+
+    def _record_sites(self) -> bool:
+        """Record the configured sites in the store, stamped with the clock's hour (a second record
+        within the hour is the same point); ``False`` when the store is unavailable."""
+        sites = [SiteInfo(cfg.site.id, cfg.site.timezone, cfg.site.jurisdiction)
+                 for cfg in self.validator.sites.values()]
+        try:
+            self.store.write_sites(sites, self.clock.now().replace(minute=0, second=0, microsecond=0))
+        except StoreError as exc:
+            log.warning("cannot record the site list in the store (%s); retrying in 60 s", exc)
+            return False
+        return True
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Ask :meth:`run` to flush the pending batch and disconnect (thread-safe, signal-safe).

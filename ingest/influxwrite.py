@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import ClassVar, TypeVar
 
 from stormwatch.clock import Clock
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.lineprotocol import deadletter_points, encode_points, event_point, reading_line
+from stormwatch.ingest.lineprotocol import deadletter_points, encode_points, event_point, reading_line, site_point
 from stormwatch.ingest.splitwrite import write_split
-from stormwatch.store import DeadLetter, StoreError
+from stormwatch.store import DeadLetter, SiteInfo, StoreError
 
 T = TypeVar("T")
 
@@ -143,6 +144,14 @@ class LineProtocolWrites:
             StoreError: the server is unavailable.
         """
         self._dead_letter_refused(self.write_lines(encode_points(event_point(e) for e in events)))
+
+    def write_sites(self, sites: Sequence[SiteInfo], at: datetime) -> None:
+        """Write the configured sites to measurement ``sites`` (tags ``site``, ``timezone``) at ``at``.
+
+        Raises:
+            StoreError: the server is unavailable.
+        """
+        self._dead_letter_refused(self.write_lines(encode_points(site_point(s, at) for s in sites)))
 
     def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
         """Write dead letters to measurement ``deadletter``.

@@ -15,7 +15,7 @@ Line protocol reference: InfluxDB 1.x/2.x "Line protocol" documentation. The rul
 * timestamps are integer nanoseconds since the Unix epoch; writers send ``precision=ns``.
 
 The stormwatch schema (documented in ``docs/influxdb-schema.md``) is produced by
-:func:`reading_point`, :func:`event_point` and :func:`deadletter_point`.
+:func:`reading_point`, :func:`event_point`, :func:`deadletter_point` and :func:`site_point`.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from stormwatch.contract import Event, Reading
-from stormwatch.store import DeadLetter
+from stormwatch.store import DeadLetter, SiteInfo
 from stormwatch.wire import format_time
 
 #: Measurement names of the schema.
 READINGS = "readings"
 EVENTS = "events"
 DEADLETTER = "deadletter"
+SITES = "sites"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -168,8 +169,9 @@ def reading_point(reading: Reading, *, late: bool = False) -> Point:
 
     Tags ``site``, ``device``, ``quantity``, ``unit``; fields ``value`` (always float), ``tips``
     (int, ``rain_tips`` only), ``gateway``, ``boot`` (strings: unbounded cardinality, never tags),
-    ``seq`` (int), ``raw`` (JSON string), ``flags`` (comma-joined, only when non-empty), ``late``
-    (only when true); time = event time in ns.
+    ``seq`` (int), ``raw`` (JSON string), ``flags`` (comma-joined; ``""`` when clean -- always
+    present, so InfluxQL can select clean readings with ``"flags" = ''``: a condition on a field a
+    point lacks is false), ``late`` (only when true); time = event time in ns.
     """
     fields: dict[str, FieldValue] = {"value": Float(reading.value)}
     if reading.quantity == "rain_tips" and isinstance(reading.value, int):
@@ -178,8 +180,7 @@ def reading_point(reading: Reading, *, late: bool = False) -> Point:
     fields["boot"] = reading.boot
     fields["seq"] = int(reading.seq)
     fields["raw"] = json.dumps(reading.raw, separators=(",", ":"))
-    if reading.flags:
-        fields["flags"] = ",".join(reading.flags)
+    fields["flags"] = ",".join(reading.flags)
     if late:
         fields["late"] = True
     tags = {"site": reading.site, "device": reading.device, "quantity": reading.quantity, "unit": reading.unit}
@@ -197,9 +198,8 @@ def reading_line(reading: Reading, *, late: bool = False) -> str:
     if reading.quantity == "rain_tips" and isinstance(value, int):
         parts.append(f"tips={value}i")
     parts.append(f"gateway={escape_string_field(reading.gateway)},boot={escape_string_field(reading.boot)},"
-                 f"seq={int(reading.seq)}i,raw={escape_string_field(json.dumps(reading.raw, separators=(',', ':')))}")
-    if reading.flags:
-        parts.append(f"flags={escape_string_field(','.join(reading.flags))}")
+                 f"seq={int(reading.seq)}i,raw={escape_string_field(json.dumps(reading.raw, separators=(',', ':')))},"
+                 f"flags={escape_string_field(','.join(reading.flags))}")
     if late:
         parts.append("late=true")
     head = READINGS
@@ -250,6 +250,14 @@ def event_point(event: Event) -> Point:
             fields[name] = Float(value)
     return Point(EVENTS, {"site": event.site, "kind": event.kind, "rule": event.rule}, fields,
                  time_ns(event.event_time))
+
+
+def site_point(site: SiteInfo, at: datetime) -> Point:
+    """The ``sites`` point of a configured site: tags ``site`` and ``timezone`` (IANA), field
+    ``jurisdiction``; time ``at``. Dashboards read a site's zone from it
+    (``SHOW TAG VALUES FROM "sites" WITH KEY = "timezone" WHERE "site" = '$site'``)."""
+    return Point(SITES, {"site": site.site, "timezone": site.timezone}, {"jurisdiction": site.jurisdiction},
+                 time_ns(at))
 
 
 def payload_text(payload: bytes) -> tuple[str, str]:

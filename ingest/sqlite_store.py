@@ -19,6 +19,8 @@ Tables (``PRAGMA user_version`` = 1):
 * ``events`` -- ordinance events, ``UNIQUE(site, kind, occurrence)``: the same event written twice
   is stored once (the later write replaces the row). ``wire`` holds ``Event.to_wire()`` JSON.
 * ``deadletter`` -- rejected messages with reason, detail, topic, payload bytes and receive time.
+* ``sites`` -- the configured sites ingest serves: id, IANA time zone, jurisdiction and when that
+  was last recorded (one row per site; added without a version bump: ``CREATE TABLE IF NOT EXISTS``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
 from stormwatch.ingest.lineprotocol import from_ns, time_ns
 from stormwatch.ingest.rows import stored_reading
-from stormwatch.store import DeadLetter, StoreError
+from stormwatch.store import DeadLetter, SiteInfo, StoreError
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,12 @@ CREATE TABLE IF NOT EXISTS deadletter (
     received_at_us INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS deadletter_reason ON deadletter (reason, received_at_us);
+CREATE TABLE IF NOT EXISTS sites (
+    site           TEXT    PRIMARY KEY,
+    timezone       TEXT    NOT NULL,
+    jurisdiction   TEXT    NOT NULL,
+    at_us          INTEGER NOT NULL
+);
 """
 
 _READING_FIELDS = ("site", "device", "quantity", "value", "unit", "time_us", "gateway", "boot", "seq", "raw", "flags")
@@ -194,6 +202,18 @@ class SqliteStore:
             "due_at_us=excluded.due_at_us, message=excluded.message, wire=excluded.wire, "
             "written_at_us=excluded.written_at_us",
             rows,
+        )
+
+    def write_sites(self, sites: Sequence[SiteInfo], at: datetime) -> None:
+        """Upsert the configured sites (one row per site id, the latest ``at`` kept).
+
+        Raises:
+            StoreError: nothing was written.
+        """
+        self._write(
+            "INSERT INTO sites (site, timezone, jurisdiction, at_us) VALUES (?, ?, ?, ?) ON CONFLICT (site) DO "
+            "UPDATE SET timezone=excluded.timezone, jurisdiction=excluded.jurisdiction, at_us=excluded.at_us",
+            [(s.site, s.timezone, s.jurisdiction, _us(at)) for s in sites],
         )
 
     def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:

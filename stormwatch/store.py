@@ -43,6 +43,21 @@ class DeadLetter:
     received_at: datetime
 
 
+@dataclass(frozen=True)
+class SiteInfo:
+    """What a store keeps about a configured site, for dashboards (InfluxDB measurement ``sites``).
+
+    Attributes:
+        site: site id.
+        timezone: the site's IANA zone (local days of daily totals; ``site.timezone`` of the site file).
+        jurisdiction: the site's rule pack.
+    """
+
+    site: str
+    timezone: str
+    jurisdiction: str
+
+
 class StoreError(RuntimeError):
     """The store could not durably accept a write (the caller must not acknowledge)."""
 
@@ -76,6 +91,15 @@ class ReadingStore(Protocol):
 
     def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
         """Store dead letters (table / measurement ``deadletter``)."""
+        ...
+
+    def write_sites(self, sites: Sequence[SiteInfo], at: datetime) -> None:
+        """Record the configured sites at time ``at`` (table / measurement ``sites``; writing the
+        same site and time again changes nothing).
+
+        Raises:
+            StoreError: the store is unavailable.
+        """
         ...
 
     def close(self) -> None:

@@ -3,7 +3,10 @@
 The data is written through ingest's store (``open_store("influx1://...")``), so the schema is the
 one production writes: a 1.2-in NRCS Type II storm at 0.01 in per tip polled every minute (120
 tips), upstream/downstream turbidity with a one-hour hole in the downstream probe, a basin
-distance sensor, and hand-made ordinance events at two sites. Grafana's macros (``$timeFilter``,
+distance sensor, an hour in which every probe reading carries a QC flag (a -9999 error code,
+out-of-range values: the rules ignore them, so must the dashboard medians), hand-made ordinance
+events at two sites, and the two sites' records (time zones New York and Denver) as ingest writes
+them; ``$tz`` is resolved from them the way Grafana resolves the variable. Grafana's macros (``$timeFilter``,
 ``$__interval``, ``$__interval_ms``) and the dashboard variables are expanded by
 :func:`expand` the way Grafana does for InfluxQL, and every result is checked against values
 derived here by hand (the tip list, the Washington criterion of alerts/rules/criteria.py, the
@@ -29,6 +32,7 @@ from stormwatch.contract import Event, Reading
 from stormwatch.dashboards.build import JSON_DIR
 from stormwatch.ingest.stores import open_store
 from stormwatch.simulators.design_storm import design_storm_tip_times
+from stormwatch.store import SiteInfo
 from stormwatch.wire import format_time
 
 pytestmark = pytest.mark.influxdb
@@ -64,6 +68,12 @@ UP = {t: 8.0 if t < S + 3 * HOUR else 60.0 for t in FIVE_MIN}
 DOWN = {t: 10.0 if t < S + 3 * HOUR else 70.0 for t in FIVE_MIN if not GAP[0] <= t < GAP[1]}
 DIST = {t: 1828.8 if t < S + 3 * HOUR else 1524.0 for t in FIVE_MIN}  # 6 ft and 5 ft below an 8 ft mount
 OTHER_POLLS = [S + HOUR + timedelta(minutes=k) for k in range(10)]
+# S+6h .. S+7h: every probe reading is flagged -- the upstream probe reports its -9999 error code
+# (device_error), the downstream one 4500 NTU above its range, the basin sensor 9000 mm out of range.
+FLAGGED_HOUR = [S + 6 * HOUR + timedelta(minutes=5 * k) for k in range(12)]
+FLAGGED = {"turb-up": (-9999.0, "device_error"), "turb-down": (4500.0, "out_of_range"),
+           "basin-level": (9000.0, "out_of_range")}
+ZONES = {SITE: "America/New_York", OTHER: "America/Denver"}  # site.timezone of the two site files
 
 
 def _readings() -> list[Reading]:
@@ -80,6 +90,9 @@ def _readings() -> list[Reading]:
     out += [r("turb-down", "turbidity", "NTU", t, v, flags=("spike",) if t == last_down else ())
             for t, v in DOWN.items()]
     out += [r("basin-level", "distance", "mm", t, v) for t, v in DIST.items()]
+    for device, (value, flag) in FLAGGED.items():
+        quantity, unit = ("distance", "mm") if device == "basin-level" else ("turbidity", "NTU")
+        out += [r(device, quantity, unit, t, value, flags=(flag,)) for t in FLAGGED_HOUR]
     out += [r("rain-h", "rain_tips", "{tip}", t, 1, site=OTHER) for t in OTHER_POLLS]
     return out
 
@@ -111,6 +124,7 @@ def loaded(influx_server: servers.InfluxDB1) -> Iterator[servers.InfluxDB1]:
     try:
         store.write_readings(_readings())
         store.write_events(_events())
+        store.write_sites([SiteInfo(SITE, ZONES[SITE], "ch133"), SiteInfo(OTHER, ZONES[OTHER], "ch196")], S)
     finally:
         store.close()
     yield influx_server
@@ -143,8 +157,7 @@ def expand(query: str, interval_s: int, variables: dict[str, str]) -> str:
     return re.sub(r"\$(\w+)", lambda m: values[m.group(1)], query)
 
 
-SITE_VARS = {"site": SITE, "upstream": "turb-up", "downstream": "turb-down", "tip_in": "0.01",
-             "tz": "America/New_York", "mount_ft": "8.0"}
+SITE_VARS = {"site": SITE, "upstream": "turb-up", "downstream": "turb-down", "tip_in": "0.01", "mount_ft": "8.0"}
 PORTFOLIO_VARS = {"site": f"({OTHER}|{SITE})"}
 
 
@@ -218,21 +231,42 @@ def _cumulative(srv: servers.InfluxDB1, q: str) -> None:
     assert [r["depth_in"] for r in rows] == sorted(r["depth_in"] for r in rows)
 
 
+def zone_of(srv: servers.InfluxDB1, site: str) -> str:
+    """``$tz`` for ``$site`` = ``site``, resolved as Grafana does: the committed ``tz`` variable's query."""
+    board = json.loads((JSON_DIR / f"{SITE_UID}.json").read_text())
+    var = next(v for v in board["templating"]["list"] if v["name"] == "tz")
+    values = [r["value"] for r in run(srv, var["query"], 3600, {"site": site})]
+    assert len(values) == 1, values
+    return str(values[0])
+
+
+def _local_days(polls: list[tuple[datetime, int]], zone: str) -> Counter[datetime]:
+    """Tips per local calendar day of ``zone``, keyed by the day's midnight in UTC."""
+    tz = ZoneInfo(zone)
+    days: Counter[datetime] = Counter()
+    for t, n in polls:
+        days[t.astimezone(tz).replace(hour=0, minute=0, second=0, microsecond=0).astimezone(UTC)] += n
+    return days
+
+
 @check(SITE_UID, "Daily rainfall (in, local days)")
 def _daily(srv: servers.InfluxDB1, q: str) -> None:
-    tz = ZoneInfo("America/New_York")
-    expected: Counter[datetime] = Counter()
-    for t, n in POLLS:
-        local_day = t.astimezone(tz).replace(hour=0, minute=0, second=0, microsecond=0)
-        expected[local_day.astimezone(UTC)] += n
-    got = by_time(run(srv, q, 3600, SITE_VARS), "depth_in")
+    assert {site: zone_of(srv, site) for site in ZONES} == ZONES  # each site's own zone, not one for all
+    got = by_time(run(srv, q, 3600, {**SITE_VARS, "tz": zone_of(srv, SITE)}), "depth_in")
+    expected = _local_days(POLLS, ZONES[SITE])
     # buckets start at local midnight (04:00Z in June, EDT)
-    assert sorted(got) == [datetime(2026, 6, 1, 4, tzinfo=UTC), datetime(2026, 6, 2, 4, tzinfo=UTC)]
+    assert sorted(got) == sorted(expected) == [datetime(2026, 6, 1, 4, tzinfo=UTC), datetime(2026, 6, 2, 4, tzinfo=UTC)]
     for day, tips in expected.items():
         assert got[day] == pytest.approx(tips * 0.01, abs=1e-9)
     assert sum(got.values()) == pytest.approx(1.2)
     assert got[datetime(2026, 6, 2, 4, tzinfo=UTC)] != pytest.approx(
         sum(n for t, n in POLLS if t >= datetime(2026, 6, 2, tzinfo=UTC)) * 0.01)  # not UTC days
+    # The hilltop site is in Denver: its ten tips of 06:00-06:09Z fall on Denver's June 1, whose day
+    # starts at 06:00Z (MDT, UTC-6) -- under New York's zone they would be a bucket at 04:00Z.
+    other = by_time(run(srv, q, 3600, {**SITE_VARS, "site": OTHER, "tz": zone_of(srv, OTHER)}), "depth_in")
+    denver = _local_days([(t, 1) for t in OTHER_POLLS], ZONES[OTHER])
+    assert list(denver) == [datetime(2026, 6, 1, 6, tzinfo=UTC)]
+    assert other == pytest.approx({day: n * 0.01 for day, n in denver.items()})
 
 
 def _hourly_medians(values: dict[datetime, float]) -> dict[datetime, float]:
@@ -244,14 +278,17 @@ def _hourly_medians(values: dict[datetime, float]) -> dict[datetime, float]:
 
 @check(SITE_UID, "Turbidity: upstream vs downstream (NTU)", "A")
 def _upstream(srv: servers.InfluxDB1, q: str) -> None:
-    assert by_time(run(srv, q, 3600, SITE_VARS), "upstream NTU") == _hourly_medians(UP)
+    got = by_time(run(srv, q, 3600, SITE_VARS), "upstream NTU")
+    assert got == _hourly_medians(UP)
+    assert S + 6 * HOUR not in got  # the hour of -9999 error codes is no median (the rules: needs_verification)
 
 
 @check(SITE_UID, "Turbidity: upstream vs downstream (NTU)", "B")
 def _downstream(srv: servers.InfluxDB1, q: str) -> None:
     got = by_time(run(srv, q, 3600, SITE_VARS), "downstream NTU")
-    assert got == _hourly_medians(DOWN)
+    assert got == _hourly_medians(DOWN)  # the spike-flagged last reading is left out like the flagged hour
     assert GAP[0] not in got  # the silent hour is a gap, not a zero
+    assert S + 6 * HOUR not in got  # 4500 NTU out of range: not a median
 
 
 def _allowed(srv: servers.InfluxDB1) -> dict[datetime, float]:
@@ -284,7 +321,7 @@ def _allowed_pct(srv: servers.InfluxDB1, q: str) -> None:
 @check(SITE_UID, "Sediment depth (ft)")
 def _sediment(srv: servers.InfluxDB1, q: str) -> None:
     got = by_time(run(srv, q, 3600, SITE_VARS), "sediment_ft")
-    # 8 ft mount - 1828.8 mm (6 ft) = 2 ft; - 1524 mm (5 ft) = 3 ft
+    # 8 ft mount - 1828.8 mm (6 ft) = 2 ft; - 1524 mm (5 ft) = 3 ft; the out-of-range hour is left out
     assert got == pytest.approx({S + k * HOUR: 2.0 if k < 3 else 3.0 for k in range(6)})
 
 
@@ -300,11 +337,12 @@ def _devices(srv: servers.InfluxDB1, q: str) -> None:
     assert set(rows) == {("rain-1", "rain_tips"), ("turb-up", "turbidity"), ("turb-down", "turbidity"),
                          ("basin-level", "distance")}
     assert rows[("rain-1", "rain_tips")]["time"] == POLLS[-1][0]
-    assert rows[("turb-up", "turbidity")]["time"] == max(UP)
-    assert rows[("turb-down", "turbidity")]["time"] == max(DOWN)
-    assert rows[("turb-down", "turbidity")]["flags"] == "spike"
-    assert rows[("turb-up", "turbidity")]["flags"] is None
-    assert rows[("basin-level", "distance")]["last_value"] == 1524.0
+    assert rows[("rain-1", "rain_tips")]["flags"] == ""  # clean
+    # the device table shows the last reading as it is, flags included: the probes' last hour is flagged
+    for device, quantity in (("turb-up", "turbidity"), ("turb-down", "turbidity"), ("basin-level", "distance")):
+        value, flag = FLAGGED[device]
+        assert (rows[(device, quantity)]["time"], rows[(device, quantity)]["last_value"],
+                rows[(device, quantity)]["flags"]) == (FLAGGED_HOUR[-1], value, flag)
     assert rows[("basin-level", "distance")]["unit"] == "mm"
     assert {r["gateway"] for r in rows.values()} == {GW}
 
@@ -322,7 +360,8 @@ def _orders(srv: servers.InfluxDB1, q: str) -> None:
 @check(PF, "Sites: readings and last seen", "A")
 def _site_counts(srv: servers.InfluxDB1, q: str) -> None:
     got = {r["site"]: r["readings"] for r in run(srv, q, 3600, PORTFOLIO_VARS)}
-    assert got == {SITE: len(POLLS) + len(UP) + len(DOWN) + len(DIST), OTHER: len(OTHER_POLLS)}
+    assert got == {SITE: len(POLLS) + len(UP) + len(DOWN) + len(DIST) + len(FLAGGED) * len(FLAGGED_HOUR),
+                   OTHER: len(OTHER_POLLS)}
 
 
 @check(PF, "Sites: readings and last seen", "B")
@@ -411,5 +450,7 @@ def test_annotation_and_variable_queries(loaded: servers.InfluxDB1) -> None:
             values = {r["value"] for r in run(loaded, var["query"], 3600, variables)}
             if var["name"] == "site":
                 assert values == {SITE, OTHER}
+            elif var["name"] == "tz":
+                assert values == {ZONES[SITE]}  # the selected site's own zone (zone_of checks both)
             else:
                 assert values == {"turb-up", "turb-down"}

@@ -238,3 +238,26 @@ def test_amqtt_demo_broker_backlog_is_live_and_outside_topics_ignored(sqlite_sto
         embedded.stop()
     assert [r.seq for r in sqlite_store.query_readings(SITE, late=False)] == [1, 2]
     assert sqlite_store.query_deadletters() == []
+
+
+def test_ingest_records_each_sites_zone_for_the_dashboards(broker: servers.Mosquitto,
+                                                           influx_server: servers.InfluxDB1) -> None:
+    # Issue 19 item 6: the site dashboard's $tz is the selected site's own zone, read from the
+    # ``sites`` measurement ingest writes from the site files (examples/site.yaml: America/New_York).
+    db = f"sites_{next(ids)}"
+    store = Influx1Store(influx_server.url, db)
+    run = Running(broker, store, batch_ms=50)
+    pub = Publisher(broker)
+    try:
+        pub.send(wire(1, 10.5))
+        wait_until(lambda: influx_count(influx_server, db, 'SELECT * FROM "sites"') != [], what="the site record")
+    finally:
+        pub.close()
+        run.stop()
+        store.close()
+    zone = influx_server.query("SHOW TAG VALUES FROM \"sites\" WITH KEY = \"timezone\" WHERE \"site\" = "
+                               f"'{SITE}'", db)["results"][0]["series"][0]["values"]
+    assert zone == [["timezone", "America/New_York"]]
+    (row,) = influx_count(influx_server, db, 'SELECT "jurisdiction" FROM "sites"')
+    assert row[0] == int((T0 + timedelta(minutes=10)).replace(minute=0).timestamp()) * 10**9  # the clock's hour
+    assert row[1] == "ch133"

@@ -60,7 +60,8 @@ def test_integer_value_is_written_as_float_and_tips_as_integer() -> None:
     tips = encode_point(reading_point(reading(device="rain-1", quantity="rain_tips", value=3, unit="{tip}")))
     assert tips is not None
     assert " value=3.0,tips=3i," in tips
-    assert "flags=" not in tips and "late=" not in tips  # only when non-empty / true
+    assert tips.endswith(',flags="" ' + tips.rsplit(" ", 1)[1])  # always present: "" when clean
+    assert "late=" not in tips  # only when true
 
 
 def test_string_fields_escape_quotes_and_backslashes() -> None:
@@ -121,4 +122,4 @@ def test_reading_line_fast_path_equals_the_point_encoder() -> None:
         assert reading_line(r, late=late) == encode_point(reading_point(r, late=late))
     assert reading_line(reading(value=13)) == (
         'readings,device=turb-down,quantity=turbidity,site=riverside,unit=NTU '
-        f'value=13.0,gateway="gw-1",boot="b1",seq=7i,raw="[0,16712]" {T0_NS}')
+        f'value=13.0,gateway="gw-1",boot="b1",seq=7i,raw="[0,16712]",flags="" {T0_NS}')

@@ -80,11 +80,12 @@ def test_integer_after_float_stays_float_and_a_conflict_loses_only_its_line(
     assert [r[1] for r in rows] == [12.5, 13.0]
     assert [r.value for r in store.query_readings("riverside")] == [12.5, 13.0]
 
-    # Make `flags` an integer field in this shard (foreign data), then send a batch where only the
-    # third reading carries string flags: that line is refused, the other two are stored.
-    store.write_lines([f"readings,site=other flags=1i {1_780_315_200_000_000_000 + 5}"])
-    batch = [turb(3, 14.0, minute=2), turb(4, 15.5, minute=3), turb(5, 16.0, minute=4, flags=("spike",)),
-             turb(6, 17.0, minute=5)]
+    # Make `tips` a float field in this shard (foreign data), then send a batch where only the
+    # third reading, a tip count, carries integer tips: that line is refused, the others are stored.
+    store.write_lines([f"readings,site=other tips=1.5 {1_780_315_200_000_000_000 + 5}"])
+    tips = Reading(site="riverside", device="rain-1", quantity="rain_tips", value=3, unit="{tip}",
+                   time=T0 + timedelta(minutes=4), gateway="gw-1", boot="b1", seq=5, raw=1420)
+    batch = [turb(3, 14.0, minute=2), turb(4, 15.5, minute=3), tips, turb(6, 17.0, minute=5)]
     assert store.write_readings(batch) == 3
     rows = select(influx_server, db, "SELECT \"value\", \"seq\" FROM readings WHERE \"site\" = 'riverside'")
     assert [(r[1], r[2]) for r in rows] == [(12.5, 1), (13.0, 2), (14.0, 3), (15.5, 4), (17.0, 6)]

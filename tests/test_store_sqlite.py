@@ -11,7 +11,7 @@ import pytest
 from stormwatch.contract import Event, Reading
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.stores import StoreUrlError, open_store, sqlite_path
-from stormwatch.store import DeadLetter, StoreError
+from stormwatch.store import DeadLetter, SiteInfo, StoreError
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -133,3 +133,12 @@ def test_open_store_urls(tmp_path: Path) -> None:
                 "influx1://h:notaport/db"):
         with pytest.raises(StoreUrlError):
             open_store(bad)
+
+
+def test_sites_are_one_row_each_the_latest_record_kept(store: SqliteStore) -> None:
+    t = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    store.write_sites([SiteInfo("riverside", "America/New_York", "ch133"), SiteInfo("hilltop", "UTC", "ch196")], t)
+    store.write_sites([SiteInfo("hilltop", "America/Denver", "ch196")], t + timedelta(hours=1))  # zone corrected
+    rows = sqlite3.connect(store.path).execute("SELECT site, timezone, jurisdiction, at_us FROM sites ORDER BY site")
+    assert list(rows) == [("hilltop", "America/Denver", "ch196", int((t + timedelta(hours=1)).timestamp()) * 10**6),
+                          ("riverside", "America/New_York", "ch133", int(t.timestamp()) * 10**6)]
