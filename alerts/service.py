@@ -37,7 +37,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
@@ -49,7 +48,8 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, parse_readings
-from stormwatch.mqtt import ConnectFailureLog, apply_credentials, parse_broker_url
+from stormwatch.mqtt import ConnectFailureLog, parse_broker_url
+from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore, StoreError
 
@@ -80,6 +80,7 @@ class AlertService:
         webhook_url: POST every event there too (optional; retried with backoff).
         grafana: push every event as a Grafana annotation too (optional; :mod:`stormwatch.alerts.grafana`).
         reevaluate_late: re-evaluate late readings from the store (see :mod:`stormwatch.alerts.engine`).
+        keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive, :mod:`stormwatch.mqttsession`).
 
     Raises:
         stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: a site cannot be watched.
@@ -92,7 +93,7 @@ class AlertService:
                  on_event: Callable[[Event], None] | None = None, warmup_days: float = 8.0,
                  overdue_check_s: float = 60.0, retained_is_late: bool = True,
                  webhook_url: str | None = None, reevaluate_late: bool = True,
-                 grafana: GrafanaAnnotations | None = None) -> None:
+                 grafana: GrafanaAnnotations | None = None, keepalive_s: int = 30) -> None:
         self.broker = parse_broker_url(broker_url)
         self.host, self.port = self.broker.host, self.broker.port
         self.store = store
@@ -115,15 +116,14 @@ class AlertService:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.connected = threading.Event()
-        self._client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
-                                   protocol=mqtt.MQTTv311, manual_ack=True)
-        apply_credentials(self._client, self.broker)
+        self._client = SessionClient(self.broker, SessionOptions(client_id=client_id, keepalive_s=keepalive_s,
+                                                                 manual_ack=True, reconnect_min_s=1,
+                                                                 reconnect_max_s=30), log)
         self._connect_fail = ConnectFailureLog(self.broker, log)
         self._client.on_connect = self._on_connect
         self._client.on_connect_fail = self._connect_fail.on_connect_fail
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
-        self._client.reconnect_delay_set(min_delay=1, max_delay=30)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -135,8 +135,7 @@ class AlertService:
         """
         self.workorders.record_clock(self.clock)
         self._warm_up()
-        self._client.connect_async(self.host, self.port, keepalive=30)
-        self._client.loop_start()
+        self._client.start()
         recorded = time.monotonic()
         try:
             while not self._stop.wait(timeout=max(0.05, self.clock_real(self.overdue_check_s))):
@@ -156,8 +155,7 @@ class AlertService:
                 for storm in eng.in_progress():
                     log.info("%s: storm in progress at stop: %d tips (%.2f in) since %s, qualified=%s",
                              eng.site, storm.tips, storm.depth_in, storm.start.isoformat(), storm.qualified)
-            self._client.disconnect()
-            self._client.loop_stop()
+            self._client.stop()
             for output in self.outputs:
                 output.close()
             self.workorders.record_clock(self.clock, stopped=True)

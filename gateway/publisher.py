@@ -4,7 +4,8 @@
   MQTT 3.1.1 (also what the amqtt embedded broker speaks).
 * Last will ``{"state":"offline"}`` retained at QoS 1 on ``topics.status(site, gateway)``; on every
   connect a retained ``{"state":"online","boot":...,"outbox_depth":N,"time":...}``.
-* Automatic reconnect (paho's loop thread, ``reconnect_delay_set``).
+* One MQTT session set-up for every stormwatch client (:class:`stormwatch.mqttsession.SessionClient`):
+  credentials/TLS, will, keep-alive that finds a dead link, automatic reconnect with backoff.
 * Flow control: at most ``window`` messages handed to paho and not yet acknowledged, at most
   ``max_rate_per_s`` new publishes per real second (a replay after an outage does not flood the
   broker), and nothing new is handed over while disconnected -- the outbox, not the client's
@@ -27,12 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
+from paho.mqtt.enums import MQTTErrorCode
 
 from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.gateway.outbox import Outbox
-from stormwatch.mqtt import BrokerSettings, apply_credentials
+from stormwatch.mqtt import BrokerSettings
+from stormwatch.mqttsession import SessionClient, SessionOptions, Will
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ class MqttPublisher:
         clock: stamps the status ``time``.
         window: unacknowledged messages allowed in flight.
         max_rate_per_s: new publishes per real second.
-        reconnect_min_s, reconnect_max_s: paho reconnect backoff.
+        reconnect_min_s, reconnect_max_s: reconnect backoff (real seconds, rounded to whole seconds).
+        keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive, :mod:`stormwatch.mqttsession`).
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class MqttPublisher:
         max_rate_per_s: float = 5000.0,
         reconnect_min_s: float = 0.5,
         reconnect_max_s: float = 10.0,
+        keepalive_s: int = 30,
     ) -> None:
         self.broker = broker
         self.site = site
@@ -84,20 +88,17 @@ class MqttPublisher:
         self._pump_thread: threading.Thread | None = None
         self.published = 0
         self.acknowledged = 0
-        self._client = self._make_client(reconnect_min_s, reconnect_max_s)
+        self._client = self._make_client(reconnect_min_s, reconnect_max_s, keepalive_s)
 
     # -- paho set-up and callbacks -------------------------------------------------------------
 
-    def _make_client(self, reconnect_min_s: float, reconnect_max_s: float) -> mqtt.Client:
-        client = mqtt.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2,
-            client_id=self.client_id,
-            clean_session=False,
-            protocol=MQTTProtocolVersion.MQTTv311,
-        )
-        client.will_set(self.status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
-        apply_credentials(client, self.broker)
-        client.reconnect_delay_set(min_delay=max(1, round(reconnect_min_s)), max_delay=max(1, round(reconnect_max_s)))
+    def _make_client(self, reconnect_min_s: float, reconnect_max_s: float, keepalive_s: int) -> SessionClient:
+        min_s = max(1, round(reconnect_min_s))
+        client = SessionClient(self.broker, SessionOptions(
+            client_id=self.client_id, keepalive_s=keepalive_s,
+            will=Will(self.status_topic, json.dumps({"state": "offline"})),
+            reconnect_min_s=min_s, reconnect_max_s=max(min_s, round(reconnect_max_s)),
+        ), log)
         # paho's own in-flight limit stays OFF (0): our window bounds what is handed over. With a
         # limit, paho 2.2 parks messages as "queued" and, on reconnect, stops resending at the
         # first queued one (client.py _handle_connack), stranding in-flight messages behind it.
@@ -144,8 +145,7 @@ class MqttPublisher:
     def start(self) -> None:
         """Connect in the background (retrying until the broker answers) and start pumping."""
         log.info("publishing to %s on %s", self.broker.safe_url(), self.readings_topic)
-        self._client.connect_async(self.broker.host, self.broker.port, keepalive=30)
-        self._client.loop_start()
+        self._client.start()
         self._pump_thread = threading.Thread(target=self._pump, name=f"mqtt-pump-{self.gateway}", daemon=True)
         self._pump_thread.start()
 
@@ -181,8 +181,7 @@ class MqttPublisher:
                 info.wait_for_publish(timeout_s)
             except (RuntimeError, ValueError) as exc:
                 log.warning("offline status not confirmed: %s", exc)
-        self._client.disconnect()
-        self._client.loop_stop()
+        self._client.stop()
         self._apply_acks()
         log.info("publisher stopped: %d published, %d acknowledged", self.published, self.acknowledged)
 

@@ -96,7 +96,7 @@ class Gateway:
         drain_timeout_s: real seconds :meth:`run` waits at the end for outstanding PUBACKs.
         outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
             :mod:`stormwatch.gateway.outbox`).
-        publish_window, max_publish_rate_per_s, reconnect_max_s: see :class:`MqttPublisher`.
+        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s: see :class:`MqttPublisher`.
         clock_floor: no reading is polled or stamped while the clock reads before this date/time
             (:mod:`stormwatch.gateway.clockfloor`); default: the build date for the wall clock, none
             for a scenario clock.
@@ -149,6 +149,7 @@ class Gateway:
         max_publish_rate_per_s: float = 5000.0,
         reconnect_max_s: float = 10.0,
         clock_floor: date | datetime | None = None,
+        keepalive_s: int = 30,
     ) -> None:
         self.plan = plan
         self.clock = clock
@@ -183,6 +184,7 @@ class Gateway:
         self.publisher = MqttPublisher(
             broker, self.site, self.gateway_id, self.boot, self.outbox, clock,
             window=publish_window, max_rate_per_s=max_publish_rate_per_s, reconnect_max_s=reconnect_max_s,
+            keepalive_s=keepalive_s,
         )
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()

@@ -52,7 +52,6 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import topics
 from stormwatch.clock import Clock, WallClock
@@ -60,7 +59,8 @@ from stormwatch.contract import Reading, dump_readings
 from stormwatch.ingest.lineprotocol import payload_text
 from stormwatch.ingest.mqttclient import make_client
 from stormwatch.ingest.validate import ValidationResult, Validator
-from stormwatch.mqtt import ConnectFailureLog, apply_credentials, parse_broker_url
+from stormwatch.mqtt import ConnectFailureLog, parse_broker_url
+from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.store import DeadLetter, ReadingStore, SiteInfo, StoreError
 from stormwatch.wire import format_time
 
@@ -229,13 +229,9 @@ class Ingest:
 
     # -- MQTT ------------------------------------------------------------------------------
 
-    def _make_client(self) -> mqtt.Client:
-        client = make_client(
-            callback_api_version=CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=False,
-            protocol=mqtt.MQTTv311, manual_ack=True,
-        )
-        apply_credentials(client, self.broker)
-        client.reconnect_delay_set(min_delay=1, max_delay=30)
+    def _make_client(self) -> SessionClient:
+        client = make_client(self.broker, SessionOptions(client_id=self.client_id, keepalive_s=self.keepalive_s,
+                                                         manual_ack=True, reconnect_min_s=1, reconnect_max_s=30), log)
         client.on_connect = self._on_connect
         client.on_connect_fail = self._connect_fail.on_connect_fail
         client.on_disconnect = self._on_disconnect
@@ -327,8 +323,7 @@ class Ingest:
         self._run_ident = threading.get_ident()
         log.info("ingest starting: broker %s:%d, client id %r, store %r", self.broker.host, self.broker.port,
                  self.client_id, self.store)
-        self._client.connect_async(self.broker.host, self.broker.port, keepalive=self.keepalive_s)
-        self._client.loop_start()
+        self._client.start()
         next_stats = time.monotonic() + self.stats_interval_s
         next_sites = time.monotonic()
         try:
@@ -349,8 +344,7 @@ class Ingest:
                 if not info.is_published():
                     info.wait_for_publish(timeout=1.0)
         finally:
-            self._client.disconnect()
-            self._client.loop_stop()
+            self._client.stop()
             self.log_stats()
             log.info("ingest stopped")
             self._done.set()

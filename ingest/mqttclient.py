@@ -1,4 +1,4 @@
-"""A paho-mqtt 2.x client that reads the socket in chunks (the ingest receive hot path).
+"""The ingest session client: reads the socket in chunks (the ingest receive hot path).
 
 paho's reader asks the socket for one byte (packet type), one byte per remaining-length byte, then
 the rest of the packet, and handles one packet per ``select()`` wake-up when nothing of its own is
@@ -12,16 +12,22 @@ get their turn; bytes left over are handled at the start of the next loop turn, 
 ``select()``, which cannot see them). Parsing, acknowledgements and callbacks are paho's own. The buffer is emptied
 whenever the socket is closed or replaced, so bytes of an old connection never reach a new one.
 
-It relies on paho internals (``_sock_recv``, ``_sock_close``, ``_loop``) present in paho-mqtt 2.x;
-:func:`make_client` falls back to the plain :class:`paho.mqtt.client.Client` when they are missing.
+It is a :class:`stormwatch.mqttsession.SessionClient` (credentials, TLS, keep-alive, reconnect are
+set up there, once for every stormwatch client) and relies on paho internals (``_sock_recv``,
+``_sock_close``, ``_loop``) present in paho-mqtt 2.x; :func:`make_client` falls back to the plain
+:class:`~stormwatch.mqttsession.SessionClient` when they are missing.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
+
+from stormwatch.mqtt import BrokerSettings
+from stormwatch.mqttsession import SessionClient, SessionOptions
 
 #: Bytes asked of the socket at once.
 CHUNK_BYTES = 65536
@@ -29,8 +35,8 @@ CHUNK_BYTES = 65536
 MAX_PACKETS_PER_WAKE = 256
 
 
-class ChunkedReadClient(mqtt.Client):
-    """:class:`paho.mqtt.client.Client` with chunked socket reads (module docstring)."""
+class ChunkedReadClient(SessionClient):
+    """:class:`~stormwatch.mqttsession.SessionClient` with chunked socket reads (module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -76,8 +82,9 @@ class ChunkedReadClient(mqtt.Client):
         return self._chunk_pos < len(self._chunk)
 
 
-def make_client(**kwargs: Any) -> mqtt.Client:
-    """A :class:`ChunkedReadClient` (or a plain paho ``Client`` on a paho without the internals it uses)."""
+def make_client(broker: BrokerSettings, options: SessionOptions, logger: logging.Logger) -> SessionClient:
+    """A :class:`ChunkedReadClient` (or a plain :class:`~stormwatch.mqttsession.SessionClient` on a paho
+    without the internals it uses); arguments as for ``SessionClient``."""
     if all(hasattr(mqtt.Client, name) for name in ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect")):
-        return ChunkedReadClient(**kwargs)
-    return mqtt.Client(**kwargs)
+        return ChunkedReadClient(broker, options, logger)
+    return SessionClient(broker, options, logger)

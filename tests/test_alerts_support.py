@@ -99,15 +99,17 @@ class FixedClock:
 
 @contextmanager
 def live_service(cfg: SiteConfig, broker_url: str, tmp_path: Path, clock: FixedClock,
-                 client_id: str) -> Iterator[tuple[Any, list[Event], Any]]:
-    """A running AlertService on ``broker_url`` with a SQLite store: yields (service, events seen, store)."""
+                 client_id: str, **options: Any) -> Iterator[tuple[Any, list[Event], Any]]:
+    """A running AlertService on ``broker_url`` with a SQLite store: yields (service, events seen, store);
+    ``options`` go to the AlertService."""
     from stormwatch.alerts.service import AlertService
     from stormwatch.ingest.sqlite_store import SqliteStore
 
     store = SqliteStore(tmp_path / "store.db")
     seen: list[Event] = []
     service = AlertService([cfg], ProfileLibrary(), broker_url, store, tmp_path / "state.db", clock,
-                           client_id=client_id, lateness_s=120, on_event=seen.append, overdue_check_s=0.1)
+                           client_id=client_id, lateness_s=120, on_event=seen.append, overdue_check_s=0.1,
+                           **options)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()
     try:

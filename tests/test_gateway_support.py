@@ -153,7 +153,9 @@ class LoopThread:
 
 class TcpProxy:
     """A TCP proxy on 127.0.0.1 that the test can cut (every connection dropped, new ones refused)
-    and restore on the same port: an uplink outage without touching the broker."""
+    and restore on the same port: an uplink outage without touching the broker. :meth:`stall`
+    makes the open connections stop passing bytes without closing (a NAT mapping that timed out).
+    """
 
     def __init__(self, target_port: int) -> None:
         import socket
@@ -165,6 +167,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._listener: object | None = None
         self._up = False
+        self._stalled: set[int] = set()  # ids of the sockets whose bytes are swallowed
 
     def start(self) -> TcpProxy:
         s = self._socket.socket()
@@ -191,6 +194,8 @@ class TcpProxy:
     def _pipe(self, src: object, dst: object) -> None:
         try:
             while data := src.recv(65536):  # type: ignore[attr-defined]
+                if id(src) in self._stalled:
+                    continue  # swallowed: both ends keep an open, silent connection
                 dst.sendall(data)  # type: ignore[attr-defined]
         except OSError:
             pass
@@ -215,3 +220,9 @@ class TcpProxy:
 
     def restore(self) -> None:
         self.start()
+
+    def stall(self) -> None:
+        """Every connection open now stops forwarding in both directions and is never closed by
+        the proxy; connections made afterwards are forwarded normally."""
+        with self._lock:
+            self._stalled.update(id(c) for c in self._conns)

@@ -4,16 +4,17 @@ packet larger than a chunk arrive intact, and a reconnect starts from a clean bu
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
-import paho.mqtt.client as mqtt
 import pytest
 from ingest_support import Publisher, ids, wait_until
-from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import servers
 from stormwatch.ingest.mqttclient import CHUNK_BYTES, MAX_PACKETS_PER_WAKE, ChunkedReadClient, make_client
+from stormwatch.mqtt import parse_broker_url
+from stormwatch.mqttsession import SessionOptions
 
 pytestmark = pytest.mark.mosquitto
 
@@ -22,21 +23,19 @@ class Subscriber:
     def __init__(self, broker: servers.Mosquitto, topic: str) -> None:
         self.got: list[bytes] = []
         self.subscribed = threading.Event()
-        self.client = make_client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"chunk-{next(ids)}",
-                                  clean_session=False, protocol=mqtt.MQTTv311)
+        # A long keep-alive: a PINGRESP must not be what rescues stranded bytes.
+        self.client = make_client(parse_broker_url(broker.url), SessionOptions(
+            client_id=f"chunk-{next(ids)}", keepalive_s=120, reconnect_min_s=1, reconnect_max_s=1),
+            logging.getLogger(__name__))
         assert isinstance(self.client, ChunkedReadClient)
         self.client.on_message = lambda _c, _u, msg: self.got.append(msg.payload)
         self.client.on_connect = lambda c, *_a: c.subscribe(topic, qos=1)
         self.client.on_subscribe = lambda *_a: self.subscribed.set()
-        self.client.reconnect_delay_set(min_delay=1, max_delay=1)
-        # A long keep-alive: a PINGRESP must not be what rescues stranded bytes.
-        self.client.connect("127.0.0.1", broker.port, keepalive=120)
-        self.client.loop_start()
+        self.client.start()
         assert self.subscribed.wait(5)
 
     def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
+        self.client.stop()
 
 
 def test_queued_backlog_arrives_at_once_and_all_of_it_is_handled(own_mosquitto: servers.Mosquitto) -> None:
