@@ -1,21 +1,33 @@
 """Tip counters: cumulative counter samples → integer tip deltas, and the persisted baseline.
 
-One function, :func:`count_tips`, decides every case (weewx-style "counter delta" with the
-plausibility checks of failure-kinds.md #6 and #7; sensors.md "Tipping-bucket rain gauges"):
+One function, :func:`count_tips`, decides every case, for the gateway's live counters and for the
+cumulative totals of imported files alike (``stormwatch import/replay --tips-per-row cumulative``).
+Plausibility is physical: no rise or wrap may imply more rain than the world-record depth–duration
+envelope over the elapsed event time (:func:`stormwatch.physics.max_tips`, rain-records.md;
+failure-kinds.md #6, #7, #24, #26), optionally tightened by the gauge's profile
+(``counter.max_intensity_mm_h``):
 
-* first sample ever → baseline, 0 tips;
-* rise within ``max_tips_per_s`` × elapsed → that many tips;
-* drop that fits a wrap of a ``width_bits`` counter at a plausible rate → tips through the wrap
-  (16-bit ``65530 → 4`` = 10 tips);
-* any other jump (a drop, or an implausible rise) → *suspect*: 0 tips, the sample is held aside.
-  The next sample decides: back near the baseline → it was a glitch (``[115, 49, 115]`` = 0 tips,
-  tips since the baseline are counted); a plausible continuation of the suspect sample → the
-  counter was reset (``812 → 0 → 3`` = 3 tips: the tips before the reset were already counted,
-  the counter restarted at 0). Otherwise the new sample becomes the suspect.
-* ``mode: delta`` counters (reset on every read) report the delta itself; a delta above the
-  plausible rate is suspect (0 tips, flagged) -- never invented rain.
+* first sample ever → baseline, 0 tips (``counter_baseline``);
+* rise within the envelope → that many tips; a drop that fits a wrap of a ``width_bits`` counter
+  within the envelope → tips through the wrap (16-bit ``65530 → 3`` one minute later = 9 tips,
+  ``counter_wrap``); ``width_bits`` ``None`` (a file's total that never wraps): a drop never fits;
+* any other sample (a drop, or a jump beyond the envelope) → *suspect* (``counter_suspect``):
+  0 tips, rain at that time unknown, the sample is held aside. The next sample decides: back within
+  the envelope of the last trusted sample → it was a glitch (``[115, 49, 115]`` = 0 tips; tips
+  since the trusted sample are counted, ``counter_glitch_recovered``); a plausible continuation of
+  the suspect sample → the counter was **reset** (``counter_reset``): the tips after the suspect
+  sample are counted (``812 → 0 → 3`` = 3 tips), 0 tips are attributed to the interval since the
+  last trusted sample -- it is a rain-gauge **data gap** (unknown, never dry; the alert engine
+  opens it from the gauge's last trusted reading). Otherwise the new sample becomes the suspect.
+* ``mode: delta`` counters (reset on every read) report the delta itself; a delta beyond the
+  envelope is a reset: 0 tips, the interval is a data gap -- never invented rain.
 
-The state (last good value and its time, a suspect sample) is persisted per device by
+A persisted baseline is used only as far as the envelope allows: a gateway down for ten hours that
+reads ``0`` where its baseline was 1,588 sees a reset, not a wrap of 63,948 tips; one down for days
+whose counter rose plausibly counts those tips, flagged ``counter_catch_up`` (the tips fell at some
+unknown time of the outage) -- the flags always say which.
+
+The state (last trusted value and its time, a suspect sample) is persisted per device by
 :class:`CounterStore` (SQLite in the gateway state dir) so a restart that reads 1,420 again
 creates no rain (failure-kinds.md #7).
 """
@@ -27,26 +39,56 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from stormwatch.gateway.plan import CounterPlan
+from stormwatch.physics import max_tips
+from stormwatch.rain import TipResolution
 
 #: Contract quantity of a rain gauge's reading: integer tips since the previous poll.
 RAIN_QUANTITY = "rain_tips"
 
 CounterOutcome = Literal["baseline", "rise", "wrap", "suspect", "glitch", "reset", "delta"]
 
+#: Flag of a first sample: 0 tips, the baseline of the ones to come.
+FLAG_BASELINE = "counter_baseline"
+#: Flag of tips counted through a counter wrap.
+FLAG_WRAP = "counter_wrap"
+#: Flag of a sample that fits neither the trusted value nor a wrap: 0 tips, rain at its time unknown.
+FLAG_SUSPECT = "counter_suspect"
+#: Flag of tips counted from the trusted value after a one-sample glitch.
+FLAG_GLITCH = "counter_glitch_recovered"
+#: Flag of a confirmed reset: the interval since the last trusted sample is a data gap (0 tips there).
+FLAG_RESET = "counter_reset"
+#: Flag of tips (or none) counted over an outage longer than two poll intervals: real, time unknown.
+FLAG_CATCH_UP = "counter_catch_up"
+
 #: Quality flags put on a rain reading per outcome (empty for the normal cases).
 OUTCOME_FLAGS: dict[str, tuple[str, ...]] = {
-    "baseline": ("counter_baseline",),
+    "baseline": (FLAG_BASELINE,),
     "rise": (),
-    "wrap": ("counter_wrap",),
-    "suspect": ("counter_suspect",),
-    "glitch": ("counter_glitch_recovered",),
-    "reset": ("counter_reset",),
+    "wrap": (FLAG_WRAP,),
+    "suspect": (FLAG_SUSPECT,),
+    "glitch": (FLAG_GLITCH,),
+    "reset": (FLAG_RESET,),
     "delta": (),
 }
+
+
+class CounterLike(Protocol):
+    """What :func:`count_tips` reads of a counter description: the profile's ``CounterSpec``,
+    the gateway plan's ``CounterPlan`` or an import's counter (``width_bits`` ``None``: no wrap)."""
+
+    @property
+    def mode(self) -> Literal["cumulative", "delta"]: ...
+
+    @property
+    def width_bits(self) -> int | None: ...
+
+    @property
+    def max_intensity_mm_h(self) -> float | None: ...
+
+    @property
+    def tip_resolution(self) -> TipResolution: ...
 
 
 @dataclass(frozen=True)
@@ -67,79 +109,96 @@ class CounterState:
 
 @dataclass(frozen=True)
 class CounterResult:
-    """Outcome of one sample: ``tips`` (int ≥ 0), the new ``state`` and what happened."""
+    """Outcome of one sample.
+
+    Attributes:
+        tips: new tips (int ≥ 0), never more than the envelope allows since ``gap_start`` or the
+            previous trusted sample.
+        state: the new state.
+        outcome: what happened.
+        catch_up: the tips span an outage (more than two expected intervals since the trusted sample).
+        gap_start: for ``reset``: the time of the last trusted sample -- from there to this sample
+            rain is unknown (a data gap); else ``None``.
+    """
 
     tips: int
     state: CounterState
     outcome: CounterOutcome
+    catch_up: bool = False
+    gap_start: datetime | None = None
 
     @property
     def flags(self) -> tuple[str, ...]:
-        return OUTCOME_FLAGS[self.outcome]
+        """The reading's quality flags (:data:`OUTCOME_FLAGS`, plus ``counter_catch_up``)."""
+        return OUTCOME_FLAGS[self.outcome] + ((FLAG_CATCH_UP,) if self.catch_up else ())
 
 
 class CounterError(ValueError):
-    """A counter sample that is not a whole number in ``0 .. 2**width_bits - 1``."""
+    """A counter sample that is not a whole number in ``0 .. 2**width_bits - 1`` (or negative)."""
 
 
-def _allowed(spec: CounterPlan, since: datetime, now: datetime) -> float:
-    """Most tips plausible between two event times (``max_tips_per_s`` × elapsed seconds)."""
-    return spec.max_tips_per_s * max(0.0, (now - since).total_seconds())
+def allowed_tips(spec: CounterLike, since: datetime, now: datetime) -> int:
+    """Most tips physically possible between two event times (the envelope, or the profile's
+    tighter ``max_intensity_mm_h``; :func:`stormwatch.physics.max_tips`)."""
+    return max_tips(float(spec.tip_resolution.mm), (now - since).total_seconds(), spec.max_intensity_mm_h)
 
 
-def count_tips(state: CounterState | None, sample: int | float, at: datetime, spec: CounterPlan) -> CounterResult:
+def count_tips(state: CounterState | None, sample: int | float, at: datetime, spec: CounterLike,
+               expected_interval_s: float | None = None) -> CounterResult:
     """Turn one counter sample into new tips.
 
     Args:
         state: the device's previous state, ``None`` for the first sample ever.
         sample: counter value read at ``at`` (cumulative count, or the delta for ``mode: delta``).
         at: event time of the sample (UTC).
-        spec: the counter section (:class:`stormwatch.gateway.plan.CounterPlan` or the profile's
-            ``CounterSpec``: mode, width_bits, max_tips_per_s).
+        spec: the counter (:class:`CounterLike`: mode, width_bits, tip resolution, optional
+            ``max_intensity_mm_h``).
+        expected_interval_s: the poll interval; a sample more than twice that after the trusted
+            one is a catch-up (``counter_catch_up``). ``None``: never (file rows).
 
     Returns:
-        :class:`CounterResult`; ``tips`` is an int, never negative.
+        :class:`CounterResult`; ``tips`` is an int, never negative, never beyond the envelope.
 
     Raises:
-        CounterError: ``sample`` is not an integer within the counter width.
+        CounterError: ``sample`` is not a whole number within the counter width.
     """
-    modulus = 1 << spec.width_bits
+    width = spec.width_bits
     if isinstance(sample, float):
         if not sample.is_integer():
             raise CounterError(f"counter sample {sample!r} is not a whole number of tips")
         sample = int(sample)
-    if not 0 <= sample < modulus:
-        raise CounterError(f"counter sample {sample} outside 0..{modulus - 1} ({spec.width_bits}-bit)")
-
-    if spec.mode == "delta":
-        if state is None:
-            # Tips accumulated over an unknown period before the first read: not attributable.
-            return CounterResult(0, CounterState(0, at), "baseline")
-        if sample <= _allowed(spec, state.time, at):
-            return CounterResult(sample, CounterState(0, at), "delta")
-        return CounterResult(0, CounterState(0, at, sample, at), "suspect")
+    if sample < 0 or (width is not None and sample >= 1 << width):
+        span = "0 or more" if width is None else f"0..{(1 << width) - 1} ({width}-bit)"
+        raise CounterError(f"counter sample {sample} outside {span}")
 
     if state is None:
-        return CounterResult(0, CounterState(sample, at), "baseline")
+        # Tips accumulated over an unknown period before the first read: not attributable.
+        return CounterResult(0, CounterState(0 if spec.mode == "delta" else sample, at), "baseline")
+    since = state.time
+    later = max(since, at)
+    catch_up = expected_interval_s is not None and (at - since).total_seconds() > 2 * expected_interval_s
+
+    if spec.mode == "delta":
+        if sample <= allowed_tips(spec, since, at):
+            return CounterResult(sample, CounterState(0, later), "delta", catch_up)
+        return CounterResult(0, CounterState(0, later), "reset", gap_start=since)
 
     # A plausible continuation of the last trusted value (rise or wrap)?
-    forward = (sample - state.value) % modulus
-    if forward <= _allowed(spec, state.time, at):
+    forward = sample - state.value if width is None else (sample - state.value) % (1 << width)
+    if 0 <= forward <= allowed_tips(spec, since, at):
         outcome: CounterOutcome = "rise" if sample >= state.value else "wrap"
         if state.suspect_value is not None:
             outcome = "glitch"
-        return CounterResult(forward, CounterState(sample, at), outcome)
+        return CounterResult(forward, CounterState(sample, later), outcome, catch_up)
 
     if state.suspect_value is not None and state.suspect_time is not None:
-        # A plausible continuation of the suspect sample: the counter really restarted.
+        # A plausible continuation of the suspect sample: the counter really restarted. The tips
+        # after the suspect sample are known; before it, since the trusted sample, rain is unknown.
         onward = sample - state.suspect_value
-        if onward >= 0 and onward <= _allowed(spec, state.suspect_time, at):
-            # Tips counted since the restart at 0, when that is plausible since the last good
-            # sample; otherwise only the tips after the suspect sample.
-            since_zero = sample if sample <= _allowed(spec, state.time, at) else onward
-            return CounterResult(since_zero, CounterState(sample, at), "reset")
+        if 0 <= onward <= allowed_tips(spec, state.suspect_time, at):
+            return CounterResult(onward, CounterState(sample, at), "reset", gap_start=since)
 
-    return CounterResult(0, CounterState(state.value, state.time, sample, at), "suspect")
+    return CounterResult(0, CounterState(state.value, since, sample, at), "suspect")
 
 
 _SCHEMA = (

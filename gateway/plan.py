@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from stormwatch.profiles import ProfileLibrary
 
 #: Bumped when the JSON layout changes; :meth:`GatewayPlan.from_json` refuses other versions.
-PLAN_VERSION = 1
+#: 2: ``CounterPlan.max_tips_per_s`` replaced by ``max_intensity_mm_h`` (the rain envelope).
+PLAN_VERSION = 2
 
 
 class PlanError(ValueError):
@@ -146,16 +147,19 @@ class Sdi12Plan:
 
 @dataclass(frozen=True)
 class CounterPlan:
-    """A tip counter. ``resolution_in``: exact inches per tip (sensors.md); ``unit``: the
-    contract's tip unit (``{tip}``), copied from :data:`stormwatch.contract.TIP_UNIT` at compile."""
+    """A tip counter, the lean twin of :class:`stormwatch.profiles.CounterSpec` (same attribute
+    names and meanings). ``resolution_in``: exact inches per tip (sensors.md); ``unit``: the
+    contract's tip unit (``{tip}``), copied from :data:`stormwatch.contract.TIP_UNIT` at compile;
+    ``max_intensity_mm_h``: the profile's optional tightening of the rain envelope; ``width_bits``
+    ``None``: a running total that never wraps (a file's cumulative column, ``stormwatch import``)."""
 
     resolution: str
     resolution_in: Fraction
     unit: str
     quantity: str = "rain_tips"
     mode: Literal["cumulative", "delta"] = "cumulative"
-    width_bits: int = 16
-    max_tips_per_s: float = 2.0
+    width_bits: int | None = 16
+    max_intensity_mm_h: float | None = None
 
     @property
     def tip_resolution(self) -> TipResolution:
@@ -408,13 +412,16 @@ def _profile(profile: Any, tip_unit: str) -> ProfilePlan:
             d.bytesize, d.parity, d.stopbits, d.response_timeout_s, d.retries, d.max_wait_s,
         )
     if profile.counter is not None:
-        c = profile.counter
-        counter = CounterPlan(
-            c.resolution, c.tip_resolution.inches, tip_unit, c.quantity, c.mode, c.width_bits, c.max_tips_per_s
-        )
+        counter = counter_plan(profile.counter, tip_unit)
     if profile.level is not None:
         level = LevelPlan(profile.level.kind, profile.level.quantity, tuple(profile.level.no_target))
     return ProfilePlan(profile.model, profile.protocol, modbus, serial_line, sdi12, counter, level)
+
+
+def counter_plan(spec: Any, tip_unit: str) -> CounterPlan:
+    """The lean :class:`CounterPlan` of a profile's ``CounterSpec`` (every field carried over)."""
+    return CounterPlan(spec.resolution, spec.tip_resolution.inches, tip_unit, spec.quantity, spec.mode,
+                       spec.width_bits, spec.max_intensity_mm_h)
 
 
 def _transport(t: Any) -> TransportPlan:

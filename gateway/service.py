@@ -12,7 +12,9 @@ What each device produces (contract quantities, stormwatch/contract.py):
 
 * a counter profile (rain gauge) → one ``rain_tips`` reading per poll, ``value`` = int tip delta
   (0 when no rain -- zero rain from a live gauge is real data), unit ``{tip}``, ``raw`` = counter
-  value; counter outcomes other than a plain rise carry a flag (:data:`stormwatch.gateway.counter.OUTCOME_FLAGS`).
+  value; counter outcomes other than a plain rise carry a flag (:data:`stormwatch.gateway.counter.OUTCOME_FLAGS`;
+  ``counter_reset``: the interval since the last trusted sample is a data gap; ``counter_catch_up``:
+  tips counted over an outage of more than two poll intervals).
 * other points → one reading per point (e.g. Y511: ``turbidity`` NTU and ``temperature`` Cel;
   Keller: ``pressure`` bar; MaxBotix: ``distance`` mm), ``raw`` kept. A point with quantity
   ``device_error`` is not published; non-zero flags the poll's readings ``device_error``.
@@ -365,10 +367,14 @@ class Gateway:
             if v.quantity == DEVICE_ERROR_QUANTITY:
                 continue
             if counter_spec is not None and v.quantity == counter_spec.quantity:
-                result = count_tips(r.counter, v.number, at, counter_spec)
-                if result.outcome not in ("rise", "delta"):
+                result = count_tips(r.counter, v.number, at, counter_spec, r.device.poll_interval_s)
+                if result.gap_start is not None:
+                    log.warning("%s: counter reset at %s (read %s): rain since %s is unknown (a data gap), "
+                                "%d tips since", dev, at.isoformat(), v.number, result.gap_start.isoformat(),
+                                result.tips)
+                elif result.flags:
                     log.info("%s: counter %s at %s: %d tips (%s)", dev, v.number, at.isoformat(), result.tips,
-                             result.outcome)
+                             ",".join(result.flags))
                 flags = result.flags + (("device_error",) if device_error else ())
                 new_state[dev] = result.state
                 pending.append((RAIN_QUANTITY, result.tips, counter_spec.unit, int(v.number), flags))

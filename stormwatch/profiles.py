@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -390,15 +390,26 @@ class CounterSpec(_Strict):
         mode: ``cumulative`` (wraps at ``2**width_bits``) or ``delta`` (resets on every read).
         width_bits: counter width (16, 24 or 32).
         resolution: depth per tip, e.g. ``"0.01 in"`` or ``"0.2 mm"`` (exact decimal).
-        max_tips_per_s: the plausible maximum tip rate; a drop is a wrap only if the implied tips
-            fit this rate over the elapsed time.
+        max_intensity_mm_h: optional: the highest rain rate (mm/h) this gauge can record (its
+            datasheet's range), which tightens -- never loosens -- the world-record depth–duration
+            envelope every rise and wrap is checked against (rain-records.md;
+            :func:`stormwatch.gateway.counter.count_tips`). Default: the envelope alone.
     """
 
     quantity: str = "rain_tips"
     mode: Literal["cumulative", "delta"] = "cumulative"
     width_bits: Literal[16, 24, 32] = 16
     resolution: str
-    max_tips_per_s: float = Field(default=2.0, gt=0)
+    max_intensity_mm_h: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "max_tips_per_s" in data:
+            raise ValueError("max_tips_per_s is retired: plausibility is the world-record rain envelope "
+                             "(docs/reference/rain-records.md); delete the key, or tighten with "
+                             "max_intensity_mm_h (the gauge's datasheet range)")
+        return data
 
     @cached_property
     def tip_resolution(self) -> TipResolution:

@@ -1,4 +1,9 @@
-"""Counter glitch vs wrap vs reset, and restart double-count (failure-kinds.md #6, #7)."""
+"""Counter glitch vs wrap vs reset, and restart double-count (failure-kinds.md #6, #7, #26).
+
+Plausibility is the world-record envelope (docs/reference/rain-records.md): 1.5 × 422 mm ×
+D^0.475 (D in hours). Over 60 s that is 1.5 × 422 × (1/60)^0.475 = 90.5 mm = 356 tips of 0.254 mm
+(hand-computed below with the formula, not with stormwatch.physics).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,12 @@ from stormwatch.gateway.outbox import Outbox
 from stormwatch.profiles import CounterSpec
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-SPEC16 = CounterSpec(mode="cumulative", width_bits=16, resolution="0.01 in", max_tips_per_s=2.0)
+SPEC16 = CounterSpec(mode="cumulative", width_bits=16, resolution="0.01 in")
+
+
+def envelope_tips(seconds: float, tip_mm: float = 0.254) -> int:
+    """Jennings (1950) × 1.5, by hand: the most whole tips in ``seconds``."""
+    return int(1.5 * 422 * (seconds / 3600) ** 0.475 // tip_mm)
 
 
 def run(samples: list[int], spec: CounterSpec = SPEC16, step_s: float = 60.0,
@@ -51,7 +61,8 @@ def test_16bit_wrap_is_ten_tips() -> None:
 
 
 def test_drop_too_big_for_a_wrap_at_plausible_rate_is_suspect() -> None:
-    # 100 -> 50 as a wrap would be 65,486 tips in 60 s (max 2 tips/s = 120).
+    # 100 -> 50 as a wrap would be 65,486 tips in 60 s; the envelope allows 356.
+    assert envelope_tips(60) == 356
     res = count_tips(CounterState(100, T0), 50, T0 + timedelta(seconds=60), SPEC16)
     assert (res.tips, res.outcome) == (0, "suspect")
 
@@ -77,11 +88,15 @@ def test_24_bit_wrap() -> None:
 
 
 def test_delta_mode() -> None:
-    spec = CounterSpec(mode="delta", resolution="0.01 in", max_tips_per_s=2.0)
+    spec = CounterSpec(mode="delta", resolution="0.01 in")
     # First read: unknown period -> baseline; then each read is the delta itself.
     assert run([7, 3, 0, 5], spec=spec) == [0, 3, 0, 5]
-    # 500 tips in 60 s is above 2 tips/s: suspect, no rain invented.
+    # 500 tips (127 mm) in 60 s is beyond the envelope (356 tips = 90.5 mm): a reset, no rain
+    # invented, the minute is a data gap.
     assert run([0, 500], spec=spec) == [0, 0]
+    res = count_tips(CounterState(0, T0), 500, T0 + timedelta(seconds=60), spec)
+    assert (res.tips, res.outcome, res.flags, res.gap_start) == (0, "reset", ("counter_reset",), T0)
+    assert count_tips(CounterState(0, T0), 356, T0 + timedelta(seconds=60), spec).tips == 356
 
 
 def test_bad_sample_raises() -> None:
