@@ -5,7 +5,12 @@ buffer and released to the rules in event-time order once the site's *watermark*
 event time seen minus ``lateness_s`` -- has passed them, so readings arriving out of order within
 the lateness bound give exactly the same events as in-order ones. Retained MQTT messages and
 readings flagged ``late`` are data, never live triggers (failure-kinds.md #10). Duplicates (same
-``(gateway, boot, seq)``) are dropped (failure-kinds.md #9).
+``(gateway, boot, seq)``) are dropped (failure-kinds.md #9). A value physics forbids (a negative tip
+count, turbidity or depth, :func:`stormwatch.physics.negative_value`) is ignored and logged -- ingest
+dead-letters the same reading as ``impossible_value`` -- so no rule ever sees it. Quality flags are
+honoured by every rule (a flagged rain reading never silently opens or closes a storm: its events
+say ``needs_verification``; flagged turbidity is ``turbidity_needs_verification``; flagged basin
+levels are skipped).
 
 Late data (issue 3, item 6). A reading at or before the watermark when it arrives is *late*.
 Without re-evaluation (the default; backfills) it is counted and ignored here (ingest stores it,
@@ -51,6 +56,7 @@ from stormwatch.alerts.rules.turbidity import TurbidityRuleState
 from stormwatch.alerts.workorders import INSPECTION_KINDS, OPENING_KINDS, WorkOrders
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
+from stormwatch.physics import negative_value
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore, StoreError
 from stormwatch.wire import format_time
@@ -134,7 +140,8 @@ class Engine:
         self._next_snapshot: datetime | None = None
         self._recent: deque[Reading] = deque()  # released readings within the horizon (re-evaluation)
         self._emitted: dict[tuple[str, str, bool], tuple[datetime, dict[str, Any]]] = {}
-        self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0, "reevaluated": 0}
+        self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0, "reevaluated": 0,
+                       "impossible": 0}
 
     @classmethod
     def for_site(cls, cfg: SiteConfig, profiles: ProfileLibrary, workorders: WorkOrders | None = None,
@@ -213,6 +220,12 @@ class Engine:
         if reading.site != self.site:
             self.counts["foreign"] += 1
             log.warning("engine %s: reading of site %r ignored", self.site, reading.site)
+            return []
+        impossible = negative_value(reading.quantity, reading.value)
+        if impossible is not None:
+            self.counts["impossible"] += 1
+            log.warning("%s: reading %s/%s seq %s at %s ignored: %s (ingest dead-letters it as impossible_value)",
+                        self.site, reading.gateway, reading.device, reading.seq, format_time(reading.time), impossible)
             return []
         if retained or (reading.flags and "late" in reading.flags):
             self.counts["retained"] += 1

@@ -8,7 +8,7 @@ reason          when
 ============== ==================================================================================
 not_utf8        the payload is not UTF-8
 bad_json        the payload is not JSON
-schema          wrong/missing fields or types; a NaN/Inf ``value`` (the detail names ``value``)
+schema          wrong/missing fields or types; a NaN/Inf ``value`` or ``raw`` (the detail names it)
 bad_topic       the topic is not ``stormwatch/v1/<site>/<gateway>/readings``
 topic_mismatch  the reading's site or gateway differs from the topic's
 unknown_site    no site configuration for the site
@@ -19,7 +19,15 @@ unit_mismatch   the unit differs from the profile's unit for that quantity
 future_time     event time more than ``max_future_s`` ahead of the clock
 implausible_time event time more than ``max_age_s`` behind the clock: a gateway whose clock lies
                 (an edge box without a real-time clock booted before NTP stamps 1970-01-01)
+impossible_value a value physics forbids: a negative tip count, turbidity, distance or water/
+                sediment depth (:data:`stormwatch.physics.NON_NEGATIVE`)
 ============== ==================================================================================
+
+Rain rates are judged where the interval a count covers is known: the gateway's counter never
+publishes more tips than the world-record envelope allows since its last trusted sample
+(:func:`stormwatch.gateway.counter.count_tips`), importers reject such rows, and the storm rule
+refuses a count beyond the envelope since the gauge's previous reading (a data gap, never rain;
+docs/reference/rain-records.md).
 
 Duplicates (an identity ``(gateway, boot, seq)`` already stored, remembered in a bounded LRU) are
 returned apart in ``duplicates``; the consumer dead-letters them with reason ``duplicate`` (so a
@@ -51,6 +59,7 @@ from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import PayloadError, Reading, dump_readings, parse_readings
+from stormwatch.physics import negative_value
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import DeadLetter
 
@@ -209,6 +218,9 @@ class Validator:
                                         f"(it produces: {sorted(units)})")
         if r.unit != expected:
             return ("unit_mismatch", f"{r.device} {r.quantity} unit {r.unit!r}, profile says {expected!r}")
+        impossible = negative_value(r.quantity, r.value)
+        if impossible is not None:
+            return ("impossible_value", f"{r.device}: {impossible}")
         if r.time > now + self.max_future:
             ahead_s = (r.time - now).total_seconds()
             limit_s = self.max_future.total_seconds()

@@ -76,10 +76,13 @@ class Reading(BaseModel):
         device: device id within the site.
         quantity: what was measured (see the module table).
         value: the value in engineering units ``unit``; must be finite. ``rain_tips`` is an int.
+            Quantities that cannot be negative (:data:`stormwatch.physics.NON_NEGATIVE`) are
+            refused by ingest as ``impossible_value`` (:mod:`stormwatch.ingest.validate`).
         unit: UCUM-style unit, e.g. ``NTU``, ``m``, ``{tip}``.
         time: event time (when it was measured), timezone-aware, normalised to UTC.
         gateway, boot, seq: identity; ``seq`` strictly increases within one ``boot``.
-        raw: the undecoded value (register words, counter value or text), for audit.
+        raw: the undecoded value (register words, counter value or text), for audit; a number
+            must be finite.
         flags: quality-control flags; empty when clean (``out_of_range``, ``flatline``,
             ``spike``, ``device_error``, ...).
     """
@@ -107,6 +110,14 @@ class Reading(BaseModel):
             raise ValueError(f"value must be finite, got {v}")
         return v
 
+    @field_validator("raw")
+    @classmethod
+    def _finite_raw(cls, v: list[int] | int | float | str | None) -> list[int] | int | float | str | None:
+        # A NaN/Inf raw would be stored as the invalid JSON text ``NaN`` (issue 11 item 5).
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"raw must be finite, got {v}")
+        return v
+
     @property
     def identity(self) -> tuple[str, str, int]:
         """``(gateway, boot, seq)``: the key consumers deduplicate on."""
@@ -131,7 +142,7 @@ class PayloadError(ValueError):
     """A message that is not a valid reading or batch; ``reason`` is a short machine code.
 
     Reasons: ``bad_json``, ``not_utf8``, ``schema`` (wrong or missing fields, wrong types,
-    non-finite value).
+    a non-finite ``value`` or ``raw``).
     """
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -226,6 +237,10 @@ class Event(BaseModel):
         sediment_depth_ft: basin events.
         gap_start, gap_end: data-gap events.
         late_detection_s: set when the event was found late (seconds after event_time + lateness).
+        needs_verification: storm events: the quality flags of the rain readings that opened, grew,
+            qualified or closed the storm, or of a data gap inside it (``counter_reset``,
+            ``counter_catch_up``, ``device_error``, ``rain_beyond_envelope``...): the event stands
+            (an inspection stays due) but its rain must be verified (rules.md R1).
         evidence: the readings (or window medians) that triggered it.
     """
 
@@ -251,6 +266,7 @@ class Event(BaseModel):
     gap_start: UtcDatetime | None = None
     gap_end: UtcDatetime | None = None
     late_detection_s: float | None = None
+    needs_verification: list[str] | None = None
     evidence: list[dict[str, Any]] = Field(default_factory=list)
 
     def to_wire(self) -> dict[str, Any]:

@@ -31,6 +31,22 @@ event of the same occurrence closes it (``gap_end`` = the first reading after). 
 whose gauge is silent past last tip + dry gap is closed conservatively with its inspection due at
 last tip + 24 h (the earliest possible deadline); an unqualified one stays open. A storm still open
 at the end of a backfill is in progress (:meth:`StormRuleState.in_progress`).
+
+Quality flags of rain readings (issue 11 items 1 and 5; rules.md R1) -- every one is honoured:
+
+* ``counter_suspect`` (the gateway's counter sample awaits confirmation): rain at that time is
+  unknown, so the reading is not coverage -- it neither confirms dry weather nor closes a gap.
+* ``counter_reset`` (a confirmed counter reset): rain between the gauge's last trusted reading and
+  this one is unknown: a ``data_gap`` from that reading to this one (opened and closed at once,
+  unless a silence gap is already open -- then this reading closes it).
+* a tip count beyond the world-record envelope over the time since the previous reading
+  (:func:`stormwatch.physics.max_tips`, rain-records.md) is not rain: 0 tips counted, the interval
+  is a ``data_gap`` the same way (``rain_beyond_envelope``).
+* bookkeeping flags (:data:`INFORMATIONAL_FLAGS`: a baseline, a wrap, a recovered glitch) change
+  nothing; every other flag (``device_error``, ``counter_catch_up``, ``counter_reset``,
+  ``rain_beyond_envelope``, ...) is *doubt*: a flagged reading never silently opens, grows,
+  qualifies or closes a storm -- every later event of that storm lists the flags in
+  ``needs_verification`` (the inspection stays due; its rain must be verified).
 """
 
 from __future__ import annotations
@@ -43,10 +59,18 @@ from typing import Any
 
 from stormwatch.alerts.packs import StormRule
 from stormwatch.contract import TIP_UNIT, Event, EventKind, Reading
+from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
+from stormwatch.physics import max_tips
 from stormwatch.rain import TipResolution
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
+
+#: Flags of a rain reading that are bookkeeping, not doubt: a first sample (0 tips), a counter
+#: wrap, tips counted from the trusted value after a one-sample glitch, late delivery.
+INFORMATIONAL_FLAGS = frozenset({FLAG_BASELINE, FLAG_WRAP, FLAG_GLITCH, "late"})
+#: Pseudo-flag of a reading whose tips are beyond the world-record envelope (not counted).
+BEYOND_ENVELOPE = "rain_beyond_envelope"
 
 
 @dataclass
@@ -60,6 +84,7 @@ class _Storm:
     window: deque[tuple[datetime, int]] = field(default_factory=deque)  # rolling mode: tips in the window
     window_tips: int = 0
     peak_window_tips: int = 0
+    verify: set[str] = field(default_factory=set)  # doubt flags of readings that shaped the storm
 
     @property
     def occurrence(self) -> str:
@@ -134,10 +159,13 @@ class StormRuleState:
         self.next_due = due
 
     def _event(self, kind: EventKind, storm: _Storm, event_time: datetime, message: str, **extra: Any) -> Event:
+        verify = sorted(storm.verify) or None
+        if verify:
+            message += f" -- needs verification: the gauge's readings are flagged {', '.join(verify)}"
         return Event(
             kind=kind, site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
             occurrence=storm.occurrence, message=message, storm_start=storm.start, tips=storm.tips,
-            depth_in=float(self.resolution.depth_in(storm.tips)), **extra,
+            depth_in=float(self.resolution.depth_in(storm.tips)), needs_verification=verify, **extra,
         )
 
     def _depth_text(self, tips: int) -> str:
@@ -186,33 +214,62 @@ class StormRuleState:
             log.error("%s: rain reading %s/%s seq %s is not a whole tip count in %s (value %r, unit %r): ignored",
                       self.site, reading.gateway, reading.device, reading.seq, TIP_UNIT, reading.value, reading.unit)
             return []
-        out: list[Event] = []
         t = reading.time
+        flags = set(reading.flags)
+        if FLAG_SUSPECT in flags:
+            log.info("%s: rain reading at %s flagged %s: rain at that time unknown, not coverage", self.site,
+                     format_time(t), FLAG_SUSPECT)
+            return []
+        out: list[Event] = []
         self.gateway = reading.gateway
+        doubt = flags - INFORMATIONAL_FLAGS
+        unknown: tuple[datetime, str] | None = None  # an unknown interval ending at t: (start, why)
+        if FLAG_RESET in flags and self._covered is not None:
+            unknown = (self._covered, f"counter reset (reading at {format_time(t)} flagged {FLAG_RESET})")
+        if tips:
+            since = self._covered if self._covered is not None else t - self.silence_allowance
+            allowed = max_tips(float(self.resolution.mm), (t - since).total_seconds())
+            if tips > allowed:
+                log.warning("%s: rain reading %s/%s seq %s at %s: %d tips since %s is beyond the world-record "
+                            "envelope (%d): not rain, the interval is a data gap", self.site, reading.gateway,
+                            reading.device, reading.seq, format_time(t), tips, format_time(since), allowed)
+                unknown = (since, f"reported {tips} tips at {format_time(t)}, more rain than physically possible "
+                                  f"since {format_time(since)} (at most {allowed})")
+                doubt.add(BEYOND_ENVELOPE)
+                tips = 0
+        gap_from: datetime | None = None  # start of the unknown period this reading ends
         if self._gap_open is not None and t > self._gap_open:
-            start = self._gap_open
+            gap_from = self._gap_open
             self._gap_open = None
-            self.gaps.append(GapSummary(self.gauge, start, t))
-            out.append(self._gap_event(start, t, t, "reported again"))
+            self.gaps.append(GapSummary(self.gauge, gap_from, t))
+            out.append(self._gap_event(gap_from, t, t, "reported again"))
+        elif unknown is not None and t > unknown[0]:
+            gap_from = unknown[0]
+            self.gaps.append(GapSummary(self.gauge, gap_from, t))
+            out.append(self._gap_event(gap_from, t, t, unknown[1]))
         storm = self._storm
+        if storm is not None:
+            storm.verify |= doubt  # a doubtful reading inside a storm (or its dry gap) taints its events
         if storm is not None and t >= storm.last_tip + self.gap:
-            out += self._close(storm, storm.last_tip + self.gap, confirmed=True)
+            dry_known = gap_from is None or gap_from >= storm.last_tip + self.gap
+            out += self._close(storm, storm.last_tip + self.gap, confirmed=dry_known)
         if self._covered is None or t > self._covered:
             if self._covered is None:
                 self.first_reading = t
             self._covered = t
         if tips:
-            out += self._tips(reading, t, tips)
+            out += self._tips(reading, t, tips, doubt)
         self._schedule()
         return out
 
-    def _tips(self, reading: Reading, t: datetime, tips: int) -> list[Event]:
+    def _tips(self, reading: Reading, t: datetime, tips: int, doubt: set[str]) -> list[Event]:
         out: list[Event] = []
         started = self._storm is None
         if started:
             self._storm = _Storm(start=t, last_tip=t)
         storm = self._storm
         assert storm is not None
+        storm.verify |= doubt
         storm.tips += tips
         storm.last_tip = t
         storm.evidence.append({"time": format_time(t), "tips": tips, "gateway": reading.gateway,
