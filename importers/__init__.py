@@ -1,7 +1,8 @@
 """Import logger files into the store, and replay them through the rules.
 
 ``stormwatch import FILE --site SITE.yaml --device ID`` reads a data file (Campbell Scientific
-TOA5, Onset HOBOware CSV or generic delimited text) into readings of one device and stores them
+TOA5, Onset HOBOware CSV, rtl_433 JSON Lines or generic delimited text) into readings of one device
+(running rain totals through the gateway's own counter function) and stores them
 through the same validation, deduplication and sinks as live data. ``stormwatch replay FILE``
 answers "what would this file have triggered?" on a temporary single-gauge site.
 
@@ -9,8 +10,8 @@ Modules (one job each):
 
 * :mod:`stormwatch.importers.cells` -- one cell: gaps (empty, ``NaN``, sentinels), exact numbers, units.
 * :mod:`stormwatch.importers.table` -- a parsed file: header, units, data lines with line numbers, times.
-* :mod:`stormwatch.importers.toa5`, :mod:`stormwatch.importers.hobo`, :mod:`stormwatch.importers.generic` --
-  the three readers.
+* :mod:`stormwatch.importers.toa5`, :mod:`stormwatch.importers.hobo`, :mod:`stormwatch.importers.rtl433`,
+  :mod:`stormwatch.importers.generic` -- the four readers.
 * :mod:`stormwatch.importers.detect` -- which reader a file needs.
 * :mod:`stormwatch.importers.options` -- the format options (``--value-column``, ``--tips``...).
 * :mod:`stormwatch.importers.identity` -- the identity of imported readings (idempotent re-import).

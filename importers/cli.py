@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from stormwatch.cliutil import fail
-from stormwatch.importers.options import ImportOptions, OptionsError, TipSpec, ValueColumn, parse_gap_values
+from stormwatch.importers.options import (
+    ImportOptions,
+    OptionsError,
+    TipSpec,
+    ValueColumn,
+    parse_gap_values,
+    parse_select,
+)
 
 if TYPE_CHECKING:
     from stormwatch.importers.load import ImportSummary
@@ -23,7 +30,8 @@ log = logging.getLogger(__name__)
 #: Files larger than this get a progress bar on stderr.
 PROGRESS_BYTES = 256 * 1024
 
-_FORMAT = typer.Option("auto", "--format", help="auto (TOA5 and HOBOware recognised), generic, toa5 or hobo.")
+_FORMAT = typer.Option("auto", "--format",
+                       help="auto (TOA5, HOBOware and rtl_433 JSON Lines recognised), generic, toa5, hobo or rtl433.")
 _DELIMITER = typer.Option(None, "--delimiter", help="Field delimiter of generic files (default ',', sniffed).")
 _TIME_COLUMN = typer.Option(None, "--time-column", help="Time column name or 0-based index.")
 _TIME_FORMAT = typer.Option(None, "--time-format", help="strptime format, e.g. '%d.%m.%Y %H:%M' (default ISO 8601).")
@@ -32,34 +40,40 @@ _VALUE_COLUMN = typer.Option([], "--value-column",
                              help="NAME=QUANTITY[:UNIT], repeatable, e.g. 'turb_FNU=turbidity:FNU'.")
 _TIPS = typer.Option(None, "--tips", help="Rain file: tip size in mm (e.g. 0.2).")
 _TIPS_IN = typer.Option(None, "--tips-in", help="Rain file: tip size in inches (e.g. 0.01).")
-_TIPS_COLUMN = typer.Option(None, "--tips-column", help="Rain column (default: the first data column).")
-_TIPS_PER_ROW = typer.Option("depth", "--tips-per-row",
-                             help="depth: cells are rain depth (0.2 = one 0.2 mm tip); count: tip counts; "
-                                  "row: every row is one tip.")
+_TIPS_COLUMN = typer.Option(None, "--tips-column",
+                            help="Rain column (default: rtl_433's rain_mm/rain_in, else the first data column).")
+_TIPS_PER_ROW = typer.Option(None, "--tips-per-row",
+                             help="depth (default): cells are rain depth (0.2 = one 0.2 mm tip); count: tip counts; "
+                                  "row: every row is one tip; cumulative: running totals of depth (consoles, "
+                                  "rtl_433 rain_mm/rain_in -- the default for rtl_433); cumulative-count: running "
+                                  "totals of tips. Totals go through the gateway's counter: a total that does not "
+                                  "change is no rain, a drop is a reset (a data gap), never rain.")
+_COUNTER_BITS = typer.Option(None, "--counter-bits", help="A cumulative column wraps at 2^N (e.g. 16); default: never.")
+_SELECT = typer.Option([], "--select", help="JSON Lines: only messages with KEY=VALUE, repeatable "
+                                           "(e.g. --select model=Acurite-5n1 --select id=3844).")
 _SKIP_ROWS = typer.Option(0, "--skip-rows", help="Lines before the header (generic files).")
 _GAP_VALUE = typer.Option([], "--gap-value", help="Another number meaning 'no value' (besides -9999, -99999).")
 
 
 def build_options(fmt: str, delimiter: str | None, time_column: str | None, time_format: str | None, tz: str,
                   value_column: list[str], tips: str | None, tips_in: str | None, tips_column: str | None,
-                  tips_per_row: str, skip_rows: int, gap_value: list[str]) -> ImportOptions:
+                  tips_per_row: str | None, skip_rows: int, gap_value: list[str], counter_bits: int | None = None,
+                  select: list[str] | None = None) -> ImportOptions:
     """The command-line format options as one :class:`ImportOptions`.
 
     Raises:
         OptionsError: an option that cannot work.
     """
-    if fmt not in ("auto", "generic", "toa5", "hobo"):
-        raise OptionsError(f"--format {fmt!r}: expected auto, generic, toa5 or hobo")
-    if tips_per_row not in ("depth", "count", "row"):
-        raise OptionsError(f"--tips-per-row {tips_per_row!r}: expected depth, count or row")
+    if fmt not in ("auto", "generic", "toa5", "hobo", "rtl433"):
+        raise OptionsError(f"--format {fmt!r}: expected auto, generic, toa5, hobo or rtl433")
     if delimiter == "\\t":
         delimiter = "\t"
     return ImportOptions(
         format=fmt,  # type: ignore[arg-type]
         delimiter=delimiter, time_column=time_column, time_format=time_format, tz=tz,
         value_columns=tuple(ValueColumn.parse(v) for v in value_column),
-        tips=TipSpec.parse(tips, tips_in, tips_column, tips_per_row),  # type: ignore[arg-type]
-        skip_rows=skip_rows, gap_values=parse_gap_values(gap_value),
+        tips=TipSpec.parse(tips, tips_in, tips_column, tips_per_row, counter_bits),
+        skip_rows=skip_rows, gap_values=parse_gap_values(gap_value), select=parse_select(select or []),
     )
 
 
@@ -93,7 +107,8 @@ def import_command(
     fmt: str = _FORMAT, delimiter: str | None = _DELIMITER, time_column: str | None = _TIME_COLUMN,
     time_format: str | None = _TIME_FORMAT, tz: str = _TZ, value_column: list[str] = _VALUE_COLUMN,
     tips: str | None = _TIPS, tips_in: str | None = _TIPS_IN, tips_column: str | None = _TIPS_COLUMN,
-    tips_per_row: str = _TIPS_PER_ROW, skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE,
+    tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
+    skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import a logger file (TOA5, HOBOware CSV, delimited text) as readings of one device.
@@ -110,7 +125,7 @@ def import_command(
 
     try:
         options = build_options(fmt, delimiter, time_column, time_format, tz, value_column, tips, tips_in,
-                                tips_column, tips_per_row, skip_rows, gap_value)
+                                tips_column, tips_per_row, skip_rows, gap_value, counter_bits, select)
         profiles = ProfileLibrary()
         cfg = load_site(site, profiles)
         opened = open_store(store, WallClock())
@@ -155,7 +170,8 @@ def replay_command(
     fmt: str = _FORMAT, delimiter: str | None = _DELIMITER, time_column: str | None = _TIME_COLUMN,
     time_format: str | None = _TIME_FORMAT, tz: str = _TZ, value_column: list[str] = _VALUE_COLUMN,
     tips: str | None = _TIPS, tips_in: str | None = _TIPS_IN, tips_column: str | None = _TIPS_COLUMN,
-    tips_per_row: str = _TIPS_PER_ROW, skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE,
+    tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
+    skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
     jurisdiction: str = typer.Option("ch133", "--jurisdiction", help="Rule pack: ch133, ch196, ..."),
     dry_gap_hours: float | None = typer.Option(None, "--dry-gap-hours", min=0.01,
                                                help="Storm dry gap (default: the pack's, 6 h)."),
@@ -183,7 +199,7 @@ def replay_command(
         if silence not in ("dry", "gap"):
             raise OptionsError(f"--silence {silence!r}: expected dry or gap")
         options = build_options(fmt, delimiter, time_column, time_format, tz, value_column, tips, tips_in,
-                                tips_column, tips_per_row, skip_rows, gap_value)
+                                tips_column, tips_per_row, skip_rows, gap_value, counter_bits, select)
         with _progress(file) as progress:
             result = replay_file(file, options, WallClock(), jurisdiction=jurisdiction, dry_gap_hours=dry_gap_hours,
                                  silence=silence, progress=progress)  # type: ignore[arg-type]

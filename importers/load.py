@@ -31,7 +31,7 @@ from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY
 from stormwatch.importers.options import ImportOptions
 from stormwatch.importers.qc import flag_readings
-from stormwatch.importers.rows import Progress, RowReject, build_readings
+from stormwatch.importers.rows import Progress, RowReject, build_readings, file_counter
 from stormwatch.importers.table import TableError
 from stormwatch.ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
@@ -63,7 +63,9 @@ class ImportSummary:
         readings_stored: readings new to the store (InfluxDB counts points written).
         already_stored: readings the store or validator already had (a re-import).
         gaps: cells that held no value (empty, NaN, sentinel) -- not stored, never zero.
-        duplicate_rows: rows repeating an earlier row at the same time.
+        duplicate_rows: rows repeating an earlier row at the same time (rtl_433: repeated messages).
+        ignored_lines: lines that are not the device's data (JSON Lines: other sensors, other
+            message types, statistics).
         tips: total tips made (rain files).
         resolution: the gauge's tip size as its profile writes it (rain files), for the depth.
         flagged: QC flag -> count of readings carrying it (stored, flagged, never dropped).
@@ -83,6 +85,7 @@ class ImportSummary:
     already_stored: int = 0
     gaps: int = 0
     duplicate_rows: int = 0
+    ignored_lines: int = 0
     tips: int = 0
     resolution: str | None = None
     flagged: dict[str, int] = field(default_factory=dict)
@@ -98,7 +101,8 @@ class ImportSummary:
             "file": self.path, "site": self.site, "device": self.device, "format": self.format,
             "rows_read": self.rows_read, "readings_made": self.readings_made,
             "readings_stored": self.readings_stored, "already_stored": self.already_stored, "gaps": self.gaps,
-            "duplicate_rows": self.duplicate_rows, "tips": self.tips, "flagged": dict(self.flagged),
+            "duplicate_rows": self.duplicate_rows, "ignored_lines": self.ignored_lines, "tips": self.tips,
+            "flagged": dict(self.flagged),
             "rejected_rows": dict(self.rejected_rows),
             "dead_lettered": dict(self.dead_lettered),
             "first": format_time(self.first) if self.first else None,
@@ -115,7 +119,7 @@ class ImportSummary:
         out = [
             f"imported {self.path} ({self.format}) as {self.site}/{self.device}: {span}",
             f"  rows read:        {self.rows_read}",
-            f"  readings made:    {self.readings_made}" + (f" ({self._depth()})" if self.tips else ""),
+            f"  readings made:    {self.readings_made}" + (f" ({self._depth()})" if self.resolution else ""),
             f"  readings stored:  {self.readings_stored} new, {self.already_stored} already stored",
             f"  gaps (no value):  {self.gaps}",
         ]
@@ -123,6 +127,8 @@ class ImportSummary:
             out.append(f"  QC flagged:       {dict(sorted(self.flagged.items()))}")
         if self.duplicate_rows:
             out.append(f"  duplicate rows:   {self.duplicate_rows}")
+        if self.ignored_lines:
+            out.append(f"  other lines:      {self.ignored_lines} (other sensors, message types, statistics)")
         rejected = sum(self.rejected_rows.values())
         detail = f" {dict(sorted(self.rejected_rows.items()))}" if rejected else ""
         out.append(f"  rows rejected:    {rejected}{detail}")
@@ -191,12 +197,16 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     _check_tips(profile, options, device_id)
     try:
         table = open_table(path, options)
-        conv = build_readings(table, options, site, device_id, profile_units(profile), progress)
+        counter = None
+        if options.tips is not None and profile.counter is not None:
+            counter = file_counter(options.tips, profile.counter.max_intensity_mm_h)
+        conv = build_readings(table, options, site, device_id, profile_units(profile), progress, counter)
     except TableError as exc:
         raise ImportFailed(str(exc)) from exc
     conv.readings = flag_readings(conv.readings, profile)
     summary = ImportSummary(str(path), site, device_id, table.format, rows_read=conv.rows_read,
                             readings_made=len(conv.readings), gaps=conv.gaps, duplicate_rows=conv.duplicate_rows,
+                            ignored_lines=table.ignored_lines,
                             tips=conv.tips, rejects=conv.rejects,
                             resolution=profile.counter.resolution if options.tips and profile.counter else None,
                             flagged=dict(Counter(f for r in conv.readings for f in r.flags)))

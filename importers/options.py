@@ -11,12 +11,21 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from stormwatch.importers.cells import DEFAULT_SENTINELS
 from stormwatch.rain import LengthUnit, TipResolution
 
-Format = Literal["auto", "generic", "toa5", "hobo"]
+Format = Literal["auto", "generic", "toa5", "hobo", "rtl433"]
 
 #: How a rain file's tip column is read: ``depth`` -- the cell is rain depth in the tip unit (a
 #: multiple of the tip size: 0.2 mm = 1 tip, 0 = no tip); ``count`` -- the cell is a whole tip count;
-#: ``row`` -- every row is one tip (the cells are ignored).
-TipsPerRow = Literal["depth", "count", "row"]
+#: ``row`` -- every row is one tip (the cells are ignored); ``cumulative`` -- the cell is a running
+#: total of depth in the tip unit (a console's or rtl_433's ``rain_mm``/``rain_in``), and
+#: ``cumulative-count`` a running total of tips (an event logger's or pulse counter's count): the
+#: total is turned into new tips by the gateway's own counter function
+#: (:func:`stormwatch.gateway.counter.count_tips`; wraps at ``--counter-bits``, default never).
+TipsPerRow = Literal["depth", "count", "row", "cumulative", "cumulative-count"]
+
+#: The ``--tips-per-row`` values, in the order ``--help`` lists them.
+TIPS_PER_ROW: tuple[TipsPerRow, ...] = ("depth", "count", "row", "cumulative", "cumulative-count")
+#: The values whose cells are running totals.
+CUMULATIVE: frozenset[str] = frozenset({"cumulative", "cumulative-count"})
 
 _VALUE_COLUMN = re.compile(r"^(?P<name>.+)=(?P<quantity>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<unit>[^:=]+))?$")
 
@@ -58,14 +67,18 @@ class TipSpec:
     Attributes:
         size: tip size as written (exact decimal) in ``unit``.
         unit: ``mm`` or ``in``.
-        column: the column holding depth or counts (default: the file's first data column).
-        per_row: see :data:`TipsPerRow`.
+        column: the column holding depth or counts (default: the file's rain column -- rtl_433's
+            ``rain_mm``/``rain_in`` -- or its first data column).
+        per_row: see :data:`TipsPerRow`; ``None``: the format's default (``cumulative`` for rtl_433
+            JSON Lines, ``depth`` otherwise).
+        counter_bits: a cumulative column wraps at ``2**counter_bits`` (``None``: never wraps).
     """
 
     size: Decimal
     unit: LengthUnit
     column: str | None = None
-    per_row: TipsPerRow = "depth"
+    per_row: TipsPerRow | None = None
+    counter_bits: int | None = None
 
     @property
     def resolution(self) -> TipResolution:
@@ -73,16 +86,29 @@ class TipSpec:
 
     @classmethod
     def parse(cls, mm: str | None, inches: str | None, column: str | None = None,
-              per_row: TipsPerRow = "depth") -> TipSpec | None:
-        """From ``--tips`` / ``--tips-in`` (at most one); ``None`` when neither is given.
+              per_row: str | None = None, counter_bits: int | None = None) -> TipSpec | None:
+        """From ``--tips`` / ``--tips-in`` (at most one), ``--tips-per-row`` and ``--counter-bits``;
+        ``None`` when no tip size is given.
 
         Raises:
-            OptionsError: both given, or a size that is not a positive decimal.
+            OptionsError: both sizes given, a size that is not a positive decimal, an unknown
+                ``per_row``, ``counter_bits`` outside 1..64 or given for a non-cumulative column.
         """
+        if per_row is not None and per_row not in TIPS_PER_ROW:
+            raise OptionsError(f"--tips-per-row {per_row!r}: expected {', '.join(TIPS_PER_ROW)}")
+        if counter_bits is not None:
+            if not 1 <= counter_bits <= 64:
+                raise OptionsError(f"--counter-bits {counter_bits}: expected 1..64 (16 and 32 are usual)")
+            if per_row is not None and per_row not in CUMULATIVE:
+                raise OptionsError(f"--counter-bits applies to running totals: give --tips-per-row cumulative or "
+                                   f"cumulative-count, not {per_row}")
         if mm is not None and inches is not None:
             raise OptionsError("give --tips (mm) or --tips-in (inches), not both")
         text, unit = (mm, "mm") if mm is not None else (inches, "in")
         if text is None:
+            if per_row is not None or counter_bits is not None:
+                raise OptionsError("--tips-per-row and --counter-bits describe a rain column: give its tip size "
+                                   "with --tips MM or --tips-in IN")
             return None
         try:
             size = Decimal(text.strip())
@@ -90,7 +116,7 @@ class TipSpec:
             raise OptionsError(f"tip size {text!r}: not a decimal number") from None
         if not size.is_finite() or size <= 0:
             raise OptionsError(f"tip size {text!r}: must be > 0")
-        return cls(size, unit, column, per_row)  # type: ignore[arg-type]
+        return cls(size, unit, column, per_row, counter_bits)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -98,7 +124,8 @@ class ImportOptions:
     """How to read one file.
 
     Attributes:
-        format: ``auto`` (TOA5 and HOBOware are recognised by their headers), or forced.
+        format: ``auto`` (TOA5 and HOBOware are recognised by their headers, rtl_433 JSON Lines by
+            its first line), or forced.
         delimiter: field delimiter of generic files (default: ``,``, or ``;``/tab when the header has
             those and no comma).
         time_column: name or 0-based index of the time column (default: ``TIMESTAMP`` for TOA5,
@@ -110,6 +137,7 @@ class ImportOptions:
         tips: rain: the tip size and how to read the tip column.
         skip_rows: lines before the header (generic files).
         gap_values: numbers that mean "no value".
+        select: JSON Lines (rtl_433): only messages whose ``key`` equals ``value`` (``--select``).
     """
 
     format: Format = "auto"
@@ -121,6 +149,7 @@ class ImportOptions:
     tips: TipSpec | None = None
     skip_rows: int = 0
     gap_values: tuple[Decimal, ...] = DEFAULT_SENTINELS
+    select: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.value_columns and self.tips is None:
@@ -161,3 +190,18 @@ def parse_gap_values(texts: list[str]) -> tuple[Decimal, ...]:
         except InvalidOperation:
             raise OptionsError(f"--gap-value {t!r}: not a number") from None
     return DEFAULT_SENTINELS + tuple(extra)
+
+
+def parse_select(texts: list[str]) -> tuple[tuple[str, str], ...]:
+    """``--select KEY=VALUE`` options (JSON Lines) as ``(key, value)`` pairs.
+
+    Raises:
+        OptionsError: a text without ``=`` or with an empty key.
+    """
+    out: list[tuple[str, str]] = []
+    for text in texts:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise OptionsError(f"--select {text!r}: expected KEY=VALUE, e.g. 'model=Acurite-5n1' or 'id=3844'")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)

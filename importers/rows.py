@@ -9,14 +9,27 @@ reason; the other rows are kept.
 Rain (design-notes.md, "Delivery" and "Counting rain"): tips are integers; the rows of one
 timestamp are summed into ONE ``rain_tips`` reading (the Tharandt Davis file has up to 7 tips in
 one minute: all are kept, as a count). A depth cell is converted to tips exactly (``0.2`` mm at
-0.2 mm per tip = 1 tip; ``0`` = no tip, a dry/start-marker row stored as a 0 count).
+0.2 mm per tip = 1 tip; ``0`` = no tip, a dry/start-marker row stored as a 0 count). A timestamp
+whose tips are more rain than physically possible since the previous rain row (the world-record
+envelope, docs/reference/rain-records.md) is rejected ``beyond_envelope`` (its rows).
+
+Running totals (``--tips-per-row cumulative`` / ``cumulative-count``): each row's total (exact
+tips) goes through the gateway's own counter function, :func:`stormwatch.gateway.counter.count_tips`
+(one function, not a copy), in event-time order: the first total is a baseline (0 tips), a total
+that does not change is zero new rain, a wrap of ``--counter-bits`` is counted, a drop or jump is a
+suspect then a reset (0 tips; the reading's ``counter_reset`` flag makes the storm rule report the
+interval as a data gap) -- the readings carry the counter's flags. A total repeated at the same
+time is a duplicate row; a different total at the same time is ``conflicting_time``; a total the
+counter width cannot hold is ``beyond_counter_width``.
 
 Other quantities: one reading per timestamp; a repeated row with the same value is a duplicate
 row (counted, stored once), a different value at the same time is rejected ``conflicting_time``.
+A value physics forbids (a negative turbidity, distance or depth) is rejected ``negative_value``.
 
 Reject reasons: ``too_few_fields``, ``extra_fields`` (a non-empty field past the header's
 columns; empty trailing fields -- a trailing delimiter -- are tolerated), ``bad_time``,
-``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``conflicting_time``, ``before_1970``.
+``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``negative_value``, ``conflicting_time``,
+``before_1970``, ``beyond_envelope``, ``beyond_counter_width``.
 """
 
 from __future__ import annotations
@@ -27,10 +40,13 @@ from datetime import datetime
 from decimal import Decimal
 
 from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.gateway.counter import CounterError, CounterLike, CounterState, count_tips
+from stormwatch.gateway.plan import CounterPlan
 from stormwatch.importers.cells import CellError, convert, normalise_unit, parse_cell
 from stormwatch.importers.identity import IMPORT_GATEWAY, import_boot, import_seq
-from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.options import CUMULATIVE, ImportOptions, TipSpec, TipsPerRow
 from stormwatch.importers.table import Table, TableError
+from stormwatch.physics import max_tips, negative_value
 
 #: ``progress(done_rows, total_rows)``.
 Progress = Callable[[int, int], None]
@@ -104,6 +120,29 @@ def plan_columns(table: Table, options: ImportOptions, profile_units: Mapping[st
     return plans
 
 
+def file_counter(tips: TipSpec, max_intensity_mm_h: float | None = None) -> CounterPlan:
+    """The counter of a rain file: the tip size, ``--counter-bits`` (``None``: never wraps) and the
+    gauge profile's optional ``max_intensity_mm_h`` (the lean :class:`CounterPlan` the gateway runs)."""
+    resolution = tips.resolution
+    return CounterPlan(f"{tips.size} {tips.unit}", resolution.inches, TIP_UNIT, "rain_tips", "cumulative",
+                       tips.counter_bits, max_intensity_mm_h)
+
+
+def tip_mode(table: Table, options: ImportOptions) -> TipsPerRow:
+    """How the rain column is read: ``--tips-per-row``, else the format's default.
+
+    Raises:
+        TableError: ``--counter-bits`` for a column that is not a running total.
+    """
+    tips = options.tips
+    assert tips is not None
+    mode = tips.per_row or table.rain_per_row
+    if tips.counter_bits is not None and mode not in CUMULATIVE:
+        raise TableError(f"{table.path}: --counter-bits applies to running totals, but the rain column is read "
+                         f"as {mode}: give --tips-per-row cumulative or cumulative-count")
+    return mode
+
+
 def tip_column(table: Table, options: ImportOptions) -> int | None:
     """Index of the rain column (``None`` when every row is one tip).
 
@@ -111,10 +150,12 @@ def tip_column(table: Table, options: ImportOptions) -> int | None:
         TableError: the named column is missing, or the file has no data column.
     """
     tips = options.tips
-    if tips is None or tips.per_row == "row":
+    if tips is None or tip_mode(table, options) == "row":
         return None
     if tips.column is not None:
         return table.column(tips.column)
+    if table.rain_column is not None:
+        return table.rain_column
     taken = {table.column(v.name) for v in options.value_columns}
     free = [i for i in table.data_columns() if i not in taken]
     if not free:
@@ -122,8 +163,9 @@ def tip_column(table: Table, options: ImportOptions) -> int | None:
     return free[0]
 
 
-def _tips_of(cell: str, options: ImportOptions, file_unit: str | None, decimal_comma: bool) -> int | None:
-    """Whole tips in a rain cell (``None`` = gap).
+def _tips_of(cell: str, options: ImportOptions, mode: TipsPerRow, file_unit: str | None,
+             decimal_comma: bool) -> int | None:
+    """Whole tips in a rain cell (``None`` = gap): a depth or a count, or a running total of either.
 
     Raises:
         CellError: not a number.
@@ -134,7 +176,7 @@ def _tips_of(cell: str, options: ImportOptions, file_unit: str | None, decimal_c
     value = parse_cell(cell, options.gap_values, decimal_comma=decimal_comma)
     if value is None:
         return None
-    if tips.per_row == "depth":
+    if mode in ("depth", "cumulative"):
         if file_unit in ("mm", "in") and file_unit != tips.unit:
             converted = convert(value, file_unit, tips.unit)
             value = converted if converted is not None else value
@@ -152,7 +194,8 @@ def _tips_of(cell: str, options: ImportOptions, file_unit: str | None, decimal_c
 
 
 def build_readings(table: Table, options: ImportOptions, site: str, device: str,
-                   profile_units: Mapping[str, str], progress: Progress | None = None) -> Conversion:
+                   profile_units: Mapping[str, str], progress: Progress | None = None,
+                   counter: CounterLike | None = None) -> Conversion:
     """Turn every data row of ``table`` into readings of ``device`` at ``site``.
 
     Args:
@@ -162,11 +205,18 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
         profile_units: quantity -> unit of the device's profile (units are converted to these
             exactly where a conversion is known: lengths).
         progress: called every 2,000 rows and at the end.
+        counter: the rain column's counter (:func:`file_counter`; default: from ``options.tips``
+            alone, without the gauge's ``max_intensity_mm_h``).
 
     Raises:
-        TableError: a named column is not in the file.
+        TableError: a named column is not in the file, or ``--counter-bits`` for a column that is
+            not a running total.
     """
-    out = Conversion(plans=plan_columns(table, options, profile_units))
+    out = Conversion(plans=plan_columns(table, options, profile_units), duplicate_rows=table.duplicate_lines)
+    mode: TipsPerRow = tip_mode(table, options) if options.tips is not None else "depth"
+    cumulative = mode in CUMULATIVE
+    if options.tips is not None and counter is None:
+        counter = file_counter(options.tips)
     rain_col = tip_column(table, options)
     rain_unit = table.units[rain_col] if rain_col is not None else None
     needed = max([p.index for p in out.plans] + [table.time_column] + ([rain_col] if rain_col is not None else []))
@@ -174,6 +224,8 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
     values: dict[str, dict[datetime, tuple[Decimal, str, int]]] = {p.quantity: {} for p in out.plans}
     rain: dict[datetime, list[str]] = {}
     rain_tips: dict[datetime, int] = {}
+    rain_lines: dict[datetime, list[int]] = {}
+    totals: dict[datetime, tuple[int, str, int]] = {}  # cumulative: time -> (total tips, cell, line)
     total = len(table.lines)
     where = str(table.path)
 
@@ -214,7 +266,12 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
                 gaps += 1
                 continue
             converted = convert(value, plan.file_unit, plan.unit)
-            row.append((plan, converted if converted is not None else value, cell.strip()))
+            value = converted if converted is not None else value
+            impossible = negative_value(plan.quantity, float(value))
+            if impossible is not None:
+                problem = ("negative_value", f"column {table.columns[plan.index]!r}: {cell.strip()!r}: {impossible}")
+                break
+            row.append((plan, value, cell.strip()))
         tips: int | None = None
         rain_cell = ""
         if problem is None and options.tips is not None:
@@ -223,13 +280,14 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
             else:
                 rain_cell = fields[rain_col].strip()
                 try:
-                    tips = _tips_of(fields[rain_col], options, rain_unit, decimal_comma)
+                    tips = _tips_of(fields[rain_col], options, mode, rain_unit, decimal_comma)
                 except CellError as exc:
                     problem = ("not_a_number", f"column {table.columns[rain_col]!r}: {exc}")
                 except ValueError as exc:
                     problem = (exc.args[0], f"column {table.columns[rain_col]!r}: {exc.args[1]}")
                 if tips is None and problem is None:
                     gaps += 1
+        rain_repeat = False
         if problem is None:
             for plan, value, _cell in row:
                 seen = values[plan.quantity].get(when)
@@ -237,18 +295,26 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
                     problem = ("conflicting_time", f"{plan.quantity} {value} at the same time as line {seen[2]} "
                                                    f"({seen[0]})")
                     break
+        if problem is None and cumulative and tips is not None and when in totals:
+            if totals[when][0] != tips:
+                problem = ("conflicting_time", f"running total {rain_cell!r} at the same time as line "
+                                               f"{totals[when][2]} ({totals[when][1]!r})")
+            rain_repeat = True
         if problem is not None:
             reject(line, *problem)
             continue
         out.gaps += gaps
         repeated = bool(row) and all(when in values[p.quantity] for p, _v, _c in row)
-        if repeated and tips is None:
+        if (repeated and tips is None) or (rain_repeat and (repeated or not row)):
             out.duplicate_rows += 1
         for plan, value, cell in row:
             values[plan.quantity].setdefault(when, (value, cell, line))
-        if tips is not None:
+        if tips is not None and cumulative:
+            totals.setdefault(when, (tips, rain_cell, line))
+        elif tips is not None:
             rain.setdefault(when, []).append(rain_cell or "1")
             rain_tips[when] = rain_tips.get(when, 0) + tips
+            rain_lines.setdefault(when, []).append(line)
     if progress is not None:
         progress(total, total)
 
@@ -261,14 +327,57 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
                 gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=cell,
             ))
     if options.tips is not None:
+        assert counter is not None
         boot = import_boot(site, device, "rain_tips", TIP_UNIT)
-        for when in sorted(rain_tips):
-            cells = rain[when]
-            raw = "+".join(cells)
+
+        def rain_reading(when: datetime, tips: int, raw: str, flags: tuple[str, ...] = ()) -> None:
             out.readings.append(Reading(
-                site=site, device=device, quantity="rain_tips", value=rain_tips[when], unit=TIP_UNIT, time=when,
-                gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when),
-                raw=raw if len(raw) <= _RAW_MAX else f"{len(cells)} rows",
+                site=site, device=device, quantity="rain_tips", value=tips, unit=TIP_UNIT, time=when,
+                gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=raw, flags=flags,
             ))
-            out.tips += rain_tips[when]
+            out.tips += tips
+
+        if cumulative:
+            _count_totals(totals, counter, rain_reading, reject)
+        else:
+            _check_envelope(rain_tips, rain_lines, counter, reject)
+            for when in sorted(rain_tips):
+                cells = rain[when]
+                raw = "+".join(cells)
+                rain_reading(when, rain_tips[when], raw if len(raw) <= _RAW_MAX else f"{len(cells)} rows")
     return out
+
+
+def _count_totals(totals: Mapping[datetime, tuple[int, str, int]], counter: CounterLike,
+                  emit: Callable[[datetime, int, str, tuple[str, ...]], None],
+                  reject: Callable[[int, str, str], None]) -> None:
+    """Running totals -> new tips through :func:`count_tips`, in event-time order."""
+    state: CounterState | None = None
+    for when in sorted(totals):
+        total, cell, line = totals[when]
+        try:
+            result = count_tips(state, total, when, counter)
+        except CounterError as exc:
+            reject(line, "beyond_counter_width", f"running total {cell!r}: {exc} (--counter-bits)")
+            continue
+        state = result.state
+        emit(when, result.tips, cell, result.flags)
+
+
+def _check_envelope(rain_tips: dict[datetime, int], rain_lines: Mapping[datetime, list[int]], counter: CounterLike,
+                    reject: Callable[[int, str, str], None]) -> None:
+    """Drop (and reject the rows of) each timestamp whose tips are more rain than physically possible
+    since the previous rain timestamp (the first one has no interval to judge)."""
+    tip_mm = float(counter.tip_resolution.mm)
+    previous: datetime | None = None
+    for when in sorted(rain_tips):
+        if previous is not None:
+            allowed = max_tips(tip_mm, (when - previous).total_seconds(), counter.max_intensity_mm_h)
+            tips = rain_tips[when]
+            if tips > allowed:
+                del rain_tips[when]
+                for line in rain_lines[when]:
+                    reject(line, "beyond_envelope", f"{tips} tips ({tips * tip_mm:g} mm) since the previous rain row "
+                                                    f"at {previous.isoformat()}: more rain than physically possible "
+                                                    f"(at most {allowed}; docs/reference/rain-records.md)")
+        previous = when

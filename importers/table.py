@@ -1,6 +1,7 @@
 """A logger file parsed into a table: columns, units, data lines with their line numbers, times.
 
-The three readers (:mod:`stormwatch.importers.toa5`, :mod:`stormwatch.importers.hobo`,
+The readers (:mod:`stormwatch.importers.toa5`, :mod:`stormwatch.importers.hobo`,
+:mod:`stormwatch.importers.rtl433`,
 :mod:`stormwatch.importers.generic`) each
 turn a file's header into a :class:`Table`; everything after that is format-independent.
 """
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
+from stormwatch.importers.options import TipsPerRow
+
 log = logging.getLogger(__name__)
 
 #: ``name [unit]`` or ``name (unit)`` at the end of a column name (e.g. ``Range [cm]``).
@@ -23,6 +26,8 @@ _BRACKET_UNIT = re.compile(r"^(?P<name>.*?)\s*[\[(](?P<unit>[^\])]*)[\])]\s*$")
 #: Pseudo time format meaning ISO 8601 (``datetime.fromisoformat``: ``2019-12-18 13:35:00``,
 #: ``2022-08-25T07:05:10Z``, fractional seconds, offsets).
 ISO = "iso"
+#: Pseudo time format meaning Unix seconds (``1676098711``, ``1676098711.25``; always UTC).
+UNIX = "unix"
 
 
 class TableError(ValueError):
@@ -97,6 +102,11 @@ class TimeParser:
         return self._locked
 
     def _one(self, text: str, fmt: str) -> datetime:
+        if fmt == UNIX:
+            try:
+                return datetime.fromtimestamp(float(text), UTC)
+            except (OverflowError, OSError) as exc:
+                raise ValueError(f"time {text!r}: {exc}") from None
         return datetime.fromisoformat(text) if fmt == ISO else datetime.strptime(text, fmt)
 
     def parse(self, text: str) -> datetime:
@@ -138,6 +148,13 @@ class Table:
         time: the time parser of this file.
         skip_columns: indexes that are bookkeeping, never data (``RECORD``, HOBO ``#``).
         delimiter: the field delimiter.
+        rain_column: the column a rain import reads by default (rtl_433's ``rain_mm``/``rain_in``),
+            ``None``: the first data column.
+        rain_per_row: how that column is read by default (``--tips-per-row``).
+        duplicate_lines: lines the reader dropped as repeats of an earlier line (rtl_433 sends every
+            message up to three times).
+        ignored_lines: lines that are not data of the imported device (other sensors, other
+            message types, rtl_433 statistics).
     """
 
     path: Path
@@ -149,6 +166,10 @@ class Table:
     time: TimeParser
     skip_columns: frozenset[int] = frozenset()
     delimiter: str = ","
+    rain_column: int | None = None
+    rain_per_row: TipsPerRow = "depth"
+    duplicate_lines: int = 0
+    ignored_lines: int = 0
 
     def column(self, name: str) -> int:
         """Index of the column ``name``: the exact header text, the name without its unit

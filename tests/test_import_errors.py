@@ -1,5 +1,6 @@
 """`stormwatch import` refuses what it cannot read, loudly: nothing stored is an error, an extra
-field is a rejected row, a binary or JSON Lines file is named as such (exit 2)."""
+field is a rejected row, a binary file is named as such (exit 2). (rtl_433 JSON Lines are read:
+tests/test_import_cumulative.py.)"""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ from stormwatch.cli import app
 from stormwatch.ingest.stores import open_store
 from tests.conftest import data_file
 from tests.test_import_files import THARANDT, site  # noqa: F401  (fixture)
-
-RTL433 = "rtl433_acurite5n1_json_2023-02-11.jsonl"
 
 
 def invoke(*args: str) -> Result:
@@ -60,14 +59,3 @@ def test_binary_file_is_named_as_such_exit_2(site: Path, tmp_path: Path) -> None
                     "--store", f"sqlite:///{tmp_path / 's.db'}", "--value-column", "turb=turbidity:FNU")
     assert result.exit_code == 2, result.output
     assert f"error: {binary}: binary file, not a delimited text/TOA5/HOBO export" in result.output
-
-
-def test_rtl433_json_lines_is_refused_clearly(site: Path, tmp_path: Path) -> None:  # noqa: F811
-    path = data_file(RTL433)
-    result = invoke(str(path), "--site", str(site), "--device", "rain-in", "--store",
-                    f"sqlite:///{tmp_path / 's.db'}", "--tips-in", "0.01")
-    assert result.exit_code == 2, result.output
-    assert f"error: {path}: JSON Lines (rtl_433) is not supported" in result.output
-    assert "bad_time" not in result.output
-    replay = CliRunner().invoke(app, ["replay", str(path), "--tips-in", "0.01"], catch_exceptions=False)
-    assert replay.exit_code == 2 and "JSON Lines (rtl_433) is not supported" in replay.output
