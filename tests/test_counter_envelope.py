@@ -8,14 +8,18 @@ and outages.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from stormwatch.gateway.counter import CounterState, CounterStore, count_tips
 from stormwatch.gateway.outbox import Outbox
+from stormwatch.gateway.plan import CounterPlan, counter_plan
 from stormwatch.profiles import CounterSpec
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -179,3 +183,33 @@ def test_no_wrap_counter_of_a_file_never_wraps() -> None:
     assert (result.tips, result.outcome) == (0, "suspect")
     big = count_tips(CounterState(10966, T0), 10966 + 5000, T0 + timedelta(days=1), Total())  # type: ignore[arg-type]
     assert (big.tips, big.outcome) == (5000, "rise")
+
+
+def test_lean_counter_plan_and_pydantic_spec_stay_in_step() -> None:
+    # Every field of the profile's CounterSpec exists on the gateway's CounterPlan with the same value.
+    spec = CounterSpec(resolution="0.2 mm", width_bits=32, mode="delta", max_intensity_mm_h=700.0)
+    plan = counter_plan(spec, "{tip}")
+    assert set(CounterSpec.model_fields) <= {f.name for f in dataclasses.fields(CounterPlan)}
+    assert all(getattr(plan, name) == getattr(spec, name) for name in CounterSpec.model_fields)
+    assert plan.tip_resolution == spec.tip_resolution
+
+
+@settings(max_examples=100, deadline=None)
+@given(width=st.sampled_from([16, 24, 32]), intensity=intensities, data=st.data())
+def test_count_tips_answers_the_same_for_the_plan_and_the_spec(width: int, intensity: float | None,
+                                                                 data: st.DataObject) -> None:
+    s = spec(width, "0.01 in", intensity)
+    plan = counter_plan(s, "{tip}")
+    a: CounterState | None = None
+    b: CounterState | None = None
+    at = T0
+    for gap_s, sample in data.draw(st.lists(st.tuples(intervals, st.integers(0, (1 << width) - 1)), max_size=20)):
+        at += timedelta(seconds=gap_s)
+        ra, rb = count_tips(a, sample, at, s, 60), count_tips(b, sample, at, plan, 60)
+        assert (ra.tips, ra.outcome, ra.flags, ra.gap_start) == (rb.tips, rb.outcome, rb.flags, rb.gap_start)
+        a, b = ra.state, rb.state
+
+
+def test_retired_max_tips_per_s_is_refused_with_the_reason() -> None:
+    with pytest.raises(ValidationError, match=r"max_tips_per_s is retired.*rain-records\.md"):
+        CounterSpec.model_validate({"resolution": "0.01 in", "max_tips_per_s": 2.0})
