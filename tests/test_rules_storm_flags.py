@@ -146,3 +146,18 @@ def test_impossible_values_never_reach_a_rule(tmp_path: Path) -> None:
     assert eng.feed(rain(feed, -5, 0)) == []
     assert eng.feed(feed("up", "turbidity", -3.0, "NTU", T0)) == []
     assert eng.counts["impossible"] == 2 and eng.counts["fed"] == 0
+
+
+def test_readings_of_one_instant_are_judged_together_and_the_first_not_at_all(tmp_path: Path) -> None:
+    cfg = site("ch133")
+    eng = Engine(cfg, ProfileLibrary(), load_pack("ch133", cfg.rules), None, lateness_s=120)
+    feed = Feeder()
+    # The first reading covers an unknown interval: 1,500 tips are not judged (never refuse real rain).
+    # Then three readings at +10 min: 1,000 + 64 = 1,064 tips since the previous instant fit the
+    # envelope; the third (1 more tip) does not -- it is refused and the 10 minutes become a gap.
+    events = run(eng, [rain(feed, 1500, 0), rain(feed, 1000, 1), rain(feed, 64, 1), rain(feed, 1, 1)])
+    assert [e.kind for e in events] == ["storm_started", "storm_qualified", "data_gap"]
+    assert events[1].tips == 1500
+    assert (events[2].gap_start, events[2].gap_end) == (T0, T0 + TEN)
+    assert "1065 tips" in events[2].message
+    assert eng.in_progress()[0].tips == 1500 + 1064

@@ -41,7 +41,8 @@ Quality flags of rain readings (issue 11 items 1 and 5; rules.md R1) -- every on
   unless a silence gap is already open -- then this reading closes it).
 * a tip count beyond the world-record envelope over the time since the previous reading
   (:func:`stormwatch.physics.max_tips`, rain-records.md) is not rain: 0 tips counted, the interval
-  is a ``data_gap`` the same way (``rain_beyond_envelope``).
+  is a ``data_gap`` the same way (``rain_beyond_envelope``). The gauge's first reading (of a run or
+  a backfill window) covers an unknown interval and is not judged: real rain is never refused.
 * bookkeeping flags (:data:`INFORMATIONAL_FLAGS`: a baseline, a wrap, a recovered glitch) change
   nothing; every other flag (``device_error``, ``counter_catch_up``, ``counter_reset``,
   ``rain_beyond_envelope``, ...) is *doubt*: a flagged reading never silently opens, grows,
@@ -139,6 +140,8 @@ class StormRuleState:
         self._storm: _Storm | None = None
         self.silence_allowance = silence_allowance
         self._covered: datetime | None = None  # time of the gauge's latest reading
+        self._before: datetime | None = None  # time of the reading before it (an earlier instant)
+        self._tips_at_covered = 0  # tips counted at ``_covered`` (readings sharing one instant add up)
         self.first_reading: datetime | None = None  # time of the gauge's first reading
         self._gap_open: datetime | None = None  # start of the open data gap (last reading before it)
         self.gateway: str | None = None  # the gateway the gauge reports through
@@ -226,15 +229,17 @@ class StormRuleState:
         unknown: tuple[datetime, str] | None = None  # an unknown interval ending at t: (start, why)
         if FLAG_RESET in flags and self._covered is not None:
             unknown = (self._covered, f"counter reset (reading at {format_time(t)} flagged {FLAG_RESET})")
-        if tips:
-            since = self._covered if self._covered is not None else t - self.silence_allowance
+        # Judged over the time since the previous instant with a reading (readings of one instant add
+        # up); the gauge's first instant covers an unknown interval and is not judged.
+        since, before = (self._before, self._tips_at_covered) if t == self._covered else (self._covered, 0)
+        if tips and since is not None:
             allowed = max_tips(float(self.resolution.mm), (t - since).total_seconds())
-            if tips > allowed:
+            if before + tips > allowed:
                 log.warning("%s: rain reading %s/%s seq %s at %s: %d tips since %s is beyond the world-record "
                             "envelope (%d): not rain, the interval is a data gap", self.site, reading.gateway,
-                            reading.device, reading.seq, format_time(t), tips, format_time(since), allowed)
-                unknown = (since, f"reported {tips} tips at {format_time(t)}, more rain than physically possible "
-                                  f"since {format_time(since)} (at most {allowed})")
+                            reading.device, reading.seq, format_time(t), before + tips, format_time(since), allowed)
+                unknown = (since, f"reported {before + tips} tips at {format_time(t)}, more rain than physically "
+                                  f"possible since {format_time(since)} (at most {allowed})")
                 doubt.add(BEYOND_ENVELOPE)
                 tips = 0
         gap_from: datetime | None = None  # start of the unknown period this reading ends
@@ -256,7 +261,9 @@ class StormRuleState:
         if self._covered is None or t > self._covered:
             if self._covered is None:
                 self.first_reading = t
-            self._covered = t
+            self._before, self._covered, self._tips_at_covered = self._covered, t, 0
+        if t == self._covered:
+            self._tips_at_covered += tips
         if tips:
             out += self._tips(reading, t, tips, doubt)
         self._schedule()
