@@ -80,8 +80,9 @@ OPENING_KINDS: dict[str, str] = {
 #: order kinds that are inspections (their completion is "an inspection" for reports and cadence).
 INSPECTION_KINDS = ("storm_inspection", "routine_inspection")
 
-#: Schema version written to ``PRAGMA user_version`` (1: before history; 2: history, overdue flag, clock).
-SCHEMA_VERSION = 2
+#: Schema version written to ``PRAGMA user_version`` (1: before history; 2: history, overdue flag, clock;
+#: 3: photos kept with an order).
+SCHEMA_VERSION = 3
 
 #: A simulated engine clock whose last record is more than this many real seconds behind its
 #: formula is taken as stopped (crashed without recording its stop).
@@ -127,6 +128,17 @@ CREATE TABLE IF NOT EXISTS engine_clock (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS work_order_photos (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    order_id TEXT NOT NULL REFERENCES work_orders (id),
+    at TEXT NOT NULL,
+    by TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS work_order_photos_order ON work_order_photos (order_id, seq);
 """
 
 _COLUMNS = ("id, site, kind, rule, citation, occurrence, event_time, opened_at, due_at, status, message, evidence, "
@@ -211,6 +223,24 @@ class WorkOrder:
         if now is not None:
             out["overdue"] = self.is_overdue(now)
         return out
+
+
+@dataclass(frozen=True)
+class Photo:
+    """A photo kept with an order (evidence of the inspection): ``seq`` is its number in the book.
+
+    ``data`` is the file as uploaded (``content_type`` checked by the caller, e.g. ``image/jpeg``).
+    """
+
+    seq: int
+    order_id: str
+    at: datetime
+    by: str
+    filename: str
+    content_type: str
+    sha256: str
+    size: int
+    data: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -346,13 +376,13 @@ class WorkOrders:
         if tables and "work_orders" not in tables:
             raise WorkOrderError(f"{self.path}: an SQLite database but not a work-order state file "
                                  f"(tables: {', '.join(sorted(tables))})")
-        old = "work_orders" in tables
+        old = "work_orders" in tables and version < 2
         self._db.execute("BEGIN IMMEDIATE")
         try:
             if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
                 self._db.execute("COMMIT")  # another process created or migrated it meanwhile
                 return
-            for stmt in _statements(_SCHEMA):  # CREATE ... IF NOT EXISTS: leaves a schema-1 table as it is
+            for stmt in _statements(_SCHEMA):  # CREATE ... IF NOT EXISTS: leaves older tables as they are
                 self._db.execute(stmt)
             if old:  # schema 1: add the new columns, clear 'overdue' as a status, rebuild the history
                 for stmt in _statements(_MIGRATE_1_TO_2):
@@ -618,6 +648,76 @@ class WorkOrders:
                         f"of the inspection: due by {format_time(due)}",
                 evidence=[], report=None, parent=oid, timezone=spec["timezone"])
         return self.get(oid)
+
+    def attach_photo(self, oid: str, by: str, filename: str, content_type: str, data: bytes) -> Photo:
+        """Keep a photo with order ``oid`` (recorded in its history as ``photo attached``).
+
+        Photos may be added to a completed order too (an inspector uploading after the fact); the
+        status does not change.
+
+        Raises:
+            WorkOrderError: no such order, ``by`` is empty, or ``data`` is empty.
+        """
+        by = _need_text(by, "the name of who attaches the photo (--by)")
+        if not data:
+            raise WorkOrderError("the photo is empty")
+        order = self.get(oid)
+        now = self.clock.now()
+        digest = hashlib.sha256(data).hexdigest()
+        name = filename.strip() or "photo"
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            cur = self._db.execute(
+                "INSERT INTO work_order_photos (order_id, at, by, filename, content_type, sha256, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)", (oid, _ts(now), by, name, content_type, digest, data))
+            seq = int(cur.lastrowid or 0)
+            self._log_change(oid, now, by, "photo attached", order.status,
+                             f"{name} ({len(data)} bytes, sha256 {digest[:12]})")
+            self._db.execute("COMMIT")
+        log.info("work order %s: photo %s attached by %s", oid, name, by)
+        return Photo(seq=seq, order_id=oid, at=now, by=by, filename=name, content_type=content_type,
+                     sha256=digest, size=len(data))
+
+    def photos(self, oid: str) -> builtins.list[Photo]:
+        """The photos of order ``oid`` (without their bytes), oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT seq, at, by, filename, content_type, sha256, length(data)"
+                                    " FROM work_order_photos WHERE order_id = ? ORDER BY seq", (oid,)).fetchall()
+        return [Photo(seq=seq, order_id=oid, at=_t(at), by=by, filename=fn, content_type=ct,  # type: ignore[arg-type]
+                      sha256=sha, size=size) for seq, at, by, fn, ct, sha, size in rows]
+
+    def photo(self, oid: str, seq: int) -> Photo:
+        """Photo ``seq`` of order ``oid`` with its bytes.
+
+        Raises:
+            WorkOrderError: no such photo of that order.
+        """
+        with self._lock:
+            row = self._db.execute("SELECT at, by, filename, content_type, sha256, data FROM work_order_photos"
+                                   " WHERE order_id = ? AND seq = ?", (oid, seq)).fetchone()
+        if row is None:
+            raise WorkOrderError(f"work order {oid} has no photo {seq}")
+        at, by, fn, ct, sha, data = row
+        return Photo(seq=seq, order_id=oid, at=_t(at), by=by, filename=fn, content_type=ct,  # type: ignore[arg-type]
+                     sha256=sha, size=len(data), data=bytes(data))
+
+    def verify(self, oid: str, by: str, notes: str = "") -> WorkOrder:
+        """Record that the SMO ``by`` verified the completed order ``oid`` (history ``verified``).
+
+        Raises:
+            WorkOrderError: no such order, it is not completed, or ``by`` is empty.
+        """
+        by = _need_text(by, "the name of who verifies (--by)")
+        order = self.get(oid)
+        if order.status != "completed":
+            raise WorkOrderError(f"work order {oid} is {order.status}: only a completed order can be verified")
+        now = self.clock.now()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._log_change(oid, now, by, "verified", "completed", notes.strip())
+            self._db.execute("COMMIT")
+        log.info("work order %s verified by %s", oid, by)
+        return order
 
     def mark_overdue(self, now: datetime | None = None) -> builtins.list[WorkOrder]:
         """Record as overdue the orders not completed whose ``due_at`` has passed and that were not

@@ -17,7 +17,7 @@ from test_workorders import storm_due
 from typer.testing import CliRunner, Result
 
 from stormwatch.alerts.service import AlertService
-from stormwatch.alerts.workorders import ENGINE, EngineClock, WorkOrderError, WorkOrders
+from stormwatch.alerts.workorders import ENGINE, SCHEMA_VERSION, EngineClock, WorkOrderError, WorkOrders
 from stormwatch.cli import app
 from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.profiles import ProfileLibrary
@@ -240,4 +240,4 @@ def test_a_schema_1_state_file_opens_migrated(tmp_path: Path) -> None:
         ("bob", "completed", "fence fixed")]
     assert [o.id for o in book.mark_overdue()] == ["WO-d"]  # WO-a/b were announced by the old release
     book.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
