@@ -38,7 +38,7 @@ from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
 from stormwatch.ingest.lineprotocol import from_ns, time_ns
 from stormwatch.ingest.rows import stored_reading
-from stormwatch.store import DeadLetter, SiteInfo, StoreError
+from stormwatch.store import DeadLetter, SeriesSummary, SiteInfo, StoreError
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,16 @@ _READING_COLUMNS = ", ".join(_READING_FIELDS)
 
 def _us(value: datetime) -> int:
     return time_ns(value) // 1_000
+
+
+def _readings(rows: list[tuple[Any, ...]]) -> list[Reading]:
+    """Readings of ``SELECT {_READING_COLUMNS}`` rows."""
+    out = []
+    for values in rows:
+        row = dict(zip(_READING_FIELDS, values, strict=True))
+        out.append(stored_reading(row, int(row["time_us"]) * 1_000, value=row["value"],
+                                  raw=json.loads(str(row["raw"])), flags=json.loads(str(row["flags"]))))
+    return out
 
 
 class SqliteStore:
@@ -275,12 +285,7 @@ class SqliteStore:
             sql += " AND late = ?"
             params.append(int(late))
         sql += " ORDER BY time_us, seq, gateway, boot"
-        out = []
-        for values in self._select(sql, params):
-            row = dict(zip(_READING_FIELDS, values, strict=True))
-            out.append(stored_reading(row, int(row["time_us"]) * 1_000, value=row["value"],
-                                      raw=json.loads(str(row["raw"])), flags=json.loads(str(row["flags"]))))
-        return out
+        return _readings(self._select(sql, params))
 
     def late_identities(self, site: str) -> set[tuple[str, str, int]]:
         """Identities ``(gateway, boot, seq)`` of ``site``'s readings stored as late.
@@ -325,6 +330,64 @@ class SqliteStore:
                        received_at=from_ns(int(us) * 1_000))
             for r, d, t, p, us in self._select(sql, params)
         ]
+
+    # -- many sites at once (stormwatch.store.OverviewStore) -------------------------------
+
+    @staticmethod
+    def _window(start: datetime, end: datetime, sites: Sequence[str] | None, column: str = "time_us",
+                ) -> tuple[str, list[object]]:
+        """``WHERE`` text and parameters of ``start <= column < end`` (and ``site IN sites``)."""
+        params: list[object] = [_us(start), _us(end)]
+        where = f"WHERE {column} >= ? AND {column} < ?"
+        if sites is not None:
+            params.extend(sites)
+            where += f" AND site IN ({','.join('?' * len(sites))})"
+        return where, params
+
+    def summarize(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[SeriesSummary]:
+        """See :meth:`stormwatch.store.OverviewStore.summarize` (one ``GROUP BY`` query).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if sites is not None and not sites:
+            return []
+        where, params = self._window(start, end, sites)
+        # SQLite: the bare columns of an aggregate query with MAX() come from the row holding the maximum.
+        rows = self._select(
+            "SELECT site, device, quantity, unit, COUNT(*), SUM(value), MIN(time_us), MAX(time_us), value, flags"
+            f" FROM readings {where} GROUP BY site, device, quantity, unit ORDER BY site, device, quantity", params)
+        return [SeriesSummary(site=s, device=d, quantity=q, unit=u, count=int(n), total=total,
+                              first_time=from_ns(int(t0) * 1_000), last_time=from_ns(int(t1) * 1_000),
+                              last_value=value, last_flags=tuple(json.loads(str(flags))))
+                for s, d, q, u, n, total, t0, t1, value, flags in rows]
+
+    def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:
+        """See :meth:`stormwatch.store.OverviewStore.query_tips`.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if sites is not None and not sites:
+            return []
+        where, params = self._window(start, end, sites)
+        rows = self._select(
+            f"SELECT {_READING_COLUMNS} FROM readings {where} AND quantity = 'rain_tips' AND value > 0"
+            " ORDER BY site, time_us, seq", params)
+        return _readings(rows)
+
+    def query_site_events(self, start: datetime, end: datetime, sites: Sequence[str] | None = None,
+                          ) -> list[Event]:
+        """See :meth:`stormwatch.store.OverviewStore.query_site_events`.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if sites is not None and not sites:
+            return []
+        where, params = self._window(start, end, sites, "event_time_us")
+        sql = f"SELECT wire FROM events {where} ORDER BY event_time_us, id"
+        return [Event.model_validate(json.loads(str(w))) for (w,) in self._select(sql, params)]
 
     def count_readings(self, site: str | None = None) -> int:
         """Number of stored readings (of ``site`` when given)."""

@@ -58,6 +58,29 @@ class SiteInfo:
     jurisdiction: str
 
 
+@dataclass(frozen=True)
+class SeriesSummary:
+    """What one series (``site``, ``device``, ``quantity``) holds in a time window, from one query.
+
+    Attributes:
+        count: readings in the window (a rough coverage check: poll interval × count).
+        total: sum of the values (``rain_tips``: tips in the window; an exact integer).
+        first_time, last_time: event times (UTC) of the first and last reading in the window.
+        last_value, last_flags: the last reading's value (in ``unit``) and QC flags.
+    """
+
+    site: str
+    device: str
+    quantity: str
+    unit: str
+    count: int
+    total: int | float
+    first_time: datetime
+    last_time: datetime
+    last_value: int | float
+    last_flags: tuple[str, ...]
+
+
 class StoreError(RuntimeError):
     """The store could not durably accept a write (the caller must not acknowledge)."""
 
@@ -104,4 +127,24 @@ class ReadingStore(Protocol):
 
     def close(self) -> None:
         """Flush everything and release resources."""
+        ...
+
+
+class OverviewStore(ReadingStore, Protocol):
+    """A store that answers many sites at once (the web portfolio: a constant number of queries per
+    page, never one per site). Implemented by the SQLite store."""
+
+    def summarize(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[SeriesSummary]:
+        """One :class:`SeriesSummary` per series with readings in ``start <= time < end`` (``sites``:
+        only these; ``None``: all), in one query."""
+        ...
+
+    def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:
+        """The ``rain_tips`` readings with at least one tip in the window, every site in one query,
+        in (site, event time) order."""
+        ...
+
+    def query_site_events(self, start: datetime, end: datetime, sites: Sequence[str] | None = None,
+                          ) -> list[Event]:
+        """Events with ``start <= event_time < end`` of ``sites`` (``None``: all), in event-time order."""
         ...

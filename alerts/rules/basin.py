@@ -85,18 +85,23 @@ class BasinRuleState:
 
     def depth_ft(self, reading: Reading) -> float | None:
         """Sediment depth above the floor (ft) from one reading, or ``None`` if it is not usable."""
-        v = float(reading.value)
-        if reading.quantity == "sediment_depth":
-            return v / M_PER_FT if reading.unit == "m" else None
+        return self.depth_of(reading.quantity, reading.value, reading.unit)
+
+    def depth_of(self, quantity: str, value: float, unit: str) -> float | None:
+        """Sediment depth above the floor (ft) from a value of ``quantity`` in ``unit`` (the module
+        docstring's conversions), or ``None`` if it is not usable."""
+        v = float(value)
+        if quantity == "sediment_depth":
+            return v / M_PER_FT if unit == "m" else None
         if v in self.level.no_target:
             return None
         if self.level.kind == "distance_down":
-            mm = {"mm": v, "cm": v * 10.0, "m": v * 1000.0}.get(reading.unit)
+            mm = {"mm": v, "cm": v * 10.0, "m": v * 1000.0}.get(unit)
             if mm is None:
                 return None
             assert self.basin.sensor_mount_height_ft is not None
             return self.basin.sensor_mount_height_ft - mm / MM_PER_FT
-        bar = {"bar": v, "mbar": v / 1000.0, "Pa": v / PA_PER_BAR, "kPa": v / 100.0}.get(reading.unit)
+        bar = {"bar": v, "mbar": v / 1000.0, "Pa": v / PA_PER_BAR, "kPa": v / 100.0}.get(unit)
         if bar is None:
             return None
         return bar * PA_PER_BAR / (self.params.water_density_kg_m3 * G_M_S2) / M_PER_FT

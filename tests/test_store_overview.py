@@ -1,0 +1,81 @@
+"""Many sites in one query (stormwatch.store.OverviewStore on the SQLite store), and the portfolio
+reading them in a constant number of store queries whatever the number of sites."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from web_support import NOW, FixedClock, readings, storm_event
+
+from stormwatch.ingest.sqlite_store import SqliteStore
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.web.overview import load_sites, portfolio
+
+
+def test_summary_tips_and_events_of_many_sites(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db", clock=FixedClock(NOW))
+    store.write_readings(readings("a", "gw-a"))
+    store.write_readings(readings("b", "gw-b", silent_from=NOW - timedelta(hours=3)))
+    store.write_events([storm_event("a"), storm_event("b")])
+    day = NOW - timedelta(hours=24)
+    summary = {(s.site, s.device, s.quantity): s for s in store.summarize(day, NOW)}
+    rain_a = summary[("a", "rain-1", "rain_tips")]
+    assert (rain_a.count, rain_a.total, rain_a.unit) == (1440, 50, "{tip}")
+    assert isinstance(rain_a.total, int)  # tips stay integers
+    assert (rain_a.first_time, rain_a.last_time) == (day, NOW - timedelta(minutes=1))
+    rain_b = summary[("b", "rain-1", "rain_tips")]
+    assert (rain_b.count, rain_b.total, rain_b.last_time) == (21 * 60, 0, NOW - timedelta(hours=3, minutes=1))
+    basin = summary[("a", "basin-level", "distance")]
+    assert (basin.count, basin.last_value, basin.last_time) == (288, 5.5 * 304.8, NOW - timedelta(minutes=5))
+    assert {s.site for s in store.summarize(day, NOW, ["b"])} == {"b"}
+    assert store.summarize(day, NOW, []) == []
+    tips = store.query_tips(day, NOW)
+    assert len(tips) == 50 and {r.site for r in tips} == {"a"} and all(r.value == 1 for r in tips)
+    assert [e.site for e in store.query_site_events(day, NOW, ["a", "b"])] == ["a", "b"]
+    assert store.query_site_events(day, NOW - timedelta(hours=2), ["a"]) == []
+    store.close()
+
+
+class Counting:
+    """A store proxy counting the queries a page makes."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.store, name)
+        if name.startswith(("query", "summarize")):
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.calls.append(name)
+                return attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+def test_portfolio_queries_do_not_grow_with_the_number_of_sites(tmp_path: Path) -> None:
+    import yaml
+
+    from stormwatch.resources import example_site
+
+    doc = yaml.safe_load(example_site().read_text())
+    files = []
+    for i in range(12):
+        doc["site"]["id"], doc["gateway_id"] = f"site-{i:02d}", f"gw-{i:02d}"
+        f = tmp_path / f"site-{i:02d}.yaml"
+        f.write_text(yaml.safe_dump(doc))
+        files.append(f)
+    sites = load_sites([tmp_path], ProfileLibrary())
+    store = SqliteStore(tmp_path / "s.db", clock=FixedClock(NOW))
+    for i in range(12):
+        store.write_readings(readings(f"site-{i:02d}", f"gw-{i:02d}")[:300])
+    counting = Counting(store)
+    portfolio(list(sites.values())[:2], counting, [], NOW)  # type: ignore[arg-type]
+    two = list(counting.calls)
+    counting.calls.clear()
+    result = portfolio(list(sites.values()), counting, [], NOW)  # type: ignore[arg-type]
+    assert counting.calls == two and len(two) <= 3 and result.queries == len(two)
+    assert len(result.rows) == 12
+    store.close()
