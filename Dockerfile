@@ -1,4 +1,4 @@
-# One image for every stormwatch service (gateway, ingest, alerts, simulate, dashboards).
+# One image for every stormwatch service (gateway, ingest, alerts, simulate, dashboards, web).
 # Stage 1 builds the wheel from the source folders; stage 2 installs that wheel -- the same artifact
 # a user installs with pip -- with no source tree beside it. tests/test_packaging.py checks that
 # every path copied here exists and that the commands run here exist in the installed wheel.
@@ -16,6 +16,7 @@ COPY importers ./importers
 COPY dashboards ./dashboards
 COPY device_profiles ./device_profiles
 COPY examples ./examples
+COPY web ./web
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 
 FROM python:3.11-slim

@@ -2,7 +2,7 @@
 
 Each part registers its own commands from its package's ``cli`` module, so a new service adds a
 module, not edits here: ``gateway``, ``ingest``, ``alerts``/``workorders``/``evaluate``,
-``simulate``, ``decode``, ``import``/``replay`` and ``demo``.
+``simulate``, ``decode``, ``import``/``replay``, ``demo``, ``web``/``users``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "stormwatch.importers.cli",
     "stormwatch.demo",
     "stormwatch.catalog",
+    "stormwatch.web.cli",
 )
 
 

@@ -24,7 +24,8 @@ from stormwatch.cli import app
 REPO = Path(__file__).resolve().parent.parent
 #: Top-level source folders mapped into the stormwatch namespace (the product's design keeps them
 #: at the top level of the repository).
-LINKED = ("gateway", "ingest", "alerts", "simulators", "importers", "dashboards", "device_profiles", "examples")
+LINKED = ("gateway", "ingest", "alerts", "simulators", "importers", "dashboards", "device_profiles", "examples",
+          "web")
 
 
 def test_every_source_folder_is_linked_into_the_namespace() -> None:
@@ -55,7 +56,7 @@ def test_wheel_installs_one_namespace_and_every_runtime_file(wheel: Path) -> Non
         source = REPO / name
         expected = {f"stormwatch/{name}/{p.relative_to(source).as_posix()}"
                     for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                    and p.suffix in (".py", ".yaml", ".json")}
+                    and p.suffix in (".py", ".yaml", ".json", ".html", ".css", ".js")}
         missing = expected - set(names)
         assert not missing, f"not in the wheel: {sorted(missing)}"
     # the data a run reads, by kind (counted from the repository, not typed in)
@@ -65,6 +66,10 @@ def test_wheel_installs_one_namespace_and_every_runtime_file(wheel: Path) -> Non
         assert files, folder
         assert all(f"stormwatch/{folder}/{f}" in names for f in files)
     assert "stormwatch/examples/site.yaml" in names
+    for folder, pattern in (("web/templates", "*.html"), ("web/static", "*"), ("web/ordinances", "*.yaml")):
+        files = sorted(p.name for p in (REPO / folder).glob(pattern))
+        assert files, folder
+        assert all(f"stormwatch/{folder}/{f}" in names for f in files), folder
     assert "stormwatch/py.typed" in names
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()

@@ -1,0 +1,63 @@
+"""``stormwatch users add|list|passwd``: accounts of the web desk, and clear errors for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from stormwatch.cli import app
+from stormwatch.web.accounts import Accounts
+
+
+def _run(*args: str, stdin: str = "") -> tuple[int, str]:
+    r = CliRunner().invoke(app, list(args), input=stdin)
+    return r.exit_code, r.output
+
+
+def test_add_list_passwd(tmp_path: Path) -> None:
+    state = str(tmp_path)
+    code, out = _run("users", "add", "ina", "--role", "inspector", "--site", "riverside-commons", "--name",
+                     "Ina Inspector", "--email", "ina@village.example", "--password-stdin", "--state-dir", state,
+                     stdin="a long password\n")
+    assert code == 0 and out.strip() == "added ina (inspector: riverside-commons)"
+    code, out = _run("users", "add", "sam", "--role", "smo", "--state-dir", state,
+                     stdin="smo password 1\nsmo password 1\n")  # prompted twice, hidden
+    assert code == 0 and "added sam (smo, every site)" in out
+    code, out = _run("users", "list", "--state-dir", state)
+    assert code == 0
+    assert [line.split()[:2] for line in out.splitlines()] == [["ina", "inspector"], ["sam", "smo"]]
+    assert "ina@village.example" in out
+    code, out = _run("users", "passwd", "ina", "--password-stdin", "--state-dir", state, stdin="new password 2\n")
+    assert code == 0 and "sessions have ended" in out
+    accounts = Accounts(tmp_path / "web.db")
+    assert accounts.authenticate("ina", "a long password") is None
+    user = accounts.authenticate("ina", "new password 2")
+    assert user is not None and user.display_name == "Ina Inspector"
+    accounts.close()
+    assert "$argon2id$" in (tmp_path / "web.db").read_bytes().decode("latin-1")  # hashes, never the password
+    assert b"new password 2" not in (tmp_path / "web.db").read_bytes()
+
+
+def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
+    state = str(tmp_path)
+    cases = [
+        (["users", "add", "x", "--role", "admin", "--site", "a"],
+         "unknown role 'admin': one of inspector, smo, contractor"),
+        (["users", "add", "x", "--role", "inspector"], "an account with role inspector needs at least one site"),
+        (["users", "add", "x y", "--role", "smo"], "user name 'x y'"),
+        (["users", "add", "x", "--role", "smo"], "at least 8 characters"),
+        (["users", "passwd", "nobody"], "no user named 'nobody'"),
+    ]
+    for args, message in cases:
+        code, out = _run(*args, "--password-stdin", "--state-dir", state, stdin="short\n")
+        assert code == 2, (args, out)
+        assert message in out and "Traceback" not in out, (args, out)
+    _run("users", "add", "x", "--role", "smo", "--password-stdin", "--state-dir", state, stdin="long enough\n")
+    code, out = _run("users", "add", "x", "--role", "smo", "--password-stdin", "--state-dir", state,
+                     stdin="long enough\n")
+    assert code == 2 and "a user named 'x' already exists" in out
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "web.db").write_text("not a database, just text " * 50)
+    code, out = _run("users", "list", "--state-dir", str(tmp_path / "bad"))
+    assert code == 2 and "not a stormwatch web state file" in out

@@ -1,0 +1,257 @@
+"""Server-side SVG charts: no JavaScript, no internet, printable.
+
+One function, :func:`chart`, draws a time axis in the site's zone, a left value axis (and an
+optional right one), lines, step bars, shaded bands, horizontal reference lines and hatched
+*no data* stretches (gaps are shown as unknown, never as zero). Every text is escaped.
+:func:`rain_chart`, :func:`turbidity_chart` and :func:`basin_chart` build the three charts of the
+site and work-order pages from :class:`stormwatch.web.overview.SiteSeries`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from markupsafe import Markup
+
+from stormwatch.web.overview import Gap, SiteModel, SiteSeries
+
+W, H = 880, 230
+LEFT, RIGHT, TOP, BOTTOM = 58, 62, 26, 34
+
+Point = tuple[datetime, float]
+
+
+@dataclass(frozen=True)
+class Line:
+    """A polyline (``bars`` draws one bar per point of width ``bar_width``)."""
+
+    label: str
+    points: Sequence[Point]
+    color: str
+    right_axis: bool = False
+    bars: timedelta | None = None
+    dash: str = ""
+
+
+@dataclass(frozen=True)
+class Band:
+    """A shaded area from ``low`` (a constant) up to ``upper`` points."""
+
+    label: str
+    upper: Sequence[Point]
+    color: str
+    low: float = 0.0
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A horizontal reference line at ``value`` (left axis)."""
+
+    label: str
+    value: float
+    color: str
+
+
+@dataclass
+class Axis:
+    label: str
+    lo: float = 0.0
+    hi: float = 1.0
+    ticks: list[float] = field(default_factory=list)
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 5) -> tuple[float, float, list[float]]:
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / n
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if raw <= m * mag * (1 + 1e-9))
+    top = step * -(-hi // step)
+    bottom = step * (lo // step)
+    ticks = []
+    v = bottom
+    while v <= top + step / 1e6:
+        ticks.append(round(v, 10))
+        v += step
+    return bottom, top, ticks
+
+
+def _time_ticks(start: datetime, end: datetime, tz: ZoneInfo) -> list[datetime]:
+    span = end - start
+    for step in (timedelta(minutes=30), timedelta(hours=1), timedelta(hours=3), timedelta(hours=6),
+                 timedelta(hours=12), timedelta(days=1), timedelta(days=2), timedelta(days=7)):
+        if span / step <= 8:
+            break
+    local = start.astimezone(tz)
+    if step >= timedelta(days=1):
+        first = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    else:
+        minutes = int(step.total_seconds() // 60)
+        m = (local.hour * 60 + local.minute) // minutes * minutes
+        first = local.replace(hour=m // 60, minute=m % 60, second=0, microsecond=0)
+    out = []
+    t = first
+    while t <= end:
+        if t >= start:
+            out.append(t)
+        t = (t + step).astimezone(tz)  # wall-clock steps stay correct across DST in UTC arithmetic
+    return out
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.0f}" if abs(v) >= 10 or v == int(v) else f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Sequence[Line] = (),
+          bands: Sequence[Band] = (), rules: Sequence[Rule] = (), gaps: Sequence[Gap] = (),
+          left: str = "", right: str = "", y_max: float | None = None, now: datetime | None = None) -> Markup:
+    """An SVG chart of ``[start, end]`` (times shown in ``tz``).
+
+    Args:
+        lines, bands, rules: what to draw (left axis unless ``Line.right_axis``).
+        gaps: stretches without data, hatched and labelled "no data".
+        left, right: axis labels (``right`` empty: no right axis).
+        y_max: at least this top for the left axis (e.g. the 50 % line must show).
+        now: a "now" marker.
+    """
+    x0, x1, y0, y1 = LEFT, W - RIGHT, H - BOTTOM, TOP
+    span = max((end - start).total_seconds(), 1.0)
+
+    def x(t: datetime) -> float:
+        return x0 + (x1 - x0) * min(max((t - start).total_seconds() / span, 0.0), 1.0)
+
+    def axis_of(right_axis: bool) -> Axis:
+        vals = [v for ln in lines if ln.right_axis == right_axis for _, v in ln.points]
+        if not right_axis:
+            vals += [v for b in bands for _, v in b.upper] + [r.value for r in rules]
+            if y_max is not None:
+                vals.append(y_max)
+        lo, hi, ticks = _nice_ticks(min([0.0, *vals]), max([0.0, *vals]) or 1.0)
+        return Axis(right if right_axis else left, lo, hi, ticks)
+
+    ax_l, ax_r = axis_of(False), axis_of(True)
+
+    def y(v: float, ax: Axis) -> float:
+        return y0 - (y0 - y1) * (v - ax.lo) / (ax.hi - ax.lo)
+
+    e = html.escape
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="chart" role="img" '
+           f'aria-label="{e(title)}">',
+           f'<title>{e(title)}</title>',
+           '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+           'patternTransform="rotate(45)"><rect width="6" height="6" fill="#eee"/>'
+           '<line x1="0" y1="0" x2="0" y2="6" stroke="#bbb" stroke-width="2"/></pattern></defs>',
+           f'<text x="{x0}" y="16" class="chart-title">{e(title)}</text>']
+    for tick in ax_l.ticks:
+        out.append(f'<line x1="{x0}" x2="{x1}" y1="{y(tick, ax_l):.1f}" y2="{y(tick, ax_l):.1f}" class="grid"/>')
+        out.append(f'<text x="{x0 - 6}" y="{y(tick, ax_l) + 4:.1f}" text-anchor="end" class="tick">{_fmt(tick)}</text>')
+    if right:
+        for tick in ax_r.ticks:
+            out.append(f'<text x="{x1 + 6}" y="{y(tick, ax_r) + 4:.1f}" class="tick">{_fmt(tick)}</text>')
+        out.append(f'<text x="{W - 8}" y="{(y0 + y1) / 2:.0f}" transform="rotate(90 {W - 8} {(y0 + y1) / 2:.0f})" '
+                   f'text-anchor="middle" class="axis">{e(right)}</text>')
+    out.append(f'<text x="12" y="{(y0 + y1) / 2:.0f}" transform="rotate(-90 12 {(y0 + y1) / 2:.0f})" '
+               f'text-anchor="middle" class="axis">{e(left)}</text>')
+    for t in _time_ticks(start, end, tz):
+        label = t.strftime("%a %d %b") if t.hour == 0 and t.minute == 0 else t.strftime("%H:%M")
+        out.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{y0}" y2="{y0 + 4}" class="axisline"/>')
+        out.append(f'<text x="{x(t):.1f}" y="{y0 + 16}" text-anchor="middle" class="tick">{e(label)}</text>')
+    for b in bands:
+        if not b.upper:
+            continue
+        pts = [f"{x(t):.1f},{y(v, ax_l):.1f}" for t, v in b.upper]
+        base = f"{x(b.upper[-1][0]):.1f},{y(b.low, ax_l):.1f} {x(b.upper[0][0]):.1f},{y(b.low, ax_l):.1f}"
+        out.append(f'<polygon points="{" ".join(pts)} {base}" fill="{b.color}" class="band"><title>{e(b.label)}</title>'
+                   '</polygon>')
+    for g in gaps:
+        gx0, gx1 = x(g.start), x(g.end)
+        if gx1 - gx0 < 0.5:
+            continue
+        out.append(f'<rect x="{gx0:.1f}" y="{y1}" width="{gx1 - gx0:.1f}" height="{y0 - y1}" fill="url(#hatch)" '
+                   f'class="gap"><title>no data from {e(g.device)}: {e(g.start.astimezone(tz).strftime("%d %b %H:%M"))}'
+                   f' – {e(g.end.astimezone(tz).strftime("%d %b %H:%M %Z"))}</title></rect>')
+        if gx1 - gx0 > 40:
+            out.append(f'<text x="{(gx0 + gx1) / 2:.1f}" y="{y1 + 12}" text-anchor="middle" class="gaplabel">no data'
+                       '</text>')
+    for ln in lines:
+        ax = ax_r if ln.right_axis else ax_l
+        if ln.bars is not None:
+            for t, v in ln.points:
+                if v <= 0:
+                    continue
+                bx0, bx1 = x(t), x(t + ln.bars)
+                out.append(f'<rect x="{bx0:.1f}" y="{y(v, ax):.1f}" width="{max(bx1 - bx0 - 0.5, 0.8):.1f}" '
+                           f'height="{y(ax.lo, ax) - y(v, ax):.1f}" fill="{ln.color}"/>')
+            continue
+        if not ln.points:
+            continue
+        path = " ".join(f"{x(t):.1f},{y(v, ax):.1f}" for t, v in ln.points)
+        dash = f' stroke-dasharray="{ln.dash}"' if ln.dash else ""
+        out.append(f'<polyline points="{path}" fill="none" stroke="{ln.color}" stroke-width="1.8"{dash}/>')
+    for r in rules:
+        ry = y(r.value, ax_l)
+        out.append(f'<line x1="{x0}" x2="{x1}" y1="{ry:.1f}" y2="{ry:.1f}" stroke="{r.color}" stroke-width="1.5" '
+                   f'stroke-dasharray="6 4"/>')
+        out.append(f'<text x="{x1 - 4}" y="{ry - 4:.1f}" text-anchor="end" class="rule" fill="{r.color}">{e(r.label)}'
+                   '</text>')
+    if now is not None and start <= now <= end:
+        out.append(f'<line x1="{x(now):.1f}" x2="{x(now):.1f}" y1="{y1}" y2="{y0}" class="now"/>')
+    out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" class="frame"/>')
+    items = [(ln.label, ln.color) for ln in lines] + [(b.label, b.color) for b in bands]
+    if gaps:
+        items.append(("no data", "url(#hatch)"))
+    lx = x0 + 7.2 * len(title) + 24.0
+    for label, color in items:
+        out.append(f'<rect x="{lx:.0f}" y="7" width="10" height="10" fill="{color}" stroke="#999" stroke-width="0.5"/>')
+        out.append(f'<text x="{lx + 14:.0f}" y="16" class="legend">{e(label)}</text>')
+        lx += 24 + 6.2 * len(label)
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def rain_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> Markup:
+    """Rain per interval (bars, inches) and cumulative depth (line, right axis); gauge gaps hatched."""
+    per_tip = float(site.resolution.depth_in(1)) if site.resolution is not None else 0.0
+    bars = [(t, n * per_tip) for t, n in s.rain_bins]
+    total = 0
+    cumulative: list[Point] = [(s.start, 0.0)]
+    for t, n in s.rain_bins:
+        total += n
+        cumulative.append((min(t + s.bin, s.end), total * per_tip))
+    minutes = int(s.bin.total_seconds() // 60)
+    gauge = site.cfg.rain_gauge
+    return chart(f"Rain per {minutes} min and cumulative depth", s.start, s.end, site.tz,
+                 lines=[Line(f"per {minutes} min", bars, "#3b7dd8", bars=s.bin),
+                        Line("cumulative", cumulative, "#173f73", right_axis=True)],
+                 gaps=s.gaps.get(gauge, []) if gauge else [], left="in per interval", right="cumulative in",
+                 now=now)
+
+
+def turbidity_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> Markup:
+    """Upstream (background) and downstream turbidity with the criterion's allowed band; probe gaps hatched."""
+    pair = site.cfg.turbidity_pair
+    gaps = [*s.gaps.get(pair.upstream, []), *s.gaps.get(pair.downstream, [])] if pair else []
+    name = site.criterion.name if site.criterion else ""
+    return chart(f"Turbidity: downstream vs upstream ({name} criterion)", s.start, s.end, site.tz,
+                 lines=[Line("upstream (background)", s.upstream, "#2e8b57"),
+                        Line("downstream", s.downstream, "#c0392b")],
+                 bands=[Band("allowed band", s.allowed, "rgba(46,139,87,0.14)")],
+                 gaps=gaps, left=s.turbidity_unit, now=now)
+
+
+def basin_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> Markup:
+    """Sediment as % of design storage volume lost, with the cleanout (50 %) and warning lines."""
+    rule = site.basin_rule
+    cleanout = (rule.cleanout_fraction if rule else 0.5) * 100
+    rules = [Rule(f"cleanout {cleanout:.0f} % (by volume)", cleanout, "#c0392b")]
+    if rule is not None:
+        rules.append(Rule(f"warning {rule.warning_fraction * 100:.0f} %", rule.warning_fraction * 100, "#d68910"))
+    device = site.basin.basin.device if site.basin else ""
+    return chart("Basin: design storage lost to sediment", s.start, s.end, site.tz,
+                 lines=[Line("lost capacity", [(t, v * 100) for t, v in s.basin_lost], "#7d5a3c")],
+                 rules=rules, gaps=s.gaps.get(device, []), left="% of design volume", y_max=cleanout + 10, now=now)

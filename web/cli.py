@@ -1,0 +1,158 @@
+"""``stormwatch web`` (the inspector's desk) and ``stormwatch users`` (its accounts)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import typer
+
+from stormwatch import resources
+from stormwatch.cliutil import fail
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = "./var/alerts"
+
+_STATE_DIR_OPT = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
+                              help="The alert service's state directory: alerts.db (work orders) is read there, "
+                                   "web.db (accounts, sessions, sent notifications) is kept beside it.")
+
+users_app = typer.Typer(
+    help="Accounts of the web desk: inspectors (act on their sites), the SMO (reads every site, verifies "
+         "inspections) and contractors (read their own sites).",
+    no_args_is_help=True,
+)
+
+
+def web_cmd(
+    site: list[Path] = typer.Option([resources.example_site()], "--site", metavar="FILE|DIR",
+                                    help="A site file, or a directory of site files (repeatable); default: the "
+                                         "example site."),
+    store: str = typer.Option(..., "--store", envvar="STORMWATCH_STORE", metavar="URL",
+                              help="The readings store the services write (sqlite:///path/to/stormwatch.db)."),
+    state_dir: Path = _STATE_DIR_OPT,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="TCP port (0: any free port)."),
+    wall_time: bool = typer.Option(False, "--wall-time",
+                                   help="Judge due dates against today's wall-clock time instead of the clock of "
+                                        "the alert engine that wrote the state (simulated time after a demo)."),
+    max_photo_mb: float = typer.Option(10.0, "--max-photo-mb", min=0.1, max=100.0,
+                                       help="Largest photo an inspector may upload (MiB)."),
+    secure_cookies: bool = typer.Option(False, "--secure-cookies",
+                                        help="Send cookies only over HTTPS (set this behind a TLS proxy)."),
+    session_minutes: float = typer.Option(480.0, "--session-minutes", min=1.0,
+                                          help="Log a browser out after this long without a request."),
+) -> None:
+    """Serve the inspector's desk: portfolio, site pages with charts, work orders (acknowledge, complete
+    with photos, verify), over the same store and work-order state as the services.
+
+    Create accounts first with `stormwatch users add`. Example, after `stormwatch demo --workdir var/demo`:
+
+        stormwatch users add jane --role inspector --site riverside-commons --state-dir var/demo
+        stormwatch web --store sqlite:///var/demo/stormwatch.db --state-dir var/demo
+    """
+    from stormwatch.web.server import DeskSettings, DeskSetupError, WebServer, open_desk
+
+    try:
+        desk = open_desk(DeskSettings(sites=site, store_url=store, state_dir=state_dir, wall_time=wall_time,
+                                      max_photo_bytes=int(max_photo_mb * 1048576), secure_cookies=secure_cookies,
+                                      idle_minutes=session_minutes))
+    except DeskSetupError as exc:
+        fail(str(exc), 2)
+    server = WebServer(desk, host, port)
+    if not desk.accounts.list():
+        typer.echo(f"no accounts yet: add one with `stormwatch users add NAME --role inspector --site SITE "
+                   f"--state-dir {state_dir}`", err=True)
+    typer.echo(f"stormwatch web: {len(desk.sites)} site(s) on {server.url} (Ctrl-C to stop)", err=True)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server.server, "should_exit", True))
+    try:
+        server.serve()
+    finally:
+        desk.store.close()
+        desk.book.close()
+        desk.accounts.close()
+
+
+def _password(password_stdin: bool) -> str:
+    if password_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    return str(typer.prompt("Password", hide_input=True, confirmation_prompt=True))
+
+
+def _accounts(state_dir: Path):  # type: ignore[no-untyped-def]
+    from stormwatch.web.accounts import AccountError, Accounts
+    from stormwatch.web.server import WEB_FILE
+
+    try:
+        return Accounts(state_dir / WEB_FILE)
+    except (AccountError, OSError) as exc:
+        fail(str(exc), 2)
+
+
+@users_app.command("add")
+def users_add(
+    name: str = typer.Argument(..., help="Login name (letters, digits, . _ @ -)."),
+    role: str = typer.Option(..., "--role", help="inspector, smo or contractor."),
+    site: list[str] = typer.Option([], "--site", metavar="SITE_ID",
+                                   help="A site the user works on (repeatable; needed for inspector, contractor)."),
+    email: str = typer.Option("", "--email", help="Where notifications about their sites may go."),
+    full_name: str = typer.Option("", "--name", help="The name recorded in work-order history (default: NAME)."),
+    password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
+    state_dir: Path = _STATE_DIR_OPT,
+) -> None:
+    """Add a user (the password is asked twice, hidden)."""
+    from stormwatch.web.accounts import AccountError
+
+    accounts = _accounts(state_dir)
+    try:
+        user = accounts.add(name, role, _password(password_stdin), sites=site, email=email, display_name=full_name)
+    except AccountError as exc:
+        fail(str(exc), 2)
+    finally:
+        accounts.close()
+    typer.echo(f"added {user.name} ({user.role}{': ' + ', '.join(user.sites) if user.sites else ', every site'})")
+
+
+@users_app.command("list")
+def users_list(state_dir: Path = _STATE_DIR_OPT) -> None:
+    """List the users: name, role, sites, e-mail."""
+    accounts = _accounts(state_dir)
+    try:
+        users = accounts.list()
+    finally:
+        accounts.close()
+    if not users:
+        typer.echo("no users")
+        return
+    for u in users:
+        sites = "every site" if u.role == "smo" else ", ".join(u.sites)
+        typer.echo(f"{u.name:<20} {u.role:<11} {sites:<40} {u.email}")
+
+
+@users_app.command("passwd")
+def users_passwd(
+    name: str = typer.Argument(..., help="The user whose password changes."),
+    password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
+    state_dir: Path = _STATE_DIR_OPT,
+) -> None:
+    """Change a user's password (their open sessions end)."""
+    from stormwatch.web.accounts import AccountError
+
+    accounts = _accounts(state_dir)
+    try:
+        accounts.get(name)
+        accounts.set_password(name, _password(password_stdin))
+    except AccountError as exc:
+        fail(str(exc), 2)
+    finally:
+        accounts.close()
+    typer.echo(f"password of {name} changed; their sessions have ended")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``stormwatch web`` and ``stormwatch users``."""
+    app.command("web")(web_cmd)
+    app.add_typer(users_app, name="users")

@@ -1,0 +1,488 @@
+"""What the pages show, computed from the store and the work-order book at the engine's time.
+
+A *gap is unknown, never dry* (BRIEF, "Nothing lost, nothing invented"): a device whose last
+reading is older than :data:`SILENCE_POLLS` poll intervals is silent, and what it measures is shown
+as UNKNOWN with the time of its last reading; a 24-hour rain total whose gauge did not report for
+the whole day is shown as "at least" what was recorded (or UNKNOWN when nothing was), never as a
+dry day. The silence allowance is the storm rule's (``alerts/rules/storm.py``: two poll intervals).
+
+Queries. :func:`portfolio` reads every site in a constant number of store queries
+(:class:`stormwatch.store.OverviewStore`: one summary, one event window, one tip window) plus one
+work-order query, whatever the number of sites; :func:`site_series` reads one site's window in one
+reading query and one event query.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from fractions import Fraction
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from stormwatch.alerts.geometry import lost_capacity, stage_storage_of
+from stormwatch.alerts.packs import BasinRule, RulePack, StormRule, load_pack
+from stormwatch.alerts.rules.basin import BasinRuleState
+from stormwatch.alerts.rules.criteria import Criterion, criterion_named
+from stormwatch.alerts.workorders import WorkOrder
+from stormwatch.config import SiteConfig, load_site
+from stormwatch.contract import Event, Reading
+from stormwatch.display import local_time
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.rain import TipResolution
+from stormwatch.store import OverviewStore, SeriesSummary
+
+#: A device is silent (its quantity unknown) once its last reading is this many poll intervals old
+#: (the storm rule's silence allowance, alerts/rules/storm.py).
+SILENCE_POLLS = 2
+
+#: How far back the portfolio looks for the events that say a storm or a turbidity excursion is
+#: still going on.
+EVENT_LOOKBACK = timedelta(days=7)
+
+State = Literal["ok", "warn", "alert", "unknown"]
+
+
+class SiteSetupError(ValueError):
+    """A site file the web application cannot use (message names the file)."""
+
+
+@dataclass(frozen=True)
+class SiteModel:
+    """A site as the pages need it: its file, rule pack and the constants its rules use.
+
+    Attributes:
+        cfg: the site file.
+        pack: the jurisdiction's pack with the site's overrides.
+        resolution: the rain gauge's depth per tip (``None``: no gauge).
+        storm: the pack's storm rule (R1), if any.
+        criterion: the pack's turbidity criterion (R2), if the site has a turbidity pair.
+        basin: the R3 state used to turn level readings into sediment depth, if the site has a basin.
+        basin_rule: the pack's basin rule (fractions).
+    """
+
+    cfg: SiteConfig
+    pack: RulePack
+    resolution: TipResolution | None
+    storm: StormRule | None
+    criterion: Criterion | None
+    basin: BasinRuleState | None
+    basin_rule: BasinRule | None
+
+    @property
+    def id(self) -> str:
+        return self.cfg.site.id
+
+    @property
+    def name(self) -> str:
+        return self.cfg.site.name or self.cfg.site.id
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return self.cfg.site.tz
+
+    def poll(self, device: str) -> timedelta:
+        """The device's poll interval."""
+        return timedelta(seconds=self.cfg.device(device).poll_interval_s)
+
+    def silent(self, device: str, last: datetime | None, now: datetime) -> bool:
+        """Whether ``device``, last heard at ``last``, is silent at ``now``."""
+        return last is None or now - last > SILENCE_POLLS * self.poll(device)
+
+    def depth_in(self, tips: int) -> Fraction | None:
+        return None if self.resolution is None else self.resolution.depth_in(tips)
+
+
+def site_model(cfg: SiteConfig, profiles: ProfileLibrary, source: str) -> SiteModel:
+    """The :class:`SiteModel` of a loaded site file.
+
+    Raises:
+        SiteSetupError: the pack cannot be loaded or a device's profile lacks what its role needs.
+    """
+    try:
+        pack = load_pack(cfg.site.jurisdiction, cfg.rules, source=source)
+    except ValueError as exc:
+        raise SiteSetupError(str(exc)) from exc
+    resolution = None
+    if cfg.rain_gauge is not None:
+        counter = profiles.get(cfg.device(cfg.rain_gauge).profile).counter
+        resolution = counter.tip_resolution if counter is not None else None
+    storm = pack.storm()
+    turbidity = pack.turbidity()
+    criterion = None
+    if turbidity is not None and cfg.turbidity_pair is not None:
+        criterion = criterion_named(turbidity[1].criterion, turbidity[1].absolute_limit_ntu)
+    basin_rule = pack.basin()
+    basin = None
+    if basin_rule is not None and cfg.basin is not None:
+        level = profiles.get(cfg.device(cfg.basin.device).profile).level
+        if level is None:
+            raise SiteSetupError(f"{source}: basin device {cfg.basin.device!r} is not a level sensor")
+        basin = BasinRuleState(cfg.site.id, basin_rule[0], basin_rule[1], cfg.basin, level,
+                               stage_storage_of(cfg.basin))
+    return SiteModel(cfg=cfg, pack=pack, resolution=resolution, storm=storm[1] if storm else None,
+                     criterion=criterion, basin=basin, basin_rule=basin_rule[1] if basin_rule else None)
+
+
+def load_sites(paths: Iterable[Path], profiles: ProfileLibrary) -> dict[str, SiteModel]:
+    """Site files (or directories of ``*.yaml`` site files) → id → :class:`SiteModel`, by id.
+
+    Raises:
+        SiteSetupError: an unreadable or invalid file, a directory without site files, or two files
+            with the same site id.
+    """
+    from stormwatch.config import ConfigError
+
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(p.glob("*.yaml"))
+            if not found:
+                raise SiteSetupError(f"{p}: no *.yaml site files")
+            files.extend(found)
+        else:
+            files.append(p)
+    out: dict[str, SiteModel] = {}
+    for f in files:
+        try:
+            cfg = load_site(f, profiles)
+        except ConfigError as exc:
+            raise SiteSetupError(str(exc)) from exc
+        if cfg.site.id in out:
+            raise SiteSetupError(f"{f}: site id {cfg.site.id!r} is already defined by another site file")
+        out[cfg.site.id] = site_model(cfg, profiles, str(f))
+    return dict(sorted(out.items()))
+
+
+# -- shown values ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A value as a person sees it: ``text``, its ``state`` (colour) and a ``detail`` line."""
+
+    text: str
+    state: State
+    detail: str = ""
+
+
+UNKNOWN = "UNKNOWN"
+
+
+def inches(depth: Fraction | None) -> str:
+    """Rain depth at the 0.01-in gauges' resolution (``1.20 in``)."""
+    return "-" if depth is None else f"{float(depth):.2f} in"
+
+
+def percent(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %"
+
+
+@dataclass(frozen=True)
+class GatewayStatus:
+    """The last status a gateway published (retained ``.../status``): ``online``/``offline``,
+    its outbox depth and when it was received (wall time) or stamped (gateway time)."""
+
+    state: str
+    outbox_depth: int | None
+    time: datetime | None
+
+
+@dataclass(frozen=True)
+class SiteRow:
+    """One line of the portfolio."""
+
+    site: SiteModel
+    rain_24h: Shown
+    storm: Shown
+    open_orders: int
+    overdue_orders: int
+    turbidity: Shown
+    basin: Shown
+    gateway: Shown
+    silent: tuple[str, ...]
+    worst: State = "ok"
+
+
+@dataclass(frozen=True)
+class Portfolio:
+    """Every visible site's state at ``now`` (the engine's time)."""
+
+    now: datetime
+    clock_note: str
+    rows: list[SiteRow]
+    queries: int
+
+
+def _summaries_by_site(summaries: Iterable[SeriesSummary]) -> dict[str, dict[tuple[str, str], SeriesSummary]]:
+    out: dict[str, dict[tuple[str, str], SeriesSummary]] = defaultdict(dict)
+    for s in summaries:
+        out[s.site][(s.device, s.quantity)] = s
+    return out
+
+
+def _rain_24h(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now: datetime) -> Shown:
+    gauge = site.cfg.rain_gauge
+    if gauge is None:
+        return Shown("-", "ok", "no rain gauge")
+    s = series.get((gauge, "rain_tips"))
+    if s is None:
+        return Shown(UNKNOWN, "unknown", f"gauge {gauge}: no reading in the last 24 h")
+    tips = int(s.total)
+    depth = inches(site.depth_in(tips))
+    poll = site.poll(gauge)
+    covered = s.count * poll
+    missing = timedelta(hours=24) - covered
+    silent = site.silent(gauge, s.last_time, now)
+    if missing <= SILENCE_POLLS * poll and not silent:
+        return Shown(depth, "ok", f"{tips} tips")
+    hours = max(missing, now - s.last_time if silent else timedelta(0)) / timedelta(hours=1)
+    why = f"gauge {gauge} silent since {local_time(s.last_time, site.tz)}" if silent else \
+        f"about {hours:.1f} h of gauge data missing"
+    if tips == 0:
+        return Shown(UNKNOWN, "unknown", f"no tips recorded, but {why}")
+    return Shown(f"≥ {depth}", "unknown", f"{tips} tips recorded; {why}")
+
+
+def _storm(site: SiteModel, events: list[Event], tips: list[Reading], now: datetime) -> Shown:
+    """The storm in progress: the latest ``storm_started`` without its ``storm_inspection_due``."""
+    if site.cfg.rain_gauge is None or site.storm is None:
+        return Shown("-", "ok")
+    started = [e for e in events if e.kind == "storm_started"]
+    if not started:
+        return Shown("none", "ok")
+    last = started[-1]
+    ended = any(e.kind == "storm_inspection_due" and e.occurrence == last.occurrence for e in events)
+    if ended:
+        return Shown("none", "ok")
+    qualified = any(e.kind == "storm_qualified" and e.occurrence == last.occurrence for e in events)
+    start = last.storm_start or last.event_time
+    n = sum(int(r.value) for r in tips if r.time >= start)
+    depth = inches(site.depth_in(n))
+    since = local_time(start, site.tz)
+    if qualified:
+        return Shown(f"{depth} ({n} tips) qualified", "alert",
+                     f"since {since}; ≥ {float(site.storm.threshold):.2f} in: an inspection will be due")
+    return Shown(f"{depth} ({n} tips)", "warn", f"since {since}; below {float(site.storm.threshold):.2f} in so far")
+
+
+def _turbidity(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], events: list[Event],
+               now: datetime) -> Shown:
+    pair = site.cfg.turbidity_pair
+    if pair is None or site.criterion is None:
+        return Shown("-", "ok", "no turbidity pair")
+    up = series.get((pair.upstream, "turbidity"))
+    down = series.get((pair.downstream, "turbidity"))
+    silent = [d for d, s in ((pair.upstream, up), (pair.downstream, down))
+              if site.silent(d, s.last_time if s else None, now)]
+    r2 = [e for e in events if e.kind in ("turbidity_contrast", "turbidity_cleared")]
+    in_contrast = bool(r2) and r2[-1].kind == "turbidity_contrast"
+    if silent:
+        last = {d: local_time(s.last_time, site.tz) if s else "none in 24 h"
+                for d, s in ((pair.upstream, up), (pair.downstream, down))}
+        detail = "; ".join(f"{d} last reading {last[d]}" for d in silent)
+        return Shown(UNKNOWN, "unknown", ("contrast reported earlier; " if in_contrast else "") + detail)
+    assert up is not None and down is not None
+    unit = down.unit
+    allowed = site.criterion.allowed_ntu(float(up.last_value))
+    values = f"down {float(down.last_value):.1f} / up {float(up.last_value):.1f} {unit}"
+    if in_contrast:
+        return Shown(f"contrast: {values}", "alert",
+                     f"since {local_time(r2[-1].event_time, site.tz)}; allowed ≤ {allowed:.1f} {unit}")
+    if float(down.last_value) > allowed:
+        return Shown(values, "warn", f"above the allowed {allowed:.1f} {unit} (not yet sustained)")
+    return Shown(values, "ok", f"allowed ≤ {allowed:.1f} {unit} ({site.criterion.name})")
+
+
+def _basin(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now: datetime) -> Shown:
+    if site.basin is None or site.basin_rule is None:
+        return Shown("-", "ok", "no basin")
+    device = site.basin.basin.device
+    s = series.get((device, site.basin.level.quantity)) or series.get((device, "sediment_depth"))
+    if s is None:
+        return Shown(UNKNOWN, "unknown", f"{device}: no reading in the last 24 h")
+    depth = site.basin.depth_of(s.quantity, float(s.last_value), s.unit)
+    if depth is None or s.last_flags:
+        why = ", ".join(s.last_flags) or "no target"
+        return Shown(UNKNOWN, "unknown", f"{device}: last reading not usable ({why})")
+    lost = lost_capacity(site.basin.storage, depth)
+    if site.silent(device, s.last_time, now):
+        return Shown(UNKNOWN, "unknown", f"{percent(lost)} at its last reading, {local_time(s.last_time, site.tz)}")
+    state: State = "alert" if lost >= site.basin_rule.cleanout_fraction else \
+        "warn" if lost >= site.basin_rule.warning_fraction else "ok"
+    cleanout = percent(site.basin_rule.cleanout_fraction)
+    return Shown(percent(lost), state, f"sediment {depth:.2f} ft; cleanout at {cleanout}")
+
+
+def _gateway(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], status: GatewayStatus | None,
+             now: datetime) -> Shown:
+    last = max((s.last_time for s in series.values()), default=None)
+    heard = f"last reading {local_time(last, site.tz)}" if last else "no reading in 24 h"
+    if status is None:
+        return Shown("status unknown", "unknown", heard)
+    if status.state == "online":
+        depth = "" if status.outbox_depth is None else f", outbox {status.outbox_depth}"
+        return Shown(f"online{depth}", "ok", heard)
+    return Shown(status.state, "alert", heard)
+
+
+_RANK: dict[State, int] = {"ok": 0, "warn": 1, "unknown": 2, "alert": 3}
+
+
+def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence[WorkOrder], now: datetime, *,
+              clock_note: str = "", gateways: dict[tuple[str, str], GatewayStatus] | None = None) -> Portfolio:
+    """Each site's state at ``now`` in a constant number of store queries.
+
+    Args:
+        sites: the sites to show (already filtered by what the user may see).
+        store: the readings store.
+        orders: the work orders of these sites (one book query by the caller).
+        now: the engine's time.
+        gateways: the last status of each ``(site, gateway)``, if the application watches the broker.
+
+    Raises:
+        StoreError: a query failed.
+    """
+    ids = [s.id for s in sites]
+    day = now - timedelta(hours=24)
+    summaries = _summaries_by_site(store.summarize(day, now, ids))
+    events_by_site: dict[str, list[Event]] = defaultdict(list)
+    for e in store.query_site_events(now - EVENT_LOOKBACK, now + timedelta(microseconds=1), ids):
+        events_by_site[e.site].append(e)
+    storm_starts = []
+    for site in sites:
+        started = [e for e in events_by_site[site.id] if e.kind == "storm_started"]
+        if started:
+            storm_starts.append(started[-1].storm_start or started[-1].event_time)
+    tips_by_site: dict[str, list[Reading]] = defaultdict(list)
+    queries = 2
+    if storm_starts:
+        for r in store.query_tips(min(storm_starts), now + timedelta(microseconds=1), ids):
+            tips_by_site[r.site].append(r)
+        queries += 1
+    by_site_orders: dict[str, list[WorkOrder]] = defaultdict(list)
+    for o in orders:
+        by_site_orders[o.site].append(o)
+    rows = []
+    for site in sites:
+        series = summaries.get(site.id, {})
+        events = events_by_site[site.id]
+        pending = [o for o in by_site_orders[site.id] if o.status != "completed"]
+        silent = tuple(d.id for d in site.cfg.devices
+                       if site.silent(d.id, max((s.last_time for (dev, _), s in series.items() if dev == d.id),
+                                                default=None), now))
+        row = SiteRow(
+            site=site, rain_24h=_rain_24h(site, series, now), storm=_storm(site, events, tips_by_site[site.id], now),
+            open_orders=len(pending), overdue_orders=sum(1 for o in pending if o.is_overdue(now)),
+            turbidity=_turbidity(site, series, events, now), basin=_basin(site, series, now),
+            gateway=_gateway(site, series, (gateways or {}).get((site.id, site.cfg.gateway_id)), now),
+            silent=silent,
+        )
+        states = [row.rain_24h.state, row.storm.state, row.turbidity.state, row.basin.state]
+        if row.overdue_orders:
+            states.append("alert")
+        worst = max(states, key=lambda s: _RANK[s])
+        rows.append(SiteRow(**{**row.__dict__, "worst": worst}))
+    return Portfolio(now=now, clock_note=clock_note, rows=rows, queries=queries)
+
+
+# -- one site's window -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gap:
+    """No reading from ``device`` between ``start`` and ``end``."""
+
+    device: str
+    start: datetime
+    end: datetime
+
+
+@dataclass
+class SiteSeries:
+    """One site's readings over ``[start, end)``, ready to chart.
+
+    Attributes:
+        rain_bins: ``(bin start, tips)`` per interval of ``bin``; cumulative depth is derived.
+        upstream, downstream: turbidity points ``(time, NTU)``; ``allowed``: the criterion's maximum
+            at each upstream point.
+        basin_lost: ``(time, fraction of design storage lost)``.
+        gaps: per device, the stretches with no reading (longer than the silence allowance).
+    """
+
+    start: datetime
+    end: datetime
+    bin: timedelta
+    rain_bins: list[tuple[datetime, int]] = field(default_factory=list)
+    upstream: list[tuple[datetime, float]] = field(default_factory=list)
+    downstream: list[tuple[datetime, float]] = field(default_factory=list)
+    allowed: list[tuple[datetime, float]] = field(default_factory=list)
+    turbidity_unit: str = "NTU"
+    basin_lost: list[tuple[datetime, float]] = field(default_factory=list)
+    gaps: dict[str, list[Gap]] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+
+
+def gaps_of(times: Sequence[datetime], start: datetime, end: datetime, allowance: timedelta,
+            device: str) -> list[Gap]:
+    """The stretches of ``[start, end)`` longer than ``allowance`` without one of ``times`` (sorted)."""
+    out = []
+    prev = start
+    for t in times:
+        if t - prev > allowance:
+            out.append(Gap(device, prev, t))
+        prev = t
+    if end - prev > allowance:
+        out.append(Gap(device, prev, end))
+    return out
+
+
+def bin_width(span: timedelta) -> timedelta:
+    """Rain bins: 5 min up to 12 h shown, 15 min up to 2 days, hourly beyond."""
+    if span <= timedelta(hours=12):
+        return timedelta(minutes=5)
+    if span <= timedelta(days=2):
+        return timedelta(minutes=15)
+    return timedelta(hours=1)
+
+
+def site_series(site: SiteModel, readings: Sequence[Reading], events: Sequence[Event], start: datetime,
+                end: datetime) -> SiteSeries:
+    """Chart data of one site from its readings of ``[start, end)`` (one query by the caller)."""
+    out = SiteSeries(start=start, end=end, bin=bin_width(end - start), events=list(events))
+    by_device: dict[str, list[Reading]] = defaultdict(list)
+    for r in readings:
+        by_device[r.device].append(r)
+    for d in site.cfg.devices:
+        times = [r.time for r in by_device.get(d.id, [])]
+        out.gaps[d.id] = gaps_of(times, start, end, SILENCE_POLLS * site.poll(d.id), d.id)
+    gauge = site.cfg.rain_gauge
+    if gauge is not None:
+        nbins = max(1, math.ceil((end - start) / out.bin))
+        tips = [0] * nbins
+        for r in by_device.get(gauge, []):
+            if r.quantity == "rain_tips":
+                tips[min(nbins - 1, int((r.time - start) / out.bin))] += int(r.value)
+        out.rain_bins = [(start + i * out.bin, n) for i, n in enumerate(tips)]
+    pair = site.cfg.turbidity_pair
+    if pair is not None:
+        for r in by_device.get(pair.upstream, []):
+            if r.quantity == "turbidity" and not r.flags:
+                out.upstream.append((r.time, float(r.value)))
+                if site.criterion is not None:
+                    out.allowed.append((r.time, site.criterion.allowed_ntu(float(r.value))))
+        for r in by_device.get(pair.downstream, []):
+            if r.quantity == "turbidity" and not r.flags:
+                out.downstream.append((r.time, float(r.value)))
+                out.turbidity_unit = r.unit
+    if site.basin is not None:
+        for r in by_device.get(site.basin.basin.device, []):
+            if site.basin.wants(r) and not r.flags:
+                depth = site.basin.depth_ft(r)
+                if depth is not None:
+                    out.basin_lost.append((r.time, lost_capacity(site.basin.storage, depth)))
+    return out

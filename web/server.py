@@ -1,0 +1,148 @@
+"""Assemble the web desk from command-line settings and serve it with uvicorn.
+
+:func:`open_desk` opens the store, the work-order book and the accounts of a state directory and
+loads the site files; :class:`WebServer` runs uvicorn in a thread (``stormwatch demo --web``, the
+browser tests) or in the foreground (``stormwatch web``).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import uvicorn
+
+from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import WallClock
+from stormwatch.ingest.stores import open_store, redact
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.store import OverviewStore
+from stormwatch.web.accounts import Accounts
+from stormwatch.web.app import Desk, EngineTime, create_app
+from stormwatch.web.overview import load_sites
+from stormwatch.web.photos import DEFAULT_MAX_BYTES
+
+log = logging.getLogger(__name__)
+
+#: The files of a state directory the desk uses.
+ALERTS_FILE = "alerts.db"
+WEB_FILE = "web.db"
+
+
+class DeskSetupError(ValueError):
+    """Settings the desk cannot start with (one line for the user)."""
+
+
+@dataclass(frozen=True)
+class DeskSettings:
+    """What ``stormwatch web`` is told: site files, store URL, state directory and limits."""
+
+    sites: Sequence[Path]
+    store_url: str
+    state_dir: Path
+    wall_time: bool = False
+    max_photo_bytes: int = DEFAULT_MAX_BYTES
+    secure_cookies: bool = False
+    idle_minutes: float = 480.0
+
+
+def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) -> Desk:
+    """Open everything the application reads and writes.
+
+    Raises:
+        DeskSetupError: a bad site file, a store that cannot summarise many sites, an unusable state file.
+    """
+    from stormwatch.alerts.workorders import WorkOrderError
+    from stormwatch.ingest.stores import StoreUrlError
+    from stormwatch.store import StoreError
+    from stormwatch.web.accounts import AccountError
+    from stormwatch.web.overview import SiteSetupError
+
+    try:
+        sites = load_sites(settings.sites, profiles or ProfileLibrary())
+    except SiteSetupError as exc:
+        raise DeskSetupError(str(exc)) from None
+    try:
+        store = open_store(settings.store_url)
+    except (StoreUrlError, StoreError) as exc:
+        raise DeskSetupError(f"--store {redact(settings.store_url)}: {exc}") from None
+    if not all(hasattr(store, m) for m in ("summarize", "query_tips", "query_site_events")):
+        store.close()
+        raise DeskSetupError(f"--store {redact(settings.store_url)}: the web desk reads the SQLite store "
+                             "(sqlite:///path); this store cannot answer many sites in one query yet")
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        book = WorkOrders(settings.state_dir / ALERTS_FILE, WallClock())
+        accounts = Accounts(settings.state_dir / WEB_FILE, idle_minutes=settings.idle_minutes)
+    except (WorkOrderError, AccountError) as exc:
+        store.close()
+        raise DeskSetupError(str(exc)) from None
+    clock = EngineTime(book, settings.wall_time)
+    book.clock = clock
+    return Desk(sites=sites, store=cast(OverviewStore, store), book=book, accounts=accounts, clock=clock,
+                max_photo_bytes=settings.max_photo_bytes, secure_cookies=settings.secure_cookies)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class WebServer:
+    """uvicorn serving a desk on ``host:port``.
+
+    Args:
+        desk: what to serve.
+        host, port: where (port 0: a free port, see :attr:`url`).
+    """
+
+    def __init__(self, desk: Desk, host: str = "127.0.0.1", port: int = 8080) -> None:
+        self.desk = desk
+        self.host = host
+        self.port = port or free_port(host)
+        config = uvicorn.Config(create_app(desk), host=host, port=self.port, log_level="warning",
+                                access_log=False, lifespan="off", server_header=False)
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def serve(self) -> None:
+        """Serve in the foreground until interrupted (Ctrl-C / SIGTERM)."""
+        self.server.run()
+
+    def start(self, timeout_s: float = 15.0) -> None:
+        """Serve in a background thread; returns once it accepts connections.
+
+        Raises:
+            RuntimeError: it did not start within ``timeout_s``.
+        """
+        self._thread = threading.Thread(target=self.server.run, name="web", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the web desk did not start on {self.url}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def close(self) -> None:
+        """Stop serving and close the store, book and accounts."""
+        self.stop()
+        self.desk.store.close()
+        self.desk.book.close()
+        self.desk.accounts.close()
