@@ -15,7 +15,7 @@ import typer
 
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.cliutil import fail
-from stormwatch.clock import Clock, ScenarioClock, WallClock
+from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import local_time, turbidity
 
 if TYPE_CHECKING:
@@ -45,11 +45,6 @@ def _load_site(path: Path, profiles: ProfileLibrary) -> SiteConfig:
     return cfg
 
 
-def _clock() -> Clock:
-    """The scenario clock when ``STORMWATCH_SIM_*`` is set (simulation), else the wall clock."""
-    return ScenarioClock.from_env(dict(os.environ)) or WallClock()
-
-
 _STATE_DIR_OPT = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
                               help=f"State directory of the alert service or the demo (holds {STATE_FILE}).")
 _STATE_FILE_OPT = typer.Option(None, "--state", hidden=True, metavar="FILE",
@@ -71,7 +66,13 @@ def alerts_cmd(
     state_dir: Path = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
                                    help=f"Keep the work orders here ({STATE_FILE}; created if missing)."),
     state: Path | None = _STATE_FILE_OPT,
-    lateness_s: float = typer.Option(120.0, "--lateness-s", help="allowed lateness of readings (s)"),
+    lateness_s: float | None = typer.Option(
+        None, "--lateness-s", min=0,
+        help="allowed lateness of readings (event-time s; default 120, on a simulated clock 0.5 real s of it)"),
+    clock_file: Path | None = typer.Option(
+        None, "--clock-file", envvar=CLOCK_FILE_ENV,
+        help="run on the simulated clock `stormwatch simulate --clock-file` writes (waits for it); "
+             "default: the wall clock"),
     webhook: str | None = typer.Option(None, "--webhook", envvar="STORMWATCH_WEBHOOK",
                                        help="also POST every event (JSON) to this http(s) URL, with retries"),
     client_id: str = typer.Option("stormwatch-alerts", "--client-id"),
@@ -81,7 +82,7 @@ def alerts_cmd(
     Events also go to the store (--store), a webhook (--webhook) and, when STORMWATCH_GRAFANA_URL and
     STORMWATCH_GRAFANA_TOKEN are set, Grafana annotations.
     """
-    from stormwatch.alerts.engine import EngineError
+    from stormwatch.alerts.engine import EngineError, lateness_for
     from stormwatch.alerts.grafana import GrafanaAnnotations
     from stormwatch.alerts.packs import PackError
     from stormwatch.alerts.service import AlertService
@@ -92,6 +93,10 @@ def alerts_cmd(
     try:
         sites = [_load_site(p, profiles) for p in site]
     except (ConfigError, PackError) as exc:
+        fail(str(exc), 2)
+    try:
+        clock = service_clock(clock_file)
+    except ClockFileError as exc:
         fail(str(exc), 2)
     opened = None
     if store:
@@ -105,9 +110,9 @@ def alerts_cmd(
     try:
         if state is None:
             state_dir.mkdir(parents=True, exist_ok=True)
-        service = AlertService(sites, profiles, broker, opened, state_file(state_dir, state), _clock(), client_id,
-                               lateness_s=lateness_s, webhook_url=webhook,
-                               grafana=GrafanaAnnotations.from_env(os.environ))
+        service = AlertService(sites, profiles, broker, opened, state_file(state_dir, state), clock, client_id,
+                               lateness_s=lateness_for(clock) if lateness_s is None else lateness_s,
+                               webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ))
     except (PackError, EngineError, ValueError, OSError) as exc:
         fail(str(exc), 2)
     signal.signal(signal.SIGTERM, lambda *_: service.stop())

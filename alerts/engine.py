@@ -54,6 +54,7 @@ from stormwatch.alerts.rules.routine import RoutineRuleState
 from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
 from stormwatch.alerts.rules.turbidity import TurbidityRuleState
 from stormwatch.alerts.workorders import INSPECTION_KINDS, OPENING_KINDS, WorkOrders
+from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
 from stormwatch.physics import negative_value
@@ -65,6 +66,10 @@ log = logging.getLogger(__name__)
 
 #: Default allowed lateness (s): two 60-s polls.
 DEFAULT_LATENESS_S = 120.0
+#: Real seconds of processing delay tolerated between devices when time is simulated: at 1500x a
+#: serial poll of 0.1 s real is 150 s simulated, so the lateness bound (event time) scales with the
+#: speed (:func:`lateness_for`).
+SIM_REAL_LATENESS_S = 0.5
 #: How far back (event time) a late reading is re-evaluated live (s): two days.
 DEFAULT_LATE_HORIZON_S = 48 * 3600.0
 #: Event time between rule-state snapshots used for late re-evaluation (s).
@@ -73,6 +78,18 @@ DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 _TICK = timedelta(microseconds=1)
 #: Event fields that do not make an event "different" when compared after a re-evaluation.
 _NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
+
+
+def lateness_for(clock: Clock) -> float:
+    """The allowed lateness (event-time seconds) of an engine whose readings arrive on ``clock``.
+
+    :data:`DEFAULT_LATENESS_S` on the wall clock; on a :class:`~stormwatch.clock.ScenarioClock` at
+    least :data:`SIM_REAL_LATENESS_S` real seconds of simulated time (1500x: 750 s), so the demo and
+    the same services run apart on one simulated clock order the same readings the same way.
+    """
+    if isinstance(clock, ScenarioClock):
+        return max(DEFAULT_LATENESS_S, SIM_REAL_LATENESS_S * clock.speed)
+    return DEFAULT_LATENESS_S
 
 
 class EngineError(ValueError):

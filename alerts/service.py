@@ -160,7 +160,7 @@ class AlertService:
                 output.close()
             self.workorders.record_clock(self.clock, stopped=True)
             self.workorders.close()
-            log.info("alert service stopped")
+            log.info("alert service stopped after %d readings", self.readings_seen)
 
     def stop(self) -> None:
         """Ask :meth:`run` to flush and return (thread-safe)."""

@@ -21,9 +21,10 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from stormwatch.clock import service_clock
 from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.plan import GatewayPlan, PlanError
-from stormwatch.gateway.run import pick_clock, read_plan, run_plan
+from stormwatch.gateway.run import read_plan, run_plan
 from stormwatch.logs import setup_logging
 
 
@@ -45,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--site", type=Path, help="site YAML (validated and compiled here)")
     parser.add_argument("--broker", default="mqtt://127.0.0.1:1883")
     parser.add_argument("--state-dir", type=Path)
-    parser.add_argument("--clock-file", type=Path)
+    parser.add_argument("--clock-file", type=Path, help="simulated clock written by `stormwatch simulate` "
+                        "(default: $STORMWATCH_CLOCK_FILE; waits for it)")
     parser.add_argument("--until")
     parser.add_argument("--clock-floor", help="no reading while the clock reads before this ISO date "
                                               "(default: the build date, for the wall clock)")
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if until is not None and until.tzinfo is None:
             raise ValueError("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
         floor = parse_floor(args.clock_floor) if args.clock_floor else None
-        clock = pick_clock(args.clock_file)
+        clock = service_clock(args.clock_file)
         run_plan(plan, clock, args.broker, state_dir, until, floor)
     except (PlanError, ValueError) as exc:  # ConfigError, ProfileError, BrokerUrlError are ValueErrors
         print(f"error: {exc}", file=sys.stderr)

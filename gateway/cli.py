@@ -6,9 +6,9 @@
                        [--clock-file PATH] [--until ISO] [--clock-floor DATE] [--check] [--no-exec]
     stormwatch decode --type float32 --order CDAB 0x0000 0x3FC0        # → 1.5
 
-``--clock-file``: JSON written by ``stormwatch simulate`` with the ScenarioClock fields
-``{"sim_start": ISO, "speed": float, "wall_start": POSIX seconds}``; without it the
-``STORMWATCH_SIM_*`` environment (``ScenarioClock.to_env``) is used if set, else the wall clock.
+``--clock-file`` (or ``$STORMWATCH_CLOCK_FILE``): the simulated clock written by ``stormwatch simulate``
+(:mod:`stormwatch.clock`; the gateway waits for it); without it the ``STORMWATCH_SIM_*`` environment
+(``ScenarioClock.to_env``) is used if set, else the wall clock.
 
 ``--clock-floor``: while the clock reads before this date the gateway polls and stamps nothing
 (one ERROR, one INFO when the clock is set); default: the build date for the wall clock
@@ -34,13 +34,13 @@ from pathlib import Path
 import typer
 
 from stormwatch.cliutil import fail
-from stormwatch.clock import ScenarioClock, WallClock, read_clock_file
+from stormwatch.clock import CLOCK_FILE_ENV, WallClock, service_clock
 from stormwatch.config import ConfigError, load_site
 from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
 from stormwatch.gateway.fieldtool import FieldToolError, decode_text
 from stormwatch.gateway.plan import PlanError, compile_plan
-from stormwatch.gateway.run import pick_clock, run_plan, write_plan
+from stormwatch.gateway.run import run_plan, write_plan
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary
 
@@ -50,20 +50,14 @@ log = logging.getLogger(__name__)
 PLAN_FILE = "plan.json"
 
 
-def load_clock_file(path: Path) -> ScenarioClock:
-    """The ScenarioClock described by a ``stormwatch simulate`` clock file.
-
-    Raises:
-        ValueError: unreadable file, bad JSON or missing/invalid fields (message names the file).
-    """
-    return read_clock_file(path)
-
-
 def gateway_command(
     site: Path = typer.Option(..., "--site", help="Site YAML file."),
     broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", help="mqtt://host:port or mqtts://host:port"),
     state_dir: Path = typer.Option(Path("./var/gateway"), "--state-dir", help="Outbox and counter baselines."),
-    clock_file: Path | None = typer.Option(None, "--clock-file", help="ScenarioClock JSON from `stormwatch simulate`."),
+    clock_file: Path | None = typer.Option(
+        None, "--clock-file", envvar=CLOCK_FILE_ENV,
+        help="Run on the simulated clock `stormwatch simulate --clock-file` writes (waits for it).",
+    ),
     until: str | None = typer.Option(None, "--until", help="Stop at this clock time (ISO 8601 with offset)."),
     clock_floor: str | None = typer.Option(
         None, "--clock-floor", envvar="STORMWATCH_CLOCK_FLOOR",
@@ -112,7 +106,7 @@ def gateway_command(
         )
         return
     try:
-        clock = pick_clock(clock_file)
+        clock = service_clock(clock_file)
         plan_path = write_plan(plan, state_dir / PLAN_FILE)
     except (ValueError, OSError) as exc:
         fail(str(exc))

@@ -1,4 +1,4 @@
-"""The gateway process: pick the clock, run :class:`stormwatch.gateway.service.Gateway` until ``--until`` or
+"""The gateway process: run :class:`stormwatch.gateway.service.Gateway` until ``--until`` or
 SIGTERM/SIGINT. Shared by ``stormwatch gateway`` (``--no-exec``) and the lean ``python -m stormwatch.gateway``.
 
 The lean process runs a compiled plan (:mod:`stormwatch.gateway.plan`) and imports no pydantic, typer,
@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stormwatch.clock import Clock, ScenarioClock, WallClock
+from stormwatch.clock import Clock
 from stormwatch.gateway.plan import GatewayPlan
 
 if TYPE_CHECKING:
@@ -25,19 +25,6 @@ if TYPE_CHECKING:
     from stormwatch.profiles import ProfileLibrary
 
 log = logging.getLogger(__name__)
-
-
-def pick_clock(clock_file: Path | None) -> Clock:
-    """The clock of a ``stormwatch simulate`` clock file, else ``STORMWATCH_SIM_*``, else the wall clock.
-
-    Raises:
-        stormwatch.clock.ClockFileError: an unreadable clock file (a ValueError naming it).
-    """
-    if clock_file is not None:
-        from stormwatch.clock import read_clock_file
-
-        return read_clock_file(clock_file)
-    return ScenarioClock.from_env(dict(os.environ)) or WallClock()
 
 
 def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, until: datetime | None,

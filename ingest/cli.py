@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from pathlib import Path
 
 import typer
 
 from stormwatch.cliutil import fail
-from stormwatch.clock import Clock, ScenarioClock, WallClock
+from stormwatch.clock import CLOCK_FILE_ENV, service_clock
 from stormwatch.config import ConfigError, load_site
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
@@ -23,11 +22,6 @@ from stormwatch.store import StoreError
 log = logging.getLogger(__name__)
 
 DEFAULT_STORE = "sqlite:///./var/stormwatch.db"
-
-
-def _clock() -> Clock:
-    """The scenario clock when ``STORMWATCH_SIM_*`` is set (demo), else the wall clock."""
-    return ScenarioClock.from_env(dict(os.environ)) or WallClock()
 
 
 def ingest_command(
@@ -69,6 +63,9 @@ def ingest_command(
                                      help="Address for --metrics-port (0.0.0.0 to expose it)."),
     stats_interval_s: float = typer.Option(60.0, "--stats-interval-s", min=1,
                                            help="Seconds between the counter log lines."),
+    clock_file: Path | None = typer.Option(None, "--clock-file", envvar=CLOCK_FILE_ENV,
+                                           help="Run on the simulated clock `stormwatch simulate --clock-file` "
+                                                "writes (waits for it); default: the wall clock."),
 ) -> None:
     """Consume readings from MQTT, validate them and store them; bad input is dead-lettered.
 
@@ -81,7 +78,7 @@ def ingest_command(
     profiles = ProfileLibrary()
     try:
         sites = [load_site(p, profiles) for p in site]
-        clock = _clock()
+        clock = service_clock(clock_file)
         validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
                                         max_age_s=max_age_s, late_after_s=late_after_s)
     except (ConfigError, ProfileError, ValueError) as exc:

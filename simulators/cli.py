@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import signal
 import time
 from datetime import datetime
 from pathlib import Path
 
 import typer
 
-from stormwatch.clock import ScenarioClock, write_clock_file
-from stormwatch.config import ConfigError, load_site
+from stormwatch.clock import CLOCK_FILE_ENV, ScenarioClock, write_clock_file
+from stormwatch.config import ConfigError, device_profiles, load_site
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.simulators.rain_record import RainRecordError
-from stormwatch.simulators.scenario import RainRecordSpec, Scenario, ScenarioError, load_scenario
+from stormwatch.simulators.scenario import RainRecordSpec, Scenario, ScenarioError, SiteScenario, load_scenario
 from stormwatch.simulators.site import SimulatedSite
 
 log = logging.getLogger(__name__)
 
 #: The dry gap (h) that closes a rain event (hydrology.md "Rain events"); the scenario keeps it in view.
 DRY_GAP_H = 6.0
+#: Real seconds the devices keep answering after the scenario's end (simulated time stands still
+#: there), so a gateway's polls of the last slots, late on a busy machine, still get an answer.
+END_GRACE_S = 3.0
 
 
 def build_scenario(
@@ -96,7 +101,12 @@ def simulate(
     rain_from: datetime = typer.Option(None, "--rain-from", help="Replay only record rows from this instant."),
     rain_until: datetime = typer.Option(None, "--rain-until", help="Replay only record rows before this instant."),
     clock_file: Path = typer.Option(
-        None, "--clock-file", help="Write the simulated clock here (JSON) so a gateway can join the same time."
+        None, "--clock-file", envvar=CLOCK_FILE_ENV,
+        help="Write the simulated clock here (JSON): gateway, ingest and alerts given the same file run on it.",
+    ),
+    start_delay_s: float = typer.Option(
+        5.0, "--start-delay-s", min=0,
+        help="Real seconds from writing the clock to the scenario start (services waiting on it connect first).",
     ),
     progress_s: float = typer.Option(5.0, "--progress-every", help="Real seconds between progress lines."),
     hrxl_rate: float = typer.Option(10.0, "--hrxl-lines-per-s", help="Real-time line rate of simulated HRXLs."),
@@ -104,6 +114,8 @@ def simulate(
     """Run simulated field devices for a site through a scenario until it ends (or Ctrl-C).
 
     Every Modbus TCP address of the site becomes a real Modbus TCP server, every RTU port a Modbus RTU line on a pseudo-terminal and every serial device a MaxBotix HRXL on a pty; configured port paths become symlinks to the ptys. Values follow the scenario at the simulated time of each request. Progress (simulated time, tips so far) is logged every few real seconds.
+
+    With --clock-file, every service given the same file (--clock-file or $STORMWATCH_CLOCK_FILE) runs on this simulated clock: start them first (they wait for the file), then simulate; simulated time reaches the scenario start --start-delay-s later.
 
     Replay a real record (0.2 mm tips, Tharandt's biggest day):
 
@@ -118,17 +130,18 @@ def simulate(
         )
         if speed <= 0:
             raise ScenarioError(f"--speed must be > 0, got {speed}")
-        clock = ScenarioClock.starting_now(sc.start, speed)
+        tips = SiteScenario(sc, cfg, device_profiles(cfg, library)).tips  # bad rain input fails here
+        if len(tips):
+            needed = (tips.times[-1] - sc.start).total_seconds() / 3600 + DRY_GAP_H + 0.5
+            if needed > sc.duration_h:
+                log.info("extending the scenario to %.1f h so the last tip and a %g-h dry gap fit", needed, DRY_GAP_H)
+                sc = sc.model_copy(update={"duration_h": needed})
+        # simulated time stops at the scenario's end for every process on this clock
+        clock = ScenarioClock.starting_now(sc.start, speed, delay_s=start_delay_s, sim_end=sc.end)
         sim = SimulatedSite(cfg, library, sc, clock, hrxl_lines_per_s=hrxl_rate)
     except (ConfigError, ProfileError, ScenarioError, RainRecordError, ValueError) as exc:
         log.error("%s", exc)
         raise typer.Exit(2) from exc
-    tips = sim.state.tips
-    if len(tips):
-        needed = (tips.times[-1] - sc.start).total_seconds() / 3600 + DRY_GAP_H + 0.5
-        if needed > sc.duration_h:
-            log.info("extending the scenario to %.1f h so the last tip and a %g-h dry gap fit", needed, DRY_GAP_H)
-            sc = sc.model_copy(update={"duration_h": needed})
     log.info(
         "scenario %s: %s .. %s (%.1f h) at %gx: %d tips of %s; about %.0f real seconds",
         sc.name, sc.start.isoformat(), sc.end.isoformat(), sc.duration_h, speed, len(tips),
@@ -142,12 +155,21 @@ def simulate(
     if clock_file is not None:
         write_clock_file(clock_file, clock)
         log.info("clock written to %s", clock_file)
+    signal.signal(signal.SIGTERM, _interrupt)  # a stop (docker, systemd) ends the run like Ctrl-C
     try:
         _run_until(sim, clock, sc.end, progress_s)
     except KeyboardInterrupt:
-        log.info("interrupted at simulated %s", clock.now().isoformat(timespec="seconds"))
+        stopped = clock.now()
+        log.info("interrupted at simulated %s", stopped.isoformat(timespec="seconds"))
+        if clock_file is not None and stopped < sc.end:
+            # the file says the simulation is over, so a service started later waits for a new one
+            write_clock_file(clock_file, dataclasses.replace(clock, sim_end=stopped))
     finally:
         sim.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _run_until(sim: SimulatedSite, clock: ScenarioClock, end: datetime, progress_s: float) -> None:
@@ -165,7 +187,9 @@ def _run_until(sim: SimulatedSite, clock: ScenarioClock, end: datetime, progress
             sum(sim.modbus_requests().values()),
         )
         if now >= end:
-            log.info("scenario ended at simulated %s", end.isoformat())
+            log.info("scenario ended at simulated %s; devices answer %g s more for the last polls",
+                     end.isoformat(), END_GRACE_S)
+            time.sleep(END_GRACE_S)
             return
         remaining_real = clock.real_seconds((end - now).total_seconds())
         time.sleep(min(progress_s, max(0.05, remaining_real)))

@@ -4,23 +4,38 @@ wall clock itself (design-notes.md, "Time").
 :class:`ScenarioClock` runs simulated time faster than real time. It is a pure function of the
 wall clock, ``sim = sim_start + (wall - wall_start) * speed``, so separate processes given the same
 three numbers agree on the simulated time without talking to each other. ``stormwatch simulate``
-shares it through a clock file (:func:`write_clock_file`), which ``stormwatch gateway`` reads
-(:func:`read_clock_file`)::
+shares it through a clock file (:func:`write_clock_file`), which every service reads
+(:func:`service_clock`: ``stormwatch gateway``, ``ingest`` and ``alerts`` take ``--clock-file`` or
+``$STORMWATCH_CLOCK_FILE``)::
 
     {"sim_start": "2026-06-01T04:00:00+00:00", "speed": 1500.0, "wall_start": 1767225600.0,
+     "sim_end": "2026-06-02T12:00:00+00:00",
      "env": {"STORMWATCH_SIM_START": ..., "STORMWATCH_SIM_SPEED": ..., "STORMWATCH_SIM_WALL_START": ...}}
+
+``sim_end`` (optional) is when the simulation ends; simulated time stops there. A service that
+finds a clock file whose simulation has already ended waits for ``stormwatch simulate`` to write a
+new one, so a file left by an earlier run is never joined by mistake.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+#: Environment variable naming the clock file; the same as ``--clock-file`` for every command.
+CLOCK_FILE_ENV = "STORMWATCH_CLOCK_FILE"
+#: Real seconds between a waiting service's "still waiting for the clock file" log lines.
+CLOCK_WAIT_LOG_EVERY_S = 60.0
 
 
 class Clock(Protocol):
@@ -61,11 +76,16 @@ class ScenarioClock:
         sim_start: simulated UTC instant at ``wall_start``.
         speed: simulated seconds per real second (e.g. 1000 runs a day in 86.4 s).
         wall_start: POSIX seconds (``time.time()``) at which simulated time was ``sim_start``.
+        sim_end: simulated UTC instant at which the simulation ends (``None``: never). Simulated
+            time stops there: services still running on the clock see the site as the simulation
+            left it (no deadline passes after it, as in ``stormwatch demo``, which stops there),
+            and a service finding a clock file whose simulation has ended waits for a new one.
     """
 
     sim_start: datetime
     speed: float
     wall_start: float
+    sim_end: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.sim_start.tzinfo is None:
@@ -74,11 +94,19 @@ class ScenarioClock:
             raise ValueError(f"speed must be > 0, got {self.speed}")
 
     @classmethod
-    def starting_now(cls, sim_start: datetime, speed: float) -> ScenarioClock:
-        return cls(sim_start=sim_start.astimezone(UTC), speed=speed, wall_start=time.time())
+    def starting_now(cls, sim_start: datetime, speed: float, *, delay_s: float = 0.0,
+                     sim_end: datetime | None = None) -> ScenarioClock:
+        """A clock that reaches ``sim_start`` ``delay_s`` real seconds from now."""
+        return cls(sim_start=sim_start.astimezone(UTC), speed=speed, wall_start=time.time() + delay_s,
+                   sim_end=sim_end.astimezone(UTC) if sim_end is not None else None)
+
+    def ended(self) -> bool:
+        """The simulation's end (``sim_end``) has passed."""
+        return self.sim_end is not None and self.now() >= self.sim_end
 
     def now(self) -> datetime:
-        return self.sim_start + timedelta(seconds=(time.time() - self.wall_start) * self.speed)
+        t = self.sim_start + timedelta(seconds=(time.time() - self.wall_start) * self.speed)
+        return t if self.sim_end is None or t < self.sim_end else self.sim_end
 
     def real_seconds(self, sim_seconds: float) -> float:
         """Real seconds that ``sim_seconds`` of simulated time take."""
@@ -119,12 +147,14 @@ def write_clock_file(path: str | Path, clock: ScenarioClock) -> Path:
     """Write ``clock`` atomically (temp file + rename) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
+    doc: dict[str, object] = {
         "sim_start": clock.sim_start.isoformat(),
         "speed": clock.speed,
         "wall_start": clock.wall_start,
-        "env": clock.to_env(),
     }
+    if clock.sim_end is not None:
+        doc["sim_end"] = clock.sim_end.isoformat()
+    doc["env"] = clock.to_env()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
@@ -140,12 +170,75 @@ def read_clock_file(path: str | Path) -> ScenarioClock:
     path = Path(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
+        end = doc.get("sim_end")
         return ScenarioClock(
             sim_start=datetime.fromisoformat(doc["sim_start"]),
             speed=float(doc["speed"]),
             wall_start=float(doc["wall_start"]),
+            sim_end=datetime.fromisoformat(end) if end is not None else None,
         )
     except OSError as exc:
         raise ClockFileError(f"{path}: cannot read: {exc}") from exc
     except (ValueError, KeyError, TypeError) as exc:
         raise ClockFileError(f"{path}: not a stormwatch clock file: {exc!r}") from exc
+
+
+def wait_for_clock_file(path: str | Path, *, timeout_s: float | None = None,
+                        log_every_s: float = CLOCK_WAIT_LOG_EVERY_S) -> ScenarioClock:
+    """The clock of the simulation now running, from the clock file at ``path``, waiting for it.
+
+    A service may start before ``stormwatch simulate`` (the services recipe starts it last, so
+    everything is connected when simulated time begins): while the file is missing, or names a
+    simulation that has already ended (a file left by an earlier run), this waits, logging at
+    INFO once and then every ``log_every_s`` real seconds.
+
+    Raises:
+        ClockFileError: the file exists but is not a clock file, or ``timeout_s`` passed.
+    """
+    path = Path(path)
+    t0 = time.monotonic()
+    next_log = t0
+    while True:
+        why = None
+        if not path.exists():
+            why = "no clock file yet"
+        else:
+            try:
+                clock = read_clock_file(path)
+            except ClockFileError:
+                if not path.exists():  # replaced under us (temp file + rename): read again
+                    continue
+                raise
+            if not clock.ended():
+                return clock
+            assert clock.sim_end is not None
+            why = f"its simulation ended at {clock.sim_end.isoformat()}"
+        now = time.monotonic()
+        if timeout_s is not None and now - t0 >= timeout_s:
+            raise ClockFileError(
+                f"{path}: {why} after {timeout_s:g} s (start `stormwatch simulate --clock-file {path}`)")
+        if now >= next_log:
+            log.info("waiting for the simulated clock in %s (%s): start `stormwatch simulate --clock-file %s`",
+                     path, why, path)
+            next_log = now + log_every_s
+        time.sleep(0.2)
+
+
+def service_clock(clock_file: str | Path | None, env: Mapping[str, str] | None = None, *,
+                  wait: bool = True) -> Clock:
+    """The clock a command runs on: one simulated clock for every service, else the wall clock.
+
+    In order: the clock file ``clock_file`` (``--clock-file``), else the one named by
+    ``$STORMWATCH_CLOCK_FILE``, else ``STORMWATCH_SIM_*`` variables (:meth:`ScenarioClock.to_env`),
+    else :class:`WallClock`. Services (``wait=True``) wait for the clock file of a running
+    simulation (:func:`wait_for_clock_file`); a one-shot command (``wait=False``, e.g.
+    ``stormwatch workorders list``) reads the file as it is, ended simulation or not.
+
+    Raises:
+        ClockFileError: an unreadable clock file (``wait=False``: also a missing one).
+    """
+    env = os.environ if env is None else env
+    path = clock_file if clock_file is not None else (env.get(CLOCK_FILE_ENV) or None)
+    if path is not None:
+        return wait_for_clock_file(path) if wait else read_clock_file(path)
+    return ScenarioClock.from_env(dict(env)) or WallClock()

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
-from stormwatch.alerts.engine import DEFAULT_LATENESS_S
+from stormwatch.alerts.engine import lateness_for
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.broker import RunningBroker, start_embedded_broker
@@ -45,11 +45,6 @@ log = logging.getLogger(__name__)
 
 #: Real seconds the services get to connect before simulated time reaches the scenario start.
 STARTUP_LEAD_S = 3.0
-
-#: Real seconds of processing delay the alert engine tolerates between devices. At 1500x a
-#: serial poll of 0.1 s real is 150 s simulated, so the engine's lateness bound (event time) is
-#: scaled with the speed; live deployments use the engine default.
-REAL_LATENESS_S = 0.5
 
 #: Line rate of simulated serial level sensors (real lines/s): fast enough that a poll waiting
 #: for a fresh line costs little simulated time.
@@ -228,7 +223,7 @@ class Pipeline:
             alerts = AlertService(
                 [self.cfg], self.profiles, broker_url, alerts_store, self.workdir / "alerts.db", clock,
                 client_id=f"stormwatch-alerts-{self.cfg.site.id}", on_event=self._collect,
-                retained_is_late=not embedded, lateness_s=max(DEFAULT_LATENESS_S, REAL_LATENESS_S * self.speed),
+                retained_is_late=not embedded, lateness_s=lateness_for(clock),
             )
             for name, svc in (("ingest", ingest), ("alerts", alerts)):
                 t = _ServiceThread(name, svc.run)
