@@ -25,6 +25,7 @@ from stormwatch.cliutil import fail
 from stormwatch.config import ConfigError, SiteConfig, load_site
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileError, ProfileLibrary
+from stormwatch.workdir import prepare_workdir
 
 if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs
     from stormwatch.pipeline import PipelineResult
@@ -110,7 +111,10 @@ def demo(
     ),
     database: str = typer.Option("stormwatch", "--database", help="InfluxDB 1.x database for --influx http://..."),
     workdir: Path | None = typer.Option(
-        None, "--workdir", help="Keep state here (store, outbox, work orders); default: a temporary directory."
+        None, "--workdir",
+        help="Keep the run's state here (store, outbox, work orders) to inspect afterwards; a rerun on the same "
+             "directory starts clean (the previous run's state is deleted, nothing counted twice). "
+             "Default: a temporary directory.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per event (and nothing else) on stdout."),
 ) -> None:
@@ -120,6 +124,10 @@ def demo(
     the gateway polls them and publishes to MQTT; ingest stores the readings; the alert engine
     applies the site's village code and opens work orders. The default scenario -- a 1.2-inch NRCS
     Type II storm, a basin already 45 % full, a turbidity plume downstream -- takes about a minute.
+
+    Every run starts clean: a rerun with the same --workdir deletes the previous run's state first,
+    and a store given with --influx that already holds readings of the run's site and time window
+    is refused (the same storm would be counted twice).
     """
     from stormwatch.alerts.packs import PackError, load_pack
     from stormwatch.config import device_profiles
@@ -143,8 +151,7 @@ def demo(
         store_url = influx_store_url(influx, database) if influx else None
         if broker is not None:
             parse_broker_url(broker)
-        if workdir is not None:
-            workdir.mkdir(parents=True, exist_ok=True)
+        removed = prepare_workdir(workdir) if workdir is not None else []
     except (ConfigError, ProfileError, PackError, ScenarioError, RainRecordError, BrokerUrlError,
             ValueError, OSError) as exc:
         fail(str(exc))
@@ -174,7 +181,9 @@ def demo(
         typer.echo(
             f"stormwatch demo: site {cfg.site.id} ({cfg.site.jurisdiction}), {hours:.0f} simulated hours from "
             f"{_local(sc.start, tz)} at {speed:g}x (about {hours * 3600 / speed:.0f} s)\n"
-            f"broker: {broker or 'embedded amqtt'}; store: {store_url or 'embedded SQLite in ' + str(work)}\n"
+            f"broker: {broker or 'embedded amqtt'}; store: {store_url or 'embedded SQLite in ' + str(work)}"
+            + (f"\n{work}: the previous run's state was removed (every run starts clean)" if removed else "")
+            + "\n"
         )
     try:
         result = Pipeline(

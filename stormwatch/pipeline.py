@@ -279,10 +279,17 @@ class Pipeline:
         return result
 
     def _preflight(self) -> None:
-        """Fail fast, with one clear line, when a given broker or store cannot be reached.
+        """Fail fast, with one clear line, when a given broker or store cannot be reached, or when the
+        store already holds readings of this site in the scenario's window.
+
+        A run replays its scenario at the same simulated times every time: readings of an earlier
+        run in the store would be counted with this run's (the same storm twice), so that store
+        is refused instead (``stormwatch demo --workdir`` starts its own SQLite store clean,
+        :mod:`stormwatch.workdir`).
 
         Raises:
-            PipelineError: the broker refuses TCP connections or the store refuses a query.
+            PipelineError: the broker refuses TCP connections, the store refuses a query, or the
+                store already holds readings of the site between the scenario's start and end.
         """
         if self.broker_url is not None:
             broker = parse_broker_url(self.broker_url)
@@ -292,11 +299,17 @@ class Pipeline:
                 raise PipelineError(f"cannot reach the MQTT broker at {broker.safe_url()}: {exc}") from None
         store = open_store(self.store_url)
         try:
-            store.query_readings(self.cfg.site.id, self.scenario.start, self.scenario.start)
+            earlier = store.query_readings(self.cfg.site.id, self.scenario.start, self.scenario.end)
         except StoreError as exc:
             raise PipelineError(f"cannot use the store {redact(self.store_url)}: {exc}") from None
         finally:
             store.close()
+        if earlier:
+            raise PipelineError(
+                f"the store {redact(self.store_url)} already holds {len(earlier)} readings of site "
+                f"{self.cfg.site.id} between {self.scenario.start.isoformat()} and {self.scenario.end.isoformat()} "
+                "(an earlier run?): this run would count that rain twice; use a new database or remove them"
+            )
 
     def _workorders(self, clock: ScenarioClock) -> tuple[list[WorkOrder], datetime]:
         """The site's work orders and the simulated time the alert engine recorded at its stop."""
