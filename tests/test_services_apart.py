@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +38,7 @@ from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import isolate_site
 from tests.answers_support import SLOT_SLACK, answer, assert_same_answer
 from tests.conftest import REPO
+from tests.ingest_support import wait_until
 
 #: Both runs go this fast: 32 simulated hours in 58 s.
 SPEED = 2000
@@ -73,15 +73,6 @@ class Listener:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
-
-
-def _wait(cond: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _site_file(tmp_path: Path, name: str) -> tuple[Path, str]:
@@ -144,15 +135,15 @@ def test_services_run_apart_give_the_demos_events(mosquitto_server, tmp_path: Pa
             procs[name] = subprocess.Popen([STORMWATCH, *args], stdout=logs[name].open("wb"),
                                            stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
             if name != "simulate":
-                _wait(lambda n=name: "waiting for the simulated clock" in log_of(n), 60, f"{name} to wait")
+                wait_until(lambda n=name: "waiting for the simulated clock" in log_of(n), 60, f"{name} to wait")
         for name in ("simulate", "gateway"):
             assert procs[name].wait(300) == 0, f"{name}:\n{log_of(name)[-3000:]}"
         # The gateway drained its outbox, then said it stopped (after its last reading, same session).
-        _wait(lambda: "was stopped by its operator" in log_of("alerts"), 60, "alerts to see the gateway stop")
+        wait_until(lambda: "was stopped by its operator" in log_of("alerts"), 60, "alerts to see the gateway stop")
         made = len(listener.readings)
         stored = open_store(store)
         try:
-            _wait(lambda: len(stored.query_readings(site_id)) >= made, 60, f"ingest to store {made} readings")
+            wait_until(lambda: len(stored.query_readings(site_id)) >= made, 60, f"ingest to store {made} readings")
         finally:
             stored.close()
         for name in ("ingest", "alerts"):
