@@ -109,7 +109,10 @@ def test_fifty_consecutive_modbus_errors_then_readings_resume_by_themselves(
     assert [(r.value, r.raw, r.flags) for r in readings[:GOOD_BEFORE]] == [
         (0, COUNTER_BEFORE, ("counter_baseline",)), (0, COUNTER_BEFORE, ())]
     first_back = readings[GOOD_BEFORE]
-    assert (first_back.value, first_back.raw, first_back.flags) == (COUNTER_AFTER - COUNTER_BEFORE, COUNTER_AFTER, ())
+    # the 5 tips fell at some unknown time of the outage (> 2 poll intervals): counted, flagged so
+    # (gateway/counter.py, counter_catch_up; R1 then says needs_verification)
+    assert (first_back.value, first_back.raw, first_back.flags) == (COUNTER_AFTER - COUNTER_BEFORE, COUNTER_AFTER,
+                                                                    ("counter_catch_up",))
     assert all((r.value, r.raw, r.flags) == (0, COUNTER_AFTER, ()) for r in readings[GOOD_BEFORE + 1:])
     assert sum(r.value for r in readings) == 5
     assert [r.time for r in readings[:GOOD_BEFORE]] == [SIM_START, SIM_START + timedelta(seconds=POLL_S)]
