@@ -37,18 +37,17 @@ from datetime import timedelta
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.properties import Properties
-from paho.mqtt.reasoncodes import ReasonCode
 
 from stormwatch import topics
 from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
 from stormwatch.alerts.grafana import GrafanaAnnotations
+from stormwatch.alerts.presence import GatewayPresence
 from stormwatch.alerts.webhook import BackgroundSender, Webhook
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, parse_readings
-from stormwatch.mqtt import ConnectFailureLog, parse_broker_url
+from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore, StoreError
@@ -114,15 +113,13 @@ class AlertService:
             self.outputs.append(BackgroundSender(grafana.write_event, "grafana-annotations"))
         self.filters = [f"{topics.ROOT}/{s}/+/{leaf}" for s in self.engines for leaf in ("readings", "status")]
         self._lock = threading.Lock()
+        self._presence = GatewayPresence()
         self._stop = threading.Event()
         self.connected = threading.Event()
-        self._client = SessionClient(self.broker, SessionOptions(client_id=client_id, keepalive_s=keepalive_s,
-                                                                 manual_ack=True, reconnect_min_s=1,
-                                                                 reconnect_max_s=30), log)
-        self._connect_fail = ConnectFailureLog(self.broker, log)
-        self._client.on_connect = self._on_connect
-        self._client.on_connect_fail = self._connect_fail.on_connect_fail
-        self._client.on_disconnect = self._on_disconnect
+        self._client = SessionClient(self.broker, SessionOptions(
+            client_id=client_id, keepalive_s=keepalive_s, manual_ack=True, reconnect_min_s=1, reconnect_max_s=30,
+            duplicate_hint="Are two alert services running with one --client-id? Give each its own."), log,
+            on_session=self._on_session, on_lost=self.connected.clear)
         self._client.on_message = self._on_message
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -135,6 +132,7 @@ class AlertService:
         """
         self.workorders.record_clock(self.clock)
         self._warm_up()
+        log.info("watching %s on %s as %s", ", ".join(self.filters), self.broker.safe_url(), self.client_id)
         self._client.start()
         recorded = time.monotonic()
         try:
@@ -197,23 +195,9 @@ class AlertService:
 
     # -- MQTT --------------------------------------------------------------------------------
 
-    def _on_connect(self, client: mqtt.Client, userdata: object, flags: mqtt.ConnectFlags,
-                    reason_code: ReasonCode, properties: Properties | None) -> None:
-        if reason_code.is_failure:
-            log.error("broker %s:%d refused the connection: %s", self.host, self.port, reason_code)
-            return
-        client.subscribe([(f, 1) for f in self.filters])
+    def _on_session(self, _session_present: bool) -> None:
+        self._client.subscribe([(f, 1) for f in self.filters])
         self.connected.set()
-        failed = self._connect_fail.connected()
-        log.info("connected to %s as %s (session present: %s%s); subscribed %s", self.broker.safe_url(),
-                 self.client_id, flags.session_present, f"; after {failed} failed attempts" if failed else "",
-                 ", ".join(self.filters))
-
-    def _on_disconnect(self, client: mqtt.Client, userdata: object, flags: mqtt.DisconnectFlags,
-                       reason_code: ReasonCode, properties: Properties | None) -> None:
-        self.connected.clear()
-        if not self._stop.is_set():
-            log.warning("disconnected from %s:%d (%s): reconnecting", self.host, self.port, reason_code)
 
     def _on_message(self, client: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
         try:
@@ -254,16 +238,16 @@ class AlertService:
     def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:
         try:
             doc = json.loads(payload)
-            state, reason = doc.get("state", "?"), doc.get("reason")
+            state, reason, boot = doc.get("state", "?"), doc.get("reason"), doc.get("boot")
         except (ValueError, AttributeError):
-            state, reason = "?", None
-        if retained:
-            # A retained status is the last one the broker kept, not a sign of life: a hung gateway
-            # whose connection stays up never gets its last will (failure-kinds.md #11).
-            log.info("%s: gateway %s status %s (retained: last known state, not proof it is alive; a silent "
-                     "rain gauge still opens a data gap)", site, gateway, state)
-        else:
-            log.info("%s: gateway %s is %s", site, gateway, state)
+            state, reason, boot = "?", None, None
+        # A retained status is the last one the broker kept, not a sign of life: a hung gateway
+        # whose connection stays up never gets its last will (failure-kinds.md #11). A flapping
+        # gateway (or two with one id) is reported once, not at every connect (alerts/presence.py).
+        with self._lock:
+            level, message = self._presence.observe(site, gateway, str(state), None if boot is None else str(boot),
+                                                    retained)
+        log.log(level, "%s", message)
         if state == "offline" and reason == "stopped":
             # A deliberate stop, not a last will: no outage is announced. If the gauge then stays
             # silent while event time moves on (other devices, or its own readings resuming), the

@@ -40,6 +40,12 @@ from stormwatch.wire import format_time
 log = logging.getLogger(__name__)
 
 
+def client_id(site: str, gateway: str) -> str:
+    """The gateway's fixed MQTT client id, ``stormwatch-<site>-<gateway>`` (one per gateway: two
+    processes with one id take the session from each other, :mod:`stormwatch.mqtttakeover`)."""
+    return f"stormwatch-{site}-{gateway}"
+
+
 class MqttPublisher:
     """Publishes outbox rows of one gateway.
 
@@ -79,7 +85,7 @@ class MqttPublisher:
         self.max_rate_per_s = max_rate_per_s
         self.readings_topic = topics.readings(site, gateway)
         self.status_topic = topics.status(site, gateway)
-        self.client_id = f"stormwatch-{site}-{gateway}"
+        self.client_id = client_id(site, gateway)
         self._acks: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._inflight: dict[int, int] = {}  # mid -> outbox row id (pump thread only)
         self._connected = threading.Event()
@@ -98,39 +104,28 @@ class MqttPublisher:
             client_id=self.client_id, keepalive_s=keepalive_s,
             will=Will(self.status_topic, json.dumps({"state": "offline"})),
             reconnect_min_s=min_s, reconnect_max_s=max(min_s, round(reconnect_max_s)),
-        ), log)
+            duplicate_hint=(f"Are two gateways configured with site {self.site!r} and gateway id {self.gateway!r}? "
+                            "(`stormwatch gateway --check` given every site file finds them.)"),
+            lost_note="the outbox keeps the readings",
+        ), log, on_session=self._on_session, on_lost=self._connected.clear)
         # paho's own in-flight limit stays OFF (0): our window bounds what is handed over. With a
         # limit, paho 2.2 parks messages as "queued" and, on reconnect, stops resending at the
         # first queued one (client.py _handle_connack), stranding in-flight messages behind it.
         client.max_inflight_messages_set(0)
         client.max_queued_messages_set(0)
-        client.on_connect = self._on_connect
-        client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
         return client
 
-    def _on_connect(self, client: mqtt.Client, _userdata: Any, flags: Any, reason_code: Any, _props: Any) -> None:
-        if getattr(reason_code, "is_failure", False):
-            log.warning("broker %s refused the connection: %s", self.broker.safe_url(), reason_code)
-            return
-        log.info(
-            "connected to %s as %s (session present: %s)",
-            self.broker.safe_url(), self.client_id, getattr(flags, "session_present", "?"),
-        )
+    def _on_session(self, _session_present: bool) -> None:
         status = {
             "state": "online",
             "boot": self.boot,
             "outbox_depth": self.outbox.depth(),
             "time": format_time(self.clock.now()),
         }
-        client.publish(self.status_topic, json.dumps(status), qos=1, retain=True)
+        self._client.publish(self.status_topic, json.dumps(status), qos=1, retain=True)
         self._connected.set()
         self._wake.set()
-
-    def _on_disconnect(self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason_code: Any, _props: Any) -> None:
-        if self._connected.is_set():
-            log.warning("disconnected from %s: %s (outbox keeps the readings)", self.broker.safe_url(), reason_code)
-        self._connected.clear()
 
     def _on_publish(self, _client: mqtt.Client, _userdata: Any, mid: int, _reason: Any, _props: Any) -> None:
         self._acks.put(mid)
@@ -141,6 +136,11 @@ class MqttPublisher:
     @property
     def connected(self) -> bool:
         return self._connected.is_set()
+
+    @property
+    def session(self) -> SessionClient:
+        """The MQTT session (counters ``connects``, ``losses``, ``takeovers``, ``dead_links``)."""
+        return self._client
 
     def start(self) -> None:
         """Connect in the background (retrying until the broker answers) and start pumping."""

@@ -59,7 +59,7 @@ from stormwatch.contract import Reading, dump_readings
 from stormwatch.ingest.lineprotocol import payload_text
 from stormwatch.ingest.mqttclient import make_client
 from stormwatch.ingest.validate import ValidationResult, Validator
-from stormwatch.mqtt import ConnectFailureLog, parse_broker_url
+from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.store import DeadLetter, ReadingStore, SiteInfo, StoreError
 from stormwatch.wire import format_time
@@ -224,32 +224,25 @@ class Ingest:
         self._run_ident: int | None = None
         self._stop_deadline = float("inf")
         self._pending_publishes: list[mqtt.MQTTMessageInfo] = []
-        self._connect_fail = ConnectFailureLog(self.broker, log)
         self._client = self._make_client()
 
     # -- MQTT ------------------------------------------------------------------------------
 
     def _make_client(self) -> SessionClient:
-        client = make_client(self.broker, SessionOptions(client_id=self.client_id, keepalive_s=self.keepalive_s,
-                                                         manual_ack=True, reconnect_min_s=1, reconnect_max_s=30), log)
-        client.on_connect = self._on_connect
-        client.on_connect_fail = self._connect_fail.on_connect_fail
-        client.on_disconnect = self._on_disconnect
+        client = make_client(self.broker, SessionOptions(
+            client_id=self.client_id, keepalive_s=self.keepalive_s, manual_ack=True, reconnect_min_s=1,
+            reconnect_max_s=30, duplicate_hint="Are two ingest processes running with one --client-id? Give each "
+            "its own (a shared subscription group splits the load)."), log,
+            on_session=self._on_session, on_lost=self._connected.clear)
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
         return client
 
-    def _on_connect(self, client: mqtt.Client, _userdata: Any, flags: Any, reason_code: Any, _props: Any) -> None:
-        if reason_code.is_failure:
-            log.error("broker %s:%d refused the connection: %s", self.broker.host, self.broker.port, reason_code)
-            return
+    def _on_session(self, _session_present: bool) -> None:
         with self._gen_lock:
             self._generation += 1
-        failed = self._connect_fail.connected()
-        log.info("connected to %s as %r (session present: %s%s); subscribing to %s (QoS 1)", self.broker.safe_url(),
-                 self.client_id, getattr(flags, "session_present", "?"),
-                 f"; after {failed} failed attempts" if failed else "", self.subscription)
-        client.subscribe(self.subscription, qos=1)
+        log.debug("subscribing to %s (QoS 1)", self.subscription)
+        self._client.subscribe(self.subscription, qos=1)
 
     def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, _mid: int, reason_codes: list[Any],
                       _props: Any) -> None:
@@ -258,13 +251,6 @@ class Ingest:
             log.error("broker refused the subscription to %s: %s", self.subscription, failed)
             return
         self._connected.set()
-
-    def _on_disconnect(self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason_code: Any,
-                       _props: Any) -> None:
-        self._connected.clear()
-        if not self._stop.is_set():
-            log.warning("disconnected from broker %s:%d (%s); reconnecting", self.broker.host, self.broker.port,
-                        reason_code)
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         # Runs in paho's network thread, the only writer of _generation: no lock needed to read it.
@@ -321,8 +307,8 @@ class Ingest:
         (:class:`stormwatch.mqtt.ConnectFailureLog`), and INFO "connected" when it answers.
         """
         self._run_ident = threading.get_ident()
-        log.info("ingest starting: broker %s:%d, client id %r, store %r", self.broker.host, self.broker.port,
-                 self.client_id, self.store)
+        log.info("ingest starting: broker %s, client id %r, subscription %s (QoS 1), store %r", self.broker.safe_url(),
+                 self.client_id, self.subscription, self.store)
         self._client.start()
         next_stats = time.monotonic() + self.stats_interval_s
         next_sites = time.monotonic()
@@ -376,6 +362,11 @@ class Ingest:
     def wait_connected(self, timeout_s: float = 10.0) -> bool:
         """Block until connected and the subscription is granted; ``False`` on timeout."""
         return self._connected.wait(timeout_s)
+
+    @property
+    def session(self) -> SessionClient:
+        """The MQTT session (counters ``connects``, ``losses``, ``takeovers``, ``dead_links``)."""
+        return self._client
 
     @property
     def unacked(self) -> int:

@@ -14,6 +14,12 @@ name                                type    meaning
                                             ``duplicate``, ``store_rejected``, ``internal_error``)
 ``acked_total``                     counter messages acknowledged after a durable write
 ``retries_total``                   counter store retries (batch retries + HTTP retries)
+``mqtt_connects_total``             counter MQTT connections the broker accepted
+``mqtt_disconnects_total``          counter MQTT connections lost (a deliberate stop not counted)
+``mqtt_session_takeovers_total``    counter connections lost to another client with the same client id
+                                            (:mod:`stormwatch.mqtttakeover`)
+``mqtt_dead_connections_total``     counter connections found dead by the keep-alive check
+                                            (:mod:`stormwatch.mqttsession`)
 ``unacked``                         gauge   messages delivered and not yet acknowledged
 ``lag_seconds``                     gauge   clock now - event time of the newest live reading written
                                             (absent before the first write)
@@ -52,6 +58,11 @@ class IngestCollector(Collector):
             ("duplicates", "readings the store already held", ing.duplicates),
             ("acked", "messages acknowledged after a durable write", ing.acked),
             ("retries", "store retries (failed batch writes and HTTP retries)", ing.store_retries),
+            ("mqtt_connects", "MQTT connections the broker accepted", ing.session.connects),
+            ("mqtt_disconnects", "MQTT connections lost (a deliberate stop not counted)", ing.session.losses),
+            ("mqtt_session_takeovers", "MQTT connections lost to another client with the same client id",
+             ing.session.takeovers),
+            ("mqtt_dead_connections", "MQTT connections found dead by the keep-alive check", ing.session.dead_links),
         ):
             yield CounterMetricFamily(PREFIX + name, doc, value=value)
         dead = CounterMetricFamily(PREFIX + "dead_lettered", "dead letters by reason", labels=["reason"])

@@ -21,6 +21,7 @@ set up there, once for every stormwatch client) and relies on paho internals (``
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -82,9 +83,11 @@ class ChunkedReadClient(SessionClient):
         return self._chunk_pos < len(self._chunk)
 
 
-def make_client(broker: BrokerSettings, options: SessionOptions, logger: logging.Logger) -> SessionClient:
+def make_client(broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,
+                on_session: Callable[[bool], None] | None = None,
+                on_lost: Callable[[], None] | None = None) -> SessionClient:
     """A :class:`ChunkedReadClient` (or a plain :class:`~stormwatch.mqttsession.SessionClient` on a paho
-    without the internals it uses); arguments as for ``SessionClient``."""
+    without the internals it uses); arguments (``on_session``, ``on_lost``) as for ``SessionClient``."""
     if all(hasattr(mqtt.Client, name) for name in ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect")):
-        return ChunkedReadClient(broker, options, logger)
-    return SessionClient(broker, options, logger)
+        return ChunkedReadClient(broker, options, logger, on_session=on_session, on_lost=on_lost)
+    return SessionClient(broker, options, logger, on_session=on_session, on_lost=on_lost)

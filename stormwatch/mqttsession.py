@@ -8,7 +8,18 @@
 * an optional last will (:class:`Will`);
 * automatic reconnect in paho's network thread with exponential backoff
   (``reconnect_min_s`` doubling to ``reconnect_max_s``);
-* a keep-alive that finds a dead connection (below).
+* a keep-alive that finds a dead connection (below);
+* takeover detection (:mod:`stormwatch.mqtttakeover`): a second process with the same client id
+  is reported by one ERROR naming the client id and the likely cause, each takeover doubles the
+  reconnect delay (capped at ``takeover_max_s``) and is counted (:attr:`SessionClient.takeovers`);
+* one set of log lines for the three services, in the service's own logger: INFO "connected to
+  <url> as <id> (session present: ...)"; a broker that cannot be reached or refuses the
+  connection, one ERROR per outage (:class:`stormwatch.mqtt.ConnectFailureLog`); a lost
+  connection, WARNING with the reason; a deliberate :meth:`SessionClient.stop`, nothing above DEBUG.
+
+The service gets its own work done through two hooks, both called in paho's network thread:
+``on_session(session_present)`` after every accepted connection (subscribe, publish a status) and
+``on_lost()`` after every lost one. It sets ``on_message``/``on_publish``/``on_subscribe`` itself.
 
 Keep-alive (MQTT 3.1.1 section 3.1.2.10). A connection that silently stops passing packets (a NAT
 mapping that timed out, a cellular modem that lost its bearer) stays "open" until TCP gives up,
@@ -38,12 +49,16 @@ Real-time waits here are transport pacing, not event time.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion, _ConnectionState
 
-from stormwatch.mqtt import BrokerSettings, apply_credentials
+from stormwatch.mqtt import BrokerSettings, ConnectFailureLog, apply_credentials
+from stormwatch.mqtttakeover import SESSION_TAKEN_OVER, TakeoverGuard
 
 #: A connection is dead when the broker has sent nothing for this many keep-alive periods.
 DEAD_AFTER = 1.25
@@ -52,6 +67,8 @@ TICK_FRACTION = 0.1
 #: The paho internals the keep-alive check relies on (paho-mqtt 2.1/2.2).
 _INTERNALS = ("_check_keepalive", "_send_pingreq", "_sock_close", "_do_on_disconnect", "_loop")
 WATCHDOG_SUPPORTED = all(hasattr(mqtt.Client, name) for name in _INTERNALS)
+#: paho's reason for a connection that ended without a DISCONNECT (the broker closed it, or a socket error).
+_UNSPECIFIED_ERROR = 0x80
 
 
 @dataclass(frozen=True)
@@ -83,9 +100,13 @@ class SessionOptions:
         manual_ack: acknowledge QoS 1/2 messages only when the application calls ``ack()``.
         reconnect_min_s, reconnect_max_s: reconnect backoff in whole seconds (paho doubles the
             wait from the minimum up to the maximum while attempts fail).
+        takeover_max_s: cap of the reconnect delay while the session is being taken over (whole s).
+        duplicate_hint: what a duplicate client id most likely means for this service, in a sentence
+            or two (in the takeover ERROR), e.g. "Are two gateways configured with gateway id 'gw'?".
+        lost_note: appended to the WARNING of a lost connection (e.g. "the outbox keeps the readings").
 
     Raises:
-        ValueError: a negative keep-alive, or a reconnect minimum below 1 s or above the maximum.
+        ValueError: a negative keep-alive, or reconnect delays below 1 s or out of order.
     """
 
     client_id: str
@@ -94,53 +115,145 @@ class SessionOptions:
     manual_ack: bool = False
     reconnect_min_s: int = 1
     reconnect_max_s: int = 30
+    takeover_max_s: int = 120
+    duplicate_hint: str = "Are two processes configured with the same client id?"
+    lost_note: str = ""
 
     def __post_init__(self) -> None:
         if self.keepalive_s < 0:
             raise ValueError(f"keepalive_s must be >= 0, got {self.keepalive_s}")
-        if not 1 <= self.reconnect_min_s <= self.reconnect_max_s:
-            raise ValueError(f"need 1 <= reconnect_min_s <= reconnect_max_s, got {self.reconnect_min_s}, "
-                             f"{self.reconnect_max_s}")
+        if not 1 <= self.reconnect_min_s <= min(self.reconnect_max_s, self.takeover_max_s):
+            raise ValueError(f"need 1 <= reconnect_min_s <= reconnect_max_s and takeover_max_s, got "
+                             f"{self.reconnect_min_s}, {self.reconnect_max_s}, {self.takeover_max_s}")
 
 
 class SessionClient(mqtt.Client):
     """A paho client holding one stormwatch MQTT session (module docstring).
 
-    The application sets its callbacks (``on_connect``, ``on_message``...) and calls
-    :meth:`start` once, :meth:`stop` at the end; paho's network thread reconnects in between.
+    The service passes its hooks, sets ``on_message``/``on_publish``/``on_subscribe`` if it needs
+    them, and calls :meth:`start` once, :meth:`stop` at the end; paho's network thread reconnects in
+    between. ``on_connect``, ``on_disconnect`` and ``on_connect_fail`` belong to the session.
 
     Args:
         broker: where to connect (:func:`stormwatch.mqtt.parse_broker_url`).
-        options: client id, keep-alive, will, acknowledgement mode, reconnect backoff.
-        logger: the owning service's logger (dead connections are reported there).
+        options: client id, keep-alive, will, acknowledgement mode, reconnect backoff, log wording.
+        logger: the owning service's logger (every session log line goes there).
+        on_session: called with ``session_present`` after every accepted connection.
+        on_lost: called after every lost connection (also the one :meth:`stop` ends).
+
+    Attributes (counters, read from any thread):
+        connects: connections the broker accepted.
+        losses: connections lost, not counting :meth:`stop`.
+        takeovers: losses counted as session takeovers (:mod:`stormwatch.mqtttakeover`).
+        dead_links: connections found dead by the keep-alive check.
 
     Raises:
         OSError / ssl.SSLError: a TLS file of ``broker`` cannot be read.
     """
 
-    def __init__(self, broker: BrokerSettings, options: SessionOptions, logger: logging.Logger) -> None:
+    def __init__(self, broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,
+                 on_session: Callable[[bool], None] | None = None, on_lost: Callable[[], None] | None = None) -> None:
         super().__init__(CallbackAPIVersion.VERSION2, client_id=options.client_id, clean_session=False,
                          protocol=MQTTProtocolVersion.MQTTv311, manual_ack=options.manual_ack)
         self.broker = broker
         self.options = options
         self.log = logger
-        #: Connections found dead by the keep-alive check.
+        self._on_session = on_session
+        self._on_lost = on_lost
+        self.connects = 0
+        self.losses = 0
         self.dead_links = 0
+        self._guard = TakeoverGuard(min_delay_s=options.reconnect_min_s, max_delay_s=options.takeover_max_s)
+        self._outage = ConnectFailureLog(broker, logger)
+        self._refused = False  # a refusal was logged at ERROR; repeats at DEBUG until connected
+        self._dead_reason: str | None = None  # set by the keep-alive check for the disconnect that follows
+        self._stopping = False
         if options.will is not None:
             w = options.will
             self.will_set(w.topic, w.payload, qos=w.qos, retain=w.retain)
         apply_credentials(self, broker)
         self.reconnect_delay_set(min_delay=options.reconnect_min_s, max_delay=options.reconnect_max_s)
+        self.on_connect = self._connected
+        self.on_connect_fail = self._outage.on_connect_fail
+        self.on_disconnect = self._disconnected
+
+    @property
+    def takeovers(self) -> int:
+        return self._guard.takeovers
+
+    @property
+    def taken_over(self) -> bool:
+        """A takeover episode has been reported and no connection has held long enough since to end it."""
+        return self._guard.in_episode
 
     def start(self) -> None:
         """Connect in the background (paho's network thread retries until the broker answers)."""
+        self._stopping = False
         self.connect_async(self.broker.host, self.broker.port, keepalive=self.options.keepalive_s)
         self.loop_start()
 
     def stop(self) -> None:
         """Disconnect cleanly (DISCONNECT: the broker does not publish the will) and end the network thread."""
+        self._stopping = True
         self.disconnect()
         self.loop_stop()
+
+    # -- connection lifecycle (paho's network thread) -----------------------------------------
+
+    def _connected(self, _client: mqtt.Client, _userdata: Any, flags: mqtt.ConnectFlags, reason_code: Any,
+                   _props: Any) -> None:
+        url, cid = self.broker.safe_url(), self.options.client_id
+        if reason_code.is_failure:
+            level = logging.DEBUG if self._refused else logging.ERROR
+            self._refused = True
+            self.log.log(level, "broker %s refused the connection as %s: %s; retrying%s", url, cid, reason_code,
+                         "" if level == logging.DEBUG else " (repeats logged at DEBUG)")
+            return
+        self._refused = False
+        self.connects += 1
+        self._guard.connected(time.monotonic())
+        failed = self._outage.connected()
+        present = bool(flags.session_present)
+        self.log.log(logging.DEBUG if self._guard.in_episode else logging.INFO,
+                     "connected to %s as %s (session present: %s%s)", url, cid, present,
+                     f"; after {failed} failed attempts" if failed else "")
+        if self._on_session is not None:
+            self._on_session(present)
+
+    def _disconnected(self, _client: mqtt.Client, _userdata: Any, flags: mqtt.DisconnectFlags, reason_code: Any,
+                      _props: Any) -> None:
+        dead, self._dead_reason = self._dead_reason, None
+        if self._stopping:
+            self.log.debug("disconnected from %s (%s)", self.broker.safe_url(), reason_code)
+        else:
+            self.losses += 1
+            self._classify(flags, reason_code, dead)
+        if self._on_lost is not None:
+            self._on_lost()
+
+    def _classify(self, flags: mqtt.DisconnectFlags, reason_code: Any, dead: str | None) -> None:
+        url, cid, opts = self.broker.safe_url(), self.options.client_id, self.options
+        from_broker = bool(flags.is_disconnect_packet_from_server)
+        code = getattr(reason_code, "value", None)
+        verdict = self._guard.lost(time.monotonic(), taken_over=from_broker and code == SESSION_TAKEN_OVER,
+                                   broker_closed=dead is None and not from_broker and code == _UNSPECIFIED_ERROR)
+        note = f"; {opts.lost_note}" if opts.lost_note else ""
+        if verdict.report:
+            why = ("the broker said so: MQTT reason 0x8E" if code == SESSION_TAKEN_OVER
+                   else f"the broker closed this connection right after accepting it, {verdict.streak} times in a row")
+            self.log.error("session taken over: another client connects to %s with client id %r (%s). %s "
+                           "Reconnecting with backoff up to %d s; further takeovers logged at DEBUG",
+                           url, cid, why, opts.duplicate_hint, opts.takeover_max_s)
+        elif verdict.quiet:
+            self.log.debug("session %r taken over again (%d in a row; %d in all); reconnecting in %d s", cid,
+                           verdict.streak, self._guard.takeovers, verdict.reconnect_delay_s)
+        elif dead is not None:
+            self.log.warning("%s: connection presumed dead; reconnecting%s", dead, note)
+        else:
+            self.log.warning("disconnected from %s: %s; reconnecting%s", url, reason_code, note)
+        # paho resets its delay to the minimum on every accepted connection: a takeover raises the minimum.
+        delay = verdict.reconnect_delay_s
+        self.reconnect_delay_set(min_delay=delay, max_delay=max(delay, opts.reconnect_max_s))
 
     # -- keep-alive (paho internals, see the module docstring) ----------------------------------
 
@@ -178,9 +291,8 @@ class SessionClient(mqtt.Client):
 
     def _declare_dead(self, silent: float, keepalive: int) -> None:
         self.dead_links += 1
-        self.log.warning("no packet from broker %s for %.1f s (keepalive %d s%s): connection presumed dead; "
-                         "reconnecting", self.broker.safe_url(), silent, keepalive,
-                         ", PINGREQ unanswered" if self._ping_t > 0 else "")
+        self._dead_reason = (f"no packet from broker {self.broker.safe_url()} for {silent:.1f} s (keepalive "
+                             f"{keepalive} s{', PINGREQ unanswered' if self._ping_t > 0 else ''})")
         self._sock_close()
         if self._state in (_ConnectionState.MQTT_CS_DISCONNECTING, _ConnectionState.MQTT_CS_DISCONNECTED):
             self._state = _ConnectionState.MQTT_CS_DISCONNECTED

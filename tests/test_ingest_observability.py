@@ -58,6 +58,10 @@ def test_metrics_endpoint_and_log_line(own_mosquitto: servers.Mosquitto, tmp_pat
     assert got[("stormwatch_ingest_acked_total", ())] == 5
     assert got[("stormwatch_ingest_unacked", ())] == 0
     assert got[("stormwatch_ingest_retries_total", ())] == 0
+    # One MQTT connection, never lost, taken over or found dead.
+    assert got[("stormwatch_ingest_mqtt_connects_total", ())] == 1
+    for name in ("disconnects", "session_takeovers", "dead_connections"):
+        assert got[(f"stormwatch_ingest_mqtt_{name}_total", ())] == 0
     dead = {labels[0][1]: v for (name, labels), v in got.items() if name == "stormwatch_ingest_dead_lettered_total"}
     assert dead == {"duplicate": 1, "future_time": 1, "unit_mismatch": 1}
     # Lag = clock now (12:10) - event time of the newest live reading written (12:04) = 6 min.

@@ -1,5 +1,9 @@
 """The MQTT session every stormwatch client shares (``stormwatch/mqttsession.py``), on a real Mosquitto.
 
+Duplicate client ids (issue 12.1): two gateways and two ingest workers, each pair with one client
+id, run for 60 s: each process connects at most ~10 times, logs one ERROR naming the client id,
+counts the takeovers; the alert service reports the two gateways once.
+
 Dead link (issue 12.2): a TCP proxy between the clients and the broker stops forwarding without
 closing (a NAT mapping that timed out). The gateway publisher, ingest and the alert service each
 find it within 1.5 × keepalive (the broker's own limit, MQTT 3.1.1 section 3.1.2.10), reconnect
@@ -15,17 +19,23 @@ import time
 from pathlib import Path
 
 import pytest
-from ingest_support import Publisher, SteadyClock, make_validator, wait_until, wire
+from ingest_support import REPO, Publisher, Running, SteadyClock, make_validator, wait_until, wire
 from test_alerts_support import T0, FixedClock, live_service, site
-from test_gateway_support import Collector, TcpProxy
+from test_gateway_support import Collector, RegisterServer, TcpProxy
+from test_ingest_observability import scrape
 
-from stormwatch import topics
+from stormwatch import servers, topics
+from stormwatch.clock import ScenarioClock
+from stormwatch.config import load_site, parse_site
 from stormwatch.contract import Reading, dump_readings
 from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.publisher import MqttPublisher
+from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
+from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.mqtt import parse_broker_url
+from stormwatch.profiles import ProfileLibrary
 
 pytestmark = pytest.mark.mosquitto
 
@@ -74,7 +84,7 @@ def test_dead_link_is_found_within_one_and_a_half_keepalive_and_every_client_car
                 assert record.levelno == logging.WARNING
                 found_after = record.created - stalled_at
                 assert found_after <= 1.5 * KEEPALIVE_S, f"{name}: dead link found after {found_after:.1f} s"
-                assert f"(keepalive {KEEPALIVE_S} s" in record.getMessage()
+                assert f"(keepalive {KEEPALIVE_S} s, PINGREQ unanswered)" in record.getMessage()
 
             # Each reconnects through a fresh connection (the proxy forwards new ones) and carries on.
             wait_until(lambda: publisher.connected, what="the publisher to reconnect")
@@ -98,3 +108,97 @@ def test_dead_link_is_found_within_one_and_a_half_keepalive_and_every_client_car
         store.close()
         outbox.close()
         proxy.cut()
+
+
+# -- duplicate client ids (issue 12.1) ------------------------------------------------------------
+
+EXAMPLE_SITE = "riverside-commons"
+EXAMPLE_GW = "gw-riverside-1"
+TAKEOVER_TEXT = "session taken over"
+
+
+def _errors(caplog: pytest.LogCaptureFixture, name: str, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == name and r.levelno == logging.ERROR and text in r.getMessage()]
+
+
+def _broker_connects(broker: servers.Mosquitto, client_id: str) -> int:
+    """Connections Mosquitto accepted for ``client_id``, from its own log (log_type notice)."""
+    text = (broker.data_dir / "mosquitto.log").read_text(errors="replace")
+    return text.count(f" as {client_id} (")
+
+
+def test_two_gateways_and_two_ingests_with_one_client_id_for_60_s(
+        own_mosquitto, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Two gateways copied from one site file (one gateway id, so one MQTT client id) and two ingest
+    workers started with one --client-id run side by side for 60 s on a real Mosquitto, with the
+    alert service watching the site. Each process connects at most ~10 times (about once a second
+    before, ~65 times), logs ONE ERROR naming its client id, and counts the takeovers; the alert
+    service reports the two gateways once instead of "online" at every connect."""
+    caplog.set_level(logging.INFO)
+    profiles = ProfileLibrary()
+    device = RegisterServer(unit_ids=(1,)).start()
+    device.dynamic[1] = lambda address, n: 1000 + n if address == 0 else None  # one tip per poll
+    cfg = parse_site(
+        {"site": {"id": EXAMPLE_SITE, "jurisdiction": "ch133"}, "gateway_id": EXAMPLE_GW,
+         "devices": [{"id": "rain-1", "profile": "tipping_bucket_modbus_counter", "poll_interval_s": 60,
+                      "transport": {"kind": "modbus-tcp", "host": "127.0.0.1", "port": device.port}}]},
+        "copied-site.yaml", profiles,
+    )
+    clock = ScenarioClock(sim_start=T0, speed=10.0, wall_start=time.time())  # a poll every 6 real s
+    store = SqliteStore(tmp_path / "store.db")
+    gateways = [Gateway(cfg, profiles, clock, own_mosquitto.url, tmp_path / f"gw{i}") for i in (1, 2)]
+    threads = [threading.Thread(target=gw.run, daemon=True) for gw in gateways]
+    ingests: list[Running] = []
+    metrics = None
+    try:
+        with live_service(load_site(REPO / "examples" / "site.yaml", profiles), own_mosquitto.url,
+                          tmp_path / "alerts", FixedClock(), "takeover-alerts"):
+            for t in threads:
+                t.start()
+            ingests.append(Running(own_mosquitto, store, client_id="ingest-twin"))
+            metrics = serve_metrics(ingests[0].ingest, 0)
+            ingests.append(Running(own_mosquitto, store, client_id="ingest-twin"))
+            time.sleep(60)
+            scraped = scrape(metrics.server_port)
+    finally:
+        if metrics is not None:
+            metrics.shutdown()
+        for gw in gateways:
+            gw.stop()
+        for run in ingests:
+            run.stop()
+        device.stop()
+        stored = store.query_readings(EXAMPLE_SITE)
+        store.close()
+
+    gateway_id = f"stormwatch-{EXAMPLE_SITE}-{EXAMPLE_GW}"
+    for gw in gateways:
+        session = gw.publisher.session
+        assert 2 <= session.connects <= 10, f"gateway {gw.boot}: {session.connects} connects in 60 s"
+        assert session.taken_over and session.takeovers >= 3
+    for run in ingests:
+        assert 2 <= run.ingest.session.connects <= 10, f"ingest: {run.ingest.session.connects} connects in 60 s"
+        assert run.ingest.session.taken_over
+    # The broker's own count agrees: ~6 connections each instead of ~65.
+    assert _broker_connects(own_mosquitto, gateway_id) <= 20
+    assert _broker_connects(own_mosquitto, "ingest-twin") <= 20
+    # ONE ERROR per process, naming the client id and the likely cause.
+    gateway_errors = _errors(caplog, "stormwatch.gateway.publisher", TAKEOVER_TEXT)
+    assert len(gateway_errors) == 2
+    for message in gateway_errors:
+        assert f"with client id {gateway_id!r}" in message
+        assert f"Are two gateways configured with site {EXAMPLE_SITE!r} and gateway id {EXAMPLE_GW!r}?" in message
+    ingest_errors = _errors(caplog, "stormwatch.ingest.consumer", TAKEOVER_TEXT)
+    assert len(ingest_errors) == 2 and all("with client id 'ingest-twin'" in m for m in ingest_errors)
+    # Counted in the ingest metrics.
+    assert scraped[("stormwatch_ingest_mqtt_session_takeovers_total", ())] >= 3
+    assert 2 <= scraped[("stormwatch_ingest_mqtt_connects_total", ())] <= 10
+    # The alert service: one ERROR about the two gateways, not "online" at every connect.
+    alert_errors = _errors(caplog, "stormwatch.alerts.service", "two gateways publish under one gateway id")
+    assert len(alert_errors) == 1 and alert_errors[0].startswith(f"{EXAMPLE_SITE}: gateway {EXAMPLE_GW}: ")
+    online_lines = [r for r in caplog.records if r.name == "stormwatch.alerts.service" and r.levelno >= logging.INFO
+                    and f"gateway {EXAMPLE_GW} is online" in r.getMessage()]
+    assert len(online_lines) <= 2
+    # Both gateways' readings arrive (under their two boots): nothing is lost by the backoff.
+    assert {r.boot for r in stored} == {gw.boot for gw in gateways}

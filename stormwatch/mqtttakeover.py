@@ -1,0 +1,113 @@
+"""Telling a session taken over by another client with the same client id from an ordinary lost connection.
+
+MQTT allows one connection per client id: when a second client connects with the id of a
+connected one, the broker closes the first (MQTT 3.1.1 section 3.1.4, step 2; MQTT 5 sends it a
+DISCONNECT with reason code 0x8E "Session taken over" first, section 4.13). Two processes
+configured with one id (two gateways copied from one site file, two ingest workers with one
+``--client-id``) then take the session from each other every time they reconnect -- about once a
+second forever with paho's default backoff, each side seeing only "Unspecified error".
+
+:class:`TakeoverGuard` classifies each loss of a connection:
+
+* MQTT 5 reason code 0x8E from the broker: a takeover, certain;
+* MQTT 3.1.1 (no reason on the wire; Mosquitto 2.0.11 does not send 0x8E on MQTT 5 either): the
+  broker closed the connection less than ``short_s`` after accepting it -- a takeover suspected,
+  reported once it happened ``suspect_after`` times in a row;
+* anything else (a keep-alive timeout, a connection that lasted): not a takeover; the streak ends.
+
+Each takeover doubles the reconnect delay (``min_delay_s``, 2×, 4×... capped at ``max_delay_s``),
+so two clients with one id settle into long alternating turns instead of a storm of connects.
+The first report of an *episode* is what the session logs as one ERROR; further losses of the
+episode are quiet, until a connection holds for ``quiet_s`` (the episode is then over).
+
+Times are real monotonic seconds passed in by the caller (transport, not event time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: MQTT 5 reason code "Session taken over" (MQTT 5.0 section 2.4, table 2-6).
+SESSION_TAKEN_OVER = 0x8E
+
+
+@dataclass(frozen=True)
+class LossVerdict:
+    """What one lost connection means.
+
+    Attributes:
+        takeover: the loss counts as a (certain or suspected) session takeover.
+        report: this is the first loss of a takeover episode that is sure enough to report.
+        quiet: a loss inside an episode already reported (log it at DEBUG).
+        streak: consecutive takeovers so far (0 when this loss is not one).
+        reconnect_delay_s: whole seconds to wait before reconnecting.
+    """
+
+    takeover: bool
+    report: bool
+    quiet: bool
+    streak: int
+    reconnect_delay_s: int
+
+
+class TakeoverGuard:
+    """Classifies the lost connections of one client (module docstring). Not thread-safe: call it
+    from the client's network thread only.
+
+    Args:
+        short_s: a connection the broker closes sooner than this after accepting it is suspect (s).
+        suspect_after: suspected takeovers in a row before one is reported (MQTT 3.1.1).
+        quiet_s: a connection that holds this long ends an episode (s).
+        min_delay_s, max_delay_s: reconnect delay after the first takeover, and its cap (whole s).
+
+    Raises:
+        ValueError: a bound that makes no sense (``suspect_after < 1``, delays out of order).
+    """
+
+    def __init__(self, *, short_s: float = 10.0, suspect_after: int = 3, quiet_s: float = 600.0,
+                 min_delay_s: int = 1, max_delay_s: int = 120) -> None:
+        if suspect_after < 1 or not 1 <= min_delay_s <= max_delay_s or short_s <= 0 or quiet_s < short_s:
+            raise ValueError("TakeoverGuard needs suspect_after >= 1, 1 <= min_delay_s <= max_delay_s, "
+                             "0 < short_s <= quiet_s")
+        self.short_s = short_s
+        self.suspect_after = suspect_after
+        self.quiet_s = quiet_s
+        self.min_delay_s = min_delay_s
+        self.max_delay_s = max_delay_s
+        #: Losses counted as takeovers (certain or suspected), since the start.
+        self.takeovers = 0
+        self._streak = 0
+        self._connected_at: float | None = None
+        self._reported = False
+
+    @property
+    def in_episode(self) -> bool:
+        """A takeover has been reported and no connection has held for ``quiet_s`` since."""
+        return self._reported
+
+    def connected(self, now: float) -> None:
+        """The broker accepted a connection at ``now``."""
+        self._connected_at = now
+
+    def lost(self, now: float, *, taken_over: bool, broker_closed: bool) -> LossVerdict:
+        """A connection ended at ``now``.
+
+        Args:
+            taken_over: the broker said so (MQTT 5 reason code 0x8E).
+            broker_closed: the broker closed the connection without a reason (the MQTT 3.1.1 way;
+                not a keep-alive timeout of ours, not our own disconnect).
+        """
+        held = float("inf") if self._connected_at is None else now - self._connected_at
+        self._connected_at = None
+        if self._reported and held >= self.quiet_s:
+            self._reported = False
+        if not (taken_over or (broker_closed and held < self.short_s)):
+            self._streak = 0
+            return LossVerdict(False, False, self._reported, 0, self.min_delay_s)
+        self._streak += 1
+        self.takeovers += 1
+        report = not self._reported and (taken_over or self._streak >= self.suspect_after)
+        quiet = self._reported
+        self._reported = self._reported or report
+        delay = min(self.max_delay_s, self.min_delay_s * 2 ** min(self._streak - 1, 30))
+        return LossVerdict(True, report, quiet, self._streak, delay)
