@@ -14,6 +14,9 @@
 (one ERROR, one INFO when the clock is set); default: the build date for the wall clock
 (:mod:`stormwatch.gateway.clockfloor`).
 
+``--check`` accepts several ``--site`` files or a directory of them and also refuses two sites
+whose gateways share a gateway id or an MQTT client id (:mod:`stormwatch.gateway.fleet`).
+
 ``stormwatch gateway`` validates the site and profiles (pydantic), compiles them into a plan
 (:mod:`stormwatch.gateway.plan`), writes ``<state-dir>/plan.json`` and replaces itself (``os.execve``, same
 pid) with the lean ``python -m stormwatch.gateway --plan <state-dir>/plan.json`` process, which imports no
@@ -35,11 +38,12 @@ import typer
 
 from stormwatch.cliutil import fail
 from stormwatch.clock import CLOCK_FILE_ENV, WallClock, service_clock
-from stormwatch.config import ConfigError, load_site
+from stormwatch.config import ConfigError, SiteConfig, load_site
 from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
 from stormwatch.gateway.fieldtool import FieldToolError, decode_text
-from stormwatch.gateway.plan import PlanError, compile_plan
+from stormwatch.gateway.fleet import fleet_conflicts, site_files
+from stormwatch.gateway.plan import GatewayPlan, PlanError, compile_plan
 from stormwatch.gateway.run import run_plan, write_plan
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary
@@ -51,7 +55,11 @@ PLAN_FILE = "plan.json"
 
 
 def gateway_command(
-    site: Path = typer.Option(..., "--site", help="Site YAML file."),
+    site: list[Path] = typer.Option(
+        ..., "--site", metavar="FILE",
+        help="Site YAML file. With --check, repeat --site or give a directory: the sites are checked together "
+             "and two gateways sharing an id are refused.",
+    ),
     broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", help="mqtt://host:port or mqtts://host:port"),
     state_dir: Path = typer.Option(Path("./var/gateway"), "--state-dir", help="Outbox and counter baselines."),
     clock_file: Path | None = typer.Option(
@@ -65,7 +73,7 @@ def gateway_command(
              "before NTP). Default: the build date, for the wall clock.",
     ),
     profiles_dir: Path | None = typer.Option(None, "--profiles", help="Device profile directory."),
-    check: bool = typer.Option(False, "--check", help="Validate the site, profiles and broker URL, then exit."),
+    check: bool = typer.Option(False, "--check", help="Validate the site(s), profiles and broker URL, then exit."),
     no_exec: bool = typer.Option(
         False, "--no-exec",
         help="Run in this process instead of exec'ing the lean `python -m stormwatch.gateway --plan`.",
@@ -78,13 +86,26 @@ def gateway_command(
     """
     profiles = ProfileLibrary(profiles_dir)
     try:
-        cfg = load_site(site, profiles)
+        files = site_files(site)
+    except ValueError as exc:
+        fail(str(exc))
+    if len(files) > 1 and not check:
+        fail(f"--site: a gateway runs one site, got {len(files)} site files (several are for --check)")
+    checked: list[tuple[Path, SiteConfig, GatewayPlan]] = []
+    try:
         parse_broker_url(broker, os.environ)
-        plan = compile_plan(cfg, profiles)
-        for device in plan.devices:
-            build_driver(device, plan.profile(device), WallClock(), {})
+        for path in files:
+            cfg = load_site(path, profiles)
+            plan = compile_plan(cfg, profiles)
+            for device in plan.devices:
+                build_driver(device, plan.profile(device), WallClock(), {})
+            checked.append((path, cfg, plan))
     except (ConfigError, ProfileError, PlanError, UnsupportedDevice, BrokerUrlError) as exc:
         fail(str(exc))
+    conflicts = fleet_conflicts([(path, cfg) for path, cfg, _ in checked])
+    if conflicts:
+        fail("; ".join(conflicts))
+    _, cfg, plan = checked[0]
     until_dt: datetime | None = None
     if until is not None:
         try:
@@ -100,10 +121,11 @@ def gateway_command(
         except ValueError as exc:
             fail(str(exc))
     if check:
-        typer.echo(
-            f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {len(cfg.devices)} devices: "
-            + ", ".join(f"{d.id} ({d.profile} via {d.transport.kind})" for d in cfg.devices)
-        )
+        for _, cfg, _ in checked:
+            typer.echo(
+                f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {len(cfg.devices)} devices: "
+                + ", ".join(f"{d.id} ({d.profile} via {d.transport.kind})" for d in cfg.devices)
+            )
         return
     try:
         clock = service_clock(clock_file)
