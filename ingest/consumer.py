@@ -219,6 +219,7 @@ class Ingest:
         self._stop = threading.Event()
         self._done = threading.Event()
         self._connected = threading.Event()
+        self._subscribed_once = False
         self._generation = 0
         self._gen_lock = threading.Lock()
         self._run_ident: int | None = None
@@ -250,6 +251,10 @@ class Ingest:
         if failed:
             log.error("broker refused the subscription to %s: %s", self.subscription, failed)
             return
+        # INFO once; every reconnect already logs "connected" (stormwatch.mqttsession).
+        log.log(logging.DEBUG if self._subscribed_once else logging.INFO, "subscribed to %s (QoS 1)",
+                self.subscription)
+        self._subscribed_once = True
         self._connected.set()
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:

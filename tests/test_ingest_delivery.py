@@ -111,10 +111,9 @@ def _worker(broker: servers.Mosquitto, store_url: str, client_id: str, group: st
             "--batch-ms", "50", "--stats-interval-s", "2"]
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    wait_until(lambda: "subscribing to $share/" in log.read_text(errors="replace") or proc.poll() is not None,
+    wait_until(lambda: "subscribed to $share/" in log.read_text(errors="replace") or proc.poll() is not None,
                timeout_s=30, what=f"{client_id} subscribed")
     assert proc.poll() is None, log.read_text()
-    time.sleep(0.3)  # SUBACK
     return proc
 
 
