@@ -18,9 +18,12 @@ Behaviour (failure-kinds.md #14-#18):
   at WARNING -- backfill older than the retention policy fails loudly, never silently (#15);
 * the database is created (``CREATE DATABASE``, idempotent) before the first write.
 
-Deduplication: InfluxDB identity is measurement + tag set + timestamp, so a redelivered reading
-overwrites itself; :meth:`Influx1Store.write_readings` therefore returns the number of points
-*written*, which counts a duplicate again (the SQLite store reports exact new counts).
+No reading over another (issue 11 item 4): InfluxDB identity is measurement + tag set +
+timestamp, so before each write the store looks up the identities it already holds at the batch's
+series and microseconds (:meth:`Influx1Store._stored`, InfluxQL) and gives every new reading a free
+timestamp slot (:mod:`stormwatch.ingest.influxwrite`). A redelivered reading is found and not
+written again: :meth:`Influx1Store.write_readings` returns the number of *new* readings, like the
+SQLite store.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import logging
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
@@ -40,7 +43,7 @@ from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading
-from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable
+from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
 from stormwatch.ingest.lineprotocol import (
     DEADLETTER,
     READINGS,
@@ -56,6 +59,8 @@ log = logging.getLogger(__name__)
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: HTTP statuses that mean "this content is refused" (bisect the batch).
 _REJECT_STATUSES = frozenset({400, 413, 422})
+#: InfluxQL statements sent in one ``/query`` request when looking up stored points.
+_STATEMENTS_PER_QUERY = 100
 
 
 def influxql_string(text: str) -> str:
@@ -267,6 +272,23 @@ class Influx1Store(LineProtocolWrites):
 
     def _target(self) -> str:
         return f"{self.base_url}/{self.database}"
+
+    def _stored(self, measurement: str, fields: tuple[str, ...], windows: Sequence[Window]) -> Iterator[StoredPoint]:
+        """InfluxQL: one ``SELECT <fields> ... GROUP BY *`` statement per window, at most
+        :data:`_STATEMENTS_PER_QUERY` statements per request."""
+        selected = ", ".join(influxql_ident(f) for f in fields)
+        statements = []
+        for w in windows:
+            where = " AND ".join(
+                "(" + " OR ".join(f"{influxql_ident(tag)} = {influxql_string(v)}" for v in values) + ")"
+                for tag, values in w.match)
+            statements.append(f"SELECT {selected} FROM {self._from(measurement)} WHERE {where} "
+                              f"AND time >= {w.start_ns} AND time <= {w.stop_ns} GROUP BY *")
+        for i in range(0, len(statements), _STATEMENTS_PER_QUERY):
+            for series in self._query("; ".join(statements[i:i + _STATEMENTS_PER_QUERY])):
+                tags = series.get("tags") or {}
+                for values in series.get("values", []):
+                    yield StoredPoint(tags, int(values[0]), tuple(values[1:]))
 
     def _deadletter_topic(self) -> str:
         return f"influx1:{self.database}"

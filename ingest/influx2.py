@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import cast
 
@@ -24,7 +24,7 @@ from influxdb_client.client.write_api import SYNCHRONOUS
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading
-from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable
+from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
 from stormwatch.ingest.lineprotocol import (
     READINGS,
     time_ns,
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 _REJECT_STATUSES = frozenset({400, 413, 422})
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: Columns of a pivoted Flux record that are not tags.
+_NOT_TAGS = frozenset({"result", "table", "stormwatch_ns"})
 
 
 def flux_string(text: str) -> str:
@@ -121,6 +123,32 @@ class Influx2Store(LineProtocolWrites):
 
     def _target(self) -> str:
         return self.url
+
+    def _stored(self, measurement: str, fields: tuple[str, ...], windows: Sequence[Window]) -> Iterator[StoredPoint]:
+        """Flux, one query per window: the fields pivoted into columns, the time as integer ns
+        (``int(v: r._time)``: the Python client would cut ``_time`` to microseconds)."""
+        field_test = " or ".join(f"r._field == {flux_string(f)}" for f in fields)
+        for w in windows:
+            match = " and ".join("(" + " or ".join(f"r[{flux_string(tag)}] == {flux_string(v)}" for v in values) + ")"
+                                 for tag, values in w.match)
+            flux = (
+                f"from(bucket: {flux_string(self.bucket)})"
+                f" |> range(start: time(v: {w.start_ns}), stop: time(v: {w.stop_ns + 1}))"
+                f" |> filter(fn: (r) => r._measurement == {flux_string(measurement)} and {match})"
+                f" |> filter(fn: (r) => {field_test})"
+                ' |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")'
+                " |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))"
+            )
+            try:
+                tables = self._client.query_api().query(flux, org=self.org)
+            except Exception as exc:
+                raise StoreError(f"InfluxDB {self.url} Flux query failed: {exc}") from exc
+            for table in tables:
+                for rec in table.records:
+                    values = rec.values
+                    tags = {k: str(v) for k, v in values.items()
+                            if not k.startswith("_") and k not in fields and k not in _NOT_TAGS}
+                    yield StoredPoint(tags, int(values["stormwatch_ns"]), tuple(values.get(f) for f in fields))
 
     def _deadletter_topic(self) -> str:
         return f"influx2:{self.bucket}"

@@ -5,23 +5,142 @@ through the store's ``_send`` (one request; raises :class:`~stormwatch.ingest.sp
 the server refuses the content). A refused batch is bisected (:func:`stormwatch.ingest.splitwrite.write_split`)
 so only the refused lines are lost; each is logged at WARNING and dead-lettered as
 ``store_rejected`` (failure-kinds.md #15).
+
+InfluxDB keeps every reading it acknowledges (issue 11 item 4). A point is identified by
+measurement + tag set + timestamp, and a second point with the same three silently replaces the
+first: two *different* readings of one device and quantity at the same event time -- two tips in
+one second (design-notes.md: two tips with the same time are two readings), two boots of a gateway
+polling the same slot, an import beside live data -- used to overwrite each other (100,000
+readings sharing one time left 23 points). So before writing, :meth:`LineProtocolWrites.write_readings`
+reads which identities ``(gateway, boot, seq)`` the database already holds at the batch's series
+and microseconds (one query per batch, :meth:`LineProtocolWrites._stored`) and gives every reading
+a free place:
+
+* a *timestamp slot*: event time in ns + 0..999. Event times are exact to the microsecond, so the
+  slot never changes a reading's time as read back (:func:`stormwatch.ingest.lineprotocol.from_ns`
+  truncates to the microsecond). A reading tries slot ``crc32(identity) mod 1000`` first, then
+  the next free one;
+* when all 1,000 slots of its series and microsecond hold other readings, a *page*: the tag
+  ``page`` = ``1``, ``2``, ... (absent on page 0) makes another series with 1,000 more slots. Only
+  more than 1,000 readings of one device and quantity in one microsecond need one, so the tag
+  costs no cardinality in normal operation, and no input can make a reading overwrite another.
+
+A reading whose identity is already stored is not written again (a redelivery: counted as not
+new, like SQLite's unique key). Dead letters are given free nanoseconds the same way.
+
+Limit: the lookup and the write are two requests. Two processes writing to one database at the
+same moment (ingest workers sharing a subscription, an import beside ingest) can still pick the
+same place for two different readings of one series and microsecond if their identities hash to
+the same slot (1 in 1,000) within that moment; one process never does (its writes hold the
+store's lock).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from datetime import datetime
-from typing import ClassVar, TypeVar
+import zlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, TypeVar
 
 from stormwatch.clock import Clock
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.lineprotocol import deadletter_points, encode_points, event_point, reading_line, site_point
+from stormwatch.ingest.lineprotocol import (
+    DEADLETTER,
+    READINGS,
+    SLOTS_PER_US,
+    deadletter_points,
+    encode_points,
+    event_point,
+    reading_line,
+    site_point,
+    time_ns,
+)
 from stormwatch.ingest.splitwrite import write_split
 from stormwatch.store import DeadLetter, SiteInfo, StoreError
 
 T = TypeVar("T")
+
+#: Points of one site (or dead-letter reason) closer than this in time are looked up in one window.
+WINDOW_GAP = timedelta(minutes=10)
+_WINDOW_GAP_US = int(WINDOW_GAP.total_seconds()) * 1_000_000
+
+Identity = tuple[str, str, int]
+#: How far past its receive time a dead letter's stored time is looked for (1 s in ns).
+_DEADLETTER_SPREAD_NS = 999_999_999
+
+
+@dataclass(frozen=True)
+class Window:
+    """Points to look up: ``start_ns <= time <= stop_ns`` and, for each ``(tag, values)`` of
+    ``match``, the tag equal to one of the values."""
+
+    match: tuple[tuple[str, tuple[str, ...]], ...]
+    start_ns: int
+    stop_ns: int
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    """A point found by :meth:`LineProtocolWrites._stored`: its tags, time (ns) and the asked fields
+    (``None`` where the point has no such field)."""
+
+    tags: Mapping[str, str]
+    time_ns: int
+    fields: tuple[Any, ...]
+
+
+def cover(pinned: str, spans: Mapping[str, Iterable[tuple[int, str]]], any_of: str | None = None) -> list[Window]:
+    """Windows covering every microsecond of ``spans`` (one window per run of microseconds closer
+    than :data:`WINDOW_GAP`).
+
+    Args:
+        pinned: the tag every window fixes (``site``, ``reason``).
+        spans: its value -> ``(microsecond, value of tag any_of)`` pairs.
+        any_of: a second tag a window matches any of the values of (``device``), or ``None``.
+    """
+    out: list[Window] = []
+
+    def close(value: str, run: list[tuple[int, str]]) -> None:
+        match: tuple[tuple[str, tuple[str, ...]], ...] = ((pinned, (value,)),)
+        if any_of is not None:
+            match += ((any_of, tuple(sorted({v for _, v in run}))),)
+        out.append(Window(match, run[0][0] * 1_000, run[-1][0] * 1_000 + SLOTS_PER_US - 1))
+
+    for value, items in spans.items():
+        run: list[tuple[int, str]] = []
+        for item in sorted(items):
+            if run and item[0] - run[-1][0] > _WINDOW_GAP_US:
+                close(value, run)
+                run = []
+            run.append(item)
+        if run:
+            close(value, run)
+    return out
+
+
+def home_slot(identity: Identity) -> int:
+    """The slot a reading tries first: a stable hash of its identity (the same in every process)."""
+    gateway, boot, seq = identity
+    return zlib.crc32(f"{gateway}\x00{boot}\x00{seq}".encode()) % SLOTS_PER_US
+
+
+#: The tag of a reading's page of timestamp slots (absent on page 0; see the module docstring).
+PAGE_TAG = "page"
+#: A place of a reading in one series and microsecond: (page, slot).
+Place = tuple[int, int]
+
+
+@dataclass
+class Placement:
+    """Where the readings of one write go: ``new`` (reading, page, slot) and ``stored`` (their
+    identity is already held: not written again)."""
+
+    new: list[tuple[Reading, int, int]]
+    stored: list[Reading]
 
 
 class Retryable(Exception):
@@ -41,10 +160,11 @@ class Retryable(Exception):
 class LineProtocolWrites:
     """Mixin: ``write_lines`` and the ReadingStore writes of a line-protocol store.
 
-    The store provides ``_send(lines)``, ``_lock`` (an RLock), ``batch_lines``, ``clock`` (stamps
-    dead letters), ``rejected_total`` (refused lines so far), ``_log`` (its module's logger),
-    ``_target()`` (where it writes, for logs) and ``_deadletter_topic()``; ``_before_write()`` runs
-    under the lock before each :meth:`write_lines` (default: nothing).
+    The store provides ``_send(lines)``, ``_stored(measurement, fields, windows)`` (a query),
+    ``_lock`` (an RLock), ``batch_lines``, ``clock`` (stamps dead letters), ``rejected_total``
+    (refused lines so far), ``_log`` (its module's logger), ``_target()`` (where it writes, for
+    logs) and ``_deadletter_topic()``; ``_before_write()`` runs under the lock before each write
+    (default: nothing).
     """
 
     _log: ClassVar[logging.Logger]
@@ -97,6 +217,14 @@ class LineProtocolWrites:
     def _before_write(self) -> None:
         """Runs under the lock before a write (e.g. create the database)."""
 
+    def _stored(self, measurement: str, fields: tuple[str, ...], windows: Sequence[Window]) -> Iterator[StoredPoint]:
+        """The points of ``measurement`` in ``windows`` with their tags and ``fields``.
+
+        Raises:
+            StoreError: the server is unavailable or the query failed.
+        """
+        raise NotImplementedError
+
     def write_lines(self, lines: Sequence[str]) -> list[tuple[str, str]]:
         """Write line-protocol lines in batches; returns the refused ``(line, server message)``.
 
@@ -122,20 +250,67 @@ class LineProtocolWrites:
             self._log.warning("InfluxDB %s refused a line (dead-lettered as store_rejected): %s -- line: %.200s",
                               self._target(), message, line)
             letters.append(DeadLetter("store_rejected", message, self._deadletter_topic(), line.encode(), now))
-        for line, message in self.write_lines(encode_points(deadletter_points(letters))):
-            self._log.error("InfluxDB refused the dead letter of a refused line too: %s -- %.200s", message, line)
+        self._write_deadletters(letters, "the dead letter of a refused line")
+
+    def _place(self, readings: Sequence[Reading]) -> Placement:
+        """Give each reading a place no other stored reading holds (module docstring)."""
+        spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for r in readings:
+            spans[r.site].append((time_ns(r.time) // 1_000, r.device))
+        held: dict[tuple[str, str, str, str, int], dict[Place, Identity]] = defaultdict(dict)
+        for point in self._stored(READINGS, ("gateway", "boot", "seq"), cover("site", spans, "device")):
+            t = point.tags
+            gateway, boot, seq = point.fields
+            identity = (str(gateway), str(boot), int(seq) if seq is not None else -1)
+            key = (t.get("site", ""), t.get("device", ""), t.get("quantity", ""), t.get("unit", ""),
+                   point.time_ns // 1_000)
+            page = int(t.get(PAGE_TAG) or 0)
+            held[key][(page, point.time_ns % 1_000)] = identity
+        placement = Placement([], [])
+        for r in readings:
+            places = held[(r.site, r.device, r.quantity, r.unit, time_ns(r.time) // 1_000)]
+            identity = r.identity
+            if identity in places.values():
+                placement.stored.append(r)
+                continue
+            home = home_slot(identity)
+            page, slot = 0, home
+            while (page, slot) in places:
+                slot = (slot + 1) % SLOTS_PER_US
+                if slot == home:  # every slot of this page is taken: the next page
+                    page += 1
+            places[(page, slot)] = identity
+            placement.new.append((r, page, slot))
+        return placement
 
     def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
-        """Write readings as ``readings`` points; returns how many points were written (a duplicate
-        overwrites itself and is counted again).
+        """Write readings as ``readings`` points, none over another (module docstring); returns how
+        many were new (a reading whose identity is already stored is not written again).
 
         Raises:
             StoreError: the server is unavailable (nothing may be acknowledged).
         """
-        lines = [reading_line(r, late=late) for r in readings]
-        refused = self.write_lines(lines)
-        self._dead_letter_refused(refused)
-        return len(lines) - len(refused)
+        if not readings:
+            return 0
+        with self._lock:
+            self._before_write()
+            placement = self._place(readings)
+            lines = [reading_line(r, late=late, slot=slot, page=page) for r, page, slot in placement.new]
+            refused = self.write_lines(lines)
+            self._dead_letter_refused(refused)
+            return len(lines) - len(refused)
+
+    def _write_deadletters(self, letters: Sequence[DeadLetter], what: str) -> None:
+        """Write dead letters in free timestamp slots (none over another); log any InfluxDB refuses."""
+        if not letters:
+            return
+        # Dead letters are moved on by 1 ns when their time is taken, so a stopped or coarse clock
+        # spreads them past their microsecond: look up the second after each receive time.
+        wanted = sorted({(d.reason, time_ns(d.received_at)) for d in letters})
+        looked_up = [Window((("reason", (reason,)),), ns, ns + _DEADLETTER_SPREAD_NS) for reason, ns in wanted]
+        taken = {(p.tags.get("reason", ""), p.time_ns) for p in self._stored(DEADLETTER, ("topic",), looked_up)}
+        for line, message in self.write_lines(encode_points(deadletter_points(letters, taken))):
+            self._log.error("InfluxDB refused %s: %s -- %.200s", what, message, line)
 
     def write_events(self, events: Sequence[Event]) -> None:
         """Write events to measurement ``events`` (same event twice = same point).
@@ -154,10 +329,12 @@ class LineProtocolWrites:
         self._dead_letter_refused(self.write_lines(encode_points(site_point(s, at) for s in sites)))
 
     def write_deadletters(self, letters: Sequence[DeadLetter]) -> None:
-        """Write dead letters to measurement ``deadletter``.
+        """Write dead letters to measurement ``deadletter``, none over another (a dead letter at a
+        stored one's reason and receive time is moved on by 1 ns).
 
         Raises:
             StoreError: the server is unavailable.
         """
-        for line, message in self.write_lines(encode_points(deadletter_points(letters))):
-            self._log.error("InfluxDB refused a dead letter: %s -- %.200s", message, line)
+        with self._lock:
+            self._before_write()
+            self._write_deadletters(letters, "a dead letter")

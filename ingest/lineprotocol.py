@@ -164,14 +164,22 @@ def encode_points(points: Iterable[Point]) -> list[str]:
 # --- the stormwatch schema -------------------------------------------------------------------
 
 
-def reading_point(reading: Reading, *, late: bool = False) -> Point:
+#: Timestamp slots per microsecond: readings are exact to the microsecond (:func:`from_ns`), so the
+#: nanoseconds below it are free to tell apart readings of one series that share a microsecond.
+SLOTS_PER_US = 1_000
+
+
+def reading_point(reading: Reading, *, late: bool = False, slot: int = 0, page: int = 0) -> Point:
     """The ``readings`` point of a reading (schema: docs/influxdb-schema.md).
 
     Tags ``site``, ``device``, ``quantity``, ``unit``; fields ``value`` (always float), ``tips``
     (int, ``rain_tips`` only), ``gateway``, ``boot`` (strings: unbounded cardinality, never tags),
     ``seq`` (int), ``raw`` (JSON string), ``flags`` (comma-joined; ``""`` when clean -- always
     present, so InfluxQL can select clean readings with ``"flags" = ''``: a condition on a field a
-    point lacks is false), ``late`` (only when true); time = event time in ns.
+    point lacks is false), ``late`` (only when true); time = event time in ns + ``slot``
+    (0 <= slot < :data:`SLOTS_PER_US`; the stores give two readings of one series and microsecond
+    different slots, so neither overwrites the other: :mod:`stormwatch.ingest.influxwrite`); tag
+    ``page`` only when ``page`` > 0 (more than 1,000 readings of the series in one microsecond).
     """
     fields: dict[str, FieldValue] = {"value": Float(reading.value)}
     if reading.quantity == "rain_tips" and isinstance(reading.value, int):
@@ -184,11 +192,20 @@ def reading_point(reading: Reading, *, late: bool = False) -> Point:
     if late:
         fields["late"] = True
     tags = {"site": reading.site, "device": reading.device, "quantity": reading.quantity, "unit": reading.unit}
-    return Point(READINGS, tags, fields, time_ns(reading.time))
+    if page:
+        tags["page"] = str(page)
+    return Point(READINGS, tags, fields, time_ns(reading.time) + _slot(slot))
 
 
-def reading_line(reading: Reading, *, late: bool = False) -> str:
-    """``encode_point(reading_point(reading, late=late))`` built directly (the ingest hot path).
+def _slot(slot: int) -> int:
+    if not 0 <= slot < SLOTS_PER_US:
+        raise ValueError(f"timestamp slot {slot} is outside 0..{SLOTS_PER_US - 1}")
+    return slot
+
+
+def reading_line(reading: Reading, *, late: bool = False, slot: int = 0, page: int = 0) -> str:
+    """``encode_point(reading_point(reading, late=late, slot=slot, page=page))`` built directly (the
+    ingest hot path).
 
     Same line, byte for byte (``tests/test_lineprotocol.py`` checks the two agree), without the
     intermediate :class:`Point`: about three times faster per reading.
@@ -203,11 +220,11 @@ def reading_line(reading: Reading, *, late: bool = False) -> str:
     if late:
         parts.append("late=true")
     head = READINGS
-    for key, text in (("device", reading.device), ("quantity", reading.quantity), ("site", reading.site),
-                      ("unit", reading.unit)):
+    for key, text in (("device", reading.device), ("page", str(page) if page else ""), ("quantity", reading.quantity),
+                      ("site", reading.site), ("unit", reading.unit)):
         if text != "":
             head += f",{key}={escape_key(text)}"
-    return f"{head} {','.join(parts)} {time_ns(reading.time)}"
+    return f"{head} {','.join(parts)} {time_ns(reading.time) + _slot(slot)}"
 
 
 #: Numeric details of an event written as fields of the ``events`` measurement.
@@ -268,21 +285,25 @@ def payload_text(payload: bytes) -> tuple[str, str]:
         return base64.b64encode(payload).decode("ascii"), "base64"
 
 
-def deadletter_points(letters: Iterable[DeadLetter]) -> list[Point]:
+def deadletter_points(letters: Iterable[DeadLetter], taken: set[tuple[str, int]] | None = None) -> list[Point]:
     """``deadletter`` points: tag ``reason``; fields ``detail``, ``topic``, ``payload``,
     ``payload_encoding``; time = ``received_at``.
 
-    Dead letters sharing reason and receive time within one call are moved apart by 1 ns each so
-    that none overwrites another (InfluxDB identity is measurement + tags + time).
+    A dead letter whose ``(reason, time in ns)`` is in ``taken`` (points already stored) or was
+    given to another dead letter of this call is moved on by 1 ns, so that none overwrites another
+    (InfluxDB identity is measurement + tags + time). ``taken`` is extended with the times given.
     """
-    taken: set[tuple[str, int]] = set()
+    taken = set() if taken is None else taken
+    after: dict[tuple[str, int], int] = {}  # (reason, receive time) -> first ns not yet tried
     points = []
     for letter in letters:
         text, encoding = payload_text(letter.payload)
-        ns = time_ns(letter.received_at)
+        wanted = (letter.reason, time_ns(letter.received_at))
+        ns = after.get(wanted, wanted[1])
         while (letter.reason, ns) in taken:
             ns += 1
         taken.add((letter.reason, ns))
+        after[wanted] = ns + 1
         fields: dict[str, FieldValue] = {
             "detail": letter.detail,
             "topic": letter.topic,

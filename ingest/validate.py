@@ -1,27 +1,12 @@
 """Validation of one MQTT readings message against the configured sites and device profiles.
 
 Never raises for bad input: every rejected reading becomes a :class:`~stormwatch.store.DeadLetter`
-with a short reason (failure-kinds.md; design-notes.md "Nothing lost, nothing invented"):
-
-============== ==================================================================================
-reason          when
-============== ==================================================================================
-not_utf8        the payload is not UTF-8
-bad_json        the payload is not JSON
-schema          wrong/missing fields or types; a NaN/Inf ``value`` or ``raw`` (the detail names it)
-bad_topic       the topic is not ``stormwatch/v1/<site>/<gateway>/readings``
-topic_mismatch  the reading's site or gateway differs from the topic's
-unknown_site    no site configuration for the site
-unknown_gateway the gateway is not the site's ``gateway_id``
-unknown_device  the device is not in the site configuration
-unknown_quantity the device's profile does not produce that quantity
-unit_mismatch   the unit differs from the profile's unit for that quantity
-future_time     event time more than ``max_future_s`` ahead of the clock
-implausible_time event time more than ``max_age_s`` behind the clock: a gateway whose clock lies
-                (an edge box without a real-time clock booted before NTP stamps 1970-01-01)
-impossible_value a value physics forbids: a negative tip count, turbidity, distance or water/
-                sediment depth (:data:`stormwatch.physics.NON_NEGATIVE`)
-============== ==================================================================================
+with a short reason (failure-kinds.md; design-notes.md "Nothing lost, nothing invented"): the
+contract's own (``not_utf8``, ``bad_json``, ``schema``, :func:`stormwatch.contract.parse_readings`)
+and this module's checks against the configuration: ``bad_topic``, ``topic_mismatch``,
+``unknown_site``, ``unknown_gateway``, ``unknown_device``, ``unknown_quantity``,
+``unit_mismatch``, ``impossible_value``, ``future_time``, ``implausible_time``. Every reason and
+when it applies is in :data:`stormwatch.reasons.REASONS` (the one set; docs/ingest.md section 2).
 
 Rain rates are judged where the interval a count covers is known: the gateway's counter never
 publishes more tips than the world-record envelope allows since its last trusted sample

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from stormwatch.contract import TopicLevel
+from stormwatch.contract import Identifier
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
 
 #: 1 ft = 0.3048 m exactly (international foot).
@@ -63,14 +63,14 @@ class Device(_Strict):
     """One device at the site.
 
     Attributes:
-        id: device id (an MQTT topic level), unique within the site.
+        id: device id, unique within the site (the id grammar of :func:`stormwatch.contract.check_identifier`).
         profile: profile model name (``device_profiles/<profile>.yaml``).
         transport: how to reach it.
         poll_interval_s: seconds between polls (event time).
         sdi12_address: SDI-12 address for SDI-12 profiles.
     """
 
-    id: TopicLevel
+    id: Identifier
     profile: str
     transport: Transport
     poll_interval_s: float = Field(default=60.0, gt=0)
@@ -147,7 +147,7 @@ class Basin(_Strict):
 class Site(_Strict):
     """The ``site:`` block."""
 
-    id: TopicLevel
+    id: Identifier
     name: str = ""
     jurisdiction: Jurisdiction
     timezone: str = "UTC"
@@ -171,7 +171,7 @@ class SiteConfig(_Strict):
 
     Attributes:
         site: identity, jurisdiction, time zone.
-        gateway_id: the site's gateway id (an MQTT topic level).
+        gateway_id: the site's gateway id (the same grammar).
         devices: the devices polled by the gateway.
         rain_gauge: id of the rain gauge device.
         turbidity_pair: optional upstream/downstream probes.
@@ -180,7 +180,7 @@ class SiteConfig(_Strict):
     """
 
     site: Site
-    gateway_id: TopicLevel = "gw-1"
+    gateway_id: Identifier = "gw-1"
     devices: tuple[Device, ...] = Field(min_length=1)
     rain_gauge: str | None = None
     turbidity_pair: TurbidityPair | None = None

@@ -39,48 +39,126 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
+from pydantic_core import ErrorDetails
 
 from stormwatch.wire import dump_payload, format_time, reading_wire
 
-#: Identifiers that appear as MQTT topic levels must not contain ``/``, ``+`` or ``#``.
-_TOPIC_LEVEL = re.compile(r"^[^/+#\x00]+$")
+#: Punctuation an identifier may contain besides letters and digits (see :func:`check_identifier`).
+IDENTIFIER_PUNCTUATION = " _-.,=:@"
+#: Longest identifier, in characters.
+IDENTIFIER_MAX = 64
+#: The identifier grammar in one sentence (error messages and docs/asyncapi.yaml say the same).
+IDENTIFIER_RULE = (f"1 to {IDENTIFIER_MAX} characters, each a letter or digit (any script), a space or one of "
+                   f"_-.,=:@ -- beginning with a letter or digit, not ending with a space")
+
+
+def check_identifier(value: str) -> str:
+    """``value`` itself when it is a valid site, device or gateway id (issue 11 item 6).
+
+    The ONE grammar of identifiers, applied when a site file is loaded (:mod:`stormwatch.config`)
+    and to every reading on the wire: :data:`IDENTIFIER_RULE`. Everything it allows round-trips
+    identically through MQTT topic levels (no ``/``, ``+``, ``#``, NUL), InfluxDB line protocol
+    tags (``,``, ``=`` and space are escaped; a backslash -- which cannot end a tag value -- and
+    line breaks, which a tag cannot hold, are excluded), InfluxQL string literals (no quote or
+    backslash to escape), SQLite text and Grafana's ``'$site'`` templates (no quotes, no ``$``).
+    ``Pond 3, Inlet=N`` (failure-kinds.md #12) and ``Überlauf-Süd`` are ids; ``rain\\`` (a
+    trailing backslash), an id with a line break, ``'north'`` or ``-1`` are not. Case matters
+    (``Rain-1`` and ``rain-1`` are two devices).
+
+    Raises:
+        ValueError: naming the first character that is not allowed (or the length).
+    """
+    if not value:
+        raise ValueError(f"an id must not be empty ({IDENTIFIER_RULE})")
+    if len(value) > IDENTIFIER_MAX:
+        raise ValueError(f"{value[:20]!r}... has {len(value)} characters, at most {IDENTIFIER_MAX} are allowed")
+    for i, ch in enumerate(value):
+        if not (ch.isalnum() or (i > 0 and ch in IDENTIFIER_PUNCTUATION)):
+            where = "first character" if i == 0 else f"character {i + 1}"
+            raise ValueError(f"{value!r}: {where} {ch!r} is not allowed in an id ({IDENTIFIER_RULE})")
+    if value[-1] == " ":
+        raise ValueError(f"{value!r} ends with a space ({IDENTIFIER_RULE})")
+    return value
+
 
 #: The unit of a tip count (UCUM annotation style: a dimensionless count of tips).
 TIP_UNIT = "{tip}"
-
-
-def _topic_level(value: str) -> str:
-    if not _TOPIC_LEVEL.match(value):
-        raise ValueError(f"{value!r} cannot be an MQTT topic level (no '/', '+', '#', NUL; not empty)")
-    return value
+#: The quantity of a rain gauge's tip counts (an integer value).
+RAIN_TIPS = "rain_tips"
 
 
 def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-TopicLevel = Annotated[str, AfterValidator(_topic_level)]
+#: RFC 3339 date-time text (``T`` or a space between date and time; ``Z`` or a numeric offset).
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def json_type(value: object) -> str:
+    """The JSON type name of a decoded value (``string``, ``number``, ``boolean``...), for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
+
+
+def _rfc3339(value: object) -> object:
+    """Event times on the wire are RFC 3339 text; in Python, aware datetimes. Nothing else (a bare
+    number would otherwise be taken as Unix seconds)."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"must be RFC 3339 date-time text, not a {json_type(value)}")
+    if not _RFC3339.match(value):
+        raise ValueError(f"{value[:40]!r} is not RFC 3339 date-time text (e.g. 2026-06-01T12:00:00Z)")
+    return value
+
+
+#: A site, device or gateway id: a string of the grammar of :func:`check_identifier`.
+Identifier = Annotated[str, Field(strict=True), AfterValidator(check_identifier)]
 UtcDatetime = Annotated[AwareDatetime, AfterValidator(_utc)]
+#: An event time as the wire carries it: RFC 3339 text (or an aware datetime in Python), in UTC.
+WireTime = Annotated[AwareDatetime, BeforeValidator(_rfc3339), AfterValidator(_utc)]
 
 
 class Reading(BaseModel):
     """One measured value of one quantity by one device at one event time.
 
+    Types are strict (issue 19 item 5): nothing is coerced. A number sent as a string
+    (``"100.00"``), a boolean value, a ``seq`` of ``"5"`` or a time given as a number is refused,
+    the field named; the gateway never sends such payloads.
+
     Attributes:
-        site: site id (an MQTT topic level).
-        device: device id within the site.
+        site: site id (the grammar of :func:`check_identifier`; also an MQTT topic level).
+        device: device id within the site (same grammar).
         quantity: what was measured (see the module table).
-        value: the value in engineering units ``unit``; must be finite. ``rain_tips`` is an int.
+        value: the value in engineering units ``unit``; a JSON number, finite. ``rain_tips``: a
+            JSON integer (whole tips; ``3.0`` is refused); every other quantity is held as a
+            ``float`` (an integer ``13`` becomes ``13.0``, so every store gives back the same type).
             Quantities that cannot be negative (:data:`stormwatch.physics.NON_NEGATIVE`) are
             refused by ingest as ``impossible_value`` (:mod:`stormwatch.ingest.validate`).
         unit: UCUM-style unit, e.g. ``NTU``, ``m``, ``{tip}``.
-        time: event time (when it was measured), timezone-aware, normalised to UTC.
-        gateway, boot, seq: identity; ``seq`` strictly increases within one ``boot``.
+        time: event time (when it was measured): RFC 3339 text on the wire, timezone-aware,
+            normalised to UTC.
+        gateway, boot, seq: identity; ``seq`` (a JSON integer >= 0) strictly increases within one ``boot``.
         raw: the undecoded value (register words, counter value or text), for audit; a number
             must be finite.
         flags: quality-control flags; empty when clean (``out_of_range``, ``flatline``,
@@ -89,26 +167,34 @@ class Reading(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    site: TopicLevel
-    device: TopicLevel
-    quantity: str = Field(min_length=1, max_length=64)
+    site: Identifier
+    device: Identifier
+    quantity: str = Field(min_length=1, max_length=64, strict=True)
     value: int | float
-    unit: str = Field(min_length=1, max_length=32)
-    time: UtcDatetime
-    gateway: TopicLevel
-    boot: str = Field(min_length=1, max_length=64)
-    seq: int = Field(ge=0)
-    raw: list[int] | int | float | str | None = None
-    flags: tuple[str, ...] = ()
+    unit: str = Field(min_length=1, max_length=32, strict=True)
+    time: WireTime
+    gateway: Identifier
+    boot: str = Field(min_length=1, max_length=64, strict=True)
+    seq: StrictInt = Field(ge=0)
+    raw: list[StrictInt] | StrictInt | StrictFloat | StrictStr | None = None
+    flags: tuple[StrictStr, ...] = ()
 
-    @field_validator("value")
+    @field_validator("value", mode="before")
     @classmethod
-    def _finite(cls, v: int | float) -> int | float:
-        if isinstance(v, bool):
-            raise ValueError("value must be a number, not a boolean")
+    def _number(cls, v: object, info: ValidationInfo) -> int | float:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            shown = f" ({v[:40]!r})" if isinstance(v, str) else ""
+            raise ValueError(f"must be a JSON number, not a {json_type(v)}{shown}")
+        if info.data.get("quantity") == RAIN_TIPS:
+            if not isinstance(v, int):
+                raise ValueError(f"a rain_tips value is a whole number of tips (a JSON integer), got {v!r}")
+            return v
         if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"value must be finite, got {v}")
-        return v
+            raise ValueError(f"must be finite, got {v}")
+        try:
+            return float(v)
+        except OverflowError:
+            raise ValueError(f"{str(v)[:20]}... is too large for a measured value") from None
 
     @field_validator("raw")
     @classmethod
@@ -141,8 +227,9 @@ class ReadingBatch(BaseModel):
 class PayloadError(ValueError):
     """A message that is not a valid reading or batch; ``reason`` is a short machine code.
 
-    Reasons: ``bad_json``, ``not_utf8``, ``schema`` (wrong or missing fields, wrong types,
-    a non-finite ``value`` or ``raw``).
+    Reasons (of :data:`stormwatch.reasons.REASONS`): ``not_utf8``, ``bad_json`` (not JSON, too
+    deeply nested, an integer literal too long, a lone surrogate escape), ``schema`` (a missing,
+    unknown or wrongly typed field, named in ``detail``; a non-finite ``value`` or ``raw``).
     """
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -182,14 +269,56 @@ def parse_readings(payload: bytes | bytearray | str) -> list[Reading]:
         data = _DECODER.decode(payload)
     except json.JSONDecodeError as exc:
         raise PayloadError("bad_json", str(exc)) from exc
+    except RecursionError:
+        # e.g. "[" x 100,000: the decoder recurses once per nesting level.
+        raise PayloadError("bad_json", "nested deeper than the JSON decoder allows") from None
+    except ValueError as exc:
+        # an integer literal beyond Python's int/str conversion limit (4,300 digits)
+        raise PayloadError("bad_json", f"cannot be decoded: {exc}") from None
+    if "\\u" in payload:
+        surrogate = _lone_surrogate(data)
+        if surrogate is not None:
+            raise PayloadError("bad_json", f"string with a lone UTF-16 surrogate \\u{ord(surrogate):04x}, "
+                                           "which is not a Unicode character (RFC 7493 I-JSON)")
     try:
         if isinstance(data, dict) and "readings" in data:
             return list(ReadingBatch.model_validate(data).readings)
         return [Reading.model_validate(data)]
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "<root>"
-        raise PayloadError("schema", f"{where}: {first['msg']}") from exc
+        raise PayloadError("schema", schema_detail(exc.errors()[0])) from exc
+    except RecursionError:
+        raise PayloadError("schema", "nested deeper than the validator allows") from None
+
+
+_UNION_MEMBERS = frozenset({"list[int]", "int", "float", "str", "none"})
+
+
+def schema_detail(error: ErrorDetails) -> str:
+    """``"<field path>: <what is wrong> (got <JSON type> <value>)"`` of one pydantic error."""
+    # pydantic names the union member tried (``raw.list[int].0``): the payload's own path is ``raw.0``
+    where = ".".join(str(p) for p in error["loc"] if str(p) not in _UNION_MEMBERS) or "<root>"
+    msg = error["msg"].removeprefix("Value error, ")
+    got = error.get("input")
+    if error["type"] not in ("missing", "extra_forbidden", "value_error") and not isinstance(got, dict | list):
+        msg += f" (got {json_type(got)} {got!r:.40})"
+    return f"{where}: {msg}"
+
+
+def _lone_surrogate(data: object) -> str | None:
+    """The first lone UTF-16 surrogate in any string (key or value) of decoded JSON, or ``None``."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            for ch in item:
+                if "\ud800" <= ch <= "\udfff":
+                    return ch
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def dump_readings(readings: list[Reading]) -> bytes:

@@ -8,8 +8,9 @@ Store URLs (``open_store``):
   InfluxDB 2.x/3.x/Cloud through influxdb-client.
 
 Semantics shared by all sinks (design-notes.md, "Delivery"): a write is durable when the call
-returns; readings are deduplicated by ``(gateway, boot, seq)`` (SQLite: a unique key; InfluxDB:
-the same measurement + tag set + timestamp overwrites itself); ``rain_tips`` are tip counts per
+returns; readings are deduplicated by ``(gateway, boot, seq)`` (SQLite: a unique key; InfluxDB: the
+identities held are looked up before each write, and no reading is written over another --
+:mod:`stormwatch.ingest.influxwrite`); ``rain_tips`` are tip counts per
 poll; a reading marked ``late`` is stored but flagged so the alert engine never treats it as live.
 """
 
@@ -21,6 +22,7 @@ from datetime import datetime
 from typing import Protocol
 
 from stormwatch.contract import Event, Reading
+from stormwatch.reasons import check_reason
 
 
 @dataclass(frozen=True)
@@ -28,12 +30,15 @@ class DeadLetter:
     """A message that could not be accepted, with why.
 
     Attributes:
-        reason: short machine code (``bad_json``, ``schema``, ``unknown_device``, ``unit_mismatch``,
-            ``future_time``, ``implausible_time``, ``duplicate``, ``non_finite``...).
+        reason: short machine code, one of :data:`stormwatch.reasons.REASONS` (``bad_json``,
+            ``schema``, ``unknown_device``, ``unit_mismatch``, ``duplicate``...).
         detail: human explanation.
         topic: MQTT topic it arrived on.
         payload: the payload as received (bytes).
         received_at: receive time (UTC).
+
+    Raises:
+        stormwatch.reasons.UnknownReason: ``reason`` is not in the one documented set.
     """
 
     reason: str
@@ -41,6 +46,9 @@ class DeadLetter:
     topic: str
     payload: bytes
     received_at: datetime
+
+    def __post_init__(self) -> None:
+        check_reason(self.reason)
 
 
 @dataclass(frozen=True)

@@ -107,10 +107,11 @@ class Running:
     """An Ingest running in a thread."""
 
     def __init__(self, broker: servers.Mosquitto, store: ReadingStore, client_id: str | None = None,
-                 clock: SteadyClock | None = None, **kw: object) -> None:
+                 clock: SteadyClock | None = None, validator: Validator | None = None, **kw: object) -> None:
+        """``validator``: the sites to accept (default: the example site's)."""
         clock = clock or SteadyClock()
-        self.ingest = Ingest(make_validator(clock), store, broker.url, client_id=client_id or f"ingest-{next(ids)}",
-                             clock=clock, **kw)  # type: ignore[arg-type]
+        self.ingest = Ingest(validator or make_validator(clock), store, broker.url,
+                             client_id=client_id or f"ingest-{next(ids)}", clock=clock, **kw)  # type: ignore[arg-type]
         self.thread = threading.Thread(target=self.ingest.run, daemon=True)
         self.thread.start()
         assert self.ingest.wait_connected(10), "ingest did not subscribe"

@@ -30,6 +30,7 @@ from stormwatch import servers
 from stormwatch.alerts.rules.criteria import Washington
 from stormwatch.contract import Event, Reading
 from stormwatch.dashboards.build import JSON_DIR
+from stormwatch.ingest.lineprotocol import from_ns
 from stormwatch.ingest.stores import open_store
 from stormwatch.simulators.design_storm import design_storm_tip_times
 from stormwatch.store import SiteInfo
@@ -171,7 +172,7 @@ def run(server: servers.InfluxDB1, query: str, interval_s: int, variables: dict[
             row = dict(zip(series["columns"], values, strict=True))
             row.update(series.get("tags", {}))
             if "time" in row and row["time"] is not None:
-                row["time"] = datetime.fromtimestamp(row["time"] / NS, UTC)
+                row["time"] = from_ns(int(row["time"]))  # to the microsecond: the ns below are the store's slot
             rows.append(row)
     return rows
 

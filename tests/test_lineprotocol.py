@@ -113,7 +113,7 @@ def test_reading_line_fast_path_equals_the_point_encoder() -> None:
     cases = [
         (reading(), False),
         (reading(value=13), False),
-        (reading(site="Pond 3, Inlet=N", device='a"b\\c', unit="{tip}"), False),
+        (reading(site="Pond 3, Inlet=N", device="rain=1,", unit="{tip}"), False),
         (reading(device="rain-1", quantity="rain_tips", value=3, unit="{tip}", raw=1420), False),
         (reading(flags=("spike", "stuck")), True),
         (reading(raw='say "hi" \\ ok', boot='b "2"'), True),

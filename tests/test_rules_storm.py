@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from test_alerts_support import T0, Feeder, FixedClock, metric_gauge_profiles, site
 
 from stormwatch.alerts.engine import Engine
@@ -151,11 +152,10 @@ def test_silent_gauge_is_a_gap_and_closes_a_qualified_storm_conservatively(tmp_p
     assert "not confirmed" in due.message
 
 
-def test_non_integer_tips_are_rejected(tmp_path: Path) -> None:
-    engine, _ = engine_for(tmp_path)
-    feed = Feeder()
-    bad = feed("rain", "rain_tips", 60.0, "{tip}", T0)
-    assert storm_events(run(engine, [bad])) == []
+def test_non_integer_tips_are_not_readings() -> None:
+    # The contract refuses a fractional tip count before any rule sees it (issue 19 item 5).
+    with pytest.raises(ValidationError, match="whole number of tips"):
+        Feeder()("rain", "rain_tips", 60.0, "{tip}", T0)
 
 
 @pytest.mark.parametrize(("every_min", "qualifies"), [(28, True), (30, False)])

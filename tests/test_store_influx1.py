@@ -46,7 +46,9 @@ def test_site_with_comma_space_equals_round_trips(influx_server: servers.InfluxD
     r = turb(1, 4.25, site="Pond 3, Inlet=N")
     assert store.write_readings([r]) == 1
     rows = select(influx_server, db, "SELECT \"site\", \"value\" FROM readings WHERE \"site\" = 'Pond 3, Inlet=N'")
-    assert rows == [[1_780_315_200_000_000_000, "Pond 3, Inlet=N", 4.25]]
+    # event time in ns + the reading's timestamp slot (0..999 ns, stormwatch.ingest.influxwrite)
+    assert [[t // 1_000 * 1_000, site, value] for t, site, value in rows] == [
+        [1_780_315_200_000_000_000, "Pond 3, Inlet=N", 4.25]]
     tags = select(influx_server, db, 'SHOW TAG VALUES FROM readings WITH KEY = "site"')
     assert tags == [["site", "Pond 3, Inlet=N"]]
     assert store.query_readings("Pond 3, Inlet=N") == [r.model_copy(update={"value": 4.25})]
