@@ -8,7 +8,9 @@ field box; benchmarks/gateway.py). ``stormwatch gateway`` validates, compiles, w
 
 The dataclasses carry the same attribute names as the pydantic models they come from
 (``Point.type/order/scale/offset/...``, ``Device.id/profile/transport/...``), so drivers, the
-counter, QC and :mod:`stormwatch.codec` work on either (duck typing).
+counter, QC and :mod:`stormwatch.codec` work on either (duck typing). They are filled by NAME from
+the models (:func:`lean`), and :data:`TWINS` names each one's model and every deliberate difference:
+``tests/test_gateway_plan.py`` fails when a field exists on one side only (issue 13 item 5).
 
 :func:`compile_plan` is the only function here that touches the pydantic models (passed in; it
 imports :mod:`stormwatch.contract` lazily to check that every identifier, quantity and unit the
@@ -370,66 +372,86 @@ def _kind(tp: Any) -> str:
 
 # -- compile -------------------------------------------------------------------------------------------
 
+#: Each lean dataclass and the pydantic model it is compiled from, with every deliberate difference
+#: named: ``not_carried`` -- model fields the polling process does not need (resolved at compile
+#: time or documentation only); ``lean_only`` -- plan fields with no model field of that name, and
+#: where their value comes from. ``tests/test_gateway_plan.py`` fails when a field exists on one side
+#: only and is not named here, so the plan cannot drift from the models.
+TWINS: dict[type, tuple[str, frozenset[str], dict[str, str]]] = {
+    QcParams: ("stormwatch.profiles.QcSpec", frozenset(), {}),
+    ValuePlan: ("stormwatch.profiles.ValueSpec", frozenset(), {}),
+    PointPlan: ("stormwatch.profiles.Point", frozenset(), {"count": "the registers its type spans (Point.count)"}),
+    CommandPlan: ("stormwatch.profiles.ModbusCommand", frozenset(), {}),
+    ModbusPlan: ("stormwatch.profiles.ModbusSpec", frozenset({"addressing", "default_baud", "default_unit_id"}), {}),
+    SerialLinePlan: ("stormwatch.profiles.SerialLineSpec", frozenset(), {}),
+    Sdi12Plan: ("stormwatch.profiles.Sdi12Spec", frozenset(), {}),
+    CounterPlan: ("stormwatch.profiles.CounterSpec", frozenset(),
+                  {"resolution_in": "CounterSpec.tip_resolution.inches", "unit": "stormwatch.contract.TIP_UNIT"}),
+    LevelPlan: ("stormwatch.profiles.LevelSpec", frozenset(), {}),
+    ProfilePlan: ("stormwatch.profiles.DeviceProfile", frozenset({"description", "manufacturer", "source"}), {}),
+    ModbusTcpLink: ("stormwatch.config.ModbusTcp", frozenset(), {}),
+    ModbusRtuLink: ("stormwatch.config.ModbusRtu", frozenset(), {}),
+    SerialLink: ("stormwatch.config.Serial", frozenset(), {}),
+    DevicePlan: ("stormwatch.config.Device", frozenset(), {}),
+    GatewayPlan: ("stormwatch.config.SiteConfig", frozenset({"basin", "rain_gauge", "rules", "turbidity_pair", "site"}),
+                  {"site": "SiteConfig.site.id", "profiles": "the device profiles, compiled",
+                   "version": "PLAN_VERSION"}),
+}
 
-def _qc(spec: Any) -> QcParams:
-    return QcParams(spec.flatline_samples, spec.flatline_tolerance, spec.spike_delta, spec.spike_window)
+
+def _carry(tp: Any, value: Any) -> Any:
+    """``value`` (a pydantic model, or a field of one) as the plan type ``tp``, every dataclass field
+    taken by NAME from the model (never positionally)."""
+    if value is None:
+        return None
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return lean(tp, value)
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(tp) if a is not type(None)]
+        if len(options) == 1:
+            return _carry(options[0], value)
+        kinds = {_kind(a): a for a in options}
+        return _carry(kinds[value.kind], value)
+    if origin is tuple:
+        args = get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_carry(args[0], v) for v in value)
+        return tuple(_carry(a, v) for a, v in zip(args, value, strict=True))
+    if origin is dict:
+        key_t, val_t = get_args(tp)
+        return {key_t(k): _carry(val_t, v) for k, v in value.items()}
+    if tp is float:
+        return float(value)
+    return value
 
 
-def _value(spec: Any) -> ValuePlan:
-    return ValuePlan(
-        spec.quantity, spec.unit, spec.scale, spec.offset, spec.valid_range, tuple(spec.error_codes), _qc(spec.qc)
-    )
+def lean(cls: type[Any], model: Any, **given: Any) -> Any:
+    """The plan dataclass ``cls`` of a validated pydantic ``model``: every field not in ``given`` is
+    the model's attribute of the same name (nested models converted the same way)."""
+    hints = get_type_hints(cls)
+    values = {f.name: given[f.name] if f.name in given else _carry(hints[f.name], getattr(model, f.name))
+              for f in dataclasses.fields(cls) if f.name in given or hasattr(model, f.name)}
+    return cls(**values)
 
 
 def _profile(profile: Any, tip_unit: str) -> ProfilePlan:
-    modbus = serial_line = sdi12 = counter = level = None
-    if profile.protocol == "modbus":
-        m = profile.modbus
-        modbus = ModbusPlan(
-            points=tuple(
-                PointPlan(
-                    p.quantity, p.unit, p.scale, p.offset, p.valid_range, tuple(p.error_codes), _qc(p.qc),
-                    table=p.table, address=p.address, type=p.type, order=p.order, count=p.count,
-                )
-                for p in m.wire_points  # Modicon notation converted: the plan holds wire addresses
-            ),
-            commands=tuple(
-                CommandPlan(c.name, c.function, c.address, tuple(c.values), c.count, c.delay_s, c.every_n_polls)
-                for c in m.wire_commands
-            ),
-            warmup_s=m.warmup_s,
-        )
-    elif profile.protocol == "serial_line":
-        s = profile.serial_line
-        serial_line = SerialLinePlan(
-            s.pattern, {k: _value(v) for k, v in s.fields.items()}, s.terminator, s.baud, s.bytesize, s.parity,
-            s.stopbits,
-        )
-    else:
-        d = profile.sdi12
-        sdi12 = Sdi12Plan(
-            {int(k): _value(v) for k, v in d.values.items()}, d.default_address, d.measure_command, d.baud,
-            d.bytesize, d.parity, d.stopbits, d.response_timeout_s, d.retries, d.max_wait_s,
-        )
-    if profile.counter is not None:
-        counter = counter_plan(profile.counter, tip_unit)
-    if profile.level is not None:
-        level = LevelPlan(profile.level.kind, profile.level.quantity, tuple(profile.level.no_target))
-    return ProfilePlan(profile.model, profile.protocol, modbus, serial_line, sdi12, counter, level)
+    modbus = None
+    if profile.modbus is not None:
+        m = profile.modbus  # Modicon notation converted: the plan holds wire addresses
+        modbus = lean(ModbusPlan, m, points=_carry(tuple[PointPlan, ...], m.wire_points),
+                      commands=_carry(tuple[CommandPlan, ...], m.wire_commands))
+    counter = counter_plan(profile.counter, tip_unit) if profile.counter is not None else None
+    plan = lean(ProfilePlan, profile, modbus=modbus, counter=counter)
+    assert isinstance(plan, ProfilePlan)
+    return plan
 
 
 def counter_plan(spec: Any, tip_unit: str) -> CounterPlan:
-    """The lean :class:`CounterPlan` of a profile's ``CounterSpec`` (every field carried over)."""
-    return CounterPlan(spec.resolution, spec.tip_resolution.inches, tip_unit, spec.quantity, spec.mode,
-                       spec.width_bits, spec.max_intensity_mm_h)
-
-
-def _transport(t: Any) -> TransportPlan:
-    if t.kind == "modbus-tcp":
-        return ModbusTcpLink(t.host, t.port, t.unit_id, t.timeout_s)
-    if t.kind == "modbus-rtu":
-        return ModbusRtuLink(t.port, t.baud, t.unit_id, t.parity, t.stopbits, t.timeout_s)
-    return SerialLink(t.port, t.baud, t.timeout_s)
+    """The lean :class:`CounterPlan` of a profile's ``CounterSpec`` (every field carried over by name)."""
+    plan = lean(CounterPlan, spec, resolution_in=spec.tip_resolution.inches, unit=tip_unit)
+    assert isinstance(plan, CounterPlan)
+    return plan
 
 
 def compile_plan(cfg: SiteConfig, profiles: ProfileLibrary) -> GatewayPlan:
@@ -453,10 +475,8 @@ def compile_plan(cfg: SiteConfig, profiles: ProfileLibrary) -> GatewayPlan:
     for device in cfg.devices:
         if device.profile not in plans:
             plans[device.profile] = _profile(profiles.get(device.profile), TIP_UNIT)
-    devices = tuple(
-        DevicePlan(d.id, d.profile, _transport(d.transport), d.poll_interval_s, d.sdi12_address) for d in cfg.devices
-    )
-    plan = GatewayPlan(cfg.site.id, cfg.gateway_id, devices, plans)
+    devices: tuple[DevicePlan, ...] = _carry(tuple[DevicePlan, ...], cfg.devices)
+    plan = GatewayPlan(site=cfg.site.id, gateway_id=cfg.gateway_id, devices=devices, profiles=plans)
     for dplan in devices:
         for quantity, unit in _outputs(plan.profiles[dplan.profile]):
             try:

@@ -226,3 +226,55 @@ def test_stormwatch_gateway_execs_the_lean_process(mosquitto_server, tmp_path: P
         sub.close()
         srv.stop()
     assert proc.returncode == 0, err.decode()[-2000:]
+
+
+def test_the_plan_cannot_drift_from_the_models() -> None:
+    """Every lean dataclass has exactly the fields of its pydantic twin, except the differences
+    plan.TWINS names (and each named difference is still real): a field added on one side only fails
+    here, so the lean gateway never silently drops a profile or site setting."""
+    import dataclasses
+    import importlib
+    import typing
+
+    from stormwatch.gateway import plan as plan_module
+
+    lean_classes = {obj for obj in vars(plan_module).values() if dataclasses.is_dataclass(obj)
+                    and isinstance(obj, type) and obj.__module__ == plan_module.__name__}
+    assert lean_classes == set(plan_module.TWINS), "every plan dataclass names its pydantic twin in TWINS"
+    problems = []
+    for cls, (twin_path, not_carried, lean_only) in plan_module.TWINS.items():
+        module, name = twin_path.rsplit(".", 1)
+        model = getattr(importlib.import_module(module), name)
+        lean_fields = {f.name for f in dataclasses.fields(cls)}
+        model_fields = set(model.model_fields)
+        for field in sorted(model_fields - lean_fields - not_carried):
+            problems.append(f"{name}.{field} is not in {cls.__name__} (carry it, or name it in not_carried)")
+        for field in sorted(lean_fields - set(lean_only) - model_fields - {f for f in lean_fields
+                                                                          if hasattr(model, f)}):
+            problems.append(f"{cls.__name__}.{field} has no twin in {name} (name its source in lean_only)")
+        for field in sorted(not_carried - model_fields):
+            problems.append(f"{cls.__name__}: not_carried names {field!r}, which {name} does not have")
+        for field in sorted(set(lean_only) - lean_fields):
+            problems.append(f"{cls.__name__}: lean_only names {field!r}, which it does not have")
+        for f in dataclasses.fields(cls):  # shared defaults agree (a default changed on one side only)
+            mf = model.model_fields.get(f.name)
+            if mf is None or f.default is dataclasses.MISSING or mf.is_required():
+                continue
+            carried = plan_module._carry(typing.get_type_hints(cls)[f.name], mf.default)
+            if carried != f.default:
+                problems.append(f"{cls.__name__}.{f.name} default {f.default!r} != {name}.{f.name} {mf.default!r}")
+    assert problems == []
+
+
+def test_a_new_model_field_without_a_plan_field_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drift check itself: a field on the model side only is reported."""
+    from pydantic import create_model
+
+    from stormwatch import profiles as profiles_module
+    from stormwatch.gateway import plan as plan_module
+
+    grown = create_model("LevelSpec", __base__=profiles_module.LevelSpec, mount_angle_deg=(float, 0.0))
+    monkeypatch.setattr(profiles_module, "LevelSpec", grown)
+    with pytest.raises(AssertionError, match=r"LevelSpec.mount_angle_deg is not in LevelPlan"):
+        test_the_plan_cannot_drift_from_the_models()
+    assert plan_module.TWINS  # unchanged
