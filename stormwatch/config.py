@@ -10,6 +10,7 @@ key path (e.g. ``site.yaml: devices.2.transport.port: Field required``).
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Literal
@@ -144,6 +145,25 @@ class Basin(_Strict):
         return self.design_height_ft
 
 
+class Notify(_Strict):
+    """Who hears about the site's work orders (``notify:``): e-mail when an order opens, when it is
+    due soon and when it goes overdue (``stormwatch web --smtp``, :mod:`stormwatch.web.notify`).
+
+    Attributes:
+        email: recipients' addresses.
+    """
+
+    email: tuple[str, ...] = ()
+
+    @field_validator("email")
+    @classmethod
+    def _addresses(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for a in v:
+            if not re.fullmatch(r"[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+", a):
+                raise ValueError(f"{a!r} is not an e-mail address")
+        return v
+
+
 class Site(_Strict):
     """The ``site:`` block."""
 
@@ -177,6 +197,7 @@ class SiteConfig(_Strict):
         turbidity_pair: optional upstream/downstream probes.
         basin: optional sediment basin.
         rules: per-site overrides of rule-pack parameters (rule id → parameter → value).
+        notify: who is e-mailed about the site's work orders.
     """
 
     site: Site
@@ -186,6 +207,7 @@ class SiteConfig(_Strict):
     turbidity_pair: TurbidityPair | None = None
     basin: Basin | None = None
     rules: dict[str, dict[str, float | int | str | bool]] = Field(default_factory=dict)
+    notify: Notify = Field(default_factory=Notify)
 
     @model_validator(mode="after")
     def _references(self) -> SiteConfig:

@@ -45,6 +45,17 @@ def web_cmd(
                                         help="Send cookies only over HTTPS (set this behind a TLS proxy)."),
     session_minutes: float = typer.Option(480.0, "--session-minutes", min=1.0,
                                           help="Log a browser out after this long without a request."),
+    smtp: str | None = typer.Option(None, "--smtp", envvar="STORMWATCH_SMTP", metavar="URL",
+                                    help="E-mail the sites' notify.email recipients when an order opens, is due soon "
+                                         "and goes overdue: smtp://host[:25], smtp+starttls://[user@]host[:587] or "
+                                         "smtps://[user@]host[:465] (password: STORMWATCH_SMTP_PASSWORD)."),
+    mail_from: str = typer.Option("stormwatch@localhost", "--mail-from", envvar="STORMWATCH_MAIL_FROM",
+                                  help="The sender address of the e-mails."),
+    smtp_ca_file: Path | None = typer.Option(None, "--smtp-ca-file", help="CA bundle for the mail server's TLS."),
+    due_soon_hours: float = typer.Option(6.0, "--due-soon-hours", min=0.0,
+                                         help="Send the 'due soon' e-mail this many hours before the deadline."),
+    base_url: str = typer.Option("", "--base-url", metavar="URL",
+                                 help="The desk's public address, for links in e-mails (e.g. https://desk.example)."),
 ) -> None:
     """Serve the inspector's desk: portfolio, site pages with charts, work orders (acknowledge, complete
     with photos, verify), over the same store and work-order state as the services.
@@ -62,6 +73,16 @@ def web_cmd(
                                       idle_minutes=session_minutes))
     except DeskSetupError as exc:
         fail(str(exc), 2)
+    notifier = None
+    if smtp:
+        from stormwatch.web.notify import SmtpUrlError
+        from stormwatch.web.server import start_notifier
+
+        try:
+            notifier = start_notifier(desk, state_dir, smtp, mail_from, ca_file=smtp_ca_file,
+                                      due_soon_hours=due_soon_hours, base_url=base_url)
+        except SmtpUrlError as exc:
+            fail(str(exc), 2)
     server = WebServer(desk, host, port)
     if not desk.accounts.list():
         typer.echo(f"no accounts yet: add one with `stormwatch users add NAME --role inspector --site SITE "
@@ -71,6 +92,8 @@ def web_cmd(
     try:
         server.serve()
     finally:
+        if notifier is not None:
+            notifier.stop()
         desk.store.close()
         desk.book.close()
         desk.accounts.close()

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import cast
 
@@ -25,6 +26,7 @@ from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import OverviewStore
 from stormwatch.web.accounts import Accounts
 from stormwatch.web.app import Desk, EngineTime, create_app
+from stormwatch.web.notify import Notifier, SmtpSettings
 from stormwatch.web.overview import load_sites
 from stormwatch.web.photos import DEFAULT_MAX_BYTES
 
@@ -87,6 +89,22 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
     book.clock = clock
     return Desk(sites=sites, store=cast(OverviewStore, store), book=book, accounts=accounts, clock=clock,
                 max_photo_bytes=settings.max_photo_bytes, secure_cookies=settings.secure_cookies)
+
+
+def start_notifier(desk: Desk, state_dir: Path, smtp_url: str, sender: str, *, ca_file: Path | None = None,
+                   due_soon_hours: float = 6.0, base_url: str = "", interval_s: float = 30.0) -> Notifier:
+    """Start the e-mail notifier of ``desk`` in a background thread (its metrics join ``/metrics``).
+
+    Raises:
+        SmtpUrlError: a bad ``smtp_url``.
+    """
+    settings = SmtpSettings.from_url(smtp_url, sender, ca_file=str(ca_file) if ca_file else None)
+    book = WorkOrders(state_dir / ALERTS_FILE, WallClock())  # its own connection: used from another thread
+    notifier = Notifier(book, desk.sites, state_dir / WEB_FILE, settings, desk.clock.now,
+                        due_soon=timedelta(hours=due_soon_hours), base_url=base_url)
+    desk.extra_metrics.append(notifier.metrics.registry)
+    threading.Thread(target=notifier.run, args=(interval_s,), name="notify", daemon=True).start()
+    return notifier
 
 
 def free_port(host: str = "127.0.0.1") -> int:

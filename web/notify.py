@@ -1,0 +1,359 @@
+"""E-mail about work orders: when one opens, when it is due soon, when it goes overdue.
+
+Each order gets at most one mail of each kind, to the recipients of its site's ``notify.email``
+(site file), with the order's deadline as an ``.ics`` attachment (:func:`stormwatch.alerts.ical.calendar_of`).
+
+Which mail (stages in order ``opened`` < ``due_soon`` < ``overdue``, judged at the alert engine's
+time, like the pages): an order not completed is *overdue* past its ``due_at``, *due soon* within
+``due_soon`` of it, else *opened*. A mail is queued for the order's current stage unless one of that
+stage or a later one was queued before: an order first seen already overdue gets only the overdue
+mail, an order opened 3 h before its deadline gets the opened mail (which says so) and no separate
+due-soon mail. A queued mail whose order is completed before it goes out is cancelled.
+
+Sent once. The queue is a table of ``web.db`` keyed by ``(order, kind)``: a restart finds what was
+queued and sent and sends nothing twice. A mail is marked sent after the SMTP server accepted it;
+should the process die between the two, the mail is sent again with the same ``Message-ID``
+(``<order.kind@stormwatch>``), which mail clients use to show it once.
+
+Retries. A failed attempt (connection refused, timeout, a 4xx/5xx reply) is logged at WARNING with
+the reason, counted in ``stormwatch_notification_failures_total`` and retried after a backoff that
+doubles from ``retry_base_s`` up to ``retry_max_s``; after ``max_attempts`` the mail is abandoned,
+logged at ERROR and counted in ``stormwatch_notifications_abandoned_total``.
+
+SMTP URLs (``--smtp``): ``smtp://[user[:password]@]host[:port]`` (plain, port 25),
+``smtp+starttls://...`` (STARTTLS, port 587), ``smtps://...`` (implicit TLS, port 465). The
+password may instead come from ``STORMWATCH_SMTP_PASSWORD``; it is never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import smtplib
+import sqlite3
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from email.message import EmailMessage
+from email.utils import formatdate
+from pathlib import Path
+from typing import Literal
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from stormwatch.alerts.ical import calendar_of
+from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
+from stormwatch.display import local_time
+from stormwatch.web.overview import SiteModel
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["opened", "due_soon", "overdue"]
+KINDS: tuple[Kind, ...] = ("opened", "due_soon", "overdue")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS notifications (
+    order_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    site TEXT NOT NULL,
+    recipients TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL NOT NULL,
+    queued_at REAL NOT NULL,
+    sent_at REAL,
+    last_error TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (order_id, kind)
+);
+"""
+
+
+class SmtpUrlError(ValueError):
+    """An ``--smtp`` URL that cannot be used (the message never shows the password)."""
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    """How to reach the mail server. ``password`` is kept out of ``repr``."""
+
+    host: str
+    port: int
+    security: Literal["plain", "starttls", "tls"]
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    sender: str = "stormwatch@localhost"
+    timeout_s: float = 30.0
+    ca_file: str | None = None
+
+    @classmethod
+    def from_url(cls, url: str, sender: str, env: Mapping[str, str] | None = None,
+                 ca_file: str | None = None) -> SmtpSettings:
+        """Parse an ``--smtp`` URL (module docstring).
+
+        Raises:
+            SmtpUrlError: unknown scheme, no host, or a bad port.
+        """
+        parts = urllib.parse.urlsplit(url)
+        schemes = {"smtp": ("plain", 25), "smtp+starttls": ("starttls", 587), "smtps": ("tls", 465)}
+        if parts.scheme not in schemes or not parts.hostname:
+            raise SmtpUrlError(f"--smtp {parts.scheme}://{parts.hostname or ''}...: use smtp://host[:port], "
+                               "smtp+starttls://[user@]host[:587] or smtps://[user@]host[:465]")
+        security, default_port = schemes[parts.scheme]
+        try:
+            port = parts.port or default_port
+        except ValueError as exc:
+            raise SmtpUrlError(f"--smtp: bad port ({exc})") from None
+        password = urllib.parse.unquote(parts.password) if parts.password else \
+            (env if env is not None else os.environ).get("STORMWATCH_SMTP_PASSWORD")
+        return cls(host=parts.hostname, port=port, security=security,  # type: ignore[arg-type]
+                   username=urllib.parse.unquote(parts.username) if parts.username else None,
+                   password=password, sender=sender, ca_file=ca_file)
+
+    def safe_url(self) -> str:
+        scheme = {"plain": "smtp", "starttls": "smtp+starttls", "tls": "smtps"}[self.security]
+        user = f"{self.username}@" if self.username else ""
+        return f"{scheme}://{user}{self.host}:{self.port}"
+
+
+def send_mail(settings: SmtpSettings, message: EmailMessage) -> None:
+    """Hand ``message`` to the server.
+
+    Raises:
+        smtplib.SMTPException, OSError: the server refused it or could not be reached.
+    """
+    context = ssl.create_default_context(cafile=settings.ca_file)
+    client: smtplib.SMTP
+    if settings.security == "tls":
+        client = smtplib.SMTP_SSL(settings.host, settings.port, timeout=settings.timeout_s, context=context)
+    else:
+        client = smtplib.SMTP(settings.host, settings.port, timeout=settings.timeout_s)
+    with client:
+        client.ehlo()
+        if settings.security == "starttls":
+            client.starttls(context=context)
+            client.ehlo()
+        if settings.username:
+            client.login(settings.username, settings.password or "")
+        client.send_message(message)
+
+
+@dataclass
+class NotifyMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.sent = Counter("stormwatch_notifications_sent_total", "Work-order e-mails the server accepted",
+                            ["kind"], registry=self.registry)
+        self.failures = Counter("stormwatch_notification_failures_total", "Failed attempts to send a work-order "
+                                "e-mail (each is retried with backoff)", ["kind"], registry=self.registry)
+        self.abandoned = Counter("stormwatch_notifications_abandoned_total",
+                                 "Work-order e-mails given up after the last attempt", ["kind"],
+                                 registry=self.registry)
+        self.pending = Gauge("stormwatch_notifications_pending", "Work-order e-mails waiting to be sent",
+                             registry=self.registry)
+
+
+_TITLES: dict[Kind, str] = {"opened": "New", "due_soon": "Due soon", "overdue": "OVERDUE"}
+
+
+def compose(order: WorkOrder, kind: Kind, site: SiteModel, recipients: list[str], sender: str, now: datetime,
+            base_url: str = "") -> EmailMessage:
+    """The e-mail for ``order`` at stage ``kind``: subject with the site and the site-local due time,
+    a plain-text body, and the order's ``.ics``."""
+    tz = order.timezone or site.cfg.site.timezone
+    due = local_time(order.due_at, tz)
+    what = order.kind.replace("_", " ")
+    msg = EmailMessage()
+    msg["Subject"] = f"[stormwatch] {_TITLES[kind]}: {what} at {site.name} due {due} ({order.id})"
+    msg["From"] = sender
+    msg["To"] = ", ".join(recipients)
+    msg["Date"] = formatdate(localtime=False)
+    msg["Message-ID"] = f"<{order.id}.{kind}@stormwatch>"
+    left = ""
+    if order.due_at is not None:
+        hours = (order.due_at - now).total_seconds() / 3600
+        left = f"{hours:.1f} hours left" if hours >= 0 else f"{-hours:.1f} hours past due"
+    lines = [
+        {"opened": f"A work order was opened for {site.name} ({site.id}).",
+         "due_soon": f"A work order for {site.name} ({site.id}) is due soon.",
+         "overdue": f"A work order for {site.name} ({site.id}) is OVERDUE."}[kind],
+        "",
+        f"Order:     {order.id} ({what})",
+        f"Due:       {due}" + (f" ({left})" if left else ""),
+        f"Enforces:  {order.citation}",
+        f"Why:       {order.message}",
+        f"Status:    {order.status}",
+    ]
+    if base_url:
+        lines += ["", f"Open it: {base_url.rstrip('/')}/orders/{order.id}"]
+    lines += ["", "The deadline is attached as a calendar entry (.ics).", "-- stormwatch"]
+    msg.set_content("\n".join(lines))
+    msg.add_attachment(calendar_of([order], now), maintype="text", subtype="calendar",
+                       filename=f"{order.id}.ics", params={"method": "PUBLISH"})
+    return msg
+
+
+class Notifier:
+    """Queues and sends the e-mails of a work-order book.
+
+    Args:
+        book: the work orders (read).
+        sites: the site models (recipients, zone, name); orders of other sites are not mailed.
+        ledger: the SQLite file of the queue (``web.db``).
+        smtp: the mail server.
+        engine_now: the alert engine's time (stages are judged on it).
+        due_soon: the "due soon" window.
+        base_url: the desk's address, for a link in the mail (optional).
+        wall: wall-clock seconds for retry timing (tests pass a controllable one).
+    """
+
+    def __init__(self, book: WorkOrders, sites: Mapping[str, SiteModel], ledger: Path, smtp: SmtpSettings,
+                 engine_now: Callable[[], datetime], *, due_soon: timedelta = timedelta(hours=6),
+                 base_url: str = "", retry_base_s: float = 30.0, retry_max_s: float = 3600.0,
+                 max_attempts: int = 10, metrics: NotifyMetrics | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.book = book
+        self.sites = sites
+        self.smtp = smtp
+        self.engine_now = engine_now
+        self.due_soon = due_soon
+        self.base_url = base_url
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.max_attempts = max_attempts
+        self.metrics = metrics or NotifyMetrics()
+        self.wall = wall
+        self._db = sqlite3.connect(str(ledger), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def stage(self, order: WorkOrder, now: datetime) -> Kind | None:
+        """The order's stage at ``now`` (``None``: completed)."""
+        if order.status == "completed":
+            return None
+        if order.due_at is not None and now > order.due_at:
+            return "overdue"
+        if order.due_at is not None and order.due_at - now <= self.due_soon:
+            return "due_soon"
+        return "opened"
+
+    def scan(self) -> int:
+        """Queue the mails the book calls for now; returns how many were queued."""
+        now = self.engine_now()
+        queued = 0
+        with self._lock:
+            known: dict[str, set[str]] = {}
+            for oid, kind in self._db.execute("SELECT order_id, kind FROM notifications"):
+                known.setdefault(oid, set()).add(kind)
+        for order in self.book.list():
+            kind = self.stage(order, now)
+            site = self.sites.get(order.site)
+            if kind is None or site is None:
+                continue
+            later = KINDS[KINDS.index(kind):]
+            if known.get(order.id, set()) & set(later):
+                continue
+            recipients = list(site.cfg.notify.email)
+            if not recipients:
+                continue
+            with self._lock:
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO notifications (order_id, kind, site, recipients, status, next_attempt_at,"
+                    " queued_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                    (order.id, kind, order.site, ",".join(recipients), self.wall(), self.wall()))
+            if cur.rowcount:
+                queued += 1
+                log.info("mail queued: %s %s (%s) to %s", kind, order.id, order.site, ", ".join(recipients))
+        return queued
+
+    def deliver(self) -> int:
+        """Send the queued mails whose time has come; returns how many the server accepted."""
+        wall = self.wall()
+        with self._lock:
+            rows = self._db.execute("SELECT order_id, kind, recipients, attempts FROM notifications"
+                                    " WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY queued_at",
+                                    (wall,)).fetchall()
+        sent = 0
+        now = self.engine_now()
+        for oid, kind, recipients, attempts in rows:
+            try:
+                order = self.book.get(oid)
+            except WorkOrderError:
+                self._finish(oid, kind, "cancelled", "the order is no longer in the book")
+                continue
+            if order.status == "completed":
+                self._finish(oid, kind, "cancelled", "completed before the mail went out")
+                continue
+            message = compose(order, kind, self.sites[order.site], recipients.split(","), self.smtp.sender, now,
+                              self.base_url)
+            try:
+                send_mail(self.smtp, message)
+            except (smtplib.SMTPException, OSError) as exc:
+                self._failed(oid, kind, attempts + 1, f"{type(exc).__name__}: {exc}")
+                continue
+            self._finish(oid, kind, "sent", "")
+            self.metrics.sent.labels(kind).inc()
+            log.info("mail sent: %s %s to %s via %s", kind, oid, recipients, self.smtp.safe_url())
+            sent += 1
+        self._update_pending()
+        return sent
+
+    def _finish(self, oid: str, kind: str, status: str, note: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE notifications SET status = ?, sent_at = ?, last_error = ? WHERE order_id = ?"
+                             " AND kind = ?", (status, self.wall() if status == "sent" else None, note, oid, kind))
+
+    def _failed(self, oid: str, kind: str, attempts: int, reason: str) -> None:
+        self.metrics.failures.labels(kind).inc()
+        if attempts >= self.max_attempts:
+            with self._lock:
+                self._db.execute("UPDATE notifications SET status = 'abandoned', attempts = ?, last_error = ?"
+                                 " WHERE order_id = ? AND kind = ?", (attempts, reason, oid, kind))
+            self.metrics.abandoned.labels(kind).inc()
+            log.error("mail %s %s abandoned after %d attempts via %s: %s", kind, oid, attempts, self.smtp.safe_url(),
+                      reason)
+            return
+        delay = min(self.retry_base_s * 2 ** (attempts - 1), self.retry_max_s)
+        with self._lock:
+            self._db.execute("UPDATE notifications SET attempts = ?, next_attempt_at = ?, last_error = ?"
+                             " WHERE order_id = ? AND kind = ?", (attempts, self.wall() + delay, reason, oid, kind))
+        log.warning("mail %s %s not sent (attempt %d of %d) via %s: %s; retrying in %.0f s", kind, oid, attempts,
+                    self.max_attempts, self.smtp.safe_url(), reason, delay)
+
+    def _update_pending(self) -> None:
+        with self._lock:
+            (n,) = self._db.execute("SELECT COUNT(*) FROM notifications WHERE status = 'pending'").fetchone()
+        self.metrics.pending.set(n)
+
+    def ledger(self) -> list[tuple[str, str, str, int, str]]:
+        """``(order, kind, status, attempts, last error)`` of every queued mail (for tests and status)."""
+        with self._lock:
+            return [tuple(r) for r in self._db.execute(
+                "SELECT order_id, kind, status, attempts, last_error FROM notifications ORDER BY queued_at, kind")]
+
+    def run(self, interval_s: float = 30.0) -> None:
+        """Scan and deliver every ``interval_s`` real seconds until :meth:`stop`. Errors of one round
+        are logged and the next round runs."""
+        log.info("notifications by e-mail via %s (due soon: %s before the deadline)", self.smtp.safe_url(),
+                 self.due_soon)
+        while not self._stop.is_set():
+            try:
+                self.scan()
+                self.deliver()
+            except (sqlite3.Error, WorkOrderError) as exc:
+                log.error("notification round failed: %s", exc)
+            self._stop.wait(interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
