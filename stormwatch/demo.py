@@ -29,6 +29,7 @@ from stormwatch.workdir import prepare_workdir
 
 if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs
     from stormwatch.pipeline import PipelineResult
+    from stormwatch.web.demo_desk import DemoDesk
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,10 @@ def demo(
              "Default: a temporary directory.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per event (and nothing else) on stdout."),
+    web: bool = typer.Option(
+        False, "--web", help="Serve the web desk (portfolio, charts, work orders) on 127.0.0.1 during the run and "
+        "after it, until Ctrl-C; the login passwords are printed."),
+    web_port: int = typer.Option(8080, "--web-port", min=0, max=65535, help="Port of --web (0: any free port)."),
 ) -> None:
     """Run a simulated construction site through a storm, end to end, and show the ordinance events.
 
@@ -152,6 +157,8 @@ def demo(
         if broker is not None:
             parse_broker_url(broker)
         removed = prepare_workdir(workdir) if workdir is not None else []
+        if web and influx:
+            raise ValueError("--web reads the embedded SQLite store: leave out --influx")
     except (ConfigError, ProfileError, PackError, ScenarioError, RainRecordError, BrokerUrlError,
             ValueError, OSError) as exc:
         fail(str(exc))
@@ -185,20 +192,40 @@ def demo(
             + (f"\n{work}: the previous run's state was removed (every run starts clean)" if removed else "")
             + "\n"
         )
+    desk = None
     try:
+        if web:
+            desk = _start_desk(site, cfg.site.id, work, web_port)
         result = Pipeline(
             cfg, profiles, sc, work, speed=speed, broker_url=broker, store_url=store_url,
             on_event=on_event, on_progress=on_progress,
         ).run()
+        if not as_json:
+            typer.echo("")
+            typer.echo(_summary(result, tz))
+        if desk is not None:
+            typer.echo(f"the run is over; {desk.server.url} still serves it (Ctrl-C to stop)", err=as_json)
+            desk.wait()
     except PipelineError as exc:
         fail(str(exc), 1)
     finally:
+        if desk is not None:
+            desk.close()
         if tmp is not None:
             tmp.cleanup()
-    if as_json:
-        return
-    typer.echo("")
-    typer.echo(_summary(result, tz))
+
+
+def _start_desk(site: Path, site_id: str, work: Path, port: int) -> DemoDesk:
+    """Start ``--web``; prints where and how to log in (stderr, so ``--json`` stays clean)."""
+    from stormwatch.web.demo_desk import DemoDesk
+    from stormwatch.web.server import DeskSetupError
+
+    try:
+        desk = DemoDesk(site, site_id, work, port)
+        typer.echo(desk.start() + "\n", err=True)
+    except (DeskSetupError, RuntimeError, OSError) as exc:
+        fail(f"--web: {exc}", 1)
+    return desk
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -278,7 +278,10 @@ def create_app(desk: Desk) -> Starlette:
         result = portfolio([desk.sites[i] for i in ids], desk.store, orders, now,
                            clock_note=desk.clock.current()[1], gateways=desk.gateways() if desk.gateways else None)
         name = "_portfolio_table.html" if request.headers.get("HX-Request") else "portfolio.html"
-        response = render(request, name, {"portfolio": result})
+        week = now - timedelta(days=7)
+        recent = [o for o in orders if o.status != "completed" or (o.completed_at and o.completed_at >= week)]
+        recent.sort(key=lambda o: (o.status == "completed", o.due_at or o.event_time))
+        response = render(request, name, {"portfolio": result, "recent_orders": recent})
         desk.metrics.render_s.labels("portfolio").observe(time.perf_counter() - t0)
         return response
 

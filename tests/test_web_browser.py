@@ -1,0 +1,184 @@
+"""The inspector's desk in a real browser: headless Chromium (Debian's chromium + chromium-driver,
+driven by Selenium) against `stormwatch demo --web` and then `stormwatch web` over the demo's state.
+
+An inspector logs in, sees the overdue storm inspection of the demo run, acknowledges it, completes it
+with a photo, and sees it completed in the portfolio. Screenshots of the portfolio, the site page and
+the order page are kept in the pytest temporary directory (the path is printed).
+
+Skipped without Chromium, except under CI=true (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from stormwatch.web.server import free_port
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--window-size=1300,1500")
+
+
+def _need_browser() -> None:
+    if CHROMIUM.exists() and DRIVER.exists():
+        return
+    msg = "Chromium not installed (Debian: apt-get install chromium chromium-driver)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {msg}")
+    pytest.skip(msg)
+
+
+def _stormwatch(*args: str, **kw: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "stormwatch", *args], **kw)  # type: ignore[call-overload]
+
+
+def _wait_for(predicate: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return urllib.request.urlopen(url, timeout=2).status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """A demo run with --web: its web desk answers while the run goes on; the state is kept."""
+    _need_browser()
+    root = tmp_path_factory.mktemp("web-demo")
+    work = root / "demo"
+    port = free_port()
+    out, err = open(root / "demo.out", "wb"), open(root / "demo.err", "wb")
+    proc = _stormwatch("demo", "--workdir", str(work), "--web", "--web-port", str(port), stdout=out, stderr=err)
+    try:
+        _wait_for(lambda: "web desk:" in (root / "demo.err").read_text(), 60, "the demo's web desk")
+        line = next(x for x in (root / "demo.err").read_text().splitlines() if "web desk:" in x)
+        passwords = dict(re.findall(r"(\w+) / (\S+?)(?:,|\))", line))
+        assert set(passwords) == {"inspector", "smo"}, line
+        assert _answers(f"http://127.0.0.1:{port}/login")  # live during the run
+        _wait_for(lambda: "still serves it" in (root / "demo.out").read_text() or proc.poll() is not None, 600,
+                  "the end of the demo run")
+        assert proc.poll() is None, (root / "demo.err").read_text()[-2000:]
+        assert "Summary" in (root / "demo.out").read_text()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        out.close()
+        err.close()
+    yield {"work": work, "passwords": passwords, "root": root}
+
+
+@pytest.fixture(scope="module")
+def desk(demo: dict[str, object]) -> Iterator[str]:
+    """`stormwatch web` over the demo's state, judged at today's date (--wall-time): every order of
+    the June demo is overdue."""
+    work = demo["work"]
+    port = free_port()
+    log = open(Path(str(demo["root"])) / "web.err", "wb")
+    proc = _stormwatch("web", "--store", f"sqlite:///{work}/stormwatch.db", "--state-dir", str(work), "--port",
+                       str(port), "--wall-time", stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        _wait_for(lambda: _answers(f"http://127.0.0.1:{port}/login"), 60, "stormwatch web")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+@pytest.fixture()
+def browser(tmp_path: Path) -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    driver = webdriver.Chrome(options=options, service=Service(str(DRIVER)))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
+        demo: dict[str, object], desk: str, browser: object, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d: WebDriver = browser  # type: ignore[assignment]
+    shots = tmp_path_factory.mktemp("screenshots")
+    print(f"\nscreenshots: {shots}")
+    wait = WebDriverWait(d, 30)
+
+    d.get(desk + "/")
+    wait.until(lambda d: d.find_elements(By.ID, "username"))
+    d.find_element(By.ID, "username").send_keys("inspector")
+    d.find_element(By.ID, "password").send_keys(str(demo["passwords"]["inspector"]))  # type: ignore[index]
+    d.find_element(By.ID, "login").click()
+    wait.until(lambda d: d.find_elements(By.ID, "portfolio"))
+    row = d.find_element(By.CSS_SELECTOR, 'tr[data-site="riverside-commons"]')
+    assert "4 open, 4 overdue" in row.text  # the demo's four orders, all past due today
+    storm = d.find_element(By.XPATH, "//tr[@class='order'][td[contains(., 'storm inspection')]]")
+    assert "OVERDUE" in storm.text and storm.get_attribute("data-status") == "open"
+    d.save_screenshot(str(shots / "1-portfolio.png"))
+
+    d.find_element(By.LINK_TEXT, "Riverside Commons, Phase 2").click()
+    wait.until(lambda d: d.find_elements(By.ID, "chart-rain"))
+    assert len(d.find_elements(By.CSS_SELECTOR, "figure svg.chart")) == 3
+    d.save_screenshot(str(shots / "2-site.png"))
+
+    link = d.find_element(By.XPATH, "//tr[@class='order'][td[contains(., 'storm inspection')]]//a")
+    oid = link.text
+    link.click()
+    wait.until(lambda d: d.find_elements(By.ID, "acknowledge"))
+    assert "OVERDUE" in d.find_element(By.ID, "due").text
+    assert "Wed 03 Jun 2026 01:00 EDT" in d.find_element(By.ID, "due").text  # last tip + 24 h, site-local
+    assert "within 24 hours of any storm event producing 0.5 inches" in d.find_element(By.ID, "ordinance").text
+    d.save_screenshot(str(shots / "3-order.png"))
+
+    d.find_element(By.ID, "ack-notes").send_keys("on my way")
+    d.find_element(By.ID, "acknowledge").click()
+    wait.until(lambda d: "acknowledged" in d.find_element(By.ID, "status").text)
+
+    photo = tmp_path_factory.mktemp("photo") / "silt-fence.jpg"
+    Image.new("RGB", (320, 240), (110, 90, 60)).save(photo, "JPEG")
+    d.find_element(By.ID, "complete-notes").send_keys("Silt fence at the outfall re-staked; basin inlet cleared.")
+    d.find_element(By.ID, "complete-photo").send_keys(str(photo))
+    d.find_element(By.ID, "complete").click()
+    wait.until(lambda d: "completed" in d.find_element(By.ID, "status").text)
+    img = d.find_element(By.CSS_SELECTOR, "figure.photo img")
+    assert d.execute_script("return arguments[0].naturalWidth", img) == 320  # the stored photo is served
+    history = d.find_element(By.ID, "history").text
+    assert "Demo Inspector acknowledged" in history and "photo attached" in history and "completed" in history
+    d.save_screenshot(str(shots / "4-order-completed.png"))
+
+    d.find_element(By.LINK_TEXT, "Portfolio").click()
+    wait.until(lambda d: d.find_elements(By.ID, "portfolio"))
+    row = d.find_element(By.CSS_SELECTOR, 'tr[data-site="riverside-commons"]')
+    assert "3 open, 3 overdue" in row.text
+    done = d.find_element(By.CSS_SELECTOR, f'tr.order[data-order="{oid}"]')
+    assert done.get_attribute("data-status") == "completed" and "OVERDUE" not in done.text
+    d.save_screenshot(str(shots / "5-portfolio-after.png"))
+    for name in ("1-portfolio.png", "2-site.png", "3-order.png"):
+        assert (shots / name).stat().st_size > 10_000
