@@ -122,6 +122,7 @@ def browser(tmp_path: Path) -> Iterator[object]:
 
 def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
         demo: dict[str, object], desk: str, browser: object, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
     from selenium.webdriver.support.ui import WebDriverWait
@@ -129,7 +130,8 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     d: WebDriver = browser  # type: ignore[assignment]
     shots = tmp_path_factory.mktemp("screenshots")
     print(f"\nscreenshots: {shots}")
-    wait = WebDriverWait(d, 30)
+    # a form POST navigates: an element found on the old page may go stale while the wait polls
+    wait = WebDriverWait(d, 30, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException))
 
     d.get(desk + "/")
     wait.until(lambda d: d.find_elements(By.ID, "username"))
