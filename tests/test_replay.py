@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from stormwatch.cli import app
 from tests.conftest import data_file
-from tests.test_import_files import THARANDT, THARANDT_ARGS
+from tests.test_cases import CASES
+from tests.test_import_files import THARANDT
 
 TIPS_TO_QUALIFY = 64  # 64 × 0.2 mm = 12.8 mm ≥ 12.7 mm = 0.5 in; 63 × 0.2 = 12.6 mm < 0.5 in
 
@@ -66,12 +67,19 @@ def expected_events(storms: list[Storm], gap: timedelta) -> list[dict[str, objec
              "event_time": z(s.end + gap)} for s in storms if s.tips >= TIPS_TO_QUALIFY]
 
 
+def golden(case: str) -> list[dict[str, object]]:
+    """The expected events of a golden case folder (tests/test_cases.py runs the replay and compares)."""
+    lines = (CASES / case / "expected.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def test_tharandt_replay_prints_one_event_per_qualifying_storm() -> None:
+    """The golden case tests/cases/tharandt-ch133 holds exactly the storms found here by hand."""
     gap = timedelta(hours=6)
     closed, still_open = storms_by_hand(tharandt_tips(), gap)
     expected = expected_events(closed, gap)
     assert len(expected) == 15 and len(closed) > 100  # many small storms print nothing
-    events = replay_json(str(data_file(THARANDT)), *THARANDT_ARGS)
+    events = golden("tharandt-ch133")
     assert {e["kind"] for e in events} == {"storm_inspection_due"}
     got = [{k: e[k] for k in ("storm_start", "storm_end", "tips", "due_at", "event_time")} for e in events]
     assert got == expected
@@ -83,10 +91,10 @@ def test_tharandt_replay_prints_one_event_per_qualifying_storm() -> None:
 
 
 def test_shorter_dry_gap_and_ch196() -> None:
+    """The golden case tests/cases/tharandt-ch196-dry-gap-2h, derived by hand."""
     gap = timedelta(hours=2)
     closed, _ = storms_by_hand(tharandt_tips(), gap)
-    events = replay_json(str(data_file(THARANDT)), *THARANDT_ARGS, "--dry-gap-hours", "2",
-                         "--jurisdiction", "ch196")
+    events = golden("tharandt-ch196-dry-gap-2h")
     got = [{k: e[k] for k in ("storm_start", "storm_end", "tips", "due_at", "event_time")} for e in events]
     assert got == expected_events(closed, gap)
     assert {e["citation"] for e in events} == {"Ch. 196 §196-9B"}
