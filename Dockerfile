@@ -14,12 +14,17 @@ COPY alerts ./alerts
 COPY simulators ./simulators
 COPY importers ./importers
 COPY dashboards ./dashboards
+COPY report ./report
 COPY device_profiles ./device_profiles
 COPY examples ./examples
 COPY web ./web
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 
 FROM python:3.11-slim
+# stormwatch report lays its PDF out with WeasyPrint, which draws text with Pango (and a font)
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core \
+    && rm -rf /var/lib/apt/lists/*
 COPY --from=build /dist /tmp/dist
 RUN pip install --no-cache-dir /tmp/dist/stormwatch-*.whl \
     && rm -rf /tmp/dist \

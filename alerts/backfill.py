@@ -19,16 +19,20 @@ as the 0.50 in of Ch. 133 §133-7A(2).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
 
 from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
-from stormwatch.alerts.rules.storm import GapSummary, StormSummary
+from stormwatch.alerts.rules import RuleTrace
+from stormwatch.alerts.rules.basin import BasinRuleState
+from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
+from stormwatch.alerts.rules.turbidity import TurbidityRuleState
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Event
+from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.store import ReadingStore
@@ -145,9 +149,23 @@ class Evaluation:
         }
 
 
+#: Event time read from the store per query in a backfill: a year of 1-minute data of a site is
+#: never held in memory at once (one day of four sensors is 5,760 readings).
+CHUNK = timedelta(days=1)
+
+
 def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, start: datetime, end: datetime,
-             *, lateness_s: float = DEFAULT_LATENESS_S) -> Evaluation:
+             *, lateness_s: float = DEFAULT_LATENESS_S, trace: RuleTrace | None = None,
+             on_readings: Callable[[list[Reading]], None] | None = None) -> Evaluation:
     """Re-run the rules of ``cfg``'s pack over its stored readings of ``[start, end)``.
+
+    The store is read one :data:`CHUNK` of event time at a time (memory stays flat over a year)
+    and the chunks go through :meth:`Engine.replay` -- the engine's own checks and rule code.
+
+    Args:
+        trace: given to every rule (:class:`stormwatch.alerts.rules.RuleTrace`): the quantities the
+            rules decide on, for a report.
+        on_readings: called with each chunk of stored readings as read (e.g. to count them).
 
     Raises:
         ValueError: ``end`` not after ``start``.
@@ -157,14 +175,25 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     if end <= start:
         raise ValueError(f"--to ({format_time(end)}) must be after --from ({format_time(start)})")
     engine = Engine.for_site(cfg, profiles, None, lateness_s)
-    readings = store.query_readings(cfg.site.id, start=start, end=end)
-    log.info("%s: evaluating %d stored readings from %s to %s", cfg.site.id, len(readings), format_time(start),
-             format_time(end))
+    if trace is not None:
+        for rule in engine.rules:
+            if isinstance(rule, StormRuleState | TurbidityRuleState | BasinRuleState):
+                rule.trace = trace
+    log.info("%s: evaluating stored readings from %s to %s", cfg.site.id, format_time(start), format_time(end))
     events: list[Event] = []
-    for r in readings:
-        events += engine.feed(r)
+    count = 0
+    t = start
+    while t < end:
+        upto = min(end, t + CHUNK)
+        readings = store.query_readings(cfg.site.id, start=t, end=upto)
+        if on_readings is not None:
+            on_readings(readings)
+        count += len(readings)
+        events += engine.replay(readings)
+        t = upto
     events += engine.flush()
-    return Evaluation(cfg.site.id, start, end, len(readings), events, engine.in_progress(),
+    log.info("%s: %d stored readings evaluated, %d events", cfg.site.id, count, len(events))
+    return Evaluation(cfg.site.id, start, end, count, events, engine.in_progress(),
                       _gaps(engine, start, end), has_gauge=engine.storm is not None,
                       resolution=gauge_resolution(cfg, profiles))
 

@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "stormwatch.demo",
     "stormwatch.catalog",
     "stormwatch.web.cli",
+    "stormwatch.report.cli",
 )
 
 

@@ -34,3 +34,32 @@ class Rule(Protocol):
     def advance_to(self, t: datetime) -> list[Event]:
         """Event time has reached ``t`` (no reading at or before ``t`` will come): due events."""
         ...
+
+
+class RuleTrace(Protocol):
+    """What the rules computed on the way to their events, for a report (``stormwatch report``).
+
+    A backfill (:func:`stormwatch.alerts.backfill.evaluate` with ``trace=``) hands one object to
+    every rule; the rules call it with the quantities they decided on, so a report shows the
+    rules' own numbers (never a second implementation). Live engines have none (``trace`` is
+    ``None``): the hooks cost one attribute test per reading.
+    """
+
+    def rain_counted(self, t: datetime, tips: int) -> None:
+        """R1 counted ``tips`` (> 0) whole tips at event time ``t`` (after every quality check)."""
+        ...
+
+    def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool) -> None:
+        """R1 closed a storm (qualifying or not); ``confirmed``: the gauge reported the dry gap."""
+        ...
+
+    def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,
+                         downstream: float | None, allowed: float | None) -> None:
+        """R2 judged the window ``[start, end)``: ``status`` ``compliant``, ``violating``,
+        ``undetermined`` or ``needs_verification``; window medians and the allowed value (NTU/FNU)."""
+        ...
+
+    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float) -> None:
+        """R3's settled sediment depth changed at ``t``: ``depth_ft`` above the floor and the fraction
+        0..1 of the design storage volume it takes."""
+        ...

@@ -30,6 +30,7 @@ from typing import Any
 
 from stormwatch.alerts.geometry import StageStorage, lost_capacity
 from stormwatch.alerts.packs import BasinRule
+from stormwatch.alerts.rules import RuleTrace
 from stormwatch.config import M_PER_FT, Basin
 from stormwatch.contract import Event, EventKind, Reading
 from stormwatch.profiles import LevelSpec
@@ -79,6 +80,7 @@ class BasinRuleState:
         self._due = False
         self._cycle_start: datetime | None = None
         self.next_due: datetime | None = None  # time alone never emits a basin event
+        self.trace: RuleTrace | None = None  # a report's observer (backfill only)
 
     def wants(self, reading: Reading) -> bool:
         return reading.device == self.basin.device and reading.quantity in (self.level.quantity, "sediment_depth")
@@ -131,6 +133,8 @@ class BasinRuleState:
             return []  # the same median decides the same (_step is idempotent for a repeated value)
         self._last_settled = settled
         lost = lost_capacity(self.storage, settled)
+        if self.trace is not None:
+            self.trace.basin_settled(t, settled, lost)
         return self._step(t, settled, lost)
 
     def advance_to(self, t: datetime) -> list[Event]:

@@ -59,6 +59,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from stormwatch.alerts.packs import StormRule
+from stormwatch.alerts.rules import RuleTrace
 from stormwatch.contract import TIP_UNIT, Event, EventKind, Reading
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
 from stormwatch.physics import max_tips
@@ -147,6 +148,7 @@ class StormRuleState:
         self.gateway: str | None = None  # the gateway the gauge reports through
         self.gaps: list[GapSummary] = []  # closed gaps, oldest first
         self.next_due: datetime | None = None  # earliest event time at which advance_to can emit
+        self.trace: RuleTrace | None = None  # a report's observer (backfill only)
 
     def wants(self, reading: Reading) -> bool:
         return reading.device == self.gauge and reading.quantity == "rain_tips"
@@ -176,6 +178,8 @@ class StormRuleState:
 
     def _close(self, storm: _Storm, known_at: datetime, confirmed: bool) -> list[Event]:
         self._storm = None
+        if self.trace is not None:
+            self.trace.storm_ended(storm.start, storm.last_tip, storm.tips, storm.threshold_time is not None, confirmed)
         if storm.threshold_time is None:
             log.debug("%s: storm %s ended below threshold: %s", self.site, storm.occurrence,
                       self._depth_text(storm.tips))
@@ -276,6 +280,8 @@ class StormRuleState:
             self._storm = _Storm(start=t, last_tip=t)
         storm = self._storm
         assert storm is not None
+        if self.trace is not None:
+            self.trace.rain_counted(t, tips)
         storm.verify |= doubt
         storm.tips += tips
         storm.last_tip = t

@@ -29,6 +29,7 @@ from statistics import median
 from typing import Any, Literal
 
 from stormwatch.alerts.packs import TurbidityRule
+from stormwatch.alerts.rules import RuleTrace
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.contract import Event, EventKind, Reading
 from stormwatch.wire import format_time
@@ -102,6 +103,7 @@ class TurbidityRuleState:
         self._cur_idx = 0  # cache of the window of the latest reading
         self._cur_start: datetime | None = None
         self._cur_end: datetime = _EPOCH
+        self.trace: RuleTrace | None = None  # a report's observer (backfill only)
 
     def wants(self, reading: Reading) -> bool:
         return reading.quantity == "turbidity" and reading.device in (self.upstream, self.downstream)
@@ -180,6 +182,8 @@ class TurbidityRuleState:
 
     def _step(self, r: _Result) -> list[Event]:
         out: list[Event] = []
+        if self.trace is not None:
+            self.trace.turbidity_window(r.start, r.end, r.status, r.reason, r.up_median, r.down_median, r.allowed)
         changed = r.status != self._last_status
         self._last_status = r.status
         if r.status == "violating":

@@ -1,0 +1,422 @@
+"""Gather a site report from the store and the work-order state (:func:`build_report`).
+
+Everything the rules decide comes from the rules themselves: the period is re-evaluated with
+:func:`stormwatch.alerts.backfill.evaluate` (the engine's own code) and a :class:`Collector` --
+the :class:`~stormwatch.alerts.rules.RuleTrace` of that evaluation -- keeps the tips R1 counted,
+the storms it closed (qualifying or not), the windows R2 judged and the sediment depths R3
+settled on. The evaluation starts :data:`LEAD_IN` before the period (a storm or a basin cycle that
+began before it is seen whole) and runs a dry gap past its end (a storm whose last tip falls just
+before the end is closed by the gauge's dry readings after it); only what touches the period is
+reported.
+
+Data completeness is counted from the same stored readings as they stream past: for each device,
+the distinct reading times in the period against one per poll interval of the site file, and every
+stretch longer than two poll intervals (the engine's silence allowance) without a reading.
+
+A gap in the data is never a dry spell: rain-gauge gaps (the storm rule's own, from
+:func:`~stormwatch.alerts.backfill.evaluate`), turbidity windows R2 could not judge and basin
+level gaps are listed as UNKNOWN with their durations, and a day with a gauge gap shows its total
+as a lower bound.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate
+from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
+from stormwatch.config import SiteConfig
+from stormwatch.contract import Event, Reading
+from stormwatch.display import local_time
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.rain import TipResolution
+from stormwatch.report.fmt import duration
+from stormwatch.report.model import (
+    BasinRow,
+    DayTotal,
+    Interval,
+    OrderRow,
+    Outcome,
+    Report,
+    SensorCoverage,
+    StormRow,
+    TurbidityRow,
+    UnknownRow,
+)
+from stormwatch.store import ReadingStore
+from stormwatch.wire import format_time
+
+log = logging.getLogger(__name__)
+
+#: How long before the period the rules start evaluating (a storm, a turbidity run or a basin
+#: cycle that began before the period is seen from its start).
+LEAD_IN = timedelta(days=7)
+#: Added to the storm rule's dry gap after the period's end, so a storm that ended just before
+#: the end is closed by the gauge's dry readings after it.
+TAIL_MARGIN = timedelta(hours=1)
+
+_UNDECIDED = ("undetermined", "needs_verification")
+
+
+@dataclass
+class _Window:
+    start: datetime
+    end: datetime
+    status: str
+    reason: str
+    upstream: float | None
+    downstream: float | None
+    allowed: float | None
+
+
+@dataclass
+class Collector:
+    """The :class:`~stormwatch.alerts.rules.RuleTrace` of a report's evaluation (see the module)."""
+
+    rain: list[tuple[datetime, int]] = field(default_factory=list)
+    storms: list[tuple[datetime, datetime, int, bool, bool]] = field(default_factory=list)
+    windows: list[_Window] = field(default_factory=list)
+    basin: list[tuple[datetime, float, float]] = field(default_factory=list)
+
+    def rain_counted(self, t: datetime, tips: int) -> None:
+        self.rain.append((t, tips))
+
+    def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool) -> None:
+        self.storms.append((start, last_tip, tips, qualified, confirmed))
+
+    def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,
+                         downstream: float | None, allowed: float | None) -> None:
+        # a long compliant stretch is kept as its windows (charts need them); memory: a year of
+        # 5-minute windows is 105,120 small records
+        self.windows.append(_Window(start, end, status, reason, upstream, downstream, allowed))
+
+    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float) -> None:
+        self.basin.append((t, depth_ft, lost_fraction))
+
+
+@dataclass
+class _Device:
+    poll: timedelta
+    allowance: timedelta
+    last: datetime | None = None
+    count: int = 0
+    gaps: list[Interval] = field(default_factory=list)
+
+
+class CoverageCounter:
+    """Counts each device's readings in ``[start, end)`` as they stream past (module docstring)."""
+
+    def __init__(self, cfg: SiteConfig, start: datetime, end: datetime) -> None:
+        self.start, self.end = start, end
+        self._devices = {d.id: _Device(timedelta(seconds=d.poll_interval_s), 2 * timedelta(seconds=d.poll_interval_s))
+                         for d in cfg.devices}
+
+    def add(self, readings: Sequence[Reading]) -> None:
+        start, end, devices = self.start, self.end, self._devices
+        for r in readings:
+            t = r.time
+            if t < start or t >= end:
+                continue
+            d = devices.get(r.device)
+            if d is None or t == d.last:
+                continue
+            prev = d.last if d.last is not None else start
+            if t - prev > d.allowance:
+                d.gaps.append(Interval(prev, t))
+            d.last = t
+            d.count += 1
+
+    def gaps(self, device: str) -> list[Interval]:
+        """The device's gaps, the one up to the period's end included."""
+        d = self._devices[device]
+        last = d.last if d.last is not None else self.start
+        tail = [Interval(last, self.end)] if self.end - last > d.allowance else []
+        return [*d.gaps, *tail]
+
+    def result(self, cfg: SiteConfig, profiles: ProfileLibrary) -> list[SensorCoverage]:
+        roles = _roles(cfg)
+        out = []
+        for dev in cfg.devices:
+            d = self._devices[dev.id]
+            expected = int((self.end - self.start) / d.poll)
+            out.append(SensorCoverage(dev.id, roles.get(dev.id, "other"), dev.profile, dev.poll_interval_s, expected,
+                                      d.count, tuple(self.gaps(dev.id))))
+        return out
+
+
+def _roles(cfg: SiteConfig) -> dict[str, str]:
+    roles: dict[str, str] = {}
+    if cfg.rain_gauge:
+        roles[cfg.rain_gauge] = "rain gauge (R1)"
+    if cfg.turbidity_pair:
+        roles[cfg.turbidity_pair.upstream] = "turbidity, upstream background (R2)"
+        roles[cfg.turbidity_pair.downstream] = "turbidity, downstream compliance (R2)"
+    if cfg.basin:
+        roles[cfg.basin.device] = f"basin level, {cfg.basin.id} (R3)"
+    return roles
+
+
+def outcome_of(order: WorkOrder | None, due: datetime | None, as_of: datetime, missing: str) -> Outcome:
+    """Whether the work of ``order`` (due ``due``) was done on time, late, or is overdue at ``as_of``."""
+    if order is None:
+        return Outcome(None, missing)
+    due = order.due_at or due
+    if order.completed_at is not None:
+        if due is not None and order.completed_at > due:
+            return Outcome(order, f"LATE by {duration(order.completed_at - due)}")
+        return Outcome(order, "on time")
+    if due is not None and as_of > due:
+        return Outcome(order, f"OVERDUE by {duration(as_of - due)}: not completed")
+    return Outcome(order, f"{order.status}, not completed yet")
+
+
+def _time_of(occurrence: str) -> datetime:
+    """The time in an occurrence key (``storm:2026-06-01T05:00:00Z``, ``turbidity:...``)."""
+    return datetime.fromisoformat(occurrence.split(":", 1)[1]).astimezone(UTC)
+
+
+def _clip(a: datetime, b: datetime, start: datetime, end: datetime) -> Interval | None:
+    lo, hi = max(a, start), min(b, end)
+    return Interval(lo, hi) if hi > lo else None
+
+
+def local_days(start: datetime, end: datetime, tz: ZoneInfo) -> list[tuple[datetime, datetime]]:
+    """``[day start, next day start)`` (UTC) of every local calendar day of ``tz`` that
+    ``[start, end)`` touches, clipped to it. A DST day is 23 or 25 hours long."""
+    out = []
+    day = start.astimezone(tz).date()
+    while True:
+        lo = datetime(day.year, day.month, day.day, tzinfo=tz).astimezone(UTC)
+        nxt = day + timedelta(days=1)
+        hi = datetime(nxt.year, nxt.month, nxt.day, tzinfo=tz).astimezone(UTC)
+        if lo >= end:
+            break
+        out.append((max(lo, start), min(hi, end)))
+        day = nxt
+    return out
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a report's facts come from: the store and (optionally) the work-order book."""
+
+    store: ReadingStore
+    book: WorkOrders | None
+    as_of: datetime
+    as_of_what: str
+    state: str
+
+
+def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, start: datetime, end: datetime, *,
+                 charts: bool = True) -> Report:
+    """The report of ``cfg``'s site for ``[start, end)`` (UTC, aware).
+
+    Raises:
+        ValueError: ``end`` not after ``start``.
+        stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: the site's rules cannot run.
+        stormwatch.store.StoreError: the store cannot be read.
+    """
+    if end <= start:
+        raise ValueError(f"the period must end after it starts ({format_time(start)} .. {format_time(end)})")
+    pack = load_pack(cfg.site.jurisdiction, cfg.rules)
+    storm_rule = pack.storm()
+    dry_gap = timedelta(hours=storm_rule[1].dry_gap_hours) if storm_rule else timedelta(0)
+    collector = Collector()
+    coverage = CoverageCounter(cfg, start, end)
+    ev = evaluate(cfg, profiles, sources.store, start - LEAD_IN, end + dry_gap + TAIL_MARGIN, trace=collector,
+                  on_readings=coverage.add)
+    tz = cfg.site.tz
+    citations = {rid: rule.citation for rid, rule in pack.rules.items()}
+    report = Report(
+        site_id=cfg.site.id, site_name=cfg.site.name or cfg.site.id, timezone=cfg.site.timezone,
+        jurisdiction=cfg.site.jurisdiction, pack_title=pack.title or pack.name, permit=_permit(cfg),
+        start=start, end=end, as_of=sources.as_of, as_of_what=sources.as_of_what,
+        resolution=ev.resolution, threshold=f"{storm_rule[1].threshold_in} in" if storm_rule else None,
+        citations=citations, state=sources.state,
+    )
+    basin_rule = pack.basin()
+    if basin_rule and cfg.basin:
+        report.basin_limits = (basin_rule[1].warning_fraction, basin_rule[1].cleanout_fraction)
+    routine = pack.routine()
+    report.inspector_citation = storm_rule[1].citation if storm_rule else routine[1].citation if routine else ""
+    report.coverage = coverage.result(cfg, profiles)
+    report.readings = sum(c.received for c in report.coverage)
+    events: dict[tuple[str, str], Event] = {(e.kind, e.occurrence): e for e in ev.events}
+    orders = _orders(cfg, sources.book, start, end)
+    by_id = {o.id: o for o in orders}
+    report.storms = _storms(cfg, ev, collector, events, by_id, sources, start, end)
+    report.days = _days(ev, collector, tz, start, end)
+    report.turbidity = _turbidity(ev.events, collector, by_id, sources, start, end)
+    report.basin = _basin(ev.events, by_id, sources, start, end)
+    report.unknown = _unknown(cfg, ev, collector, coverage, start, end)
+    report.orders = [OrderRow(o, tuple(sources.book.history(o.id))) for o in orders] if sources.book else []
+    if report.storm is None and charts:
+        from stormwatch.report.charts import charts_of
+
+        report.charts = charts_of(report, collector, [u.interval for u in report.unknown if u.what == "rain"])
+    log.info("%s: report of %s .. %s: %d readings, %d storms, %d turbidity events, %d basin events, %d unknown "
+             "intervals, %d work orders", cfg.site.id, format_time(start), format_time(end), report.readings,
+             len(report.storms), len(report.turbidity), len(report.basin), len(report.unknown), len(report.orders))
+    return report
+
+
+def _permit(cfg: SiteConfig) -> str:
+    return getattr(cfg.site, "permit", "") or ""
+
+
+def _orders(cfg: SiteConfig, book: WorkOrders | None, start: datetime, end: datetime) -> list[WorkOrder]:
+    """The site's orders whose life (opening condition to completion, or still open) touches the period."""
+    if book is None:
+        return []
+    return [o for o in book.list(site=cfg.site.id)
+            if o.event_time < end and (o.completed_at is None or o.completed_at >= start)]
+
+
+def _find(by_id: dict[str, WorkOrder], site: str, rule: str, occurrence: str) -> WorkOrder | None:
+    return by_id.get(order_id(site, rule, occurrence))
+
+
+def _storms(cfg: SiteConfig, ev: Evaluation, c: Collector, events: dict[tuple[str, str], Event],
+            by_id: dict[str, WorkOrder], sources: Sources, start: datetime, end: datetime) -> list[StormRow]:
+    resolution = ev.resolution
+    found: list[tuple[datetime, datetime, int, bool, str]] = [
+        (s, last, tips, q, "confirmed" if confirmed else "not confirmed (gauge silent after the last tip)")
+        for s, last, tips, q, confirmed in c.storms]
+    found += [(s.start, s.last_tip, s.tips, s.qualified, "in progress at the end of the data") for s in ev.in_progress]
+    rows = []
+    for s, last, tips, qualified, ended in sorted(found):
+        if last < start or s >= end:
+            continue
+        occurrence = f"storm:{format_time(s)}"
+        due_event = events.get(("storm_inspection_due", occurrence))
+        rule = due_event.rule if due_event else next((e.rule for e in ev.events if e.occurrence == occurrence), "R1")
+        order = _find(by_id, cfg.site.id, rule, occurrence) if qualified else None
+        due = due_event.due_at if due_event else None
+        notes = []
+        if s < start:
+            notes.append(f"started before the period ({local_time(s, cfg.site.tz)})")
+        if last >= end:
+            notes.append("continues after the period")
+        flagged = due_event.needs_verification if due_event else None
+        if flagged:
+            notes.append(f"needs verification: gauge readings flagged {', '.join(flagged)}")
+        outcome = None
+        if qualified:
+            missing = ("no work-order state given" if sources.book is None
+                       else "no inspection order in the work-order state")
+            if due is None:
+                missing = "inspection due once the storm ends" if order is None else missing
+            outcome = outcome_of(order, due, sources.as_of, missing)
+        rows.append(StormRow(
+            id=order.id if order else occurrence, occurrence=occurrence, start=s, last_tip=last, tips=tips,
+            depth=depth_text(tips, resolution) if resolution else f"{tips} tips",
+            depth_in=float(ev_depth_in(tips, resolution)), qualifying=qualified, ended=ended, due_at=due,
+            outcome=outcome, notes=tuple(notes)))
+    return rows
+
+
+def ev_depth_in(tips: int, resolution: str | None) -> float:
+    """Depth in inches of ``tips`` at ``resolution`` (0 when the resolution is unknown)."""
+    return float(TipResolution.parse(resolution).depth_in(tips)) if resolution else 0.0
+
+
+def _days(ev: Evaluation, c: Collector, tz: ZoneInfo, start: datetime, end: datetime) -> list[DayTotal]:
+    if not ev.has_gauge:
+        return []
+    gaps = [(g.start, g.end or ev.end) for g in ev.gaps]
+    rain = sorted(c.rain)
+    out = []
+    i = 0
+    for lo, hi in local_days(start, end, tz):
+        while i < len(rain) and rain[i][0] < lo:
+            i += 1
+        tips = 0
+        while i < len(rain) and rain[i][0] < hi:
+            tips += rain[i][1]
+            i += 1
+        unknown = sum((max(timedelta(0), min(b, hi) - max(a, lo)) for a, b in gaps), timedelta(0))
+        out.append(DayTotal(lo.astimezone(tz).date(), (hi - lo).total_seconds() / 3600, tips,
+                            ev.depth(tips), ev_depth_in(tips, ev.resolution), unknown))
+    return out
+
+
+def _turbidity(events: list[Event], c: Collector, by_id: dict[str, WorkOrder], sources: Sources,
+               start: datetime, end: datetime) -> list[TurbidityRow]:
+    cleared = {e.occurrence: e.event_time for e in events if e.kind == "turbidity_cleared"}
+    rows = []
+    for e in events:
+        if e.kind != "turbidity_contrast":
+            continue
+        first = _time_of(e.occurrence)
+        until = cleared.get(e.occurrence)
+        if first >= end or (until is not None and until < start):
+            continue
+        stop = until or end
+        peak = max((w.downstream for w in c.windows if w.status == "violating" and first <= w.start < stop
+                    and w.downstream is not None), default=None)
+        evidence = e.evidence[-1] if e.evidence else {}
+        allowed = evidence.get("allowed_ntu")
+        order = by_id.get(e.work_order) if e.work_order else _find(by_id, e.site, e.rule, e.occurrence)
+        unit = str(evidence.get("unit", "NTU"))
+        rows.append(TurbidityRow(
+            occurrence=e.occurrence, start=first, detected_at=e.event_time, cleared_at=until,
+            upstream=e.upstream_ntu, downstream=e.downstream_ntu,
+            allowed=float(allowed) if isinstance(allowed, int | float) else None, peak_downstream=peak, unit=unit,
+            outcome=outcome_of(order, e.due_at, sources.as_of,
+                               "no work-order state given" if sources.book is None else "no review order recorded")))
+    return rows
+
+
+def _basin(events: list[Event], by_id: dict[str, WorkOrder], sources: Sources, start: datetime,
+           end: datetime) -> list[BasinRow]:
+    rows = []
+    for e in events:
+        if not e.kind.startswith("basin_") or not start <= e.event_time < end:
+            continue
+        outcome = None
+        if e.kind == "basin_cleanout_due":
+            order = _find(by_id, e.site, e.rule, e.occurrence)
+            outcome = outcome_of(order, e.due_at, sources.as_of,
+                                 "no work-order state given" if sources.book is None else "no cleanout order recorded")
+        rows.append(BasinRow(e.kind.removeprefix("basin_").replace("_", " "), e.event_time, e.sediment_depth_ft,
+                             None if e.lost_capacity is None else 100 * e.lost_capacity, e.due_at, outcome))
+    return rows
+
+
+def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCounter, start: datetime,
+             end: datetime) -> list[UnknownRow]:
+    rows: list[UnknownRow] = []
+    why = {e.gap_start: e.message for e in reversed(ev.events) if e.kind == "data_gap" and e.gap_start}
+    for g in ev.gaps:
+        span = _clip(g.start, g.end or ev.end, start, end)
+        if span is not None:
+            reason = why.get(g.start, "")
+            reason = reason.split(": no data from")[0].removeprefix(f"rain gauge {g.device} ") or "no rain-gauge data"
+            rows.append(UnknownRow("rain", g.device, span, f"{reason}; rain in that time is unknown, not zero"))
+    if cfg.turbidity_pair:
+        run: _Window | None = None
+        run_end = start
+        for w in [*c.windows, None]:
+            if w is not None and w.status in _UNDECIDED and run is not None and w.start == run_end \
+                    and w.reason == run.reason:
+                run_end = w.end
+                continue
+            if run is not None:
+                span = _clip(run.start, run_end, start, end)
+                if span is not None:
+                    rows.append(UnknownRow("turbidity contrast", cfg.turbidity_pair.downstream, span,
+                                           f"{run.reason.replace('_', ' ')}: R2 could not judge"))
+                run = None
+            if w is not None and w.status in _UNDECIDED:
+                run, run_end = w, w.end
+    if cfg.basin:
+        for gap in coverage.gaps(cfg.basin.device):
+            rows.append(UnknownRow("basin level", cfg.basin.device, gap,
+                                   "no level reading for more than two poll intervals"))
+    rows.sort(key=lambda u: (u.interval.start, u.what))
+    return rows

@@ -1,0 +1,238 @@
+"""``stormwatch report``: the site log book as PDF, HTML or CSV (``archive`` and
+``import-archive``: the site's records as a portable bundle, :mod:`stormwatch.report.archive`)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from stormwatch.cliutil import fail
+
+if TYPE_CHECKING:
+    from stormwatch.alerts.workorders import WorkOrders
+    from stormwatch.config import SiteConfig
+    from stormwatch.profiles import ProfileLibrary
+    from stormwatch.report.build import Sources
+    from stormwatch.report.model import Report, StormRow
+
+log = logging.getLogger(__name__)
+
+_DEFAULT_STORE = "sqlite:///./var/stormwatch.db"
+_DEFAULT_STATE = Path("./var/alerts")
+#: Around the time named by ``--storm``, where the storm is looked for.
+STORM_SEARCH = timedelta(days=2)
+
+
+def _book(state_dir: Path, wall_time: bool) -> tuple[WorkOrders | None, datetime, str, str]:
+    """The work-order book of ``state_dir`` (or ``None`` when there is none), the time to judge
+    orders at (the alert engine's clock, as ``stormwatch workorders`` does), which clock that is,
+    and a line for the cover saying where the orders come from."""
+    from stormwatch.alerts.cli import STATE_FILE
+    from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
+    from stormwatch.clock import Clock, WallClock
+
+    path = state_dir / STATE_FILE
+    if not path.is_file():
+        log.warning("no work-order state file at %s: the report shows no inspection records "
+                    "(give the --state-dir of the alert service or the demo)", path)
+        return None, datetime.now(UTC), "wall-clock time", f"no work-order state file at {path}: " \
+            "inspection records not included"
+    try:
+        book = WorkOrders(path, WallClock())
+    except WorkOrderError as exc:
+        fail(str(exc))
+    engine = book.engine_clock()
+    clock: Clock
+    if engine is None:
+        clock, what = WallClock(), "wall-clock time"
+    else:
+        clock, what = engine.reader_clock(wall_time)
+    book.clock = clock
+    return book, clock.now(), what, f"work-order state {path}"
+
+
+def _open_store(url: str):  # type: ignore[no-untyped-def]
+    from stormwatch.alerts.cli import _missing_sqlite
+    from stormwatch.ingest.stores import StoreUrlError, open_store, redact
+    from stormwatch.store import StoreError
+
+    try:
+        missing = _missing_sqlite(url)
+    except StoreUrlError as exc:
+        fail(f"--store {redact(url)}: {exc}")
+    if missing is not None:
+        fail(f"no store at {missing} (--store {redact(url)}): import or ingest readings first")
+    try:
+        return open_store(url)
+    except (StoreUrlError, StoreError) as exc:
+        fail(f"--store {redact(url)}: {exc}")
+
+
+def _format(fmt: str | None, output: Path | None) -> str:
+    from stormwatch.report.render import FORMATS
+
+    if fmt is None:
+        suffix = output.suffix.lower().lstrip(".") if output is not None and str(output) != "-" else ""
+        fmt = suffix if suffix in FORMATS else "pdf"
+    fmt = fmt.lower()
+    if fmt not in FORMATS:
+        fail(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def _find_storm(report: Report, t: datetime) -> StormRow | None:
+    for s in report.storms:
+        if s.start <= t <= s.last_tip:
+            return s
+    return None
+
+
+def storm_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, storm: str) -> Report:
+    """The report of one storm (the Ch. 196 §196-9B report to the SMO): the storm from its first
+    tip until its inspection was due or done, whichever is later.
+
+    ``storm`` is the storm's inspection work order (``WO-...``) or a time within the storm
+    (ISO 8601; no offset: the site's zone).
+
+    Raises:
+        typer.Exit: no such storm (a one-line error).
+    """
+    from stormwatch.alerts.cli import parse_when
+    from stormwatch.alerts.workorders import WorkOrderError
+    from stormwatch.report.build import build_report
+
+    if storm.upper().startswith("WO-"):
+        if sources.book is None:
+            fail(f"--storm {storm}: a work-order id needs the work-order state (--state-dir)")
+        try:
+            order = sources.book.get(storm)
+        except WorkOrderError as exc:
+            fail(f"--storm {storm}: {exc}")
+        if not order.occurrence.startswith("storm:"):
+            fail(f"--storm {storm}: work order {order.id} is a {order.kind.replace('_', ' ')}, not a storm inspection")
+        at = datetime.fromisoformat(order.occurrence.split(":", 1)[1]).astimezone(UTC)
+    else:
+        try:
+            at = parse_when(storm, cfg.site.timezone).astimezone(UTC)
+        except typer.BadParameter as exc:
+            fail(f"--storm: {exc.message} (or a storm inspection's work-order id, WO-...)")
+    search = build_report(cfg, profiles, sources, at - STORM_SEARCH, at + STORM_SEARCH, charts=False)
+    found = _find_storm(search, at)
+    if found is None:
+        fail(f"--storm {storm}: no storm in the stored rain data at {at.astimezone(cfg.site.tz).isoformat()} "
+             "(a time between a storm's first and last tip, or its inspection's work-order id)")
+    ends = [found.last_tip + timedelta(minutes=1)]
+    if found.due_at is not None:
+        ends.append(found.due_at)
+    inspection = found.outcome.order if found.outcome else None
+    if inspection is not None and inspection.completed_at is not None:
+        ends.append(inspection.completed_at + timedelta(minutes=1))
+    report = build_report(cfg, profiles, sources, found.start, max(ends))
+    row = next((s for s in report.storms if s.occurrence == found.occurrence), found)
+    report.storm = row
+    report.storms = [row]
+    if inspection is not None and sources.book is not None:
+        child = [o for o in sources.book.list(site=cfg.site.id) if o.parent == inspection.id]
+        report.report_due = child[0].due_at if child else None
+    return report
+
+
+def report_cmd(
+    site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
+    start: str | None = typer.Option(None, "--from", metavar="TIME",
+                                     help="Start of the period, ISO 8601 (a date is local midnight of the site)."),
+    end: str | None = typer.Option(None, "--until", "--to", metavar="TIME",
+                                   help="End of the period, exclusive (--until 2026-07-01 ends with June 30)."),
+    storm: str | None = typer.Option(None, "--storm", metavar="ID",
+                                     help="Report one storm (the Ch. 196 two-business-day report): its inspection's "
+                                          "work-order id (WO-...) or a time within it. --from/--until not needed."),
+    fmt: str | None = typer.Option(None, "--format", metavar="FORMAT",
+                                   help="pdf, html or csv (default: from the --output suffix, else pdf)."),
+    output: Path | None = typer.Option(None, "--output", "-o", metavar="FILE",
+                                       help="Write here ('-': stdout); default report-<site>-<from>-<until>.<format>."),
+    store: str = typer.Option(_DEFAULT_STORE, "--store", metavar="URL", envvar="STORMWATCH_STORE",
+                              help="Store URL with the site's readings (sqlite:///FILE, influx1://..., influx2://...)."),
+    state_dir: Path = typer.Option(_DEFAULT_STATE, "--state-dir", metavar="DIR",
+                                   help="State directory of the alert service or the demo (its work orders)."),
+    wall_time: bool = typer.Option(False, "--wall-time",
+                                   help="Judge work orders against today's wall clock instead of the alert "
+                                        "engine's clock (simulated time after a demo)."),
+) -> None:
+    """Write the site log book of a period: cover with data completeness, storms and their inspections,
+    daily rain on local days, turbidity contrasts, the sediment basin, every UNKNOWN interval, the work
+    orders with their history, and a signature block for the qualified inspector.
+
+    The rules are re-run over the stored readings (the same code as the alert engine); work orders come
+    from the alert service's state. Example:
+
+        stormwatch report --site site.yaml --from 2026-06-01 --until 2026-07-01 -o june.pdf
+    """
+    from stormwatch.alerts.cli import _load_site, parse_when
+    from stormwatch.alerts.engine import EngineError
+    from stormwatch.alerts.packs import PackError
+    from stormwatch.config import ConfigError
+    from stormwatch.profiles import ProfileLibrary
+    from stormwatch.report.build import Sources, build_report
+    from stormwatch.report.render import to_csv, to_html, to_pdf
+    from stormwatch.store import StoreError
+
+    kind = _format(fmt, output)
+    profiles = ProfileLibrary()
+    try:
+        cfg = _load_site(site, profiles)
+    except (ConfigError, PackError) as exc:
+        fail(str(exc))
+    if storm is None and (start is None or end is None):
+        fail("give the period with --from and --until (or one storm with --storm)")
+    try:
+        t1 = parse_when(start, cfg.site.timezone) if start else None
+        t2 = parse_when(end, cfg.site.timezone) if end else None
+    except typer.BadParameter as exc:
+        fail(exc.message)
+    if t1 is not None and t2 is not None and t2 <= t1:
+        fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
+    opened = _open_store(store)
+    book, as_of, what, state_text = _book(state_dir, wall_time)
+    sources = Sources(opened, book, as_of, what, state_text)
+    try:
+        if storm is not None:
+            report = storm_report(cfg, profiles, sources, storm)
+        else:
+            assert t1 is not None and t2 is not None
+            report = build_report(cfg, profiles, sources, t1.astimezone(UTC), t2.astimezone(UTC),
+                                  charts=kind != "csv")
+    except (PackError, EngineError, ValueError) as exc:
+        fail(str(exc))
+    except StoreError as exc:
+        fail(str(exc), 1)
+    finally:
+        opened.close()
+        if book is not None:
+            book.close()
+    data: bytes = (to_pdf(report) if kind == "pdf" else
+                   (to_html(report) if kind == "html" else to_csv(report)).encode("utf-8"))
+    if output is not None and str(output) == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    if output is None:
+        tz = cfg.site.tz
+        output = Path(f"report-{cfg.site.id}-{report.start.astimezone(tz):%Y%m%d}-"
+                      f"{report.end.astimezone(tz):%Y%m%d}.{kind}")
+    try:
+        output.write_bytes(data)
+    except OSError as exc:
+        fail(f"--output {output}: {exc.strerror or exc}", 1)
+    typer.echo(f"{output}: {kind} report of {cfg.site.id}, {len(report.storms)} storm(s), "
+               f"{len(report.turbidity)} turbidity contrast(s), {len(report.unknown)} UNKNOWN interval(s), "
+               f"{len(report.orders)} work order(s)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``report`` to the ``stormwatch`` command."""
+    app.command("report")(report_cmd)

@@ -1,0 +1,60 @@
+"""Helpers of the report tests: run the CLI, read a PDF with poppler (pdftotext, pdftoppm)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stormwatch.cli import app
+
+
+def need_poppler() -> None:
+    """Skip without poppler-utils, except under CI=true (.ci/run installs it)."""
+    if shutil.which("pdftotext") is None or shutil.which("pdftoppm") is None:
+        msg = "poppler-utils not installed (Debian: apt-get install poppler-utils)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {msg}")
+        pytest.skip(msg)
+
+
+def run_cli(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def pdf_text(pdf: Path) -> str:
+    """The PDF's text, each run of whitespace one space (table cells wrap inside a line)."""
+    out = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], check=True, capture_output=True, text=True)
+    return out.stdout
+
+
+def pdf_words(pdf: Path) -> str:
+    out = subprocess.run(["pdftotext", "-raw", str(pdf), "-"], check=True, capture_output=True, text=True)
+    return " ".join(out.stdout.split())
+
+
+def blank_pages(pdf: Path, tmp: Path) -> list[int]:
+    """Pages (1-based) pdftoppm renders without a single dark pixel in the page body (header and
+    footer bands excluded), from 8-bit greyscale PGM renderings at 30 dpi."""
+    prefix = tmp / "page"
+    subprocess.run(["pdftoppm", "-r", "30", "-gray", str(pdf), str(prefix)], check=True)
+    blank = []
+    pages = sorted(tmp.glob("page-*.pgm"))
+    assert pages, "pdftoppm rendered no page"
+    for i, page in enumerate(pages, 1):
+        data = page.read_bytes()
+        # P5 header: magic, width, height, maxval, then the pixels
+        parts = data.split(maxsplit=4)
+        width, height = int(parts[1]), int(parts[2])
+        pixels = parts[4]
+        band = height // 10  # skip the running header and footer
+        body = pixels[band * width:(height - band) * width]
+        if min(body) > 128:
+            blank.append(i)
+    return blank

@@ -1,0 +1,69 @@
+"""A report over a period with a rain-gauge gap lists the gap as UNKNOWN with its duration and never
+reports that window as dry; a day with a gap shows its rain as a lower bound.
+
+The store holds a gauge that polled every minute on 2026-06-10 (local, New York) except from
+09:00 to 14:00 EDT, when it sent nothing, with 7 tips at 16:00. By hand: the gap runs from the last
+reading (08:59) to the first after it (14:00): 5 h 01 min of unknown rain; the day is 24 h long; its
+total is 7 tips = 0.07 in, shown ">= 7 tips = 0.07 in".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.ingest.sqlite_store import SqliteStore
+from tests.report_support import need_poppler, pdf_words, run_cli
+
+NY = ZoneInfo("America/New_York")
+SITE = """
+site: {id: gap-site, name: Gap Site, jurisdiction: ch133, timezone: America/New_York}
+gateway_id: gw-1
+devices:
+  - {id: rain-1, profile: tipping_bucket_modbus_counter, transport: {kind: modbus-tcp, host: 127.0.0.1}}
+rain_gauge: rain-1
+"""
+
+
+def _store(path: Path) -> None:
+    day = datetime(2026, 6, 10, tzinfo=NY)
+    hole = (day + timedelta(hours=9), day + timedelta(hours=14))
+    readings = []
+    t, seq = day - timedelta(days=1), 0
+    while t < day + timedelta(days=2):
+        if not hole[0] <= t < hole[1]:
+            seq += 1
+            tips = 7 if t == day + timedelta(hours=16) else 0
+            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=tips, unit=TIP_UNIT,
+                                    time=t, gateway="gw-1", boot="b1", seq=seq))
+        t += timedelta(minutes=1)
+    with SqliteStore(path) as store:
+        store.write_readings(readings)
+
+
+def test_gauge_gap_is_unknown_never_dry(tmp_path: Path) -> None:
+    need_poppler()
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE, encoding="utf-8")
+    _store(tmp_path / "store.db")
+    common = ["report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--state-dir",
+              str(tmp_path / "none"), "--from", "2026-06-10", "--until", "2026-06-11"]
+    out = tmp_path / "r.csv"
+    run_cli(*common, "-o", str(out))
+    rows = list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"))))
+    unknown = [r for r in rows if r["section"] == "unknown"]
+    assert [(r["item"], r["start"], r["end"], r["duration"], r["status"]) for r in unknown] == [
+        ("rain", "2026-06-10T08:59:00-04:00", "2026-06-10T14:00:00-04:00", "5 h 01 min", "UNKNOWN")]
+    (day,) = [r for r in rows if r["section"] == "day"]
+    assert day["id"] == "2026-06-10" and day["tips"] == "7" and day["depth"] == ">= 7 tips = 0.07 in"
+    assert day["duration"] == "5 h 01 min"
+    assert [r for r in rows if r["section"] == "storm"][0]["qualifying"] == "no"
+    pdf = tmp_path / "r.pdf"
+    run_cli(*common, "-o", str(pdf))
+    text = pdf_words(pdf)
+    assert "UNKNOWN" in text and "5 h 01 min" in text and ">= 7 tips = 0.07 in" in text
+    assert "no work-order state file" in text
