@@ -61,7 +61,7 @@ def test_gauge_gap_is_unknown_never_dry(tmp_path: Path) -> None:
     (day,) = [r for r in rows if r["section"] == "day"]
     assert day["id"] == "2026-06-10" and day["tips"] == "7" and day["depth"] == ">= 7 tips = 0.07 in"
     assert day["duration"] == "5 h 01 min"
-    assert [r for r in rows if r["section"] == "storm"][0]["qualifying"] == "no"
+    assert next(r for r in rows if r["section"] == "storm")["qualifying"] == "no"
     pdf = tmp_path / "r.pdf"
     run_cli(*common, "-o", str(pdf))
     text = pdf_words(pdf)
