@@ -12,6 +12,10 @@ returns; readings are deduplicated by ``(gateway, boot, seq)`` (SQLite: a unique
 identities held are looked up before each write, and no reading is written over another --
 :mod:`stormwatch.ingest.influxwrite`); ``rain_tips`` are tip counts per
 poll; a reading marked ``late`` is stored but flagged so the alert engine never treats it as live.
+
+Adding a sink: implement :class:`ReadingStore`, give ``open_store`` its URL scheme, and add it to
+the conformance suite every store passes (``tests/test_store_conformance.py``: one ``Subject``
+factory -- the store and independent readers of what it holds).
 """
 
 from __future__ import annotations
@@ -112,8 +116,10 @@ class ReadingStore(Protocol):
         *,
         device: str | None = None,
         quantity: str | None = None,
+        late: bool | None = None,
     ) -> list[Reading]:
-        """Readings of ``site`` with ``start <= time < end``, in event-time order then ``seq``."""
+        """Readings of ``site`` with ``start <= time < end``, in event-time order then ``seq``
+        (``late``: ``None`` all, ``False`` live only, ``True`` only those written ``late=True``)."""
         ...
 
     def write_events(self, events: Sequence[Event]) -> None:

@@ -1,4 +1,5 @@
-"""The embedded SQLite store: dedupe by identity, event-time order, events upsert, dead letters."""
+"""What only the embedded SQLite store promises (WAL, FULL sync, query_deadletters, URLs); what every store
+promises is tests/test_store_conformance.py."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from stormwatch.contract import Event, Reading
+from stormwatch.contract import Reading
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.stores import StoreUrlError, open_store, sqlite_path
-from stormwatch.store import DeadLetter, SiteInfo, StoreError
+from stormwatch.store import DeadLetter, StoreError
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -42,58 +43,13 @@ def store(tmp_path: Path) -> SqliteStore:
     s.close()
 
 
-def test_duplicate_identity_stored_once(store: SqliteStore) -> None:
-    # failure-kinds.md #9: the same (gateway, boot, seq) delivered twice is one row; two tips at the
-    # same minute with different seq are two readings.
-    a, b = tip(1, 2, 0), tip(2, 1, 0)
-    assert store.write_readings([a, b, a]) == 2
-    assert store.write_readings([b]) == 0
-    got = store.query_readings("riverside")
-    assert [r.seq for r in got] == [1, 2]
-    assert sum(r.value for r in got) == 3
-    # Same seq under a new boot is a different reading.
-    assert store.write_readings([tip(1, 4, 1, boot="b2")]) == 1
-
-
-def test_query_order_range_and_types(store: SqliteStore) -> None:
-    turb = Reading(site="riverside", device="turb-down", quantity="turbidity", value=13.0, unit="NTU",
-                   time=T0 + timedelta(minutes=1, microseconds=250), gateway="gw-1", boot="b1", seq=10,
-                   raw=[0, 16720], flags=("spike",))
-    store.write_readings([tip(5, 1, 3), turb, tip(4, 2, 1), tip(3, 1, 1)])
-    got = store.query_readings("riverside")
-    assert [(r.time - T0, r.seq) for r in got] == [
-        (timedelta(minutes=1), 3), (timedelta(minutes=1), 4), (timedelta(minutes=1, microseconds=250), 10),
-        (timedelta(minutes=3), 5),
-    ]
-    assert got[2] == turb  # exact round trip, including microseconds, raw list and flags
-    assert isinstance(got[0].value, int) and got[0].value == 1
-    assert isinstance(got[2].value, float)
-    window = store.query_readings("riverside", T0 + timedelta(minutes=1), T0 + timedelta(minutes=3),
-                                  quantity="rain_tips")
-    assert [r.seq for r in window] == [3, 4]  # end is exclusive
-    assert store.query_readings("riverside", device="turb-down") == [turb]
-    assert store.query_readings("elsewhere") == []
-
-
-def test_late_flag_is_stored_and_filterable(store: SqliteStore) -> None:
+def test_late_identities_and_receive_time(store: SqliteStore) -> None:
+    # (late readings stored and told apart: tests/test_store_conformance.py)
     store.write_readings([tip(1, 1, 0)])
     store.write_readings([tip(2, 5, -180)], late=True)
-    assert [r.seq for r in store.query_readings("riverside", late=False)] == [1]
-    assert [r.seq for r in store.query_readings("riverside", late=True)] == [2]
     assert store.late_identities("riverside") == {("gw-1", "b1", 2)}
     row = sqlite3.connect(store.path).execute("SELECT late, received_at_us FROM readings WHERE seq = 2").fetchone()
     assert row == (1, 1_780_315_200_000_000)  # received_at from the clock, µs since the epoch
-
-
-def test_events_upsert_on_site_kind_occurrence(store: SqliteStore) -> None:
-    ev = Event(kind="storm_qualified", site="riverside", event_time=T0, rule="R1", citation="Ch. 133 §133-7A(2)",
-               occurrence="storm-1", tips=50, depth_in=0.5)
-    store.write_events([ev])
-    store.write_events([ev, ev.model_copy(update={"message": "updated"})])
-    other = ev.model_copy(update={"occurrence": "storm-2", "event_time": T0 + timedelta(days=1)})
-    store.write_events([other])
-    got = store.query_events("riverside")
-    assert [(e.occurrence, e.message) for e in got] == [("storm-1", "updated"), ("storm-2", "")]
 
 
 def test_deadletters_are_kept_with_payload_bytes(store: SqliteStore) -> None:
@@ -133,12 +89,3 @@ def test_open_store_urls(tmp_path: Path) -> None:
                 "influx1://h:notaport/db"):
         with pytest.raises(StoreUrlError):
             open_store(bad)
-
-
-def test_sites_are_one_row_each_the_latest_record_kept(store: SqliteStore) -> None:
-    t = datetime(2026, 6, 1, 12, tzinfo=UTC)
-    store.write_sites([SiteInfo("riverside", "America/New_York", "ch133"), SiteInfo("hilltop", "UTC", "ch196")], t)
-    store.write_sites([SiteInfo("hilltop", "America/Denver", "ch196")], t + timedelta(hours=1))  # zone corrected
-    rows = sqlite3.connect(store.path).execute("SELECT site, timezone, jurisdiction, at_us FROM sites ORDER BY site")
-    assert list(rows) == [("hilltop", "America/Denver", "ch196", int((t + timedelta(hours=1)).timestamp()) * 10**6),
-                          ("riverside", "America/New_York", "ch133", int(t.timestamp()) * 10**6)]

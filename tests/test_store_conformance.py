@@ -1,0 +1,358 @@
+"""One conformance suite every store passes (issue 13 item 4): adding a sink is implementing
+:class:`stormwatch.store.ReadingStore` and adding one :class:`Subject` factory to :data:`SUBJECTS`.
+
+Each subject is a store opened from its URL plus *probes* that read what it holds without the
+store's own query code (SQLite: the ``sqlite3`` module; InfluxDB 1.x: InfluxQL over HTTP on the real
+server), so a write is checked by an independent reader. InfluxDB 2.x: no 2.x-compatible server can
+run here (Debian ships InfluxDB 1.6, which has neither ``/api/v2/write`` nor Flux; PyPI offers no
+server), so the 2.x store is run through influxdb-client against a recording HTTP endpoint whose
+writes are forwarded to the real InfluxDB 1.x (``bucket`` = database, as 1.8+'s v2 compatibility
+API maps it): its line protocol must be byte for byte the line protocol the 1.x subject wrote
+through the same suite, and its Flux texts are checked against the same expectations.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import sqlite3
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from stormwatch import servers
+from stormwatch.contract import Event, Reading
+from stormwatch.ingest.stores import open_store
+from stormwatch.store import DeadLetter, ReadingStore, SiteInfo
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+_names = itertools.count()
+
+
+@dataclass
+class Subject:
+    """A store under test and independent readers of what it holds.
+
+    Attributes:
+        url: the store URL (opened again to check that what was acknowledged survives a reopen).
+        store: the open store.
+        events: ``site`` → stored events as ``(kind, occurrence, event_time, message, tips)``, time order.
+        deadletters: → stored dead letters as ``(reason, detail, topic, payload bytes)``, receive order.
+        sites: → ``site`` → ``(timezone, jurisdiction)`` of the latest record.
+    """
+
+    url: str
+    store: ReadingStore
+    events: Callable[[str], list[tuple[str, str, datetime, str, int | None]]]
+    deadletters: Callable[[], list[tuple[str, str, str, bytes]]]
+    sites: Callable[[], dict[str, tuple[str, str]]]
+
+
+def _utc_us(us: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
+
+
+def sqlite_subject(tmp_path: Path, request: pytest.FixtureRequest) -> Subject:
+    path = tmp_path / "conformance.db"
+    url = f"sqlite:///{path}"
+
+    def rows(sql: str, *params: object) -> list[tuple[Any, ...]]:
+        con = sqlite3.connect(path)
+        try:
+            return con.execute(sql, params).fetchall()
+        finally:
+            con.close()
+
+    def events(site: str) -> list[tuple[str, str, datetime, str, int | None]]:
+        out = rows("SELECT kind, occurrence, event_time_us, message, wire FROM events WHERE site = ? "
+                   "ORDER BY event_time_us, id", site)
+        return [(k, o, _utc_us(t), m, json.loads(w).get("tips")) for k, o, t, m, w in out]
+
+    def deadletters() -> list[tuple[str, str, str, bytes]]:
+        return [(r, d, t, bytes(p)) for r, d, t, p in
+                rows("SELECT reason, detail, topic, payload FROM deadletter ORDER BY received_at_us, id")]
+
+    def sites() -> dict[str, tuple[str, str]]:
+        return {s: (tz, j) for s, tz, j in rows("SELECT site, timezone, jurisdiction FROM sites")}
+
+    return Subject(url, open_store(url), events, deadletters, sites)
+
+
+def _influxql(srv: servers.InfluxDB1, db: str, q: str) -> list[dict[str, Any]]:
+    res = srv.query(q, db)["results"][0]
+    assert "error" not in res, res
+    return [dict(zip(s["columns"], v, strict=True)) for s in res.get("series", []) for v in s["values"]]
+
+
+def influx1_subject(tmp_path: Path, request: pytest.FixtureRequest) -> Subject:
+    srv: servers.InfluxDB1 = request.getfixturevalue("influx_server")
+    db = f"conformance_{next(_names)}_{id(tmp_path) % 10**6}"
+    url = srv.store_url(db)
+
+    def events(site: str) -> list[tuple[str, str, datetime, str, int | None]]:
+        out = _influxql(srv, db, f"SELECT * FROM events WHERE \"site\" = '{site}'")
+        return [(r["kind"], r["occurrence"], _utc_us(r["time"] // 1000), r["message"], r.get("tips")) for r in out]
+
+    def deadletters() -> list[tuple[str, str, str, bytes]]:
+        out = _influxql(srv, db, "SELECT * FROM deadletter")
+        return [(r["reason"], r["detail"], r["topic"],
+                 base64.b64decode(r["payload"]) if r["payload_encoding"] == "base64" else r["payload"].encode())
+                for r in out]
+
+    def sites() -> dict[str, tuple[str, str]]:
+        out = _influxql(srv, db, "SELECT * FROM sites")
+        return {r["site"]: (r["timezone"], r["jurisdiction"]) for r in out}  # time order: the latest wins
+
+    return Subject(url, open_store(url), events, deadletters, sites)
+
+
+#: Every store the suite runs on: name → factory (add a sink here).
+SUBJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], Subject]] = {
+    "sqlite": sqlite_subject,
+    "influx1": influx1_subject,
+}
+
+
+@pytest.fixture(params=[pytest.param("sqlite"),
+                        pytest.param("influx1", marks=pytest.mark.influxdb)])
+def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
+    s = SUBJECTS[request.param](tmp_path, request)
+    yield s
+    s.store.close()
+
+
+def tip(seq: int, tips: int, at: timedelta, *, boot: str = "b1", site: str = "riverside",
+        flags: tuple[str, ...] = ()) -> Reading:
+    return Reading(site=site, device="rain-1", quantity="rain_tips", value=tips, unit="{tip}", time=T0 + at,
+                   gateway="gw-1", boot=boot, seq=seq, raw=1000 + seq, flags=flags)
+
+
+def turb(seq: int, value: float, at: timedelta, raw: Any = None, flags: tuple[str, ...] = ()) -> Reading:
+    return Reading(site="riverside", device="turb-down", quantity="turbidity", value=value, unit="NTU",
+                   time=T0 + at, gateway="gw-1", boot="b1", seq=seq, raw=raw, flags=flags)
+
+
+M = timedelta(minutes=1)
+
+
+# -- readings ----------------------------------------------------------------------------------------
+
+
+def test_a_redelivered_reading_is_stored_once(subject: Subject) -> None:
+    # failure-kinds.md #9: the same (gateway, boot, seq) twice is one reading; write_readings counts new ones.
+    a, b = tip(1, 2, 0 * M), tip(2, 1, 1 * M)
+    assert subject.store.write_readings([a, b, a]) == 2
+    assert subject.store.write_readings([b]) == 0
+    assert subject.store.write_readings([tip(1, 4, 2 * M, boot="b2")]) == 1  # same seq, new boot: new reading
+    assert [(r.boot, r.seq) for r in subject.store.query_readings("riverside")] == [("b1", 1), ("b1", 2), ("b2", 1)]
+
+
+def test_two_readings_at_one_instant_are_both_kept(subject: Subject) -> None:
+    # design-notes.md: two tips with the same timestamp are two readings (never one overwriting the other).
+    same = [tip(s, 1, 0 * M) for s in (7, 8, 9)] + [tip(1, 3, 0 * M, boot="other-boot")]
+    assert subject.store.write_readings(same) == 4
+    got = subject.store.query_readings("riverside")
+    assert sorted(r.identity for r in got) == sorted(r.identity for r in same)
+    assert sum(int(r.value) for r in got) == 6
+
+
+def test_query_order_window_and_filters(subject: Subject) -> None:
+    t = turb(10, 13.5, M + timedelta(microseconds=250))
+    subject.store.write_readings([tip(5, 1, 3 * M), t, tip(4, 2, M), tip(3, 1, M), tip(6, 9, M, site="other")])
+    got = subject.store.query_readings("riverside")
+    assert [(r.time - T0, r.seq) for r in got] == [(M, 3), (M, 4), (M + timedelta(microseconds=250), 10), (3 * M, 5)]
+    window = subject.store.query_readings("riverside", T0 + M, T0 + 3 * M, quantity="rain_tips")
+    assert [r.seq for r in window] == [3, 4]  # start inclusive, end exclusive
+    assert subject.store.query_readings("riverside", device="turb-down") == [t]
+    assert subject.store.query_readings("nowhere") == []
+
+
+def test_a_reading_comes_back_exactly(subject: Subject) -> None:
+    readings = [
+        tip(1, 7, 0 * M, flags=("counter_catch_up",)),
+        turb(2, 1500.25, M + timedelta(microseconds=1), raw=[0x8000, 0x44BB], flags=("out_of_range", "spike")),
+        turb(3, 0.0, 2 * M, raw="R1234"),
+        turb(4, 3.5, 3 * M, raw=None),
+        turb(5, 4.75, 4 * M, raw=12.5),
+    ]
+    subject.store.write_readings(readings)
+    got = subject.store.query_readings("riverside")
+    assert got == readings
+    assert type(got[0].value) is int and all(type(r.value) is float for r in got[1:])
+
+
+def test_late_readings_are_stored_and_told_apart(subject: Subject) -> None:
+    subject.store.write_readings([tip(1, 1, 0 * M)])
+    subject.store.write_readings([tip(2, 5, -3 * M)], late=True)
+    query = subject.store.query_readings
+    assert [r.seq for r in query("riverside", late=False)] == [1]
+    assert [r.seq for r in query("riverside", late=True)] == [2]
+    assert [r.seq for r in query("riverside")] == [2, 1]
+
+
+def test_what_was_acknowledged_survives_a_reopen(subject: Subject) -> None:
+    readings = [tip(s, 1, s * M) for s in range(1, 51)]
+    assert subject.store.write_readings(readings) == 50
+    subject.store.close()
+    again = open_store(subject.url)
+    try:
+        assert again.query_readings("riverside") == readings
+        assert again.write_readings(readings[:10]) == 0
+    finally:
+        again.close()
+    subject.store = open_store(subject.url)
+
+
+# -- events, dead letters, sites ---------------------------------------------------------------------
+
+
+def storm_event(message: str = "", occurrence: str = "storm:1") -> Event:
+    return Event(kind="storm_qualified", site="riverside", event_time=T0, rule="R1",
+                 citation="Ch. 133 §133-7A(2)", occurrence=occurrence, tips=50, depth_in=0.5, message=message)
+
+
+def test_the_same_event_written_again_is_one_event_with_the_latest_content(subject: Subject) -> None:
+    first = storm_event("0.50 in")
+    subject.store.write_events([first])
+    subject.store.write_events([first, first.model_copy(update={"message": "0.50 in (verified)"})])
+    later = storm_event("next storm", occurrence="storm:2").model_copy(update={"event_time": T0 + timedelta(days=1)})
+    subject.store.write_events([later])
+    assert subject.events("riverside") == [
+        ("storm_qualified", "storm:1", T0, "0.50 in (verified)", 50),
+        ("storm_qualified", "storm:2", T0 + timedelta(days=1), "next storm", 50),
+    ]
+    assert subject.events("elsewhere") == []
+
+
+def test_every_dead_letter_is_kept_with_its_payload(subject: Subject) -> None:
+    topic = "stormwatch/v1/riverside/gw-1/readings"
+    letters = [DeadLetter("not_utf8", "bad byte 0xff", topic, b"\xff\x00", T0),
+               DeadLetter("bad_json", "Expecting value", topic, b"{", T0),
+               DeadLetter("bad_json", "Expecting value", topic, b"{", T0),  # the same twice: both arrived
+               DeadLetter("schema", "seq: must be >= 0", topic, '{"seq": -1, "site": "Zürich"}'.encode(), T0 + M)]
+    subject.store.write_deadletters(letters)
+    # every one kept (letters of one receive time in any order)
+    assert sorted(subject.deadletters()) == sorted((d.reason, d.detail, d.topic, d.payload) for d in letters)
+
+
+def test_sites_keep_one_record_each_the_latest(subject: Subject) -> None:
+    subject.store.write_sites([SiteInfo("riverside", "America/New_York", "ch133"),
+                               SiteInfo("hilltop", "UTC", "ch196")], T0)
+    subject.store.write_sites([SiteInfo("riverside", "America/New_York", "ch133")], T0)  # again: no change
+    subject.store.write_sites([SiteInfo("hilltop", "America/Denver", "ch196")], T0 + timedelta(hours=1))
+    assert subject.sites() == {"riverside": ("America/New_York", "ch133"), "hilltop": ("America/Denver", "ch196")}
+
+
+# -- InfluxDB 2.x: the same lines, and the Flux texts --------------------------------------------------
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """``/write`` and ``/api/v2/write`` forwarded to the real InfluxDB 1.x (bucket = database) and
+    recorded; ``/query`` forwarded; ``/api/v2/query`` (Flux) recorded and answered with no rows."""
+
+    upstream = ""
+    log: ClassVar[list[tuple[str, str]]] = []
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        parts = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if parts.path == "/api/v2/query":
+            self.log.append(("flux", json.loads(body)["query"]))
+            self._reply(200, b"", "text/csv")
+            return
+        if parts.path in ("/write", "/api/v2/write"):
+            db = query.get("db") or query["bucket"]
+            self.log.append(("lines", body.decode()))
+            target = f"{self.upstream}/write?{urllib.parse.urlencode({'db': db, 'precision': 'ns'})}"
+        else:
+            target = f"{self.upstream}{self.path}"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(target, data=body, method="POST")) as resp:
+                self._reply(resp.status, resp.read(), resp.headers.get("Content-Type", "application/json"))
+        except urllib.error.HTTPError as exc:
+            self._reply(exc.code, exc.read(), "application/json")
+
+    def _reply(self, status: int, data: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture()
+def recorder(influx_server: servers.InfluxDB1) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    log: ClassVar[list[tuple[str, str]]] = []
+    handler = type("Recorder", (_Recorder,), {"upstream": influx_server.url, "log": log})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{httpd.server_address[1]}", log
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _suite_writes(store: ReadingStore) -> None:
+    """The suite's writes, in one order (readings, a late one, events, dead letters, sites)."""
+    store.write_readings([tip(5, 1, 3 * M), turb(10, 13.5, M, raw=[1, 2], flags=("spike",)), tip(4, 2, M),
+                          tip(3, 1, M), tip(6, 9, M, site="Pond 3, Inlet=N")])
+    store.write_readings([tip(2, 5, -3 * M)], late=True)
+    store.write_events([storm_event("0.50 in")])
+    store.write_deadletters([DeadLetter("not_utf8", "bad byte", "t", b"\xff", T0)])
+    store.write_sites([SiteInfo("riverside", "America/New_York", "ch133")], T0)
+
+
+@pytest.mark.influxdb
+def test_influx2_writes_the_line_protocol_influx1_writes(recorder: tuple[str, list[tuple[str, str]]],
+                                                         influx_server: servers.InfluxDB1) -> None:
+    host, log = recorder
+    one = open_store(f"influx1://{host}/conformance_v1_{next(_names)}")
+    _suite_writes(one)
+    one.close()
+    v1_lines = [body.splitlines() for what, body in log if what == "lines"]
+    log.clear()
+    bucket = f"conformance_v2_{next(_names)}"
+    influx_server.query(f"CREATE DATABASE {bucket}")  # a 2.x bucket exists before anyone writes to it
+    two = open_store(f"influx2://{host}?org=stormwatch&bucket={bucket}&token=t0ken")
+    _suite_writes(two)
+    v2_lines = [body.splitlines() for what, body in log if what == "lines"]
+    assert v1_lines and v2_lines == v1_lines
+    # The 2.x store's writes reached the real server through the recorder: read them back with InfluxQL.
+    stored = _influxql(influx_server, bucket, "SELECT \"seq\" FROM readings WHERE \"site\" = 'riverside'")
+    assert sorted(r["seq"] for r in stored) == [2, 3, 4, 5, 10]
+    two.close()
+
+
+@pytest.mark.influxdb
+def test_influx2_flux_texts(recorder: tuple[str, list[tuple[str, str]]], influx_server: servers.InfluxDB1) -> None:
+    host, log = recorder
+    influx_server.query("CREATE DATABASE b")
+    two = open_store(f"influx2://{host}?org=stormwatch&bucket=b&token=t0ken")
+    assert two.query_readings('Pond "3"', T0, T0 + M, device="rain-1", quantity="rain_tips") == []
+    two.write_readings([tip(1, 1, 0 * M)])  # looks up the identities already stored at that instant first
+    two.close()
+    flux = [text for what, text in log if what == "flux"]
+    assert flux[0] == (
+        'from(bucket: "b") |> range(start: 2026-06-01T12:00:00Z, stop: 2026-06-01T12:01:00Z)'
+        ' |> filter(fn: (r) => r._measurement == "readings" and r.site == "Pond \\"3\\"")'
+        ' |> filter(fn: (r) => r.device == "rain-1") |> filter(fn: (r) => r.quantity == "rain_tips")'
+        ' |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")')
+    start = 1_780_315_200_000_000_000
+    assert flux[1].startswith(f'from(bucket: "b") |> range(start: time(v: {start}), stop: time(v: {start + 1000})) '
+                              '|> filter(fn: (r) => r._measurement == "readings" and ')
+    assert '(r["site"] == "riverside")' in flux[1] and '(r["device"] == "rain-1")' in flux[1]
+    assert flux[1].endswith(' |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")'
+                            ' |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))')
