@@ -21,6 +21,8 @@ as a lower bound.
 
 from __future__ import annotations
 
+import base64
+import io
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -254,7 +256,8 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     report.turbidity = _turbidity(ev.events, collector, by_id, sources, start, end)
     report.basin = _basin(ev.events, by_id, sources, start, end)
     report.unknown = _unknown(cfg, ev, collector, coverage, start, end)
-    report.orders = [OrderRow(o, tuple(sources.book.history(o.id))) for o in orders] if sources.book else []
+    report.orders = [OrderRow(o, tuple(sources.book.history(o.id)), _thumbnails(sources.book, o.id))
+                     for o in orders] if sources.book else []
     if report.storm is None and charts:
         from stormwatch.report.charts import charts_of
 
@@ -263,6 +266,31 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
              "intervals, %d work orders", cfg.site.id, format_time(start), format_time(end), report.readings,
              len(report.storms), len(report.turbidity), len(report.basin), len(report.unknown), len(report.orders))
     return report
+
+
+#: Longest side of a photo thumbnail in the report (pixels; printed about 28 mm high).
+THUMBNAIL_PX = 320
+
+
+def _thumbnails(book: WorkOrders, oid: str) -> tuple[tuple[int, str, str], ...]:
+    """``(seq, filename, data URI)`` of a JPEG thumbnail of each photo the web desk kept with ``oid``
+    (a photo Pillow cannot read is listed by name with an empty URI)."""
+    from PIL import Image, UnidentifiedImageError
+
+    out = []
+    for meta in book.photos(oid):
+        photo = book.photo(oid, meta.seq)
+        try:
+            with Image.open(io.BytesIO(photo.data)) as img:
+                img.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+                buf = io.BytesIO()
+                img.convert("RGB").save(buf, "JPEG", quality=80)
+            uri = "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+        except (UnidentifiedImageError, OSError) as exc:
+            log.warning("work order %s: photo %d (%s) cannot be read: %s", oid, meta.seq, meta.filename, exc)
+            uri = ""
+        out.append((meta.seq, meta.filename, uri))
+    return tuple(out)
 
 
 def _permit(cfg: SiteConfig) -> str:

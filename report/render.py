@@ -4,7 +4,7 @@ HTML comes from one Jinja2 template (``templates/report.html``, autoescaped); th
 HTML laid out by WeasyPrint (print CSS: Letter pages, running header, page numbers), so the two can
 never disagree. The CSV carries the same numbers, one row per item with a ``section`` column
 (``sensor``, ``sensor_gap``, ``storm``, ``day``, ``turbidity``, ``basin``, ``unknown``,
-``work_order``, ``history``): the same depth texts, the same percentages and turbidity values at
+``work_order``, ``photo``, ``history``): the same depth texts, the same percentages and turbidity values at
 the same decimals (:mod:`stormwatch.report.fmt`), times as ISO 8601 in the site's zone.
 """
 
@@ -107,6 +107,8 @@ def to_csv(report: Report) -> str:
         row("work_order", id=wo.id, item=wo.kind, start=iso(wo.event_time), status=wo.status, due=iso(wo.due_at),
             done_at=iso(wo.completed_at), done_by=wo.inspector or "", verdict=fmt.order_verdict(wo, report.as_of),
             note=f"{wo.citation}; {wo.notes or wo.message}")
+        for seq, name, _uri in r.photos:
+            row("photo", id=wo.id, item=name, note=f"photo {seq}")
         for ch in r.history:
             row("history", id=wo.id, item=ch.action, start=iso(ch.at), status=ch.status, done_by=ch.by,
                 note=ch.notes)

@@ -41,7 +41,7 @@ def pdf_words(pdf: Path) -> str:
 
 def blank_pages(pdf: Path, tmp: Path) -> list[int]:
     """Pages (1-based) pdftoppm renders without a single dark pixel in the page body (header and
-    footer bands excluded), from 8-bit greyscale PGM renderings at 30 dpi."""
+    footer in the page margins excluded), from 8-bit greyscale PGM renderings at 30 dpi."""
     prefix = tmp / "page"
     subprocess.run(["pdftoppm", "-r", "30", "-gray", str(pdf), str(prefix)], check=True)
     blank = []
@@ -53,7 +53,7 @@ def blank_pages(pdf: Path, tmp: Path) -> list[int]:
         parts = data.split(maxsplit=4)
         width, height = int(parts[1]), int(parts[2])
         pixels = parts[4]
-        band = height // 10  # skip the running header and footer
+        band = height // 20  # skip the running header and footer (in the 16-mm page margins)
         body = pixels[band * width:(height - band) * width]
         if min(body) > 128:
             blank.append(i)

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import csv
 import io
+import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from PIL import Image
 
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import WallClock
@@ -59,6 +61,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     storm_order = orders["storm_inspection"]
     book.complete(storm_order.id, "Pat Inspector", "silt fence at outfall 2 repaired",
                   at=last_tip + timedelta(hours=26))
+    png = io.BytesIO()
+    Image.new("RGB", (640, 480), (120, 90, 40)).save(png, "PNG")
+    book.attach_photo(storm_order.id, "Pat Inspector", "outfall-2.png", "image/png", png.getvalue())
     cleanout = orders["basin_cleanout"]
     assert cleanout.due_at is not None
     book.complete(cleanout.id, "Sam Operator", "basin dredged to design grade", at=cleanout.due_at - timedelta(hours=1))
@@ -98,6 +103,9 @@ def test_demo_report_pdf_lists_the_storm_the_plume_and_the_cleanout(demo: dict[s
     assert "cleanout due" in text and demo["cleanout_order"] in text and "Sam Operator" in text
     assert "on time" in text
     assert "Qualified inspector" in text and "Signature" in text
+    assert "photos: 1. outfall-2.png" in text  # the web desk's photo, as a thumbnail
+    images = subprocess.run(["pdfimages", "-list", str(pdf)], check=True, capture_output=True, text=True).stdout
+    assert len(images.strip().splitlines()) == 3  # two header lines, one image
     assert blank_pages(pdf, tmp_path) == []
 
 
