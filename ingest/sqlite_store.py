@@ -66,6 +66,8 @@ CREATE TABLE IF NOT EXISTS readings (
 );
 CREATE INDEX IF NOT EXISTS readings_site_time ON readings (site, time_us);
 CREATE INDEX IF NOT EXISTS readings_site_device_quantity_time ON readings (site, device, quantity, time_us);
+CREATE INDEX IF NOT EXISTS readings_tips ON readings (site, device, time_us, value)
+    WHERE quantity = 'rain_tips' AND value > 0;
 CREATE TABLE IF NOT EXISTS events (
     id             INTEGER PRIMARY KEY,
     site           TEXT    NOT NULL,
@@ -344,23 +346,43 @@ class SqliteStore:
             where += f" AND site IN ({','.join('?' * len(sites))})"
         return where, params
 
-    def summarize(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[SeriesSummary]:
-        """See :meth:`stormwatch.store.OverviewStore.summarize` (one ``GROUP BY`` query).
+    def summarize(self, start: datetime, end: datetime, series: Sequence[tuple[str, str, str]],
+                  ) -> list[SeriesSummary]:
+        """See :meth:`stormwatch.store.OverviewStore.summarize`: one statement, index seeks per series.
+
+        Per series the count and first time come from the ``(site, device, quantity, time_us)``
+        index alone, the last reading from one seek, and a ``rain_tips`` total from the partial
+        index of readings with tips (``readings_tips``), so the cost grows with the number of
+        series and readings in the window, never with a table scan.
 
         Raises:
             StoreError: the query failed.
         """
-        if sites is not None and not sites:
+        if not series:
             return []
-        where, params = self._window(start, end, sites)
-        # SQLite: the bare columns of an aggregate query with MAX() come from the row holding the maximum.
+        a, b = _us(start), _us(end)
         rows = self._select(
-            "SELECT site, device, quantity, unit, COUNT(*), SUM(value), MIN(time_us), MAX(time_us), value, flags"
-            f" FROM readings {where} GROUP BY site, device, quantity, unit ORDER BY site, device, quantity", params)
-        return [SeriesSummary(site=s, device=d, quantity=q, unit=u, count=int(n), total=total,
+            "WITH s(site, device, quantity) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
+            " json_extract(value, '$[2]') FROM json_each(?)),"
+            " k AS (SELECT s.site, s.device, s.quantity,"
+            "  (SELECT COUNT(*) FROM readings r WHERE r.site = s.site AND r.device = s.device"
+            "   AND r.quantity = s.quantity AND r.time_us >= ? AND r.time_us < ?) AS n,"
+            "  (SELECT MIN(r.time_us) FROM readings r WHERE r.site = s.site AND r.device = s.device"
+            "   AND r.quantity = s.quantity AND r.time_us >= ? AND r.time_us < ?) AS first_us,"
+            "  (SELECT r.id FROM readings r WHERE r.site = s.site AND r.device = s.device"
+            "   AND r.quantity = s.quantity AND r.time_us >= ? AND r.time_us < ? ORDER BY r.time_us DESC, r.seq DESC"
+            "   LIMIT 1) AS last_id,"
+            "  CASE WHEN s.quantity = 'rain_tips' THEN (SELECT TOTAL(r.value) FROM readings r"
+            "   WHERE r.site = s.site AND r.device = s.device AND r.quantity = 'rain_tips' AND r.value > 0"
+            "   AND r.time_us >= ? AND r.time_us < ?) END AS tips FROM s)"
+            " SELECT k.site, k.device, k.quantity, l.unit, k.n, k.tips, k.first_us, l.time_us, l.value, l.flags"
+            " FROM k JOIN readings l ON l.id = k.last_id ORDER BY k.site, k.device, k.quantity",
+            [json.dumps([list(x) for x in series]), a, b, a, b, a, b, a, b])
+        return [SeriesSummary(site=s_, device=d, quantity=q, unit=u, count=int(n),
+                              total=None if tips is None else int(tips) if q == "rain_tips" else tips,
                               first_time=from_ns(int(t0) * 1_000), last_time=from_ns(int(t1) * 1_000),
                               last_value=value, last_flags=tuple(json.loads(str(flags))))
-                for s, d, q, u, n, total, t0, t1, value, flags in rows]
+                for s_, d, q, u, n, tips, t0, t1, value, flags in rows]
 
     def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:
         """See :meth:`stormwatch.store.OverviewStore.query_tips`.

@@ -76,7 +76,7 @@ class SeriesSummary:
 
     Attributes:
         count: readings in the window (a rough coverage check: poll interval × count).
-        total: sum of the values (``rain_tips``: tips in the window; an exact integer).
+        total: for ``rain_tips``, the tips in the window (an exact integer); ``None`` for other quantities.
         first_time, last_time: event times (UTC) of the first and last reading in the window.
         last_value, last_flags: the last reading's value (in ``unit``) and QC flags.
     """
@@ -86,7 +86,7 @@ class SeriesSummary:
     quantity: str
     unit: str
     count: int
-    total: int | float
+    total: int | None
     first_time: datetime
     last_time: datetime
     last_value: int | float
@@ -148,9 +148,10 @@ class OverviewStore(ReadingStore, Protocol):
     """A store that answers many sites at once (the web portfolio: a constant number of queries per
     page, never one per site). Implemented by the SQLite store."""
 
-    def summarize(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[SeriesSummary]:
-        """One :class:`SeriesSummary` per series with readings in ``start <= time < end`` (``sites``:
-        only these; ``None``: all), in one query."""
+    def summarize(self, start: datetime, end: datetime, series: Sequence[tuple[str, str, str]],
+                  ) -> list[SeriesSummary]:
+        """One :class:`SeriesSummary` per ``(site, device, quantity)`` of ``series`` that has readings in
+        ``start <= time < end``, in one query."""
         ...
 
     def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:

@@ -20,7 +20,10 @@ def test_summary_tips_and_events_of_many_sites(tmp_path: Path) -> None:
     store.write_readings(readings("b", "gw-b", silent_from=NOW - timedelta(hours=3)))
     store.write_events([storm_event("a"), storm_event("b")])
     day = NOW - timedelta(hours=24)
-    summary = {(s.site, s.device, s.quantity): s for s in store.summarize(day, NOW)}
+    series = [(site, device, q) for site in ("a", "b") for device, q in
+              (("rain-1", "rain_tips"), ("turb-up", "turbidity"), ("basin-level", "distance"))]
+    summary = {(s.site, s.device, s.quantity): s for s in store.summarize(day, NOW, [*series, ("c", "rain-1", "x")])}
+    assert set(summary) == set(series)  # a series without readings is left out
     rain_a = summary[("a", "rain-1", "rain_tips")]
     assert (rain_a.count, rain_a.total, rain_a.unit) == (1440, 50, "{tip}")
     assert isinstance(rain_a.total, int)  # tips stay integers
@@ -28,8 +31,12 @@ def test_summary_tips_and_events_of_many_sites(tmp_path: Path) -> None:
     rain_b = summary[("b", "rain-1", "rain_tips")]
     assert (rain_b.count, rain_b.total, rain_b.last_time) == (21 * 60, 0, NOW - timedelta(hours=3, minutes=1))
     basin = summary[("a", "basin-level", "distance")]
-    assert (basin.count, basin.last_value, basin.last_time) == (288, 5.5 * 304.8, NOW - timedelta(minutes=5))
-    assert {s.site for s in store.summarize(day, NOW, ["b"])} == {"b"}
+    assert (basin.count, basin.total, basin.last_value, basin.last_time) == \
+        (288, None, 5.5 * 304.8, NOW - timedelta(minutes=5))
+    up = summary[("a", "turb-up", "turbidity")]
+    assert (up.last_value, up.unit, up.last_flags) == (10.0, "NTU", ())
+    narrow = store.summarize(NOW - timedelta(hours=3), NOW - timedelta(hours=2), [("a", "rain-1", "rain_tips")])
+    assert [(x.count, x.total) for x in narrow] == [(60, 50)]  # the storm hour: 50 single tips in 60 polls
     assert store.summarize(day, NOW, []) == []
     tips = store.query_tips(day, NOW)
     assert len(tips) == 50 and {r.site for r in tips} == {"a"} and all(r.value == 1 for r in tips)

@@ -93,6 +93,19 @@ class SiteModel:
         """Whether ``device``, last heard at ``last``, is silent at ``now``."""
         return last is None or now - last > SILENCE_POLLS * self.poll(device)
 
+    def series(self) -> list[tuple[str, str, str]]:
+        """The ``(site, device, quantity)`` series the portfolio reads: each role's measured quantity
+        (gauge tips, both probes' turbidity, the basin's level) -- the devices it watches for silence."""
+        out = []
+        if self.cfg.rain_gauge is not None:
+            out.append((self.id, self.cfg.rain_gauge, "rain_tips"))
+        if self.cfg.turbidity_pair is not None:
+            out += [(self.id, self.cfg.turbidity_pair.upstream, "turbidity"),
+                    (self.id, self.cfg.turbidity_pair.downstream, "turbidity")]
+        if self.basin is not None:
+            out.append((self.id, self.basin.basin.device, self.basin.level.quantity))
+        return out
+
     def depth_in(self, tips: int) -> Fraction | None:
         return None if self.resolution is None else self.resolution.depth_in(tips)
 
@@ -232,7 +245,7 @@ def _rain_24h(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now
     s = series.get((gauge, "rain_tips"))
     if s is None:
         return Shown(UNKNOWN, "unknown", f"gauge {gauge}: no reading in the last 24 h")
-    tips = int(s.total)
+    tips = int(s.total or 0)
     depth = inches(site.depth_in(tips))
     poll = site.poll(gauge)
     covered = s.count * poll
@@ -302,7 +315,7 @@ def _basin(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now: d
     if site.basin is None or site.basin_rule is None:
         return Shown("-", "ok", "no basin")
     device = site.basin.basin.device
-    s = series.get((device, site.basin.level.quantity)) or series.get((device, "sediment_depth"))
+    s = series.get((device, site.basin.level.quantity))
     if s is None:
         return Shown(UNKNOWN, "unknown", f"{device}: no reading in the last 24 h")
     depth = site.basin.depth_of(s.quantity, float(s.last_value), s.unit)
@@ -349,7 +362,7 @@ def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence
     """
     ids = [s.id for s in sites]
     day = now - timedelta(hours=24)
-    summaries = _summaries_by_site(store.summarize(day, now, ids))
+    summaries = _summaries_by_site(store.summarize(day, now, [x for site in sites for x in site.series()]))
     events_by_site: dict[str, list[Event]] = defaultdict(list)
     for e in store.query_site_events(now - EVENT_LOOKBACK, now + timedelta(microseconds=1), ids):
         events_by_site[e.site].append(e)
@@ -372,9 +385,10 @@ def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence
         series = summaries.get(site.id, {})
         events = events_by_site[site.id]
         pending = [o for o in by_site_orders[site.id] if o.status != "completed"]
-        silent = tuple(d.id for d in site.cfg.devices
-                       if site.silent(d.id, max((s.last_time for (dev, _), s in series.items() if dev == d.id),
-                                                default=None), now))
+        watched = dict.fromkeys(device for _, device, _ in site.series())
+        silent = tuple(d for d in watched
+                       if site.silent(d, max((s.last_time for (dev, _), s in series.items() if dev == d),
+                                             default=None), now))
         row = SiteRow(
             site=site, rain_24h=_rain_24h(site, series, now), storm=_storm(site, events, tips_by_site[site.id], now),
             open_orders=len(pending), overdue_orders=sum(1 for o in pending if o.is_overdue(now)),

@@ -1,0 +1,194 @@
+"""Benchmark: the web desk's portfolio page for many sites (default 500) over a generated store.
+
+Generates N site files (the example site under N ids), an SQLite store with 24 h of readings per
+site (rain gauge, two turbidity probes, basin level; one reading per ``--poll-s`` seconds each, 300 s
+by default), a storm in progress at every tenth site, and one open work order per site. Then logs in
+as the SMO (who sees every site) and renders ``/`` ``--renders`` times through the real application
+(Starlette's test client: no network), counting the store and work-order queries each page makes.
+The same is measured for ``N // 10`` sites: a constant number of queries per page, not one per site.
+
+    python benchmarks/web.py [--sites 500] [--poll-s 300] [--renders 30]
+
+Prints the machine and the figures; the last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml
+
+from benchmarks.machine import describe, machine
+from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.contract import Event, Reading
+from stormwatch.ingest.sqlite_store import SqliteStore
+from stormwatch.resources import example_site
+from stormwatch.web.accounts import Accounts
+
+NOW = datetime(2026, 6, 2, 16, 0, tzinfo=UTC)
+PASSWORD = "benchmark password"
+
+
+class Frozen:
+    def __init__(self, t: datetime) -> None:
+        self.t = t
+
+    def now(self) -> datetime:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        return None
+
+    async def asleep(self, seconds: float) -> None:
+        return None
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def generate(root: Path, n_sites: int, poll_s: int) -> tuple[Path, int]:
+    """Site files, store, work orders and an SMO account under ``root``; returns (sites dir, readings)."""
+    doc = yaml.safe_load(example_site().read_text())
+    for d in doc["devices"]:
+        d["poll_interval_s"] = poll_s
+    sites = root / "sites"
+    sites.mkdir()
+    store = SqliteStore(root / "stormwatch.db", clock=Frozen(NOW))
+    book = WorkOrders(root / "alerts.db", Frozen(NOW - timedelta(hours=2)))
+    steps = 24 * 3600 // poll_s
+    start = NOW - timedelta(hours=24)
+    total = 0
+    for i in range(n_sites):
+        sid, gw = f"site-{i:04d}", f"gw-{i:04d}"
+        doc["site"]["id"], doc["site"]["name"], doc["gateway_id"] = sid, f"Site {i}", gw
+        (sites / f"{sid}.yaml").write_text(yaml.safe_dump(doc))
+        storming = i % 10 == 0
+        batch = []
+        seq = 0
+        for k in range(steps):
+            t = start + timedelta(seconds=k * poll_s)
+            tips = 2 if storming and k >= steps - 12 else 0
+            for device, quantity, value, unit in (("rain-1", "rain_tips", tips, "{tip}"),
+                                                  ("turb-up", "turbidity", 8.0 + i % 5, "NTU"),
+                                                  ("turb-down", "turbidity", 11.0 + i % 7, "NTU"),
+                                                  ("basin-level", "distance", 1500.0 + i, "mm")):
+                seq += 1
+                batch.append(Reading.model_construct(site=sid, device=device, quantity=quantity, value=value,
+                                                     unit=unit, time=t, gateway=gw, boot="b", seq=seq, raw=None,
+                                                     flags=()))
+        total += store.write_readings(batch)
+        events = []
+        if storming:
+            storm_start = start + timedelta(seconds=(steps - 12) * poll_s)
+            events.append(Event(kind="storm_started", site=sid, event_time=storm_start, rule="R1",
+                                citation="Ch. 133 §133-7A(2)", occurrence=f"storm:{storm_start.isoformat()}",
+                                storm_start=storm_start, tips=2, depth_in=0.02))
+        order_event = Event(kind="basin_cleanout_due", site=sid, event_time=NOW - timedelta(hours=3), rule="R3",
+                            citation="Ch. 133 §133-7A(1)", occurrence=f"basin:{sid}",
+                            due_at=NOW + timedelta(hours=(i % 100) - 30), message="basin half full")
+        events.append(order_event)
+        store.write_events(events)
+        book.open_for(order_event, timezone="America/New_York")
+        if (i + 1) % 100 == 0:
+            log(f"generated {i + 1} sites, {total:,} readings")
+    book.record_clock(Frozen(NOW), stopped=True)
+    book.close()
+    store.close()
+    accounts = Accounts(root / "web.db")
+    accounts.add("smo", "smo", PASSWORD)
+    accounts.close()
+    return sites, total
+
+
+class Counting:
+    """Counts the calls of ``names`` on a wrapped object."""
+
+    def __init__(self, target: Any, names: tuple[str, ...]) -> None:
+        self.target = target
+        self.names = names
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.target, name)
+        if name in self.names:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.calls += 1
+                return attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+def measure(root: Path, sites_dir: Path, n_sites: int, renders: int) -> dict[str, Any]:
+    from starlette.testclient import TestClient
+
+    from stormwatch.web.app import create_app
+    from stormwatch.web.server import DeskSettings, open_desk
+
+    chosen = sorted(sites_dir.glob("*.yaml"))[:n_sites]
+    desk = open_desk(DeskSettings(sites=chosen, store_url=f"sqlite:///{root / 'stormwatch.db'}", state_dir=root))
+    store = Counting(desk.store, ("summarize", "query_tips", "query_site_events", "query_readings"))
+    book = Counting(desk.book, ("list", "get", "history", "engine_clock"))
+    desk.store = store  # type: ignore[assignment]
+    desk.book = book  # type: ignore[assignment]
+    desk.clock.book = book  # type: ignore[assignment]
+    client = TestClient(create_app(desk), follow_redirects=False)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)  # type: ignore[union-attr]
+    assert client.post("/login", data={"username": "smo", "password": PASSWORD, "csrf_token": token}).status_code == 303
+    times, store_q, book_q = [], set(), set()
+    for _ in range(renders):
+        store.calls = book.calls = 0
+        t0 = time.perf_counter()
+        r = client.get("/")
+        times.append(time.perf_counter() - t0)
+        assert r.status_code == 200 and r.text.count("data-site=") == n_sites
+        store_q.add(store.calls)
+        book_q.add(book.calls)
+    times.sort()
+    return {"sites": n_sites, "p50_ms": round(statistics.median(times) * 1000, 1),
+            "p95_ms": round(times[max(0, int(len(times) * 0.95) - 1)] * 1000, 1),
+            "store_queries_per_page": sorted(store_q), "book_queries_per_page": sorted(book_q),
+            "page_kb": round(len(r.content) / 1024)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sites", type=int, default=500)
+    ap.add_argument("--poll-s", type=int, default=300)
+    ap.add_argument("--renders", type=int, default=30)
+    args = ap.parse_args()
+    log(f"machine: {describe()}")
+    with tempfile.TemporaryDirectory(prefix="stormwatch-web-bench-") as tmp:
+        root = Path(tmp)
+        t0 = time.perf_counter()
+        sites_dir, readings = generate(root, args.sites, args.poll_s)
+        log(f"generated {args.sites} sites, {readings:,} readings in {time.perf_counter() - t0:.0f} s")
+        small = measure(root, sites_dir, max(1, args.sites // 10), args.renders)
+        log(f"portfolio of {small['sites']} sites: p50 {small['p50_ms']} ms, p95 {small['p95_ms']} ms; "
+            f"store queries per page {small['store_queries_per_page']}, work-order queries "
+            f"{small['book_queries_per_page']}")
+        full = measure(root, sites_dir, args.sites, args.renders)
+        log(f"portfolio of {full['sites']} sites: p50 {full['p50_ms']} ms, p95 {full['p95_ms']} ms; "
+            f"store queries per page {full['store_queries_per_page']}, work-order queries "
+            f"{full['book_queries_per_page']}; page {full['page_kb']} KiB")
+    constant = small["store_queries_per_page"] == full["store_queries_per_page"] and \
+        small["book_queries_per_page"] == full["book_queries_per_page"]
+    log(f"queries per page independent of the number of sites: {constant}")
+    print(json.dumps({"benchmark": "web_portfolio", "readings": readings, "poll_s": args.poll_s,
+                      "renders": args.renders, "full": full, "tenth": small, "constant_queries": constant,
+                      "machine": machine()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
