@@ -45,7 +45,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from stormwatch.alerts.workorders import STATUSES, WorkOrder, WorkOrderError, WorkOrders
+from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
 from stormwatch.display import local_time
 from stormwatch.resources import builtin_dir
@@ -469,7 +469,7 @@ def create_app(desk: Desk) -> Starlette:
         Mount("/static", StaticFiles(directory=str(builtin_dir("stormwatch.web", "static"))), name="static"),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=upload_limit)])
-    app.state.statuses = STATUSES
+    app.state.desk = desk
     return app
 
 

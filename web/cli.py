@@ -54,6 +54,9 @@ def web_cmd(
     smtp_ca_file: Path | None = typer.Option(None, "--smtp-ca-file", help="CA bundle for the mail server's TLS."),
     due_soon_hours: float = typer.Option(6.0, "--due-soon-hours", min=0.0,
                                          help="Send the 'due soon' e-mail this many hours before the deadline."),
+    broker: str | None = typer.Option(None, "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
+                                      help="Show each gateway's last status (online/offline, outbox depth) from this "
+                                           "MQTT broker (mqtt://host:1883); without it the status is unknown."),
     base_url: str = typer.Option("", "--base-url", metavar="URL",
                                  help="The desk's public address, for links in e-mails (e.g. https://desk.example)."),
 ) -> None:
@@ -83,6 +86,17 @@ def web_cmd(
                                       due_soon_hours=due_soon_hours, base_url=base_url)
         except SmtpUrlError as exc:
             fail(str(exc), 2)
+    watch = None
+    if broker:
+        from stormwatch.mqtt import BrokerUrlError, parse_broker_url
+        from stormwatch.web.gateways import GatewayWatch
+
+        try:
+            watch = GatewayWatch(parse_broker_url(broker))
+        except (BrokerUrlError, OSError) as exc:
+            fail(f"--broker: {exc}", 2)
+        watch.start()
+        desk.gateways = watch.statuses
     server = WebServer(desk, host, port)
     if not desk.accounts.list():
         typer.echo(f"no accounts yet: add one with `stormwatch users add NAME --role inspector --site SITE "
@@ -94,6 +108,8 @@ def web_cmd(
     finally:
         if notifier is not None:
             notifier.stop()
+        if watch is not None:
+            watch.stop()
         desk.store.close()
         desk.book.close()
         desk.accounts.close()

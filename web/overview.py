@@ -337,10 +337,11 @@ def _gateway(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], stat
     heard = f"last reading {local_time(last, site.tz)}" if last else "no reading in 24 h"
     if status is None:
         return Shown("status unknown", "unknown", heard)
+    since = f"; status of {local_time(status.time, site.tz)}" if status.time else ""
     if status.state == "online":
         depth = "" if status.outbox_depth is None else f", outbox {status.outbox_depth}"
-        return Shown(f"online{depth}", "ok", heard)
-    return Shown(status.state, "alert", heard)
+        return Shown(f"online{depth}", "warn" if status.outbox_depth else "ok", heard + since)
+    return Shown(status.state, "alert", heard + since)
 
 
 _RANK: dict[State, int] = {"ok": 0, "warn": 1, "unknown": 2, "alert": 3}
