@@ -274,7 +274,8 @@ def create_app(desk: Desk) -> Starlette:
         t0 = time.perf_counter()
         now = desk.clock.now()
         ids = visible_sites(session.user, list(desk.sites))
-        orders = [o for o in desk.book.list() if o.site in set(ids)]
+        visible = set(ids)
+        orders = [o for o in desk.book.list() if o.site in visible]
         result = portfolio([desk.sites[i] for i in ids], desk.store, orders, now,
                            clock_note=desk.clock.current()[1], gateways=desk.gateways() if desk.gateways else None)
         name = "_portfolio_table.html" if request.headers.get("HX-Request") else "portfolio.html"
