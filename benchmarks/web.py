@@ -31,6 +31,7 @@ import yaml
 
 from benchmarks.machine import describe, machine
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.contract import Event, Reading
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.resources import example_site
@@ -38,20 +39,6 @@ from stormwatch.web.accounts import Accounts
 
 NOW = datetime(2026, 6, 2, 16, 0, tzinfo=UTC)
 PASSWORD = "benchmark password"
-
-
-class Frozen:
-    def __init__(self, t: datetime) -> None:
-        self.t = t
-
-    def now(self) -> datetime:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        return None
-
-    async def asleep(self, seconds: float) -> None:
-        return None
 
 
 def log(text: str) -> None:
@@ -65,8 +52,8 @@ def generate(root: Path, n_sites: int, poll_s: int) -> tuple[Path, int]:
         d["poll_interval_s"] = poll_s
     sites = root / "sites"
     sites.mkdir()
-    store = SqliteStore(root / "stormwatch.db", clock=Frozen(NOW))
-    book = WorkOrders(root / "alerts.db", Frozen(NOW - timedelta(hours=2)))
+    store = SqliteStore(root / "stormwatch.db")
+    book = WorkOrders(root / "alerts.db", WallClock())
     steps = 24 * 3600 // poll_s
     start = NOW - timedelta(hours=24)
     total = 0
@@ -103,7 +90,8 @@ def generate(root: Path, n_sites: int, poll_s: int) -> tuple[Path, int]:
         book.open_for(order_event, timezone="America/New_York")
         if (i + 1) % 100 == 0:
             log(f"generated {i + 1} sites, {total:,} readings")
-    book.record_clock(Frozen(NOW), stopped=True)
+    # the engine "stopped" at NOW: the desk judges the pages at that time (as after a demo)
+    book.record_clock(ScenarioClock(sim_start=NOW, speed=1.0, wall_start=time.time()), stopped=True)
     book.close()
     store.close()
     accounts = Accounts(root / "web.db")
