@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
 from stormwatch.alerts.rules import RuleTrace
@@ -33,6 +34,7 @@ from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSumma
 from stormwatch.alerts.rules.turbidity import TurbidityRuleState
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
+from stormwatch.display import local_time
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.store import ReadingStore
@@ -111,6 +113,14 @@ class Evaluation:
         """``tips`` of this site's gauge for a person (:func:`depth_text`; tips only if unknown)."""
         return depth_text(tips, self.resolution) if self.resolution else f"{tips} tips"
 
+    def in_progress_lines(self, tz: ZoneInfo, where: str = "the window") -> list[str]:
+        """One line per storm still open at the end (``where``: "the window", "the file"), site-local times."""
+        return [f"storm in progress at the end of {where}: {self.depth(s.tips)} since {local_time(s.start, tz)}, "
+                f"last tip {local_time(s.last_tip, tz)}; "
+                + ("it qualifies: an inspection is due once it ends" if s.qualified
+                   else "below the inspection threshold so far")
+                for s in self.in_progress]
+
     @property
     def qualifying_storms(self) -> list[Event]:
         """``storm_inspection_due`` events (one per qualifying storm that ended)."""
@@ -173,7 +183,7 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
         stormwatch.store.StoreError: the store cannot be read.
     """
     if end <= start:
-        raise ValueError(f"--to ({format_time(end)}) must be after --from ({format_time(start)})")
+        raise ValueError(f"--until ({format_time(end)}) must be after --from ({format_time(start)})")
     engine = Engine.for_site(cfg, profiles, None, lateness_s)
     if trace is not None:
         for rule in engine.rules:

@@ -8,19 +8,15 @@ import os
 import signal
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
-from stormwatch.cliutil import fail
+from stormwatch.cliutil import fail, load_site_file
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
-from stormwatch.display import local_time, turbidity
-
-if TYPE_CHECKING:
-    from stormwatch.config import SiteConfig
-    from stormwatch.profiles import ProfileLibrary
+from stormwatch.display import describe_event, local_time, turbidity
 
 log = logging.getLogger(__name__)
 
@@ -29,20 +25,6 @@ STATE_FILE = "alerts.db"
 DEFAULT_STATE_DIR = "./var/alerts"
 
 
-def _load_site(path: Path, profiles: ProfileLibrary) -> SiteConfig:
-    """The site file at ``path``, with its rule overrides checked against its pack here, so an
-    error names the site file (docs/rules.md).
-
-    Raises:
-        stormwatch.config.ConfigError: an invalid site file.
-        stormwatch.alerts.packs.PackError: an unknown pack, or an override naming an unknown rule or parameter.
-    """
-    from stormwatch.alerts.packs import load_pack
-    from stormwatch.config import load_site
-
-    cfg = load_site(path, profiles)
-    load_pack(cfg.site.jurisdiction, cfg.rules, source=str(path))
-    return cfg
 
 
 _STATE_DIR_OPT = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
@@ -59,28 +41,36 @@ _BY_OPT = typer.Option(..., "--by", metavar="NAME", help="Who does it (recorded 
 
 
 def alerts_cmd(
-    site: list[Path] = typer.Option(..., "--site", help="site YAML file (repeat for several sites)"),
-    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", envvar="STORMWATCH_BROKER"),
-    store: str | None = typer.Option(None, "--store", envvar="STORMWATCH_STORE",
-                                     help="store URL (sqlite:///path, influx1://..., influx2://...) for events"),
+    site: list[Path] = typer.Option(..., "--site", metavar="FILE",
+                                    help="The site's YAML file (repeat for several sites)."),
+    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
+                               help="The MQTT broker: mqtt://[USER:PASS@]HOST:PORT (mqtts:// for TLS)."),
+    store: str | None = typer.Option(None, "--store", envvar="STORMWATCH_STORE", metavar="URL",
+                                     help="Record events in this store and recover a restart from its readings "
+                                          "(sqlite:///FILE, influx1://..., influx2://...)."),
     state_dir: Path = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
                                    help=f"Keep the work orders here ({STATE_FILE}; created if missing)."),
     state: Path | None = _STATE_FILE_OPT,
     lateness_s: float | None = typer.Option(
-        None, "--lateness-s", min=0,
-        help="allowed lateness of readings (event-time s; default 120, on a simulated clock 0.5 real s of it)"),
+        None, "--lateness-s", min=0, metavar="SECONDS",
+        help="How late a reading may arrive and still be judged in order (event-time seconds; default 120, "
+             "on a simulated clock 0.5 real seconds of it)."),
     clock_file: Path | None = typer.Option(
-        None, "--clock-file", envvar=CLOCK_FILE_ENV,
-        help="run on the simulated clock `stormwatch simulate --clock-file` writes (waits for it); "
-             "default: the wall clock"),
-    webhook: str | None = typer.Option(None, "--webhook", envvar="STORMWATCH_WEBHOOK",
-                                       help="also POST every event (JSON) to this http(s) URL, with retries"),
-    client_id: str = typer.Option("stormwatch-alerts", "--client-id"),
+        None, "--clock-file", envvar=CLOCK_FILE_ENV, metavar="FILE",
+        help="Run on the simulated clock `stormwatch simulate` writes (waits for it); default: the wall clock."),
+    webhook: str | None = typer.Option(None, "--webhook", envvar="STORMWATCH_WEBHOOK", metavar="URL",
+                                       help="Also POST every event (JSON) to this http(s) URL, with retries."),
+    client_id: str = typer.Option("stormwatch-alerts", "--client-id", metavar="ID",
+                                  help="MQTT client id; keep it fixed so readings queued while the service is "
+                                       "down are delivered when it returns."),
 ) -> None:
-    """Watch sites live: readings from MQTT -> ordinance events (stormwatch/v1/<site>/events) + work orders.
+    """Watch sites live and apply their village code: ordinance events and inspection work orders.
 
-    Events also go to the store (--store), a webhook (--webhook) and, when STORMWATCH_GRAFANA_URL and
-    STORMWATCH_GRAFANA_TOKEN are set, Grafana annotations.
+    Each event (a storm that requires an inspection, turbidity in contrast to upstream, a basin to
+    clean out, a data gap) cites the section it enforces. Events are published on
+    stormwatch/v1/<site>/events and, as configured, written to the store, POSTed to a webhook and
+    added to Grafana as annotations (STORMWATCH_GRAFANA_URL and STORMWATCH_GRAFANA_TOKEN). Work
+    orders are kept in --state-dir (see `stormwatch workorders`).
     """
     from stormwatch.alerts.engine import EngineError, lateness_for
     from stormwatch.alerts.grafana import GrafanaAnnotations
@@ -91,7 +81,7 @@ def alerts_cmd(
 
     profiles = ProfileLibrary()
     try:
-        sites = [_load_site(p, profiles) for p in site]
+        sites = [load_site_file(p, profiles) for p in site]
     except (ConfigError, PackError) as exc:
         fail(str(exc), 2)
     try:
@@ -168,17 +158,27 @@ def _line(o: WorkOrder, now: datetime, tz: str | None) -> str:
     return f"{o.id}  {o.status:<12} {overdue:<7}  {o.site:<16} {o.kind:<19} due {due:<25}  {o.citation}"
 
 
-def _evidence_line(item: dict[str, Any]) -> str:
+def _evidence_line(item: dict[str, Any], zone: ZoneInfo) -> str:
+    """One evidence item for a person: times site-local, turbidity at display resolution in its unit."""
+    unit = item.get("unit") if isinstance(item.get("unit"), str) else "NTU"
     parts = []
     for key, value in item.items():
+        if key == "unit" or value is None:
+            continue
+        label = key.replace("_", " ")
         if isinstance(value, list):
-            parts.append(f"{key}: {len(value)} values")
+            parts.append(f"{label}: {len(value)} values")
         elif isinstance(value, float) and key.endswith("_ntu"):
-            parts.append(f"{key.removesuffix('_ntu')} {turbidity(value)}")
+            parts.append(f"{label.removesuffix(' ntu')} {turbidity(value, str(unit))}")
         elif isinstance(value, float):
-            parts.append(f"{key} {value:g}")
-        elif value is not None:
-            parts.append(f"{key} {value}")
+            parts.append(f"{label} {value:g}")
+        elif isinstance(value, str) and value.endswith("Z") and value[:4].isdigit():
+            try:
+                parts.append(f"{label} {local_time(datetime.fromisoformat(value), zone)}")
+            except ValueError:
+                parts.append(f"{label} {value}")
+        else:
+            parts.append(f"{label} {value}")
     return ", ".join(parts)
 
 
@@ -199,7 +199,7 @@ def _order_text(o: WorkOrder, history: list[Change], now: datetime, tz: str | No
     lines = [f"{k:>13}: {v}" for k, v in rows]
     if o.evidence:
         lines.append(f"{'evidence':>13}:")
-        lines += [f"{'':>15}{_evidence_line(item)}" for item in o.evidence]
+        lines += [f"{'':>15}{_evidence_line(item, zone)}" for item in o.evidence]
     lines.append(f"{'history':>13}:")
     for c in history:
         note = f"  {c.notes}" if c.notes else ""
@@ -210,7 +210,7 @@ def _order_text(o: WorkOrder, history: list[Change], now: datetime, tz: str | No
 @workorders_app.command("list")
 def list_cmd(
     state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_OPT,
-    site: str | None = typer.Option(None, "--site", metavar="SITE_ID", help="Only this site's orders (its id)."),
+    site: str | None = typer.Option(None, "--site-id", metavar="SITE_ID", help="Only this site's orders (its id)."),
     status: str | None = typer.Option(None, "--status", metavar="STATUS",
                                       help="Only orders with this status: open, acknowledged or completed."),
     overdue: bool = typer.Option(False, "--overdue", help="Only orders past their due time and not completed."),
@@ -262,8 +262,8 @@ def ack_cmd(order_id: str = typer.Argument(..., metavar="ORDER_ID", help="The wo
     """Acknowledge a work order: someone has it in hand. A second acknowledgement is kept in the history."""
     book, _what = _book(state_dir, state, wall_time)
     try:
-        before = book.get(order_id)
         order = book.acknowledge(order_id, by, notes)
+        acks = [c for c in book.history(order_id) if c.action == "acknowledged"]
     except WorkOrderError as exc:
         fail(str(exc))
     now = book.clock.now()
@@ -271,9 +271,9 @@ def ack_cmd(order_id: str = typer.Argument(..., metavar="ORDER_ID", help="The wo
         typer.echo(json.dumps(order.to_json(now), ensure_ascii=False))
         return
     typer.echo(_line(order, now, tz))
-    if before.status == "acknowledged":
-        typer.echo(f"already acknowledged by {before.acknowledged_by} at "
-                   f"{local_time(before.acknowledged_at, _zone(tz, before))}; yours is kept in its history")
+    if len(acks) > 1:
+        typer.echo(f"already acknowledged by {order.acknowledged_by} at "
+                   f"{local_time(order.acknowledged_at, _zone(tz, order))}; yours is kept in its history")
 
 
 @workorders_app.command("complete")
@@ -295,7 +295,7 @@ def complete_cmd(order_id: str = typer.Argument(..., metavar="ORDER_ID", help="T
 
 @workorders_app.command("ical")
 def ical_cmd(state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_OPT,
-             site: str | None = typer.Option(None, "--site", metavar="SITE_ID",
+             site: str | None = typer.Option(None, "--site-id", metavar="SITE_ID",
                                              help="Only this site's orders (its id)."),
              output: Path | None = typer.Option(None, "--output", "-o", metavar="FILE",
                                                 help="Write the calendar to this file instead of stdout."),
@@ -314,28 +314,35 @@ def ical_cmd(state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_
         typer.echo(data.decode("utf-8"), nl=False)
 
 
-def parse_when(text: str, tz: str) -> datetime:
+def parse_when(text: str, tz: str, option: str) -> datetime:
     """An ISO 8601 time; without an offset it is local time of the site's zone ``tz``.
 
     Raises:
-        typer.BadParameter: not ISO 8601.
+        typer.BadParameter: not ISO 8601 (names ``option``).
     """
     try:
         value = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise typer.BadParameter(f"{text!r} is not an ISO 8601 time (e.g. 2026-06-01T00:00:00Z)") from exc
+        raise typer.BadParameter(f"{text!r} is not an ISO 8601 time (e.g. 2026-06-01T00:00:00Z)",
+                                 param_hint=option) from exc
     return value if value.tzinfo is not None else value.replace(tzinfo=ZoneInfo(tz))
 
 
 def evaluate_cmd(
-    site: Path = typer.Option(..., "--site", help="site YAML file"),
-    start: str = typer.Option(..., "--from", help="window start, ISO 8601 (no offset: the site's time zone)"),
-    end: str = typer.Option(..., "--to", help="window end (exclusive), ISO 8601"),
-    store: str = typer.Option("sqlite:///./var/stormwatch.db", "--store", envvar="STORMWATCH_STORE",
-                              help="store URL with the readings (sqlite:///path, influx1://..., influx2://...)"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+    site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
+    start: str = typer.Option(..., "--from", metavar="TIME",
+                              help="Start of the window, ISO 8601 (without an offset: the site's local time)."),
+    end: str = typer.Option(..., "--until", metavar="TIME",
+                            help="End of the window (exclusive), ISO 8601 (without an offset: local time)."),
+    store: str = typer.Option("sqlite:///./var/stormwatch.db", "--store", envvar="STORMWATCH_STORE", metavar="URL",
+                              help="The store holding the readings (sqlite:///FILE, influx1://..., influx2://...)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Re-run the ordinance rules over stored readings and print the events (backfill)."""
+    """What the village code required over a past window: the events the rules find in the stored readings.
+
+    The same rules as the live service, run over the store (after an import, an outage, or a rule
+    change). Prints each event, storms still in progress at the end, and a summary.
+    """
     from stormwatch.alerts.backfill import evaluate
     from stormwatch.alerts.engine import EngineError
     from stormwatch.alerts.packs import PackError
@@ -346,10 +353,12 @@ def evaluate_cmd(
 
     profiles = ProfileLibrary()
     try:
-        cfg = _load_site(site, profiles)
+        cfg = load_site_file(site, profiles)
     except (ConfigError, PackError) as exc:
         fail(str(exc), 2)
-    t1, t2 = parse_when(start, cfg.site.timezone), parse_when(end, cfg.site.timezone)
+    t1, t2 = parse_when(start, cfg.site.timezone, "--from"), parse_when(end, cfg.site.timezone, "--until")
+    if t1 >= t2:
+        fail(f"--from {start} is not before --until {end}: the window is empty")
     try:
         missing = _missing_sqlite(store)
     except StoreUrlError as exc:
@@ -370,11 +379,12 @@ def evaluate_cmd(
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return
-    typer.echo(f"{result.site}: {result.readings} readings from {t1.isoformat()} to {t2.isoformat()}")
+    tz = cfg.site.tz
+    typer.echo(f"{result.site}: {result.readings} readings from {local_time(t1, tz)} to {local_time(t2, tz)}")
     for e in result.events:
-        typer.echo(f"{e.event_time.isoformat()}  {e.kind:<24} {e.citation:<22} {e.message}")
-    for s in result.in_progress:
-        typer.echo(f"in progress: storm since {s.start.isoformat()}, {result.depth(s.tips)}, qualified={s.qualified}")
+        typer.echo(describe_event(e, tz))
+    for line in result.in_progress_lines(tz):
+        typer.echo(line)
     typer.echo(result.summary())
 
 

@@ -58,6 +58,7 @@ from stormwatch.alerts.workorders import INSPECTION_KINDS, OPENING_KINDS, WorkOr
 from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
+from stormwatch.errors import InputError
 from stormwatch.physics import negative_value
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import ReadingStore, StoreError
@@ -93,7 +94,7 @@ def lateness_for(clock: Clock) -> float:
     return DEFAULT_LATENESS_S
 
 
-class EngineError(ValueError):
+class EngineError(InputError):
     """The site cannot be watched as configured (e.g. a rain gauge profile without a counter)."""
 
 

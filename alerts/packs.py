@@ -31,10 +31,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from stormwatch import resources
+from stormwatch.errors import InputError, load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class RulePack(BaseModel):
         return self._first(BasinRule)
 
 
-class PackError(ValueError):
+class PackError(InputError):
     """A pack that cannot be loaded or an override that does not apply; names file and key."""
 
 
@@ -240,10 +240,7 @@ def load_pack(name: str, overrides: dict[str, dict[str, Any]] | None = None,
     if path is None:
         known = ", ".join(f.name for f in pack_sources(directory)) or "none"
         raise PackError(f"no rule pack {name!r} in {', '.join(str(d) for d in search)} (known: {known})")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise PackError(f"{path}: cannot read: {exc}") from exc
+    data = load_yaml(path, PackError, what="rule pack")
     if not isinstance(data, dict):
         raise PackError(f"{path}: expected a mapping at the top level")
     try:

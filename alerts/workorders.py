@@ -57,6 +57,7 @@ from stormwatch.alerts.business_days import report_deadline
 from stormwatch.alerts.packs import ReportRule
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.contract import Event
+from stormwatch.errors import InputError
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ SELECT id, at, by, action, status, notes FROM (
 """
 
 
-class WorkOrderError(ValueError):
+class WorkOrderError(InputError):
     """Unknown work order, a change the lifecycle does not allow, or an unusable state file."""
 
 

@@ -1,6 +1,6 @@
 """Render the dashboards to Grafana JSON files (deterministic: same code, same bytes).
 
-``stormwatch dashboards build [--out DIR]`` writes ``DIR/<uid>.json`` for every dashboard;
+``stormwatch dashboards build [-o DIR]`` writes ``DIR/<uid>.json`` for every dashboard;
 the committed copies live in ``dashboards/json/`` (provisioned into Grafana by
 ``deploy/grafana/provisioning/dashboards/stormwatch.yaml``).
 """

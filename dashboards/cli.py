@@ -1,4 +1,4 @@
-"""``stormwatch dashboards build [--out DIR]``: regenerate the Grafana dashboard JSON."""
+"""``stormwatch dashboards build [-o DIR]``: regenerate the Grafana dashboard JSON."""
 
 from __future__ import annotations
 
@@ -9,14 +9,19 @@ import typer
 from stormwatch.cliutil import fail
 from stormwatch.dashboards.build import JSON_DIR, build_all
 
-dashboards_app = typer.Typer(help="Grafana dashboards generated from code (grafana-foundation-sdk).",
+dashboards_app = typer.Typer(help="Grafana dashboards for SMOs: one site's readings and events, and a portfolio "
+                                  "of sites with their work orders.",
                              no_args_is_help=True)
 
 
 @dashboards_app.command("build")
-def build_cmd(out: Path = typer.Option(JSON_DIR, "--out", help="Output directory (default: the committed copies).")
-              ) -> None:
-    """Write every dashboard as <uid>.json into --out (the committed copies by default)."""
+def build_cmd(out: Path = typer.Option(JSON_DIR, "--output", "-o", metavar="DIR", file_okay=False,
+                                       help="Write the dashboards into this directory (default: the copies "
+                                            "shipped with stormwatch).")) -> None:
+    """Write the Grafana dashboards (portfolio and site) as JSON files to import or provision.
+
+    Prints each file written.
+    """
     try:
         paths = build_all(out)
     except OSError as exc:

@@ -36,9 +36,10 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.cliutil import fail
+from stormwatch.alerts.packs import PackError
+from stormwatch.cliutil import child_log_env, fail, load_site_file
 from stormwatch.clock import CLOCK_FILE_ENV, WallClock, service_clock
-from stormwatch.config import ConfigError, SiteConfig, load_site
+from stormwatch.config import ConfigError, SiteConfig
 from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
 from stormwatch.gateway.fieldtool import FieldToolError, decode_text
@@ -57,32 +58,39 @@ PLAN_FILE = "plan.json"
 def gateway_command(
     site: list[Path] = typer.Option(
         ..., "--site", metavar="FILE",
-        help="Site YAML file. With --check, repeat --site or give a directory: the sites are checked together "
-             "and two gateways sharing an id are refused.",
+        help="The site's YAML file (its devices and how to reach them). With --check, repeat --site or give a "
+             "directory: the sites are checked together and two gateways sharing an id are refused.",
     ),
-    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", help="mqtt://host:port or mqtts://host:port"),
-    state_dir: Path = typer.Option(Path("./var/gateway"), "--state-dir", help="Outbox and counter baselines."),
+    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
+                               help="The MQTT broker: mqtt://[USER:PASS@]HOST:PORT (mqtts:// for TLS)."),
+    state_dir: Path = typer.Option(Path("./var/gateway"), "--state-dir", metavar="DIR",
+                                   help="Keep the outbox (readings the broker has not acknowledged yet) and the "
+                                        "counter baselines here (created if missing)."),
     clock_file: Path | None = typer.Option(
-        None, "--clock-file", envvar=CLOCK_FILE_ENV,
-        help="Run on the simulated clock `stormwatch simulate --clock-file` writes (waits for it).",
+        None, "--clock-file", envvar=CLOCK_FILE_ENV, metavar="FILE",
+        help="Run on the simulated clock `stormwatch simulate` writes (waits for it).",
     ),
-    until: str | None = typer.Option(None, "--until", help="Stop at this clock time (ISO 8601 with offset)."),
+    until: str | None = typer.Option(None, "--until", metavar="TIME",
+                                     help="Stop at this clock time (ISO 8601 with an offset)."),
     clock_floor: str | None = typer.Option(
-        None, "--clock-floor", envvar="STORMWATCH_CLOCK_FLOOR",
+        None, "--clock-floor", envvar="STORMWATCH_CLOCK_FLOOR", metavar="DATE",
         help="Stamp no reading while the clock reads before this ISO date (a box without a real-time clock "
              "before NTP). Default: the build date, for the wall clock.",
     ),
-    profiles_dir: Path | None = typer.Option(None, "--profiles", help="Device profile directory."),
-    check: bool = typer.Option(False, "--check", help="Validate the site(s), profiles and broker URL, then exit."),
+    profiles_dir: Path | None = typer.Option(None, "--profiles", metavar="DIR",
+                                             help="A directory of your own device profiles, searched first."),
+    check: bool = typer.Option(False, "--check", help="Check the site file, its profiles and rule pack and the "
+                                                      "broker URL, print what would be polled, and exit."),
     no_exec: bool = typer.Option(
-        False, "--no-exec",
-        help="Run in this process instead of exec'ing the lean `python -m stormwatch.gateway --plan`.",
+        False, "--no-exec", help="Poll in this process (debugging) instead of the lean gateway process.",
     ),
 ) -> None:
-    """Poll the site's devices and publish readings to MQTT (QoS 1, store-and-forward).
+    """Poll the site's devices and publish their readings to MQTT; nothing is lost while the uplink is down.
 
-    Validates the site, compiles the gateway plan to ``<state-dir>/plan.json`` and execs the lean
-    ``python -m stormwatch.gateway --plan`` process (same pid; no pydantic/typer loaded while polling).
+    Each reading is published at QoS 1 and kept in the outbox under --state-dir until the broker
+    acknowledges it, across restarts. Rain-gauge counters become tips (resets and wraps handled);
+    values get quality flags. The polling process is lean (a few MB): the site is checked and
+    compiled first, then that process takes over (same process id).
     """
     profiles = ProfileLibrary(profiles_dir)
     try:
@@ -95,12 +103,12 @@ def gateway_command(
     try:
         parse_broker_url(broker, os.environ)
         for path in files:
-            cfg = load_site(path, profiles)
+            cfg = load_site_file(path, profiles)
             plan = compile_plan(cfg, profiles)
             for device in plan.devices:
                 build_driver(device, plan.profile(device), WallClock(), {})
             checked.append((path, cfg, plan))
-    except (ConfigError, ProfileError, PlanError, UnsupportedDevice, BrokerUrlError) as exc:
+    except (ConfigError, ProfileError, PackError, PlanError, UnsupportedDevice, BrokerUrlError) as exc:
         fail(str(exc))
     conflicts = fleet_conflicts([(path, cfg) for path, cfg, _ in checked])
     if conflicts:
@@ -145,7 +153,7 @@ def gateway_command(
         argv += ["--clock-floor", clock_floor]
     # glibc gives every thread its own malloc arena; the gateway's threads (one per link, paho's
     # loop, the outbox pump) are I/O-bound, so two arenas suffice and save ~0.5 MB of RSS.
-    env = {"MALLOC_ARENA_MAX": "2", **os.environ}
+    env = {"MALLOC_ARENA_MAX": "2", **os.environ, **child_log_env()}
     log.info("plan %s written; exec'ing the lean gateway process", plan_path)
     for handler in logging.getLogger().handlers:
         handler.flush()
@@ -155,13 +163,20 @@ def gateway_command(
 
 
 def decode_command(
-    words: list[str] = typer.Argument(..., help="Register words, decimal or 0x-hex, as read from the wire."),
-    dtype: str = typer.Option("uint16", "--type", help="int16, uint16, int32, uint32, float32, int64, uint64, float64"),
-    order: str = typer.Option("ABCD", "--order", help="ABCD, CDAB, BADC, DCBA or all"),
-    scale: float = typer.Option(1.0, "--scale", help="engineering = raw * scale + offset"),
-    offset: float = typer.Option(0.0, "--offset"),
+    words: list[str] = typer.Argument(..., metavar="WORD",
+                                      help="Register words, decimal or 0x-hex, as read from the wire."),
+    dtype: str = typer.Option("uint16", "--type", metavar="TYPE",
+                              help="int16, uint16, int32, uint32, float32, int64, uint64 or float64."),
+    order: str = typer.Option("ABCD", "--order", metavar="ORDER",
+                              help="Word/byte order: ABCD, CDAB, BADC, DCBA, or all to print each."),
+    scale: float = typer.Option(1.0, "--scale", metavar="FACTOR", help="engineering = raw × scale + offset."),
+    offset: float = typer.Option(0.0, "--offset", metavar="NUMBER", help="engineering = raw × scale + offset."),
 ) -> None:
-    """Decode Modbus register words (field tool): `decode --type float32 --order CDAB 0x0000 0x3FC0` → 1.5."""
+    """Which value do these Modbus register words hold? A field tool for a new sensor's register map.
+
+    `stormwatch decode --type float32 --order CDAB 0x0000 0x3FC0` prints 1.5; --order all prints
+    the value in every word order, to find the one that reads right.
+    """
     try:
         typer.echo(decode_text(words, dtype, order.upper() if order.lower() != "all" else "all", scale, offset))
     except FieldToolError as exc:

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from typing import get_args
 
 from stormwatch.codec import DataType, DecodeError, WordOrder, decode_words, scale
+from stormwatch.errors import InputError
 from stormwatch.profiles import REGISTER_COUNT
 
 ORDERS: tuple[str, ...] = get_args(WordOrder)
 TYPES: tuple[str, ...] = get_args(DataType)
 
 
-class FieldToolError(ValueError):
+class FieldToolError(InputError):
     """Bad input to the field tool (message says what and how to fix it)."""
 
 

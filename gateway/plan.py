@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from stormwatch.codec import DataType, WordOrder
+from stormwatch.errors import InputError
 from stormwatch.gateway.counter import RAIN_QUANTITY
 from stormwatch.gateway.qc import DEVICE_ERROR_QUANTITY
 from stormwatch.rain import TipResolution
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 PLAN_VERSION = 2
 
 
-class PlanError(ValueError):
+class PlanError(InputError):
     """A plan that cannot be compiled or loaded; the message names the device/key or the file."""
 
 

@@ -13,7 +13,7 @@ Modules (one job each):
 * :mod:`stormwatch.importers.toa5`, :mod:`stormwatch.importers.hobo`, :mod:`stormwatch.importers.rtl433`,
   :mod:`stormwatch.importers.generic` -- the four readers.
 * :mod:`stormwatch.importers.detect` -- which reader a file needs.
-* :mod:`stormwatch.importers.options` -- the format options (``--value-column``, ``--tips``...).
+* :mod:`stormwatch.importers.options` -- the format options (``--value-column``, ``--tip-mm``...).
 * :mod:`stormwatch.importers.identity` -- the identity of imported readings (idempotent re-import).
 * :mod:`stormwatch.importers.rows` -- file rows to :class:`~stormwatch.contract.Reading` objects.
 * :mod:`stormwatch.importers.load` -- validation and store writes; the summary.

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from stormwatch.cliutil import fail
+from stormwatch.cliutil import fail, load_site_file
+from stormwatch.display import counts
 from stormwatch.importers.options import (
     ImportOptions,
     OptionsError,
@@ -30,33 +31,46 @@ log = logging.getLogger(__name__)
 #: Files larger than this get a progress bar on stderr.
 PROGRESS_BYTES = 256 * 1024
 
-_FORMAT = typer.Option("auto", "--format",
-                       help="auto (TOA5, HOBOware and rtl_433 JSON Lines recognised), generic, toa5, hobo or rtl433.")
-_DELIMITER = typer.Option(None, "--delimiter", help="Field delimiter of generic files (default ',', sniffed).")
-_TIME_COLUMN = typer.Option(None, "--time-column", help="Time column name or 0-based index.")
-_TIME_FORMAT = typer.Option(None, "--time-format", help="strptime format, e.g. '%d.%m.%Y %H:%M' (default ISO 8601).")
-_TZ = typer.Option("UTC", "--tz", help="IANA zone of times without an offset (HOBOware's GMT offset wins).")
-_VALUE_COLUMN = typer.Option([], "--value-column",
-                             help="NAME=QUANTITY[:UNIT], repeatable, e.g. 'turb_FNU=turbidity:FNU'.")
-_TIPS = typer.Option(None, "--tips", help="Rain file: tip size in mm (e.g. 0.2).")
-_TIPS_IN = typer.Option(None, "--tips-in", help="Rain file: tip size in inches (e.g. 0.01).")
-_TIPS_COLUMN = typer.Option(None, "--tips-column",
-                            help="Rain column (default: rtl_433's rain_mm/rain_in, else the first data column).")
-_TIPS_PER_ROW = typer.Option(None, "--tips-per-row",
-                             help="depth (default): cells are rain depth (0.2 = one 0.2 mm tip); count: tip counts; "
+_FORMAT = typer.Option("auto", "--format", metavar="FORMAT",
+                       help="auto (recognises Campbell TOA5, HOBOware CSV and rtl_433 JSON Lines), generic, toa5, "
+                            "hobo or rtl433.")
+_DELIMITER = typer.Option(None, "--delimiter", metavar="CHAR",
+                          help="Field delimiter of delimited text (default: ',', or ';'/tab when the header has "
+                               "one and no comma; '\\t' for tab).")
+_TIME_COLUMN = typer.Option(None, "--time-column", metavar="COLUMN",
+                            help="The time column: header name or 0-based index (default: the first).")
+_TIME_FORMAT = typer.Option(None, "--time-format", metavar="FORMAT",
+                            help="strptime format of the times, e.g. '%d.%m.%Y %H:%M' (default: ISO 8601 and "
+                                 "year-first forms; day/month order is never guessed).")
+_TZ = typer.Option("UTC", "--tz", metavar="ZONE",
+                   help="IANA time zone of times written without an offset (HOBOware's GMT offset wins).")
+_VALUE_COLUMN = typer.Option([], "--value-column", metavar="NAME=QUANTITY[:UNIT]",
+                             help="A column to import as a quantity, e.g. 'turb_FNU=turbidity:FNU' (repeatable).")
+_TIP_MM = typer.Option(None, "--tip-mm", metavar="MM",
+                       help="The file holds rain: the gauge's tip size in mm (e.g. 0.2).")
+_TIP_IN = typer.Option(None, "--tip-in", metavar="IN",
+                       help="The file holds rain: the gauge's tip size in inches (e.g. 0.01).")
+_TIPS_COLUMN = typer.Option(None, "--tips-column", metavar="COLUMN",
+                            help="The rain column: header name or 0-based index (default: rtl_433's rain_mm/rain_in, "
+                                 "else the first data column).")
+_TIPS_PER_ROW = typer.Option(None, "--tips-per-row", metavar="HOW",
+                             help="depth (default): a cell is rain depth (0.2 = one 0.2 mm tip); count: a tip count; "
                                   "row: every row is one tip; cumulative: running totals of depth (consoles, "
                                   "rtl_433 rain_mm/rain_in -- the default for rtl_433); cumulative-count: running "
-                                  "totals of tips. Totals go through the gateway's counter: a total that does not "
-                                  "change is no rain, a drop is a reset (a data gap), never rain.")
-_COUNTER_BITS = typer.Option(None, "--counter-bits", help="A cumulative column wraps at 2^N (e.g. 16); default: never.")
-_SELECT = typer.Option([], "--select", help="JSON Lines: only messages with KEY=VALUE, repeatable "
-                                           "(e.g. --select model=Acurite-5n1 --select id=3844).")
-_SKIP_ROWS = typer.Option(0, "--skip-rows", help="Lines before the header (generic files).")
-_GAP_VALUE = typer.Option([], "--gap-value", help="Another number meaning 'no value' (besides -9999, -99999).")
+                                  "totals of tips. A total that does not change is no rain; a drop is a reset (a "
+                                  "data gap), never rain.")
+_COUNTER_BITS = typer.Option(None, "--counter-bits", metavar="N",
+                             help="A running total wraps at 2^N (e.g. 16); default: it never wraps.")
+_SELECT = typer.Option([], "--select", metavar="KEY=VALUE",
+                       help="JSON Lines: only messages with KEY=VALUE, repeatable "
+                            "(e.g. --select model=Acurite-5n1 --select id=3844).")
+_SKIP_ROWS = typer.Option(0, "--skip-rows", metavar="N", help="Lines before the header line (generic files).")
+_GAP_VALUE = typer.Option([], "--gap-value", metavar="NUMBER",
+                          help="Another number meaning 'no value' (besides -9999 and -99999; repeatable).")
 
 
 def build_options(fmt: str, delimiter: str | None, time_column: str | None, time_format: str | None, tz: str,
-                  value_column: list[str], tips: str | None, tips_in: str | None, tips_column: str | None,
+                  value_column: list[str], tip_mm: str | None, tip_in: str | None, tips_column: str | None,
                   tips_per_row: str | None, skip_rows: int, gap_value: list[str], counter_bits: int | None = None,
                   select: list[str] | None = None) -> ImportOptions:
     """The command-line format options as one :class:`ImportOptions`.
@@ -72,7 +86,7 @@ def build_options(fmt: str, delimiter: str | None, time_column: str | None, time
         format=fmt,  # type: ignore[arg-type]
         delimiter=delimiter, time_column=time_column, time_format=time_format, tz=tz,
         value_columns=tuple(ValueColumn.parse(v) for v in value_column),
-        tips=TipSpec.parse(tips, tips_in, tips_column, tips_per_row, counter_bits),
+        tips=TipSpec.parse(tip_mm, tip_in, tips_column, tips_per_row, counter_bits),
         skip_rows=skip_rows, gap_values=parse_gap_values(gap_value), select=parse_select(select or []),
     )
 
@@ -99,37 +113,43 @@ def _progress(path: Path) -> Iterator[Callable[[int, int], None] | None]:
 
 
 def import_command(
-    file: Path = typer.Argument(..., help="The data file.", exists=True, dir_okay=False),
-    site: Path = typer.Option(..., "--site", help="Site YAML the device belongs to."),
-    device: str = typer.Option(..., "--device", help="Device id (in the site file) whose data the file holds."),
-    store: str = typer.Option("sqlite:///./var/stormwatch.db", "--store", envvar="STORMWATCH_STORE",
-                              help="Store URL: sqlite:///path.db, influx1://host:port/db, influx2://..."),
+    file: Path = typer.Argument(..., metavar="FILE",
+                                help="The logger file (TOA5, HOBOware CSV, rtl_433 JSON Lines or delimited text).",
+                                exists=True, dir_okay=False),
+    site: Path = typer.Option(..., "--site", metavar="FILE",
+                              help="The site's YAML file (the device is one of its devices)."),
+    device: str = typer.Option(..., "--device", metavar="DEVICE_ID",
+                               help="The device (its id in the site file) whose data the file holds."),
+    store: str = typer.Option("sqlite:///./var/stormwatch.db", "--store", envvar="STORMWATCH_STORE", metavar="URL",
+                              help="Where the readings go: sqlite:///FILE, influx1://HOST:PORT/DB or influx2://..."),
     fmt: str = _FORMAT, delimiter: str | None = _DELIMITER, time_column: str | None = _TIME_COLUMN,
     time_format: str | None = _TIME_FORMAT, tz: str = _TZ, value_column: list[str] = _VALUE_COLUMN,
-    tips: str | None = _TIPS, tips_in: str | None = _TIPS_IN, tips_column: str | None = _TIPS_COLUMN,
+    tip_mm: str | None = _TIP_MM, tip_in: str | None = _TIP_IN, tips_column: str | None = _TIPS_COLUMN,
     tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
     skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Import a logger file (TOA5, HOBOware CSV, delimited text) as readings of one device.
+    """Import a logger file into the store as readings of one device of a site.
 
-    The readings go through the same validation, deduplication and store as live data;
-    re-importing a file adds nothing. Malformed rows are reported (file:line) and skipped.
+    The readings are checked like live data (quality flags, duplicates): re-importing a file adds
+    nothing. Malformed rows are skipped and reported with their line. Prints what was read, stored
+    and skipped.
     """
+    from stormwatch.alerts.packs import PackError
     from stormwatch.clock import WallClock
-    from stormwatch.config import ConfigError, load_site
+    from stormwatch.config import ConfigError
     from stormwatch.importers.load import ImportFailed, import_file
     from stormwatch.ingest.stores import StoreUrlError, open_store, redact
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.store import StoreError
 
     try:
-        options = build_options(fmt, delimiter, time_column, time_format, tz, value_column, tips, tips_in,
+        options = build_options(fmt, delimiter, time_column, time_format, tz, value_column, tip_mm, tip_in,
                                 tips_column, tips_per_row, skip_rows, gap_value, counter_bits, select)
         profiles = ProfileLibrary()
-        cfg = load_site(site, profiles)
+        cfg = load_site_file(site, profiles)
         opened = open_store(store, WallClock())
-    except (OptionsError, ConfigError, StoreUrlError) as exc:
+    except (OptionsError, ConfigError, PackError, StoreUrlError) as exc:
         fail(str(exc))
     except StoreError as exc:
         fail(str(exc), 1)
@@ -158,47 +178,48 @@ def nothing_stored(summary: ImportSummary) -> str | None:
     if summary.readings_stored or summary.already_stored or not (rejected or dead):
         return None
     first = f"; first: {summary.rejects[0].detail}" if summary.rejects else ""
-    what = [f"{rejected} of {summary.rows_read} rows rejected {dict(sorted(summary.rejected_rows.items()))}"] \
-        if rejected else []
+    what = [f"{rejected} of {summary.rows_read} rows rejected ({counts(summary.rejected_rows)})"] if rejected else []
     if dead:
-        what.append(f"{dead} readings dead-lettered {dict(sorted(summary.dead_lettered.items()))}")
+        what.append(f"{dead} readings dead-lettered ({counts(summary.dead_lettered)})")
     return f"{summary.path}: nothing stored: {', '.join(what)}{first} (check --format, --delimiter, --time-format)"
 
 
 def replay_command(
-    file: Path = typer.Argument(..., help="The rain data file.", exists=True, dir_okay=False),
+    file: Path = typer.Argument(..., metavar="FILE", help="The rain file (TOA5, HOBOware CSV or delimited text).",
+                                exists=True, dir_okay=False),
     fmt: str = _FORMAT, delimiter: str | None = _DELIMITER, time_column: str | None = _TIME_COLUMN,
     time_format: str | None = _TIME_FORMAT, tz: str = _TZ, value_column: list[str] = _VALUE_COLUMN,
-    tips: str | None = _TIPS, tips_in: str | None = _TIPS_IN, tips_column: str | None = _TIPS_COLUMN,
+    tip_mm: str | None = _TIP_MM, tip_in: str | None = _TIP_IN, tips_column: str | None = _TIPS_COLUMN,
     tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
     skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
-    jurisdiction: str = typer.Option("ch133", "--jurisdiction", help="Rule pack: ch133, ch196, ..."),
-    dry_gap_hours: float | None = typer.Option(None, "--dry-gap-hours", min=0.01,
-                                               help="Storm dry gap (default: the pack's, 6 h)."),
-    silence: str = typer.Option("dry", "--silence",
+    jurisdiction: str = typer.Option("ch133", "--jurisdiction", metavar="PACK",
+                                     help="The village code's rule pack (ch133, ch196, ...; `stormwatch packs list`)."),
+    dry_gap_hours: float | None = typer.Option(None, "--dry-gap-hours", min=0.01, metavar="HOURS",
+                                               help="Dry hours that end a storm (default: the pack's, 6)."),
+    silence: str = typer.Option("dry", "--silence", metavar="dry|gap",
                                 help="dry: no row = no tip (event loggers); gap: rows are polls, a missing "
                                      "stretch is a data gap."),
     all_events: bool = typer.Option(False, "--all-events",
                                     help="Also print storm_started, storm_qualified and routine events."),
     as_json: bool = typer.Option(False, "--json", help="One JSON event object per line (as `demo --json`)."),
 ) -> None:
-    """What would this rain file have triggered? Runs the storm rule over it on a one-gauge site.
+    """What would this rain file have triggered under a village code?
 
-    Prints one storm_inspection_due per storm that reached the jurisdiction's threshold (and
-    data_gap events with --silence gap); smaller storms print nothing. Storms still open at the
-    end of the file are listed as in progress.
+    Runs the storm rule over the file as one rain gauge and prints each inspection it requires
+    (storm_inspection_due, and data_gap with --silence gap); smaller storms print nothing. A storm
+    still open at the end of the file is listed as in progress.
     """
     from stormwatch.alerts.engine import EngineError
     from stormwatch.alerts.packs import PackError
     from stormwatch.clock import WallClock
-    from stormwatch.demo import describe_event
+    from stormwatch.display import describe_event
     from stormwatch.importers.load import ImportFailed
     from stormwatch.importers.replay import ReplayError, replay_file
 
     try:
         if silence not in ("dry", "gap"):
             raise OptionsError(f"--silence {silence!r}: expected dry or gap")
-        options = build_options(fmt, delimiter, time_column, time_format, tz, value_column, tips, tips_in,
+        options = build_options(fmt, delimiter, time_column, time_format, tz, value_column, tip_mm, tip_in,
                                 tips_column, tips_per_row, skip_rows, gap_value, counter_bits, select)
         with _progress(file) as progress:
             result = replay_file(file, options, WallClock(), jurisdiction=jurisdiction, dry_gap_hours=dry_gap_hours,
@@ -210,10 +231,7 @@ def replay_command(
     for e in events:
         typer.echo(json.dumps(e.to_wire(), ensure_ascii=False) if as_json else describe_event(e, tz_info))
     depth = result.evaluation.depth
-    notes = [f"storm in progress at the end of the file: {depth(s.tips)} since "
-             f"{s.start.isoformat()}, last tip {s.last_tip.isoformat()}"
-             f"{' (qualified: inspection due once it ends)' if s.qualified else ''}"
-             for s in result.evaluation.in_progress]
+    notes = result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
     notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rejected} rows rejected; "
                  f"{result.evaluation.summary()}")

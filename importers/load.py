@@ -27,6 +27,8 @@ from stormwatch.alerts.backfill import depth_text
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Reading, dump_readings
+from stormwatch.display import counts
+from stormwatch.errors import InputError
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY
 from stormwatch.importers.options import ImportOptions
@@ -48,7 +50,7 @@ CONFIG_REASONS = frozenset({"topic_mismatch", "unknown_site", "unknown_gateway",
 LOG_REJECTS = 20
 
 
-class ImportFailed(ValueError):
+class ImportFailed(InputError):
     """The file cannot be imported as configured; nothing was stored. The message says why."""
 
 
@@ -124,16 +126,19 @@ class ImportSummary:
             f"  gaps (no value):  {self.gaps}",
         ]
         if self.flagged:
-            out.append(f"  QC flagged:       {dict(sorted(self.flagged.items()))}")
+            out.append(f"  QC flagged:       {counts(self.flagged)}")
         if self.duplicate_rows:
             out.append(f"  duplicate rows:   {self.duplicate_rows}")
         if self.ignored_lines:
             out.append(f"  other lines:      {self.ignored_lines} (other sensors, message types, statistics)")
         rejected = sum(self.rejected_rows.values())
-        detail = f" {dict(sorted(self.rejected_rows.items()))}" if rejected else ""
+        detail = f" ({counts(self.rejected_rows)})" if rejected else ""
         out.append(f"  rows rejected:    {rejected}{detail}")
+        if self.rejects:
+            more = " (-v or --json for all)" if rejected > 1 else ""
+            out.append(f"  first rejected:   {self.rejects[0].detail}{more}")
         if self.dead_lettered:
-            out.append(f"  dead-lettered:    {sum(self.dead_lettered.values())} {dict(self.dead_lettered)}")
+            out.append(f"  dead-lettered:    {sum(self.dead_lettered.values())} ({counts(self.dead_lettered)})")
         return out
 
 
@@ -215,11 +220,11 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     logged: Counter[str] = Counter()
     for r in conv.rejects:
         logged[r.reason] += 1
-        if logged[r.reason] <= LOG_REJECTS:
-            log.warning("row skipped (%s): %s", r.reason, r.detail)
+        if logged[r.reason] <= LOG_REJECTS:  # INFO (-v): the summary counts them and names the first
+            log.info("row skipped (%s): %s", r.reason, r.detail)
     for reason, n in reasons.items():
         if n > LOG_REJECTS:
-            log.warning("... and %d more rows skipped for %s", n - LOG_REJECTS, reason)
+            log.info("... and %d more rows skipped for %s", n - LOG_REJECTS, reason)
     if conv.readings:
         summary.first = min(r.time for r in conv.readings)
         summary.last = max(r.time for r in conv.readings)

@@ -8,8 +8,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from stormwatch.errors import InputError
 from stormwatch.importers.cells import DEFAULT_SENTINELS
-from stormwatch.rain import LengthUnit, TipResolution
+from stormwatch.rain import LengthUnit, TipResolution, parse_tip_size
 
 Format = Literal["auto", "generic", "toa5", "hobo", "rtl433"]
 
@@ -30,7 +31,7 @@ CUMULATIVE: frozenset[str] = frozenset({"cumulative", "cumulative-count"})
 _VALUE_COLUMN = re.compile(r"^(?P<name>.+)=(?P<quantity>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<unit>[^:=]+))?$")
 
 
-class OptionsError(ValueError):
+class OptionsError(InputError):
     """Format options that cannot work (the message names the option)."""
 
 
@@ -62,7 +63,7 @@ class ValueColumn:
 
 @dataclass(frozen=True)
 class TipSpec:
-    """A rain file: ``--tips MM`` / ``--tips-in IN``.
+    """A rain file: ``--tip-mm MM`` / ``--tip-in IN``.
 
     Attributes:
         size: tip size as written (exact decimal) in ``unit``.
@@ -87,12 +88,13 @@ class TipSpec:
     @classmethod
     def parse(cls, mm: str | None, inches: str | None, column: str | None = None,
               per_row: str | None = None, counter_bits: int | None = None) -> TipSpec | None:
-        """From ``--tips`` / ``--tips-in`` (at most one), ``--tips-per-row`` and ``--counter-bits``;
+        """From ``--tip-mm`` / ``--tip-in`` (at most one), ``--tips-per-row`` and ``--counter-bits``;
         ``None`` when no tip size is given.
 
         Raises:
-            OptionsError: both sizes given, a size that is not a positive decimal, an unknown
-                ``per_row``, ``counter_bits`` outside 1..64 or given for a non-cumulative column.
+            OptionsError: both sizes given, a size no tipping bucket has
+                (:func:`stormwatch.rain.parse_tip_size`), an unknown ``per_row``, ``counter_bits``
+                outside 1..64 or given for a non-cumulative column.
         """
         if per_row is not None and per_row not in TIPS_PER_ROW:
             raise OptionsError(f"--tips-per-row {per_row!r}: expected {', '.join(TIPS_PER_ROW)}")
@@ -103,19 +105,17 @@ class TipSpec:
                 raise OptionsError(f"--counter-bits applies to running totals: give --tips-per-row cumulative or "
                                    f"cumulative-count, not {per_row}")
         if mm is not None and inches is not None:
-            raise OptionsError("give --tips (mm) or --tips-in (inches), not both")
-        text, unit = (mm, "mm") if mm is not None else (inches, "in")
+            raise OptionsError("give --tip-mm or --tip-in, not both")
+        text, unit, option = (mm, "mm", "--tip-mm") if mm is not None else (inches, "in", "--tip-in")
         if text is None:
             if per_row is not None or counter_bits is not None:
                 raise OptionsError("--tips-per-row and --counter-bits describe a rain column: give its tip size "
-                                   "with --tips MM or --tips-in IN")
+                                   "with --tip-mm MM or --tip-in IN")
             return None
         try:
-            size = Decimal(text.strip())
-        except InvalidOperation:
-            raise OptionsError(f"tip size {text!r}: not a decimal number") from None
-        if not size.is_finite() or size <= 0:
-            raise OptionsError(f"tip size {text!r}: must be > 0")
+            size = parse_tip_size(text, unit)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise OptionsError(f"{option} {exc}") from None
         return cls(size, unit, column, per_row, counter_bits)  # type: ignore[arg-type]
 
 
@@ -153,7 +153,7 @@ class ImportOptions:
 
     def __post_init__(self) -> None:
         if not self.value_columns and self.tips is None:
-            raise OptionsError("nothing to import: give --value-column NAME=QUANTITY[:UNIT] and/or --tips/--tips-in")
+            raise OptionsError("nothing to import: give --value-column NAME=QUANTITY[:UNIT] and/or --tip-mm/--tip-in")
         if self.skip_rows < 0:
             raise OptionsError("--skip-rows must be >= 0")
         if self.delimiter is not None and len(self.delimiter) != 1:

@@ -45,6 +45,8 @@ from stormwatch.alerts.packs import load_pack
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import TIP_UNIT, Event, Reading
+from stormwatch.display import counts
+from stormwatch.errors import InputError
 from stormwatch.importers.identity import IMPORT_GATEWAY, import_seq
 from stormwatch.importers.load import ImportSummary, import_file
 from stormwatch.importers.options import ImportOptions
@@ -71,7 +73,7 @@ _TICK = timedelta(microseconds=1)
 TRIGGER_KINDS = frozenset({"storm_inspection_due", "data_gap"})
 
 
-class ReplayError(ValueError):
+class ReplayError(InputError):
     """The file cannot be replayed (the message says why)."""
 
 
@@ -174,7 +176,7 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
         stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: the rules cannot be built.
     """
     if options.tips is None:
-        raise ReplayError("replay runs the storm rule (R1) over a rain file: give --tips MM or --tips-in IN "
+        raise ReplayError("replay runs the storm rule (R1) over a rain file: give --tip-mm MM or --tip-in IN "
                           "(a single turbidity probe has no background for R2, a level sensor no basin for R3)")
     if load_pack(jurisdiction).storm() is None:
         raise ReplayError(f"pack {jurisdiction} has no storm-inspection rule (R1); nothing to replay")
@@ -189,7 +191,10 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
             summary = import_file(path, cfg, REPLAY_DEVICE, lib, store, options, clock, progress)
             readings = store.query_readings(REPLAY_SITE, device=REPLAY_DEVICE, quantity="rain_tips")
             if not readings:
-                raise ReplayError(f"{path}: no rain readings to replay")
+                rejected = sum(summary.rejected_rows.values())
+                why = (f": {rejected} of {summary.rows_read} rows rejected ({counts(summary.rejected_rows)}); "
+                       f"first: {summary.rejects[0].detail}" if summary.rejects else "")
+                raise ReplayError(f"{path}: no rain readings to replay{why}")
             gap = timedelta(hours=load_pack(jurisdiction, cfg.rules).storm()[1].dry_gap_hours)  # type: ignore[index]
             if silence == "dry":
                 every = dry_poll_interval(gap)

@@ -29,11 +29,12 @@ A value physics forbids (a negative turbidity, distance or depth) is rejected ``
 Reject reasons: ``too_few_fields``, ``extra_fields`` (a non-empty field past the header's
 columns; empty trailing fields -- a trailing delimiter -- are tolerated), ``bad_time``,
 ``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``negative_value``, ``conflicting_time``,
-``before_1970``, ``beyond_envelope``, ``beyond_counter_width``.
+``before_1970``, ``beyond_envelope``, ``beyond_counter_width``, ``too_many_tips``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -163,6 +164,12 @@ def tip_column(table: Table, options: ImportOptions) -> int | None:
     return free[0]
 
 
+#: More tips than this in one row is refused (``too_many_tips``): the largest count a reading
+#: holds exactly as a float (2**53). Real rows are far below it (the world's wettest day, 1,825 mm
+#: at Foc-Foc in 1966, is 9,125 tips of 0.2 mm); plausibility against time is the envelope's job.
+MAX_TIPS_PER_ROW = 2**53
+
+
 def _tips_of(cell: str, options: ImportOptions, mode: TipsPerRow, file_unit: str | None,
              decimal_comma: bool) -> int | None:
     """Whole tips in a rain cell (``None`` = gap): a depth or a count, or a running total of either.
@@ -190,6 +197,8 @@ def _tips_of(cell: str, options: ImportOptions, mode: TipsPerRow, file_unit: str
             raise ValueError("not_whole_tips", f"tip count {cell.strip()!r} is not a whole number")
     if exact < 0:
         raise ValueError("negative_tips", f"{cell.strip()!r}: a tip count cannot be negative")
+    if exact > MAX_TIPS_PER_ROW:
+        raise ValueError("too_many_tips", f"{cell.strip()!r}: {exact:.3g} tips in one row is not rain")
     return int(exact)
 
 
@@ -267,6 +276,10 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
                 continue
             converted = convert(value, plan.file_unit, plan.unit)
             value = converted if converted is not None else value
+            if not math.isfinite(float(value)):
+                problem = ("not_a_number", f"column {table.columns[plan.index]!r}: {cell.strip()!r} is beyond "
+                                           "what a reading can hold")
+                break
             impossible = negative_value(plan.quantity, float(value))
             if impossible is not None:
                 problem = ("negative_value", f"column {table.columns[plan.index]!r}: {cell.strip()!r}: {impossible}")

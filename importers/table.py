@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
+from stormwatch.errors import InputError
 from stormwatch.importers.options import TipsPerRow
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ ISO = "iso"
 UNIX = "unix"
 
 
-class TableError(ValueError):
+class TableError(InputError):
     """A file whose header cannot be understood; the message names the file (and line)."""
 
 

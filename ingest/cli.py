@@ -8,9 +8,10 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.cliutil import fail
+from stormwatch.alerts.packs import PackError
+from stormwatch.cliutil import fail, load_site_file
 from stormwatch.clock import CLOCK_FILE_ENV, service_clock
-from stormwatch.config import ConfigError, load_site
+from stormwatch.config import ConfigError
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.stores import StoreUrlError, open_store, redact
@@ -25,49 +26,50 @@ DEFAULT_STORE = "sqlite:///./var/stormwatch.db"
 
 
 def ingest_command(
-    site: list[Path] = typer.Option(..., "--site", "-s", help="Site YAML file; repeat for several sites.",
-                                    exists=False, dir_okay=False),
-    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", "-b", envvar="STORMWATCH_BROKER",
-                               help="MQTT broker URL: mqtt://\\[user:pass@]host:port (mqtts:// for TLS)."),
-    store: str = typer.Option(DEFAULT_STORE, "--store", envvar="STORMWATCH_STORE",
-                              help="Store URL: sqlite:///path.db (or a bare path), "
+    site: list[Path] = typer.Option(..., "--site", "-s", metavar="FILE",
+                                    help="The site's YAML file (repeat for several sites)."),
+    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", "-b", envvar="STORMWATCH_BROKER", metavar="URL",
+                               help="The MQTT broker: mqtt://\\[USER:PASS@]HOST:PORT (mqtts:// for TLS)."),
+    store: str = typer.Option(DEFAULT_STORE, "--store", envvar="STORMWATCH_STORE", metavar="URL",
+                              help="Where readings go: sqlite:///path.db (or a bare path), "
                                    "influx1://\\[user:pass@]host:port/db\\[?rp=POLICY], "
                                    "influx2://host:port?org=ORG&bucket=BUCKET&token=TOKEN."),
-    client_id: str = typer.Option("stormwatch-ingest", "--client-id",
+    client_id: str = typer.Option("stormwatch-ingest", "--client-id", metavar="ID",
                                   help="MQTT client id; keep it fixed so the broker keeps this consumer's "
                                        "persistent session (messages queued while it is down)."),
-    share_group: str | None = typer.Option(None, "--share-group",
+    share_group: str | None = typer.Option(None, "--share-group", metavar="GROUP",
                                            help="Subscribe as $share/GROUP/... so several ingests split the "
                                                 "load (Mosquitto; not amqtt)."),
-    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Messages per store write."),
-    batch_ms: int = typer.Option(200, "--batch-ms", min=0, help="Max wait (ms) to fill a batch."),
-    max_inflight: int = typer.Option(1000, "--max-inflight", min=1,
+    batch_size: int = typer.Option(500, "--batch-size", min=1, metavar="N", help="Messages per store write."),
+    batch_ms: int = typer.Option(200, "--batch-ms", min=0, metavar="MS", help="Max wait (ms) to fill a batch."),
+    max_inflight: int = typer.Option(1000, "--max-inflight", min=1, metavar="N",
                                      help="Most messages delivered and not yet acknowledged (match the broker's "
                                           "max_inflight_messages; keep above --batch-size)."),
     retained_late: bool = typer.Option(True, "--retained-late/--no-retained-late",
                                        help="Store retained readings as late (stale). Use --no-retained-late "
                                             "behind amqtt, which flags queued messages as retained."),
-    max_future_s: float = typer.Option(300.0, "--max-future-s", min=0,
+    max_future_s: float = typer.Option(300.0, "--max-future-s", min=0, metavar="SECONDS",
                                        help="Dead-letter readings stamped further than this ahead of the clock."),
-    max_age_s: float = typer.Option(DEFAULT_MAX_AGE_S, "--max-age-s", min=0,
+    max_age_s: float = typer.Option(DEFAULT_MAX_AGE_S, "--max-age-s", min=0, metavar="SECONDS",
                                     help="Dead-letter readings stamped further than this behind the clock as "
                                          "implausible_time (a gateway clock that lies; default 90 days, "
                                          "3 x the gateway outbox's age limit, so outage replays pass)."),
-    late_after_s: float | None = typer.Option(None, "--late-after-s", min=0,
+    late_after_s: float | None = typer.Option(None, "--late-after-s", min=0, metavar="SECONDS",
                                               help="Store readings older than this on arrival as late "
                                                    "(default: only retained readings are late)."),
     metrics_port: int = typer.Option(0, "--metrics-port", min=0, max=65535, envvar="STORMWATCH_METRICS_PORT",
+                                     metavar="PORT",
                                      help="Serve Prometheus metrics on this HTTP port (0 = off; "
                                           "conventionally 9108)."),
-    metrics_addr: str = typer.Option("127.0.0.1", "--metrics-addr",
+    metrics_addr: str = typer.Option("127.0.0.1", "--metrics-addr", metavar="ADDRESS",
                                      help="Address for --metrics-port (0.0.0.0 to expose it)."),
-    stats_interval_s: float = typer.Option(60.0, "--stats-interval-s", min=1,
+    stats_interval_s: float = typer.Option(60.0, "--stats-interval-s", min=1, metavar="SECONDS",
                                            help="Seconds between the counter log lines."),
-    clock_file: Path | None = typer.Option(None, "--clock-file", envvar=CLOCK_FILE_ENV,
+    clock_file: Path | None = typer.Option(None, "--clock-file", envvar=CLOCK_FILE_ENV, metavar="FILE",
                                            help="Run on the simulated clock `stormwatch simulate --clock-file` "
                                                 "writes (waits for it); default: the wall clock."),
 ) -> None:
-    """Consume readings from MQTT, validate them and store them; bad input is dead-lettered.
+    """Store the readings of the sites' gateways from MQTT; refuse bad ones with a reason (dead letters).
 
     Each message is acknowledged only after its batch is durably written: a crash loses nothing.
 
@@ -77,11 +79,11 @@ def ingest_command(
     """
     profiles = ProfileLibrary()
     try:
-        sites = [load_site(p, profiles) for p in site]
+        sites = [load_site_file(p, profiles) for p in site]
         clock = service_clock(clock_file)
         validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
                                         max_age_s=max_age_s, late_after_s=late_after_s)
-    except (ConfigError, ProfileError, ValueError) as exc:
+    except (ConfigError, ProfileError, PackError, ValueError) as exc:
         fail(str(exc))
     try:
         sink = open_store(store, clock=clock)

@@ -14,10 +14,11 @@ import urllib.parse
 from pathlib import Path
 
 from stormwatch.clock import Clock
+from stormwatch.errors import InputError
 from stormwatch.store import ReadingStore
 
 
-class StoreUrlError(ValueError):
+class StoreUrlError(InputError):
     """A store URL that cannot be used; the message shows the accepted forms."""
 
 
@@ -59,7 +60,8 @@ def open_store(url: str, clock: Clock | None = None) -> ReadingStore:
         clock: passed to the store (stamps receive times / dead letters).
 
     Raises:
-        StoreUrlError: unknown scheme or missing parts (message lists the accepted forms).
+        StoreUrlError: unknown scheme or missing parts (message lists the accepted forms), or an
+            SQLite file whose directory does not exist (a typo must not create directories).
         StoreError: an SQLite file that cannot be opened.
     """
     if not url:
@@ -70,7 +72,13 @@ def open_store(url: str, clock: Clock | None = None) -> ReadingStore:
         from stormwatch.ingest.sqlite_store import SqliteStore
 
         path = sqlite_path(url)
-        return SqliteStore(path if path == ":memory:" else Path(path), clock=clock)
+        if path == ":memory:":
+            return SqliteStore(path, clock=clock)
+        directory = Path(path).parent
+        if not directory.is_dir():
+            raise StoreUrlError(f"{redact(url)}: directory {directory} does not exist (create it first; "
+                                "a store is never created in a directory that is not there)")
+        return SqliteStore(Path(path), clock=clock)
     if scheme in ("influx1", "influx1s"):
         from stormwatch.ingest.influx1 import Influx1Store
 

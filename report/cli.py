@@ -118,7 +118,7 @@ def storm_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
         at = datetime.fromisoformat(order.occurrence.split(":", 1)[1]).astimezone(UTC)
     else:
         try:
-            at = parse_when(storm, cfg.site.timezone).astimezone(UTC)
+            at = parse_when(storm, cfg.site.timezone, "--storm").astimezone(UTC)
         except typer.BadParameter as exc:
             fail(f"--storm: {exc.message} (or a storm inspection's work-order id, WO-...)")
     search = build_report(cfg, profiles, sources, at - STORM_SEARCH, at + STORM_SEARCH, charts=False)
@@ -146,7 +146,7 @@ def report_cmd(
     site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
     start: str | None = typer.Option(None, "--from", metavar="TIME",
                                      help="Start of the period, ISO 8601 (a date is local midnight of the site)."),
-    end: str | None = typer.Option(None, "--until", "--to", metavar="TIME",
+    end: str | None = typer.Option(None, "--until", metavar="TIME",
                                    help="End of the period, exclusive (--until 2026-07-01 ends with June 30)."),
     storm: str | None = typer.Option(None, "--storm", metavar="ID",
                                      help="Report one storm (the Ch. 196 two-business-day report): its inspection's "
@@ -172,9 +172,10 @@ def report_cmd(
 
         stormwatch report --site site.yaml --from 2026-06-01 --until 2026-07-01 -o june.pdf
     """
-    from stormwatch.alerts.cli import _load_site, parse_when
+    from stormwatch.alerts.cli import parse_when
     from stormwatch.alerts.engine import EngineError
     from stormwatch.alerts.packs import PackError
+    from stormwatch.cliutil import load_site_file
     from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.report.build import Sources, build_report
@@ -184,16 +185,16 @@ def report_cmd(
     kind = _format(fmt, output)
     profiles = ProfileLibrary()
     try:
-        cfg = _load_site(site, profiles)
+        cfg = load_site_file(site, profiles)
     except (ConfigError, PackError) as exc:
         fail(str(exc))
     if storm is None and (start is None or end is None):
         fail("give the period with --from and --until (or one storm with --storm)")
     try:
-        t1 = parse_when(start, cfg.site.timezone) if start else None
-        t2 = parse_when(end, cfg.site.timezone) if end else None
+        t1 = parse_when(start, cfg.site.timezone, "--from") if start else None
+        t2 = parse_when(end, cfg.site.timezone, "--until") if end else None
     except typer.BadParameter as exc:
-        fail(exc.message)
+        fail(exc.format_message())
     if t1 is not None and t2 is not None and t2 <= t1:
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
     opened = _open_store(store)

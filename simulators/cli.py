@@ -11,10 +11,11 @@ from pathlib import Path
 
 import typer
 
+from stormwatch.cliutil import fail, load_site_file
 from stormwatch.clock import CLOCK_FILE_ENV, ScenarioClock, write_clock_file
-from stormwatch.config import ConfigError, device_profiles, load_site
-from stormwatch.profiles import ProfileError, ProfileLibrary
-from stormwatch.simulators.rain_record import RainRecordError
+from stormwatch.config import device_profiles
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.rain import parse_tip_size
 from stormwatch.simulators.scenario import RainRecordSpec, Scenario, ScenarioError, SiteScenario, load_scenario
 from stormwatch.simulators.site import SimulatedSite
 
@@ -27,27 +28,43 @@ DRY_GAP_H = 6.0
 END_GRACE_S = 3.0
 
 
+#: The --rain-file options of `simulate` and `demo` (one definition: the same names, help and checks).
+RAIN_FILE = typer.Option(None, "--rain-file", metavar="FILE", exists=True, dir_okay=False,
+                         help="Rain from a real tip record instead of the design storm (a file `stormwatch replay` "
+                              "reads: time and depth per row).")
+TIP_MM = typer.Option(None, "--tip-mm", metavar="MM", help="--rain-file's tip size in mm (e.g. 0.2).")
+TIP_IN = typer.Option(None, "--tip-in", metavar="IN", help="--rain-file's tip size in inches.")
+TIME_FORMAT = typer.Option(None, "--time-format", metavar="FORMAT",
+                           help="strptime format of --rain-file's times (default: ISO 8601 and year-first forms).")
+DELIMITER = typer.Option(None, "--delimiter", metavar="CHAR", help="Field delimiter of --rain-file (default: sniffed).")
+TZ = typer.Option("UTC", "--tz", metavar="ZONE", help="IANA time zone of --rain-file's times.")
+FROM = typer.Option(None, "--from", metavar="TIME", help="Use --rain-file rows from this time (its zone: --tz).")
+UNTIL = typer.Option(None, "--until", metavar="TIME", help="Use --rain-file rows before this time.")
+
+
 def build_scenario(
     scenario: str,
     storm_depth_in: str | None = None,
     rain_file: Path | None = None,
     rain_tip_mm: str | None = None,
     rain_tip_in: str | None = None,
-    rain_time_format: str = "%Y-%m-%dT%H:%M:%S",
-    rain_delimiter: str = ",",
+    rain_time_format: str | None = None,
+    rain_delimiter: str | None = None,
     rain_tz: str = "UTC",
     rain_time_column: str = "0",
     rain_value_column: str = "1",
     rain_from: datetime | None = None,
     rain_until: datetime | None = None,
 ) -> Scenario:
-    """A scenario with the command-line overrides applied.
+    """A scenario with the command-line overrides applied (``--storm-depth-in``, or ``--rain-file``
+    with ``--tip-mm``/``--tip-in``, ``--time-format``, ``--delimiter``, ``--tz``, ``--time-column``,
+    ``--tips-column``, ``--from``, ``--until``).
 
     A rain file replaces the design storm; it is windowed to ``[rain_from, rain_until)`` and
     shifted so its first tip falls one hour after the scenario start.
 
     Raises:
-        ScenarioError: bad scenario file or conflicting/invalid overrides.
+        ScenarioError: bad scenario file or conflicting/invalid overrides (the option is named).
     """
     sc = load_scenario(scenario)
     if storm_depth_in is not None and rain_file is not None:
@@ -57,91 +74,108 @@ def build_scenario(
             sc = sc.with_storm_depth(storm_depth_in)
         except ValueError as exc:
             raise ScenarioError(f"--storm-depth-in {storm_depth_in!r}: {exc}") from exc
-    if rain_file is not None:
-        if (rain_tip_mm is None) == (rain_tip_in is None):
-            raise ScenarioError("--rain-file needs exactly one of --rain-tip-mm or --rain-tip-in")
-        spec = RainRecordSpec(
-            path=rain_file,
-            tip_size=rain_tip_mm or rain_tip_in or "",
-            unit="mm" if rain_tip_mm else "in",
-            time_column=rain_time_column,
-            value_column=rain_value_column,
-            time_format=rain_time_format,
-            tz=rain_tz,
-            delimiter=rain_delimiter,
-            start=rain_from,
-            end=rain_until,
-            shift_to_offset_h=1.0,
-        )
-        sc = sc.with_rain_record(spec)
-    return sc
+    if rain_file is None:
+        given = [name for name, value in (("--tip-mm", rain_tip_mm), ("--tip-in", rain_tip_in),
+                                          ("--from", rain_from), ("--until", rain_until)) if value is not None]
+        if given:
+            verb = "describe" if len(given) > 1 else "describes"
+            raise ScenarioError(f"{' and '.join(given)} {verb} a --rain-file: give one (or leave them out)")
+        return sc
+    if (rain_tip_mm is None) == (rain_tip_in is None):
+        raise ScenarioError("--rain-file needs exactly one of --tip-mm or --tip-in (the record's tip size)")
+    option, text, unit = ("--tip-mm", rain_tip_mm, "mm") if rain_tip_mm is not None else ("--tip-in", rain_tip_in, "in")
+    assert text is not None
+    try:
+        size = parse_tip_size(text, unit)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ScenarioError(f"{option} {exc}") from None
+    if rain_from is not None and rain_until is not None and rain_from >= rain_until:
+        raise ScenarioError(f"--from {rain_from.isoformat()} is not before --until {rain_until.isoformat()}: "
+                            "no rain would be used")
+    spec = RainRecordSpec(
+        path=rain_file,
+        tip_size=str(size),
+        unit=unit,  # type: ignore[arg-type]
+        time_column=rain_time_column,
+        value_column=rain_value_column,
+        time_format=rain_time_format,
+        tz=rain_tz,
+        delimiter=rain_delimiter,
+        start=rain_from,
+        end=rain_until,
+        shift_to_offset_h=1.0,
+    )
+    return sc.with_rain_record(spec)
 
 
 def simulate(
-    site: Path = typer.Option(..., "--site", help="Site YAML (devices, transports, roles, basin geometry)."),
-    scenario: str = typer.Option(
-        "default", "--scenario", help="Bundled scenario name (default) or a scenario YAML file."
+    site: Path = typer.Option(..., "--site", metavar="FILE",
+                              help="The site's YAML file (devices, transports, roles, basin geometry)."),
+    scenario: str = typer.Option("default", "--scenario", metavar="NAME|FILE",
+                                 help="A bundled scenario (default) or a scenario YAML file."),
+    speed: float = typer.Option(1000.0, "--speed", min=0.001, metavar="FACTOR",
+                                help="Simulated seconds per real second (1000: a day in 86 s)."),
+    storm_depth_in: str | None = typer.Option(
+        None, "--storm-depth-in", metavar="IN", help="The design storm's depth in inches (exact decimal, e.g. 1.2)."
     ),
-    speed: float = typer.Option(1000.0, "--speed", help="Simulated seconds per real second (1000: a day in 86 s)."),
-    storm_depth_in: str = typer.Option(
-        None, "--storm-depth-in", help="Override the design-storm depth in inches (exact decimal, e.g. 1.2)."
-    ),
-    rain_file: Path = typer.Option(
-        None, "--rain-file", help="Replay a real tip record (delimited file: time and depth per row) instead."
-    ),
-    rain_time_format: str = typer.Option(
-        "%Y-%m-%dT%H:%M:%S", "--rain-time-format", help="strptime format of the record's time column."
-    ),
-    rain_delimiter: str = typer.Option(",", "--rain-delimiter", help="Field separator of the rain file."),
-    rain_tz: str = typer.Option("UTC", "--rain-tz", help="IANA zone of naive record times."),
-    rain_time_column: str = typer.Option("0", "--rain-time-column", help="Time column: header name or index."),
-    rain_value_column: str = typer.Option("1", "--rain-value-column", help="Depth column: header name or index."),
-    rain_tip_mm: str = typer.Option(None, "--rain-tip-mm", help="Record tip size in mm (values in mm), e.g. 0.2."),
-    rain_tip_in: str = typer.Option(None, "--rain-tip-in", help="Record tip size in inches (values in in)."),
-    rain_from: datetime = typer.Option(None, "--rain-from", help="Replay only record rows from this instant."),
-    rain_until: datetime = typer.Option(None, "--rain-until", help="Replay only record rows before this instant."),
-    clock_file: Path = typer.Option(
-        None, "--clock-file", envvar=CLOCK_FILE_ENV,
-        help="Write the simulated clock here (JSON): gateway, ingest and alerts given the same file run on it.",
+    rain_file: Path | None = RAIN_FILE, tip_mm: str | None = TIP_MM, tip_in: str | None = TIP_IN,
+    time_format: str | None = TIME_FORMAT, delimiter: str | None = DELIMITER, tz: str = TZ,
+    time_column: str = typer.Option("0", "--time-column", metavar="COLUMN",
+                                    help="--rain-file's time column: header name or 0-based index."),
+    tips_column: str = typer.Option("1", "--tips-column", metavar="COLUMN",
+                                    help="--rain-file's depth column: header name or 0-based index."),
+    rain_from: datetime | None = FROM, rain_until: datetime | None = UNTIL,
+    clock_file: Path | None = typer.Option(
+        None, "--clock-file", envvar=CLOCK_FILE_ENV, metavar="FILE", dir_okay=False,
+        help="Write the simulated clock here: gateway, ingest and alerts given the same file run on it.",
     ),
     start_delay_s: float = typer.Option(
-        5.0, "--start-delay-s", min=0,
+        5.0, "--start-delay-s", min=0, metavar="SECONDS",
         help="Real seconds from writing the clock to the scenario start (services waiting on it connect first).",
     ),
-    progress_s: float = typer.Option(5.0, "--progress-every", help="Real seconds between progress lines."),
-    hrxl_rate: float = typer.Option(10.0, "--hrxl-lines-per-s", help="Real-time line rate of simulated HRXLs."),
+    progress_s: float = typer.Option(5.0, "--progress-every", min=0.1, metavar="SECONDS",
+                                     help="Real seconds between progress lines."),
+    hrxl_rate: float = typer.Option(10.0, "--hrxl-lines-per-s", min=0.1, metavar="RATE",
+                                    help="Lines per real second of the simulated serial level sensors."),
 ) -> None:
-    """Run simulated field devices for a site through a scenario until it ends (or Ctrl-C).
+    """Run simulated field devices for a site through a storm scenario, on the real protocols.
 
-    Every Modbus TCP address of the site becomes a real Modbus TCP server, every RTU port a Modbus RTU line on a pseudo-terminal and every serial device a MaxBotix HRXL on a pty; configured port paths become symlinks to the ptys. Values follow the scenario at the simulated time of each request. Progress (simulated time, tips so far) is logged every few real seconds.
+    Each Modbus TCP address of the site becomes a Modbus TCP server, each RTU port a Modbus RTU line
+    on a pseudo-terminal and each serial device a MaxBotix HRXL on a pseudo-terminal (configured
+    port paths become links to them). They answer with the scenario's values at the simulated time
+    until it ends (or Ctrl-C); progress is logged every few seconds.
 
-    With --clock-file, every service given the same file (--clock-file or $STORMWATCH_CLOCK_FILE) runs on this simulated clock: start them first (they wait for the file), then simulate; simulated time reaches the scenario start --start-delay-s later.
+    With --clock-file (or $STORMWATCH_CLOCK_FILE), every service given the same file runs on this
+    simulated clock: start them first (they wait for the file), then simulate; simulated time
+    reaches the scenario start --start-delay-s later.
 
     Replay a real record (0.2 mm tips, Tharandt's biggest day):
 
-    stormwatch simulate --site examples/site.yaml --rain-file tharandt_davis_tips_Sensor1.csv --rain-delimiter ';' --rain-time-format '%d.%m.%Y %H:%M' --rain-tip-mm 0.2 --rain-from 2018-09-23T00:00:00 --rain-until 2018-09-24T00:00:00
+    stormwatch simulate --site examples/site.yaml --rain-file tharandt_davis_tips_Sensor1.csv --delimiter ';' --time-format '%d.%m.%Y %H:%M' --tip-mm 0.2 --from 2018-09-23T00:00:00 --until 2018-09-24T00:00:00
     """  # noqa: E501
+    if clock_file is not None and not clock_file.parent.is_dir():
+        fail(f"--clock-file {clock_file}: directory {clock_file.parent} does not exist")
+    library = ProfileLibrary()
+    cfg = load_site_file(site, library)
+    sc = build_scenario(
+        scenario, storm_depth_in, rain_file, tip_mm, tip_in, time_format, delimiter,
+        tz, time_column, tips_column, rain_from, rain_until,
+    )
     try:
-        library = ProfileLibrary()
-        cfg = load_site(site, library)
-        sc = build_scenario(
-            scenario, storm_depth_in, rain_file, rain_tip_mm, rain_tip_in, rain_time_format, rain_delimiter,
-            rain_tz, rain_time_column, rain_value_column, rain_from, rain_until,
-        )
-        if speed <= 0:
-            raise ScenarioError(f"--speed must be > 0, got {speed}")
-        tips = SiteScenario(sc, cfg, device_profiles(cfg, library)).tips  # bad rain input fails here
-        if len(tips):
-            needed = (tips.times[-1] - sc.start).total_seconds() / 3600 + DRY_GAP_H + 0.5
-            if needed > sc.duration_h:
-                log.info("extending the scenario to %.1f h so the last tip and a %g-h dry gap fit", needed, DRY_GAP_H)
-                sc = sc.model_copy(update={"duration_h": needed})
-        # simulated time stops at the scenario's end for every process on this clock
-        clock = ScenarioClock.starting_now(sc.start, speed, delay_s=start_delay_s, sim_end=sc.end)
+        tips = SiteScenario(sc, cfg, device_profiles(cfg, library)).tips  # the rain file is read here
+    except ValueError as exc:  # InputErrors (the rain file) and devices that do not fit the scenario
+        fail(str(exc))
+    if len(tips):
+        needed = (tips.times[-1] - sc.start).total_seconds() / 3600 + DRY_GAP_H + 0.5
+        if needed > sc.duration_h:
+            log.info("extending the scenario to %.1f h so the last tip and a %g-h dry gap fit", needed, DRY_GAP_H)
+            sc = sc.model_copy(update={"duration_h": needed})
+    # simulated time stops at the scenario's end for every process on this clock
+    clock = ScenarioClock.starting_now(sc.start, speed, delay_s=start_delay_s, sim_end=sc.end)
+    try:
         sim = SimulatedSite(cfg, library, sc, clock, hrxl_lines_per_s=hrxl_rate)
-    except (ConfigError, ProfileError, ScenarioError, RainRecordError, ValueError) as exc:
-        log.error("%s", exc)
-        raise typer.Exit(2) from exc
+    except ValueError as exc:
+        fail(f"{site}: {exc}")
     log.info(
         "scenario %s: %s .. %s (%.1f h) at %gx: %d tips of %s; about %.0f real seconds",
         sc.name, sc.start.isoformat(), sc.end.isoformat(), sc.duration_h, speed, len(tips),
@@ -149,9 +183,8 @@ def simulate(
     )
     try:
         sim.start()
-    except Exception as exc:
-        log.error("cannot start the simulated site: %s", exc)
-        raise typer.Exit(1) from exc
+    except OSError as exc:
+        fail(f"cannot start the simulated site: {exc}", 1)
     if clock_file is not None:
         write_clock_file(clock_file, clock)
         log.info("clock written to %s", clock_file)

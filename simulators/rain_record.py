@@ -4,25 +4,27 @@ A record is a list of ``(UTC time, tips)`` rows at the record's own tip size. Se
 share one timestamp (the Tharandt Davis file has up to 7 tips in one minute, tests/data/SOURCES.md):
 every tip is kept. :meth:`RainRecord.gauge_tips` re-expresses the record at a gauge's resolution
 exactly: gauge tip k falls at the first record tip whose cumulative depth reaches ``k × resolution``.
+
+Files are read by the same code as ``stormwatch import`` and ``replay`` (:mod:`stormwatch.importers`):
+one set of formats and options, and a malformed row is skipped with a reason, never fatal.
 """
 
 from __future__ import annotations
 
-import csv
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from stormwatch.errors import InputError
 from stormwatch.rain import LengthUnit, TipResolution
 from stormwatch.simulators.tips import TipSeries
 
 log = logging.getLogger(__name__)
 
 
-class RainRecordError(ValueError):
+class RainRecordError(InputError):
     """A tip record that cannot be read; the message names the file and the line."""
 
 
@@ -34,11 +36,13 @@ class RainRecord:
         rows: ``(time UTC, tips)`` rows sorted by time; ``tips ≥ 1``.
         tip: the record's depth per tip.
         source: where the record came from (for logs).
+        skipped: the rows that could not be used, as ``file:line: reason`` (the reader's messages).
     """
 
     rows: tuple[tuple[datetime, int], ...]
     tip: TipResolution
     source: str = ""
+    skipped: tuple[str, ...] = ()
 
     @property
     def total_tips(self) -> int:
@@ -53,11 +57,11 @@ class RainRecord:
         if not self.rows:
             return self
         delta = new_start - self.rows[0][0]
-        return RainRecord(tuple((t + delta, n) for t, n in self.rows), self.tip, self.source)
+        return RainRecord(tuple((t + delta, n) for t, n in self.rows), self.tip, self.source, self.skipped)
 
     def window(self, start: datetime, end: datetime) -> RainRecord:
         """Only the rows with ``start ≤ time < end``."""
-        return RainRecord(tuple((t, n) for t, n in self.rows if start <= t < end), self.tip, self.source)
+        return RainRecord(tuple((t, n) for t, n in self.rows if start <= t < end), self.tip, self.source, self.skipped)
 
     def gauge_tips(self, resolution: TipResolution) -> TipSeries:
         """The record as tips of a gauge of ``resolution`` (identical when the sizes are equal)."""
@@ -83,95 +87,67 @@ def load_rain_record(
     unit: LengthUnit = "mm",
     time_column: str | int = 0,
     value_column: str | int = 1,
-    time_format: str = "%Y-%m-%dT%H:%M:%S",
+    time_format: str | None = None,
     tz: str = "UTC",
-    delimiter: str = ",",
-    has_header: bool = True,
+    delimiter: str | None = None,
 ) -> RainRecord:
-    """Read a delimited tip record.
+    """Read a tip record with the reader of ``stormwatch import``/``replay`` (the same formats,
+    options and row checks: a malformed row is skipped with its ``file:line`` and reason, never the
+    end of the run).
 
-    Each row is one tip-record entry: its time and a value. The value is either the depth of the
-    row (a multiple of the tip size, e.g. ``0.2`` mm = 1 tip) or ``0`` (a start marker, not a tip).
+    Each row holds a time and a depth: a whole number of tips (``0.2`` mm = 1 tip of 0.2 mm), or
+    ``0`` (a start marker, not a tip).
 
     Args:
-        path: the file.
+        path: the file (delimited text with a header line, TOA5 or HOBOware CSV).
         tip_size: depth per record tip as an exact decimal string (e.g. ``"0.2"``), in ``unit``.
         unit: ``mm`` or ``in``: the unit of ``tip_size`` and of the file's values.
-        time_column, value_column: column names (with a header) or 0-based indexes.
-        time_format: :func:`datetime.strptime` format; a time with no offset is local to ``tz``.
+        time_column, value_column: column names or 0-based indexes.
+        time_format: :func:`datetime.strptime` format (default: ISO 8601 and year-first forms);
+            a time with no offset is local to ``tz``.
         tz: IANA zone of naive times.
-        delimiter: field separator (``;`` for the Tharandt files).
-        has_header: whether the first line is a header.
+        delimiter: field separator (default: sniffed; ``;`` for the Tharandt files).
 
     Returns:
-        The record, rows merged per identical timestamp (tips summed, never deduplicated).
+        The record, rows merged per identical timestamp (tips summed, never deduplicated), with
+        the skipped rows in ``skipped``.
 
     Raises:
-        RainRecordError: unreadable file, unknown column/zone, a bad time or a value that is not a
-            whole number of tips (file and line named).
+        RainRecordError: an unreadable file, unknown column or zone, a tip size no bucket has, or
+            no usable row at all (the first reason given).
     """
+    from stormwatch.importers.detect import open_table
+    from stormwatch.importers.options import ImportOptions, OptionsError, TipSpec
+    from stormwatch.importers.rows import build_readings
+    from stormwatch.importers.table import TableError
+
     path = Path(path)
     try:
-        size = Fraction(tip_size)
-        tip = TipResolution.of(size, unit)
-    except (ValueError, ZeroDivisionError) as exc:
-        raise RainRecordError(f"{path}: tip size {tip_size!r} {unit}: {exc}") from exc
-    try:
-        zone = ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise RainRecordError(f"{path}: unknown IANA time zone {tz!r}") from exc
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise RainRecordError(f"{path}: cannot read: {exc}") from exc
-    reader = csv.reader(text.splitlines(), delimiter=delimiter)
-    lines = list(reader)
-    start_line = 1
-    ti, vi = time_column, value_column
-    if has_header:
-        if not lines:
-            raise RainRecordError(f"{path}: empty file")
-        header = [h.strip() for h in lines[0]]
-        ti = _column(path, header, time_column)
-        vi = _column(path, header, value_column)
-        lines = lines[1:]
-        start_line = 2
-    if not isinstance(ti, int) or not isinstance(vi, int):
-        raise RainRecordError(f"{path}: column names need a header line")
-    merged: dict[datetime, int] = {}
-    for lineno, row in enumerate(lines, start=start_line):
-        if not row or all(not c.strip() for c in row):
-            continue
-        if max(ti, vi) >= len(row):
-            raise RainRecordError(f"{path}:{lineno}: expected at least {max(ti, vi) + 1} fields, got {len(row)}")
-        try:
-            naive = datetime.strptime(row[ti].strip(), time_format)
-        except ValueError as exc:
-            raise RainRecordError(f"{path}:{lineno}: time {row[ti]!r}: {exc}") from exc
-        when = (naive if naive.tzinfo else naive.replace(tzinfo=zone)).astimezone(UTC)
-        try:
-            value = Fraction(row[vi].strip().replace(",", "."))
-        except ValueError as exc:
-            raise RainRecordError(f"{path}:{lineno}: value {row[vi]!r} is not a number") from exc
-        if value == 0:
-            continue
-        tips_exact = value / size
-        if tips_exact.denominator != 1 or tips_exact < 0:
-            raise RainRecordError(f"{path}:{lineno}: value {row[vi]!r} is not a whole number of {tip} tips")
-        merged[when] = merged.get(when, 0) + int(tips_exact)
-    rows = tuple(sorted(merged.items()))
-    log.info("rain record %s: %d tips in %d rows", path, sum(n for _, n in rows), len(rows))
-    return RainRecord(rows, tip, str(path))
-
-
-def _column(path: Path, header: list[str], col: str | int) -> int:
-    if isinstance(col, int):
-        return col
-    if col.isdigit():
-        return int(col)
-    if col not in header:
-        raise RainRecordError(f"{path}: no column {col!r} (columns: {header})")
-    return header.index(col)
+        options = ImportOptions(
+            delimiter=delimiter, time_column=str(time_column), time_format=time_format, tz=tz,
+            tips=TipSpec.parse(tip_size if unit == "mm" else None, tip_size if unit == "in" else None,
+                               str(value_column)),
+        )
+        assert options.tips is not None
+        table = open_table(path, options)
+        conv = build_readings(table, options, "record", "gauge", {})
+    except (OptionsError, TableError) as exc:
+        raise RainRecordError(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}") from exc
+    rows = tuple((r.time, int(r.value)) for r in conv.readings if r.quantity == "rain_tips" and r.value)
+    skipped = tuple(r.detail for r in conv.rejects)
+    if conv.rejects:
+        by_reason: dict[str, int] = {}
+        for r in conv.rejects:
+            by_reason[r.reason] = by_reason.get(r.reason, 0) + 1
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items()))
+        if not rows and not conv.readings:
+            raise RainRecordError(f"{path}: no usable row: {len(skipped)} of {conv.rows_read} rows skipped "
+                                  f"({reasons}); first: {skipped[0]}")
+        log.warning("rain file %s: %d of %d rows skipped (%s); first: %s", path, len(skipped), conv.rows_read,
+                    reasons, skipped[0])
+    record = RainRecord(rows, options.tips.resolution, str(path), skipped)
+    log.info("rain record %s: %d tips in %d rows", path, record.total_tips, len(rows))
+    return record
 
 
 def record_day_tips(record: RainRecord, day_start_local: datetime) -> int:

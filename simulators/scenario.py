@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stormwatch import resources
 from stormwatch.config import M_PER_FT, SiteConfig
+from stormwatch.errors import InputError, load_yaml
 from stormwatch.profiles import DeviceProfile
 from stormwatch.rain import LengthUnit, TipResolution
 from stormwatch.simulators.basin import solve_depth_ft, volume_function
 from stormwatch.simulators.design_storm import Distribution, design_storm_tip_times
-from stormwatch.simulators.rain_record import RainRecord, load_rain_record
+from stormwatch.simulators.rain_record import RainRecord, RainRecordError, load_rain_record
 from stormwatch.simulators.tips import TipSeries
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,8 @@ class RainRecordSpec(_Strict):
         tip_size: depth per record tip in ``unit`` (exact decimal string, e.g. ``"0.2"``).
         unit: ``mm`` or ``in``.
         time_column, value_column: names (with a header) or 0-based indexes.
-        time_format: strptime format. tz: IANA zone of naive times. delimiter: field separator.
+        time_format: strptime format (default: ISO 8601 and year-first forms). tz: IANA zone of
+            naive times. delimiter: field separator (default: sniffed from the header).
         start: when given, only rows from this instant on are replayed (naive = local to ``tz``).
         end: when given, rows from this instant on are dropped (naive = local to ``tz``).
         shift_to_offset_h: when given, the (windowed) record is moved so its first tip falls this
@@ -86,9 +87,9 @@ class RainRecordSpec(_Strict):
     unit: LengthUnit = "mm"
     time_column: str = "0"
     value_column: str = "1"
-    time_format: str = "%Y-%m-%dT%H:%M:%S"
+    time_format: str | None = None
     tz: str = "UTC"
-    delimiter: str = ","
+    delimiter: str | None = None
     start: datetime | None = None
     end: datetime | None = None
     shift_to_offset_h: float | None = Field(default=None, ge=0)
@@ -208,7 +209,7 @@ class Scenario(_Strict):
         return self.model_copy(update={"rain": rain})
 
 
-class ScenarioError(ValueError):
+class ScenarioError(InputError):
     """A scenario that cannot be loaded; the message names the file and the bad key."""
 
 
@@ -221,13 +222,10 @@ def load_scenario(name_or_path: str | Path = "default") -> Scenario:
     path = Path(name_or_path)
     if not path.suffix and not path.exists():
         path = resources.builtin_scenarios_dir() / f"{name_or_path}.yaml"
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+    if not path.is_file():
         known = ", ".join(sorted(p.stem for p in resources.builtin_scenarios_dir().glob("*.yaml")))
-        raise ScenarioError(f"{path}: cannot read: {exc} (bundled scenarios: {known})") from exc
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
+        raise ScenarioError(f"--scenario {name_or_path}: no such scenario file or bundled scenario (bundled: {known})")
+    data = load_yaml(path, ScenarioError, what="scenario file")
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: expected a mapping at the top level")
     rec = data.get("rain", {}).get("record") if isinstance(data.get("rain"), dict) else None
@@ -263,8 +261,8 @@ def record_from_spec(spec: RainRecordSpec, scenario_start: datetime) -> RainReco
         spec.path,
         tip_size=spec.tip_size,
         unit=spec.unit,
-        time_column=int(spec.time_column) if spec.time_column.isdigit() else spec.time_column,
-        value_column=int(spec.value_column) if spec.value_column.isdigit() else spec.value_column,
+        time_column=spec.time_column,
+        value_column=spec.value_column,
         time_format=spec.time_format,
         tz=spec.tz,
         delimiter=spec.delimiter,
@@ -278,7 +276,17 @@ def record_from_spec(spec: RainRecordSpec, scenario_start: datetime) -> RainReco
 
     lo = utc(spec.start, datetime.min.replace(tzinfo=UTC))
     hi = utc(spec.end, datetime.max.replace(tzinfo=UTC))
+    if lo >= hi:
+        raise RainRecordError(f"{spec.path}: the window from {lo.isoformat()} until {hi.isoformat()} is empty "
+                              "(--from must be before --until)")
+    whole = record
     record = record.window(lo, hi)
+    if not record.rows:
+        span = (f"its tips run from {whole.rows[0][0].isoformat()} to {whole.rows[-1][0].isoformat()}"
+                if whole.rows else "it has no tips at all")
+        where = " ".join(p for p in (f"from {lo.isoformat()}" if spec.start else "",
+                                     f"until {hi.isoformat()}" if spec.end else "") if p)
+        raise RainRecordError(f"{spec.path}: no rain {where or 'in the file'}: {span}")
     if spec.shift_to_offset_h is not None:
         record = record.shifted(scenario_start + timedelta(hours=spec.shift_to_offset_h))
     return record
@@ -312,7 +320,14 @@ class SiteScenario:
             if counter is None:
                 raise ValueError(f"rain gauge {cfg.rain_gauge!r}: profile {gauge.model} has no counter")
             resolution = counter.tip_resolution
-        self.tips = rain_tips(scenario, resolution)
+        #: rows of the rain file that could not be used (``file:line: reason``), for the user to see
+        self.rain_skipped: tuple[str, ...] = ()
+        if scenario.rain.record is not None:
+            record = record_from_spec(scenario.rain.record, scenario.start)
+            self.rain_skipped = record.skipped
+            self.tips = record.gauge_tips(resolution)
+        else:
+            self.tips = rain_tips(scenario, resolution)
         t = scenario.turbidity
         self._window = timedelta(minutes=t.window_min)
         self._decay = timedelta(minutes=t.decay_min)

@@ -45,7 +45,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("example-site")
     def example_site() -> None:
-        """Print the example site file (the demo's site) to start your own: ``> site.yaml``."""
+        """Print the example site file (the demo's site, commented) to start your own:
+        `stormwatch example-site > site.yaml`."""
         typer.echo(resources.example_site().read_text(encoding="utf-8"), nl=False)
 
     app.add_typer(profiles, name="profiles")

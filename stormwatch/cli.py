@@ -15,8 +15,7 @@ from pathlib import Path
 import typer
 
 from stormwatch import __version__, resources
-from stormwatch.cliutil import fail
-from stormwatch.logs import setup_logging
+from stormwatch.cliutil import fail, standardize
 
 app = typer.Typer(
     name="stormwatch",
@@ -62,9 +61,11 @@ def _prepend_env(variable: str, directories: list[Path]) -> None:
 
 @app.callback()
 def _root(
-    log_level: str = typer.Option(
-        "INFO", "--log-level", envvar="STORMWATCH_LOG_LEVEL", metavar="LEVEL",
-        help="DEBUG, INFO, WARNING or ERROR (logs go to stderr).",
+    ctx: typer.Context,
+    log_level: str | None = typer.Option(
+        None, "--log-level", envvar="STORMWATCH_LOG_LEVEL", metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR for every command (default: INFO for the services gateway, ingest, "
+             "alerts and simulate; WARNING for the others unless -v).",
     ),
     profiles: list[Path] = typer.Option(
         [], "--profiles", metavar="DIR",
@@ -80,9 +81,9 @@ def _root(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+    if log_level is not None and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise typer.BadParameter(f"{log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", param_hint="--log-level")
-    setup_logging(log_level)
+    ctx.meta["stormwatch.log_level"] = log_level
     if profiles:
         _prepend_env(resources.PROFILES_ENV, profiles)
     if packs:
@@ -101,6 +102,7 @@ def _register_all() -> None:
 
 
 _register_all()
+standardize(app)
 
 
 def main() -> None:

@@ -1,20 +1,420 @@
-"""Small helpers shared by the typer command lines (never imported by the lean gateway process)."""
+"""The command-line layer shared by every ``stormwatch`` command (never imported by the lean gateway).
+
+:func:`standardize` (called once by :mod:`stormwatch.cli`) applies these mechanisms to every command,
+so a new command gets them without code of its own:
+
+* **One line per error, never a traceback for user input.** A usage error (unknown option, missing
+  or malformed value), any :class:`stormwatch.errors.InputError` a command lets through, and an
+  ``OSError`` on a file the user named print ``error: <what is wrong>`` on stderr and exit 2. An
+  unexpected exception (a bug) prints one line too and exits 1; ``-vv`` (or ``--log-level DEBUG``)
+  shows its traceback, and the services (:data:`SERVICES`) always log it.
+* **One vocabulary.** :data:`OPTIONS` is the one table of option names, each with one meaning and
+  its metavar, that every command uses (``tests/test_cli_vocabulary.py`` holds every command to it).
+  Older names keep working as hidden aliases (:data:`ALIASES`), rewritten before parsing.
+* **Quiet by default.** Every command takes ``-v/--verbose`` (INFO; ``-vv`` DEBUG) and
+  ``--log-file FILE``. The services log at INFO (their log is their output); every other command,
+  ``demo`` included, logs only warnings and errors to stderr unless ``-v``; with ``--log-file`` the
+  file gets INFO and stderr keeps warnings. ``stormwatch --log-level LEVEL`` (or
+  ``STORMWATCH_LOG_LEVEL``) sets the level for all.
+
+Exit statuses: 0 done; 1 a failure while running (store or broker unavailable, a bug); 2 bad
+input (arguments, options, files); 130 interrupted.
+"""
 
 from __future__ import annotations
 
-from typing import NoReturn
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+from stormwatch.errors import InputError
+from stormwatch.logs import setup_logging
+
+if TYPE_CHECKING:
+    from stormwatch.config import SiteConfig
+    from stormwatch.profiles import ProfileLibrary
+
+log = logging.getLogger("stormwatch.cli")
+
+#: Commands that are long-running services: they log at INFO by default.
+SERVICES = frozenset({"gateway", "ingest", "alerts", "simulate"})
+
+
+@dataclass(frozen=True)
+class OptionName:
+    """One entry of the vocabulary: what the option means and the metavar(s) it shows."""
+
+    meaning: str
+    metavars: tuple[str, ...] = ()  # empty: a flag
+
+
+#: The one table of option names. The same thing has the same name in every command; a name
+#: means one thing. (Metavars read as words: FILE, DIR, URL, ZONE, TIME ...)
+OPTIONS: dict[str, OptionName] = {
+    # what to watch and where things are
+    "--site": OptionName("the site's YAML file (devices, transports, jurisdiction); web: or a directory of them",
+                         ("FILE", "FILE|DIR")),
+    "-s": OptionName("short for --site", ("FILE",)),
+    "--site-id": OptionName("a site by its id (filters)", ("SITE_ID",)),
+    "--device": OptionName("a device by its id in the site file", ("DEVICE_ID",)),
+    "--broker": OptionName("the MQTT broker URL", ("URL",)),
+    "-b": OptionName("short for --broker", ("URL",)),
+    "--store": OptionName("the store URL (sqlite:///FILE, influx1://..., influx2://...)", ("URL",)),
+    "--state-dir": OptionName("the directory where a service (or the demo) keeps its state", ("DIR",)),
+    "--clock-file": OptionName("the simulated clock shared by simulate, gateway and the other services", ("FILE",)),
+    "--client-id": OptionName("the MQTT client id (fixed, so the broker keeps the session)", ("ID",)),
+    "--profiles": OptionName("a directory of your own device profiles", ("DIR",)),
+    "--packs": OptionName("a directory of your own rule packs", ("DIR",)),
+    "--jurisdiction": OptionName("a rule pack by name (ch133, ch196, ...)", ("PACK",)),
+    # time
+    "--from": OptionName("start of a time window (ISO 8601; no offset = local time)", ("TIME",)),
+    "--until": OptionName("end of a time window, exclusive (ISO 8601)", ("TIME",)),
+    "--tz": OptionName("an IANA time zone (of times without an offset, or to show times in)", ("ZONE",)),
+    "--speed": OptionName("simulated seconds per real second", ("FACTOR",)),
+    "--wall-time": OptionName("judge times against today's wall clock instead of the engine's clock"),
+    # rain files and logger files
+    "--rain-file": OptionName("a real tip record that drives the simulated rain gauge", ("FILE",)),
+    "--tip-mm": OptionName("the rain file's tip size in millimetres", ("MM",)),
+    "--tip-in": OptionName("the rain file's tip size in inches", ("IN",)),
+    "--tips-column": OptionName("the rain file's column of depths or tip counts", ("COLUMN",)),
+    "--tips-per-row": OptionName("how a rain cell counts: depth, count or row", ("HOW",)),
+    "--delimiter": OptionName("the field delimiter of a delimited file", ("CHAR",)),
+    "--time-format": OptionName("the strptime format of a file's times", ("FORMAT",)),
+    "--time-column": OptionName("a file's time column (name or 0-based index)", ("COLUMN",)),
+    "--value-column": OptionName("a file's column of a quantity: NAME=QUANTITY[:UNIT]", ("NAME=QUANTITY[:UNIT]",)),
+    "--format": OptionName("a logger file's format", ("FORMAT",)),
+    "--skip-rows": OptionName("lines before a file's header", ("N",)),
+    "--gap-value": OptionName("a number that means 'no value' in a file", ("NUMBER",)),
+    "--counter-bits": OptionName("a running total (counter) column wraps at 2^N", ("N",)),
+    "--select": OptionName("JSON Lines: only messages with KEY=VALUE", ("KEY=VALUE",)),
+    # scenarios
+    "--scenario": OptionName("a bundled scenario name or a scenario YAML file", ("NAME|FILE",)),
+    "--storm-depth-in": OptionName("the design storm's depth in inches", ("IN",)),
+    "--start-delay-s": OptionName("real seconds from writing the clock to the scenario start", ("SECONDS",)),
+    "--progress-every": OptionName("real seconds between progress lines", ("SECONDS",)),
+    "--hrxl-lines-per-s": OptionName("line rate of simulated serial level sensors", ("RATE",)),
+    # rules
+    "--dry-gap-hours": OptionName("the storm rule's dry gap in hours", ("HOURS",)),
+    "--silence": OptionName("what a stretch without rows means: dry or gap", ("dry|gap",)),
+    "--all-events": OptionName("print every event, not only those that require action"),
+    "--lateness-s": OptionName("allowed lateness of readings in seconds", ("SECONDS",)),
+    "--webhook": OptionName("an http(s) URL that receives every event", ("URL",)),
+    # work orders and reports
+    "--storm": OptionName("one storm: its inspection's work-order id or a time within it", ("ID",)),
+    "--by": OptionName("who does it", ("NAME",)),
+    "--notes": OptionName("a note kept with the change", ("TEXT",)),
+    "--status": OptionName("a work-order status: open, acknowledged or completed", ("STATUS",)),
+    "--overdue": OptionName("only what is past its due time and not completed"),
+    # web and its accounts
+    "--web": OptionName("serve the web desk too"),
+    "--web-port": OptionName("the port of --web", ("PORT",)),
+    "--smtp": OptionName("the mail server that sends notifications", ("URL",)),
+    "--mail-from": OptionName("the sender address of notification e-mails", ("ADDRESS",)),
+    "--smtp-ca-file": OptionName("a CA bundle for the mail server's TLS", ("FILE",)),
+    "--due-soon-hours": OptionName("hours before a deadline that 'due soon' is sent", ("HOURS",)),
+    "--base-url": OptionName("the public address of the web desk", ("URL",)),
+    "--host": OptionName("the address a server listens on", ("ADDRESS",)),
+    "--port": OptionName("a TCP port", ("PORT",)),
+    "--max-photo-mb": OptionName("the largest photo upload, MiB", ("MIB",)),
+    "--secure-cookies": OptionName("send cookies only over HTTPS"),
+    "--session-minutes": OptionName("minutes without a request before a browser is logged out", ("MINUTES",)),
+    "--role": OptionName("a user's role: inspector, smo or contractor", ("ROLE",)),
+    "--email": OptionName("an e-mail address", ("ADDRESS",)),
+    "--name": OptionName("a person's name as history records it", ("TEXT",)),
+    "--password-stdin": OptionName("read the password from standard input"),
+    # ingest
+    "--share-group": OptionName("an MQTT shared-subscription group", ("GROUP",)),
+    "--batch-size": OptionName("messages per store write", ("N",)),
+    "--batch-ms": OptionName("longest wait to fill a batch, milliseconds", ("MS",)),
+    "--max-inflight": OptionName("messages delivered and not yet acknowledged, at most", ("N",)),
+    "--retained-late": OptionName("store retained readings as late"),
+    "--no-retained-late": OptionName("do not store retained readings as late"),
+    "--max-future-s": OptionName("how far ahead of the clock a reading may be stamped, seconds", ("SECONDS",)),
+    "--max-age-s": OptionName("how far behind the clock a reading may be stamped, seconds", ("SECONDS",)),
+    "--late-after-s": OptionName("readings older than this on arrival are late, seconds", ("SECONDS",)),
+    "--metrics-port": OptionName("the HTTP port of the Prometheus metrics", ("PORT",)),
+    "--metrics-addr": OptionName("the address of the Prometheus metrics", ("ADDRESS",)),
+    "--stats-interval-s": OptionName("seconds between counter log lines", ("SECONDS",)),
+    # gateway and field tools
+    "--check": OptionName("validate the input, then exit"),
+    "--clock-floor": OptionName("stamp no reading while the clock reads before this date", ("DATE",)),
+    "--no-exec": OptionName("run the gateway in this process (debugging)"),
+    "--type": OptionName("a register data type", ("TYPE",)),
+    "--order": OptionName("a register word order", ("ORDER",)),
+    "--scale": OptionName("engineering = raw × scale + offset: the scale", ("FACTOR",)),
+    "--offset": OptionName("engineering = raw × scale + offset: the offset", ("NUMBER",)),
+    # output
+    "--output": OptionName("where to write the output (a file, or a directory of files)", ("FILE", "DIR")),
+    "-o": OptionName("short for --output", ("FILE", "DIR")),
+    "--json": OptionName("print JSON instead of text"),
+    # every command (added by standardize)
+    "--verbose": OptionName("log INFO (-vv: DEBUG) to stderr"),
+    "-v": OptionName("short for --verbose"),
+    "--log-file": OptionName("write the log to this file", ("FILE",)),
+    "--help": OptionName("show the help"),
+    "-h": OptionName("short for --help"),
+    # the stormwatch command itself
+    "--log-level": OptionName("the log level of every command", ("LEVEL",)),
+    "--version": OptionName("print the version"),
+    "--install-completion": OptionName("install shell completion"),
+    "--show-completion": OptionName("show shell completion"),
+}
+
+#: Older option names, still accepted (hidden): command path → {old name: current name}.
+ALIASES: dict[str, dict[str, str]] = {
+    "demo": {"--rain-tip-mm": "--tip-mm", "--rain-tip-in": "--tip-in", "--rain-tz": "--tz",
+             "--rain-delimiter": "--delimiter", "--rain-time-format": "--time-format", "--rain-from": "--from",
+             "--rain-until": "--until", "--workdir": "--state-dir"},
+    "simulate": {"--rain-tip-mm": "--tip-mm", "--rain-tip-in": "--tip-in", "--rain-tz": "--tz",
+                 "--rain-delimiter": "--delimiter", "--rain-time-format": "--time-format", "--rain-from": "--from",
+                 "--rain-until": "--until", "--rain-time-column": "--time-column",
+                 "--rain-value-column": "--tips-column"},
+    "import": {"--tips": "--tip-mm", "--tips-in": "--tip-in"},
+    "replay": {"--tips": "--tip-mm", "--tips-in": "--tip-in"},
+    "evaluate": {"--to": "--until"},
+    "report": {"--to": "--until"},
+    "dashboards build": {"--out": "--output"},
+    "workorders list": {"--site": "--site-id"},
+    "workorders ical": {"--site": "--site-id"},
+    "users add": {"--site": "--site-id"},
+}
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: <message>`` on stderr and end the command with exit status ``code``.
-
-    Exit statuses used by the commands: 2 for bad arguments or configuration, 1 for a failure
-    while running (store or broker unavailable, a file that cannot be written).
+    """Print ``error: <message>`` on stderr (each line of a multi-problem message prefixed) and
+    end the command with exit status ``code`` (2: bad input; 1: a failure while running).
 
     Raises:
         typer.Exit: always, with ``code``.
     """
-    typer.echo(f"error: {message}", err=True)
+    for line in str(message).splitlines() or [""]:
+        typer.echo(f"error: {line}", err=True)
     raise typer.Exit(code)
+
+
+def load_site_file(path: Path, profiles: ProfileLibrary | None = None) -> SiteConfig:
+    """The site file at ``path`` validated as every command validates it: the file, its devices'
+    profiles and roles (:func:`stormwatch.config.load_site`), and its ``jurisdiction`` and rule
+    overrides against the rule pack (errors name the site file; docs/rules.md).
+
+    Raises:
+        stormwatch.config.ConfigError: an invalid site file.
+        stormwatch.alerts.packs.PackError: an unknown pack, or an override naming an unknown rule or parameter.
+    """
+    from stormwatch.alerts.packs import PackError, load_pack
+    from stormwatch.config import load_site
+    from stormwatch.profiles import ProfileLibrary
+
+    cfg = load_site(path, profiles or ProfileLibrary())
+    try:
+        load_pack(cfg.site.jurisdiction, cfg.rules, source=str(path))
+    except PackError as exc:
+        if str(exc).startswith("no rule pack"):  # name the site file and its key, not only the pack directory
+            raise PackError(f"{path}: site.jurisdiction: {exc}") from None
+        raise
+    return cfg
+
+
+def rewrite_aliases(command: str, args: list[str]) -> list[str]:
+    """``args`` with the older option names of ``command`` (:data:`ALIASES`) replaced by the current ones."""
+    table = ALIASES.get(command)
+    if not table:
+        return args
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        name, eq, value = arg.partition("=")
+        out.append(table[name] + eq + value if name in table else arg)
+    return out
+
+
+def _command_name(ctx: typer.Context) -> str:
+    """``workorders list`` for ``stormwatch workorders list`` (the path without the program, however
+    it was started: ``stormwatch``, ``python -m stormwatch``)."""
+    names: list[str] = []
+    at: Any = ctx
+    while at.parent is not None:
+        names.append(at.info_name or "")
+        at = at.parent
+    return " ".join(reversed(names))
+
+
+class _Option(TyperOption):
+    """An option whose help shows its metavar (a word) or, for a flag, nothing -- never typer's
+    type labels (``<bool>``, ``<int>``, ``<list[Path]>``)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return self.metavar
+
+
+class _Argument(TyperArgument):
+    """An argument shown by its metavar: ``FILE`` (required), ``[FILE]`` (optional), ``WORD...``
+    (several) -- not typer's ``{FILE}`` and ``<list[str]>``."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return f"{name}..." if self.nargs != 1 else name
+
+
+def _by_metavar(params: list[Any]) -> None:
+    """Show ``params`` by their metavars (:class:`_Option`, :class:`_Argument`)."""
+    for param in params:
+        if type(param) is TyperOption:
+            param.__class__ = _Option
+        elif type(param) is TyperArgument:
+            param.__class__ = _Argument
+
+
+class Command(TyperCommand):
+    """A command that accepts its older option names (:data:`ALIASES`) and shows its parameters by
+    their metavars."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params: list[Any] = super().get_params(ctx)
+        _by_metavar(params)
+        return params
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, rewrite_aliases(_command_name(ctx), args))
+
+
+class Group(TyperGroup):
+    """The ``stormwatch`` command and its groups: every error that reaches them becomes one line
+    (module docstring); parameters are shown by their metavars."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params: list[Any] = super().get_params(ctx)
+        _by_metavar(params)
+        return params
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except Exception as exc:
+            _one_line(exc, None)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            _one_line(exc, ctx)
+
+
+def _one_line(exc: Exception, ctx: typer.Context | None) -> NoReturn:
+    """Turn ``exc`` into one ``error:`` line and an exit status (module docstring); re-raise exits."""
+    if isinstance(exc, (typer.Exit, typer.Abort)) or type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc
+    usage = _usage_error(exc)
+    if usage is not None:
+        sub = getattr(exc, "ctx", None)
+        where = f" (see: {sub.command_path} --help)" if sub is not None else ""
+        fail(f"{usage}{where}", int(getattr(exc, "exit_code", 2)))
+    if isinstance(exc, InputError):
+        fail(str(exc), 2)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        fail(f"{exc.filename}: {exc.strerror or exc}", 2)
+    command = ctx.invoked_subcommand if ctx is not None else None
+    if command in SERVICES:
+        log.critical("%s stopped by an unexpected error", command, exc_info=exc)
+    else:
+        log.debug("unexpected error", exc_info=exc)
+    fail(f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())} (a bug in stormwatch; -vv shows where)", 1)
+
+
+def _usage_error(exc: Exception) -> str | None:
+    """The message of a click usage error (bad or missing option, unknown command), else ``None``."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ == "ClickException" and cls.__module__.endswith("exceptions"):
+            message: str = exc.format_message()  # type: ignore[attr-defined]
+            return " ".join(message.split())
+    return None
+
+
+def child_log_env() -> dict[str, str]:
+    """The environment that gives a child process (the lean gateway) this process's log set-up."""
+    root = logging.getLogger()
+    env = {"STORMWATCH_LOG_LEVEL": logging.getLevelName(root.getEffectiveLevel())}
+    for h in root.handlers:
+        if isinstance(h, logging.FileHandler):
+            env["STORMWATCH_LOG_FILE"] = h.baseFilename
+    return env
+
+
+def _logging_for(command: str, verbose: int, log_file: Path | None, explicit: str | None) -> None:
+    """Configure logging for ``command`` (module docstring)."""
+    if explicit:
+        level = explicit.upper()
+    elif verbose:
+        level = "DEBUG" if verbose > 1 else "INFO"
+    elif log_file is not None or command.split(" ")[0] in SERVICES:
+        level = "INFO"
+    else:
+        level = "WARNING"
+    setup_logging(level, log_file=log_file, stderr_level=None if (explicit or verbose or log_file is None)
+                  else "WARNING")
+
+
+def _with_common_options(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` with ``-v/--verbose`` and ``--log-file`` added, logging set up before it runs."""
+    signature = inspect.signature(callback)
+    extra = [
+        inspect.Parameter("sw_verbose", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
+            0, "-v", "--verbose", count=True, show_default=False,
+            help="Log INFO to stderr (-vv: DEBUG, with tracebacks).")),
+        inspect.Parameter("sw_log_file", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None,
+                          default=typer.Option(None, "--log-file", metavar="FILE", dir_okay=False,
+                                               help="Also write the log (INFO and up) to this file.")),
+        inspect.Parameter("sw_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
+    ]
+    params = list(signature.parameters.values())
+    if any(p.name.startswith("sw_") for p in params):
+        return callback  # already standardized
+
+    @functools.wraps(callback)
+    def wrapper(*args: Any, sw_verbose: int = 0, sw_log_file: Path | None = None, sw_ctx: typer.Context,
+                **kwargs: Any) -> Any:
+        if sw_log_file is not None and not sw_log_file.parent.is_dir():
+            fail(f"--log-file {sw_log_file}: directory {sw_log_file.parent} does not exist")
+        root = sw_ctx.find_root()
+        _logging_for(_command_name(sw_ctx), sw_verbose, sw_log_file, root.meta.get("stormwatch.log_level"))
+        try:
+            return callback(*args, **kwargs)
+        except InputError as exc:
+            fail(str(exc), 2)
+
+    wrapper.__signature__ = signature.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**callback.__annotations__, "sw_verbose": int, "sw_log_file": Path | None,
+                               "sw_ctx": typer.Context}
+    return wrapper
+
+
+def standardize(app: typer.Typer) -> None:
+    """Apply the module's mechanisms to every command of ``app`` and its sub-commands (once, after
+    registration): the one-line error handling of :class:`Group` on ``app``, the aliases of
+    :class:`Command` and the common options on every command."""
+    app.info.cls = Group
+    _standardize_commands(app)
+
+
+def _standardize_commands(app: typer.Typer) -> None:
+    if app.info.cls in (None, TyperGroup):
+        app.info.cls = Group
+    for info in app.registered_commands:
+        if info.cls in (None, TyperCommand):
+            info.cls = Command
+        if info.callback is not None:
+            info.callback = _with_common_options(info.callback)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            _standardize_commands(group.typer_instance)

@@ -30,6 +30,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
+from stormwatch.errors import InputError, read_text
+
 log = logging.getLogger(__name__)
 
 #: Environment variable naming the clock file; the same as ``--clock-file`` for every command.
@@ -139,7 +141,7 @@ class ScenarioClock:
         )
 
 
-class ClockFileError(ValueError):
+class ClockFileError(InputError):
     """A clock file that cannot be read; the message names the file."""
 
 
@@ -168,8 +170,9 @@ def read_clock_file(path: str | Path) -> ScenarioClock:
         ClockFileError: unreadable file, bad JSON or missing/invalid fields.
     """
     path = Path(path)
+    text = read_text(path, ClockFileError, what="clock file")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(text)
         end = doc.get("sim_end")
         return ScenarioClock(
             sim_start=datetime.fromisoformat(doc["sim_start"]),
@@ -177,10 +180,10 @@ def read_clock_file(path: str | Path) -> ScenarioClock:
             wall_start=float(doc["wall_start"]),
             sim_end=datetime.fromisoformat(end) if end is not None else None,
         )
-    except OSError as exc:
-        raise ClockFileError(f"{path}: cannot read: {exc}") from exc
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ClockFileError(f"{path}: not a stormwatch clock file: {exc!r}") from exc
+    except KeyError as exc:
+        raise ClockFileError(f"{path}: not a stormwatch clock file: no {exc.args[0]!r}") from exc
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ClockFileError(f"{path}: not a stormwatch clock file: {exc}") from exc
 
 
 def wait_for_clock_file(path: str | Path, *, timeout_s: float | None = None,

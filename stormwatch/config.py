@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stormwatch.contract import Identifier
+from stormwatch.errors import InputError, load_yaml
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
 
 #: 1 ft = 0.3048 m exactly (international foot).
@@ -239,7 +239,7 @@ class SiteConfig(_Strict):
         raise KeyError(device_id)
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """An invalid site file; the message names the file and the bad key."""
 
 
@@ -318,15 +318,7 @@ def load_site(path: str | Path, profiles: ProfileLibrary | None = None) -> SiteC
     Raises:
         ConfigError: unreadable file, bad YAML or an invalid key (file and key named).
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    data = load_yaml(path, ConfigError, what="site file")
     return parse_site(data, str(path), profiles)
 
 

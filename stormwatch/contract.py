@@ -361,7 +361,9 @@ class Event(BaseModel):
         due_at: deadline (UTC) where the law sets one.
         message: one human sentence for the timeline.
         storm_start, storm_end, tips, depth_in: storm events (storm_end = last tip).
-        upstream_ntu, downstream_ntu: turbidity events (window medians).
+        upstream_ntu, downstream_ntu: turbidity events (window medians, in ``turbidity_unit``).
+        turbidity_unit: the probes' unit of those medians: ``NTU`` or ``FNU`` (both probes report
+            the same unit; a pair that does not is never compared).
         lost_capacity: basin events, fraction 0..1 of design storage volume.
         sediment_depth_ft: basin events.
         gap_start, gap_end: data-gap events.
@@ -390,6 +392,7 @@ class Event(BaseModel):
     depth_in: float | None = None
     upstream_ntu: float | None = None
     downstream_ntu: float | None = None
+    turbidity_unit: str | None = None
     lost_capacity: float | None = None
     sediment_depth_ft: float | None = None
     gap_start: UtcDatetime | None = None

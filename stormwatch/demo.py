@@ -2,7 +2,7 @@
 
 Composes the real services with :class:`stormwatch.pipeline.Pipeline` on embedded defaults
 (amqtt broker in-process, SQLite store in a temporary directory) or on real servers
-(``--broker``, ``--influx``), prints a timeline of ordinance events as they happen, then a summary
+(``--broker``, ``--store``), prints a timeline of ordinance events as they happen, then a summary
 of the events and the open work orders. ``--json`` prints one JSON object per event instead.
 """
 
@@ -21,10 +21,12 @@ from zoneinfo import ZoneInfo
 import typer
 
 from stormwatch import resources
-from stormwatch.cliutil import fail
-from stormwatch.config import ConfigError, SiteConfig, load_site
+from stormwatch.cliutil import fail, load_site_file
+from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
-from stormwatch.profiles import ProfileError, ProfileLibrary
+from stormwatch.display import counts, describe_event, local_time
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.simulators import cli as simcli
 from stormwatch.workdir import prepare_workdir
 
 if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs
@@ -39,157 +41,177 @@ DEFAULT_SITE = resources.example_site()
 MAX_SPEED = 10_000.0
 
 
-def influx_store_url(url: str, database: str) -> str:
-    """Turn ``--influx`` into a store URL.
-
-    ``http://host:8086`` (or ``https``) means InfluxDB 1.x's HTTP API with ``database``; store URLs
-    (``influx1://``, ``influx2://``, ``sqlite://``) are passed through.
+def demo_store_url(url: str, database: str = "stormwatch") -> str:
+    """Turn ``--store`` into a store URL: ``http://HOST:PORT`` (or ``https``) means InfluxDB 1.x's
+    HTTP API with ``database``; store URLs (``sqlite://``, ``influx1://``, ``influx2://``, a bare
+    path) are passed through.
 
     Raises:
-        ValueError: another scheme.
+        stormwatch.ingest.stores.StoreUrlError: another scheme (the accepted forms are named).
     """
-    for scheme in ("influx1://", "influx1s://", "influx2://", "influx2s://", "sqlite://"):
-        if url.startswith(scheme):
-            return url
+    from stormwatch.ingest.stores import StoreUrlError
+
     for scheme, store in (("http://", "influx1://"), ("https://", "influx1s://")):
         if url.startswith(scheme):
             return f"{store}{url[len(scheme):].rstrip('/')}/{database}"
-    raise ValueError(f"--influx {url!r}: expected http://host:port (InfluxDB 1.x) or an influx1:// / influx2:// URL")
+    if "://" in url and not url.startswith(("sqlite://", "influx1://", "influx1s://", "influx2://", "influx2s://")):
+        raise StoreUrlError(f"--store {url!r}: expected sqlite:///FILE, http://HOST:PORT (InfluxDB 1.x, database "
+                            f"{database!r}), influx1://... or influx2://...")
+    return url
 
 
 def _local(t: datetime | None, tz: ZoneInfo) -> str:
-    return "-" if t is None else t.astimezone(tz).strftime("%a %d %b %H:%M %Z")
+    return local_time(t, tz)
 
 
-def describe_event(e: Event, tz: ZoneInfo) -> str:
-    """One timeline line for a person: local time, kind, the facts, the deadline and the citation."""
-    facts = ""
-    if e.tips is not None and e.depth_in is not None:
-        facts = f"{e.depth_in:.2f} in ({e.tips} tip{'' if e.tips == 1 else 's'})"
-        if e.storm_start is not None and e.storm_end is not None:
-            facts += f", rain {_local(e.storm_start, tz)} – last tip {_local(e.storm_end, tz)}"
-    elif e.downstream_ntu is not None and e.upstream_ntu is not None:
-        facts = f"downstream {e.downstream_ntu:.1f} NTU vs upstream {e.upstream_ntu:.1f} NTU"
-    elif e.lost_capacity is not None:
-        facts = f"{e.lost_capacity * 100:.1f} % of design storage lost"
-        if e.sediment_depth_ft is not None:
-            facts += f" (sediment {e.sediment_depth_ft:.2f} ft)"
-    elif e.gap_start is not None:
-        facts = f"no data {_local(e.gap_start, tz)} – {_local(e.gap_end, tz)}"
-    due = f"  due {_local(e.due_at, tz)}" if e.due_at else ""
-    wo = f"  {e.work_order}" if e.work_order else ""
-    return f"{_local(e.event_time, tz):>22}  {e.kind:<26} {facts}{due}  [{e.citation}]{wo}"
+class _Progress:
+    """One progress line on stderr, rewritten in place, when stderr is a terminal (else silent)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
 
 
 def demo(
-    site: Path = typer.Option(DEFAULT_SITE, "--site", help="Site YAML; its transports are moved to free local ports."),
-    scenario: str = typer.Option("default", "--scenario", help="Bundled scenario name or a scenario YAML file."),
+    site: Path = typer.Option(DEFAULT_SITE, "--site", metavar="FILE",
+                              help="The site's YAML file (default: the example site); its devices are "
+                                   "simulated on free local ports."),
+    scenario: str = typer.Option("default", "--scenario", metavar="NAME|FILE",
+                                 help="A bundled scenario (default) or a scenario YAML file."),
     speed: float = typer.Option(
-        1500.0, "--speed", min=1.0, max=MAX_SPEED,
+        1500.0, "--speed", min=1.0, max=MAX_SPEED, metavar="FACTOR",
         help="Simulated seconds per real second (1 = real time; the default runs 32 h in about 80 s).",
     ),
     storm_depth_in: str | None = typer.Option(
-        None, "--storm-depth-in", help="Design-storm depth in inches (default: the scenario's, 1.2)."
+        None, "--storm-depth-in", metavar="IN",
+        help="The design storm's depth in inches (default: the scenario's, 1.2).",
     ),
-    rain_file: Path | None = typer.Option(
-        None, "--rain-file", help="Drive the simulated gauge with a real tip record instead of the design storm."
-    ),
-    rain_delimiter: str = typer.Option(",", "--rain-delimiter", help="Field delimiter of --rain-file."),
-    rain_time_format: str = typer.Option(
-        "%Y-%m-%dT%H:%M:%S", "--rain-time-format", help="strptime format of --rain-file's time column."
-    ),
-    rain_tz: str = typer.Option("UTC", "--rain-tz", help="IANA zone of naive times in --rain-file."),
-    rain_tip_mm: str | None = typer.Option(None, "--rain-tip-mm", help="Tip size of --rain-file in mm (e.g. 0.2)."),
-    rain_tip_in: str | None = typer.Option(None, "--rain-tip-in", help="Tip size of --rain-file in inches."),
-    rain_from: datetime | None = typer.Option(None, "--rain-from", help="Use --rain-file rows from this time."),
-    rain_until: datetime | None = typer.Option(None, "--rain-until", help="Use --rain-file rows before this time."),
+    rain_file: Path | None = simcli.RAIN_FILE, tip_mm: str | None = simcli.TIP_MM, tip_in: str | None = simcli.TIP_IN,
+    time_format: str | None = simcli.TIME_FORMAT, delimiter: str | None = simcli.DELIMITER, tz: str = simcli.TZ,
+    rain_from: datetime | None = simcli.FROM, rain_until: datetime | None = simcli.UNTIL,
     broker: str | None = typer.Option(
-        None, "--broker", envvar="STORMWATCH_BROKER", help="Use this MQTT broker (mqtt://HOST:PORT) instead of amqtt."
+        None, "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
+        help="Use this MQTT broker (mqtt://HOST:PORT) instead of the embedded one.",
     ),
-    influx: str | None = typer.Option(
-        None, "--influx", envvar="STORMWATCH_INFLUX",
-        help="Store readings in InfluxDB: http://HOST:PORT (1.x, database 'stormwatch') or influx1:// / influx2://.",
+    store: str | None = typer.Option(
+        None, "--store", envvar="STORMWATCH_STORE", metavar="URL",
+        help="Store the readings here instead of SQLite in --state-dir: sqlite:///FILE, http://HOST:PORT "
+             "(InfluxDB 1.x, database 'stormwatch'), influx1://... or influx2://...",
     ),
-    database: str = typer.Option("stormwatch", "--database", help="InfluxDB 1.x database for --influx http://..."),
-    workdir: Path | None = typer.Option(
-        None, "--workdir",
-        help="Keep the run's state here (store, outbox, work orders) to inspect afterwards; a rerun on the same "
-             "directory starts clean (the previous run's state is deleted, nothing counted twice). "
-             "Default: a temporary directory.",
+    influx: str | None = typer.Option(None, "--influx", envvar="STORMWATCH_INFLUX", hidden=True, metavar="URL",
+                                      help="Older name of --store."),
+    database: str = typer.Option("stormwatch", "--database", hidden=True, metavar="NAME",
+                                 help="InfluxDB 1.x database for --store http://..."),
+    state_dir: Path | None = typer.Option(
+        None, "--state-dir", metavar="DIR",
+        help="Keep the run's state here (store, outbox, work orders) to look at afterwards, e.g. with "
+             "`stormwatch workorders list --state-dir DIR`. Default: a temporary directory.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per event (and nothing else) on stdout."),
     web: bool = typer.Option(
         False, "--web", help="Serve the web desk (portfolio, charts, work orders) on 127.0.0.1 during the run and "
         "after it, until Ctrl-C; the login passwords are printed."),
-    web_port: int = typer.Option(8080, "--web-port", min=0, max=65535, help="Port of --web (0: any free port)."),
+    web_port: int = typer.Option(8080, "--web-port", min=0, max=65535, metavar="PORT",
+                                 help="Port of --web (0: any free port)."),
 ) -> None:
-    """Run a simulated construction site through a storm, end to end, and show the ordinance events.
+    """Watch a simulated construction site live through a storm, end to end, in about a minute.
 
-    Simulated devices speak real protocols (Modbus TCP, Modbus RTU and serial on pseudo-terminals);
-    the gateway polls them and publishes to MQTT; ingest stores the readings; the alert engine
-    applies the site's village code and opens work orders. The default scenario -- a 1.2-inch NRCS
-    Type II storm, a basin already 45 % full, a turbidity plume downstream -- takes about a minute.
+    Simulated rain gauge, turbidity probes and basin level sensor speak their real protocols; the
+    gateway polls them, ingest stores the readings and the alert engine applies the site's village
+    code. You get a timeline of the ordinance events as they happen -- the storm that requires an
+    inspection, the turbidity plume downstream, the basin to clean out -- each citing its section,
+    then a summary with the open work orders. The default scenario: a 1.2-inch NRCS Type II storm,
+    a basin already 45 % full, a plume downstream. Logs: warnings only (-v for more, --log-file).
 
-    Every run starts clean: a rerun with the same --workdir deletes the previous run's state first,
-    and a store given with --influx that already holds readings of the run's site and time window
-    is refused (the same storm would be counted twice).
+    Every run starts clean: a rerun with the same --state-dir deletes the previous run's state
+    first, and a --store that already holds readings of the run's site and time window is refused
+    (the same storm would be counted twice).
     """
-    from stormwatch.alerts.packs import PackError, load_pack
     from stormwatch.config import device_profiles
-    from stormwatch.mqtt import BrokerUrlError, parse_broker_url
+    from stormwatch.mqtt import parse_broker_url
     from stormwatch.pipeline import Pipeline, PipelineError, Progress
     from stormwatch.simulators.cli import build_scenario
-    from stormwatch.simulators.rain_record import RainRecordError
-    from stormwatch.simulators.scenario import ScenarioError, SiteScenario
+    from stormwatch.simulators.scenario import SiteScenario
 
-    # Everything a user can get wrong is checked here, before any service starts.
+    # Everything a user can get wrong is checked here, before any service starts (InputErrors
+    # become one line and exit 2: stormwatch.cliutil).
+    profiles = ProfileLibrary()
+    cfg: SiteConfig = load_site_file(site, profiles)
+    sc = build_scenario(
+        scenario, storm_depth_in=storm_depth_in, rain_file=rain_file, rain_tip_mm=tip_mm,
+        rain_tip_in=tip_in, rain_time_format=time_format, rain_delimiter=delimiter,
+        rain_tz=tz, rain_from=rain_from, rain_until=rain_until,
+    )
     try:
-        profiles = ProfileLibrary()
-        cfg: SiteConfig = load_site(site, profiles)
-        load_pack(cfg.site.jurisdiction, cfg.rules, source=str(site))
-        sc = build_scenario(
-            scenario, storm_depth_in=storm_depth_in, rain_file=rain_file, rain_tip_mm=rain_tip_mm,
-            rain_tip_in=rain_tip_in, rain_time_format=rain_time_format, rain_delimiter=rain_delimiter,
-            rain_tz=rain_tz, rain_from=rain_from, rain_until=rain_until,
-        )
-        SiteScenario(sc, cfg, device_profiles(cfg, profiles))  # builds the tip series: bad rain input fails here
-        store_url = influx_store_url(influx, database) if influx else None
-        if broker is not None:
-            parse_broker_url(broker)
-        removed = prepare_workdir(workdir) if workdir is not None else []
-        if web and influx:
-            raise ValueError("--web reads the embedded SQLite store: leave out --influx")
-    except (ConfigError, ProfileError, PackError, ScenarioError, RainRecordError, BrokerUrlError,
-            ValueError, OSError) as exc:
+        # builds the tip series: a rain file is read here
+        rain = SiteScenario(sc, cfg, device_profiles(cfg, profiles))
+    except ValueError as exc:  # InputErrors (the rain file) and a site whose devices do not fit
         fail(str(exc))
+    if store is not None and influx is not None:
+        fail("give --store (or its older name --influx), not both")
+    given_store = store or influx
+    if web and given_store:
+        fail("--web reads the embedded SQLite store: leave out --store")
+    store_url = demo_store_url(given_store, database) if given_store else None
+    if store_url is not None:
+        from stormwatch.ingest.stores import open_store
+        from stormwatch.store import StoreError
 
-    tz = cfg.site.tz
+        try:
+            open_store(store_url).close()  # a malformed URL or a missing directory, before anything starts
+        except StoreError as exc:
+            fail(f"--store {given_store}: {exc}")
+    if broker is not None:
+        parse_broker_url(broker)
+    try:
+        removed = prepare_workdir(state_dir) if state_dir is not None else []
+    except OSError as exc:
+        fail(f"--state-dir {state_dir}: {exc.strerror or exc}")
+
+    zone = cfg.site.tz
     out = sys.stdout
+    progress = _Progress(enabled=not as_json and sys.stderr.isatty())
 
     def on_event(e: Event) -> None:
+        progress.clear()
         if as_json:
             out.write(json.dumps(e.to_wire(), ensure_ascii=False) + "\n")
         else:
-            out.write(describe_event(e, tz) + "\n")
+            out.write(describe_event(e, zone) + "\n")
         out.flush()
 
     def on_progress(p: Progress) -> None:
-        log.info(
-            "simulated %s (%3.0f %%): %d readings made, %d stored, %d events",
-            _local(p.sim_time, tz), p.fraction * 100, p.readings_made, p.readings_stored, p.events,
-        )
+        text = (f"simulated {_local(p.sim_time, zone)} ({p.fraction * 100:3.0f} %): {p.readings_made} readings "
+                f"made, {p.readings_stored} stored, {p.events} events")
+        log.info("%s", text)
+        progress.show(text)
 
     # SIGTERM (e.g. from `timeout`) ends the run like Ctrl-C: services stop, the temp dir goes.
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    tmp = None if workdir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
-    work = workdir or Path(tmp.name)  # type: ignore[union-attr]
+    tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
+    work = state_dir or Path(tmp.name)  # type: ignore[union-attr]
     hours = (sc.end - sc.start).total_seconds() / 3600
     if not as_json:
+        skipped = rain.rain_skipped
         typer.echo(
             f"stormwatch demo: site {cfg.site.id} ({cfg.site.jurisdiction}), {hours:.0f} simulated hours from "
-            f"{_local(sc.start, tz)} at {speed:g}x (about {hours * 3600 / speed:.0f} s)\n"
+            f"{_local(sc.start, zone)} at {speed:g}x (about {hours * 3600 / speed:.0f} s)\n"
             f"broker: {broker or 'embedded amqtt'}; store: {store_url or 'embedded SQLite in ' + str(work)}"
             + (f"\n{work}: the previous run's state was removed (every run starts clean)" if removed else "")
+            + (f"\nrain file: {len(skipped)} row{'' if len(skipped) == 1 else 's'} skipped; first: {skipped[0]}"
+               if skipped else "")
             + "\n"
         )
     desk = None
@@ -200,15 +222,17 @@ def demo(
             cfg, profiles, sc, work, speed=speed, broker_url=broker, store_url=store_url,
             on_event=on_event, on_progress=on_progress,
         ).run()
+        progress.clear()
         if not as_json:
             typer.echo("")
-            typer.echo(_summary(result, tz))
+            typer.echo(_summary(result, zone, state_dir))
         if desk is not None:
             typer.echo(f"the run is over; {desk.server.url} still serves it (Ctrl-C to stop)", err=as_json)
             desk.wait()
     except PipelineError as exc:
         fail(str(exc), 1)
     finally:
+        progress.clear()
         if desk is not None:
             desk.close()
         if tmp is not None:
@@ -232,7 +256,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _summary(result: PipelineResult, tz: ZoneInfo) -> str:
+def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None) -> str:
     lines = ["Summary"]
     depth = result.resolution.depth_in(result.stored_tips)
     lines.append(
@@ -241,7 +265,8 @@ def _summary(result: PipelineResult, tz: ZoneInfo) -> str:
     )
     lines.append(
         f"  readings: {result.readings_made} made by the gateway, {result.readings_stored} stored; "
-        f"dead-lettered: {sum(result.dead_lettered.values())} {dict(result.dead_lettered) or ''}".rstrip()
+        f"dead-lettered: {sum(result.dead_lettered.values())}"
+        + (f" ({counts(result.dead_lettered)})" if result.dead_lettered else "")
     )
     kinds: dict[str, int] = {}
     for e in result.events:
@@ -257,6 +282,9 @@ def _summary(result: PipelineResult, tz: ZoneInfo) -> str:
     lines.append(
         f"  ran {result.sim_hours:.0f} simulated hours in {result.wall_seconds:.0f} s; store: {result.store_url}"
     )
+    if state_dir is not None:
+        lines.append(f"  the work orders, at the simulated time the run reached: "
+                     f"stormwatch workorders list --state-dir {state_dir}")
     return "\n".join(lines)
 
 

@@ -12,8 +12,12 @@ work-order commands, ``replay``/``evaluate`` and the event messages.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
+
+from stormwatch.contract import Event
 
 #: Decimals of turbidity values shown to a person (see the module docstring).
 TURBIDITY_DECIMALS = 1
@@ -27,8 +31,47 @@ def local_time(t: datetime | None, tz: ZoneInfo | str | None = None) -> str:
     return t.astimezone(zone).strftime("%a %d %b %Y %H:%M %Z")
 
 
+def counts(by_reason: Mapping[str, int]) -> str:
+    """``bad_time 2, not_a_number 1`` (sorted by name) for a person; ``none`` when empty."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) or "none"
+
+
+def inches(depth_in: float) -> str:
+    """A rain depth in inches for a person: 2 decimals when that is exact (``1.20 in``), else 3
+    decimals cut, never rounded up (a 0.2 mm gauge's 63 tips are ``0.496 in``, not ``0.50 in``:
+    the Ch. 133 threshold must not appear met when it is not)."""
+    if abs(depth_in * 100 - round(depth_in * 100)) < 1e-9:
+        return f"{depth_in:.2f} in"
+    return f"{math.floor(depth_in * 1000 + 1e-9) / 1000:.3f} in"
+
+
 def turbidity(value: float | None, unit: str = "NTU") -> str:
     """A turbidity value at display resolution with its unit (``7.9 NTU``); ``unknown`` for ``None``."""
     if value is None:
         return "unknown"
     return f"{value:.{TURBIDITY_DECIMALS}f} {unit}"
+
+
+def describe_event(e: Event, tz: ZoneInfo) -> str:
+    """One timeline line for a person: local time, kind, the facts, the deadline, the citation and
+    the work order (``stormwatch demo``, ``replay``, ``evaluate``)."""
+    facts = ""
+    if e.tips is not None and e.depth_in is not None:
+        facts = f"{inches(e.depth_in)} ({e.tips} tip{'' if e.tips == 1 else 's'})"
+        if e.storm_start is not None and e.storm_end is not None:
+            facts += f", rain {local_time(e.storm_start, tz)} – last tip {local_time(e.storm_end, tz)}"
+    elif e.downstream_ntu is not None and e.upstream_ntu is not None:
+        unit = e.turbidity_unit or "NTU"
+        facts = f"downstream {turbidity(e.downstream_ntu, unit)} vs upstream {turbidity(e.upstream_ntu, unit)}"
+    elif e.lost_capacity is not None:
+        facts = f"{e.lost_capacity * 100:.1f} % of design storage lost"
+        if e.sediment_depth_ft is not None:
+            facts += f" (sediment {e.sediment_depth_ft:.2f} ft)"
+    elif e.kind in ("turbidity_undetermined", "turbidity_needs_verification") and e.evidence:
+        facts = str(e.evidence[-1].get("reason", ""))
+    elif e.gap_start is not None:
+        facts = (f"no data {local_time(e.gap_start, tz)} – {local_time(e.gap_end, tz)}" if e.gap_end is not None
+                 else f"no data since {local_time(e.gap_start, tz)}")
+    due = f"  due {local_time(e.due_at, tz)}" if e.due_at else ""
+    wo = f"  {e.work_order}" if e.work_order else ""
+    return f"{local_time(e.event_time, tz):>26}  {e.kind:<26} {facts}{due}  [{e.citation}]{wo}"

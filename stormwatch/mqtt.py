@@ -28,6 +28,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import paho.mqtt.client as mqtt
 
+from stormwatch.errors import InputError
+
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
 _ALIASES = {"tcp": "mqtt", "ssl": "mqtts"}
 #: URL query keys → environment fallbacks for the TLS files.
@@ -38,7 +40,7 @@ _TLS_FILES = {
 }
 
 
-class BrokerUrlError(ValueError):
+class BrokerUrlError(InputError):
     """A broker URL that cannot be used (the message never contains the password)."""
 
 

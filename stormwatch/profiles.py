@@ -33,11 +33,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stormwatch import resources
 from stormwatch.codec import DataType, WordOrder
+from stormwatch.errors import InputError, load_yaml
 from stormwatch.rain import TipResolution
 
 RegisterKind = Literal["holding", "input", "coil", "discrete"]
@@ -479,7 +479,7 @@ class DeviceProfile(_Strict):
         return {f.quantity: f.unit for f in self.sdi12.values.values()}
 
 
-class ProfileError(ValueError):
+class ProfileError(InputError):
     """A profile that cannot be loaded; the message names the file and the bad key."""
 
 
@@ -495,12 +495,7 @@ def load_profile_file(path: Path) -> DeviceProfile:
         ProfileError: unreadable file, bad YAML, a schema error (file and key named), or a
             ``model`` that differs from the file name.
     """
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+    data = load_yaml(path, ProfileError, what="device profile")
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping at the top level")
     try:

@@ -8,11 +8,40 @@ stay integers and depth is computed once, for output (design-notes.md, "Counting
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Literal
 
 MM_PER_IN = Fraction(254, 10)
 LengthUnit = Literal["in", "mm"]
+
+#: Tip sizes a tipping bucket can have, in mm. Real gauges tip at 0.1 mm (TE525MM, RainVUE10-MM),
+#: 0.2 mm (HOBO RG3-M, Davis metric) or 0.01 in = 0.254 mm (docs/reference/sensors.md); the bounds
+#: leave a decade of room either side and refuse what no bucket does (1e-7 mm, 1e400 mm).
+TIP_SIZE_MM_MIN = Decimal("0.01")
+TIP_SIZE_MM_MAX = Decimal("10")
+
+
+def parse_tip_size(text: str, unit: LengthUnit) -> Decimal:
+    """A tip size as written (an exact decimal in ``unit``), checked against what a bucket can be.
+
+    Returns:
+        The size, without exponent notation (``Decimal("0.2")`` for ``"2e-1"``).
+
+    Raises:
+        ValueError: not a decimal number, or outside :data:`TIP_SIZE_MM_MIN` .. :data:`TIP_SIZE_MM_MAX`
+            (the message gives the range in ``unit``).
+    """
+    try:
+        size = Decimal(text.strip())
+    except InvalidOperation:
+        raise ValueError(f"{text!r} is not a decimal number") from None
+    per_mm = Decimal(1) if unit == "mm" else Decimal("25.4")
+    lo, hi = TIP_SIZE_MM_MIN / per_mm, TIP_SIZE_MM_MAX / per_mm
+    if not size.is_finite() or not lo <= size <= hi:
+        raise ValueError(f"{text!r}: a tipping bucket tips at {float(lo):.3g} to {float(hi):.3g} {unit} "
+                         "(0.1 mm, 0.2 mm and 0.01 in are usual)")
+    return Decimal(format(size.normalize(), "f"))
 
 _RESOLUTION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(in|mm)\s*$")
 
@@ -73,3 +102,20 @@ class TipResolution:
 
     def __repr__(self) -> str:
         return f"TipResolution({self.inches} in)"
+
+    def __str__(self) -> str:
+        """The tip size as a person reads it: ``0.01 in``, or ``0.2 mm`` when inches would not be a
+        short exact decimal (0.2 mm is 1/127 in)."""
+        for value, unit in ((self.inches, "in"), (self.mm, "mm")):
+            text = _short_decimal(value)
+            if text is not None:
+                return f"{text} {unit}"
+        return f"{float(self.mm):.4g} mm"
+
+
+def _short_decimal(value: Fraction, places: int = 6) -> str | None:
+    """``value`` as an exact decimal of at most ``places`` decimals, or ``None``."""
+    scaled = value * 10**places
+    if scaled.denominator != 1:
+        return None
+    return format(Decimal(scaled.numerator).scaleb(-places).normalize(), "f")

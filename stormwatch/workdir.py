@@ -1,4 +1,4 @@
-"""The demo's working directory: every ``stormwatch demo --workdir DIR`` run starts clean.
+"""The demo's working directory: every ``stormwatch demo --state-dir DIR`` run starts clean.
 
 A demo run replays its scenario at the same simulated times every time, so a rerun that kept the
 previous run's store, gateway outbox and counter baselines and work orders would store the storm
@@ -9,7 +9,7 @@ twice (240 tips for a 120-tip scenario), repeat its events and open a second bas
   (:data:`RUN_ENTRIES`: the SQLite store, the work-order state, the gateway's state directory,
   the pty links) and keeps everything else;
 * a new or empty directory is marked and used;
-* a non-empty directory without the marker is refused, so ``--workdir var`` can never wipe the
+* a non-empty directory without the marker is refused, so ``--state-dir var`` can never wipe the
   state of services that run there (their ``stormwatch.db`` and ``alerts.db`` share the names).
 """
 
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+from stormwatch.errors import InputError
 
 #: File the demo writes into a working directory it owns.
 MARKER = ".stormwatch-demo"
@@ -29,7 +31,7 @@ RUN_ENTRIES = (
 )
 
 
-class WorkdirError(ValueError):
+class WorkdirError(InputError):
     """A path the demo must not use as its working directory; the message names it."""
 
 
@@ -44,13 +46,13 @@ def prepare_workdir(path: Path) -> list[str]:
         OSError: the directory cannot be created or cleaned.
     """
     if path.exists() and not path.is_dir():
-        raise WorkdirError(f"--workdir {path}: not a directory")
+        raise WorkdirError(f"--state-dir {path}: not a directory")
     path.mkdir(parents=True, exist_ok=True)
     marker = path / MARKER
     if not marker.is_file():
         if any(path.iterdir()):
             raise WorkdirError(
-                f"--workdir {path}: not empty and not made by `stormwatch demo` (no {MARKER} file); "
+                f"--state-dir {path}: not empty and not made by `stormwatch demo` (no {MARKER} file); "
                 "give a new or empty directory -- a demo rerun starts clean and must not delete other data"
             )
         marker.write_text("a `stormwatch demo` working directory: each run removes the previous run's state\n",

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stormwatch.cli import app
-from stormwatch.demo import influx_store_url
+from stormwatch.demo import demo_store_url
 from tests.conftest import data_file
 
 runner = CliRunner()
@@ -19,7 +19,8 @@ runner = CliRunner()
         (["--storm-depth-in", "abc"], "is not a decimal number of inches"),
         (["--storm-depth-in", "-1"], "storm depth must be > 0"),
         (["--broker", "foo://x"], "broker URL must start with mqtt:// or mqtts://"),
-        (["--influx", "ftp://x"], "expected http://host:port (InfluxDB 1.x)"),
+        (["--influx", "ftp://x"], "expected sqlite:///FILE, http://HOST:PORT (InfluxDB 1.x"),
+        (["--store", "ftp://x"], "expected sqlite:///FILE, http://HOST:PORT (InfluxDB 1.x"),
         (["--broker", "mqtt://127.0.0.1:1"], "cannot reach the MQTT broker at mqtt://127.0.0.1:1"),
     ],
 )
@@ -36,7 +37,7 @@ def test_bad_tip_size_of_a_rain_file_names_the_file() -> None:
         app, ["demo", "--rain-file", str(path), "--rain-delimiter", ";", "--rain-tip-mm", "abc"]
     )
     assert result.exit_code == 2
-    assert f"{path}: tip size 'abc' mm" in result.output
+    assert "--tip-mm 'abc' is not a decimal number" in result.output
 
 
 def test_unknown_jurisdiction_is_refused(tmp_path) -> None:
@@ -49,7 +50,8 @@ def test_unknown_jurisdiction_is_refused(tmp_path) -> None:
     assert "ch999" in result.output
 
 
-def test_influx_urls() -> None:
-    assert influx_store_url("http://10.0.0.5:8086/", "stormwatch") == "influx1://10.0.0.5:8086/stormwatch"
-    assert influx_store_url("https://db:8086", "site") == "influx1s://db:8086/site"
-    assert influx_store_url("influx2://h:8086?org=o&bucket=b&token=t", "x") == "influx2://h:8086?org=o&bucket=b&token=t"
+def test_store_urls() -> None:
+    assert demo_store_url("http://10.0.0.5:8086/", "stormwatch") == "influx1://10.0.0.5:8086/stormwatch"
+    assert demo_store_url("https://db:8086", "site") == "influx1s://db:8086/site"
+    assert demo_store_url("influx2://h:8086?org=o&bucket=b&token=t", "x") == "influx2://h:8086?org=o&bucket=b&token=t"
+    assert demo_store_url("sqlite:///var/s.db") == "sqlite:///var/s.db"

@@ -234,13 +234,18 @@ def test_real_storm_of_23_september_2018_drives_the_gauge(mosquitto_server, tmp_
 
 @pytest.mark.timeout(400)
 def test_demo_json_on_the_embedded_broker(tmp_path: Path) -> None:
-    """The README's main job, as a newcomer runs it (embedded amqtt broker and SQLite store)."""
-    env = {**os.environ, "STORMWATCH_LOG_LEVEL": "WARNING"}
+    """The README's main job, as a newcomer runs it (embedded amqtt broker and SQLite store): quiet
+    by default (no INFO lines, and a normal stop logs no warning), and its work orders are read
+    afterwards at the simulated time the run reached, not today's date."""
+    env = {k: v for k, v in os.environ.items() if k not in ("STORMWATCH_LOG_LEVEL", "STORMWATCH_LOG_FILE")}
     proc = subprocess.run(
-        [sys.executable, "-m", "stormwatch", "demo", "--json", "--speed", "2500", "--workdir", str(tmp_path)],
+        [sys.executable, "-m", "stormwatch", "demo", "--json", "--speed", "2500", "--state-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=380, env=env, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    logged = proc.stderr.splitlines()
+    assert [line for line in logged if " INFO " in line or " DEBUG " in line] == [], logged[:5]
+    assert [line for line in logged if "disconnect" in line.lower() or "Traceback" in line] == [], logged
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     kinds = {e["kind"]: e for e in events}
     for kind, citation in (
@@ -258,4 +263,18 @@ def test_demo_json_on_the_embedded_broker(tmp_path: Path) -> None:
     assert datetime.fromisoformat(storm["due_at"]) - end == timedelta(hours=24)
     assert "storm_start" in storm
     assert {"upstream_ntu", "downstream_ntu"} <= set(kinds["turbidity_contrast"])
+    assert kinds["turbidity_contrast"]["turbidity_unit"] == "NTU"
     assert kinds["basin_cleanout_due"]["lost_capacity"] >= 0.5
+
+    listed = subprocess.run([sys.executable, "-m", "stormwatch", "workorders", "list", "--state-dir", str(tmp_path),
+                             "--json"], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    orders = {o["kind"]: o for o in json.loads(listed.stdout)}
+    assert orders["storm_inspection"]["id"] == storm["work_order"]
+    # the run ended 7 h after the storm's last tip: its inspection (due 24 h after it) is not overdue
+    assert orders["storm_inspection"]["status"] == "open" and orders["storm_inspection"]["overdue"] is False
+    walled = subprocess.run([sys.executable, "-m", "stormwatch", "workorders", "list", "--state-dir", str(tmp_path),
+                             "--wall-time", "--overdue", "--json"], capture_output=True, text=True, timeout=60,
+                            env=env, cwd=tmp_path)
+    wall_overdue = datetime.now(UTC) > datetime.fromisoformat(storm["due_at"])  # today's date decides
+    assert (storm["work_order"] in {o["id"] for o in json.loads(walled.stdout)}) == wall_overdue

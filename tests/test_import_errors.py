@@ -26,7 +26,7 @@ def test_every_row_rejected_exits_1_and_says_so(site: Path, tmp_path: Path) -> N
                     "--store", f"sqlite:///{tmp_path / 's.db'}", "--delimiter", ";", "--tips", "0.2",
                     "--time-format", "%Y-%m-%d %H:%M")
     assert result.exit_code == 1, result.output
-    assert "error:" in result.output and "nothing stored: 2632 of 2632 rows rejected {'bad_time': 2632}" \
+    assert "error:" in result.output and "nothing stored: 2632 of 2632 rows rejected (bad_time 2632)" \
         in result.output
     assert f"{data_file(THARANDT)}:2:" in result.output  # the first rejected row, file:line
 

@@ -141,4 +141,4 @@ def test_replay_needs_a_rain_file(tmp_path: Path) -> None:
     path.write_text("time,turb\n2024-01-01T00:00:00Z,3.0\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["replay", str(path), "--value-column", "turb=turbidity:FNU"])
     assert result.exit_code == 2
-    assert "--tips" in result.output
+    assert "--tip-mm MM or --tip-in IN" in result.output

@@ -65,6 +65,7 @@ def test_import_and_evaluate_print_mm_depths(tmp_path: Path) -> None:
     evaluated = runner.invoke(app, ["evaluate", "--site", str(site), "--from", "2024-06-01T12:00:00Z",
                                     "--to", "2024-06-01T14:00:00Z", "--store", url], catch_exceptions=False)
     assert evaluated.exit_code == 0, evaluated.output
-    assert "in progress: storm since 2024-06-01T12:00:00+00:00, 63 tips = 12.6 mm (0.496 in), qualified=False" \
-        in evaluated.output
+    assert ("storm in progress at the end of the window: 63 tips = 12.6 mm (0.496 in) since Sat 01 Jun 2024 12:00 "
+            "UTC, last tip Sat 01 Jun 2024 13:02 UTC; below the inspection threshold so far") in evaluated.output
+    assert "qualified=" not in evaluated.output and "None" not in evaluated.output
     assert "0.50 in" not in evaluated.output

@@ -34,25 +34,28 @@ def web_cmd(
     store: str = typer.Option(..., "--store", envvar="STORMWATCH_STORE", metavar="URL",
                               help="The readings store the services write (sqlite:///path/to/stormwatch.db)."),
     state_dir: Path = _STATE_DIR_OPT,
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
-    port: int = typer.Option(8080, "--port", min=0, max=65535, help="TCP port (0: any free port)."),
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS",
+                             help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8080, "--port", min=0, max=65535, metavar="PORT", help="TCP port (0: any free port)."),
     wall_time: bool = typer.Option(False, "--wall-time",
                                    help="Judge due dates against today's wall-clock time instead of the clock of "
                                         "the alert engine that wrote the state (simulated time after a demo)."),
-    max_photo_mb: float = typer.Option(10.0, "--max-photo-mb", min=0.1, max=100.0,
+    max_photo_mb: float = typer.Option(10.0, "--max-photo-mb", min=0.1, max=100.0, metavar="MIB",
                                        help="Largest photo an inspector may upload (MiB)."),
     secure_cookies: bool = typer.Option(False, "--secure-cookies",
                                         help="Send cookies only over HTTPS (set this behind a TLS proxy)."),
-    session_minutes: float = typer.Option(480.0, "--session-minutes", min=1.0,
+    session_minutes: float = typer.Option(480.0, "--session-minutes", min=1.0, metavar="MINUTES",
                                           help="Log a browser out after this long without a request."),
     smtp: str | None = typer.Option(None, "--smtp", envvar="STORMWATCH_SMTP", metavar="URL",
                                     help="E-mail the sites' notify.email recipients when an order opens, is due soon "
                                          "and goes overdue: smtp://host[:25], smtp+starttls://[user@]host[:587] or "
                                          "smtps://[user@]host[:465] (password: STORMWATCH_SMTP_PASSWORD)."),
-    mail_from: str = typer.Option("stormwatch@localhost", "--mail-from", envvar="STORMWATCH_MAIL_FROM",
+    mail_from: str = typer.Option("stormwatch@localhost", "--mail-from", metavar="ADDRESS",
+                                  envvar="STORMWATCH_MAIL_FROM",
                                   help="The sender address of the e-mails."),
-    smtp_ca_file: Path | None = typer.Option(None, "--smtp-ca-file", help="CA bundle for the mail server's TLS."),
-    due_soon_hours: float = typer.Option(6.0, "--due-soon-hours", min=0.0,
+    smtp_ca_file: Path | None = typer.Option(None, "--smtp-ca-file", metavar="FILE",
+                                             help="CA bundle for the mail server's TLS."),
+    due_soon_hours: float = typer.Option(6.0, "--due-soon-hours", min=0.0, metavar="HOURS",
                                          help="Send the 'due soon' e-mail this many hours before the deadline."),
     broker: str | None = typer.Option(None, "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
                                       help="Show each gateway's last status (online/offline, outbox depth) from this "
@@ -133,12 +136,13 @@ def _accounts(state_dir: Path):  # type: ignore[no-untyped-def]
 
 @users_app.command("add")
 def users_add(
-    name: str = typer.Argument(..., help="Login name (letters, digits, . _ @ -)."),
-    role: str = typer.Option(..., "--role", help="inspector, smo or contractor."),
-    site: list[str] = typer.Option([], "--site", metavar="SITE_ID",
+    name: str = typer.Argument(..., metavar="NAME", help="Login name (letters, digits, . _ @ -)."),
+    role: str = typer.Option(..., "--role", metavar="ROLE", help="inspector, smo or contractor."),
+    site: list[str] = typer.Option([], "--site-id", metavar="SITE_ID",
                                    help="A site the user works on (repeatable; needed for inspector, contractor)."),
-    email: str = typer.Option("", "--email", help="Where notifications about their sites may go."),
-    full_name: str = typer.Option("", "--name", help="The name recorded in work-order history (default: NAME)."),
+    email: str = typer.Option("", "--email", metavar="ADDRESS", help="Where notifications about their sites may go."),
+    full_name: str = typer.Option("", "--name", metavar="TEXT",
+                                  help="The name recorded in work-order history (default: NAME)."),
     password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
     state_dir: Path = _STATE_DIR_OPT,
 ) -> None:
@@ -173,7 +177,7 @@ def users_list(state_dir: Path = _STATE_DIR_OPT) -> None:
 
 @users_app.command("passwd")
 def users_passwd(
-    name: str = typer.Argument(..., help="The user whose password changes."),
+    name: str = typer.Argument(..., metavar="NAME", help="The user whose password changes."),
     password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
     state_dir: Path = _STATE_DIR_OPT,
 ) -> None:

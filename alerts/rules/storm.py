@@ -61,6 +61,7 @@ from typing import Any
 from stormwatch.alerts.packs import StormRule
 from stormwatch.alerts.rules import RuleTrace
 from stormwatch.contract import TIP_UNIT, Event, EventKind, Reading
+from stormwatch.display import inches
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
 from stormwatch.physics import max_tips
 from stormwatch.rain import TipResolution
@@ -174,7 +175,7 @@ class StormRuleState:
         )
 
     def _depth_text(self, tips: int) -> str:
-        return f"{float(self.resolution.depth_in(tips)):.2f} in ({tips} tips of {self.resolution.inches} in)"
+        return f"{inches(float(self.resolution.depth_in(tips)))} ({tips} tips of {self.resolution})"
 
     def _close(self, storm: _Storm, known_at: datetime, confirmed: bool) -> list[Event]:
         self._storm = None

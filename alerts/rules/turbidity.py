@@ -32,6 +32,7 @@ from stormwatch.alerts.packs import TurbidityRule
 from stormwatch.alerts.rules import RuleTrace
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.contract import Event, EventKind, Reading
+from stormwatch.display import turbidity
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class _Result:
     up_median: float | None = None
     down_median: float | None = None
     allowed: float | None = None
+    unit: str = "NTU"
     up: tuple[tuple[datetime, float], ...] = ()
     down: tuple[tuple[datetime, float], ...] = ()
 
@@ -67,7 +69,7 @@ class _Result:
         return {
             "window_start": format_time(self.start), "window_end": format_time(self.end),
             "upstream_median_ntu": self.up_median, "downstream_median_ntu": self.down_median,
-            "allowed_ntu": self.allowed,
+            "allowed_ntu": self.allowed, "unit": self.unit, "status": self.status, "reason": self.reason,
             "upstream": [[format_time(t), v] for t, v in self.up],
             "downstream": [[format_time(t), v] for t, v in self.down],
         }
@@ -172,13 +174,14 @@ class TurbidityRuleState:
             up_median = median(v for _, v in w.up) if w.up else None
         allowed = self.criterion.allowed_ntu(up_median)
         status: Status = "violating" if down_median > allowed else "compliant"
+        unit = next(iter(w.down_units)) if len(w.down_units) == 1 else "NTU"
         return _Result(status=status, reason=self.criterion.name, up_median=up_median, down_median=down_median,
-                       allowed=allowed, **base)
+                       allowed=allowed, unit=unit, **base)
 
     def _event(self, kind: EventKind, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
         return Event(kind=kind, site=self.site, event_time=r.end, rule=self.rule_id, citation=self.params.citation,
                      occurrence=occurrence, message=message, upstream_ntu=r.up_median, downstream_ntu=r.down_median,
-                     **extra)
+                     turbidity_unit=r.unit if r.down_median is not None else None, **extra)
 
     def _step(self, r: _Result) -> list[Event]:
         out: list[Event] = []
@@ -194,8 +197,9 @@ class TurbidityRuleState:
                 self._in_violation = first
                 out.append(self._event(
                     "turbidity_contrast", r, f"turbidity:{format_time(first.start)}",
-                    f"possible turbidity violation ({self.criterion.name}): downstream median {r.down_median:g} NTU > "
-                    f"allowed {r.allowed:g} NTU (background {r.up_median}) for "
+                    f"possible turbidity violation ({self.criterion.name}): downstream median "
+                    f"{turbidity(r.down_median, r.unit)} > allowed {turbidity(r.allowed, r.unit)} (background "
+                    f"{turbidity(r.up_median, r.unit)}) for "
                     f"{(r.end - first.start).total_seconds() / 60:g} min since {format_time(first.start)}; "
                     "for the SMO to confirm",
                     due_at=r.end + timedelta(hours=self.params.confirm_within_hours),
@@ -213,7 +217,8 @@ class TurbidityRuleState:
                     out.append(self._event(
                         "turbidity_cleared", r, f"turbidity:{format_time(first.start)}",
                         f"turbidity back within {self.criterion.name} criterion for "
-                        f"{self.params.clear_min:g} min (downstream {r.down_median:g} NTU, allowed {r.allowed:g})",
+                        f"{self.params.clear_min:g} min (downstream {turbidity(r.down_median, r.unit)}, allowed "
+                        f"{turbidity(r.allowed, r.unit)})",
                         evidence=[r.evidence()],
                     ))
             return out

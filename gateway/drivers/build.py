@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stormwatch.clock import Clock
+from stormwatch.errors import InputError
 from stormwatch.gateway.drivers import Driver
 from stormwatch.gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, link_key, rtu_frame_gap_s
 from stormwatch.gateway.drivers.sdi12 import Sdi12Driver
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 Links = dict[str, ModbusLink | SerialBus]
 
 
-class UnsupportedDevice(ValueError):
+class UnsupportedDevice(InputError):
     """A device the gateway cannot poll; the message names the device, profile and transport."""
 
 

@@ -1,0 +1,67 @@
+"""The one base class of errors in what a user gave us (no dependencies: the lean gateway imports it).
+
+Every error whose message names the file or option and says what is wrong with it -- a site file,
+a profile, a rule pack, a store or broker URL, an import option, a work-order change -- derives
+from :class:`InputError`. The command line (:mod:`stormwatch.cliutil`) turns any of them that
+reaches it into one line ``error: <message>`` and exit status 2, whichever command raised it, so a
+new command gets that behaviour without its own ``try``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputError(ValueError):
+    """Bad user input; the message names the file or option and what is wrong (one line per problem)."""
+
+
+def read_text(path: str | Path, error: type[InputError] = InputError, *, encoding: str = "utf-8",
+              what: str = "file") -> str:
+    """The text of a file the user named, or one clear error naming it.
+
+    Args:
+        path: the file.
+        error: the :class:`InputError` subclass to raise (the caller's, e.g. ``ConfigError``).
+        encoding: ``utf-8`` (``utf-8-sig`` also drops a byte-order mark).
+        what: what the file should be, for the message (``site file``, ``rain file`` ...).
+
+    Raises:
+        InputError: (``error``) missing, a directory, unreadable, or not text (binary data or not
+            UTF-8); the message starts with the path.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{p}: no such {what}") from None
+    except IsADirectoryError:
+        raise error(f"{p}: is a directory, not a {what}") from None
+    except OSError as exc:
+        raise error(f"{p}: cannot read: {exc.strerror or exc}") from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise error(f"{p}: not a text {what}: binary data (NUL byte at offset {nul})") from None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise error(f"{p}: not a text {what} in UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
+
+
+def load_yaml(path: str | Path, error: type[InputError] = InputError, *, what: str = "YAML file") -> object:
+    """The YAML document of a file the user named (:func:`read_text`, then one-line YAML errors).
+
+    Raises:
+        InputError: (``error``) as :func:`read_text`, or not valid YAML: ``<path>:<line>:<column>: <problem>``.
+    """
+    import yaml  # here, not at the top: the lean gateway imports this module and never parses YAML
+
+    text = read_text(path, error, what=what)
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise error(f"{path}{where}: not valid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
