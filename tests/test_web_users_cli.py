@@ -61,3 +61,23 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "bad" / "web.db").write_text("not a database, just text " * 50)
     code, out = _run("users", "list", "--state-dir", str(tmp_path / "bad"))
     assert code == 2 and "not a stormwatch web state file" in out
+
+
+def test_web_refuses_bad_settings_with_one_line(tmp_path: Path) -> None:
+    from web_support import build
+
+    world = build(tmp_path / "w")
+    store, state = str(world["store"]), str(world["state"])
+    bad_site = tmp_path / "bad.yaml"
+    bad_site.write_text("site: {id: x}\n")
+    cases = [
+        (["web", "--store", f"sqlite:///{tmp_path}/missing.db", "--state-dir", state], "no SQLite store at"),
+        (["web", "--store", store, "--state-dir", state, "--site", str(bad_site)], "bad.yaml: site.jurisdiction"),
+        (["web", "--store", "influx9://h/db", "--state-dir", state], "unknown store URL scheme 'influx9'"),
+        (["web", "--store", store, "--state-dir", state, "--smtp", "http://mail"], "use smtp://host"),
+        (["web", "--store", store, "--state-dir", state, "--broker", "ftp://x"], "--broker"),
+    ]
+    for args, message in cases:
+        code, out = _run(*args)
+        assert code == 2, (args, out)
+        assert message in out and "Traceback" not in out, (args, out)

@@ -46,7 +46,7 @@ class DemoDesk:
         finally:
             accounts.close()
         desk = open_desk(DeskSettings(sites=[site_file], store_url=f"sqlite:///{(workdir / 'stormwatch.db').resolve()}",
-                                      state_dir=workdir))
+                                      state_dir=workdir, create_store=True))
         self.server = WebServer(desk, "127.0.0.1", port)
 
     def start(self) -> str:

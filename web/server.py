@@ -52,6 +52,7 @@ class DeskSettings:
     max_photo_bytes: int = DEFAULT_MAX_BYTES
     secure_cookies: bool = False
     idle_minutes: float = 480.0
+    create_store: bool = False
 
 
 def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) -> Desk:
@@ -70,6 +71,17 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
         sites = load_sites(settings.sites, profiles or ProfileLibrary())
     except SiteSetupError as exc:
         raise DeskSetupError(str(exc)) from None
+    from stormwatch.ingest.stores import sqlite_path
+
+    scheme = settings.store_url.split("://", 1)[0].lower() if "://" in settings.store_url else ""
+    if scheme in ("", "sqlite") and not settings.create_store:
+        try:
+            path = Path(sqlite_path(settings.store_url))
+        except StoreUrlError as exc:
+            raise DeskSetupError(f"--store: {exc}") from None
+        if not path.is_file():
+            raise DeskSetupError(f"--store {settings.store_url}: no SQLite store at {path} (the store ingest or the "
+                                 "demo writes; check the path)")
     try:
         store = open_store(settings.store_url)
     except (StoreUrlError, StoreError) as exc:
