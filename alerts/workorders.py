@@ -397,6 +397,62 @@ class WorkOrders:
             log.info("%s: work-order state migrated to schema %d (status without 'overdue', history kept)",
                      self.path, SCHEMA_VERSION)
 
+    # -- records (stormwatch archive / import-archive) -------------------------------------
+
+    def export_records(self, site: str, start: datetime, end: datetime) -> builtins.list[dict[str, Any]]:
+        """Every stored column of the site's orders whose opening event is in ``[start, end)``, and of
+        the orders they opened (inspection reports), each with ``history`` and ``photos`` (rows as
+        stored; a photo's ``data`` as bytes): the lossless form of :meth:`import_records`."""
+        with self._lock:
+            cur = self._db.execute("SELECT * FROM work_orders WHERE site = ? AND event_time >= ? AND event_time < ?"
+                                   " ORDER BY event_time, id", (site, _ts(start), _ts(end)))
+            names = [d[0] for d in cur.description]
+            rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+            ids = {r["id"] for r in rows}
+            children = self._db.execute(f"SELECT * FROM work_orders WHERE parent IN ({','.join('?' * len(ids))})"
+                                        " ORDER BY event_time, id", sorted(ids)).fetchall() if ids else []
+            rows += [dict(zip(names, r, strict=True)) for r in children if r[0] not in ids]
+            for row in rows:
+                for table, key in (("work_order_history", "history"), ("work_order_photos", "photos")):
+                    cur = self._db.execute(f"SELECT * FROM {table} WHERE order_id = ? ORDER BY seq", (row["id"],))
+                    cols = [d[0] for d in cur.description]
+                    row[key] = [{k: v for k, v in zip(cols, r, strict=True) if k not in ("seq", "order_id")}
+                                for r in cur.fetchall()]
+        return rows
+
+    def import_records(self, records: builtins.list[dict[str, Any]]) -> tuple[int, int]:
+        """Add orders exported by :meth:`export_records` (with their history and photos, as they
+        were); an order whose id is already in this book is left as it is. Returns ``(added,
+        already present)``.
+
+        Raises:
+            WorkOrderError: a record lacks a column this book requires.
+        """
+        added = present = 0
+        with self._lock:
+            columns = [r[1] for r in self._db.execute("PRAGMA table_info(work_orders)")]
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for rec in records:
+                    row = {k: rec[k] for k in columns if k in rec}
+                    cur = self._db.execute(
+                        f"INSERT OR IGNORE INTO work_orders ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                        list(row.values()))
+                    if cur.rowcount != 1:
+                        present += 1
+                        continue
+                    added += 1
+                    for table, key in (("work_order_history", "history"), ("work_order_photos", "photos")):
+                        for item in rec.get(key, []):
+                            cols = ["order_id", *item]
+                            self._db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+                                             f"({', '.join('?' * len(cols))})", [rec["id"], *item.values()])
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._db.execute("ROLLBACK")
+                raise WorkOrderError(f"{self.path}: cannot import work orders: {exc}") from exc
+        return added, present
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

@@ -42,10 +42,11 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Reading
+from stormwatch.contract import Event, Reading
 from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
 from stormwatch.ingest.lineprotocol import (
     DEADLETTER,
+    EVENTS,
     READINGS,
     time_ns,
 )
@@ -331,6 +332,22 @@ class Influx1Store(LineProtocolWrites):
         self.ensure_database()
         rows = (dict(zip(s["columns"], values, strict=True)) for s in self._query(q) for values in s.get("values", []))
         return influx_readings(((row, int(row["time"])) for row in rows), late=late)
+
+    def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
+        """Events of ``site`` with ``start <= event_time < end`` in event-time order (from the
+        ``wire`` field: the full ``Event.to_wire()`` JSON, ``docs/influxdb-schema.md``).
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        q = f"SELECT \"wire\" FROM {self._from(EVENTS)} WHERE \"site\" = {influxql_string(site)}"
+        if start is not None:
+            q += f" AND time >= {time_ns(start)}"
+        if end is not None:
+            q += f" AND time < {time_ns(end)}"
+        self.ensure_database()
+        return [Event.model_validate(json.loads(values[1])) for s in self._query(q) for values in s.get("values", [])
+                if values[1]]
 
     def query_deadletter_count(self, reason: str | None = None) -> int:
         """How many dead letters are stored (of ``reason`` when given).

@@ -234,6 +234,100 @@ def report_cmd(
                f"{len(report.orders)} work order(s)")
 
 
+def archive_cmd(
+    site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
+    start: str = typer.Option(..., "--from", metavar="TIME", help="Start, ISO 8601 (a date: local midnight)."),
+    end: str = typer.Option(..., "--until", "--to", metavar="TIME", help="End, exclusive, ISO 8601."),
+    output: Path = typer.Option(..., "--output", "-o", metavar="FILE", help="The bundle to write (a .zip file)."),
+    store: str = typer.Option(_DEFAULT_STORE, "--store", metavar="URL", envvar="STORMWATCH_STORE",
+                              help="Store URL with the site's readings and events."),
+    state_dir: Path = typer.Option(_DEFAULT_STATE, "--state-dir", metavar="DIR",
+                                   help="State directory of the alert service or the demo (its work orders)."),
+) -> None:
+    """Write a site's records of a period -- readings, ordinance events, work orders with their history
+    and photos -- to one portable bundle (ZIP: CSV + JSON, a manifest and SHA-256 checksums) to keep
+    for five years. `stormwatch import-archive` loads it back, losslessly.
+    """
+    from stormwatch.alerts.cli import _load_site, parse_when
+    from stormwatch.alerts.packs import PackError
+    from stormwatch.config import ConfigError
+    from stormwatch.ingest.stores import redact
+    from stormwatch.profiles import ProfileLibrary
+    from stormwatch.report.archive import write_bundle
+    from stormwatch.store import StoreError
+
+    try:
+        cfg = _load_site(site, ProfileLibrary())
+        t1, t2 = parse_when(start, cfg.site.timezone), parse_when(end, cfg.site.timezone)
+    except (ConfigError, PackError) as exc:
+        fail(str(exc))
+    except typer.BadParameter as exc:
+        fail(exc.message)
+    if t2 <= t1:
+        fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
+    if not output.parent.is_dir():
+        fail(f"--output {output}: directory {output.parent} does not exist")
+    opened = _open_store(store)
+    book = _book(state_dir, wall_time=False)[0]
+    try:
+        counts = write_bundle(output, cfg, site, opened, book, t1.astimezone(UTC), t2.astimezone(UTC),
+                              store_name=redact(store))
+    except StoreError as exc:
+        fail(str(exc), 1)
+    except OSError as exc:
+        fail(f"--output {output}: {exc.strerror or exc}", 1)
+    finally:
+        opened.close()
+        if book is not None:
+            book.close()
+    typer.echo(f"{output}: {counts.readings} readings, {counts.events} events, {counts.orders} work orders of "
+               f"{cfg.site.id} from {t1.isoformat()} until {t2.isoformat()}")
+
+
+def import_archive_cmd(
+    bundle: Path = typer.Argument(..., metavar="FILE", help="A bundle written by `stormwatch archive`."),
+    store: str = typer.Option(_DEFAULT_STORE, "--store", metavar="URL", envvar="STORMWATCH_STORE",
+                              help="Store URL to load the readings and events into (created if new)."),
+    state_dir: Path = typer.Option(_DEFAULT_STATE, "--state-dir", metavar="DIR",
+                                   help="Load the work orders into this state directory (created if missing)."),
+) -> None:
+    """Load a bundle written by `stormwatch archive` back into a store and a work-order state, after
+    checking every SHA-256 checksum. Loading the same bundle twice adds nothing."""
+    from stormwatch.alerts.cli import STATE_FILE
+    from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
+    from stormwatch.clock import WallClock
+    from stormwatch.ingest.stores import StoreUrlError, open_store, redact
+    from stormwatch.report.archive import ArchiveError, load_bundle
+    from stormwatch.store import StoreError
+
+    if not bundle.is_file():
+        fail(f"{bundle}: no such file")
+    try:
+        opened = open_store(store)
+    except (StoreUrlError, StoreError) as exc:
+        fail(f"--store {redact(store)}: {exc}")
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        book = WorkOrders(state_dir / STATE_FILE, WallClock())
+    except (OSError, WorkOrderError) as exc:
+        opened.close()
+        fail(f"--state-dir {state_dir}: {exc}")
+    try:
+        manifest, counts = load_bundle(bundle, opened, book)
+    except (ArchiveError, WorkOrderError) as exc:
+        fail(f"{bundle}: {exc}")
+    except StoreError as exc:
+        fail(str(exc), 1)
+    finally:
+        opened.close()
+        book.close()
+    typer.echo(f"{bundle}: site {manifest['site']['id']} from {manifest['from']} until {manifest['until']}: "
+               f"{counts.readings} new readings (of {manifest['members']['readings.csv']['rows']}), "
+               f"{counts.events} events, {counts.orders} work orders added")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``report`` to the ``stormwatch`` command."""
+    """Add ``report``, ``archive`` and ``import-archive`` to the ``stormwatch`` command."""
     app.command("report")(report_cmd)
+    app.command("archive")(archive_cmd)
+    app.command("import-archive")(import_archive_cmd)

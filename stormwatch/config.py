@@ -171,6 +171,8 @@ class Site(_Strict):
     name: str = ""
     jurisdiction: Jurisdiction
     timezone: str = "UTC"
+    #: the site's permit as the SMO knows it (e.g. SPDES GP-0-25-001, NOI NYR11A123); on report covers
+    permit: str = ""
 
     @field_validator("timezone")
     @classmethod

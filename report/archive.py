@@ -1,0 +1,267 @@
+"""A site's records as one portable bundle, and back (``stormwatch archive`` / ``import-archive``).
+
+Records are kept five years (Spencerport §276-26C: "shall retain the records for at least five
+years"; Ch. 133 §133-7A(2) and Ch. 196 §196-9B: inspection reports in the site log book). A bundle
+is a ZIP file anyone can open without stormwatch:
+
+* ``manifest.json`` -- format ``stormwatch-archive`` version 1, the site (id, zone, jurisdiction),
+  the period ``[from, until)``, when and by which stormwatch version it was written, from which
+  store (password-free), and for every member its row count, size and SHA-256;
+* ``SHA256SUMS`` -- the same checksums (and the manifest's) in ``sha256sum -c`` form;
+* ``site.yaml`` -- the site file as it was;
+* ``readings.csv`` -- one row per stored reading: ``site, device, quantity, value, unit, time,
+  gateway, boot, seq, raw, flags, late``; ``value`` keeps its type (an integer without a point, a
+  float as Python's shortest repr, which always has one), ``time`` is RFC 3339 UTC with
+  microseconds, ``raw`` and ``flags`` are JSON, ``late`` is 0/1;
+* ``events.jsonl`` -- the stored ordinance events, one ``Event.to_wire()`` JSON object per line;
+* ``workorders.jsonl`` -- every column of each work order opened in the period (and of the
+  inspection reports they opened), with its full history and its photos (base64).
+
+:func:`load_bundle` verifies every checksum before it writes anything, then loads the readings
+(with their late flag), events and work orders into a store and a work-order book: the round trip
+gives back equal records. Loading twice adds nothing (readings are deduplicated by identity,
+events by occurrence, orders by id).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import logging
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from stormwatch import __version__
+from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.config import SiteConfig
+from stormwatch.contract import Event, Reading
+from stormwatch.store import ReadingStore
+from stormwatch.wire import format_time
+
+log = logging.getLogger(__name__)
+
+FORMAT = "stormwatch-archive"
+VERSION = 1
+READING_COLUMNS = ("site", "device", "quantity", "value", "unit", "time", "gateway", "boot", "seq", "raw", "flags",
+                   "late")
+#: Event time read from the store per query (memory stays flat over years of 1-minute data).
+CHUNK = timedelta(days=1)
+#: Readings written to the store per call when loading.
+BATCH = 5000
+
+
+class ArchiveError(ValueError):
+    """A bundle that cannot be read or does not check out (the message says which member and why)."""
+
+
+@runtime_checkable
+class EventReader(Protocol):
+    """A store that can read its events back (SQLite, InfluxDB 1.x)."""
+
+    def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
+        ...
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a bundle holds (or what loading it added)."""
+
+    readings: int
+    events: int
+    orders: int
+
+
+class _Hashing:
+    """A binary sink that hashes and counts what passes through it."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.sha.update(data)
+        self.size += len(data)
+        self.raw.write(data)
+
+
+def _value_text(value: int | float) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _value(text: str) -> int | float:
+    return float(text) if any(c in text for c in ".eEn") else int(text)
+
+
+def _reading_row(r: Reading, late: bool) -> list[str]:
+    return [r.site, r.device, r.quantity, _value_text(r.value), r.unit,
+            r.time.astimezone(UTC).isoformat(timespec="microseconds"), r.gateway, r.boot, str(r.seq),
+            json.dumps(r.raw, separators=(",", ":")), json.dumps(list(r.flags)), "1" if late else "0"]
+
+
+def _csv_line(values: list[str]) -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(values)
+    return buf.getvalue().encode("utf-8")
+
+
+def write_bundle(path: Path, cfg: SiteConfig, site_file: Path, store: ReadingStore, book: WorkOrders | None,
+                 start: datetime, end: datetime, *, store_name: str = "") -> Counts:
+    """Write the bundle of ``cfg``'s site for ``[start, end)`` to ``path`` (module docstring).
+
+    Raises:
+        stormwatch.store.StoreError: the store cannot be read.
+        OSError: ``path`` cannot be written.
+    """
+    site = cfg.site.id
+    members: dict[str, dict[str, Any]] = {}
+    tmp = path.with_name(path.name + ".partial")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        def member(name: str, rows: int, chunks: Iterator[bytes]) -> None:
+            with zf.open(name, "w", force_zip64=True) as raw:
+                sink = _Hashing(raw)
+                for data in chunks:
+                    sink.write(data)
+            members[name] = {"rows": rows, "bytes": sink.size, "sha256": sink.sha.hexdigest()}
+
+        member("site.yaml", 0, iter([site_file.read_bytes()]))
+        count = [0]
+
+        def readings() -> Iterator[bytes]:
+            yield _csv_line(list(READING_COLUMNS))
+            t = start
+            while t < end:
+                upto = min(end, t + CHUNK)
+                for late in (False, True):
+                    rows = store.query_readings(site, t, upto, late=late)
+                    count[0] += len(rows)
+                    if rows:
+                        yield b"".join(_csv_line(_reading_row(r, late)) for r in rows)
+                t = upto
+
+        member("readings.csv", 0, readings())
+        members["readings.csv"]["rows"] = count[0]
+        if isinstance(store, EventReader):
+            events = store.query_events(site, start, end)
+            events_note = ""
+        else:
+            events, events_note = [], f"this store ({type(store).__name__}) cannot read events back: none archived"
+            log.warning("%s: %s", site, events_note)
+        member("events.jsonl", len(events),
+               iter([b"".join(json.dumps(e.to_wire(), ensure_ascii=False).encode("utf-8") + b"\n" for e in events)]))
+        orders = book.export_records(site, start, end) if book is not None else []
+        for o in orders:
+            for p in o["photos"]:
+                p["data"] = base64.b64encode(bytes(p["data"])).decode("ascii")
+        member("workorders.jsonl", len(orders),
+               iter([b"".join(json.dumps(o, ensure_ascii=False).encode("utf-8") + b"\n" for o in orders)]))
+        manifest = {
+            "format": FORMAT, "version": VERSION, "stormwatch": __version__,
+            "written_at": format_time(datetime.now(UTC)),
+            "site": {"id": site, "name": cfg.site.name, "timezone": cfg.site.timezone,
+                     "jurisdiction": cfg.site.jurisdiction},
+            "from": format_time(start), "until": format_time(end), "store": store_name,
+            "work_orders": "" if book is not None else "no work-order state given: none archived",
+            "events": events_note, "members": members,
+        }
+        data = json.dumps(manifest, indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
+        zf.writestr("manifest.json", data)
+        sums = {**{n: m["sha256"] for n, m in members.items()}, "manifest.json": hashlib.sha256(data).hexdigest()}
+        zf.writestr("SHA256SUMS", "".join(f"{h}  {n}\n" for n, h in sums.items()))
+    tmp.replace(path)
+    log.info("%s: bundle %s: %d readings, %d events, %d work orders", site, path, count[0], len(events), len(orders))
+    return Counts(count[0], len(events), len(orders))
+
+
+def read_manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
+    """The bundle's manifest after every checksum checked out.
+
+    Raises:
+        ArchiveError: not a stormwatch bundle, a newer format, a member missing or changed.
+    """
+    names = set(zf.namelist())
+    if "manifest.json" not in names or "SHA256SUMS" not in names:
+        raise ArchiveError("not a stormwatch archive (no manifest.json and SHA256SUMS)")
+    sums = {}
+    for line in zf.read("SHA256SUMS").decode("utf-8").splitlines():
+        digest, _, name = line.partition("  ")
+        sums[name] = digest
+    for name, digest in sums.items():
+        if name not in names:
+            raise ArchiveError(f"{name}: listed in SHA256SUMS but missing from the bundle")
+        sha = hashlib.sha256()
+        with zf.open(name) as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                sha.update(block)
+        if sha.hexdigest() != digest:
+            raise ArchiveError(f"{name}: checksum differs from SHA256SUMS (the bundle was changed or damaged)")
+    manifest: dict[str, Any] = json.loads(zf.read("manifest.json"))
+    if manifest.get("format") != FORMAT:
+        raise ArchiveError(f"not a stormwatch archive (format {manifest.get('format')!r})")
+    if int(manifest.get("version", 0)) > VERSION:
+        raise ArchiveError(f"archive format version {manifest['version']} is newer than this stormwatch reads "
+                           f"({VERSION})")
+    for name, meta in manifest["members"].items():
+        if sums.get(name) != meta["sha256"]:
+            raise ArchiveError(f"{name}: the manifest's checksum differs from SHA256SUMS")
+    return manifest
+
+
+def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tuple[dict[str, Any], Counts]:
+    """Verify the bundle at ``path``, then load it into ``store`` and ``book``; returns its
+    manifest and how many readings were new, events written and orders added.
+
+    Raises:
+        ArchiveError: the bundle does not check out, or it holds work orders and ``book`` is None.
+        stormwatch.store.StoreError: the store refused a write.
+    """
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ArchiveError(f"{path}: not a readable archive: {exc}") from exc
+    with zf:
+        manifest = read_manifest(zf)
+        added = 0
+        with zf.open("readings.csv") as raw:
+            rows = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
+            if tuple(next(rows)) != READING_COLUMNS:
+                raise ArchiveError("readings.csv: unexpected columns")
+            batch: dict[bool, list[Reading]] = {False: [], True: []}
+            for line, row in enumerate(rows, 2):
+                try:
+                    rec = dict(zip(READING_COLUMNS, row, strict=True))
+                except ValueError as exc:
+                    raise ArchiveError(f"readings.csv line {line}: {len(row)} fields, expected "
+                                       f"{len(READING_COLUMNS)}") from exc
+                late = rec["late"] == "1"
+                batch[late].append(Reading(
+                    site=rec["site"], device=rec["device"], quantity=rec["quantity"], value=_value(rec["value"]),
+                    unit=rec["unit"], time=datetime.fromisoformat(rec["time"]), gateway=rec["gateway"],
+                    boot=rec["boot"], seq=int(rec["seq"]), raw=json.loads(rec["raw"]),
+                    flags=tuple(json.loads(rec["flags"]))))
+                if len(batch[late]) >= BATCH:
+                    added += store.write_readings(batch[late], late=late)
+                    batch[late] = []
+            for late, rest in batch.items():
+                if rest:
+                    added += store.write_readings(rest, late=late)
+        events = [Event.model_validate(json.loads(line)) for line in zf.read("events.jsonl").splitlines() if line]
+        if events:
+            store.write_events(events)
+        orders = [json.loads(line) for line in zf.read("workorders.jsonl").splitlines() if line]
+        new_orders = 0
+        if orders:
+            if book is None:
+                raise ArchiveError("the bundle holds work orders: give a --state-dir to load them into")
+            for o in orders:
+                for p in o.get("photos", []):
+                    p["data"] = base64.b64decode(p["data"])
+            new_orders, _present = book.import_records(orders)
+    return manifest, Counts(added, len(events), new_orders)
