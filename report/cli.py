@@ -237,7 +237,7 @@ def report_cmd(
 def archive_cmd(
     site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
     start: str = typer.Option(..., "--from", metavar="TIME", help="Start, ISO 8601 (a date: local midnight)."),
-    end: str = typer.Option(..., "--until", "--to", metavar="TIME", help="End, exclusive, ISO 8601."),
+    end: str = typer.Option(..., "--until", metavar="TIME", help="End, exclusive, ISO 8601."),
     output: Path = typer.Option(..., "--output", "-o", metavar="FILE", help="The bundle to write (a .zip file)."),
     store: str = typer.Option(_DEFAULT_STORE, "--store", metavar="URL", envvar="STORMWATCH_STORE",
                               help="Store URL with the site's readings and events."),
@@ -248,8 +248,9 @@ def archive_cmd(
     and photos -- to one portable bundle (ZIP: CSV + JSON, a manifest and SHA-256 checksums) to keep
     for five years. `stormwatch import-archive` loads it back, losslessly.
     """
-    from stormwatch.alerts.cli import _load_site, parse_when
+    from stormwatch.alerts.cli import parse_when
     from stormwatch.alerts.packs import PackError
+    from stormwatch.cliutil import load_site_file
     from stormwatch.config import ConfigError
     from stormwatch.ingest.stores import redact
     from stormwatch.profiles import ProfileLibrary
@@ -257,12 +258,12 @@ def archive_cmd(
     from stormwatch.store import StoreError
 
     try:
-        cfg = _load_site(site, ProfileLibrary())
-        t1, t2 = parse_when(start, cfg.site.timezone), parse_when(end, cfg.site.timezone)
+        cfg = load_site_file(site, ProfileLibrary())
+        t1, t2 = parse_when(start, cfg.site.timezone, "--from"), parse_when(end, cfg.site.timezone, "--until")
     except (ConfigError, PackError) as exc:
         fail(str(exc))
     except typer.BadParameter as exc:
-        fail(exc.message)
+        fail(exc.format_message())
     if t2 <= t1:
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
     if not output.parent.is_dir():

@@ -180,6 +180,7 @@ ALIASES: dict[str, dict[str, str]] = {
     "replay": {"--tips": "--tip-mm", "--tips-in": "--tip-in"},
     "evaluate": {"--to": "--until"},
     "report": {"--to": "--until"},
+    "archive": {"--to": "--until"},
     "dashboards build": {"--out": "--output"},
     "workorders list": {"--site": "--site-id"},
     "workorders ical": {"--site": "--site-id"},
