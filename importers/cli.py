@@ -127,6 +127,10 @@ def import_command(
     tip_mm: str | None = _TIP_MM, tip_in: str | None = _TIP_IN, tips_column: str | None = _TIPS_COLUMN,
     tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
     skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
+    silence: str = typer.Option("gap", "--silence", metavar="dry|gap",
+                                help="gap: only the file's rows are stored (a stretch without rows is a data gap); "
+                                     "dry: a rain event log -- zero-tip polls are stored between its rows, so no row "
+                                     "means no tip."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import a logger file into the store as readings of one device of a site.
@@ -144,6 +148,8 @@ def import_command(
     from stormwatch.store import StoreError
 
     try:
+        if silence not in ("dry", "gap"):
+            raise OptionsError(f"--silence {silence!r}: expected dry or gap")
         options = build_options(fmt, delimiter, time_column, time_format, tz, value_column, tip_mm, tip_in,
                                 tips_column, tips_per_row, skip_rows, gap_value, counter_bits, select)
         profiles = ProfileLibrary()
@@ -155,7 +161,8 @@ def import_command(
         fail(str(exc), 1)
     try:
         with _progress(file) as progress:
-            summary = import_file(file, cfg, device, profiles, opened, options, WallClock(), progress)
+            summary = import_file(file, cfg, device, profiles, opened, options, WallClock(), progress,
+                                  silence=silence)  # type: ignore[arg-type]
     except ImportFailed as exc:
         fail(str(exc))
     except StoreError as exc:

@@ -18,9 +18,9 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from stormwatch import topics
 from stormwatch.alerts.backfill import depth_text
@@ -48,6 +48,8 @@ CONFIG_REASONS = frozenset({"topic_mismatch", "unknown_site", "unknown_gateway",
 
 #: Rejected rows logged one by one per reason; the rest are only counted.
 LOG_REJECTS = 20
+#: ``boot`` of the zero-tip readings ``import --silence dry`` stores between an event log's rows.
+DRY_IMPORT_BOOT = "import-dry"
 
 
 class ImportFailed(InputError):
@@ -167,7 +169,7 @@ def _check_tips(profile: DeviceProfile, options: ImportOptions, device: str) -> 
 
 def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLibrary, store: ReadingStore,
                 options: ImportOptions, clock: Clock, progress: Progress | None = None,
-                batch_size: int = 1000) -> ImportSummary:
+                batch_size: int = 1000, silence: Literal["gap", "dry"] = "gap") -> ImportSummary:
     """Import ``path`` as readings of ``device_id`` at ``cfg``'s site into ``store``.
 
     Args:
@@ -180,6 +182,11 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         clock: time base of the validator (future-time check, dead-letter receive time).
         progress: ``progress(done_rows, total_rows)`` while rows are read.
         batch_size: readings per validated and written batch.
+        silence: ``gap`` (default): only the file's rows are stored, so a stretch without rows is a
+            data gap to the rules; ``dry``: the file is a rain event log (a row per tip or per
+            non-zero interval): zero-tip readings every poll interval of the device are stored
+            between its rows (boot :data:`DRY_IMPORT_BOOT`), so the rules and reports see a gauge
+            that reported dry weather there (docs/importing.md).
 
     Returns:
         The summary.
@@ -209,6 +216,16 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     except TableError as exc:
         raise ImportFailed(str(exc)) from exc
     conv.readings = flag_readings(conv.readings, profile)
+    if silence == "dry":
+        if options.tips is None:
+            raise ImportFailed("--silence dry is for rain event logs (give the tip size: --tip-mm or --tip-in)")
+        from stormwatch.importers.replay import dry_polls
+
+        rain = sorted((r for r in conv.readings if r.quantity == "rain_tips"), key=lambda r: r.time)
+        dry = dry_polls(rain, timedelta(seconds=device.poll_interval_s), boot=DRY_IMPORT_BOOT)
+        log.info("import %s: %d dry polls stored between the event log's rows (every %g s)", path, len(dry),
+                 device.poll_interval_s)
+        conv.readings = sorted([*conv.readings, *dry], key=lambda r: r.time)
     summary = ImportSummary(str(path), site, device_id, table.format, rows_read=conv.rows_read,
                             readings_made=len(conv.readings), gaps=conv.gaps, duplicate_rows=conv.duplicate_rows,
                             ignored_lines=table.ignored_lines,

@@ -139,17 +139,18 @@ def dry_poll_interval(dry_gap: timedelta) -> timedelta:
     return min(timedelta(hours=1), dry_gap / 2)
 
 
-def dry_polls(readings: Sequence[Reading], every: timedelta) -> list[Reading]:
+def dry_polls(readings: Sequence[Reading], every: timedelta, boot: str = DRY_BOOT) -> list[Reading]:
     """Zero-tip readings every ``every`` between consecutive readings (none after the last one).
 
-    They say "the event log recorded no tip here"; they live only in the replay's temporary store.
+    They say "the event log recorded no tip here"; the replay keeps them in its temporary store,
+    ``stormwatch import --silence dry`` stores them (``boot`` tells them apart from the file's rows).
     """
     out: list[Reading] = []
     for a, b in itertools.pairwise(readings):
         when = a.time + every
         while when < b.time:
             out.append(Reading(site=a.site, device=a.device, quantity="rain_tips", value=0, unit=TIP_UNIT,
-                               time=when, gateway=IMPORT_GATEWAY, boot=DRY_BOOT, seq=import_seq(when),
+                               time=when, gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when),
                                raw="no row in the event log"))
             when += every
     return out
