@@ -20,6 +20,7 @@ gateway will publish satisfies the reading contract). Everything else is stdlib.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 from dataclasses import dataclass, field
@@ -427,10 +428,16 @@ def _carry(tp: Any, value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _hints(cls: type[Any]) -> dict[str, Any]:
+    """The resolved field types of a plan dataclass (resolved once: a fleet compiles thousands of plans)."""
+    return get_type_hints(cls)
+
+
 def lean(cls: type[Any], model: Any, **given: Any) -> Any:
     """The plan dataclass ``cls`` of a validated pydantic ``model``: every field not in ``given`` is
     the model's attribute of the same name (nested models converted the same way)."""
-    hints = get_type_hints(cls)
+    hints = _hints(cls)  # type: ignore[arg-type]  # a class is hashable; mypy's Hashable check says no
     values = {f.name: given[f.name] if f.name in given else _carry(hints[f.name], getattr(model, f.name))
               for f in dataclasses.fields(cls) if f.name in given or hasattr(model, f.name)}
     return cls(**values)

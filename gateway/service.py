@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.gateway.clockfloor import ClockFloor
-from stormwatch.gateway.counter import RAIN_QUANTITY, CounterError, CounterState, CounterStore, count_tips
+from stormwatch.gateway.counter import CounterError, CounterStore
 from stormwatch.gateway.drivers import Driver, PointValue
 from stormwatch.gateway.drivers.build import Links, build_driver
 from stormwatch.gateway.drivers.modbus import ModbusLink
@@ -53,7 +53,7 @@ from stormwatch.gateway.health import DeviceHealth
 from stormwatch.gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Outbox
 from stormwatch.gateway.plan import DevicePlan, GatewayPlan, ProfilePlan, compile_plan
 from stormwatch.gateway.publisher import MqttPublisher
-from stormwatch.gateway.qc import DEVICE_ERROR_QUANTITY, ValueHistory, check_value
+from stormwatch.gateway.readings import DeviceReadings
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.wire import WireReading
 
@@ -75,11 +75,10 @@ class _Runner:
     profile: ProfilePlan
     driver: Driver
     health: DeviceHealth
+    readings: DeviceReadings
     slot: int = 0
-    counter: CounterState | None = None
     missed_logged: bool = False
     polls: int = field(default=0)
-    history: dict[str, ValueHistory] = field(default_factory=dict)
 
 
 class Gateway:
@@ -169,7 +168,8 @@ class Gateway:
         for device in plan.devices:
             profile = plan.profile(device)
             driver = build_driver(device, profile, clock, self._links)
-            self._runners.append(_Runner(device, profile, driver, DeviceHealth(device.id)))
+            self._runners.append(_Runner(device, profile, driver, DeviceHealth(device.id),
+                                         DeviceReadings(device.id, profile, device.poll_interval_s)))
         self.outbox = Outbox(
             state_dir / STATE_DB, max_rows=outbox_max_rows, max_bytes=outbox_max_bytes, max_age_s=outbox_max_age_s
         )
@@ -177,10 +177,10 @@ class Gateway:
         try:
             for r in self._runners:
                 if r.profile.counter is not None:
-                    r.counter = counters.load(r.device.id)
-                    if r.counter is not None:
-                        log.info("%s: counter baseline %d at %s (persisted)", r.device.id, r.counter.value,
-                                 r.counter.time.isoformat())
+                    r.readings.counter = baseline = counters.load(r.device.id)
+                    if baseline is not None:
+                        log.info("%s: counter baseline %d at %s (persisted)", r.device.id, baseline.value,
+                                 baseline.time.isoformat())
         finally:
             counters.close()
         self.publisher = MqttPublisher(
@@ -353,43 +353,10 @@ class Gateway:
         return 0
 
     def _publish(self, r: _Runner, values: list[PointValue], at: datetime) -> None:
-        dev = r.device.id
-        device_error = False
-        for v in values:
-            if v.quantity == DEVICE_ERROR_QUANTITY and v.number != 0:
-                device_error = True
-                log.warning("%s: device reports error code %s at %s", dev, v.number, at.isoformat())
-        counter_spec = r.profile.counter
-        level = r.profile.level
-        pending: list[tuple[str, int | float, str, list[int] | int | float | str, tuple[str, ...]]] = []
-        new_state: dict[str, CounterState] = {}
-        for v in values:
-            if v.quantity == DEVICE_ERROR_QUANTITY:
-                continue
-            if counter_spec is not None and v.quantity == counter_spec.quantity:
-                result = count_tips(r.counter, v.number, at, counter_spec, r.device.poll_interval_s)
-                if result.gap_start is not None:
-                    log.warning("%s: counter reset at %s (read %s): rain since %s is unknown (a data gap), "
-                                "%d tips since", dev, at.isoformat(), v.number, result.gap_start.isoformat(),
-                                result.tips)
-                elif result.flags:
-                    log.info("%s: counter %s at %s: %d tips (%s)", dev, v.number, at.isoformat(), result.tips,
-                             ",".join(result.flags))
-                flags = result.flags + (("device_error",) if device_error else ())
-                new_state[dev] = result.state
-                pending.append((RAIN_QUANTITY, result.tips, counter_spec.unit, int(v.number), flags))
-                continue
-            if level is not None and v.quantity == level.quantity and v.number in level.no_target:
-                log.debug("%s: no target (raw %s) at %s: gap", dev, v.number, at.isoformat())
-                continue
-            verdict = check_value(v.value, v.number, v.valid_range, v.error_codes, device_error)
-            if not verdict.publish:
-                log.warning("%s: %s not published at %s: %s", dev, v.quantity, at.isoformat(), verdict.reason)
-                continue
-            history = r.history.setdefault(v.quantity, ValueHistory())
-            pending.append((v.quantity, v.value, v.unit, v.raw, verdict.flags + history.check(v.value, v.qc)))
-        if not pending and not new_state:
+        pending, new_state = r.readings.readings(values, at)
+        if not pending and new_state is None:
             return
+        dev = r.device.id
         with self._seq_lock:
             readings = [
                 WireReading(
@@ -398,8 +365,7 @@ class Gateway:
                 )
                 for q, value, unit, raw, flags in pending
             ]
-            self.outbox.add(readings, new_state)
-        for state in new_state.values():
-            r.counter = state
+            self.outbox.add(readings, {dev: new_state} if new_state is not None else None)
+        r.readings.advanced(new_state)
         self.readings_made += len(readings)
         self.publisher.wake()

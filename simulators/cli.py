@@ -109,8 +109,8 @@ def build_scenario(
 
 
 def simulate(
-    site: Path = typer.Option(..., "--site", metavar="FILE",
-                              help="The site's YAML file (devices, transports, roles, basin geometry)."),
+    site: Path | None = typer.Option(None, "--site", metavar="FILE",
+                                     help="The site's YAML file (devices, transports, roles, basin geometry)."),
     scenario: str = typer.Option("default", "--scenario", metavar="NAME|FILE",
                                  help="A bundled scenario (default) or a scenario YAML file."),
     speed: float = typer.Option(1000.0, "--speed", min=0.001, metavar="FACTOR",
@@ -137,6 +137,28 @@ def simulate(
                                      help="Real seconds between progress lines."),
     hrxl_rate: float = typer.Option(10.0, "--hrxl-lines-per-s", min=0.1, metavar="RATE",
                                     help="Lines per real second of the simulated serial level sensors."),
+    fleet: int | None = typer.Option(
+        None, "--fleet", min=1, metavar="N",
+        help="Instead of one site's devices: N sites' gateways at the MQTT level (gateway-identical payloads, QoS 1, "
+             "last wills), each site with its own story; needs --sites. Default --speed here: 60.",
+    ),
+    sites_dir: Path | None = typer.Option(
+        None, "--sites", metavar="DIR", file_okay=False,
+        help="--fleet: the directory of the fleet's site files (missing ones are written), the one ingest and "
+             "alerts are given with --sites.",
+    ),
+    broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", "-b", envvar="STORMWATCH_BROKER", metavar="URL",
+                               help="--fleet: MQTT broker URL (the nodes of a cluster separated by commas)."),
+    duration_h: float = typer.Option(6.0, "--duration-h", min=0.001, metavar="HOURS",
+                                     help="--fleet: simulated hours to run."),
+    start: datetime | None = typer.Option(None, "--start", metavar="TIME",
+                                          help="--fleet: simulated start, UTC (default: the default scenario's)."),
+    seed: int = typer.Option(1, "--seed", metavar="N",
+                             help="--fleet: seed of the sites' stories (the same seed, the same run)."),
+    batch: bool = typer.Option(False, "--batch/--single",
+                               help="--fleet: one message per gateway and poll cycle, or one per reading."),
+    publish_log: Path | None = typer.Option(None, "--publish-log", metavar="FILE", dir_okay=False,
+                                            help="--fleet: write when each poll cycle was published (CSV)."),
 ) -> None:
     """Run simulated field devices for a site through a storm scenario, on the real protocols.
 
@@ -152,7 +174,17 @@ def simulate(
     Replay a real record (0.2 mm tips, Tharandt's biggest day):
 
     stormwatch simulate --site examples/site.yaml --rain-file tharandt_davis_tips_Sensor1.csv --delimiter ';' --time-format '%d.%m.%Y %H:%M' --tip-mm 0.2 --from 2018-09-23T00:00:00 --until 2018-09-24T00:00:00
+
+    A county at the MQTT level (docs/scaling.md): stormwatch simulate --fleet 1000 --sites var/sites
     """  # noqa: E501
+    if fleet is not None:
+        from stormwatch.simulators.fleet import fleet_command
+
+        fleet_command(fleet, sites_dir, broker, 60.0 if speed == 1000.0 else speed, start, duration_h, seed, batch,
+                      clock_file, start_delay_s, progress_s, publish_log)
+        return
+    if site is None:
+        fail("give --site FILE (one site's devices on their protocols) or --fleet N --sites DIR")
     if clock_file is not None and not clock_file.parent.is_dir():
         fail(f"--clock-file {clock_file}: directory {clock_file.parent} does not exist")
     library = ProfileLibrary()

@@ -10,6 +10,7 @@ at resolution r gives exactly ``floor(D / r)`` tips.
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 from datetime import datetime, timedelta
 from fractions import Fraction
@@ -40,6 +41,7 @@ _PEAK: dict[str, tuple[str, ...]] = {
 }
 
 
+@functools.cache
 def cumulative_table(distribution: Distribution) -> tuple[tuple[Fraction, Fraction], ...]:
     """The tabulated points ``(hour, cumulative fraction)`` of a distribution, exact and sorted.
 
@@ -104,8 +106,14 @@ def design_storm_tip_offsets(distribution: Distribution, depth_in: Fraction, res
     """
     if depth_in <= 0 or resolution_in <= 0:
         raise ValueError(f"depth ({depth_in} in) and resolution ({resolution_in} in) must be > 0")
+    return list(_tip_offsets(distribution, depth_in, resolution_in))
+
+
+@functools.lru_cache(maxsize=64)
+def _tip_offsets(distribution: Distribution, depth_in: Fraction, resolution_in: Fraction) -> tuple[Fraction, ...]:
+    """:func:`design_storm_tip_offsets`, kept for the storms a fleet of sites shares."""
     n = int(depth_in // resolution_in)
-    return [hours_to_reach(distribution, k * resolution_in / depth_in) for k in range(1, n + 1)]
+    return tuple(hours_to_reach(distribution, k * resolution_in / depth_in) for k in range(1, n + 1))
 
 
 def hours_to_timedelta(hours: Fraction) -> timedelta:

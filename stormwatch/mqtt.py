@@ -1,7 +1,10 @@
 """Broker URLs and client credentials, shared by every MQTT client of stormwatch.
 
 Broker URLs: ``mqtt://[user[:password]@]host[:port]`` or ``mqtts://...`` (TLS); ``tcp://`` and
-``ssl://`` are accepted as aliases, and a bare ``host:port`` means ``mqtt://host:port``.
+``ssl://`` are accepted as aliases, and a bare ``host:port`` means ``mqtt://host:port``. The nodes of
+a broker cluster are listed with commas, ``mqtt://node1:1883,node2:1883,node3:1883``: a client
+connects to the first and, when a connection is lost or refused, tries the next
+(:class:`stormwatch.mqttsession.SessionClient`; docs/scaling.md).
 
 Credentials may also come from the environment: ``STORMWATCH_MQTT_USERNAME``,
 ``STORMWATCH_MQTT_PASSWORD`` (URL values win); ``STORMWATCH_MQTT_CA_FILE`` names a CA bundle for
@@ -56,11 +59,19 @@ class BrokerSettings:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+    #: The other nodes of a broker cluster, ``(host, port)`` each, tried in turn after ``host``.
+    others: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def endpoints(self) -> tuple[tuple[str, int], ...]:
+        """Every node to try, ``(host, port)``, the first one first."""
+        return ((self.host, self.port), *self.others)
 
     def safe_url(self) -> str:
         """The URL without the password (for logs)."""
         user = f"{self.username}@" if self.username else ""
-        return f"{'mqtts' if self.tls else 'mqtt'}://{user}{self.host}:{self.port}"
+        hosts = ",".join(f"{h}:{p}" for h, p in self.endpoints)
+        return f"{'mqtts' if self.tls else 'mqtt'}://{user}{hosts}"
 
 
 def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSettings:
@@ -71,6 +82,7 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
     """
     env = os.environ if env is None else env
     text = url if "://" in url else f"mqtt://{url}"
+    text, others_text = _first_node(text)
     try:
         parts = urlsplit(text)
         port = parts.port
@@ -81,6 +93,7 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
         raise BrokerUrlError(f"broker URL must start with mqtt:// or mqtts://, got scheme {parts.scheme!r}")
     if not parts.hostname:
         raise BrokerUrlError("broker URL has no host (expected mqtt://host:port)")
+    others = tuple(_node(node, DEFAULT_PORTS[scheme]) for node in others_text)
     username = unquote(parts.username) if parts.username else env.get("STORMWATCH_MQTT_USERNAME") or None
     password = unquote(parts.password) if parts.password else env.get("STORMWATCH_MQTT_PASSWORD") or None
     query = parse_qs(parts.query, keep_blank_values=True)
@@ -101,7 +114,33 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
         username=username,
         password=password,
         **files,
+        others=others,
     )
+
+
+def _first_node(url: str) -> tuple[str, list[str]]:
+    """``url`` with only the first of its comma-separated nodes, and the other nodes' ``host[:port]``."""
+    scheme, _, rest = url.partition("://")
+    netloc, sep, tail = rest.partition("/") if "/" in rest.split("?", 1)[0] else rest.partition("?")
+    user, at, hosts = netloc.rpartition("@")
+    first, *others = hosts.split(",")
+    return f"{scheme}://{user}{at}{first}{sep}{tail}", others
+
+
+def _node(text: str, default_port: int) -> tuple[str, int]:
+    """``(host, port)`` of one further cluster node ``host[:port]``.
+
+    Raises:
+        BrokerUrlError: an empty node, or a bad port.
+    """
+    try:
+        parts = urlsplit(f"//{text.strip()}")
+        port = parts.port
+    except ValueError as exc:
+        raise BrokerUrlError(f"bad broker URL node {text!r}: {exc}") from None
+    if not parts.hostname or parts.username is not None or parts.path or parts.query:
+        raise BrokerUrlError(f"bad broker URL node {text!r}: expected host or host:port after a comma")
+    return parts.hostname, port or default_port
 
 
 def apply_credentials(client: mqtt.Client, broker: BrokerSettings) -> None:

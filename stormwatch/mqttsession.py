@@ -9,6 +9,9 @@
 * automatic reconnect in paho's network thread with exponential backoff
   (``reconnect_min_s`` doubling to ``reconnect_max_s``);
 * a keep-alive that finds a dead connection (below);
+* broker clusters: a URL listing several nodes (:attr:`stormwatch.mqtt.BrokerSettings.endpoints`)
+  connects to the first; after a lost connection or a failed attempt the next node is tried (the
+  persistent session lives on in a cluster that replicates sessions, docs/scaling.md);
 * takeover detection (:mod:`stormwatch.mqtttakeover`): a second process with the same client id
   is reported by one ERROR naming the client id and the likely cause, each takeover doubles the
   reconnect delay (capped at ``takeover_max_s``) and is counted (:attr:`SessionClient.takeovers`);
@@ -168,13 +171,14 @@ class SessionClient(mqtt.Client):
         self._refused = False  # a refusal was logged at ERROR; repeats at DEBUG until connected
         self._dead_reason: str | None = None  # set by the keep-alive check for the disconnect that follows
         self._stopping = False
+        self._node = 0  # index of the cluster node in use (broker.endpoints)
         if options.will is not None:
             w = options.will
             self.will_set(w.topic, w.payload, qos=w.qos, retain=w.retain)
         apply_credentials(self, broker)
         self.reconnect_delay_set(min_delay=options.reconnect_min_s, max_delay=options.reconnect_max_s)
         self.on_connect = self._connected
-        self.on_connect_fail = self._outage.on_connect_fail
+        self.on_connect_fail = self._connect_failed
         self.on_disconnect = self._disconnected
 
     @property
@@ -192,6 +196,24 @@ class SessionClient(mqtt.Client):
         self.connect_async(self.broker.host, self.broker.port, keepalive=self.options.keepalive_s)
         self.loop_start()
 
+    @property
+    def node(self) -> str:
+        """``host:port`` of the broker node this client connects (or last connected) to."""
+        host, port = self.broker.endpoints[self._node]
+        return f"{host}:{port}"
+
+    def _next_node(self) -> None:
+        """Try the next node of a broker cluster at the next (re)connect; one node: nothing changes."""
+        nodes = self.broker.endpoints
+        if len(nodes) > 1:
+            self._node = (self._node + 1) % len(nodes)
+            self._host, self._port = nodes[self._node]  # what paho's reconnect() connects to
+            self.log.debug("next connection attempt to broker node %s", self.node)
+
+    def _connect_failed(self, client: mqtt.Client, userdata: object) -> None:
+        self._outage.on_connect_fail(client, userdata)
+        self._next_node()
+
     def stop(self) -> None:
         """Disconnect cleanly (DISCONNECT: the broker does not publish the will) and end the network thread."""
         self._stopping = True
@@ -203,6 +225,8 @@ class SessionClient(mqtt.Client):
     def _connected(self, _client: mqtt.Client, _userdata: Any, flags: mqtt.ConnectFlags, reason_code: Any,
                    _props: Any) -> None:
         url, cid = self.broker.safe_url(), self.options.client_id
+        if len(self.broker.endpoints) > 1:
+            url = f"{url} (node {self.node})"
         if reason_code.is_failure:
             level = logging.DEBUG if self._refused else logging.ERROR
             self._refused = True
@@ -228,6 +252,7 @@ class SessionClient(mqtt.Client):
         else:
             self.losses += 1
             self._classify(flags, reason_code, dead)
+            self._next_node()
         if self._on_lost is not None:
             self._on_lost()
 

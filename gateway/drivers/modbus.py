@@ -273,6 +273,32 @@ def plan_reads(points: Sequence[PointPlan]) -> list[_Block]:
     return blocks
 
 
+def decode_block(device_id: str, block: _Block, words: list[int]) -> list[PointValue]:
+    """The point values of one read block from its register words (or bits), as a poll returns them.
+
+    ``raw`` is the register value of a one-register point, the list of words of a wider one.
+
+    Raises:
+        BadDataError: words that do not decode as the profile says.
+    """
+    out: list[PointValue] = []
+    for point in block.points:
+        start = point.address - block.address
+        chunk = words[start : start + point.count]
+        if block.table in ("coil", "discrete"):
+            number: int | float = chunk[0]
+            value = scale(number, point.scale, point.offset)
+        else:
+            try:
+                number, value = decode_point(point, chunk)
+            except DecodeError as exc:
+                raise BadDataError(device_id, f"{point.quantity} at 0x{point.address:04X}: {exc}") from exc
+        raw: list[int] | int | float = number if point.count == 1 else list(chunk)
+        out.append(PointValue(point.quantity, point.unit, raw, number, value, point.valid_range, point.error_codes,
+                              point.qc))
+    return out
+
+
 class ModbusDriver:
     """Polls one Modbus device on a shared :class:`ModbusLink`.
 
@@ -389,22 +415,4 @@ class ModbusDriver:
         return words
 
     def _decode(self, block: _Block, words: list[int]) -> list[PointValue]:
-        out: list[PointValue] = []
-        for point in block.points:
-            start = point.address - block.address
-            chunk = words[start : start + point.count]
-            if block.table in ("coil", "discrete"):
-                number: int | float = chunk[0]
-                value = scale(number, point.scale, point.offset)
-            else:
-                try:
-                    number, value = decode_point(point, chunk)
-                except DecodeError as exc:
-                    raise BadDataError(self.device_id, f"{point.quantity} at 0x{point.address:04X}: {exc}") from exc
-            raw: list[int] | int | float = number if point.count == 1 else list(chunk)
-            out.append(
-                PointValue(
-                    point.quantity, point.unit, raw, number, value, point.valid_range, point.error_codes, point.qc
-                )
-            )
-        return out
+        return decode_block(self.device_id, block, words)

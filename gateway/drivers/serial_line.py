@@ -30,9 +30,31 @@ from stormwatch.gateway.drivers.serial_bus import PortOpenError, open_port
 from stormwatch.gateway.errors import BadDataError, NoDataError, TransportError
 
 if TYPE_CHECKING:
-    from stormwatch.gateway.plan import ProfilePlan, SerialLink
+    from stormwatch.gateway.plan import ProfilePlan, SerialLinePlan, SerialLink
 
 log = logging.getLogger(__name__)
+
+
+def line_values(device_id: str, spec: SerialLinePlan, pattern: re.Pattern[str], line: str) -> list[PointValue]:
+    """The point values of one line that matches ``pattern`` (the profile's, compiled): a value per
+    named group (scale/offset applied), ``raw`` the line itself.
+
+    Raises:
+        BadDataError: the line does not match, or a field is not a number.
+    """
+    match = pattern.match(line)
+    if match is None:
+        raise BadDataError(device_id, f"line {line!r} does not match {spec.pattern!r}")
+    out: list[PointValue] = []
+    for group, field in spec.fields.items():
+        text = match.group(group)
+        try:
+            number = float(text)
+        except (TypeError, ValueError) as exc:
+            raise BadDataError(device_id, f"field {group}={text!r} of line {line!r} is not a number") from exc
+        out.append(PointValue(field.quantity, field.unit, line, number, scale(number, field.scale, field.offset),
+                              field.valid_range, field.error_codes, field.qc))
+    return out
 
 
 class SerialLineDriver:
@@ -121,25 +143,4 @@ class SerialLineDriver:
         return None, seen
 
     def _values(self, line: str) -> list[PointValue]:
-        match = self._pattern.match(line)
-        assert match is not None
-        out: list[PointValue] = []
-        for group, spec in self._spec.fields.items():
-            text = match.group(group)
-            try:
-                number = float(text)
-            except (TypeError, ValueError) as exc:
-                raise BadDataError(self.device_id, f"field {group}={text!r} of line {line!r} is not a number") from exc
-            out.append(
-                PointValue(
-                    spec.quantity,
-                    spec.unit,
-                    line,
-                    number,
-                    scale(number, spec.scale, spec.offset),
-                    spec.valid_range,
-                    spec.error_codes,
-                    spec.qc,
-                )
-            )
-        return out
+        return line_values(self.device_id, self._spec, self._pattern, line)
