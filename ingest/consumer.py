@@ -289,10 +289,13 @@ class Ingest:
         Not reading the socket is MQTT 3.1.1's only flow control (TCP back-pressure): the broker
         stops sending. Mosquitto's own window (``max_inflight_messages``) is not enough: 2.0.11
         releases a whole backlog queued for the session at once after an outage (seen in
-        tests/test_ingest_delivery.py). The wait is cut at half the keep-alive so paho can still
-        send PINGREQ during a long store outage (then one more message is read per half keep-alive).
+        tests/test_ingest_delivery.py). The wait is cut at a quarter of the keep-alive so the
+        PINGREQ still goes out in time during a long store outage: it is due after a keep-alive
+        without sending and written before the next packet is read
+        (:class:`~stormwatch.ingest.mqttclient.ChunkedReadClient`), well inside the 1.5 keep-alives
+        the broker allows. One more message is read per quarter keep-alive.
         """
-        deadline = time.monotonic() + self.keepalive_s / 2
+        deadline = time.monotonic() + self.keepalive_s / 4
         while not self._stop.is_set():
             self._room.clear()
             if self.received - self._settled < self.max_inflight:

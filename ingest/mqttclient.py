@@ -7,8 +7,8 @@ messages per second that is most of the consumer's receive cost.
 
 :class:`ChunkedReadClient` changes only where the bytes come from: ``_sock_recv`` serves paho's
 small reads from a 64 KiB chunk read once, and ``loop_read`` keeps handling packets while the
-chunk still holds bytes (at most ``MAX_PACKETS_PER_WAKE`` so keep-alive and writes -- our PUBACKs --
-get their turn; bytes left over are handled at the start of the next loop turn, before
+chunk still holds bytes (at most ``MAX_PACKETS_PER_WAKE``, and never past a due PINGREQ, so keep-alive
+and writes -- our PUBACKs -- get their turn; bytes left over are handled at the start of the next loop turn, before
 ``select()``, which cannot see them). Parsing, acknowledgements and callbacks are paho's own. The buffer is emptied
 whenever the socket is closed or replaced, so bytes of an old connection never reach a new one.
 
@@ -64,6 +64,11 @@ class ChunkedReadClient(SessionClient):
 
     def loop_read(self, max_packets: int = 1) -> MQTTErrorCode:
         for _ in range(MAX_PACKETS_PER_WAKE):
+            if self._ping_due() or (self._ping_t > 0 and self.want_write()):
+                # The consumer may hold this thread in on_message (at its in-flight limit during a
+                # store outage): a PINGREQ that is due, or queued and not yet written, goes out
+                # before the next packet, or the broker drops the session after 1.5 x keepalive.
+                return mqtt.MQTT_ERR_SUCCESS
             rc = super().loop_read(max_packets)
             if rc != mqtt.MQTT_ERR_SUCCESS or self._sock is None or not self._buffered():
                 return rc

@@ -34,7 +34,8 @@ while the client keeps publishing into the dead socket, which postpones the PING
 check is on what the broker *sends*:
 
 * no packet from the broker for ``keepalive`` seconds (or nothing sent for ``keepalive``, as
-  the protocol requires) → PINGREQ, unless one is already unanswered;
+  the protocol requires) → PINGREQ, unless one is already unanswered (then only while the broker
+  keeps sending, so that it hears from us while a slow reader has the PINGRESP still queued);
 * no packet from the broker for :data:`DEAD_AFTER` × keepalive (1.25 ×: the PINGREQ went unanswered
   for a quarter of the keep-alive) → the connection is dead: closed, reported through
   ``on_disconnect`` (reason "Keep alive timeout") and reconnected.
@@ -302,9 +303,9 @@ class SessionClient(mqtt.Client):
         if silent >= DEAD_AFTER * keepalive:
             self._declare_dead(silent, keepalive)
             return
-        if self._state != _ConnectionState.MQTT_CS_CONNECTED or self._ping_t > 0:
-            return  # waiting for CONNACK, or a PINGREQ is unanswered: only the dead check applies
-        if silent >= keepalive or now - last_out >= keepalive:
+        if self._state != _ConnectionState.MQTT_CS_CONNECTED:
+            return  # waiting for CONNACK: only the dead check applies
+        if self._ping_due(now, last_in, last_out):
             try:
                 self._send_pingreq()
             except Exception:  # paho's own handling of a failed PINGREQ
@@ -313,6 +314,25 @@ class SessionClient(mqtt.Client):
                 return
             with self._msgtime_mutex:
                 self._last_msg_out = now
+
+    def _ping_due(self, now: float | None = None, last_in: float | None = None,
+                  last_out: float | None = None) -> bool:
+        """A PINGREQ is due (cheap enough to ask per packet; times default to now and paho's own).
+
+        Due after a keep-alive without sending, or without hearing from the broker, when no PINGREQ
+        is unanswered -- or, with one unanswered, when nothing was sent for a keep-alive while the
+        broker *is* sending: its PINGRESP is queued behind data the application reads slowly (ingest
+        holding at its in-flight limit) and the broker must still hear from us (paho does the same).
+        """
+        keepalive = self._keepalive
+        if keepalive <= 0:
+            return False
+        now = mqtt.time_func() if now is None else now
+        silent = now - (self._last_bytes_received if last_in is None else last_in)
+        quiet = now - (self._last_msg_out if last_out is None else last_out)
+        if self._ping_t == 0:
+            return silent >= keepalive or quiet >= keepalive
+        return silent < keepalive and quiet >= keepalive
 
     def _declare_dead(self, silent: float, keepalive: int) -> None:
         self.dead_links += 1

@@ -4,6 +4,9 @@ Duplicate client ids (issue 12.1): two gateways and two ingest workers, each pai
 id, run for 60 s: each process connects at most ~10 times, logs one ERROR naming the client id,
 counts the takeovers; the alert service reports the two gateways once.
 
+Keep-alive while ingest holds at its in-flight limit during a store outage: the broker keeps hearing
+from it (it used to time the session out after 1.5 × keepalive).
+
 Dead link (issue 12.2): a TCP proxy between the clients and the broker stops forwarding without
 closing (a NAT mapping that timed out). The gateway publisher, ingest and the alert service each
 find it within 1.5 × keepalive (the broker's own limit, MQTT 3.1.1 section 3.1.2.10), reconnect
@@ -16,12 +19,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from ingest_support import REPO, Publisher, Running, SteadyClock, make_validator, wait_until, wire
-from test_alerts_support import T0, FixedClock, live_service, site
+from ingest_support import REPO, T0, Publisher, Running, SteadyClock, make_validator, wait_until, wire
+from test_alerts_support import FixedClock, live_service, site
 from test_gateway_support import Collector, RegisterServer, TcpProxy
+from test_ingest_delivery import publish_range
 from test_ingest_observability import scrape
 
 from stormwatch import servers, topics
@@ -32,6 +37,7 @@ from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.publisher import MqttPublisher
 from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
+from stormwatch.ingest.influx1 import Influx1Store
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.mqtt import parse_broker_url
@@ -202,3 +208,32 @@ def test_two_gateways_and_two_ingests_with_one_client_id_for_60_s(
     assert len(online_lines) <= 2
     # Both gateways' readings arrive (under their two boots): nothing is lost by the backoff.
     assert {r.boot for r in stored} == {gw.boot for gw in gateways}
+
+
+@pytest.mark.influxdb
+def test_ingest_holding_at_its_inflight_limit_keeps_its_session_through_a_store_outage(
+        own_mosquitto, own_influx: servers.InfluxDB1) -> None:
+    """During a store outage ingest stops reading the socket at its in-flight limit (TCP back-pressure)
+    and reads one message per quarter keep-alive; its PINGREQs must still reach the broker within
+    1.5 × keepalive although the PINGRESPs wait behind the backlog. An outage of 6 keep-alives: the
+    broker never times the session out, nothing is redelivered, every reading is stored once."""
+    keepalive = 4
+    store = Influx1Store(own_influx.url, "hold", retries=1, backoff_s=0.05)
+    run = Running(own_mosquitto, store, clock=SteadyClock(T0 + timedelta(days=1)), batch_ms=50, batch_size=50,
+                  retry_backoff_s=0.2, max_backoff_s=1.0, keepalive_s=keepalive, max_inflight=100)
+    pub = Publisher(own_mosquitto)
+    try:
+        publish_range(pub, range(1, 201))
+        wait_until(lambda: run.ingest.acked == 200, timeout_s=30, what="200 acknowledged")
+        own_influx.stop()
+        publish_range(pub, range(201, 3001))  # 2,800 wait: 100 at ingest, the rest in the broker
+        time.sleep(6 * keepalive)
+        assert run.ingest.acked == 200 and run.ingest.unacked <= 100 + 6 * 4 + 1
+        own_influx.start()
+        wait_until(lambda: run.ingest.acked == 3000, timeout_s=60, what="all 3,000 acknowledged")
+    finally:
+        pub.close()
+        run.stop()
+    assert (run.ingest.session.connects, run.ingest.session.losses) == (1, 0)
+    assert "exceeded timeout" not in (own_mosquitto.data_dir / "mosquitto.log").read_text()
+    assert run.ingest.written == 3000 and run.ingest.duplicates == 0
