@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,6 +69,68 @@ class WallClock:
 
     async def asleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
+
+
+class ManualClock:
+    """A clock that moves only when told: logic tests, and anything that must not race real time.
+
+    ``now()`` is the instant the clock was set to; :meth:`advance` and :meth:`set` move it.
+    ``sleep(seconds)`` either advances the clock by ``seconds`` (``on_sleep="advance"``, the default:
+    the caller is the only one moving time, so sleeping *is* time passing) or leaves it standing
+    and blocks ``seconds`` of real time (``on_sleep="wait"``: a service thread's backoff while the
+    test holds time still). Thread-safe.
+
+    Args:
+        t: the starting instant (timezone-aware; normalised to UTC).
+        on_sleep: ``advance`` or ``wait`` (above).
+
+    Raises:
+        ValueError: a naive ``t``, or an unknown ``on_sleep``.
+    """
+
+    def __init__(self, t: datetime, *, on_sleep: str = "advance") -> None:
+        if t.tzinfo is None:
+            raise ValueError("ManualClock needs a timezone-aware time")
+        if on_sleep not in ("advance", "wait"):
+            raise ValueError(f"on_sleep must be 'advance' or 'wait', got {on_sleep!r}")
+        self._t = t.astimezone(UTC)
+        self.on_sleep = on_sleep
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._t
+
+    def set(self, t: datetime) -> None:
+        """Put the clock at ``t`` (aware; may move backwards, like a wall clock stepped by NTP)."""
+        if t.tzinfo is None:
+            raise ValueError("ManualClock needs a timezone-aware time")
+        with self._lock:
+            self._t = t.astimezone(UTC)
+
+    def advance(self, seconds: float | timedelta) -> datetime:
+        """Move the clock forward by ``seconds``; returns the new time."""
+        step = seconds if isinstance(seconds, timedelta) else timedelta(seconds=seconds)
+        with self._lock:
+            self._t += step
+            return self._t
+
+    def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        if self.on_sleep == "advance":
+            self.advance(seconds)
+        else:
+            time.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        if self.on_sleep == "advance":
+            self.advance(seconds)
+            await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(seconds)
 
 
 @dataclass(frozen=True)

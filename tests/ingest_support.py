@@ -6,8 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import servers, topics
+from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.validate import Validator
@@ -26,33 +25,11 @@ SITE = "riverside-commons"
 GW = "gw-riverside-1"
 TOPIC = topics.readings(SITE, GW)
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+#: What ingest tests' clocks read: 12:10 on the scenario day (readings at 12:00-12:05 are past); their
+#: clock stands still (``ManualClock(INGEST_NOW, on_sleep="wait")``).
+INGEST_NOW = T0 + timedelta(minutes=10)
 #: Unique numbers for client ids and database names.
 ids = itertools.count()
-
-
-class SteadyClock:
-    """A clock standing still at ``at`` (default 12:10 on the scenario day: readings at 12:00-12:05 are past)."""
-
-    def __init__(self, at: datetime = T0 + timedelta(minutes=10)) -> None:
-        self.at = at
-
-    def now(self) -> datetime:
-        return self.at
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    async def asleep(self, seconds: float) -> None:
-        pass
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def wire(seq: int, value: object = 12.5, **kw: object) -> bytes:
@@ -107,9 +84,9 @@ class Running:
     """An Ingest running in a thread."""
 
     def __init__(self, broker: servers.Mosquitto, store: ReadingStore, client_id: str | None = None,
-                 clock: SteadyClock | None = None, validator: Validator | None = None, **kw: object) -> None:
+                 clock: ManualClock | None = None, validator: Validator | None = None, **kw: object) -> None:
         """``validator``: the sites to accept (default: the example site's)."""
-        clock = clock or SteadyClock()
+        clock = clock or ManualClock(INGEST_NOW, on_sleep="wait")
         self.ingest = Ingest(validator or make_validator(clock), store, broker.url,
                              client_id=client_id or f"ingest-{next(ids)}", clock=clock, **kw)  # type: ignore[arg-type]
         self.thread = threading.Thread(target=self.ingest.run, daemon=True)

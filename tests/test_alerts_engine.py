@@ -8,13 +8,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from test_alerts_support import T0, Feeder, FixedClock, site
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import PackError, load_pack
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, Feeder, site
 
 MIN = timedelta(minutes=1)
 
@@ -33,7 +34,7 @@ def scenario() -> list[Reading]:
 
 def run(tmp_path: Path, readings: list[Reading], name: str) -> list[Event]:
     cfg = site("ch133")
-    engine = Engine(cfg, ProfileLibrary(), load_pack("ch133"), WorkOrders(tmp_path / f"{name}.db", FixedClock()),
+    engine = Engine(cfg, ProfileLibrary(), load_pack("ch133"), WorkOrders(tmp_path / f"{name}.db", ManualClock(T0)),
                     lateness_s=300)
     events: list[Event] = []
     for r in readings:
@@ -81,7 +82,7 @@ def test_late_and_retained_readings_do_not_trigger(tmp_path: Path) -> None:
 
 
 def test_routine_inspection_every_seven_days_from_last_completion(tmp_path: Path) -> None:
-    clock = FixedClock(T0)
+    clock = ManualClock(T0)
     book = WorkOrders(tmp_path / "wo.db", clock)
     cfg = site("ch133")
     engine = Engine(cfg, ProfileLibrary(), load_pack("ch133"), book, lateness_s=0)

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
-from test_alerts_support import T0, Feeder, FixedClock, site
 from typer.testing import CliRunner
 
 from stormwatch import topics
 from stormwatch.alerts.service import AlertService
 from stormwatch.cli import app
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, dump_readings
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, Feeder, site
 
 MIN = timedelta(minutes=1)
 
@@ -49,7 +50,7 @@ def test_storm_over_mqtt_opens_one_order_and_retained_does_not_trigger(mosquitto
     sub.subscribe(topics.events("s1"), qos=1)
 
     service = AlertService([cfg], ProfileLibrary(), mosquitto_server.url, None, tmp_path / "state.db",
-                           FixedClock(T0), client_id="alerts-test-svc", lateness_s=0, on_event=seen.append,
+                           ManualClock(T0), client_id="alerts-test-svc", lateness_s=0, on_event=seen.append,
                            overdue_check_s=0.1)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()

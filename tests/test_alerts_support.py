@@ -7,10 +7,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from stormwatch.clock import ManualClock
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary, profiles_dir
@@ -81,24 +82,8 @@ class Feeder:
         return self("rain", "rain_tips", n, "{tip}", time)
 
 
-@dataclass
-class FixedClock:
-    """A settable clock for work-order stamps (tests only)."""
-
-    t: datetime = T0
-
-    def now(self) -> datetime:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
-
-    async def asleep(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
-
-
 @contextmanager
-def live_service(cfg: SiteConfig, broker_url: str, tmp_path: Path, clock: FixedClock,
+def live_service(cfg: SiteConfig, broker_url: str, tmp_path: Path, clock: ManualClock,
                  client_id: str, **options: Any) -> Iterator[tuple[Any, list[Event], Any]]:
     """A running AlertService on ``broker_url`` with a SQLite store: yields (service, events seen, store);
     ``options`` go to the AlertService."""

@@ -13,17 +13,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import yaml
-from test_alerts_support import T0, Feeder, FixedClock, site, site_doc
 from typer.testing import CliRunner
 
 from stormwatch.alerts.backfill import evaluate
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.cli import app
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.wire import format_time
+from tests.test_alerts_support import T0, Feeder, site, site_doc
 
 MIN = timedelta(minutes=1)
 HOURS = 10
@@ -65,7 +66,7 @@ def test_evaluate_reproduces_live_events_and_prints_json(tmp_path: Path) -> None
         block = shuffled[k:k + 16]
         rng.shuffle(block)
         shuffled[k:k + 16] = block
-    _, live_events = live(cfg, shuffled, WorkOrders(tmp_path / "wo.db", FixedClock()))
+    _, live_events = live(cfg, shuffled, WorkOrders(tmp_path / "wo.db", ManualClock(T0)))
     kinds = {e.kind for e in live_events}
     assert {"storm_inspection_due", "turbidity_contrast", "basin_cleanout_due", "routine_inspection_due"} <= kinds
     due = next(e for e in live_events if e.kind == "storm_inspection_due")
@@ -98,7 +99,7 @@ def test_late_tip_is_reevaluated_from_the_store_and_flagged(tmp_path: Path) -> N
     store = SqliteStore(tmp_path / "store.db")
     store.write_readings(tips + dry)
     store.write_readings([held], late=True)  # ingest stored it (late); the engine gets it after the dry polls
-    book = WorkOrders(tmp_path / "wo.db", FixedClock())
+    book = WorkOrders(tmp_path / "wo.db", ManualClock(T0))
     engine = Engine.for_site(cfg, ProfileLibrary(), book, 120, store=store, reevaluate_late=True)
     before: list[Event] = []
     for r in tips + dry:

@@ -9,17 +9,13 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
-from test_alerts_support import Feeder, FixedClock, live_service, site
-from test_engine_gaps import BACK_AT, MIN, SILENT_FROM, minute
 
 from stormwatch import topics
+from stormwatch.clock import ManualClock
 from stormwatch.contract import dump_readings
-
-
-def _wait(cond, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.05)
+from tests.test_alerts_support import Feeder, live_service, site
+from tests.test_engine_gaps import BACK_AT, MIN, SILENT_FROM, minute
+from tests.waits import wait_until
 
 
 def test_clean_stop_opens_no_outage_but_the_silence_is_a_gap(mosquitto_server, tmp_path: Path) -> None:
@@ -27,23 +23,23 @@ def test_clean_stop_opens_no_outage_but_the_silence_is_a_gap(mosquitto_server, t
     feed = Feeder()
     before = [r for i in range(60) for r in minute(feed, i)]
     after = [r for i in range(240, 300) for r in minute(feed, i)]
-    clock = FixedClock(SILENT_FROM + MIN)
+    clock = ManualClock(SILENT_FROM + MIN)
     gw = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="stop-gw", protocol=mqtt.MQTTv311)
     gw.connect("127.0.0.1", mosquitto_server.port)
     gw.loop_start()
     with live_service(cfg, mosquitto_server.url, tmp_path, clock, "stop-svc") as (service, seen, _store):
         for r in before:
             gw.publish(topics.readings("s1", "gw"), dump_readings([r]), qos=1).wait_for_publish(5)
-        _wait(lambda: service.readings_seen >= len(before))
+        wait_until(lambda: service.readings_seen >= len(before), what="the readings before the stop")
         stopped = json.dumps({"state": "offline", "reason": "stopped"})
         gw.publish(topics.status("s1", "gw"), stopped, qos=1, retain=True).wait_for_publish(5)
         time.sleep(0.5)
         assert [e for e in seen if e.kind == "data_gap"] == []  # a deliberate stop is not an outage
-        clock.t = BACK_AT
+        clock.set(BACK_AT)
         for r in after:
             gw.publish(topics.readings("s1", "gw"), dump_readings([r]), qos=1).wait_for_publish(5)
-        _wait(lambda: service.readings_seen >= len(before) + len(after))
-        _wait(lambda: any(e.kind == "data_gap" for e in seen))
+        wait_until(lambda: service.readings_seen >= len(before) + len(after), what="every reading")
+        wait_until(lambda: any(e.kind == "data_gap" for e in seen), what="a data_gap")
         gw.publish(topics.status("s1", "gw"), b"", qos=1, retain=True).wait_for_publish(5)
         gw.loop_stop()
     gaps = [(e.gap_start, e.gap_end) for e in seen if e.kind == "data_gap" and e.gap_end is not None]

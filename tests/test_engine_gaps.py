@@ -14,16 +14,18 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
-from test_alerts_support import T0, Feeder, FixedClock, site
 
 from stormwatch import topics
 from stormwatch.alerts.backfill import evaluate
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.service import AlertService
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.wire import format_time
+from tests.test_alerts_support import T0, Feeder, site
+from tests.waits import wait_until
 
 MIN = timedelta(minutes=1)
 SILENT_FROM = T0 + 59 * MIN  # last reading before the outage
@@ -41,7 +43,7 @@ def test_gateway_last_will_and_three_silent_hours_give_a_data_gap_never_dry(mosq
     before = [r for i in range(60) for r in minute(feed, i)]
     after = [r for i in range(240, 300) for r in minute(feed, i)]
     store = SqliteStore(tmp_path / "store.db")
-    clock = FixedClock(SILENT_FROM + MIN)
+    clock = ManualClock(SILENT_FROM + MIN)
     seen: list[Event] = []
     service = AlertService([cfg], ProfileLibrary(), mosquitto_server.url, store, tmp_path / "state.db", clock,
                            client_id="gap-svc", lateness_s=120, on_event=seen.append, overdue_check_s=0.1)
@@ -58,25 +60,19 @@ def test_gateway_last_will_and_three_silent_hours_give_a_data_gap_never_dry(mosq
         store.write_readings(before)  # what ingest would have written
         for r in before:
             gw.publish(topics.readings("s1", "gw"), dump_readings([r]), qos=1).wait_for_publish(5)
-        deadline = time.monotonic() + 10
-        while service.readings_seen < len(before) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: service.readings_seen >= len(before), what="the readings before the outage")
         gw.loop_stop()
         gw.socket().shutdown(socket.SHUT_RDWR)  # the broker sees the link die: it publishes the last will
         gw.socket().close()
-        deadline = time.monotonic() + 10
-        while not any(e.kind == "data_gap" for e in seen) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        clock.t = BACK_AT
+        wait_until(lambda: any(e.kind == "data_gap" for e in seen), what="the last will's data_gap")
+        clock.set(BACK_AT)
         back = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="gap-gw2", protocol=mqtt.MQTTv311)
         back.connect("127.0.0.1", mosquitto_server.port)
         back.loop_start()
         store.write_readings(after)
         for r in after:
             back.publish(topics.readings("s1", "gw"), dump_readings([r]), qos=1).wait_for_publish(5)
-        deadline = time.monotonic() + 10
-        while service.readings_seen < len(before) + len(after) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: service.readings_seen >= len(before) + len(after), what="every reading")
         back.publish(topics.status("s1", "gw"), b"", qos=1, retain=True).wait_for_publish(5)  # clear the will
         back.loop_stop()
     finally:

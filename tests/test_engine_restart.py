@@ -5,28 +5,29 @@ warning cycle survive the restart, and `evaluate` over the whole period reproduc
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 from itertools import groupby
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
-from test_alerts_support import T0, Feeder, FixedClock, site
-from test_engine_backfill import HOURS, scenario
 
 from stormwatch import topics
 from stormwatch.alerts.backfill import evaluate
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import OPENING_KINDS, WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, Feeder, site
+from tests.test_engine_backfill import HOURS, scenario
+from tests.waits import wait_until
 
 RESTART = T0 + timedelta(hours=6, minutes=30)
 
 
-def _run_service(name: str, port_url: str, store: SqliteStore, state: Path, clock: FixedClock,
+def _run_service(name: str, port_url: str, store: SqliteStore, state: Path, clock: ManualClock,
                  readings: list[Reading], seen: list[Event]) -> None:
     svc = AlertService([site("ch133")], ProfileLibrary(), port_url, store, state, clock, client_id=name,
                        lateness_s=120, on_event=seen.append, overdue_check_s=3600)
@@ -41,9 +42,7 @@ def _run_service(name: str, port_url: str, store: SqliteStore, state: Path, cloc
         start = svc.readings_seen
         for _, group in groupby(readings, key=lambda r: r.time):
             pub.publish(topics.readings("s1", "gw"), dump_readings(list(group)), qos=1)
-        deadline = time.monotonic() + 20
-        while svc.readings_seen - start < len(readings) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: svc.readings_seen - start >= len(readings), 20, "every reading")
         assert svc.readings_seen - start == len(readings)
     finally:
         pub.loop_stop()
@@ -57,11 +56,11 @@ def test_restart_mid_scenario_no_duplicates_and_evaluate_reproduces(mosquitto_se
     second = [r for r in readings if r.time >= RESTART]
     store = SqliteStore(tmp_path / "store.db")
     state = tmp_path / "state.db"
-    clock = FixedClock(T0)
+    clock = ManualClock(T0)
     a: list[Event] = []
     b: list[Event] = []
     _run_service("restart-a", mosquitto_server.url, store, state, clock, first, a)
-    clock.t = RESTART
+    clock.set(RESTART)
     _run_service("restart-b", mosquitto_server.url, store, state, clock, second, b)
 
     def key(e: Event) -> tuple[str, str, bool]:

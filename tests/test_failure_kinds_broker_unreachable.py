@@ -8,30 +8,21 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from ingest_support import SteadyClock, make_validator
-from test_alerts_support import FixedClock, site
 
 from stormwatch import servers
 from stormwatch.alerts.service import AlertService
+from stormwatch.clock import ManualClock
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from tests.ingest_support import INGEST_NOW, make_validator
+from tests.test_alerts_support import T0, site
+from tests.waits import wait_until
 
 LOGGERS = ("stormwatch.ingest.consumer", "stormwatch.alerts.service")
-
-
-def _wait(cond: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 class _Both:
@@ -39,9 +30,9 @@ class _Both:
 
     def __init__(self, url: str, tmp_path: Path) -> None:
         self.store = SqliteStore(tmp_path / "store.db")
-        clock = SteadyClock()
+        clock = ManualClock(INGEST_NOW, on_sleep="wait")
         self.ingest = Ingest(make_validator(clock), self.store, url, client_id="unreach-ingest", clock=clock)  # type: ignore[arg-type]
-        self.alerts = AlertService([site("ch133")], ProfileLibrary(), url, None, tmp_path / "state.db", FixedClock(),
+        self.alerts = AlertService([site("ch133")], ProfileLibrary(), url, None, tmp_path / "state.db", ManualClock(T0),
                                    client_id="unreach-alerts", overdue_check_s=0.2)
         self.threads = [threading.Thread(target=x.run, daemon=True) for x in (self.ingest, self.alerts)]
         for t in self.threads:
@@ -68,7 +59,8 @@ def test_closed_port_is_reported_once_per_outage_without_the_password(
     both = _Both(f"mqtt://watcher:s3cret-pw@127.0.0.1:{port}", tmp_path)
     try:
         # paho retries after 1 s, then 2 s...: two attempts within about 1 s
-        assert _wait(lambda: all(_records(caplog, n, logging.DEBUG, "cannot reach broker") for n in LOGGERS), 5.0)
+        wait_until(lambda: all(_records(caplog, n, logging.DEBUG, "cannot reach broker") for n in LOGGERS), 5.0,
+                   "DEBUG repeats of both services")
     finally:
         both.stop()
     safe = f"mqtt://watcher@127.0.0.1:{port}"
@@ -89,7 +81,8 @@ def test_broker_coming_up_later_is_connected_and_said_once(
     own_mosquitto.stop()  # the broker's port is closed when both start
     both = _Both(own_mosquitto.url, tmp_path)
     try:
-        assert _wait(lambda: all(_records(caplog, n, logging.ERROR, "cannot reach broker") for n in LOGGERS), 5.0)
+        wait_until(lambda: all(_records(caplog, n, logging.ERROR, "cannot reach broker") for n in LOGGERS), 5.0,
+                   "an ERROR of both services")
         own_mosquitto.start()
         assert both.ingest.wait_connected(10) and both.alerts.connected.wait(10)
     finally:

@@ -23,14 +23,16 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
-from test_alerts_support import T0, Feeder, FixedClock, site
 
 from stormwatch import servers, topics
 from stormwatch.alerts.rules.storm import GapSummary
 from stormwatch.alerts.service import AlertService
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, Feeder, site
+from tests.waits import wait_until
 
 MIN = timedelta(minutes=1)
 RAIN_TIPS = [3, 5, 4, 6]  # at T0, +10, +20, +30 min (the gauge is polled every 600 s): 18 tips, 0.18 in
@@ -52,16 +54,10 @@ def _publish(client: mqtt.Client, gateway: str, readings: list[Reading]) -> None
         client.publish(topics.readings("s1", gateway), dump_readings([r]), qos=1).wait_for_publish(5)
 
 
-def _wait(cond: object, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond() and time.monotonic() < deadline:  # type: ignore[operator]
-        time.sleep(0.05)
-
-
 class _Service:
     def __init__(self, broker: servers.Mosquitto, store: SqliteStore, tmp_path: Path, at: Reading | None) -> None:
         self.seen: list[Event] = []
-        self.clock = FixedClock(at.time if at else T0)
+        self.clock = ManualClock(at.time if at else T0)
         self.svc = AlertService([site("ch133")], ProfileLibrary(), broker.url, store, tmp_path / "state.db",
                                 self.clock, client_id="alive-svc", lateness_s=120, on_event=self.seen.append,
                                 overdue_check_s=0.1)
@@ -97,11 +93,11 @@ def test_hung_gateway_with_retained_online_still_gives_a_data_gap_from_its_last_
         store.write_readings(before)
         _publish(gw, "gw", before)
         # gw hangs now: connection alive (no last will), nothing published. gw2 keeps the site's time going.
-        first.clock.t = T0 + 80 * MIN
+        first.clock.set(T0 + 80 * MIN)
         store.write_readings(after)
         _publish(gw2, "gw2", after)
-        _wait(lambda: first.svc.readings_seen == len(before) + len(after))
-        _wait(lambda: any(e.kind == "data_gap" for e in first.seen))
+        wait_until(lambda: first.svc.readings_seen == len(before) + len(after), what="every reading")
+        wait_until(lambda: any(e.kind == "data_gap" for e in first.seen), what="a data_gap")
         first.stop()
         engine1 = first.svc.engines["s1"]
         gaps1 = [e for e in first.seen if e.kind == "data_gap"]
@@ -110,10 +106,10 @@ def test_hung_gateway_with_retained_online_still_gives_a_data_gap_from_its_last_
         caplog.clear()
         second = _Service(own_mosquitto, store, tmp_path, after[-1])
         retained = [r.getMessage() for r in caplog.records if "gateway gw status" in r.getMessage()]
-        second.clock.t = T0 + 100 * MIN
+        second.clock.set(T0 + 100 * MIN)
         store.write_readings(later)
         _publish(gw2, "gw2", later)
-        _wait(lambda: second.svc.readings_seen == len(later))
+        wait_until(lambda: second.svc.readings_seen == len(later), what="the later readings")
         second.stop()
         stored = store.query_events("s1")
     finally:

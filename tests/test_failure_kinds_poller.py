@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 from pymodbus.constants import ExcCodes
-from test_gateway_support import Collector, RegisterServer
 
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
+from tests.test_gateway_support import Collector, RegisterServer
 
 pytestmark = pytest.mark.mosquitto
 

@@ -14,13 +14,15 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from ingest_support import T0, Publisher, Running, SteadyClock, influx_count, wait_until
-from test_ingest_delivery import count_and_distinct, publish_range
-from test_store_retry import BusyFront
 
 from stormwatch import servers
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Reading
 from stormwatch.ingest.influx1 import Influx1Store
+from tests.ingest_support import T0, Publisher, Running, influx_count
+from tests.test_ingest_delivery import count_and_distinct, publish_range
+from tests.test_store_retry import BusyFront
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.influxdb
 
@@ -61,7 +63,7 @@ def test_ingest_through_mosquitto_survives_wal_500s_with_one_write_in_flight(
     front = BusyFront(influx_server.url, 500, None, refuse_writes=8, message=WAL)
     fronts.append(front)
     store = Influx1Store(front.url, "wal500_ingest", retries=2, backoff_s=0.01)
-    run = Running(own_mosquitto, store, clock=SteadyClock(T0 + timedelta(days=1)), batch_ms=50,
+    run = Running(own_mosquitto, store, clock=ManualClock(T0 + timedelta(days=1), on_sleep="wait"), batch_ms=50,
                   retry_backoff_s=0.05, max_backoff_s=0.2)
     pub = Publisher(own_mosquitto)
     try:

@@ -30,7 +30,8 @@ from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.fleetsites import site_story
 from stormwatch.simulators.scenario import SiteScenario
-from tests.ingest_support import ids, wait_until
+from tests.ingest_support import ids
+from tests.waits import wait_until
 
 START = datetime(2026, 6, 1, 4, tzinfo=UTC)
 

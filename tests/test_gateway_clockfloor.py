@@ -18,7 +18,6 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_gateway_support import Collector, RegisterServer
 from typer.testing import CliRunner
 
 from stormwatch import topics
@@ -28,6 +27,7 @@ from stormwatch.config import parse_site
 from stormwatch.gateway.clockfloor import BUILD_DATE, ClockFloor, parse_floor
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
+from tests.test_gateway_support import Collector, RegisterServer
 
 REPO = Path(__file__).resolve().parent.parent
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

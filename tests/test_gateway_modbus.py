@@ -10,13 +10,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_gateway_support import Collector, RegisterServer
 
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
+from tests.test_gateway_support import Collector, RegisterServer
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
 
@@ -162,10 +163,7 @@ def test_device_failing_then_answering_resumes(mosquitto_server, tmp_path: Path)
     t.start()
     srv2: RegisterServer | None = None
     try:
-        deadline = time.monotonic() + 10
-        while gw.health("rain-1").total_failures < 8 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert gw.health("rain-1").total_failures >= 8
+        wait_until(lambda: gw.health("rain-1").total_failures >= 8, what="8 failed polls")
         assert gw.readings_made == 0
         srv2 = RegisterServer(unit_ids=(1,))
         srv2.port = port

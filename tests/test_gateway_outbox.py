@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_gateway_support import Collector, RegisterServer
 
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
@@ -19,6 +18,8 @@ from stormwatch.contract import Reading
 from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.service import STATE_DB, Gateway
 from stormwatch.profiles import ProfileLibrary
+from tests.test_gateway_support import Collector, RegisterServer
+from tests.waits import wait_until
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -46,9 +47,7 @@ def test_broker_away_ten_readings_all_arrive_exactly_once(own_mosquitto, tmp_pat
     t = threading.Thread(target=gw.run, kwargs={"until": until})
     t.start()
     try:
-        deadline = time.monotonic() + 15
-        while (gw.readings_made < 10 or clock.now() < until) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: gw.readings_made >= 10 and clock.now() >= until, 15, "10 readings in the outbox")
         assert gw.readings_made == 10
         time.sleep(0.3)
         # Broker still down: nothing acknowledged, nothing deleted.

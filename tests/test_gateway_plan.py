@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_gateway_support import Collector, RegisterServer
 
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
@@ -28,6 +27,8 @@ from stormwatch.gateway.run import read_plan, write_plan
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.wire import WireReading, dump_payload
+from tests.test_gateway_support import Collector, RegisterServer
+from tests.waits import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -209,12 +210,11 @@ def test_stormwatch_gateway_execs_the_lean_process(mosquitto_server, tmp_path: P
         env={k: v for k, v in os.environ.items() if not k.startswith("STORMWATCH_SIM_")},  # wall clock
     )
     try:
-        deadline = time.monotonic() + 30
-        cmdline = ""
-        while time.monotonic() < deadline and "--plan" not in cmdline:
-            cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            time.sleep(0.1)
-        assert f"-m stormwatch.gateway --plan {state / 'plan.json'}" in cmdline  # same pid, the lean process
+        def cmdline() -> str:
+            return Path(f"/proc/{proc.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+        wait_until(lambda: "--plan" in cmdline(), 30, "the exec of the lean process", every_s=0.1)
+        assert f"-m stormwatch.gateway --plan {state / 'plan.json'}" in cmdline()  # same pid, the lean process
         got = sub.wait_for(1, timeout_s=20)  # wall clock, 1 s grid
         maps = Path(f"/proc/{proc.pid}/maps").read_text()
         assert "pydantic_core" not in maps and "_pydantic" not in maps

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 from pymodbus.framer.rtu import FramerRTU
-from test_gateway_support import Collector, LoopThread, RegisterServer
 
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock, WallClock
@@ -36,6 +35,7 @@ from stormwatch.simulators.modbus_server import ModbusRtuSim, SimulatedModbusDev
 from stormwatch.simulators.pty import PtyPair
 from stormwatch.simulators.scenario import SiteScenario, load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
+from tests.test_gateway_support import Collector, LoopThread, RegisterServer
 
 SCENARIO = load_scenario("default")
 
@@ -46,7 +46,7 @@ def frame(body: bytes) -> bytes:
 
 
 def test_crc_matches_the_real_y520_session() -> None:
-    from conftest import data_file
+    from tests.conftest import data_file
 
     text = data_file("yosemitech_y520_modbus_session.txt").read_text()
     frames = []

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 from pymodbus.framer.rtu import FramerRTU
-from test_gateway_support import Collector
 
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock, WallClock
@@ -44,6 +43,7 @@ from stormwatch.gateway.plan import (
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import DeviceProfile
 from stormwatch.simulators.pty import PtyPair
+from tests.test_gateway_support import Collector
 
 WINDOW_S = 0.3  # the gateway's reply window (transport timeout_s)
 A_BASE, B_BASE = 0, 100  # register blocks of device A and device B

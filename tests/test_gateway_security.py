@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_gateway_support import Collector, RegisterServer
 
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock
@@ -17,6 +16,7 @@ from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileLibrary
+from tests.test_gateway_support import Collector, RegisterServer
 
 SECRET = "s3cr3t-Pa55w0rd"
 

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_gateway_support import Collector, TcpProxy
 
 from stormwatch import topics
 from stormwatch.clock import ScenarioClock, write_clock_file
@@ -36,6 +35,7 @@ from stormwatch.ingest.stores import open_store
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
+from tests.test_gateway_support import Collector, TcpProxy
 
 pytestmark = pytest.mark.mosquitto
 

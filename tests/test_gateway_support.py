@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from functools import partial
 
@@ -21,6 +20,7 @@ from pymodbus.simulator import DataType, SimData, SimDevice
 
 from stormwatch import servers
 from stormwatch.contract import Reading, parse_readings
+from tests.waits import wait_until
 
 RegisterSource = Callable[[int, int], int | None]  # (address, read_index) -> word or None
 
@@ -121,12 +121,14 @@ class Collector:
             self.readings.extend(parse_readings(msg.payload))
 
     def wait_for(self, n: int, timeout_s: float = 15.0) -> list[Reading]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        """The readings received once there are ``n`` of them, or when ``timeout_s`` passes (the
+        caller asserts on what came)."""
+
+        def enough() -> bool:
             with self.lock:
-                if len(self.readings) >= n:
-                    break
-            time.sleep(0.02)
+                return len(self.readings) >= n
+
+        wait_until(enough, timeout_s, f"{n} readings", fail=False)
         with self.lock:
             return list(self.readings)
 

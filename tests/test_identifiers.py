@@ -16,15 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ingest_support import DeadLetterListener, Publisher, Running, SteadyClock, ids, wait_until
 
 from stormwatch import servers, topics
+from stormwatch.clock import ManualClock
 from stormwatch.config import ConfigError, parse_site
 from stormwatch.contract import IDENTIFIER_MAX, IDENTIFIER_PUNCTUATION, Reading, check_identifier, parse_readings
 from stormwatch.ingest.influx1 import Influx1Store
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
+from tests.ingest_support import INGEST_NOW, DeadLetterListener, Publisher, Running, ids
+from tests.waits import wait_until
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -108,7 +110,8 @@ def test_nasty_ids_round_trip_through_mqtt_line_protocol_influxql_and_sqlite(
     assert topics.parse_readings_topic(topic) == (SITE, GATEWAY)
     db = f"ids_{next(ids)}"
     sqlite_store, influx_store = SqliteStore(tmp_path / "sw.db"), Influx1Store(influx_server.url, db)
-    runs = [Running(own_mosquitto, store, validator=Validator.for_sites([cfg], profiles, SteadyClock()), batch_ms=50)
+    still = ManualClock(INGEST_NOW, on_sleep="wait")
+    runs = [Running(own_mosquitto, store, validator=Validator.for_sites([cfg], profiles, still), batch_ms=50)
             for store in (sqlite_store, influx_store)]
     listener = DeadLetterListener(own_mosquitto)
     pub = Publisher(own_mosquitto)

@@ -2,7 +2,7 @@
 ``implausible_time``; a late reading replayed from a gateway's outbox after a long outage is not.
 
 Through a real Mosquitto into a real SQLite store, with ingest's clock standing at 12:10 on
-2026-06-01 (``SteadyClock``). The bound is 90 days (3 × the gateway outbox's 30-day limit):
+2026-06-01 (``ManualClock``). The bound is 90 days (3 × the gateway outbox's 30-day limit):
 1970-01-01 (a box without a real-time clock) and 91 days back are refused, 29 days back (the
 oldest reading an outbox can still hold) and a live reading are stored.
 """
@@ -14,11 +14,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from ingest_support import T0, DeadLetterListener, Publisher, Running, SteadyClock, wait_until, wire
 
 from stormwatch import servers
-from stormwatch.clock import WallClock
+from stormwatch.clock import ManualClock, WallClock
 from stormwatch.ingest.sqlite_store import SqliteStore
+from tests.ingest_support import T0, DeadLetterListener, Publisher, Running, wire
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
 
@@ -35,7 +36,7 @@ def store(tmp_path: Path) -> Iterator[SqliteStore]:
 def test_implausible_time_is_dead_lettered_and_an_outage_replay_is_stored(own_mosquitto: servers.Mosquitto,
                                                                          store: SqliteStore) -> None:
     listener = DeadLetterListener(own_mosquitto)
-    run = Running(own_mosquitto, store, clock=SteadyClock(NOW), batch_ms=50)
+    run = Running(own_mosquitto, store, clock=ManualClock(NOW, on_sleep="wait"), batch_ms=50)
     pub = Publisher(own_mosquitto)
     sent = {
         1: "1970-01-01T00:00:00+00:00",  # the gateway's clock before NTP

@@ -13,7 +13,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from ingest_support import (
+
+from stormwatch import servers, topics
+from stormwatch.clock import ManualClock, WallClock
+from stormwatch.ingest.influx1 import Influx1Store
+from stormwatch.ingest.sqlite_store import SqliteStore
+from tests.ingest_support import (
     GW,
     SITE,
     T0,
@@ -21,18 +26,12 @@ from ingest_support import (
     DeadLetterListener,
     Publisher,
     Running,
-    SteadyClock,
     ids,
     influx_count,
     tip_wire,
-    wait_until,
     wire,
 )
-
-from stormwatch import servers, topics
-from stormwatch.clock import WallClock
-from stormwatch.ingest.influx1 import Influx1Store
-from stormwatch.ingest.sqlite_store import SqliteStore
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
 
@@ -151,7 +150,7 @@ def test_retained_reading_is_stored_late(broker: servers.Mosquitto, sqlite_store
     three_hours_old = now - timedelta(hours=3)
     pub = Publisher(broker)
     pub.send(wire(1, 40.0, time=three_hours_old.isoformat()), retain=True)
-    run = Running(broker, sqlite_store, clock=SteadyClock(now), batch_ms=20)
+    run = Running(broker, sqlite_store, clock=ManualClock(now, on_sleep="wait"), batch_ms=20)
     try:
         pub.send(wire(2, 41.0))
         wait_until(lambda: run.ingest.written == 2)

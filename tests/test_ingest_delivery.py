@@ -18,23 +18,13 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from ingest_support import (
-    REPO,
-    T0,
-    TOPIC,
-    Publisher,
-    Running,
-    SteadyClock,
-    ids,
-    influx_count,
-    wait_until,
-    wire,
-)
 from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import servers
-from stormwatch.clock import WallClock
+from stormwatch.clock import ManualClock, WallClock
 from stormwatch.ingest.influx1 import Influx1Store
+from tests.ingest_support import REPO, T0, TOPIC, Publisher, Running, ids, influx_count, wire
+from tests.waits import wait_until
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.influxdb]
 
@@ -70,7 +60,7 @@ def test_influx_down_while_10000_readings_flow_all_stored_exactly_once(
     # messages (persistent session; at most the in-flight window is outstanding at ingest), and
     # everything is written when it returns: 10,000 readings, each stored exactly once.
     store = Influx1Store(own_influx.url, "outage10k", retries=1, backoff_s=0.05)
-    clock = SteadyClock(T0 + timedelta(days=1))  # every event time (T0 + up to 10,000 s) is past
+    clock = ManualClock(T0 + timedelta(days=1), on_sleep="wait")  # every event time (T0 + up to 10,000 s) is past
     run = Running(own_mosquitto, store, clock=clock, batch_ms=50, retry_backoff_s=0.2, max_backoff_s=1.0)
     pub = Publisher(own_mosquitto)
     try:

@@ -9,12 +9,13 @@ import threading
 import time
 
 import pytest
-from ingest_support import Publisher, ids, wait_until
 
 from stormwatch import servers
 from stormwatch.ingest.mqttclient import CHUNK_BYTES, MAX_PACKETS_PER_WAKE, ChunkedReadClient, make_client
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionOptions
+from tests.ingest_support import Publisher, ids
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
 

@@ -9,12 +9,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from ingest_support import T0, Publisher, Running, SteadyClock, wait_until, wire
 from prometheus_client.parser import text_string_to_metric_families
 
 from stormwatch import servers
+from stormwatch.clock import ManualClock
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.sqlite_store import SqliteStore
+from tests.ingest_support import T0, Publisher, Running, wire
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
 
@@ -31,7 +33,7 @@ def test_metrics_endpoint_and_log_line(own_mosquitto: servers.Mosquitto, tmp_pat
                                        caplog: pytest.LogCaptureFixture) -> None:
     store = SqliteStore(tmp_path / "m.db")
     now = T0 + timedelta(minutes=10)
-    run = Running(own_mosquitto, store, clock=SteadyClock(now), batch_ms=20)
+    run = Running(own_mosquitto, store, clock=ManualClock(now, on_sleep="wait"), batch_ms=20)
     server = serve_metrics(run.ingest, 0)
     pub = Publisher(own_mosquitto)
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from stormwatch import topics
+from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
@@ -20,21 +21,10 @@ GW = "gw-riverside-1"
 TOPIC = topics.readings(SITE, GW)
 
 
-class FixedClock:
-    def now(self) -> datetime:
-        return NOW
-
-    def sleep(self, seconds: float) -> None:
-        pass
-
-    async def asleep(self, seconds: float) -> None:
-        pass
-
-
 @pytest.fixture()
 def validator() -> Validator:
     profiles = ProfileLibrary()
-    return Validator.for_sites([load_site(REPO / "examples" / "site.yaml", profiles)], profiles, FixedClock())
+    return Validator.for_sites([load_site(REPO / "examples" / "site.yaml", profiles)], profiles, ManualClock(NOW))
 
 
 def wire(**kw: object) -> dict[str, object]:
@@ -136,20 +126,20 @@ def test_age_bound_is_90_days_and_configurable() -> None:
     assert DEFAULT_MAX_AGE_S == 3 * OUTBOX_MAX_AGE_S == 90 * 86400  # outbox replays stay inside the bound
     profiles = ProfileLibrary()
     sites = [load_site(REPO / "examples" / "site.yaml", profiles)]
-    v = Validator.for_sites(sites, profiles, FixedClock())
+    v = Validator.for_sites(sites, profiles, ManualClock(NOW))
     exactly = v.validate(TOPIC, payload(wire(time="2026-03-03T12:00:00Z")))  # exactly 90 days: accepted
     assert len(exactly.accepted) == 1 and not exactly.dead
     replay = v.validate(TOPIC, payload(wire(seq=2, time="2026-05-02T12:00:00Z")))  # a 30-day outage's replay
     assert len(replay.accepted) == 1
     detail = v.validate(TOPIC, payload(wire(seq=3, time="1970-01-01T00:00:00Z"))).dead[0].detail
     assert detail.startswith("event time 1970-01-01T00:00:00+00:00 is 20605.5 days behind the clock")
-    wider = Validator.for_sites(sites, profiles, FixedClock(), max_age_s=None)  # imports of old files
+    wider = Validator.for_sites(sites, profiles, ManualClock(NOW), max_age_s=None)  # imports of old files
     assert len(wider.validate(TOPIC, payload(wire(time="1970-01-01T00:00:00Z"))).accepted) == 1
 
 
 def test_late_after_is_opt_in() -> None:
     profiles = ProfileLibrary()
-    v = Validator.for_sites([load_site(REPO / "examples" / "site.yaml", profiles)], profiles, FixedClock(),
+    v = Validator.for_sites([load_site(REPO / "examples" / "site.yaml", profiles)], profiles, ManualClock(NOW),
                             late_after_s=3600)
     res = v.validate(TOPIC, payload(wire(time=(NOW - timedelta(hours=3)).isoformat())))
     assert len(res.late) == 1

@@ -23,14 +23,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from ingest_support import REPO, T0, Publisher, Running, SteadyClock, make_validator, wait_until, wire
-from test_alerts_support import FixedClock, live_service, site
-from test_gateway_support import Collector, RegisterServer, TcpProxy
-from test_ingest_delivery import publish_range
-from test_ingest_observability import scrape
 
 from stormwatch import servers, topics
-from stormwatch.clock import ScenarioClock
+from stormwatch.clock import ManualClock, ScenarioClock
 from stormwatch.config import load_site, parse_site
 from stormwatch.contract import Reading, dump_readings
 from stormwatch.gateway.outbox import Outbox
@@ -42,6 +37,12 @@ from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import ProfileLibrary
+from tests.ingest_support import INGEST_NOW, REPO, T0, Publisher, Running, make_validator, wire
+from tests.test_alerts_support import live_service, site
+from tests.test_gateway_support import Collector, RegisterServer, TcpProxy
+from tests.test_ingest_delivery import publish_range
+from tests.test_ingest_observability import scrape
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
 
@@ -63,11 +64,11 @@ def test_dead_link_is_found_within_one_and_a_half_keepalive_and_every_client_car
     (tmp_path / "alerts").mkdir()
     # The gateway's publisher, for site s1 / gateway gw (the alert test site).
     outbox = Outbox(tmp_path / "outbox.db")
-    publisher = MqttPublisher(parse_broker_url(url), "s1", "gw", "boot-dead-link", outbox, FixedClock(),
+    publisher = MqttPublisher(parse_broker_url(url), "s1", "gw", "boot-dead-link", outbox, ManualClock(T0),
                               keepalive_s=KEEPALIVE_S)
     # Ingest, for the example site.
     store = SqliteStore(tmp_path / "store.db")
-    clock = SteadyClock()
+    clock = ManualClock(INGEST_NOW, on_sleep="wait")
     ingest = Ingest(make_validator(clock), store, url, client_id="dead-link-ingest", clock=clock,  # type: ignore[arg-type]
                     keepalive_s=KEEPALIVE_S)
     ingest_thread = threading.Thread(target=ingest.run, daemon=True)
@@ -76,7 +77,7 @@ def test_dead_link_is_found_within_one_and_a_half_keepalive_and_every_client_car
     publisher.start()
     ingest_thread.start()
     try:
-        with live_service(site(), url, tmp_path / "alerts", FixedClock(), "dead-link-alerts",
+        with live_service(site(), url, tmp_path / "alerts", ManualClock(T0), "dead-link-alerts",
                           keepalive_s=KEEPALIVE_S) as (service, _seen, _store):
             wait_until(lambda: publisher.connected, what="the publisher to connect")
             assert ingest.wait_connected(10)
@@ -159,7 +160,7 @@ def test_two_gateways_and_two_ingests_with_one_client_id_for_60_s(
     metrics = None
     try:
         with live_service(load_site(REPO / "examples" / "site.yaml", profiles), own_mosquitto.url,
-                          tmp_path / "alerts", FixedClock(), "takeover-alerts"):
+                          tmp_path / "alerts", ManualClock(T0), "takeover-alerts"):
             for t in threads:
                 t.start()
             ingests.append(Running(own_mosquitto, store, client_id="ingest-twin"))
@@ -219,8 +220,8 @@ def test_ingest_holding_at_its_inflight_limit_keeps_its_session_through_a_store_
     broker never times the session out, nothing is redelivered, every reading is stored once."""
     keepalive = 4
     store = Influx1Store(own_influx.url, "hold", retries=1, backoff_s=0.05)
-    run = Running(own_mosquitto, store, clock=SteadyClock(T0 + timedelta(days=1)), batch_ms=50, batch_size=50,
-                  retry_backoff_s=0.2, max_backoff_s=1.0, keepalive_s=keepalive, max_inflight=100)
+    still = ManualClock(T0 + timedelta(days=1), on_sleep="wait")
+    run = Running(own_mosquitto, store, clock=still, batch_ms=50, batch_size=50, retry_backoff_s=0.2, max_backoff_s=1.0, keepalive_s=keepalive, max_inflight=100)
     pub = Publisher(own_mosquitto)
     try:
         publish_range(pub, range(1, 201))

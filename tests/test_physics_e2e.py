@@ -27,16 +27,17 @@ from datetime import timedelta
 
 import paho.mqtt.client as mqtt
 import pytest
-from ingest_support import GW, REPO, SITE, T0, Publisher, Running, SteadyClock, ids, influx_count, wait_until
 from paho.mqtt.enums import CallbackAPIVersion
-from test_alerts_support import FixedClock
 
 from stormwatch import servers, topics
 from stormwatch.alerts.service import AlertService
+from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.contract import Event
 from stormwatch.ingest.influx1 import Influx1Store
 from stormwatch.profiles import ProfileLibrary
+from tests.ingest_support import GW, REPO, SITE, T0, Publisher, Running, ids, influx_count
+from tests.waits import wait_until
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.influxdb]
 
@@ -63,11 +64,11 @@ def test_impossible_values_dead_lettered_and_flagged_rain_needs_verification(
         own_mosquitto: servers.Mosquitto, influx_server: servers.InfluxDB1, tmp_path) -> None:
     db = f"physics_{next(ids)}"
     store = Influx1Store(influx_server.url, db)
-    ingest = Running(own_mosquitto, store, clock=SteadyClock(T0 + timedelta(hours=8)), batch_ms=50)
+    ingest = Running(own_mosquitto, store, clock=ManualClock(T0 + timedelta(hours=8), on_sleep="wait"), batch_ms=50)
     profiles = ProfileLibrary()
     cfg = load_site(REPO / "examples" / "site.yaml", profiles)
     seen: list[Event] = []
-    service = AlertService([cfg], profiles, own_mosquitto.url, None, tmp_path / "state.db", FixedClock(T0),
+    service = AlertService([cfg], profiles, own_mosquitto.url, None, tmp_path / "state.db", ManualClock(T0),
                            client_id=f"phys-alerts-{next(ids)}", lateness_s=0, on_event=seen.append,
                            overdue_check_s=0.1)
     runner = threading.Thread(target=service.run, daemon=True)

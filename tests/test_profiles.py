@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from pymodbus.server import ModbusTcpServer
 from pymodbus.simulator import DataType, SimData, SimDevice
-from test_gateway_support import Collector
 
 from stormwatch import servers, topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileError, ProfileLibrary, load_profile_file
+from tests.test_gateway_support import Collector
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

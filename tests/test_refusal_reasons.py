@@ -24,29 +24,30 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ingest_support import (
-    GW,
-    SITE,
-    T0,
-    TOPIC,
-    DeadLetterListener,
-    Publisher,
-    Running,
-    SteadyClock,
-    ids,
-    make_validator,
-    tip_wire,
-    wait_until,
-    wire,
-)
 
 from stormwatch import servers, topics
+from stormwatch.clock import ManualClock
 from stormwatch.contract import PayloadError, parse_readings
 from stormwatch.ingest.influx1 import Influx1Store
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.reasons import REASONS, UnknownReason
 from stormwatch.store import DeadLetter
+from tests.ingest_support import (
+    GW,
+    INGEST_NOW,
+    SITE,
+    T0,
+    TOPIC,
+    DeadLetterListener,
+    Publisher,
+    Running,
+    ids,
+    make_validator,
+    tip_wire,
+    wire,
+)
+from tests.waits import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -110,8 +111,8 @@ def _cases() -> list[tuple[str, str, bytes, str]]:
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(_cases())])
 def test_validator_refuses_with_the_reason(reason: str, topic: str, body: bytes, word: str,
                                            caplog: pytest.LogCaptureFixture) -> None:
-    # SteadyClock: 12:10 on the scenario day, so the wire() readings (12:00 + seq minutes) are past.
-    validator = make_validator(SteadyClock())
+    # ManualClock: 12:10 on the scenario day, so the wire() readings (12:00 + seq minutes) are past.
+    validator = make_validator(ManualClock(INGEST_NOW, on_sleep="wait"))
     with caplog.at_level(logging.WARNING):
         result = validator.validate(topic, body)
     assert [d.reason for d in result.dead] == [reason], [d.detail for d in result.dead]

@@ -11,13 +11,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from test_alerts_support import T0, Feeder, FixedClock, site
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import load_pack
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, Feeder, site
 
 TEN = timedelta(minutes=10)
 MOUNT_FT = 8.0
@@ -41,7 +42,7 @@ D = half_volume_depth()
 
 def make(tmp_path: Path, basin: dict | None = None) -> tuple[Engine, WorkOrders]:
     cfg = site("ch133", basin=basin)
-    wo = WorkOrders(tmp_path / "wo.db", FixedClock())
+    wo = WorkOrders(tmp_path / "wo.db", ManualClock(T0))
     return Engine(cfg, ProfileLibrary(), load_pack("ch133"), wo, lateness_s=0), wo
 
 

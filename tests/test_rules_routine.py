@@ -14,13 +14,14 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from test_alerts_support import Feeder, FixedClock, site
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import PackError, load_pack
 from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import Feeder, site
 
 NY = ZoneInfo("America/New_York")
 HOUR = timedelta(hours=1)
@@ -53,7 +54,7 @@ def test_seven_local_days(start: datetime, due: datetime, hours: int) -> None:
 def test_a_dst_week_is_due_at_the_same_local_time(tmp_path: Path) -> None:
     """The engine's routine order over the week of 2024-11-03 is due at local midnight, not 23:00 the day before."""
     first = datetime(2024, 11, 1, 4, 0, tzinfo=UTC)  # Fri 01 Nov 2024 00:00 EDT
-    book = WorkOrders(tmp_path / "wo.db", FixedClock(first))
+    book = WorkOrders(tmp_path / "wo.db", ManualClock(first))
     engine = Engine(site("ch133"), ProfileLibrary(), load_pack("ch133"), book, lateness_s=0)
     feed = Feeder()
     (opened,) = [e for e in engine.feed(feed.tips(0, first)) if e.rule == "R1w"]
@@ -73,7 +74,7 @@ def test_a_dst_week_is_due_at_the_same_local_time(tmp_path: Path) -> None:
 def test_a_period_is_counted_in_the_site_zone(tmp_path: Path) -> None:
     """The same instant starts a week due at local midnight in each site's own zone."""
     first = datetime(2024, 11, 1, 4, 0, tzinfo=UTC)  # 00:00 EDT; 21:00 PDT the day before
-    book = WorkOrders(tmp_path / "wo.db", FixedClock(first))
+    book = WorkOrders(tmp_path / "wo.db", ManualClock(first))
     engine = Engine(site("ch133", timezone="America/Los_Angeles"), ProfileLibrary(), load_pack("ch133"), book,
                     lateness_s=0)
     (opened,) = [e for e in engine.feed(Feeder().tips(0, first)) if e.rule == "R1w"]

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from test_alerts_support import T0, Feeder, FixedClock, metric_gauge_profiles, site
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import load_pack
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, Feeder, metric_gauge_profiles, site
 
 MIN = timedelta(minutes=1)
 
@@ -43,7 +44,7 @@ def storm_events(events: list[Event]) -> list[Event]:
 def engine_for(tmp_path: Path, jurisdiction: str = "ch133", profiles: ProfileLibrary | None = None,
                gauge_profile: str = "tipping_bucket_modbus_counter", rules=None) -> tuple[Engine, WorkOrders]:
     cfg = site(jurisdiction, gauge_profile=gauge_profile, rules=rules)
-    wo = WorkOrders(tmp_path / "wo.db", FixedClock())
+    wo = WorkOrders(tmp_path / "wo.db", ManualClock(T0))
     return Engine(cfg, profiles or ProfileLibrary(), load_pack(jurisdiction, cfg.rules), wo, lateness_s=120), wo
 
 

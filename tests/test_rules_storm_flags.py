@@ -16,20 +16,20 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from test_alerts_support import T0, Feeder, FixedClock, site
-
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import load_pack
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, Feeder, site
 
 TEN = timedelta(minutes=10)
 
 
 def engine(tmp_path: Path) -> tuple[Engine, WorkOrders]:
     cfg = site("ch133")
-    wo = WorkOrders(tmp_path / "wo.db", FixedClock())
+    wo = WorkOrders(tmp_path / "wo.db", ManualClock(T0))
     return Engine(cfg, ProfileLibrary(), load_pack("ch133", cfg.rules), wo, lateness_s=0), wo
 
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from test_alerts_support import T0, Feeder, site
-
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import load_pack
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, Feeder, site
 
 MIN = timedelta(minutes=1)
 

@@ -38,7 +38,7 @@ from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import isolate_site
 from tests.answers_support import SLOT_SLACK, answer, assert_same_answer
 from tests.conftest import REPO
-from tests.ingest_support import wait_until
+from tests.waits import wait_until
 
 #: Both runs go this fast: 32 simulated hours in 58 s.
 SPEED = 2000

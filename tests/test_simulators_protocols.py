@@ -7,41 +7,25 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import serial
-from conftest import REPO
 from pymodbus.client import AsyncModbusSerialClient, AsyncModbusTcpClient
 from pymodbus.framer import FramerType
 
+from stormwatch.clock import ManualClock
 from stormwatch.config import ModbusRtu, ModbusTcp, Serial, SiteConfig, load_site
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
+from tests.conftest import REPO
 
 LIB = ProfileLibrary()
 
 
-@dataclass
-class SteppedClock:
-    """A clock the test moves by hand (a real Clock implementation, so values are exact)."""
-
-    t: datetime
-
-    def now(self) -> datetime:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
-
-    async def asleep(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
-
-
-Running = tuple[SimulatedSite, SiteConfig, SteppedClock]
+Running = tuple[SimulatedSite, SiteConfig, ManualClock]
 
 
 def _le_float(words: list[int]) -> float:
@@ -57,7 +41,7 @@ def _f32(x: float) -> float:
 def site(tmp_path: Path) -> Iterator[Running]:
     cfg = isolate_site(load_site(REPO / "examples" / "site.yaml", LIB), tmp_path / "links")
     scenario = load_scenario("default")
-    clock = SteppedClock(scenario.start + timedelta(hours=13))  # storm hour 12: the peak
+    clock = ManualClock(scenario.start + timedelta(hours=13))  # storm hour 12: the peak
     sim = SimulatedSite(cfg, LIB, scenario, clock, hrxl_lines_per_s=50)
     sim.start()
     yield sim, cfg, clock
@@ -76,14 +60,14 @@ def test_tcp_gateway_serves_counter_and_y511_at_request_time(site: Running) -> N
         try:
             rr = await client.read_holding_registers(0x2600, count=5, device_id=tr.unit_id)
             assert not rr.isError()
-            assert _le_float(rr.registers[2:4]) == _f32(sim.state.upstream_ntu(clock.t))
+            assert _le_float(rr.registers[2:4]) == _f32(sim.state.upstream_ntu(clock.now()))
             assert 7 < _le_float(rr.registers[2:4]) < 9  # background ~8 NTU
-            assert _le_float(rr.registers[0:2]) == _f32(sim.state.water_temperature_c(clock.t))
+            assert _le_float(rr.registers[0:2]) == _f32(sim.state.water_temperature_c(clock.now()))
             assert rr.registers[4] == 0  # device_error
             # the tipping-bucket counter: 79 tips by storm hour 12 (floor(0.663 * 1.2 / 0.01))
             rr = await client.read_holding_registers(0, count=1, device_id=rain_unit)
             assert rr.registers == [79]
-            clock.t += timedelta(hours=12)  # after the storm: all 120 tips
+            clock.advance(timedelta(hours=12))  # after the storm: all 120 tips
             rr = await client.read_holding_registers(0, count=1, device_id=rain_unit)
             assert rr.registers == [120]
             # Y511 commands: start measurement (read 0x2500) and brush (write 0x3100) succeed
@@ -113,11 +97,11 @@ def test_rtu_line_on_a_pty_serves_the_downstream_probe(site: Running) -> None:
             rr = await client.read_holding_registers(0x2600, count=5, device_id=tr.unit_id)
             assert not rr.isError()
             ntu = _le_float(rr.registers[2:4])
-            assert ntu == _f32(sim.state.downstream_ntu(clock.t))
-            assert ntu > sim.state.upstream_ntu(clock.t) + 5  # the storm-peak plume
-            clock.t -= timedelta(hours=12, minutes=30)  # half an hour after the start: dry
+            assert ntu == _f32(sim.state.downstream_ntu(clock.now()))
+            assert ntu > sim.state.upstream_ntu(clock.now()) + 5  # the storm-peak plume
+            clock.advance(-timedelta(hours=12, minutes=30))  # half an hour after the start: dry
             rr = await client.read_holding_registers(0x2600, count=5, device_id=tr.unit_id)
-            assert _le_float(rr.registers[2:4]) < sim.state.upstream_ntu(clock.t) + 5
+            assert _le_float(rr.registers[2:4]) < sim.state.upstream_ntu(clock.now()) + 5
             rr = await client.read_holding_registers(0x2600, count=5, device_id=9)
             assert rr.isError()
         finally:
@@ -132,7 +116,7 @@ def test_hrxl_pty_writes_the_scenario_distance(site: Running) -> None:
     assert isinstance(tr, Serial)
     basin = cfg.basin
     assert basin is not None and basin.sensor_mount_height_ft == 8.0
-    depth_ft = sim.state.sediment_depth_ft(clock.t)
+    depth_ft = sim.state.sediment_depth_ft(clock.now())
     expected_mm = round((8.0 - depth_ft) * 304.8)  # 1 ft = 304.8 mm exactly
     with serial.Serial(tr.port, tr.baud, timeout=2) as port:
         lines = [port.read_until(b"\r") for _ in range(3)]
@@ -152,7 +136,7 @@ def test_started_site_exposes_what_it_runs(site: Running) -> None:
 def test_stop_removes_links_and_a_file_at_a_link_path_is_refused(tmp_path: Path) -> None:
     cfg = isolate_site(load_site(REPO / "examples" / "site.yaml", LIB), tmp_path)
     sc = load_scenario("default")
-    clock = SteppedClock(sc.start)
+    clock = ManualClock(sc.start)
     with SimulatedSite(cfg, LIB, sc, clock):
         assert (tmp_path / "turb-down").is_symlink()
     assert not (tmp_path / "turb-down").exists()

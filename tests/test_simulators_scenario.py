@@ -9,7 +9,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import REPO, data_file
 
 from stormwatch.config import device_profiles, load_site
 from stormwatch.profiles import ProfileLibrary
@@ -20,6 +19,7 @@ from stormwatch.simulators.design_storm import design_storm_tip_offsets
 from stormwatch.simulators.rain_record import RainRecordError, load_rain_record, record_day_tips
 from stormwatch.simulators.scenario import ScenarioError, SiteScenario, load_scenario
 from stormwatch.simulators.site import isolate_site
+from tests.conftest import REPO, data_file
 
 LIB = ProfileLibrary()
 GAUGE_RES = LIB.get("tipping_bucket_modbus_counter").counter.tip_resolution  # type: ignore[union-attr]

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from ingest_support import Publisher, Running, SteadyClock, wait_until
 
 from stormwatch import servers, topics
+from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Reading
 from stormwatch.ingest.influx1 import Influx1Store
@@ -27,6 +27,8 @@ from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.store import DeadLetter
+from tests.ingest_support import INGEST_NOW, Publisher, Running
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.influxdb
 
@@ -153,7 +155,8 @@ def test_ingest_of_readings_sharing_one_time_stores_the_same_in_both(
     db = f"collide_ingest_{next(_numbers)}"
     sqlite_path = tmp_path / "sw.db"
     sqlite_store, influx = SqliteStore(sqlite_path), Influx1Store(influx_server.url, db)
-    runs = [Running(own_mosquitto, s, validator=Validator.for_sites([cfg], profiles, SteadyClock()), batch_ms=50)
+    still = ManualClock(INGEST_NOW, on_sleep="wait")
+    runs = [Running(own_mosquitto, s, validator=Validator.for_sites([cfg], profiles, still), batch_ms=50)
             for s in (sqlite_store, influx)]
     pub = Publisher(own_mosquitto)
     topic = topics.readings(SITE, "gw-collide")

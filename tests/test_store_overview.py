@@ -7,15 +7,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from web_support import NOW, FixedClock, readings, storm_event
-
+from stormwatch.clock import ManualClock
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.web.overview import load_sites, portfolio
+from tests.web_support import NOW, readings, storm_event
 
 
 def test_summary_tips_and_events_of_many_sites(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db", clock=FixedClock(NOW))
+    store = SqliteStore(tmp_path / "s.db", clock=ManualClock(NOW))
     store.write_readings(readings("a", "gw-a"))
     store.write_readings(readings("b", "gw-b", silent_from=NOW - timedelta(hours=3)))
     store.write_events([storm_event("a"), storm_event("b")])
@@ -75,7 +75,7 @@ def test_portfolio_queries_do_not_grow_with_the_number_of_sites(tmp_path: Path) 
         f.write_text(yaml.safe_dump(doc))
         files.append(f)
     sites = load_sites([tmp_path], ProfileLibrary())
-    store = SqliteStore(tmp_path / "s.db", clock=FixedClock(NOW))
+    store = SqliteStore(tmp_path / "s.db", clock=ManualClock(NOW))
     for i in range(12):
         store.write_readings(readings(f"site-{i:02d}", f"gw-{i:02d}")[:300])
     counting = Counting(store)

@@ -9,26 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Reading
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.stores import StoreUrlError, open_store, sqlite_path
 from stormwatch.store import DeadLetter, StoreError
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-
-
-class FixedClock:
-    def __init__(self, t: datetime) -> None:
-        self.t = t
-
-    def now(self) -> datetime:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
-
-    async def asleep(self, seconds: float) -> None:
-        self.sleep(seconds)
 
 
 def tip(seq: int, tips: int, minute: int, boot: str = "b1", site: str = "riverside") -> Reading:
@@ -38,7 +25,7 @@ def tip(seq: int, tips: int, minute: int, boot: str = "b1", site: str = "riversi
 
 @pytest.fixture()
 def store(tmp_path: Path) -> SqliteStore:
-    s = SqliteStore(tmp_path / "var" / "sw.db", clock=FixedClock(T0))
+    s = SqliteStore(tmp_path / "var" / "sw.db", clock=ManualClock(T0))
     yield s
     s.close()
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from web_support import NOW, PASSWORD, A, B, FixedClock, build, client, csrf_of, login
 
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.web.accounts import Accounts
+from tests.web_support import NOW, PASSWORD, A, B, build, client, csrf_of, login
 
 
 @pytest.fixture()
@@ -28,7 +29,7 @@ def _png(size: tuple[int, int] = (64, 48)) -> bytes:
 
 
 def _book(world: dict[str, object]) -> WorkOrders:
-    return WorkOrders(Path(str(world["state"])) / "alerts.db", FixedClock(NOW))
+    return WorkOrders(Path(str(world["state"])) / "alerts.db", ManualClock(NOW))
 
 
 def test_pages_need_a_session_and_an_expired_one_goes_back_to_login(world: dict[str, object]) -> None:

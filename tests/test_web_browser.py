@@ -15,7 +15,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from PIL import Image
 
 from stormwatch.web.server import free_port
+from tests.waits import wait_until
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -43,14 +43,6 @@ def _stormwatch(*args: str, **kw: object) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "stormwatch", *args], **kw)  # type: ignore[call-overload]
 
 
-def _wait_for(predicate: object, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
-
-
 def _answers(url: str) -> bool:
     try:
         return urllib.request.urlopen(url, timeout=2).status == 200
@@ -68,12 +60,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]
     out, err = open(root / "demo.out", "wb"), open(root / "demo.err", "wb")
     proc = _stormwatch("demo", "--workdir", str(work), "--web", "--web-port", str(port), stdout=out, stderr=err)
     try:
-        _wait_for(lambda: "web desk:" in (root / "demo.err").read_text(), 60, "the demo's web desk")
+        wait_until(lambda: "web desk:" in (root / "demo.err").read_text(), 60, "the demo's web desk")
         line = next(x for x in (root / "demo.err").read_text().splitlines() if "web desk:" in x)
         passwords = dict(re.findall(r"(\w+) / (\S+?)(?:,|\))", line))
         assert set(passwords) == {"inspector", "smo"}, line
         assert _answers(f"http://127.0.0.1:{port}/login")  # live during the run
-        _wait_for(lambda: "still serves it" in (root / "demo.out").read_text() or proc.poll() is not None, 600,
+        wait_until(lambda: "still serves it" in (root / "demo.out").read_text() or proc.poll() is not None, 600,
                   "the end of the demo run")
         assert proc.poll() is None, (root / "demo.err").read_text()[-2000:]
         assert "Summary" in (root / "demo.out").read_text()
@@ -95,7 +87,7 @@ def desk(demo: dict[str, object]) -> Iterator[str]:
     proc = _stormwatch("web", "--store", f"sqlite:///{work}/stormwatch.db", "--state-dir", str(work), "--port",
                        str(port), "--wall-time", stdout=subprocess.DEVNULL, stderr=log)
     try:
-        _wait_for(lambda: _answers(f"http://127.0.0.1:{port}/login"), 60, "stormwatch web")
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/login"), 60, "stormwatch web")
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()

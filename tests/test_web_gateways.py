@@ -11,11 +11,11 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
-from web_support import A, B, build, client, login
 
 from stormwatch import topics
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.web.gateways import GatewayWatch
+from tests.web_support import A, B, build, client, login
 
 
 @pytest.mark.mosquitto

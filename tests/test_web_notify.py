@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 import yaml
 from icalendar import Calendar
-from test_alerts_support import FixedClock
-from web_support import NOW, storm_event
 
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.resources import example_site
 from stormwatch.web.notify import Notifier, SmtpSettings
 from stormwatch.web.overview import load_sites
 from stormwatch.web.server import free_port
+from tests.web_support import NOW, storm_event
 
 RECIPIENTS = ["ina@contractor.example", "smo@village.example"]
 
@@ -75,7 +75,7 @@ def world(tmp_path: Path) -> Iterator[dict[str, object]]:
     doc2 = dict(doc, site={**doc["site"], "id": "quiet"}, notify={"email": []})
     (sites_dir / "quiet.yaml").write_text(yaml.safe_dump(doc2))
     sites = load_sites([sites_dir], ProfileLibrary())
-    book = WorkOrders(tmp_path / "alerts.db", FixedClock(NOW - timedelta(hours=1)))
+    book = WorkOrders(tmp_path / "alerts.db", ManualClock(NOW - timedelta(hours=1)))
     overdue = book.open_for(storm_event("riverside-commons"), timezone="America/New_York")[0]
     soon = book.open_for(Event(kind="basin_cleanout_due", site="riverside-commons", event_time=NOW, rule="R3",
                                citation="Ch. 133 §133-7A(1)", occurrence="basin:1", due_at=NOW + timedelta(hours=3),

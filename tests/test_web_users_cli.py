@@ -64,7 +64,7 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_web_refuses_bad_settings_with_one_line(tmp_path: Path) -> None:
-    from web_support import build
+    from tests.web_support import build
 
     world = build(tmp_path / "w")
     store, state = str(world["store"]), str(world["state"])

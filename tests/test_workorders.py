@@ -6,12 +6,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_alerts_support import T0, FixedClock
 
 from stormwatch.alerts.business_days import report_deadline
 from stormwatch.alerts.packs import load_pack
 from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
+from tests.test_alerts_support import T0
 
 
 def storm_due(occurrence: str = "storm:2026-06-01T12:00:00Z") -> Event:
@@ -21,7 +22,7 @@ def storm_due(occurrence: str = "storm:2026-06-01T12:00:00Z") -> Event:
 
 
 def test_dedupe_and_persistence_across_objects(tmp_path: Path) -> None:
-    clock = FixedClock(T0 + timedelta(hours=7))
+    clock = ManualClock(T0 + timedelta(hours=7))
     book = WorkOrders(tmp_path / "state.db", clock)
     first, created = book.open_for(storm_due())
     assert created and first.status == "open" and first.due_at == T0 + timedelta(hours=25)
@@ -41,16 +42,16 @@ def test_dedupe_and_persistence_across_objects(tmp_path: Path) -> None:
 
 
 def test_complete_and_overdue(tmp_path: Path) -> None:
-    clock = FixedClock(T0)
+    clock = ManualClock(T0)
     book = WorkOrders(tmp_path / "state.db", clock)
     a, _ = book.open_for(storm_due("a"))
     b, _ = book.open_for(storm_due("b"))
-    clock.t = T0 + timedelta(hours=26)
+    clock.set(T0 + timedelta(hours=26))
     assert {o.id for o in book.mark_overdue()} == {a.id, b.id}
     assert {o.status for o in book.list()} == {"open"}  # overdue is a flag, never a status
     done = book.complete(a.id, "bob", notes="silt fence repaired")
     assert done.status == "completed" and done.inspector == "bob" and done.notes == "silt fence repaired"
-    assert done.completed_at == clock.t and not done.is_overdue(clock.t)
+    assert done.completed_at == clock.now() and not done.is_overdue(clock.now())
     with pytest.raises(WorkOrderError):
         book.complete(a.id, "bob", "again")
     with pytest.raises(WorkOrderError):
@@ -62,7 +63,7 @@ def test_ch196_completion_opens_report_due_in_two_business_days(tmp_path: Path) 
     # Inspection Friday 2026-07-03 (NY: Independence Day observed, a holiday itself) 15:00 New York:
     # business days after it: Mon 07-06, Tue 07-07 -> due at Wed 2026-07-08 00:00 EDT = 04:00 UTC.
     inspected = datetime(2026, 7, 3, 19, 0, tzinfo=UTC)
-    clock = FixedClock(inspected)
+    clock = ManualClock(inspected)
     book = WorkOrders(tmp_path / "state.db", clock)
     report_rule = load_pack("ch196").report()[1]
     order, _ = book.open_for(storm_due(), report=report_rule, timezone="America/New_York")
@@ -79,7 +80,7 @@ def test_report_deadline_skips_weekend_and_holiday() -> None:
 
 
 def test_non_opening_event_is_rejected(tmp_path: Path) -> None:
-    book = WorkOrders(tmp_path / "state.db", FixedClock())
+    book = WorkOrders(tmp_path / "state.db", ManualClock(T0))
     ev = storm_due().model_copy(update={"kind": "storm_started"})
     with pytest.raises(WorkOrderError):
         book.open_for(ev)

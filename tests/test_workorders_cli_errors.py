@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from test_alerts_support import site_doc
 from typer.testing import CliRunner, Result
 
 from stormwatch.cli import app
+from tests.test_alerts_support import site_doc
 
 
 def write_site(tmp_path: Path, **changes: object) -> Path:

@@ -12,15 +12,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from test_alerts_support import T0, FixedClock, site
-from test_workorders import storm_due
 from typer.testing import CliRunner, Result
 
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import ENGINE, SCHEMA_VERSION, EngineClock, WorkOrderError, WorkOrders
 from stormwatch.cli import app
-from stormwatch.clock import ScenarioClock, WallClock
+from stormwatch.clock import ManualClock, ScenarioClock, WallClock
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, site
+from tests.test_workorders import storm_due
 
 DUE = T0 + timedelta(hours=25)  # storm_due(): due 2026-06-02 13:00 UTC = 09:00 EDT
 
@@ -30,15 +30,15 @@ def cli(*args: str) -> Result:
 
 
 def test_acknowledged_order_can_be_overdue_and_is_found_by_status(tmp_path: Path) -> None:
-    clock = FixedClock(T0 + timedelta(hours=7))
+    clock = ManualClock(T0 + timedelta(hours=7))
     book = WorkOrders(tmp_path / "alerts.db", clock)
     order, _ = book.open_for(storm_due(), timezone="America/New_York")
     book.acknowledge(order.id, "ann")
-    clock.t = DUE + timedelta(minutes=1)
+    clock.set(DUE + timedelta(minutes=1))
     (flagged,) = book.mark_overdue()
-    assert flagged.status == "acknowledged" and flagged.overdue_at == clock.t
+    assert flagged.status == "acknowledged" and flagged.overdue_at == clock.now()
     assert [o.id for o in book.list(status="acknowledged")] == [order.id]
-    assert [o.id for o in book.list(overdue_at=clock.t)] == [order.id]
+    assert [o.id for o in book.list(overdue_at=clock.now())] == [order.id]
     assert book.list(overdue_at=DUE) == []  # exactly at the deadline it is not yet late
     try:
         book.list(status="overdue")
@@ -49,17 +49,17 @@ def test_acknowledged_order_can_be_overdue_and_is_found_by_status(tmp_path: Path
 
 
 def test_every_change_is_kept_with_who_when_what_and_notes(tmp_path: Path) -> None:
-    clock = FixedClock(T0 + timedelta(hours=7))
+    clock = ManualClock(T0 + timedelta(hours=7))
     book = WorkOrders(tmp_path / "alerts.db", clock)
     order, _ = book.open_for(storm_due())
-    clock.t = T0 + timedelta(hours=8)
+    clock.set(T0 + timedelta(hours=8))
     book.acknowledge(order.id, "ann", "on my way")
-    clock.t = T0 + timedelta(hours=9)
+    clock.set(T0 + timedelta(hours=9))
     again = book.acknowledge(order.id, "bob")  # a second acknowledgement never replaces the first
     assert again.acknowledged_by == "ann" and again.acknowledged_at == T0 + timedelta(hours=8)
-    clock.t = DUE + timedelta(hours=1)
+    clock.set(DUE + timedelta(hours=1))
     book.mark_overdue()
-    clock.t = DUE + timedelta(hours=2)
+    clock.set(DUE + timedelta(hours=2))
     done = book.complete(order.id, "  cy ", " silt fence repaired at the outfall ")
     assert done.inspector == "cy" and done.notes == "silt fence repaired at the outfall"
     history = [(c.at, c.by, c.action, c.status, c.notes) for c in book.history(order.id)]
@@ -73,7 +73,7 @@ def test_every_change_is_kept_with_who_when_what_and_notes(tmp_path: Path) -> No
 
 
 def test_names_notes_and_transitions_are_checked(tmp_path: Path) -> None:
-    book = WorkOrders(tmp_path / "alerts.db", FixedClock(T0))
+    book = WorkOrders(tmp_path / "alerts.db", ManualClock(T0))
     order, _ = book.open_for(storm_due())
     for call in (lambda: book.acknowledge(order.id, "  "), lambda: book.complete(order.id, "", "done"),
                  lambda: book.complete(order.id, "ann", " \n")):
@@ -95,7 +95,7 @@ def test_names_notes_and_transitions_are_checked(tmp_path: Path) -> None:
 
 
 def test_cli_checks_by_status_and_notes_with_one_line(tmp_path: Path) -> None:
-    book = WorkOrders(tmp_path / "alerts.db", FixedClock(T0))
+    book = WorkOrders(tmp_path / "alerts.db", ManualClock(T0))
     order, _ = book.open_for(storm_due())
     book.close()
     d = str(tmp_path)
@@ -114,7 +114,7 @@ def test_cli_checks_by_status_and_notes_with_one_line(tmp_path: Path) -> None:
 
 
 def test_cli_show_prints_history_in_site_local_time(tmp_path: Path) -> None:
-    clock = FixedClock(T0 + timedelta(hours=7))
+    clock = ManualClock(T0 + timedelta(hours=7))
     book = WorkOrders(tmp_path / "alerts.db", clock)
     order, _ = book.open_for(storm_due(), timezone="America/New_York")
     book.record_clock(clock, stopped=True)  # an engine on a simulated clock stopped at 15:00 EDT
@@ -156,7 +156,7 @@ def test_a_demo_state_is_read_at_simulated_time_on_mosquitto(mosquitto_server, t
     """The alert service on a simulated clock records it; after it stops, `workorders list` judges
     due dates at the simulated time it reached (not overdue), `--wall-time` at today's (overdue)."""
     state = tmp_path / "alerts.db"
-    book = WorkOrders(state, FixedClock(T0 + timedelta(hours=7)))
+    book = WorkOrders(state, ManualClock(T0 + timedelta(hours=7)))
     order, _ = book.open_for(storm_due(), timezone="America/New_York")
     book.close()
     clock = ScenarioClock(sim_start=T0 + timedelta(hours=8), speed=600.0, wall_start=time.time())
@@ -172,7 +172,7 @@ def test_a_demo_state_is_read_at_simulated_time_on_mosquitto(mosquitto_server, t
     finally:
         svc.stop()
         runner.join(10)
-    recorded = WorkOrders(state, FixedClock()).engine_clock()
+    recorded = WorkOrders(state, ManualClock(T0)).engine_clock()
     assert recorded is not None and recorded.stopped and recorded.kind == "simulated"
     assert T0 + timedelta(hours=8) < recorded.last_now < DUE  # about 8 h + a few simulated minutes
     listed = cli("list", "--state-dir", str(tmp_path))
@@ -232,7 +232,7 @@ def test_a_schema_1_state_file_opens_migrated(tmp_path: Path) -> None:
                    "WO-b": ("acknowledged", "2026-06-02T13:00:00Z", True),
                    "WO-c": ("completed", None, False),
                    "WO-d": ("open", None, True)}
-    book = WorkOrders(path, FixedClock(DUE + timedelta(hours=1)))
+    book = WorkOrders(path, ManualClock(DUE + timedelta(hours=1)))
     assert [(c.by, c.action, c.status) for c in book.history("WO-b")] == [
         (ENGINE, "opened", "open"), (ENGINE, "overdue", "open"), ("ann", "acknowledged", "acknowledged")]
     assert [(c.by, c.action, c.notes) for c in book.history("WO-c")][1:] == [

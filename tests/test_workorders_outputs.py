@@ -14,7 +14,6 @@ from typing import ClassVar
 import paho.mqtt.client as mqtt
 from icalendar import Calendar
 from paho.mqtt.enums import CallbackAPIVersion
-from test_alerts_support import T0, FixedClock, site
 from typer.testing import CliRunner
 
 from stormwatch import topics
@@ -22,8 +21,10 @@ from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.webhook import Webhook
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.cli import app
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
+from tests.test_alerts_support import T0, site
 
 LAST_TIP = T0 + timedelta(minutes=49)
 
@@ -35,7 +36,7 @@ def storm_due() -> Event:
 
 
 def test_ical_feed_lists_due_dates(tmp_path: Path) -> None:
-    book = WorkOrders(tmp_path / "state.db", FixedClock(T0 + timedelta(hours=7)))
+    book = WorkOrders(tmp_path / "state.db", ManualClock(T0 + timedelta(hours=7)))
     order, _ = book.open_for(storm_due())
     book.close()
     out = CliRunner().invoke(app, ["workorders", "ical", "--state", str(tmp_path / "state.db")])
@@ -71,14 +72,14 @@ def _serve(answers: list[int]) -> tuple[HTTPServer, type[_Receiver]]:
 
 def test_webhook_retries_with_exponential_backoff_until_accepted() -> None:
     server, handler = _serve([503, 503, 200])
-    clock = FixedClock(T0)
+    clock = ManualClock(T0)
     try:
         hook = Webhook(f"http://127.0.0.1:{server.server_port}/hook", clock, attempts=5, base_delay_s=2.0)
         result = hook.deliver(storm_due())
     finally:
         server.shutdown()
     assert result.ok and result.attempts == 3 and result.status == 200
-    assert clock.t == T0 + timedelta(seconds=2 + 4)  # waited 2 s then 4 s (base 2 s, doubling)
+    assert clock.now() == T0 + timedelta(seconds=2 + 4)  # waited 2 s then 4 s (base 2 s, doubling)
     assert len(handler.bodies) == 3
     body = json.loads(handler.bodies[-1])
     assert body["kind"] == "storm_inspection_due" and body["due_at"] == "2026-06-02T12:49:00Z"
@@ -86,7 +87,7 @@ def test_webhook_retries_with_exponential_backoff_until_accepted() -> None:
 
 def test_webhook_does_not_retry_a_rejection_and_gives_up_on_a_dead_receiver() -> None:
     server, handler = _serve([400])
-    clock = FixedClock(T0)
+    clock = ManualClock(T0)
     try:
         result = Webhook(f"http://127.0.0.1:{server.server_port}/", clock, attempts=4).deliver(storm_due())
     finally:
@@ -96,12 +97,12 @@ def test_webhook_does_not_retry_a_rejection_and_gives_up_on_a_dead_receiver() ->
     dead = Webhook(f"http://127.0.0.1:{server.server_port}/", clock, attempts=3, base_delay_s=1.0,
                    timeout_s=1.0).deliver(storm_due())
     assert not dead.ok and dead.attempts == 3 and dead.status is None
-    assert clock.t == T0 + timedelta(seconds=1 + 2)
+    assert clock.now() == T0 + timedelta(seconds=1 + 2)
 
 
 def test_overdue_at_the_deadline_over_mqtt_and_restart_does_not_repeat(mosquitto_server, tmp_path: Path) -> None:
     state = tmp_path / "state.db"
-    clock = FixedClock(LAST_TIP + timedelta(hours=7))
+    clock = ManualClock(LAST_TIP + timedelta(hours=7))
     book = WorkOrders(state, clock)
     order, _ = book.open_for(storm_due())
     book.close()
@@ -126,10 +127,10 @@ def test_overdue_at_the_deadline_over_mqtt_and_restart_does_not_repeat(mosquitto
         svc = run_service("overdue-a")
         time.sleep(0.3)
         assert wire == []  # 7 h after the storm: not yet due
-        clock.t = LAST_TIP + timedelta(hours=24)  # exactly the deadline: not yet overdue
+        clock.set(LAST_TIP + timedelta(hours=24))  # exactly the deadline: not yet overdue
         time.sleep(0.3)
         assert wire == []
-        clock.t = LAST_TIP + timedelta(hours=24, seconds=1)
+        clock.set(LAST_TIP + timedelta(hours=24, seconds=1))
         assert got.wait(10)
         svc.stop()
         time.sleep(0.5)

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_alerts_support import FixedClock
 
 from stormwatch.alerts.workorders import SCHEMA_VERSION, WorkOrderError, WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 
 T0 = datetime(2026, 6, 2, 5, 0, tzinfo=UTC)
@@ -25,7 +25,7 @@ def _storm(book: WorkOrders) -> str:
 
 
 def test_photo_is_kept_with_its_bytes_and_recorded_in_the_history(tmp_path: Path) -> None:
-    clock = FixedClock(T0 + timedelta(hours=2))
+    clock = ManualClock(T0 + timedelta(hours=2))
     book = WorkOrders(tmp_path / "alerts.db", clock)
     oid = _storm(book)
     data = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
@@ -34,7 +34,7 @@ def test_photo_is_kept_with_its_bytes_and_recorded_in_the_history(tmp_path: Path
     assert [(p.filename, p.by, p.size) for p in book.photos(oid)] == [("silt-fence.png", "Ina", 264)]
     assert book.photo(oid, 1).data == data
     last = book.history(oid)[-1]
-    assert (last.by, last.action, last.status, last.at) == ("Ina", "photo attached", "open", clock.t)
+    assert (last.by, last.action, last.status, last.at) == ("Ina", "photo attached", "open", clock.now())
     assert last.notes.startswith("silt-fence.png (264 bytes, sha256 ")
     with pytest.raises(WorkOrderError, match="no photo 2"):
         book.photo(oid, 2)
@@ -46,7 +46,7 @@ def test_photo_is_kept_with_its_bytes_and_recorded_in_the_history(tmp_path: Path
 
 
 def test_only_a_completed_order_is_verified(tmp_path: Path) -> None:
-    book = WorkOrders(tmp_path / "alerts.db", FixedClock(T0 + timedelta(hours=3)))
+    book = WorkOrders(tmp_path / "alerts.db", ManualClock(T0 + timedelta(hours=3)))
     oid = _storm(book)
     with pytest.raises(WorkOrderError, match="only a completed order can be verified"):
         book.verify(oid, "Sam SMO")
@@ -59,7 +59,7 @@ def test_only_a_completed_order_is_verified(tmp_path: Path) -> None:
 
 def test_a_schema_2_state_file_gains_the_photo_table(tmp_path: Path) -> None:
     path = tmp_path / "alerts.db"
-    book = WorkOrders(path, FixedClock(T0))
+    book = WorkOrders(path, ManualClock(T0))
     oid = _storm(book)
     book.close()
     db = sqlite3.connect(path)
@@ -67,7 +67,7 @@ def test_a_schema_2_state_file_gains_the_photo_table(tmp_path: Path) -> None:
     db.execute("PRAGMA user_version = 2")
     db.commit()
     db.close()
-    book = WorkOrders(path, FixedClock(T0))
+    book = WorkOrders(path, ManualClock(T0))
     assert book.photos(oid) == []
     assert book.history(oid)[0].action == "opened"
     book.attach_photo(oid, "Ina", "a.jpg", "image/jpeg", b"\xff\xd8\xff")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import yaml
 from starlette.testclient import TestClient
-from test_alerts_support import FixedClock
 
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
 from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.resources import example_site
@@ -76,14 +76,14 @@ def build(root: Path) -> dict[str, object]:
     """Write the store, the book (one overdue storm inspection per site) and the accounts under ``root``."""
     state = root / "state"
     state.mkdir(parents=True, exist_ok=True)
-    store = SqliteStore(root / "stormwatch.db", clock=FixedClock(NOW))
+    store = SqliteStore(root / "stormwatch.db", clock=ManualClock(NOW))
     store.write_readings(readings(A, "gw-riverside-1"))
     store.write_readings(readings(B, "gw-hilltop-1", silent_from=NOW - timedelta(hours=3)))
     store.write_events([storm_event(A), storm_event(B)])
     store.close()
-    book = WorkOrders(state / "alerts.db", FixedClock(NOW - timedelta(hours=1)))
+    book = WorkOrders(state / "alerts.db", ManualClock(NOW - timedelta(hours=1)))
     orders = {site: book.open_for(storm_event(site), timezone="America/New_York")[0].id for site in (A, B)}
-    book.record_clock(FixedClock(NOW), stopped=True)
+    book.record_clock(ManualClock(NOW), stopped=True)
     book.close()
     accounts = Accounts(state / "web.db")
     accounts.add("ina", "inspector", PASSWORD, sites=[A], display_name="Ina Inspector")
