@@ -395,7 +395,8 @@ TWINS: dict[type, tuple[str, frozenset[str], dict[str, str]]] = {
     ModbusRtuLink: ("stormwatch.config.ModbusRtu", frozenset(), {}),
     SerialLink: ("stormwatch.config.Serial", frozenset(), {}),
     DevicePlan: ("stormwatch.config.Device", frozenset(), {}),
-    GatewayPlan: ("stormwatch.config.SiteConfig", frozenset({"basin", "rain_gauge", "rules", "turbidity_pair", "site"}),
+    GatewayPlan: ("stormwatch.config.SiteConfig",
+                  frozenset({"basin", "rain_gauge", "rules", "turbidity_pair", "site", "notify"}),
                   {"site": "SiteConfig.site.id", "profiles": "the device profiles, compiled",
                    "version": "PLAN_VERSION"}),
 }
