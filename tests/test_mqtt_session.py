@@ -221,7 +221,8 @@ def test_ingest_holding_at_its_inflight_limit_keeps_its_session_through_a_store_
     keepalive = 4
     store = Influx1Store(own_influx.url, "hold", retries=1, backoff_s=0.05)
     still = ManualClock(T0 + timedelta(days=1), on_sleep="wait")
-    run = Running(own_mosquitto, store, clock=still, batch_ms=50, batch_size=50, retry_backoff_s=0.2, max_backoff_s=1.0, keepalive_s=keepalive, max_inflight=100)
+    run = Running(own_mosquitto, store, clock=still, batch_ms=50, batch_size=50, retry_backoff_s=0.2, max_backoff_s=1.0,
+                  keepalive_s=keepalive, max_inflight=100)
     pub = Publisher(own_mosquitto)
     try:
         publish_range(pub, range(1, 201))
