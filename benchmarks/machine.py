@@ -32,3 +32,18 @@ def describe() -> str:
     """One line: ``<platform>; <cpu>; <cores> cores; Python <version>``."""
     info = machine()
     return f"{info['platform']}; {info['cpu']}; {info['cores']} cores; Python {info['python']}"
+
+
+def process_usage(pid: int) -> tuple[float, float, float]:
+    """``(RSS MB, peak RSS MB, CPU seconds)`` of a running process, from ``/proc`` (Linux).
+
+    Raises:
+        OSError: no such process (it ended).
+    """
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = {k: v for k, _, v in (line.partition(":") for line in status.splitlines())}
+    rss = int(fields["VmRSS"].split()[0]) / 1024
+    hwm = int(fields["VmHWM"].split()[0]) / 1024
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, hwm, (int(stat[11]) + int(stat[12])) / ticks  # utime + stime

@@ -152,6 +152,11 @@ class ServerProcess:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int:
+        """The server's process id (0 when it is not running)."""
+        return self._proc.pid if self.running and self._proc is not None else 0
+
 
 @dataclass
 class Mosquitto(ServerProcess):
@@ -232,3 +237,125 @@ def influxdb1(data_dir: Path, port: int | None = None) -> InfluxDB1:
     conf = data_dir / "influxdb.conf"
     conf.write_text(INFLUXDB1_CONF.format(port=port, rpc_port=free_port(), data=data_dir))
     return InfluxDB1("influxd", [binary, "-config", str(conf)], port, data_dir)
+
+
+NATS_CONF = """\
+# stormwatch test broker cluster: NATS with JetStream and its MQTT listener (docs/scaling.md).
+server_name: {name}
+listen: 127.0.0.1:{client_port}
+http: 127.0.0.1:{http_port}
+jetstream {{
+  store_dir: "{data}/jetstream"
+}}
+cluster {{
+  name: stormwatch
+  listen: 127.0.0.1:{route_port}
+  routes: [{routes}]
+}}
+mqtt {{
+  listen: 127.0.0.1:{port}
+}}
+"""
+
+
+@dataclass
+class NatsNode(ServerProcess):
+    """One node of a :class:`NatsCluster`; ``port`` is its MQTT listener, ``http_port`` its monitoring port."""
+
+    http_port: int = 0
+
+    def monitor(self, path: str) -> dict[str, Any]:
+        """A monitoring endpoint's JSON (``/jsz``, ``/healthz``...).
+
+        Raises:
+            OSError: the node does not answer.
+        """
+        import json
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as resp:
+            answer: dict[str, Any] = json.loads(resp.read())
+            return answer
+
+
+@dataclass
+class NatsCluster:
+    """A cluster of ``nats-server`` nodes with JetStream and MQTT (3 nodes: one may be lost).
+
+    JetStream keeps MQTT sessions, retained messages and QoS 1 messages in streams replicated to
+    every node (up to 3), so a persistent session lives on when the node its client was connected
+    to dies; the client reconnects to another node (a broker URL listing every node,
+    :attr:`stormwatch.mqtt.BrokerSettings.endpoints`).
+    """
+
+    nodes: list[NatsNode]
+
+    def url(self, first: int = 0) -> str:
+        """``mqtt://`` URL listing every node's MQTT listener, node ``first`` first."""
+        order = self.nodes[first:] + self.nodes[:first]
+        return "mqtt://" + ",".join(f"127.0.0.1:{n.port}" for n in order)
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start every node and wait until the cluster has elected its JetStream meta leader.
+
+        Raises:
+            RuntimeError: a node did not start; TimeoutError: no meta leader in time.
+        """
+        for node in self.nodes:
+            node.start(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if all(self.meta_leader(n) for n in self.nodes if n.running):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"NATS cluster: no JetStream meta leader after {timeout_s:.0f} s")
+
+    @staticmethod
+    def meta_leader(node: NatsNode) -> str:
+        """The JetStream meta leader as ``node`` sees it ('' while there is none)."""
+        return str(node.monitor("/jsz").get("meta_cluster", {}).get("leader", ""))
+
+    def stream_leader(self, stream: str) -> str | None:
+        """The server name leading JetStream ``stream`` (e.g. ``$MQTT_msgs``), asked of a running node."""
+        for node in self.nodes:
+            if not node.running:
+                continue
+            try:
+                info = node.monitor("/jsz?accounts=true&streams=true")
+            except OSError:
+                continue
+            for account in info.get("account_details", []):
+                for detail in account.get("stream_detail", []):
+                    if detail.get("name") == stream:
+                        return str(detail.get("cluster", {}).get("leader", "")) or None
+        return None
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def nats_cluster(data_dir: Path, size: int = 3) -> NatsCluster:
+    """A (not yet started) NATS cluster of ``size`` nodes (``n1``, ``n2``...) on free loopback ports.
+
+    Raises:
+        FileNotFoundError: no ``nats-server`` binary.
+    """
+    binary = find_binary("nats-server")
+    if binary is None:
+        raise FileNotFoundError("nats-server not found (Debian: apt-get install nats-server)")
+    routes = [free_port() for _ in range(size)]
+    nodes = []
+    for i in range(size):
+        name = f"n{i + 1}"
+        node_dir = data_dir / name
+        node_dir.mkdir(parents=True, exist_ok=True)
+        port, http_port = free_port(), free_port()
+        conf = node_dir / "nats.conf"
+        conf.write_text(NATS_CONF.format(
+            name=name, client_port=free_port(), http_port=http_port, data=node_dir, route_port=routes[i], port=port,
+            routes=", ".join(f"nats-route://127.0.0.1:{r}" for r in routes)))
+        nodes.append(NatsNode(name, [binary, "-c", str(conf)], port, node_dir, http_port=http_port))
+    return NatsCluster(nodes)

@@ -1,0 +1,343 @@
+"""Benchmark: a county on one machine -- N simulated sites through Mosquitto -> ingest (InfluxDB 1.x) and alerts.
+
+Run: ``python benchmarks/fleet.py`` (not a test; issue 17). What it does:
+
+* starts its own InfluxDB 1.x and Mosquitto (:mod:`stormwatch.servers`, the project's configuration);
+* writes the fleet's site files (:mod:`stormwatch.simulators.fleetsites`: each site a rain gauge, an
+  upstream and a downstream turbidity probe and a basin level sensor, all polled once a minute --
+  4 sensors, 6 readings a minute since each turbidity probe also reports water temperature);
+* starts ``stormwatch ingest`` (InfluxDB 1.x store) and ``stormwatch alerts`` (the same store) on all
+  the sites, one process each, on the fleet's simulated clock, and a listener for the ordinance events;
+* runs ``stormwatch simulate --fleet N`` at 60x (a simulated minute of polls per real second: 1,000
+  sites = 4,000 sensor polls = 6,000 readings a real second) for ``--minutes`` real minutes;
+* measures, while it runs and after: readings published (the fleet's count) and stored (InfluxQL
+  ``COUNT``), lost = published - stored; sustained readings/s (stored readings over the time from the
+  first publish to the last reading stored); RSS (peak) and CPU seconds per 1,000 readings of ingest
+  and alerts (``/proc``); the latency of the storm events (``storm_started``, ``storm_qualified``) from
+  publish to their arrival on MQTT, two ways:
+
+  - **decided**: from the publish of the reading that let the engine decide (the first poll cycle at
+    or after the event's time + the engine's allowed lateness: until then a reading may still arrive
+    out of order, rules.md) -- the pipeline's own delay, and the figure of the bar;
+  - **from trigger**: from the publish of the reading that carries the event (the tip that crossed the
+    threshold) -- adds the allowed lateness (120 simulated s = 2 real s at 60x);
+
+* the bar (2-core machine): nothing lost, decided p99 <= 2 s, alerts RSS <= 300 MB at 1,000 sites;
+* then shorter runs (``--search-minutes``) at larger N (``--search``) in the message form that did
+  better, reporting the largest N that still holds the bar;
+* prints the machine and its load (load average and the share of CPU busy outside the measured
+  processes), and as the last line one JSON object.
+
+``--form single|batch|both`` chooses the gateways' message form (one message per reading, or one per
+poll cycle); ``both`` (default) runs the 1,000-site measurement in each form (batching's effect).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from bisect import bisect_left
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import paho.mqtt.client as mqtt  # noqa: E402
+from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
+
+from benchmarks.machine import describe, machine, process_usage  # noqa: E402
+from stormwatch import servers, topics  # noqa: E402
+from stormwatch.simulators.fleetsites import write_fleet_sites  # noqa: E402
+
+START = datetime(2026, 6, 1, 4, tzinfo=UTC)
+SPEED = 60.0
+#: The alert engine's allowed lateness on the fleet's clock (alerts.engine.lateness_for): max(120, 0.5 x speed) s.
+LATENESS_S = max(120.0, 0.5 * SPEED)
+POLL_S = 60.0
+STORM_KINDS = ("storm_started", "storm_qualified")
+BAR_P99_S = 2.0
+BAR_ALERTS_RSS_MB = 300.0
+STORMWATCH = [sys.executable, "-m", "stormwatch"]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def cpu_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+class Events:
+    """The ordinance events as they arrive on MQTT (clean-session QoS 1 subscriber, arrival wall time kept)."""
+
+    def __init__(self, port: int) -> None:
+        self.items: list[tuple[float, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+        ready = threading.Event()
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"bench-events-{os.getpid()}")
+        self.client.on_connect = lambda c, *_: c.subscribe(topics.EVENTS_FILTER, qos=1)
+        self.client.on_subscribe = lambda *_: ready.set()
+        self.client.on_message = self._on
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+        ready.wait(10)
+
+    def _on(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
+        now = time.time()
+        with self.lock:
+            self.items.append((now, json.loads(msg.payload)))
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+class Sampler:
+    """Peak RSS and CPU seconds of named processes, sampled every second."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.peak_rss: dict[str, float] = dict.fromkeys(pids, 0.0)
+        self.cpu0 = {name: process_usage(pid)[2] for name, pid in pids.items()}
+        self.cpu: dict[str, float] = dict.fromkeys(pids, 0.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.sample()
+
+    def sample(self) -> None:
+        for name, pid in self.pids.items():
+            try:
+                rss, hwm, cpu = process_usage(pid)
+            except (OSError, IndexError, KeyError):
+                continue
+            self.peak_rss[name] = max(self.peak_rss[name], hwm, rss)
+            self.cpu[name] = cpu - self.cpu0[name]
+
+    def stop(self) -> None:
+        self.sample()
+        self._stop.set()
+        self._thread.join(5)
+
+
+def stored(influx: servers.InfluxDB1, db: str) -> int:
+    """Readings stored (points of ``readings``)."""
+    res = influx.query('SELECT COUNT("seq") FROM readings', db)["results"][0]
+    series = res.get("series")
+    return int(series[0]["values"][0][1]) if series else 0
+
+
+def publish_times(path: Path) -> dict[str, tuple[list[float], list[float]]]:
+    """site → (slot times as POSIX s, sorted; wall times of their publish) from the fleet's publish log
+    (a poll cycle published in several messages: its first publish)."""
+    first: dict[tuple[str, float], float] = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            key = (row["site"], datetime.fromisoformat(row["time"].replace("Z", "+00:00")).timestamp())
+            wall = float(row["wall"])
+            if key not in first or wall < first[key]:
+                first[key] = wall
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for (site, slot), wall in sorted(first.items()):
+        slots, walls = out.setdefault(site, ([], []))
+        slots.append(slot)
+        walls.append(wall)
+    return out
+
+
+def published_at(log: dict[str, tuple[list[float], list[float]]], site: str, at: float) -> float | None:
+    """Wall time of the first poll cycle of ``site`` at or after event time ``at`` (None: none published)."""
+    slots, walls = log.get(site, ([], []))
+    i = bisect_left(slots, at - 1e-6)
+    return walls[i] if i < len(slots) else None
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def run(n: int, minutes: float, form: str, work: Path) -> dict[str, Any]:
+    """One measurement: ``n`` sites for ``minutes`` real minutes in message form ``form``."""
+    work.mkdir(parents=True, exist_ok=True)
+    influx = servers.influxdb1(work / "influxdb")
+    mosq = servers.mosquitto(work / "mosquitto")
+    influx.start()
+    mosq.start()
+    db = "fleet"
+    influx.query(f'CREATE DATABASE "{db}"')
+    sites = write_fleet_sites(work / "sites", n)
+    site_args = [a for f in sites for a in ("--site", str(f))]
+    clock_file = work / "clock.json"
+    store = influx.store_url(db)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    logs = {name: open(work / f"{name}.log", "wb") for name in ("ingest", "alerts", "fleet")}
+    events = Events(mosq.port)
+    try:
+        procs["ingest"] = subprocess.Popen(
+            [*STORMWATCH, "ingest", *site_args, "--broker", mosq.url, "--store", store, "--clock-file",
+             str(clock_file), "--stats-interval-s", "10", "--client-id", "bench-ingest"],
+            stdout=logs["ingest"], stderr=subprocess.STDOUT)
+        procs["alerts"] = subprocess.Popen(
+            [*STORMWATCH, "alerts", *site_args, "--broker", mosq.url, "--store", store, "--clock-file",
+             str(clock_file), "--state-dir", str(work / "alerts"), "--client-id", "bench-alerts"],
+            stdout=logs["alerts"], stderr=subprocess.STDOUT)
+        hours = minutes * SPEED / 60.0
+        delay = 15.0 + n / 50.0  # ingest and alerts load their sites and subscribe before the first poll
+        fleet = subprocess.Popen(
+            [*STORMWATCH, "simulate", "--fleet", str(n), "--sites", str(work / "sites"), "--broker", mosq.url,
+             "--speed", str(SPEED), "--duration-h", f"{hours:.4f}", "--start", START.isoformat(), "--clock-file",
+             str(clock_file), "--start-delay-s", f"{delay:.0f}", "--progress-every", "30",
+             "--publish-log", str(work / "published.csv"), f"--{form}"],
+            stdout=subprocess.PIPE, stderr=logs["fleet"])
+        procs["fleet"] = fleet
+        while not clock_file.exists():
+            if fleet.poll() is not None:
+                raise RuntimeError(f"the fleet ended early: see {work / 'fleet.log'}")
+            time.sleep(0.2)
+        wall_start = json.loads(clock_file.read_text())["wall_start"]
+        sampler = Sampler({"ingest": procs["ingest"].pid, "alerts": procs["alerts"].pid, "fleet": fleet.pid,
+                           "mosquitto": mosq.pid, "influxd": influx.pid})
+        time.sleep(max(0.0, wall_start - time.time()))
+        busy0, total0, load0 = *cpu_busy(), os.getloadavg()
+        log(f"{n} sites, {form} messages: running {minutes:g} real minutes ({hours:g} simulated hours at {SPEED:g}x)")
+        out, _ = fleet.communicate(timeout=minutes * 60 + delay + 600)
+        if fleet.returncode != 0:
+            raise RuntimeError(f"fleet exited with {fleet.returncode}: see {work / 'fleet.log'}")
+        summary = json.loads(out.decode().strip().splitlines()[-1])
+        published = int(summary["readings"])
+        deadline = time.time() + 180
+        count = stored(influx, db)
+        while count < published and time.time() < deadline:
+            time.sleep(2)
+            count = stored(influx, db)
+        last_stored = time.time()
+        busy1, total1, load1 = *cpu_busy(), os.getloadavg()
+        time.sleep(3)  # the engine's last decisions
+        sampler.stop()
+        stopping = time.time()
+    finally:
+        for name in ("alerts", "ingest", "fleet"):
+            p = procs.get(name)
+            if p is not None and p.poll() is None:
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        events.close()
+        for f in logs.values():
+            f.close()
+        mosq.stop()
+        influx.stop()
+
+    pubs = publish_times(work / "published.csv")
+    decided: list[float] = []
+    trigger: list[float] = []
+    late_flush = 0
+    for arrived, e in events.items:
+        if e.get("kind") not in STORM_KINDS:
+            continue
+        if arrived >= stopping:
+            late_flush += 1  # released by the flush at stop, not by a reading
+            continue
+        t = datetime.fromisoformat(e["event_time"].replace("Z", "+00:00")).timestamp()
+        at_trigger = published_at(pubs, e["site"], t)
+        at_decided = published_at(pubs, e["site"], t + LATENESS_S)
+        if at_trigger is not None:
+            trigger.append(arrived - at_trigger)
+        if at_decided is not None:
+            decided.append(arrived - at_decided)
+    readings_cpu = {name: round(sampler.cpu[name] / (published / 1000), 4) for name in ("ingest", "alerts", "fleet")}
+    machine_busy = (busy1 - busy0) / max(1, total1 - total0)
+    first_publish = min((w for _, walls in pubs.values() for w in walls[:1]), default=wall_start)
+    result = {
+        "sites": n, "form": form, "real_minutes": round((last_stored - first_publish) / 60, 2),
+        "messages": summary["messages"], "readings_published": published, "readings_stored": count,
+        "readings_lost": published - count, "readings_per_s": round(count / max(1e-9, last_stored - first_publish), 1),
+        "fleet_max_behind_s": summary["max_behind_s"],
+        "storm_events": len(decided), "storm_events_at_stop": late_flush,
+        "latency_decided_p50_s": _r(percentile(decided, 50)), "latency_decided_p99_s": _r(percentile(decided, 99)),
+        "latency_trigger_p50_s": _r(percentile(trigger, 50)), "latency_trigger_p99_s": _r(percentile(trigger, 99)),
+        "rss_mb": {k: round(v, 1) for k, v in sampler.peak_rss.items()},
+        "cpu_s": {k: round(v, 1) for k, v in sampler.cpu.items()},
+        "cpu_s_per_1000_readings": readings_cpu,
+        "machine_cpu_busy": round(machine_busy, 3), "loadavg_start": [round(x, 2) for x in load0],
+        "loadavg_end": [round(x, 2) for x in load1],
+    }
+    p99 = result["latency_decided_p99_s"]
+    result["holds_bar"] = bool(result["readings_lost"] == 0 and p99 is not None and p99 <= BAR_P99_S
+                               and sampler.peak_rss["alerts"] <= BAR_ALERTS_RSS_MB * max(1.0, n / 1000))
+    log(json.dumps(result))
+    return result
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sites", type=int, default=1000, help="sites of the main measurement (default 1000)")
+    ap.add_argument("--minutes", type=float, default=5.0, help="real minutes of the main measurement (>= 5)")
+    ap.add_argument("--form", choices=("single", "batch", "both"), default="both")
+    ap.add_argument("--search", default="1500,2000,3000,4000",
+                    help="larger site counts to try after the main run, comma-separated ('' = none)")
+    ap.add_argument("--search-minutes", type=float, default=2.0, help="real minutes of each search run")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, publish log)")
+    args = ap.parse_args()
+    log(f"machine: {describe()}; load average {os.getloadavg()}")
+    for binary in ("mosquitto", "influxd"):
+        if servers.find_binary(binary) is None:
+            sys.exit(f"{binary} not installed (Debian: apt-get install mosquitto influxdb)")
+    work = Path(tempfile.mkdtemp(prefix="stormwatch-fleet-"))
+    runs: list[dict[str, Any]] = []
+    try:
+        forms = ["single", "batch"] if args.form == "both" else [args.form]
+        for form in forms:
+            runs.append(run(args.sites, args.minutes, form, work / f"{args.sites}-{form}"))
+        best = min((r for r in runs), key=lambda r: (not r["holds_bar"], r["latency_decided_p99_s"] or 1e9))
+        largest = args.sites if best["holds_bar"] else None
+        for n in [int(x) for x in args.search.split(",") if x.strip()]:
+            r = run(n, args.search_minutes, best["form"], work / f"{n}-{best['form']}")
+            runs.append(r)
+            if not r["holds_bar"]:
+                break
+            largest = n
+    finally:
+        if args.keep:
+            log(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    main_runs = [r for r in runs if r["sites"] == args.sites]
+    log(f"largest N holding the bar: {largest}")
+    print(json.dumps({"benchmark": "fleet", "machine": machine(), "speed": SPEED, "lateness_s": LATENESS_S,
+                      "bar": {"readings_lost": 0, "latency_decided_p99_s": BAR_P99_S,
+                              "alerts_rss_mb_per_1000_sites": BAR_ALERTS_RSS_MB},
+                      "runs": runs, "main": main_runs, "largest_n_holding_bar": largest,
+                      "median_main_p99_s": statistics.median([r["latency_decided_p99_s"] or 0 for r in main_runs])}))
+
+
+if __name__ == "__main__":
+    main()
