@@ -18,6 +18,7 @@ from stormwatch.ingest.stores import StoreUrlError, open_store, redact
 from stormwatch.ingest.validate import DEFAULT_MAX_AGE_S, Validator
 from stormwatch.mqtt import BrokerUrlError
 from stormwatch.profiles import ProfileError, ProfileLibrary
+from stormwatch.sitedir import ServiceSites
 from stormwatch.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,12 @@ DEFAULT_STORE = "sqlite:///./var/stormwatch.db"
 
 
 def ingest_command(
-    site: list[Path] = typer.Option(..., "--site", "-s", metavar="FILE",
+    site: list[Path] = typer.Option([], "--site", "-s", metavar="FILE",
                                     help="The site's YAML file (repeat for several sites)."),
+    sites_dir: Path | None = typer.Option(None, "--sites", metavar="DIR", file_okay=False,
+                                          help="A directory of site files: every *.yaml in it, watched (a file "
+                                               "added, changed or removed is picked up within seconds; a broken "
+                                               "one is refused with its error, the others keep running)."),
     broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", "-b", envvar="STORMWATCH_BROKER", metavar="URL",
                                help="The MQTT broker: mqtt://\\[USER:PASS@]HOST:PORT (mqtts:// for TLS)."),
     store: str = typer.Option(DEFAULT_STORE, "--store", envvar="STORMWATCH_STORE", metavar="URL",
@@ -78,8 +83,9 @@ def ingest_command(
     Stop with Ctrl-C or SIGTERM: the pending batch is flushed first.
     """
     profiles = ProfileLibrary()
+    watched = ServiceSites(site, sites_dir, lambda p: load_site_file(p, profiles))
     try:
-        sites = [load_site_file(p, profiles) for p in site]
+        sites = list(watched.load().values())
         clock = service_clock(clock_file)
         validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
                                         max_age_s=max_age_s, late_after_s=late_after_s)
@@ -114,10 +120,14 @@ def ingest_command(
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    log.info("ingest: sites %s -> store %s", ", ".join(sorted(validator.sites)), redact(store))
+    shown = ", ".join(sorted(validator.sites)[:10]) + (f", ... ({len(validator.sites)} sites)"
+                                                       if len(validator.sites) > 10 else "")
+    log.info("ingest: sites %s (%s) -> store %s", shown or "none yet", watched.describe(), redact(store))
+    watched.watch(lambda current, _changes: validator.set_sites(current))
     try:
         ingest.run()
     finally:
+        watched.stop()
         if metrics is not None:
             metrics.shutdown()
         sink.close()

@@ -114,15 +114,32 @@ class Validator:
         self._seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
         # validate() (ingest: paho's network thread) and committed() (the store-writing thread) share _seen.
         self._seen_lock = threading.Lock()
+        self.profiles = profiles
         # (site, device) -> quantity -> unit, resolved once (fails fast on a bad profile).
-        self._units: dict[tuple[str, str], dict[str, str]] = {}
-        for site_id, cfg in self.sites.items():
+        self._units: dict[tuple[str, str], dict[str, str]] = self._units_of(self.sites)
+
+    def _units_of(self, sites: Mapping[str, SiteConfig]) -> dict[tuple[str, str], dict[str, str]]:
+        units_by_device: dict[tuple[str, str], dict[str, str]] = {}
+        for site_id, cfg in sites.items():
             for dev in cfg.devices:
-                profile = profiles.get(dev.profile)
+                profile = self.profiles.get(dev.profile)
                 units = dict(profile.quantities())
                 if profile.level is not None:
                     units.update(LEVEL_QUANTITIES)
-                self._units[(site_id, dev.id)] = units
+                units_by_device[(site_id, dev.id)] = units
+        return units_by_device
+
+    def set_sites(self, sites: Mapping[str, SiteConfig]) -> None:
+        """Validate against ``sites`` from now on (``--sites DIR``: a site file added, changed or removed).
+
+        Safe while another thread validates: the new tables are built first, then swapped in.
+
+        Raises:
+            ProfileError: a device's profile cannot be loaded (nothing is changed then).
+        """
+        units = self._units_of(sites)
+        self._units = units  # first: a reading of a site being added finds its devices once the site is there
+        self.sites = dict(sites)
 
     @classmethod
     def for_sites(cls, sites: Iterable[SiteConfig], profiles: ProfileLibrary, clock: Clock,

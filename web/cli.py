@@ -28,9 +28,12 @@ users_app = typer.Typer(
 
 
 def web_cmd(
-    site: list[Path] = typer.Option([resources.example_site()], "--site", metavar="FILE|DIR",
-                                    help="A site file, or a directory of site files (repeatable); default: the "
-                                         "example site."),
+    site: list[Path] = typer.Option([], "--site", metavar="FILE|DIR",
+                                    help="A site file, or a directory of site files (repeatable); default (without "
+                                         "--sites): the example site."),
+    sites_dir: Path | None = typer.Option(None, "--sites", metavar="DIR", file_okay=False,
+                                          help="A directory of site files, watched: a site file added, changed or "
+                                               "removed shows within seconds; a broken one is refused with its error."),
     store: str = typer.Option(..., "--store", envvar="STORMWATCH_STORE", metavar="URL",
                               help="The readings store the services write (sqlite:///path/to/stormwatch.db)."),
     state_dir: Path = _STATE_DIR_OPT,
@@ -74,7 +77,10 @@ def web_cmd(
     from stormwatch.web.server import DeskSettings, DeskSetupError, WebServer, open_desk
 
     try:
-        desk = open_desk(DeskSettings(sites=site, store_url=store, state_dir=state_dir, wall_time=wall_time,
+        if not site and sites_dir is None:
+            site = [resources.example_site()]
+        desk = open_desk(DeskSettings(sites=site, sites_dir=sites_dir, store_url=store, state_dir=state_dir,
+                                      wall_time=wall_time,
                                       max_photo_bytes=int(max_photo_mb * 1048576), secure_cookies=secure_cookies,
                                       idle_minutes=session_minutes))
     except DeskSetupError as exc:

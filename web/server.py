@@ -21,13 +21,15 @@ import uvicorn
 
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import WallClock
+from stormwatch.config import SiteConfig
 from stormwatch.ingest.stores import open_store, redact
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.sitedir import SiteChanges, SiteDirectory
 from stormwatch.store import OverviewStore
 from stormwatch.web.accounts import Accounts
 from stormwatch.web.app import Desk, EngineTime, create_app
 from stormwatch.web.notify import Notifier, SmtpSettings
-from stormwatch.web.overview import load_sites
+from stormwatch.web.overview import SiteModel, load_sites, site_model
 from stormwatch.web.photos import DEFAULT_MAX_BYTES
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,7 @@ class DeskSettings:
     secure_cookies: bool = False
     idle_minutes: float = 480.0
     create_store: bool = False
+    sites_dir: Path | None = None
 
 
 def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) -> Desk:
@@ -67,10 +70,16 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
     from stormwatch.web.accounts import AccountError
     from stormwatch.web.overview import SiteSetupError
 
+    profiles = profiles or ProfileLibrary()
     try:
-        sites = load_sites(settings.sites, profiles or ProfileLibrary())
+        sites = load_sites(settings.sites, profiles)
     except SiteSetupError as exc:
         raise DeskSetupError(str(exc)) from None
+    fixed = set(sites)  # --site files: loaded once
+    directory = None
+    if settings.sites_dir is not None:
+        directory = _site_directory(settings.sites_dir, profiles)
+        sites = {**_models(directory, directory.sites, profiles), **sites}  # a --site file wins over the directory
     from stormwatch.ingest.stores import sqlite_path
 
     scheme = settings.store_url.split("://", 1)[0].lower() if "://" in settings.store_url else ""
@@ -99,8 +108,51 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
         raise DeskSetupError(str(exc)) from None
     clock = EngineTime(book, settings.wall_time)
     book.clock = clock
-    return Desk(sites=sites, store=cast(OverviewStore, store), book=book, accounts=accounts, clock=clock,
+    desk = Desk(sites=sites, store=cast(OverviewStore, store), book=book, accounts=accounts, clock=clock,
                 max_photo_bytes=settings.max_photo_bytes, secure_cookies=settings.secure_cookies)
+    if directory is not None:
+        directory.watch(lambda changes: _follow(desk, directory, changes, fixed, profiles), threading.Event())
+    return desk
+
+
+def _site_directory(path: Path, profiles: ProfileLibrary) -> SiteDirectory:
+    """The ``--sites`` directory, loaded (a broken file is refused and logged; the desk shows the others).
+
+    Raises:
+        DeskSetupError: ``path`` is not a directory.
+    """
+    from stormwatch.cliutil import load_site_file
+    from stormwatch.errors import InputError
+
+    directory = SiteDirectory(path, lambda p: load_site_file(p, profiles))
+    try:
+        directory.load()
+    except InputError as exc:
+        raise DeskSetupError(str(exc)) from None
+    return directory
+
+
+def _models(directory: SiteDirectory, configs: dict[str, SiteConfig], profiles: ProfileLibrary) -> dict[str, SiteModel]:
+    from stormwatch.web.overview import SiteSetupError
+
+    out: dict[str, SiteModel] = {}
+    for sid, cfg in configs.items():
+        try:
+            out[sid] = site_model(cfg, profiles, str(directory.path_of(sid)))
+        except SiteSetupError as exc:
+            log.error("%s: %s; not shown", directory.path_of(sid), exc)
+    return out
+
+
+def _follow(desk: Desk, directory: SiteDirectory, changes: SiteChanges, fixed: set[str],
+            profiles: ProfileLibrary) -> None:
+    """Apply a change of the ``--sites`` directory to the desk's sites (in place: the notifier shares the dict)."""
+    for sid in changes.removed:
+        if sid not in fixed:
+            desk.sites.pop(sid, None)
+    updated = _models(directory, {c.site.id: c for c in [*changes.added, *changes.changed] if c.site.id not in fixed},
+                      profiles)
+    desk.sites.update(updated)
 
 
 def start_notifier(desk: Desk, state_dir: Path, smtp_url: str, sender: str, *, ca_file: Path | None = None,
