@@ -21,7 +21,6 @@ Bar (issue 7): ≤ 32 MB, ≤ 2.2 CPU-s per 1,000 polls, ≥ 2,000 readings/s.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.machine import describe  # noqa: E402
+from benchmarks.machine import describe, process_usage  # noqa: E402
 
 DEVICES = 10
 WARMUP_S = 8.0
@@ -63,18 +62,6 @@ def serve(port: int) -> None:
         await server.serve_forever()
 
     asyncio.run(main())
-
-
-def proc_stats(pid: int) -> tuple[float, float, float]:
-    """(RSS MB, peak RSS MB, CPU seconds) of a process from /proc."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    fields = {k: v for k, _, v in (line.partition(":") for line in status.splitlines())}
-    rss = int(fields["VmRSS"].split()[0]) / 1024
-    hwm = int(fields["VmHWM"].split()[0]) / 1024
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(stat[11]) + int(stat[12])) / ticks  # utime, stime
-    return rss, hwm, cpu
 
 
 def lean_imports() -> None:
@@ -110,10 +97,10 @@ def polling(work: Path, broker_url: str) -> dict[str, float]:
             print(f"polling: measuring `{cmdline}`", flush=True)
             if "-m stormwatch.gateway --plan" not in cmdline:
                 raise RuntimeError(f"the gateway did not exec the lean process: {cmdline}")
-            _, _, cpu0 = proc_stats(gw.pid)
+            _, _, cpu0 = process_usage(gw.pid)
             t0 = time.monotonic()
             time.sleep(MEASURE_S)
-            rss, hwm, cpu1 = proc_stats(gw.pid)
+            rss, hwm, cpu1 = process_usage(gw.pid)
             elapsed = time.monotonic() - t0
             if gw.poll() is not None:
                 raise RuntimeError(f"gateway exited with {gw.returncode}")
