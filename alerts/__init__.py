@@ -2,7 +2,9 @@
 
 * :mod:`stormwatch.alerts.packs` -- jurisdiction rule packs (``alerts/packs/*.yaml``) and site overrides.
 * :mod:`stormwatch.alerts.geometry` -- basin stage–storage and lost capacity.
-* :mod:`stormwatch.alerts.rules` -- R1 storm, R1w routine, R2 turbidity, R3 basin.
+* :mod:`stormwatch.alerts.rules` -- one module per rule kind (R1 storm, R1w routine, R1r report, R2 turbidity,
+  R3 basin), found by :mod:`stormwatch.alerts.rules.registry`; :mod:`stormwatch.alerts.asyncapi` -- the event
+  schemas of docs/asyncapi.yaml from the registry.
 * :mod:`stormwatch.alerts.workorders` -- inspection work orders (SQLite);
   :mod:`stormwatch.alerts.business_days` (Ch. 196 reports).
 * :mod:`stormwatch.alerts.engine` -- :class:`~stormwatch.alerts.engine.Engine`: watermark, reorder buffer,
@@ -14,3 +16,10 @@
 
 Parameters, defaults and citations: ``docs/rules.md``.
 """
+
+from stormwatch.alerts.rules.registry import rule_kinds as _rule_kinds
+
+# The built-in rule modules declare the event kinds (and their typed details) as soon as anything of
+# stormwatch.alerts is imported, so every event built or read in this process is typed; the user's
+# rule directories ($STORMWATCH_RULES) are loaded with the first pack or engine that needs them.
+_rule_kinds([])

@@ -29,7 +29,7 @@ gauge's silence in event time open ``data_gap`` events (:mod:`stormwatch.alerts.
 The same code runs live and in backfill: feed stored readings in order, then :meth:`Engine.flush`
 (a storm not yet closed by a dry gap stays *in progress*, see :meth:`Engine.in_progress`).
 
-Events of the kinds in :data:`stormwatch.alerts.workorders.OPENING_KINDS` open a work order (deduplicated per
+Events of the kinds in :func:`stormwatch.alerts.workorders.opening_kinds` open a work order (deduplicated per
 ``(site, rule, occurrence)``); every emitted event carries the id of the order it opened or
 refers to in ``work_order``.
 """
@@ -47,14 +47,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from stormwatch.alerts.geometry import stage_storage_of
 from stormwatch.alerts.packs import RulePack, load_pack
 from stormwatch.alerts.rules import Rule
-from stormwatch.alerts.rules.basin import BasinRuleState
-from stormwatch.alerts.rules.routine import RoutineRuleState
+from stormwatch.alerts.rules.registry import BuildError, Role, RuleContext, rule_kinds
 from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
-from stormwatch.alerts.rules.turbidity import TurbidityRuleState
-from stormwatch.alerts.workorders import INSPECTION_KINDS, OPENING_KINDS, WorkOrders
+from stormwatch.alerts.workorders import WorkOrders, inspection_kinds, opening_kinds
 from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
@@ -147,7 +144,8 @@ class Engine:
         self.snapshot_every = timedelta(seconds=snapshot_every_s)
         self.rules: list[Rule] = []
         self.storm: StormRuleState | None = None
-        self.routine: RoutineRuleState | None = None
+        self._watchers: list[Any] = []
+        self._offline: list[Any] = []
         self._build(profiles)
         self._routes: dict[tuple[str, str], tuple[Rule, ...]] = {}
         self._heap: list[tuple[datetime, str, str, int, int, Reading]] = []
@@ -158,7 +156,7 @@ class Engine:
         self._snapshots: list[_Snapshot] = []
         self._next_snapshot: datetime | None = None
         self._recent: deque[Reading] = deque()  # released readings within the horizon (re-evaluation)
-        self._emitted: dict[tuple[str, str, bool], tuple[datetime, dict[str, Any]]] = {}
+        self._emitted: dict[tuple[str, str, str], tuple[datetime, dict[str, Any]]] = {}
         self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0, "reevaluated": 0,
                        "impossible": 0}
 
@@ -176,52 +174,44 @@ class Engine:
         return cls(cfg, profiles, load_pack(cfg.site.jurisdiction, cfg.rules), workorders, lateness_s, **options)
 
     def _build(self, profiles: ProfileLibrary) -> None:
+        """One rule state per pack rule, each from its kind's factory (the registry)."""
         cfg, pack, site = self.cfg, self.pack, self.site
-        storm = pack.storm()
-        if storm and cfg.rain_gauge:
-            profile = profiles.get(cfg.device(cfg.rain_gauge).profile)
-            if profile.counter is None:
-                raise EngineError(f"{site}: rain gauge {cfg.rain_gauge!r} profile {profile.model!r} has no counter "
-                                  "(its tip resolution is needed for R1)")
-            poll = timedelta(seconds=cfg.device(cfg.rain_gauge).poll_interval_s)
-            self.storm = StormRuleState(site, storm[0], storm[1], cfg.rain_gauge, profile.counter.tip_resolution,
-                                        silence_allowance=2 * poll)
-            self.rules.append(self.storm)
-        elif storm:
-            log.warning("%s: pack %s has storm rule %s but the site has no rain_gauge: R1 not watched",
-                        site, pack.name, storm[0])
-        routine = pack.routine()
-        if routine:
-            kinds = ("routine_inspection", "storm_inspection") if routine[1].storm_inspection_counts \
-                else ("routine_inspection",)
-            wo, rule_id = self.workorders, routine[0]
-            self.routine = RoutineRuleState(
-                site, rule_id, routine[1], cfg.site.tz,
-                (lambda: wo.last_completed(site, kinds)) if wo is not None else (lambda: None),
-                (lambda: wo.latest_period(site, rule_id)) if wo is not None else None)
-            self.rules.append(self.routine)
-        turb = pack.turbidity()
-        if turb and cfg.turbidity_pair:
-            self.rules.append(TurbidityRuleState(site, turb[0], turb[1], cfg.turbidity_pair.upstream,
-                                                 cfg.turbidity_pair.downstream))
-        basin = pack.basin()
-        if basin and cfg.basin:
-            profile = profiles.get(cfg.device(cfg.basin.device).profile)
-            if profile.level is None:
-                raise EngineError(f"{site}: basin device {cfg.basin.device!r} profile {profile.model!r} has no "
-                                  "'level' section (how its value becomes a height)")
+        registry = rule_kinds()
+        for rule_id, params in pack.rules.items():
+            kind = registry.rule_kind(params.kind)
+            if kind.build is None:
+                continue  # applied elsewhere (the report rule: by the work-order book)
+            for role in kind.roles:
+                problem = self._role_problem(role, profiles)
+                if problem is not None:
+                    raise EngineError(f"{site}: {rule_id} ({kind.kind}): {problem}")
+            ctx = RuleContext(cfg, profiles, rule_id, params, self.workorders, pack.name)
             try:
-                self.rules.append(BasinRuleState(site, basin[0], basin[1], cfg.basin, profile.level,
-                                                 stage_storage_of(cfg.basin)))
-            except ValueError as exc:
+                state = kind.build(ctx)
+            except BuildError as exc:
                 raise EngineError(f"{site}: {exc}") from exc
+            if state is not None:
+                self.rules.append(state)
+        self._install(self.rules)
         log.info("%s: pack %s, rules %s", site, pack.name, ", ".join(r.rule_id for r in self.rules) or "none")
+
+    def _role_problem(self, role: Role, profiles: ProfileLibrary) -> str | None:
+        """Why the device the site gives a generic role (``roles:``) cannot serve it, or ``None``."""
+        device = self.cfg.roles.get(role.name)
+        if device is None or role.quantity is None:
+            return None
+        profile = profiles.get(self.cfg.device(device).profile)
+        if role.quantity not in profile.quantities():
+            return (f"roles.{role.name}: device {device!r} ({profile.model}) does not report {role.quantity!r} "
+                    f"(it reports {', '.join(sorted(profile.quantities())) or 'nothing'})")
+        return None
 
     def _install(self, rules: list[Any]) -> None:
         """Make ``rules`` (a restored snapshot) the live rule set."""
         self.rules = rules
         self.storm = next((r for r in rules if isinstance(r, StormRuleState)), None)
-        self.routine = next((r for r in rules if isinstance(r, RoutineRuleState)), None)
+        self._watchers = [r for r in rules if hasattr(r, "on_watermark")]
+        self._offline = [r for r in rules if hasattr(r, "source_offline")]
         self._routes = {}
 
     @property
@@ -328,11 +318,10 @@ class Engine:
 
         ``at`` is the time the status arrived (the last will carries no measurement time).
         """
-        storm = self.storm
-        if storm is None:
-            return []
-        buffered = [entry[0] for entry in self._heap if storm.wants(entry[-1])]
-        found = storm.source_offline(gateway, at, max(buffered) if buffered else None)
+        found: list[Event] = []
+        for rule in self._offline:
+            buffered = [entry[0] for entry in self._heap if rule.wants(entry[-1])]
+            found += rule.source_offline(gateway, at, max(buffered) if buffered else None)
         return [self._with_order(e) for e in self._record(found)]
 
     def in_progress(self) -> list[StormSummary]:
@@ -375,8 +364,8 @@ class Engine:
             nd = rule.next_due
             if nd is not None and nd <= w:
                 out += rule.advance_to(w)
-        if self.workorders is not None and self.routine is not None:
-            out += self.routine.check_inspection(w)
+        for rule in self._watchers:
+            out += rule.on_watermark(w)
         return out
 
     def _run(self, readings: list[Reading]) -> list[Event]:
@@ -431,7 +420,7 @@ class Engine:
     def _record(self, events: list[Event]) -> list[Event]:
         if self.reevaluate_late:
             for e in events:
-                self._emitted[(e.kind, e.occurrence, e.gap_end is None)] = (
+                self._emitted[e.identity()] = (
                     e.event_time, e.model_dump(exclude=_NOT_COMPARED))
         return events
 
@@ -477,7 +466,7 @@ class Engine:
         found = self._run(replay) + self._advance_all(w)
         out: list[Event] = []
         for e in found:
-            key = (e.kind, e.occurrence, e.gap_end is None)
+            key = e.identity()
             before = self._emitted.get(key)
             if before is not None and before[1] == e.model_dump(exclude=_NOT_COMPARED):
                 continue
@@ -493,10 +482,11 @@ class Engine:
         wo = self.workorders
         if wo is None:
             return event
-        if event.kind in OPENING_KINDS:
+        opening = opening_kinds()
+        if event.kind in opening:
             report = self.pack.report()
             order, _created = wo.open_for(
-                event, report=report[1] if report and OPENING_KINDS[event.kind] in INSPECTION_KINDS else None,
+                event, report=report[1] if report and opening[event.kind] in inspection_kinds() else None,
                 timezone=self.cfg.site.timezone)
             return event.model_copy(update={"work_order": order.id})
         existing = wo.find(event.site, event.rule, event.occurrence)

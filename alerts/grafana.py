@@ -46,11 +46,7 @@ def _ms(t: datetime) -> int:
 def annotation_of(event: Event) -> dict[str, object]:
     """The ``/api/annotations`` fields of ``event``: ``time``, ``timeEnd`` (ms), ``tags``, ``text``."""
     fields = event_point(event).fields
-    start, end = event.event_time, event.event_time
-    if event.storm_start is not None and event.storm_end is not None:
-        start, end = event.storm_start, event.storm_end
-    elif event.gap_start is not None and event.gap_end is not None:
-        start, end = event.gap_start, event.gap_end
+    start, end = event.details.span() or (event.event_time, event.event_time)
     return {
         "time": _ms(start),
         "timeEnd": _ms(end),

@@ -14,7 +14,8 @@ A pack is ``<name>.yaml`` (the site's ``site.jurisdiction`` names it): the built
       R2:  {kind: turbidity, citation: "Ch. 133 §133-6C", criterion: washington, ...}
       R3:  {kind: basin, citation: "Ch. 133 §133-7A(1)", cleanout_fraction: 0.5, ...}
 
-The operational meaning and defaults of every parameter are in ``docs/reference/rules.md``.
+Each ``kind`` is a rule module's (:mod:`stormwatch.alerts.rules.registry`): its schema validates the
+entry. The operational meaning and defaults of every parameter are in ``docs/rules.md``.
 A site overrides parameters with ``SiteConfig.rules`` (rule id → parameter → value); each
 override is logged at load.
 
@@ -27,14 +28,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from stormwatch import resources
 from stormwatch.errors import InputError, load_yaml
+
+if TYPE_CHECKING:
+    from stormwatch.alerts.rules.basin import BasinRule
+    from stormwatch.alerts.rules.report import ReportRule
+    from stormwatch.alerts.rules.routine import RoutineRule
+    from stormwatch.alerts.rules.storm import StormRule
+    from stormwatch.alerts.rules.turbidity import TurbidityRule
 
 log = logging.getLogger(__name__)
 
@@ -49,161 +56,91 @@ def pack_sources(directories: Path | Sequence[Path] | None = None) -> list[resou
     return resources.find_all(packs_search_path(directories), resources.builtin_packs_dir())
 
 
-class _Rule(BaseModel):
+class RuleParams(BaseModel):
+    """A pack entry: the parameters of one rule. Each rule module subclasses it with its own fields
+    and ``kind: Literal["<kind>"]`` (:mod:`stormwatch.alerts.rules.registry`)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    kind: str
     citation: str = Field(min_length=1)
 
 
-class StormRule(_Rule):
-    """R1: inspection within 24 h of a storm producing ≥ 0.5 in (rules.md R1).
-
-    Attributes:
-        threshold_in: storm depth that qualifies, an exact decimal string (compared as a Fraction).
-        dry_gap_hours: a storm ends after this long without a tip; tips separated by ≥ this are
-            two storms.
-        inspection_within_hours: the inspection deadline after the clock start.
-        clock_from: ``last_tip`` (deadline = last tip + 24 h) or ``threshold`` (stricter: from the
-            tip that crossed the threshold).
-        definition: ``dry_gap`` (default: the storm's whole depth counts) or ``rolling`` (for
-            permits written as "X inches within a 24-hour period", e.g. EPA CGP 2022: the storm
-            qualifies when the tips of any trailing ``rolling_window_hours`` window reach the
-            threshold; storms are still delimited by the dry gap).
-        rolling_window_hours: the trailing window of ``rolling`` (24 h).
-    """
-
-    kind: Literal["storm"]
-    threshold_in: str = "0.5"
-    dry_gap_hours: float = Field(default=6.0, gt=0)
-    inspection_within_hours: float = Field(default=24.0, gt=0)
-    clock_from: Literal["last_tip", "threshold"] = "last_tip"
-    definition: Literal["dry_gap", "rolling"] = "dry_gap"
-    rolling_window_hours: float = Field(default=24.0, gt=0)
-
-    @field_validator("threshold_in", mode="before")
-    @classmethod
-    def _exact(cls, v: object) -> str:
-        text = str(v)
-        try:
-            value = Fraction(text)
-        except (ValueError, ZeroDivisionError) as exc:
-            raise ValueError(f"threshold_in must be an exact decimal like '0.5', got {v!r}") from exc
-        if value <= 0:
-            raise ValueError("threshold_in must be > 0")
-        return text
-
-    @property
-    def threshold(self) -> Fraction:
-        """The threshold in inches, exact."""
-        return Fraction(self.threshold_in)
+P = TypeVar("P", bound=RuleParams)
 
 
-class RoutineRule(_Rule):
-    """R1w: routine inspection every ``every_days`` days (§133-7A(2), §196-9B: seven days).
+def _rule_kinds() -> Any:
+    from stormwatch.alerts.rules.registry import rule_kinds
 
-    Attributes:
-        every_days: cadence in whole local calendar days (a DST week is 167 or 169 h); counted from
-            the last completed routine inspection, else from the site's first reading.
-        storm_inspection_counts: whether a completed storm inspection restarts the cadence
-            (rules.md: default no).
-    """
-
-    kind: Literal["routine"]
-    every_days: int = Field(default=7, gt=0)
-    storm_inspection_counts: bool = False
-
-
-class ReportRule(_Rule):
-    """R1r: inspection report to the SMO within N business days of the inspection (§196-9B).
-
-    Attributes:
-        within_business_days: business days after the inspection date (weekends and public
-            holidays excluded).
-        holidays: ``<country>-<subdivision>`` for python-holidays, e.g. ``US-NY``.
-    """
-
-    kind: Literal["report"]
-    within_business_days: int = Field(default=2, ge=1)
-    holidays: str = "US-NY"
-
-
-class TurbidityRule(_Rule):
-    """R2: turbidity contrast against background (rules.md R2).
-
-    Attributes:
-        criterion: ``washington`` (WAC 173-201A-200), ``california`` (CDFW table) or ``absolute``.
-        absolute_limit_ntu: the limit for ``absolute`` (e.g. Maryland COMAR 26.08.02.03-3: 150).
-        median_window_min: window length; windows aligned to multiples of it in event time (UTC).
-        sustained_min: consecutive violating windows must cover this long.
-        clear_min: consecutive compliant windows needed to clear (hysteresis).
-        confirm_within_hours: due time of the SMO-confirmation work order (our choice).
-    """
-
-    kind: Literal["turbidity"]
-    criterion: Literal["washington", "california", "absolute"] = "washington"
-    absolute_limit_ntu: float = Field(default=150.0, gt=0)
-    median_window_min: float = Field(default=5.0, gt=0)
-    sustained_min: float = Field(default=15.0, gt=0)
-    clear_min: float = Field(default=15.0, gt=0)
-    confirm_within_hours: float = Field(default=24.0, gt=0)
-
-
-class BasinRule(_Rule):
-    """R3: cleanout when design capacity is reduced by 50 % by volume (rules.md R3).
-
-    Attributes:
-        cleanout_fraction: lost fraction of V(H) that makes a cleanout due.
-        warning_fraction: lost fraction that raises an early warning.
-        settle_readings: fewest readings in the settling window before a median is trusted.
-        settle_minutes: settling window length (median over it).
-        cleanout_within_hours: due time of the cleanout work order (the codes say "whenever";
-            our default 72 h, Minnesota's practice).
-        water_density_kg_m3: ρ for pressure-depth sensors (depth = P·10⁵/(ρ·g)).
-    """
-
-    kind: Literal["basin"]
-    cleanout_fraction: float = Field(default=0.5, gt=0, le=1)
-    warning_fraction: float = Field(default=0.4, gt=0, le=1)
-    settle_readings: int = Field(default=3, ge=1)
-    settle_minutes: float = Field(default=30.0, gt=0)
-    cleanout_within_hours: float = Field(default=72.0, gt=0)
-    water_density_kg_m3: float = Field(default=1000.0, gt=0)
-
-
-AnyRule = Annotated[StormRule | RoutineRule | ReportRule | TurbidityRule | BasinRule, Field(discriminator="kind")]
+    return rule_kinds()
 
 
 class RulePack(BaseModel):
-    """One jurisdiction's rules. ``rules`` maps rule id (``R1``, ``R1w``, ``R1r``, ``R2``, ``R3``) to rule."""
+    """One jurisdiction's rules. ``rules`` maps rule id (``R1``, ``R1w``, ``R1r``, ``R2``, ``R3``) to
+    the parameters of a rule kind of the registry (each entry validated by its kind's schema)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     title: str = ""
     source: str = ""
-    rules: dict[str, AnyRule] = Field(default_factory=dict)
+    rules: dict[str, SerializeAsAny[RuleParams]] = Field(default_factory=dict)
 
-    def _first(self, cls: type[_Rule]) -> tuple[str, Any] | None:
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _by_kind(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        registry = _rule_kinds()
+        out: dict[str, object] = {}
+        for rule_id, entry in value.items():
+            if isinstance(entry, RuleParams):
+                out[rule_id] = entry
+                continue
+            kind = entry.get("kind") if isinstance(entry, dict) else None
+            if kind not in registry.kinds:
+                known = ", ".join(sorted(registry.kinds))
+                raise ValueError(f"{rule_id}.kind: {kind!r} is not a rule kind (known: {known})")
+            try:
+                out[rule_id] = registry.kinds[kind].params.model_validate(entry)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = ".".join(str(p) for p in err["loc"])
+                raise ValueError(f"{rule_id}.{loc}: {err['msg']}") from None
+        return out
+
+    def first(self, cls: type[P]) -> tuple[str, P] | None:
+        """``(rule id, params)`` of the first rule whose parameters are a ``cls``, or ``None``."""
         for rule_id, rule in self.rules.items():
             if isinstance(rule, cls):
                 return rule_id, rule
         return None
 
     def storm(self) -> tuple[str, StormRule] | None:
-        """``(rule id, rule)`` of the storm rule, or ``None``."""
-        return self._first(StormRule)
+        """``(rule id, rule)`` of the storm rule (R1), or ``None``."""
+        from stormwatch.alerts.rules.storm import StormRule
+
+        return self.first(StormRule)
 
     def routine(self) -> tuple[str, RoutineRule] | None:
-        return self._first(RoutineRule)
+        from stormwatch.alerts.rules.routine import RoutineRule
+
+        return self.first(RoutineRule)
 
     def report(self) -> tuple[str, ReportRule] | None:
-        return self._first(ReportRule)
+        from stormwatch.alerts.rules.report import ReportRule
+
+        return self.first(ReportRule)
 
     def turbidity(self) -> tuple[str, TurbidityRule] | None:
-        return self._first(TurbidityRule)
+        from stormwatch.alerts.rules.turbidity import TurbidityRule
+
+        return self.first(TurbidityRule)
 
     def basin(self) -> tuple[str, BasinRule] | None:
-        return self._first(BasinRule)
+        from stormwatch.alerts.rules.basin import BasinRule
+
+        return self.first(BasinRule)
 
 
 class PackError(InputError):
@@ -214,7 +151,11 @@ def _validation_message(source: str, exc: ValidationError, prefix: str = "") -> 
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
-        lines.append(f"{source}: {prefix}{loc}: {err['msg']}")
+        msg = err["msg"]
+        if err["loc"] == ("rules",) and msg.startswith("Value error, "):  # a rule entry: its own key path
+            where, _, msg = msg.removeprefix("Value error, ").partition(": ")
+            loc = f"rules.{where}"
+        lines.append(f"{source}: {prefix}{loc}: {msg}")
     return "\n".join(lines)
 
 

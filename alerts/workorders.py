@@ -1,6 +1,6 @@
 """Inspection work orders, persisted in SQLite (the alert service's state file).
 
-Which events open an order (:data:`OPENING_KINDS`) and when it is due:
+Which events open an order (declared by the rule modules, :func:`opening_kinds`) and when it is due:
 
 ============================ ===================== ==========================================
 event                        order kind            due
@@ -54,7 +54,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stormwatch.alerts.business_days import report_deadline
-from stormwatch.alerts.packs import ReportRule
+from stormwatch.alerts.rules.registry import rule_kinds
+from stormwatch.alerts.rules.report import ReportRule
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.contract import Event
 from stormwatch.errors import InputError
@@ -70,16 +71,15 @@ STATUSES: tuple[Status, ...] = ("open", "acknowledged", "completed")
 #: Who the history names for changes made by the alert service itself.
 ENGINE = "alert engine"
 
-#: event kind → work-order kind, for the events that open an order.
-OPENING_KINDS: dict[str, str] = {
-    "storm_inspection_due": "storm_inspection",
-    "routine_inspection_due": "routine_inspection",
-    "turbidity_contrast": "turbidity_review",
-    "basin_cleanout_due": "basin_cleanout",
-}
+def opening_kinds() -> dict[str, str]:
+    """event kind → work-order kind, for the events that open an order (declared by the rule
+    modules: :meth:`stormwatch.alerts.rules.registry.Registry.opening_kinds`)."""
+    return rule_kinds().opening_kinds()
 
-#: order kinds that are inspections (their completion is "an inspection" for reports and cadence).
-INSPECTION_KINDS = ("storm_inspection", "routine_inspection")
+
+def inspection_kinds() -> tuple[str, ...]:
+    """Order kinds that are inspections (their completion is "an inspection" for reports and cadence)."""
+    return rule_kinds().inspection_orders()
 
 #: Schema version written to ``PRAGMA user_version`` (1: before history; 2: history, overdue flag, clock;
 #: 3: photos kept with an order).
@@ -588,7 +588,7 @@ class WorkOrders:
         """Open the order an event calls for, or return the existing one for its occurrence.
 
         Args:
-            event: an event whose kind is in :data:`OPENING_KINDS`.
+            event: an event whose kind is in :func:`opening_kinds`.
             report: the pack's report rule (Ch. 196), remembered so that completing this
                 inspection opens the report order.
             timezone: the site's IANA zone (business days are local; times are shown in it).
@@ -599,14 +599,14 @@ class WorkOrders:
         Raises:
             WorkOrderError: the event kind opens no order.
         """
-        kind = OPENING_KINDS.get(event.kind)
+        kind = opening_kinds().get(event.kind)
         if kind is None:
             raise WorkOrderError(f"event kind {event.kind!r} opens no work order")
         return self._insert(
             site=event.site, kind=kind, rule=event.rule, citation=event.citation, occurrence=event.occurrence,
             event_time=event.event_time, due_at=event.due_at, message=event.message, evidence=event.evidence,
             report=({"rule": report.model_dump(), "timezone": timezone}
-                    if report is not None and kind in INSPECTION_KINDS else None),
+                    if report is not None and kind in inspection_kinds() else None),
             parent=None, timezone=timezone,
         )
 

@@ -227,10 +227,17 @@ def reading_line(reading: Reading, *, late: bool = False, slot: int = 0, page: i
     return f"{head} {','.join(parts)} {time_ns(reading.time) + _slot(slot)}"
 
 
-#: Numeric details of an event written as fields of the ``events`` measurement.
-_EVENT_FLOATS = ("depth_in", "upstream_ntu", "downstream_ntu", "lost_capacity", "sediment_depth_ft",
-                 "late_detection_s")
-_EVENT_TIMES = ("due_at", "storm_start", "storm_end", "gap_start", "gap_end")
+def _detail_fields(event: Event) -> dict[str, FieldValue]:
+    """The event's details as ``events`` fields, from their types (no list of kinds here: each kind's
+    details model is its rule module's): times as RFC 3339 strings, then integers, then floats;
+    other values (lists, text) stay in ``wire`` only."""
+    details = event.details
+    values = {**{name: getattr(details, name) for name in type(details).model_fields},
+              **(details.__pydantic_extra__ or {})}
+    times = {k: format_time(v) for k, v in values.items() if isinstance(v, datetime)}
+    ints = {k: int(v) for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
+    floats = {k: Float(v) for k, v in values.items() if isinstance(v, float)}
+    return {**times, **ints, **floats}
 
 
 def event_title(event: Event) -> str:
@@ -242,8 +249,9 @@ def event_point(event: Event) -> Point:
     """The ``events`` point of an ordinance event (usable as a Grafana annotation).
 
     Tags ``site``, ``kind``, ``rule``; fields ``citation``, ``occurrence``, ``work_order``,
-    ``due_at`` (RFC 3339), ``message``, ``title``, ``text``, ``tips`` (int) and the numeric
-    details (floats); time = ``event_time``. The same event written twice is the same point.
+    ``due_at`` (RFC 3339), ``message``, ``title``, ``text``, ``wire`` (the JSON event), the kind's
+    details (times, integers such as ``tips``, floats such as ``depth_in``) and ``late_detection_s``;
+    time = ``event_time``. The same event written twice is the same point.
     """
     fields: dict[str, FieldValue] = {
         "citation": event.citation,
@@ -255,16 +263,11 @@ def event_point(event: Event) -> Point:
     }
     if event.work_order is not None:
         fields["work_order"] = event.work_order
-    for name in _EVENT_TIMES:
-        value = getattr(event, name)
-        if value is not None:
-            fields[name] = format_time(value)
-    if event.tips is not None:
-        fields["tips"] = int(event.tips)
-    for name in _EVENT_FLOATS:
-        value = getattr(event, name)
-        if value is not None:
-            fields[name] = Float(value)
+    if event.due_at is not None:
+        fields["due_at"] = format_time(event.due_at)
+    fields.update(_detail_fields(event))
+    if event.late_detection_s is not None:
+        fields["late_detection_s"] = Float(event.late_detection_s)
     return Point(EVENTS, {"site": event.site, "kind": event.kind, "rule": event.rule}, fields,
                  time_ns(event.event_time))
 

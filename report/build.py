@@ -31,6 +31,9 @@ from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate
 from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.rules.basin import BasinDetails
+from stormwatch.alerts.rules.storm import GapDetails, StormDetails
+from stormwatch.alerts.rules.turbidity import TurbidityDetails
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
@@ -330,7 +333,8 @@ def _storms(cfg: SiteConfig, ev: Evaluation, c: Collector, events: dict[tuple[st
             notes.append(f"started before the period ({local_time(s, cfg.site.tz)})")
         if last >= end:
             notes.append("continues after the period")
-        flagged = due_event.needs_verification if due_event else None
+        flagged = due_event.details.needs_verification \
+            if due_event and isinstance(due_event.details, StormDetails) else None
         if flagged:
             notes.append(f"needs verification: gauge readings flagged {', '.join(flagged)}")
         outcome = None
@@ -393,7 +397,8 @@ def _turbidity(events: list[Event], c: Collector, by_id: dict[str, WorkOrder], s
         unit = str(evidence.get("unit", "NTU"))
         rows.append(TurbidityRow(
             occurrence=e.occurrence, start=first, detected_at=e.event_time, cleared_at=until,
-            upstream=e.upstream_ntu, downstream=e.downstream_ntu,
+            upstream=e.details.upstream_ntu if isinstance(e.details, TurbidityDetails) else None,
+            downstream=e.details.downstream_ntu if isinstance(e.details, TurbidityDetails) else None,
             allowed=float(allowed) if isinstance(allowed, int | float) else None, peak_downstream=peak, unit=unit,
             outcome=outcome_of(order, e.due_at, sources.as_of,
                                "no work-order state given" if sources.book is None else "no review order recorded")))
@@ -411,15 +416,17 @@ def _basin(events: list[Event], by_id: dict[str, WorkOrder], sources: Sources, s
             order = _find(by_id, e.site, e.rule, e.occurrence)
             outcome = outcome_of(order, e.due_at, sources.as_of,
                                  "no work-order state given" if sources.book is None else "no cleanout order recorded")
-        rows.append(BasinRow(e.kind.removeprefix("basin_").replace("_", " "), e.event_time, e.sediment_depth_ft,
-                             None if e.lost_capacity is None else 100 * e.lost_capacity, e.due_at, outcome))
+        d = e.details if isinstance(e.details, BasinDetails) else None
+        rows.append(BasinRow(e.kind.removeprefix("basin_").replace("_", " "), e.event_time,
+                             d.sediment_depth_ft if d else None, 100 * d.lost_capacity if d else None, e.due_at,
+                             outcome))
     return rows
 
 
 def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCounter, start: datetime,
              end: datetime) -> list[UnknownRow]:
     rows: list[UnknownRow] = []
-    why = {e.gap_start: e.message for e in reversed(ev.events) if e.kind == "data_gap" and e.gap_start}
+    why = {e.details.gap_start: e.message for e in reversed(ev.events) if isinstance(e.details, GapDetails)}
     for g in ev.gaps:
         span = _clip(g.start, g.end or ev.end, start, end)
         if span is not None:

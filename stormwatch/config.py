@@ -208,6 +208,7 @@ class SiteConfig(_Strict):
     rain_gauge: str | None = None
     turbidity_pair: TurbidityPair | None = None
     basin: Basin | None = None
+    roles: dict[str, str] = Field(default_factory=dict)
     rules: dict[str, dict[str, float | int | str | bool]] = Field(default_factory=dict)
     notify: Notify = Field(default_factory=Notify)
 
@@ -224,10 +225,27 @@ class SiteConfig(_Strict):
             refs["turbidity_pair.downstream"] = self.turbidity_pair.downstream
         if self.basin:
             refs["basin.device"] = self.basin.device
+        for role, device in self.roles.items():
+            if role in _FIELD_ROLES:
+                raise ValueError(f"roles.{role}: give it as '{_FIELD_ROLES[role]}' (the site file's own key)")
+            refs[f"roles.{role}"] = device
         for key, ref in refs.items():
             if ref is not None and ref not in known:
                 raise ValueError(f"{key}: no device {ref!r} (devices: {sorted(known)})")
         return self
+
+    def device_for_role(self, role: str) -> str | None:
+        """The device id of a rule role: ``rain_gauge``, ``turbidity_upstream``,
+        ``turbidity_downstream`` and ``basin`` are the site file's own keys (:data:`_FIELD_ROLES`),
+        any other role is looked up in ``roles``; ``None`` when the site has no such device."""
+        if role == "rain_gauge":
+            return self.rain_gauge
+        if role in ("turbidity_upstream", "turbidity_downstream"):
+            pair = self.turbidity_pair
+            return None if pair is None else (pair.upstream if role == "turbidity_upstream" else pair.downstream)
+        if role == "basin":
+            return self.basin.device if self.basin is not None else None
+        return self.roles.get(role)
 
     def device(self, device_id: str) -> Device:
         """The device with ``device_id``.
@@ -239,6 +257,11 @@ class SiteConfig(_Strict):
             if d.id == device_id:
                 return d
         raise KeyError(device_id)
+
+
+#: Roles with a key of their own in the site file (role → key).
+_FIELD_ROLES = {"rain_gauge": "rain_gauge", "turbidity_upstream": "turbidity_pair.upstream",
+                "turbidity_downstream": "turbidity_pair.downstream", "basin": "basin.device"}
 
 
 class ConfigError(InputError):

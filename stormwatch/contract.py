@@ -32,8 +32,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
+from zoneinfo import ZoneInfo
 
 from pydantic import (
     AfterValidator,
@@ -42,12 +44,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializeAsAny,
     StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import ErrorDetails
 
@@ -326,53 +330,123 @@ def dump_readings(readings: list[Reading]) -> bytes:
     return dump_payload([r.to_wire() for r in readings])
 
 
-EventKind = Literal[
-    "storm_started",
-    "storm_qualified",
-    "storm_inspection_due",
-    "routine_inspection_due",
-    "inspection_overdue",
-    "report_due",
-    "turbidity_contrast",
-    "turbidity_cleared",
-    "turbidity_undetermined",
-    "turbidity_needs_verification",
-    "basin_capacity_warning",
-    "basin_cleanout_due",
-    "basin_cleanout_done",
-    "data_gap",
-]
+#: An event kind: lower-case words joined by ``_`` (``storm_inspection_due``). Which kinds exist is
+#: declared by the rule modules (:mod:`stormwatch.alerts.rules`), not here: see :data:`EVENT_KINDS`.
+EventKind = str
+
+_KIND = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class EventDetails(BaseModel):
+    """What one family of event kinds says beyond the common fields (typed per kind).
+
+    Each rule module declares its details model and the kinds that carry it
+    (:class:`stormwatch.alerts.rules.registry.EventKindSpec`); :class:`Event` holds one instance,
+    chosen by ``kind`` -- a union discriminated by the kind. On the wire the details are flat
+    fields of the event object (``{"kind": "storm_qualified", ..., "tips": 50, "depth_in": 0.5}``).
+    Subclasses may say how a human reads them (:meth:`summary`), which period they cover
+    (:meth:`span`) and what tells two events of one kind and occurrence apart (:meth:`variant`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def summary(self, tz: ZoneInfo) -> str:
+        """The facts in one short phrase for a timeline (times local to ``tz``); ``""``: none."""
+        return ""
+
+    def span(self) -> tuple[datetime, datetime] | None:
+        """The closed period the event is about (a storm, a data gap), or ``None``."""
+        return None
+
+    def variant(self) -> str:
+        """What tells this event from another of the same kind and occurrence (a gap open or
+        closed); ``""`` when the kind and occurrence say it all."""
+        return ""
+
+
+class NoDetails(EventDetails):
+    """Kinds with nothing beyond the common fields."""
+
+
+class OtherDetails(EventDetails):
+    """The details of a kind this process has not loaded the rule module of: kept as they came
+    (flat JSON values), so a store or a relay never loses what it does not understand."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class EventCatalog:
+    """Event kind → its details model. Filled by the rule registry
+    (:func:`stormwatch.alerts.rules.registry.rule_kinds`); the contract only holds it.
+
+    Raises (:meth:`register`):
+        ValueError: a malformed kind, or a kind registered twice with different details.
+    """
+
+    def __init__(self) -> None:
+        self._details: dict[str, type[EventDetails]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, kind: str, details: type[EventDetails]) -> None:
+        if not _KIND.match(kind):
+            raise ValueError(f"event kind {kind!r}: lower-case words joined by '_'")
+        with self._lock:
+            known = self._details.get(kind)
+            reloaded = known is not None and (known.__module__, known.__qualname__) == (details.__module__,
+                                                                                        details.__qualname__)
+            if known is not None and known is not details and not reloaded:
+                raise ValueError(f"event kind {kind!r} is already declared with {known.__qualname__}")
+            self._details[kind] = details
+
+    def details_for(self, kind: str) -> type[EventDetails] | None:
+        """The details model of ``kind``, or ``None`` when no loaded module declares it."""
+        return self._details.get(kind)
+
+    def kinds(self) -> tuple[str, ...]:
+        """Every declared kind, sorted."""
+        return tuple(sorted(self._details))
+
+    def is_detail(self, name: str) -> bool:
+        """Whether ``name`` is a field of some declared kind's details."""
+        return any(name in model.model_fields for model in list(self._details.values()))
+
+
+#: The event kinds of this process (filled by :mod:`stormwatch.alerts.rules.registry`).
+EVENT_KINDS = EventCatalog()
+
+#: Fields every event has; every other wire field belongs to its kind's details.
+_HEAD = ("kind", "site", "event_time", "rule", "citation", "occurrence", "work_order", "due_at", "message")
+_TAIL = ("late_detection_s", "evidence")
+_COMMON = frozenset(_HEAD + _TAIL)
 
 
 class Event(BaseModel):
     """An ordinance event: something a village code requires action on, or evidence for it.
 
-    Every event carries the ordinance section it enforces (``citation``). Optional fields are
-    present only for the kinds they belong to; ``to_wire`` omits absent ones.
+    Every event carries the ordinance section it enforces (``citation``) and the details of its
+    kind (``details``, typed per kind: :class:`EventDetails`). Built from the wire form or from
+    keyword arguments, fields that are not common are the details
+    (``Event(kind="storm_qualified", ..., tips=50, depth_in=0.5)``); :meth:`to_wire` writes them
+    flat again. Reading a detail by name (``event.tips``) works at run time (``None`` when the
+    event's kind has no such detail but another kind has); typed code narrows ``event.details``
+    (``isinstance(event.details, StormDetails)``).
 
     Attributes:
-        kind: event kind (see :data:`EventKind`).
+        kind: event kind (declared by a rule module, :data:`EVENT_KINDS`).
         site: site id.
         event_time: the event time at which the condition became true (UTC).
-        rule: rule id (``R1`` storm, ``R1w`` weekly, ``R2`` turbidity, ``R3`` basin, ``GAP``).
+        rule: rule id (``R1`` storm, ``R1w`` weekly, ``R2`` turbidity, ``R3`` basin, ...).
         citation: e.g. ``"Ch. 133 §133-7A(2)"``.
         occurrence: stable key of the occurrence (dedupes events and work orders).
         work_order: id of the work order this event opened or refers to.
         due_at: deadline (UTC) where the law sets one.
         message: one human sentence for the timeline.
-        storm_start, storm_end, tips, depth_in: storm events (storm_end = last tip).
-        upstream_ntu, downstream_ntu: turbidity events (window medians, in ``turbidity_unit``).
-        turbidity_unit: the probes' unit of those medians: ``NTU`` or ``FNU`` (both probes report
-            the same unit; a pair that does not is never compared).
-        lost_capacity: basin events, fraction 0..1 of design storage volume.
-        sediment_depth_ft: basin events.
-        gap_start, gap_end: data-gap events.
+        details: the kind's own facts (a storm's tips and depth, a window's medians, ...).
         late_detection_s: set when the event was found late (seconds after event_time + lateness).
-        needs_verification: storm events: the quality flags of the rain readings that opened, grew,
-            qualified or closed the storm, or of a data gap inside it (``counter_reset``,
-            ``counter_catch_up``, ``device_error``, ``rain_beyond_envelope``...): the event stands
-            (an inspection stays due) but its rain must be verified (rules.md R1).
         evidence: the readings (or window medians) that triggered it.
+
+    Raises (validation):
+        pydantic.ValidationError: a malformed kind, or details its kind's model refuses.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -386,31 +460,67 @@ class Event(BaseModel):
     work_order: str | None = None
     due_at: UtcDatetime | None = None
     message: str = ""
-    storm_start: UtcDatetime | None = None
-    storm_end: UtcDatetime | None = None
-    tips: int | None = None
-    depth_in: float | None = None
-    upstream_ntu: float | None = None
-    downstream_ntu: float | None = None
-    turbidity_unit: str | None = None
-    lost_capacity: float | None = None
-    sediment_depth_ft: float | None = None
-    gap_start: UtcDatetime | None = None
-    gap_end: UtcDatetime | None = None
+    details: SerializeAsAny[EventDetails] = Field(default_factory=NoDetails)
     late_detection_s: float | None = None
-    needs_verification: list[str] | None = None
     evidence: list[dict[str, Any]] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_details(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        kind = data.get("kind")
+        if not isinstance(kind, str) or not _KIND.match(kind):
+            raise ValueError(f"kind {kind!r}: lower-case words joined by '_'")
+        model = EVENT_KINDS.details_for(kind)
+        given = data.get("details")
+        flat = {k: v for k, v in data.items() if k not in _COMMON and k != "details"}
+        out = {k: v for k, v in data.items() if k in _COMMON}
+        if isinstance(given, EventDetails):
+            if flat:
+                raise ValueError(f"details given both as an object and as fields {sorted(flat)}")
+            if model is not None and not isinstance(given, model):
+                raise ValueError(f"{kind} carries {model.__qualname__}, not {type(given).__qualname__}")
+            out["details"] = given
+        else:
+            raw = {**(given or {}), **flat}
+            out["details"] = (model or (OtherDetails if raw else NoDetails)).model_validate(raw)
+        return out
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            """A detail by name (``event.tips``), for readers that know the kind."""
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                details = self.__dict__.get("details")
+                if details is not None and (name in type(details).model_fields
+                                            or name in (details.__pydantic_extra__ or {})):
+                    return getattr(details, name)
+                if EVENT_KINDS.is_detail(name):  # another kind's detail: this event has none
+                    return None
+                raise
+
     def to_wire(self) -> dict[str, Any]:
-        """JSON-ready dict, absent optionals omitted, times as RFC 3339 UTC."""
-        data = self.model_dump(mode="json", exclude_none=True)
-        for key in list(data):
-            attr = getattr(self, key)
-            if isinstance(attr, datetime):
-                data[key] = format_time(attr)
-        if not data.get("evidence"):
-            data.pop("evidence", None)
-        return data
+        """JSON-ready dict: common fields, then the details flat, absent optionals omitted, times as
+        RFC 3339 UTC."""
+        common = self.model_dump(mode="json", exclude_none=True, exclude={"details"})
+        details = self.details.model_dump(mode="json", exclude_none=True)
+        for source, data in ((self, common), (self.details, details)):
+            for key in list(data):
+                attr = getattr(source, key, None)
+                if isinstance(attr, datetime):
+                    data[key] = format_time(attr)
+        out = {k: common[k] for k in _HEAD if k in common}
+        out.update((k, v) for k, v in details.items() if k not in _COMMON)
+        out.update((k, common[k]) for k in _TAIL if k in common)
+        if not out.get("evidence"):
+            out.pop("evidence", None)
+        return out
+
+    def identity(self) -> tuple[str, str, str]:
+        """``(kind, occurrence, variant)``: what makes two emissions the same event."""
+        return (self.kind, self.occurrence, self.details.variant())
 
 
 def utcnow_from(ts: float) -> datetime:

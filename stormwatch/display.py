@@ -55,23 +55,8 @@ def turbidity(value: float | None, unit: str = "NTU") -> str:
 def describe_event(e: Event, tz: ZoneInfo) -> str:
     """One timeline line for a person: local time, kind, the facts, the deadline, the citation and
     the work order (``stormwatch demo``, ``replay``, ``evaluate``)."""
-    facts = ""
-    if e.tips is not None and e.depth_in is not None:
-        facts = f"{inches(e.depth_in)} ({e.tips} tip{'' if e.tips == 1 else 's'})"
-        if e.storm_start is not None and e.storm_end is not None:
-            facts += f", rain {local_time(e.storm_start, tz)} – last tip {local_time(e.storm_end, tz)}"
-    elif e.downstream_ntu is not None and e.upstream_ntu is not None:
-        unit = e.turbidity_unit or "NTU"
-        facts = f"downstream {turbidity(e.downstream_ntu, unit)} vs upstream {turbidity(e.upstream_ntu, unit)}"
-    elif e.lost_capacity is not None:
-        facts = f"{e.lost_capacity * 100:.1f} % of design storage lost"
-        if e.sediment_depth_ft is not None:
-            facts += f" (sediment {e.sediment_depth_ft:.2f} ft)"
-    elif e.kind in ("turbidity_undetermined", "turbidity_needs_verification") and e.evidence:
-        facts = str(e.evidence[-1].get("reason", ""))
-    elif e.gap_start is not None:
-        facts = (f"no data {local_time(e.gap_start, tz)} – {local_time(e.gap_end, tz)}" if e.gap_end is not None
-                 else f"no data since {local_time(e.gap_start, tz)}")
+    # each kind says its own facts (its rule module's details); else the evidence's reason, if any
+    facts = e.details.summary(tz) or (str(e.evidence[-1].get("reason", "")) if e.evidence else "")
     due = f"  due {local_time(e.due_at, tz)}" if e.due_at else ""
     wo = f"  {e.work_order}" if e.work_order else ""
     return f"{local_time(e.event_time, tz):>26}  {e.kind:<26} {facts}{due}  [{e.citation}]{wo}"

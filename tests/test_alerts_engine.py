@@ -115,7 +115,7 @@ def test_site_overrides_apply_and_bad_ones_name_the_key() -> None:
 
 def test_pack_file_errors_name_file_and_key(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("name: bad\nrules:\n  R1: {kind: storm, citation: x, dry_gap_hours: -2}\n")
-    with pytest.raises(PackError, match=r"bad\.yaml: rules\.R1\.storm\.dry_gap_hours"):
+    with pytest.raises(PackError, match=r"bad\.yaml: rules\.R1\.dry_gap_hours: Input should be greater than 0"):
         load_pack("bad", directory=tmp_path)
 
 

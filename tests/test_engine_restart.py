@@ -15,7 +15,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from stormwatch import topics
 from stormwatch.alerts.backfill import evaluate
 from stormwatch.alerts.service import AlertService
-from stormwatch.alerts.workorders import OPENING_KINDS, WorkOrders
+from stormwatch.alerts.workorders import WorkOrders, opening_kinds
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.ingest.sqlite_store import SqliteStore
@@ -74,7 +74,7 @@ def test_restart_mid_scenario_no_duplicates_and_evaluate_reproduces(mosquitto_se
     cleanout = next(e for e in b if e.kind == "basin_cleanout_due")
     assert cleanout.occurrence == warning.occurrence  # the same fill cycle across the restart
     orders = WorkOrders(state, clock).list()
-    opening = [e for e in everything if e.kind in OPENING_KINDS]
+    opening = [e for e in everything if e.kind in opening_kinds()]
     assert sorted(o.id for o in orders) == sorted(e.work_order for e in opening)
     assert len({(o.rule, o.occurrence) for o in orders}) == len(orders)
 

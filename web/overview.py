@@ -25,9 +25,10 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.geometry import lost_capacity, stage_storage_of
-from stormwatch.alerts.packs import BasinRule, RulePack, StormRule, load_pack
-from stormwatch.alerts.rules.basin import BasinRuleState
+from stormwatch.alerts.packs import RulePack, load_pack
+from stormwatch.alerts.rules.basin import BasinRule, BasinRuleState
 from stormwatch.alerts.rules.criteria import Criterion, criterion_named
+from stormwatch.alerts.rules.storm import StormDetails, StormRule
 from stormwatch.alerts.workorders import WorkOrder
 from stormwatch.config import SiteConfig, load_site
 from stormwatch.contract import Event, Reading
@@ -273,7 +274,7 @@ def _storm(site: SiteModel, events: list[Event], tips: list[Reading], now: datet
     if ended:
         return Shown("none", "ok")
     qualified = any(e.kind == "storm_qualified" and e.occurrence == last.occurrence for e in events)
-    start = last.storm_start or last.event_time
+    start = (last.details.storm_start if isinstance(last.details, StormDetails) else None) or last.event_time
     n = sum(int(r.value) for r in tips if r.time >= start)
     depth = inches(site.depth_in(n))
     since = local_time(start, site.tz)
@@ -371,7 +372,9 @@ def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence
     for site in sites:
         started = [e for e in events_by_site[site.id] if e.kind == "storm_started"]
         if started:
-            storm_starts.append(started[-1].storm_start or started[-1].event_time)
+            first = started[-1]
+            storm_starts.append((first.details.storm_start if isinstance(first.details, StormDetails) else None)
+                                or first.event_time)
     tips_by_site: dict[str, list[Reading]] = defaultdict(list)
     queries = 2
     if storm_starts:

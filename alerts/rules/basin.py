@@ -26,17 +26,43 @@ import logging
 from bisect import bisect_left, insort
 from collections import deque
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
-from stormwatch.alerts.geometry import StageStorage, lost_capacity
-from stormwatch.alerts.packs import BasinRule
+from pydantic import Field
+
+from stormwatch.alerts.geometry import StageStorage, lost_capacity, stage_storage_of
+from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import RuleTrace
+from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import M_PER_FT, Basin
-from stormwatch.contract import Event, EventKind, Reading
+from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.profiles import LevelSpec
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
+
+
+class BasinRule(RuleParams):
+    """R3: cleanout when design capacity is reduced by 50 % by volume (rules.md R3).
+
+    Attributes:
+        cleanout_fraction: lost fraction of V(H) that makes a cleanout due.
+        warning_fraction: lost fraction that raises an early warning.
+        settle_readings: fewest readings in the settling window before a median is trusted.
+        settle_minutes: settling window length (median over it).
+        cleanout_within_hours: due time of the cleanout work order (the codes say "whenever";
+            our default 72 h, Minnesota's practice).
+        water_density_kg_m3: ρ for pressure-depth sensors (depth = P·10⁵/(ρ·g)).
+    """
+
+    kind: Literal["basin"]
+    cleanout_fraction: float = Field(default=0.5, gt=0, le=1)
+    warning_fraction: float = Field(default=0.4, gt=0, le=1)
+    settle_readings: int = Field(default=3, ge=1)
+    settle_minutes: float = Field(default=30.0, gt=0)
+    cleanout_within_hours: float = Field(default=72.0, gt=0)
+    water_density_kg_m3: float = Field(default=1000.0, gt=0)
 
 #: Standard gravity, m/s² (sensors.md, Keller: depth = P·10⁵ / (ρ·9.80665)).
 G_M_S2 = 9.80665
@@ -145,7 +171,7 @@ class BasinRuleState:
         assert self._cycle_start is not None
         return Event(kind=kind, site=self.site, event_time=t, rule=self.rule_id, citation=self.params.citation,
                      occurrence=f"basin:{self.basin.id}:{format_time(self._cycle_start)}", message=message,
-                     lost_capacity=lost, sediment_depth_ft=depth,
+                     details=BasinDetails(lost_capacity=lost, sediment_depth_ft=depth),
                      evidence=[{"time": format_time(x), "sediment_depth_ft": d} for x, d in self._recent], **extra)
 
     def _step(self, t: datetime, depth: float, lost: float) -> list[Event]:
@@ -174,3 +200,44 @@ class BasinRuleState:
                                    f"basin {self.basin.id}: sediment {depth:.2f} ft fills {lost:.1%} of the design "
                                    f"volume (warning at {p.warning_fraction:.0%})"))
         return out
+
+
+class BasinDetails(EventDetails):
+    """Details of the basin events: lost fraction 0..1 of the design storage volume and the settled
+    sediment depth above the floor (ft)."""
+
+    lost_capacity: float = Field(ge=0)
+    sediment_depth_ft: float | None = None
+
+    def summary(self, tz: ZoneInfo) -> str:
+        text = f"{self.lost_capacity * 100:.1f} % of design storage lost"
+        return text if self.sediment_depth_ft is None else f"{text} (sediment {self.sediment_depth_ft:.2f} ft)"
+
+
+def build(ctx: RuleContext) -> BasinRuleState | None:
+    """R3 on the site's basin and its level device (the profile's ``level`` section)."""
+    basin = ctx.cfg.basin
+    if basin is None:
+        return None
+    assert isinstance(ctx.params, BasinRule)
+    profile = ctx.profile(basin.device)
+    if profile.level is None:
+        raise BuildError(f"basin device {basin.device!r} profile {profile.model!r} has no "
+                         "'level' section (how its value becomes a height)")
+    try:
+        return BasinRuleState(ctx.site, ctx.rule_id, ctx.params, basin, profile.level, stage_storage_of(basin))
+    except ValueError as exc:
+        raise BuildError(str(exc)) from exc
+
+
+KIND = RuleKind(
+    kind="basin", params=BasinRule, build=build,
+    summary="R3: cleanout when the basin's design storage is 50 % lost by volume (§133-7A(1), §196-9A)",
+    roles=(Role("basin", None, "the level device over the sediment basin (basin.device)"),),
+    events=(
+        EventKindSpec("basin_capacity_warning", BasinDetails, "sediment reached the warning fraction"),
+        EventKindSpec("basin_cleanout_due", BasinDetails, "sediment reached the cleanout fraction: due by due_at",
+                      opens="basin_cleanout"),
+        EventKindSpec("basin_cleanout_done", BasinDetails, "a measured drop below warning after a cleanout"),
+    ),
+)

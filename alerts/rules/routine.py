@@ -19,11 +19,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 from zoneinfo import ZoneInfo
 
-from stormwatch.alerts.packs import RoutineRule
+from pydantic import Field
+
+from stormwatch.alerts.packs import RuleParams
+from stormwatch.alerts.rules.registry import EventKindSpec, RuleContext, RuleKind
 from stormwatch.contract import Event, Reading
 from stormwatch.wire import format_time
+
+
+class RoutineRule(RuleParams):
+    """R1w: routine inspection every ``every_days`` days (§133-7A(2), §196-9B: seven days).
+
+    Attributes:
+        every_days: cadence in whole local calendar days (a DST week is 167 or 169 h); counted from
+            the last completed routine inspection, else from the site's first reading.
+        storm_inspection_counts: whether a completed storm inspection restarts the cadence
+            (rules.md: default no).
+    """
+
+    kind: Literal["routine"]
+    every_days: int = Field(default=7, gt=0)
+    storm_inspection_counts: bool = False
 
 #: Returns the time of the site's last recorded inspection that restarts the cadence, or None.
 LastInspection = Callable[[], datetime | None]
@@ -81,6 +100,11 @@ class RoutineRuleState:
             return [*self.check_inspection(reading.time), *self.advance_to(reading.time)]
         return [self._open(reading.time, "from the first reading"), *self.advance_to(reading.time)]
 
+    def on_watermark(self, t: datetime) -> list[Event]:
+        """Every time the engine's watermark moves (a Rule hook): an inspection recorded since restarts
+        the cadence."""
+        return self.check_inspection(t)
+
     def check_inspection(self, t: datetime) -> list[Event]:
         """A recorded inspection after the period start (and at or before ``t``) restarts the cadence."""
         if self._period_start is None:
@@ -114,3 +138,23 @@ def add_local_days(t: datetime, days: int, tz: ZoneInfo) -> datetime:
     """
     local = t.astimezone(tz)
     return (local + timedelta(days=days)).astimezone(UTC)
+
+
+def build(ctx: RuleContext) -> RoutineRuleState:
+    """R1w: the cadence counted from the work-order book's last completed inspection."""
+    params = ctx.params
+    assert isinstance(params, RoutineRule)
+    kinds = ("routine_inspection", "storm_inspection") if params.storm_inspection_counts else ("routine_inspection",)
+    wo, site, rule_id = ctx.workorders, ctx.site, ctx.rule_id
+    return RoutineRuleState(
+        site, rule_id, params, ctx.cfg.site.tz,
+        (lambda: wo.last_completed(site, kinds)) if wo is not None else (lambda: None),
+        (lambda: wo.latest_period(site, rule_id)) if wo is not None else None)
+
+
+KIND = RuleKind(
+    kind="routine", params=RoutineRule, build=build,
+    summary="R1w: routine inspection every seven days, rain or not (§133-7A(2), §196-9B)",
+    events=(EventKindSpec("routine_inspection_due", summary="a routine inspection period opened: due by due_at",
+                          opens="routine_inspection", inspection=True),),
+)

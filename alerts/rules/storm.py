@@ -56,18 +56,66 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from fractions import Fraction
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
-from stormwatch.alerts.packs import StormRule
+from pydantic import Field, field_validator
+
+from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import RuleTrace
-from stormwatch.contract import TIP_UNIT, Event, EventKind, Reading
-from stormwatch.display import inches
+from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
+from stormwatch.contract import TIP_UNIT, Event, EventDetails, EventKind, Reading, UtcDatetime
+from stormwatch.display import inches, local_time
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
 from stormwatch.physics import max_tips
 from stormwatch.rain import TipResolution
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
+
+
+class StormRule(RuleParams):
+    """R1: inspection within 24 h of a storm producing ≥ 0.5 in (rules.md R1).
+
+    Attributes:
+        threshold_in: storm depth that qualifies, an exact decimal string (compared as a Fraction).
+        dry_gap_hours: a storm ends after this long without a tip; tips separated by ≥ this are
+            two storms.
+        inspection_within_hours: the inspection deadline after the clock start.
+        clock_from: ``last_tip`` (deadline = last tip + 24 h) or ``threshold`` (stricter: from the
+            tip that crossed the threshold).
+        definition: ``dry_gap`` (default: the storm's whole depth counts) or ``rolling`` (for
+            permits written as "X inches within a 24-hour period", e.g. EPA CGP 2022: the storm
+            qualifies when the tips of any trailing ``rolling_window_hours`` window reach the
+            threshold; storms are still delimited by the dry gap).
+        rolling_window_hours: the trailing window of ``rolling`` (24 h).
+    """
+
+    kind: Literal["storm"]
+    threshold_in: str = "0.5"
+    dry_gap_hours: float = Field(default=6.0, gt=0)
+    inspection_within_hours: float = Field(default=24.0, gt=0)
+    clock_from: Literal["last_tip", "threshold"] = "last_tip"
+    definition: Literal["dry_gap", "rolling"] = "dry_gap"
+    rolling_window_hours: float = Field(default=24.0, gt=0)
+
+    @field_validator("threshold_in", mode="before")
+    @classmethod
+    def _exact(cls, v: object) -> str:
+        text = str(v)
+        try:
+            value = Fraction(text)
+        except (ValueError, ZeroDivisionError) as exc:
+            raise ValueError(f"threshold_in must be an exact decimal like '0.5', got {v!r}") from exc
+        if value <= 0:
+            raise ValueError("threshold_in must be > 0")
+        return text
+
+    @property
+    def threshold(self) -> Fraction:
+        """The threshold in inches, exact."""
+        return Fraction(self.threshold_in)
 
 #: Flags of a rain reading that are bookkeeping, not doubt: a first sample (0 tips), a counter
 #: wrap, tips counted from the trusted value after a one-sample glitch, late delivery.
@@ -164,15 +212,15 @@ class StormRuleState:
             due = storm_due if due is None else min(due, storm_due)
         self.next_due = due
 
-    def _event(self, kind: EventKind, storm: _Storm, event_time: datetime, message: str, **extra: Any) -> Event:
+    def _event(self, kind: EventKind, storm: _Storm, event_time: datetime, message: str,
+               storm_end: datetime | None = None, **extra: Any) -> Event:
         verify = sorted(storm.verify) or None
         if verify:
             message += f" -- needs verification: the gauge's readings are flagged {', '.join(verify)}"
-        return Event(
-            kind=kind, site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
-            occurrence=storm.occurrence, message=message, storm_start=storm.start, tips=storm.tips,
-            depth_in=float(self.resolution.depth_in(storm.tips)), needs_verification=verify, **extra,
-        )
+        details = StormDetails(storm_start=storm.start, storm_end=storm_end, tips=storm.tips,
+                               depth_in=float(self.resolution.depth_in(storm.tips)), needs_verification=verify)
+        return Event(kind=kind, site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
+                     occurrence=storm.occurrence, message=message, details=details, **extra)
 
     def _depth_text(self, tips: int) -> str:
         return f"{inches(float(self.resolution.depth_in(tips)))} ({tips} tips of {self.resolution})"
@@ -199,8 +247,9 @@ class StormRuleState:
         s = self._storm
         return Event(
             kind="data_gap", site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
-            occurrence=f"gap:{self.gauge}:{format_time(start)}", gap_start=start, gap_end=end,
-            storm_start=s.start if s else None, tips=s.tips if s else None,
+            occurrence=f"gap:{self.gauge}:{format_time(start)}",
+            details=GapDetails(gap_start=start, gap_end=end, storm_start=s.start if s else None,
+                               tips=s.tips if s else None),
             message=(f"rain gauge {self.gauge} {why}: no data from {format_time(start)}"
                      + (f" to {format_time(end)}" if end else "") + "; rain in that period is unknown, not zero"),
         )
@@ -352,3 +401,83 @@ class StormRuleState:
             return None
         return StormSummary(s.start, s.last_tip, s.tips, float(self.resolution.depth_in(s.tips)),
                             s.threshold_time is not None)
+
+
+class StormDetails(EventDetails):
+    """Details of the storm events (``storm_started``, ``storm_qualified``, ``storm_inspection_due``).
+
+    Attributes:
+        storm_start: the storm's first tip (UTC).
+        storm_end: its last tip (``storm_inspection_due`` only: known once the dry gap passed).
+        tips: whole tips counted so far; depth_in: ``tips`` × the gauge resolution, inches.
+        needs_verification: the quality flags of rain readings that shaped the storm (rules.md R1).
+    """
+
+    storm_start: UtcDatetime | None = None
+    storm_end: UtcDatetime | None = None
+    tips: int | None = Field(default=None, ge=0)
+    depth_in: float | None = Field(default=None, ge=0)
+    needs_verification: list[str] | None = None
+
+    def summary(self, tz: ZoneInfo) -> str:
+        if self.tips is None or self.depth_in is None:
+            return ""
+        text = f"{inches(self.depth_in)} ({self.tips} tip{'' if self.tips == 1 else 's'})"
+        if self.storm_start is not None and self.storm_end is not None:
+            text += f", rain {local_time(self.storm_start, tz)} – last tip {local_time(self.storm_end, tz)}"
+        return text
+
+    def span(self) -> tuple[datetime, datetime] | None:
+        return (self.storm_start, self.storm_end) if self.storm_start and self.storm_end else None
+
+
+class GapDetails(EventDetails):
+    """Details of ``data_gap``: the rain gauge's silence (``gap_end`` absent while it lasts) and the
+    storm open when it began, if any (its start and tips so far)."""
+
+    gap_start: UtcDatetime
+    gap_end: UtcDatetime | None = None
+    storm_start: UtcDatetime | None = None
+    tips: int | None = Field(default=None, ge=0)
+
+    def summary(self, tz: ZoneInfo) -> str:
+        if self.gap_end is None:
+            return f"no data since {local_time(self.gap_start, tz)}"
+        return f"no data {local_time(self.gap_start, tz)} – {local_time(self.gap_end, tz)}"
+
+    def span(self) -> tuple[datetime, datetime] | None:
+        return (self.gap_start, self.gap_end) if self.gap_end is not None else None
+
+    def variant(self) -> str:
+        return "open" if self.gap_end is None else "closed"
+
+
+def build(ctx: RuleContext) -> StormRuleState | None:
+    """R1 on the site's rain gauge (its profile's counter gives the tip resolution)."""
+    gauge = ctx.device("rain_gauge")
+    if gauge is None:
+        log.warning("%s: pack %s has storm rule %s but the site has no rain_gauge: R1 not watched",
+                    ctx.site, ctx.pack_name, ctx.rule_id)
+        return None
+    profile = ctx.profile(gauge)
+    if profile.counter is None:
+        raise BuildError(f"rain gauge {gauge!r} profile {profile.model!r} has no counter "
+                         "(its tip resolution is needed for R1)")
+    assert isinstance(ctx.params, StormRule)
+    poll = timedelta(seconds=ctx.cfg.device(gauge).poll_interval_s)
+    return StormRuleState(ctx.site, ctx.rule_id, ctx.params, gauge, profile.counter.tip_resolution,
+                          silence_allowance=2 * poll)
+
+
+KIND = RuleKind(
+    kind="storm", params=StormRule, build=build,
+    summary="R1: inspection within 24 h of a storm of 0.5 in or more (§133-7A(2), §196-9B)",
+    roles=(Role("rain_gauge", "rain_tips", "the tipping-bucket gauge (a counter profile)"),),
+    events=(
+        EventKindSpec("storm_started", StormDetails, "the first tip of a storm"),
+        EventKindSpec("storm_qualified", StormDetails, "the tip that reaches the threshold: an inspection will be due"),
+        EventKindSpec("storm_inspection_due", StormDetails, "a qualifying storm ended: inspection due by due_at",
+                      opens="storm_inspection", inspection=True),
+        EventKindSpec("data_gap", GapDetails, "the rain gauge is silent (gap_end absent) or reported again"),
+    ),
+)

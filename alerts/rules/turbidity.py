@@ -27,15 +27,40 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from statistics import median
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
-from stormwatch.alerts.packs import TurbidityRule
+from pydantic import Field
+
+from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import RuleTrace
 from stormwatch.alerts.rules.criteria import criterion_named
-from stormwatch.contract import Event, EventKind, Reading
+from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
+from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import turbidity
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
+
+
+class TurbidityRule(RuleParams):
+    """R2: turbidity contrast against background (rules.md R2).
+
+    Attributes:
+        criterion: ``washington`` (WAC 173-201A-200), ``california`` (CDFW table) or ``absolute``.
+        absolute_limit_ntu: the limit for ``absolute`` (e.g. Maryland COMAR 26.08.02.03-3: 150).
+        median_window_min: window length; windows aligned to multiples of it in event time (UTC).
+        sustained_min: consecutive violating windows must cover this long.
+        clear_min: consecutive compliant windows needed to clear (hysteresis).
+        confirm_within_hours: due time of the SMO-confirmation work order (our choice).
+    """
+
+    kind: Literal["turbidity"]
+    criterion: Literal["washington", "california", "absolute"] = "washington"
+    absolute_limit_ntu: float = Field(default=150.0, gt=0)
+    median_window_min: float = Field(default=5.0, gt=0)
+    sustained_min: float = Field(default=15.0, gt=0)
+    clear_min: float = Field(default=15.0, gt=0)
+    confirm_within_hours: float = Field(default=24.0, gt=0)
 
 Status = Literal["compliant", "violating", "undetermined", "needs_verification"]
 
@@ -180,8 +205,10 @@ class TurbidityRuleState:
 
     def _event(self, kind: EventKind, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
         return Event(kind=kind, site=self.site, event_time=r.end, rule=self.rule_id, citation=self.params.citation,
-                     occurrence=occurrence, message=message, upstream_ntu=r.up_median, downstream_ntu=r.down_median,
-                     turbidity_unit=r.unit if r.down_median is not None else None, **extra)
+                     occurrence=occurrence, message=message,
+                     details=TurbidityDetails(upstream_ntu=r.up_median, downstream_ntu=r.down_median,
+                                              turbidity_unit=r.unit if r.down_median is not None else None),
+                     **extra)
 
     def _step(self, r: _Result) -> list[Event]:
         out: list[Event] = []
@@ -233,3 +260,42 @@ class TurbidityRuleState:
                 evidence=[r.evidence()],
             ))
         return out
+
+
+class TurbidityDetails(EventDetails):
+    """Details of the turbidity events: the window medians in ``turbidity_unit`` (``NTU`` or ``FNU``,
+    as both probes report; ``None`` where a window had no clean reading)."""
+
+    upstream_ntu: float | None = None
+    downstream_ntu: float | None = None
+    turbidity_unit: str | None = None
+
+    def summary(self, tz: ZoneInfo) -> str:
+        if self.upstream_ntu is None or self.downstream_ntu is None:
+            return ""
+        unit = self.turbidity_unit or "NTU"
+        return f"downstream {turbidity(self.downstream_ntu, unit)} vs upstream {turbidity(self.upstream_ntu, unit)}"
+
+
+def build(ctx: RuleContext) -> TurbidityRuleState | None:
+    """R2 on the site's upstream/downstream probe pair."""
+    up, down = ctx.device("turbidity_upstream"), ctx.device("turbidity_downstream")
+    if up is None or down is None:
+        return None
+    assert isinstance(ctx.params, TurbidityRule)
+    return TurbidityRuleState(ctx.site, ctx.rule_id, ctx.params, up, down)
+
+
+KIND = RuleKind(
+    kind="turbidity", params=TurbidityRule, build=build,
+    summary="R2: turbidity contrast against background (§133-6C, §196-8C)",
+    roles=(Role("turbidity_upstream", "turbidity", "background probe (turbidity_pair.upstream)"),
+           Role("turbidity_downstream", "turbidity", "compliance probe (turbidity_pair.downstream)")),
+    events=(
+        EventKindSpec("turbidity_contrast", TurbidityDetails, "a sustained possible violation, for the SMO to confirm",
+                      opens="turbidity_review"),
+        EventKindSpec("turbidity_cleared", TurbidityDetails, "back within the criterion (hysteresis)"),
+        EventKindSpec("turbidity_undetermined", TurbidityDetails, "no clean background or downstream data"),
+        EventKindSpec("turbidity_needs_verification", TurbidityDetails, "the window's only data carry QC flags"),
+    ),
+)

@@ -1,0 +1,289 @@
+"""The rule registry: every rule kind is ONE module under ``alerts/rules/`` (issue 13 item 1).
+
+A rule module declares, at module level, ``KIND = RuleKind(...)``:
+
+* its **pack schema** (``params``: a :class:`~stormwatch.alerts.packs.RuleParams` subclass whose
+  ``kind`` literal is the pack's ``kind:`` value);
+* its **device roles** (:class:`Role`: which site device it reads, and the quantity it must report);
+* its **event kinds** and their **typed details** (:class:`EventKindSpec`; a kind that opens a work
+  order names the order kind);
+* its **factory** (``build(context)`` → the rule state fed by the engine, or ``None`` with the
+  reason logged when the site lacks what it needs).
+
+A module may also declare ``EVENTS = (EventKindSpec, ...)`` for events that are not a rule's
+(``inspection_overdue``: the work-order book's). Everything else iterates over the registry: pack
+validation (:mod:`stormwatch.alerts.packs`), the engine's wiring (:mod:`stormwatch.alerts.engine`),
+the contract's event kinds (:data:`stormwatch.contract.EVENT_KINDS`), the kinds that open work
+orders (:mod:`stormwatch.alerts.workorders`), the InfluxDB event fields
+(:mod:`stormwatch.ingest.lineprotocol`, from the details' types) and ``docs/asyncapi.yaml``
+(:mod:`stormwatch.alerts.asyncapi`, checked by a test).
+
+Where rule modules come from: the built-in package ``stormwatch.alerts.rules`` (every module that
+declares ``KIND`` or ``EVENTS``), then the user's rule directories -- ``$STORMWATCH_RULES``
+(``:``-separated), each ``*.py`` in them loaded as ``stormwatch_user_rules.<name>`` -- the same way
+user packs and profiles are found. A kind declared twice is an error naming both modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import pkgutil
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from stormwatch.contract import EVENT_KINDS, EventDetails, NoDetails
+
+if TYPE_CHECKING:
+    from stormwatch.alerts.packs import RuleParams
+    from stormwatch.alerts.rules import Rule
+    from stormwatch.alerts.workorders import WorkOrders
+    from stormwatch.config import SiteConfig
+    from stormwatch.profiles import DeviceProfile, ProfileLibrary
+
+log = logging.getLogger(__name__)
+
+#: Directories of user rule modules (``:``-separated), searched after the built-ins.
+RULES_ENV = "STORMWATCH_RULES"
+#: Package the user's rule modules are loaded under.
+USER_PACKAGE = "stormwatch_user_rules"
+
+
+class RegistryError(ValueError):
+    """A rule module that cannot be loaded or declares a kind twice (module names it)."""
+
+
+@dataclass(frozen=True)
+class EventKindSpec:
+    """One event kind.
+
+    Attributes:
+        kind: the wire ``kind`` (``storm_inspection_due``).
+        details: its typed details (:class:`stormwatch.contract.EventDetails` subclass).
+        summary: one line for docs/asyncapi.yaml.
+        opens: the work-order kind it opens (``storm_inspection``), or ``None``.
+        inspection: the order it opens is an inspection (reports and cadences count it).
+    """
+
+    kind: str
+    details: type[EventDetails] = NoDetails
+    summary: str = ""
+    opens: str | None = None
+    inspection: bool = False
+
+
+@dataclass(frozen=True)
+class Role:
+    """A device a rule reads, named in the site file.
+
+    Attributes:
+        name: the role's name: ``roles: {<name>: <device id>}`` in the site file, or one of the
+            structured roles of :meth:`stormwatch.config.SiteConfig.device_for_role`.
+        quantity: the quantity that device must report (its profile checked), or ``None``.
+        summary: what the device is for.
+    """
+
+    name: str
+    quantity: str | None = None
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What a rule's factory gets: the site, its profiles, the pack entry, the work-order book.
+
+    Attributes:
+        cfg: the site.
+        profiles: device profiles.
+        rule_id: the pack's id for this rule (``R1``).
+        params: the validated pack entry (with the site's overrides).
+        workorders: the work-order book, or ``None`` (events without orders).
+        pack_name: the pack's name (for log lines).
+    """
+
+    cfg: SiteConfig
+    profiles: ProfileLibrary
+    rule_id: str
+    params: RuleParams
+    workorders: WorkOrders | None
+    pack_name: str
+
+    @property
+    def site(self) -> str:
+        return self.cfg.site.id
+
+    def device(self, role: str) -> str | None:
+        """The device id the site gives ``role`` (``None``: the site has no such device)."""
+        return self.cfg.device_for_role(role)
+
+    def profile(self, device_id: str) -> DeviceProfile:
+        """The profile of one of the site's devices."""
+        return self.profiles.get(self.cfg.device(device_id).profile)
+
+
+class BuildError(ValueError):
+    """The site cannot be watched by this rule as configured (the engine raises it as EngineError)."""
+
+
+@dataclass(frozen=True)
+class RuleKind:
+    """A rule kind (see the module docstring).
+
+    Attributes:
+        kind: the pack's ``kind:`` value (``storm``).
+        params: the pack schema.
+        build: the factory (``None``: a rule the engine does not run itself, e.g. ``report``,
+            which the work-order book applies).
+        events: the event kinds it emits.
+        roles: the devices it reads.
+        summary: one line for docs.
+    """
+
+    kind: str
+    params: type[RuleParams]
+    build: Callable[[RuleContext], Rule | None] | None
+    events: tuple[EventKindSpec, ...] = ()
+    roles: tuple[Role, ...] = ()
+    summary: str = ""
+    module: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The loaded rule kinds and event kinds (immutable once built)."""
+
+    kinds: dict[str, RuleKind]
+    events: dict[str, EventKindSpec]
+    sources: dict[str, str]  # kind or event kind -> module
+
+    def rule_kind(self, kind: str) -> RuleKind:
+        """The rule kind of a pack's ``kind:`` value.
+
+        Raises:
+            KeyError: no loaded module declares it.
+        """
+        return self.kinds[kind]
+
+    def opening_kinds(self) -> dict[str, str]:
+        """event kind → work-order kind, for the events that open an order."""
+        return {e.kind: e.opens for e in self.events.values() if e.opens is not None}
+
+    def inspection_orders(self) -> tuple[str, ...]:
+        """Work-order kinds that are inspections."""
+        return tuple(sorted({e.opens for e in self.events.values() if e.opens is not None and e.inspection}))
+
+
+def _declared(module: ModuleType) -> tuple[RuleKind | None, tuple[EventKindSpec, ...]]:
+    kind = getattr(module, "KIND", None)
+    events = tuple(getattr(module, "EVENTS", ()))
+    if kind is not None and not isinstance(kind, RuleKind):
+        raise RegistryError(f"{module.__name__}: KIND must be a RuleKind, not {type(kind).__name__}")
+    return kind, events
+
+
+def _builtin_modules() -> Iterable[ModuleType]:
+    import stormwatch.alerts.rules as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or info.name == "registry":
+            continue
+        yield importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+def rule_directories(env: dict[str, str] | None = None) -> list[Path]:
+    """The user's rule directories from ``$STORMWATCH_RULES`` (``:``-separated; missing ones skipped)."""
+    value = (env if env is not None else os.environ).get(RULES_ENV, "")
+    return [Path(p) for p in value.split(os.pathsep) if p]
+
+
+def _user_modules(directories: Iterable[Path]) -> Iterable[ModuleType]:
+    for directory in directories:
+        if not directory.is_dir():
+            log.warning("rule directory %s (from $%s) does not exist: skipped", directory, RULES_ENV)
+            continue
+        for path in sorted(directory.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            name = f"{USER_PACKAGE}.{path.stem}"
+            module = sys.modules.get(name)
+            if module is None or getattr(module, "__file__", None) != str(path):
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is None or spec.loader is None:
+                    raise RegistryError(f"{path}: not a Python module")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                try:
+                    spec.loader.exec_module(module)
+                except Exception as exc:
+                    del sys.modules[name]
+                    raise RegistryError(f"{path}: cannot load rule module: {exc}") from exc
+            yield module
+
+
+def build_registry(modules: Iterable[ModuleType]) -> Registry:
+    """A registry of the kinds ``modules`` declare; registers their event kinds with the contract.
+
+    Raises:
+        RegistryError: a rule kind or event kind declared twice, or a malformed declaration.
+    """
+    kinds: dict[str, RuleKind] = {}
+    events: dict[str, EventKindSpec] = {}
+    sources: dict[str, str] = {}
+    for module in modules:
+        kind, extra = _declared(module)
+        specs = list(extra)
+        if kind is not None:
+            if kind.kind in kinds:
+                raise RegistryError(f"rule kind {kind.kind!r} declared by {sources['rule:' + kind.kind]} "
+                                    f"and {module.__name__}")
+            declared = kind.params.model_fields.get("kind")
+            if declared is None or kind.kind not in getattr(declared.annotation, "__args__", ()):
+                raise RegistryError(f"{module.__name__}: {kind.params.__name__}.kind must be Literal[{kind.kind!r}]")
+            kinds[kind.kind] = kind
+            sources["rule:" + kind.kind] = module.__name__
+            specs += kind.events
+        for spec in specs:
+            if spec.kind in events and events[spec.kind] != spec:
+                raise RegistryError(f"event kind {spec.kind!r} declared by {sources[spec.kind]} and {module.__name__}")
+            events[spec.kind] = spec
+            sources[spec.kind] = module.__name__
+    for spec in events.values():
+        try:
+            EVENT_KINDS.register(spec.kind, spec.details)
+        except ValueError as exc:
+            raise RegistryError(f"{sources[spec.kind]}: {exc}") from exc
+    return Registry(kinds, events, sources)
+
+
+_lock = threading.Lock()
+_loaded: dict[tuple[str, ...], Registry] = {}
+
+
+def rule_kinds(directories: Iterable[Path] | None = None) -> Registry:
+    """The registry of the built-in rule modules and the user's (``$STORMWATCH_RULES`` unless
+    ``directories`` is given); built once per set of directories.
+
+    Raises:
+        RegistryError: see :func:`build_registry`; a user module that cannot be loaded.
+    """
+    dirs = list(directories) if directories is not None else rule_directories()
+    key = tuple(str(d) for d in dirs)
+    with _lock:
+        found = _loaded.get(key)
+        if found is None:
+            found = _loaded[key] = build_registry([*_builtin_modules(), *_user_modules(dirs)])
+        return found
+
+
+def describe(registry: Registry) -> list[dict[str, Any]]:
+    """One row per rule kind (kind, module, events, roles), for ``stormwatch rules list`` and docs."""
+    return [{"kind": k.kind, "module": registry.sources["rule:" + k.kind],
+             "events": [e.kind for e in k.events], "roles": [r.name for r in k.roles]}
+            for k in registry.kinds.values()]
