@@ -417,8 +417,9 @@ def _basin(events: list[Event], by_id: dict[str, WorkOrder], sources: Sources, s
             outcome = outcome_of(order, e.due_at, sources.as_of,
                                  "no work-order state given" if sources.book is None else "no cleanout order recorded")
         d = e.details if isinstance(e.details, BasinDetails) else None
+        lost = d.lost_capacity if d else None
         rows.append(BasinRow(e.kind.removeprefix("basin_").replace("_", " "), e.event_time,
-                             d.sediment_depth_ft if d else None, 100 * d.lost_capacity if d else None, e.due_at,
+                             d.sediment_depth_ft if d else None, None if lost is None else 100 * lost, e.due_at,
                              outcome))
     return rows
 

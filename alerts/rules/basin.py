@@ -206,10 +206,12 @@ class BasinDetails(EventDetails):
     """Details of the basin events: lost fraction 0..1 of the design storage volume and the settled
     sediment depth above the floor (ft)."""
 
-    lost_capacity: float = Field(ge=0)
+    lost_capacity: float | None = Field(default=None, ge=0)
     sediment_depth_ft: float | None = None
 
     def summary(self, tz: ZoneInfo) -> str:
+        if self.lost_capacity is None:
+            return ""
         text = f"{self.lost_capacity * 100:.1f} % of design storage lost"
         return text if self.sediment_depth_ft is None else f"{text} (sediment {self.sediment_depth_ft:.2f} ft)"
 
