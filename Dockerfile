@@ -10,6 +10,7 @@ COPY pyproject.toml README.md ./
 COPY stormwatch ./stormwatch
 COPY gateway ./gateway
 COPY ingest ./ingest
+COPY stores ./stores
 COPY alerts ./alerts
 COPY simulators ./simulators
 COPY importers ./importers

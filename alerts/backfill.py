@@ -37,7 +37,7 @@ from stormwatch.contract import Event, Reading
 from stormwatch.display import local_time
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import TipResolution
-from stormwatch.store import ReadingStore
+from stormwatch.stores.base import ReadingStore
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     Raises:
         ValueError: ``end`` not after ``start``.
         stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: the site cannot be evaluated.
-        stormwatch.store.StoreError: the store cannot be read.
+        stormwatch.stores.base.StoreError: the store cannot be read.
     """
     if end <= start:
         raise ValueError(f"--until ({format_time(end)}) must be after --from ({format_time(start)})")

@@ -90,8 +90,8 @@ def alerts_cmd(
         fail(str(exc), 2)
     opened = None
     if store:
-        from stormwatch.ingest.stores import StoreUrlError, open_store, redact  # lazily: optional for the engine
-        from stormwatch.store import StoreError
+        from stormwatch.stores.base import StoreError
+        from stormwatch.stores.urls import StoreUrlError, open_store, redact  # lazily: optional for the engine
 
         try:
             opened = open_store(store)
@@ -347,9 +347,9 @@ def evaluate_cmd(
     from stormwatch.alerts.engine import EngineError
     from stormwatch.alerts.packs import PackError
     from stormwatch.config import ConfigError
-    from stormwatch.ingest.stores import StoreUrlError, open_store, redact
     from stormwatch.profiles import ProfileLibrary
-    from stormwatch.store import StoreError
+    from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
     profiles = ProfileLibrary()
     try:
@@ -395,11 +395,11 @@ def _missing_sqlite(url: str) -> Path | None:
     store is not there instead of reporting "0 readings".
 
     Raises:
-        stormwatch.ingest.stores.StoreUrlError: a malformed SQLite URL.
+        stormwatch.stores.urls.StoreUrlError: a malformed SQLite URL.
     """
     import urllib.parse
 
-    from stormwatch.ingest.stores import sqlite_path
+    from stormwatch.stores.urls import sqlite_path
 
     if urllib.parse.urlsplit(url).scheme.lower() not in ("sqlite", ""):
         return None

@@ -58,7 +58,7 @@ from stormwatch.contract import Event, Reading
 from stormwatch.errors import InputError
 from stormwatch.physics import negative_value
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.store import ReadingStore, StoreError
+from stormwatch.stores.base import ReadingStore, StoreError
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)

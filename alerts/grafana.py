@@ -7,7 +7,7 @@
 * tags: ``stormwatch``, the site, the kind and the rule -- the dashboards' built-in annotation
   query shows tag ``stormwatch`` (dashboards/common.py);
 * text: ``<title>: <message> [<citation>]``, title and text as in the ``events`` measurement
-  (``stormwatch.ingest.lineprotocol.event_point``), so both annotation sources read the same.
+  (``stormwatch.stores.lineprotocol.event_point``), so both annotation sources read the same.
 
 Annotations are a convenience next to the system of record (the store and the events topic): a
 Grafana that is down or refuses the token is logged (WARNING, without the token) and counted in
@@ -31,7 +31,7 @@ from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaException
 
 from stormwatch.contract import Event
-from stormwatch.ingest.lineprotocol import event_point
+from stormwatch.stores.lineprotocol import event_point
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from stormwatch.contract import Event, PayloadError, parse_readings
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.store import ReadingStore, StoreError
+from stormwatch.stores.base import ReadingStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class AlertService:
         overdue_check_s: clock seconds between overdue checks.
         retained_is_late: treat messages flagged retained as stale (never live triggers). True for
             Mosquitto; False behind amqtt, which flags messages queued for a persistent session as
-            retained when it delivers them (stormwatch/broker.py).
+            retained when it delivers them (stormwatch/app/broker.py).
         webhook_url: POST every event there too (optional; retried with backoff).
         grafana: push every event as a Grafana annotation too (optional; :mod:`stormwatch.alerts.grafana`).
         reevaluate_late: re-evaluate late readings from the store (see :mod:`stormwatch.alerts.engine`).

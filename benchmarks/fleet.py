@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/fleet.py`` (not a test; issue 17). What it does:
 
-* starts its own InfluxDB 1.x and Mosquitto (:mod:`stormwatch.servers`, the project's configuration);
+* starts its own InfluxDB 1.x and Mosquitto (:mod:`stormwatch.app.servers`, the project's configuration);
 * writes the fleet's site files (:mod:`stormwatch.simulators.fleetsites`: each site a rain gauge, an
   upstream and a downstream turbidity probe and a basin level sensor, all polled once a minute --
   4 sensors, 6 readings a minute since each turbidity probe also reports water temperature);
@@ -57,7 +57,8 @@ import paho.mqtt.client as mqtt  # noqa: E402
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 
 from benchmarks.machine import describe, machine, process_usage  # noqa: E402
-from stormwatch import servers, topics  # noqa: E402
+from stormwatch import topics  # noqa: E402
+from stormwatch.app import servers  # noqa: E402
 from stormwatch.simulators.fleetsites import write_fleet_sites  # noqa: E402
 
 START = datetime(2026, 6, 1, 4, tzinfo=UTC)

@@ -73,7 +73,7 @@ def lean_imports() -> None:
 
 
 def polling(work: Path, broker_url: str) -> dict[str, float]:
-    from stormwatch import servers
+    from stormwatch.app import servers
 
     port = servers.free_port()
     sim = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
@@ -158,7 +158,7 @@ def replay(work: Path, broker_url: str) -> float:
 
 
 def main() -> None:
-    from stormwatch import servers
+    from stormwatch.app import servers
 
     print(f"machine: {describe()}", flush=True)
     lean_imports()

@@ -14,7 +14,7 @@ Run: ``python benchmarks/ingest.py`` (not a test). Issue 6 describes it:
   ``--raw-writer`` mode of this file); Node-RED 4.x with ``node-red-contrib-influxdb`` in the two
   flows in ``benchmarks/nodered/`` (per message; batched by ``join`` of 5,000 or 200 ms).
 
-It starts its own influxd and a fresh Mosquitto for every run (:mod:`stormwatch.servers`, the
+It starts its own influxd and a fresh Mosquitto for every run (:mod:`stormwatch.app.servers`, the
 project's broker configuration, loopback only; a fresh broker so that persistent sessions of earlier
 runs do not keep queueing the next run's messages; each database is dropped after its count) and installs
 Node-RED with npm into ``~/.cache/stormwatch-bench`` when it is not there (``STORMWATCH_BENCH_CACHE``
@@ -45,7 +45,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine import describe  # noqa: E402
-from stormwatch import servers, topics  # noqa: E402
+from stormwatch import topics  # noqa: E402
+from stormwatch.app import servers  # noqa: E402
 from stormwatch.contract import Reading, dump_readings  # noqa: E402
 
 N_MESSAGES = 50_000

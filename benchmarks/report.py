@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.engine import START, day_readings  # noqa: E402
 from benchmarks.machine import describe, machine  # noqa: E402
 from stormwatch.config import load_site  # noqa: E402
-from stormwatch.ingest.sqlite_store import SqliteStore  # noqa: E402
 from stormwatch.profiles import ProfileLibrary  # noqa: E402
+from stormwatch.stores.sqlite import SqliteStore  # noqa: E402
 
 SITE = ROOT / "examples" / "site.yaml"
 

@@ -33,8 +33,8 @@ from benchmarks.machine import describe, machine
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.resources import example_site
+from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.web.accounts import Accounts
 
 NOW = datetime(2026, 6, 2, 16, 0, tzinfo=UTC)

@@ -143,9 +143,9 @@ def import_command(
     from stormwatch.clock import WallClock
     from stormwatch.config import ConfigError
     from stormwatch.importers.load import ImportFailed, import_file
-    from stormwatch.ingest.stores import StoreUrlError, open_store, redact
     from stormwatch.profiles import ProfileLibrary
-    from stormwatch.store import StoreError
+    from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
     try:
         if silence not in ("dry", "gap"):

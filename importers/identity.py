@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from stormwatch.ingest.lineprotocol import time_ns
+from stormwatch.stores.lineprotocol import time_ns
 
 #: The ``gateway`` of every imported reading.
 IMPORT_GATEWAY = "import"

@@ -37,7 +37,7 @@ from stormwatch.importers.rows import Progress, RowReject, build_readings, file_
 from stormwatch.importers.table import TableError
 from stormwatch.ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
-from stormwatch.store import ReadingStore
+from stormwatch.stores.base import ReadingStore
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
 
     Raises:
         ImportFailed: the configuration cannot import this file (nothing stored).
-        stormwatch.store.StoreError: the store refused a write (earlier batches are stored; a
+        stormwatch.stores.base.StoreError: the store refused a write (earlier batches are stored; a
             re-run completes the import without duplicates).
     """
     site = cfg.site.id

@@ -51,8 +51,8 @@ from stormwatch.importers.identity import IMPORT_GATEWAY, import_seq
 from stormwatch.importers.load import ImportSummary, import_file
 from stormwatch.importers.options import ImportOptions
 from stormwatch.importers.rows import Progress
-from stormwatch.ingest.stores import open_store
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.urls import open_store
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
   ``manual_ack=True``: PUBACK is sent only after the batch is committed to the store. A crash at any
   point means redelivery (a duplicate, removed by identity in the store), never a loss.
 * Messages are batched (``batch_size`` messages or ``batch_ms`` after the first one) and written
-  by one worker thread. While the store raises :class:`~stormwatch.store.StoreError` nothing is
+  by one worker thread. While the store raises :class:`~stormwatch.stores.base.StoreError` nothing is
   acknowledged and the same batch is retried with exponential backoff. At most ``max_inflight``
   messages are ever unacknowledged: the broker's window (Mosquitto ``max_inflight_messages``,
-  configured in :mod:`stormwatch.servers`) plus a client-side hold (paho's network thread stops
+  configured in :mod:`stormwatch.app.servers`) plus a client-side hold (paho's network thread stops
   reading at the limit), so memory stays bounded during a database outage and the rest waits in
   the broker's persistent session.
 * Messages outside the subscription (amqtt may deliver retained messages to clients that never
@@ -35,7 +35,7 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
   dead letters with reason ``duplicate`` (#9); the store's own guard catches the rest.
 * Hot path (``benchmarks/ingest.py``): socket reads in 64 KiB chunks (:mod:`stormwatch.ingest.mqttclient`),
   batch filling polled instead of woken per message, the PUBACKs of a batch sent as one buffer
-  (:func:`send_pubacks`), line protocol built directly (:func:`stormwatch.ingest.lineprotocol.reading_line`).
+  (:func:`send_pubacks`), line protocol built directly (:func:`stormwatch.stores.lineprotocol.reading_line`).
 
 Batch windows and retry backoff are real-time I/O waits (``time.monotonic``), not event time.
 """
@@ -56,12 +56,12 @@ import paho.mqtt.client as mqtt
 from stormwatch import topics
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, dump_readings
-from stormwatch.ingest.lineprotocol import payload_text
 from stormwatch.ingest.mqttclient import make_client
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
-from stormwatch.store import DeadLetter, ReadingStore, SiteInfo, StoreError
+from stormwatch.stores.base import DeadLetter, ReadingStore, SiteInfo, StoreError
+from stormwatch.stores.lineprotocol import payload_text
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)

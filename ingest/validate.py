@@ -1,6 +1,6 @@
 """Validation of one MQTT readings message against the configured sites and device profiles.
 
-Never raises for bad input: every rejected reading becomes a :class:`~stormwatch.store.DeadLetter`
+Never raises for bad input: every rejected reading becomes a :class:`~stormwatch.stores.base.DeadLetter`
 with a short reason (failure-kinds.md; design-notes.md "Nothing lost, nothing invented"): the
 contract's own (``not_utf8``, ``bad_json``, ``schema``, :func:`stormwatch.contract.parse_readings`)
 and this module's checks against the configuration: ``bad_topic``, ``topic_mismatch``,
@@ -46,7 +46,7 @@ from stormwatch.config import SiteConfig
 from stormwatch.contract import PayloadError, Reading, dump_readings, parse_readings
 from stormwatch.physics import negative_value
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.store import DeadLetter
+from stormwatch.stores.base import DeadLetter
 
 #: Quantities a gateway derives from a level sensor (profile with a ``level`` section) in addition
 #: to the profile's own points: height of water / sediment above the basin floor, in metres

@@ -42,7 +42,7 @@ from stormwatch import __version__
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
-from stormwatch.store import ReadingStore
+from stormwatch.stores.base import ReadingStore
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def write_bundle(path: Path, cfg: SiteConfig, site_file: Path, store: ReadingSto
     """Write the bundle of ``cfg``'s site for ``[start, end)`` to ``path`` (module docstring).
 
     Raises:
-        stormwatch.store.StoreError: the store cannot be read.
+        stormwatch.stores.base.StoreError: the store cannot be read.
         OSError: ``path`` cannot be written.
     """
     site = cfg.site.id
@@ -220,7 +220,7 @@ def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tup
 
     Raises:
         ArchiveError: the bundle does not check out, or it holds work orders and ``book`` is None.
-        stormwatch.store.StoreError: the store refused a write.
+        stormwatch.stores.base.StoreError: the store refused a write.
     """
     try:
         zf = zipfile.ZipFile(path)

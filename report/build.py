@@ -53,7 +53,7 @@ from stormwatch.report.model import (
     TurbidityRow,
     UnknownRow,
 )
-from stormwatch.store import ReadingStore
+from stormwatch.stores.base import ReadingStore
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     Raises:
         ValueError: ``end`` not after ``start``.
         stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: the site's rules cannot run.
-        stormwatch.store.StoreError: the store cannot be read.
+        stormwatch.stores.base.StoreError: the store cannot be read.
     """
     if end <= start:
         raise ValueError(f"the period must end after it starts ({format_time(start)} .. {format_time(end)})")

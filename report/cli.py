@@ -58,8 +58,8 @@ def _book(state_dir: Path, wall_time: bool) -> tuple[WorkOrders | None, datetime
 
 def _open_store(url: str):  # type: ignore[no-untyped-def]
     from stormwatch.alerts.cli import _missing_sqlite
-    from stormwatch.ingest.stores import StoreUrlError, open_store, redact
-    from stormwatch.store import StoreError
+    from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
     try:
         missing = _missing_sqlite(url)
@@ -180,7 +180,7 @@ def report_cmd(
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.report.build import Sources, build_report
     from stormwatch.report.render import to_csv, to_html, to_pdf
-    from stormwatch.store import StoreError
+    from stormwatch.stores.base import StoreError
 
     kind = _format(fmt, output)
     profiles = ProfileLibrary()
@@ -252,10 +252,10 @@ def archive_cmd(
     from stormwatch.alerts.packs import PackError
     from stormwatch.cliutil import load_site_file
     from stormwatch.config import ConfigError
-    from stormwatch.ingest.stores import redact
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.report.archive import write_bundle
-    from stormwatch.store import StoreError
+    from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import redact
 
     try:
         cfg = load_site_file(site, ProfileLibrary())
@@ -297,9 +297,9 @@ def import_archive_cmd(
     from stormwatch.alerts.cli import STATE_FILE
     from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
     from stormwatch.clock import WallClock
-    from stormwatch.ingest.stores import StoreUrlError, open_store, redact
     from stormwatch.report.archive import ArchiveError, load_bundle
-    from stormwatch.store import StoreError
+    from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
     if not bundle.is_file():
         fail(f"{bundle}: no such file")

@@ -1,5 +1,5 @@
 """``python -m stormwatch`` runs the command line."""
 
-from stormwatch.cli import main
+from stormwatch.app.cli import main
 
 main()

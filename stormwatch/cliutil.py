@@ -1,6 +1,6 @@
 """The command-line layer shared by every ``stormwatch`` command (never imported by the lean gateway).
 
-:func:`standardize` (called once by :mod:`stormwatch.cli`) applies these mechanisms to every command,
+:func:`standardize` (called once by :mod:`stormwatch.app.cli`) applies these mechanisms to every command,
 so a new command gets them without code of its own:
 
 * **One line per error, never a traceback for user input.** A usage error (unknown option, missing
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from stormwatch.config import SiteConfig
     from stormwatch.profiles import ProfileLibrary
 
-log = logging.getLogger("stormwatch.cli")
+log = logging.getLogger("stormwatch.app.cli")
 
 #: Commands that are long-running services: they log at INFO by default.
 SERVICES = frozenset({"gateway", "ingest", "alerts", "simulate"})

@@ -1,6 +1,6 @@
 """Why input was refused: the ONE set of dead-letter reasons.
 
-Every :class:`stormwatch.store.DeadLetter` carries one of these codes (it refuses any other), so a
+Every :class:`stormwatch.stores.base.DeadLetter` carries one of these codes (it refuses any other), so a
 dashboard, an alert rule or a person filtering ``stormwatch/v1/deadletter`` or the ``deadletter``
 table/measurement can rely on the list below being complete. The same list is the reason table of
 ``docs/ingest.md`` (section 2) and the ``reason`` enum of ``docs/asyncapi.yaml``;
@@ -17,7 +17,7 @@ Which code refuses with which reason:
 * :class:`stormwatch.ingest.validate.Validator` (the site configuration and device profiles):
   ``bad_topic`` ... ``implausible_time``;
 * :class:`stormwatch.ingest.consumer.Ingest`: ``duplicate``, ``internal_error``;
-* the InfluxDB stores (:mod:`stormwatch.ingest.influxwrite`): ``store_rejected``.
+* the InfluxDB stores (:mod:`stormwatch.stores.influxwrite`): ``store_rejected``.
 """
 
 from __future__ import annotations

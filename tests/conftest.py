@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stormwatch import servers
+from stormwatch.app import servers
 
 REPO = Path(__file__).resolve().parent.parent
 #: Real public data files the tests read, with their sources and licences (``tests/data/SOURCES.md``).

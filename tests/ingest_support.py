@@ -12,13 +12,14 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from stormwatch import servers, topics
+from stormwatch import topics
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.store import ReadingStore
+from stormwatch.stores.base import ReadingStore
 
 REPO = Path(__file__).resolve().parent.parent
 SITE = "riverside-commons"

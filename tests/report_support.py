@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 
 
 def need_poppler() -> None:

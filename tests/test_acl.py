@@ -23,7 +23,8 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from stormwatch import servers, topics
+from stormwatch import topics
+from stormwatch.app import servers
 
 pytestmark = pytest.mark.mosquitto
 

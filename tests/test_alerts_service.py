@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from stormwatch import topics
 from stormwatch.alerts.service import AlertService
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, dump_readings
 from stormwatch.profiles import ProfileLibrary

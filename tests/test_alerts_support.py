@@ -88,7 +88,7 @@ def live_service(cfg: SiteConfig, broker_url: str, tmp_path: Path, clock: Manual
     """A running AlertService on ``broker_url`` with a SQLite store: yields (service, events seen, store);
     ``options`` go to the AlertService."""
     from stormwatch.alerts.service import AlertService
-    from stormwatch.ingest.sqlite_store import SqliteStore
+    from stormwatch.stores.sqlite import SqliteStore
 
     store = SqliteStore(tmp_path / "store.db")
     seen: list[Event] = []

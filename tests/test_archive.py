@@ -15,13 +15,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from stormwatch import servers
 from stormwatch.alerts.workorders import WorkOrders
-from stormwatch.cli import app
+from stormwatch.app import servers
+from stormwatch.app.cli import app
 from stormwatch.clock import WallClock
 from stormwatch.contract import TIP_UNIT, Event, Reading
-from stormwatch.ingest.stores import open_store
-from stormwatch.store import ReadingStore
+from stormwatch.stores.base import ReadingStore
+from stormwatch.stores.urls import open_store
 from tests.report_support import run_cli
 
 SITE = """

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from tests.conftest import DATA
 
 CASES = Path(__file__).resolve().parent / "cases"

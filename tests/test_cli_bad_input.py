@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from stormwatch import resources
 from stormwatch.alerts.workorders import WorkOrders
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.clock import WallClock
 from tests.conftest import data_file
 

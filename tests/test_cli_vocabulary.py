@@ -14,7 +14,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from stormwatch import __version__
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.cliutil import ALIASES, OPTIONS, rewrite_aliases
 
 #: What a metavar may look like: words (FILE, URL, NAME=QUANTITY[:UNIT], NAME|FILE, dry|gap, WORD...).

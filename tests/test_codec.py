@@ -9,7 +9,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.codec import decode_point, decode_words, encode_words
 from stormwatch.gateway.fieldtool import FieldToolError, decode_text
 from stormwatch.profiles import Point
@@ -103,14 +103,14 @@ def test_cli_decode_bad_input_exits_2(args: list[str], message: str) -> None:
 
 def test_cli_decode_subprocess() -> None:
     out = subprocess.run(
-        [sys.executable, "-c", "from stormwatch.cli import main; main()",
+        [sys.executable, "-c", "from stormwatch.app.cli import main; main()",
          "decode", "--type", "float32", "--order", "CDAB", "0x0000", "0x3FC0"],
         capture_output=True, text=True, timeout=60,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1.5"
     bad = subprocess.run(
-        [sys.executable, "-c", "from stormwatch.cli import main; main()", "decode", "--type", "int16", "x"],
+        [sys.executable, "-c", "from stormwatch.app.cli import main; main()", "decode", "--type", "int16", "x"],
         capture_output=True, text=True, timeout=60,
     )
     assert bad.returncode == 2

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from stormwatch import topics
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.contract import Event, Reading
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.dashboards.build import DASHBOARDS, JSON_DIR, build_all
 from stormwatch.dashboards.common import pack_thresholds, tip_sizes
 from stormwatch.dashboards.influxql import InfluxQL

@@ -26,14 +26,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stormwatch import servers
 from stormwatch.alerts.rules.criteria import Washington
+from stormwatch.app import servers
 from stormwatch.contract import Event, Reading
 from stormwatch.dashboards.build import JSON_DIR
-from stormwatch.ingest.lineprotocol import from_ns
-from stormwatch.ingest.stores import open_store
 from stormwatch.simulators.design_storm import design_storm_tip_times
-from stormwatch.store import SiteInfo
+from stormwatch.stores.base import SiteInfo
+from stormwatch.stores.lineprotocol import from_ns
+from stormwatch.stores.urls import open_store
 from stormwatch.wire import format_time
 
 pytestmark = pytest.mark.influxdb

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
-from stormwatch.demo import demo_store_url
+from stormwatch.app.cli import app
+from stormwatch.app.demo import demo_store_url
 from tests.conftest import data_file
 
 runner = CliRunner()

@@ -19,15 +19,15 @@ import pytest
 from typer.testing import CliRunner
 
 from stormwatch.alerts.workorders import WorkOrders
-from stormwatch.cli import app
+from stormwatch.app.cli import app
+from stormwatch.app.pipeline import Pipeline, PipelineError
+from stormwatch.app.workdir import MARKER, WorkdirError, prepare_workdir
 from stormwatch.clock import WallClock
 from stormwatch.config import load_site
 from stormwatch.contract import Reading
-from stormwatch.ingest.stores import open_store
-from stormwatch.pipeline import Pipeline, PipelineError
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
-from stormwatch.workdir import MARKER, WorkdirError, prepare_workdir
+from stormwatch.stores.urls import open_store
 from tests.answers_support import assert_same_answer
 from tests.conftest import REPO
 

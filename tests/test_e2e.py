@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from stormwatch.app.pipeline import Pipeline
 from stormwatch.config import load_site
 from stormwatch.contract import Event
-from stormwatch.pipeline import Pipeline
 from stormwatch.profiles import ProfileLibrary
 from tests.conftest import REPO, data_file
 

@@ -18,11 +18,11 @@ from typer.testing import CliRunner
 from stormwatch.alerts.backfill import evaluate
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.workorders import WorkOrders
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.wire import format_time
 from tests.test_alerts_support import T0, Feeder, site, site_doc
 

@@ -21,8 +21,8 @@ from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.service import AlertService
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.wire import format_time
 from tests.test_alerts_support import T0, Feeder, site
 from tests.waits import wait_until

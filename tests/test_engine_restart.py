@@ -18,8 +18,8 @@ from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import WorkOrders, opening_kinds
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.sqlite import SqliteStore
 from tests.test_alerts_support import T0, Feeder, site
 from tests.test_engine_backfill import HOURS, scenario
 from tests.waits import wait_until

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from stormwatch import servers
 from stormwatch.alerts.service import AlertService
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.ingest.consumer import Ingest
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import INGEST_NOW, make_validator
 from tests.test_alerts_support import T0, site
 from tests.waits import wait_until

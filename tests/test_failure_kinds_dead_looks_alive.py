@@ -24,13 +24,14 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from stormwatch import servers, topics
+from stormwatch import topics
 from stormwatch.alerts.rules.storm import GapSummary
 from stormwatch.alerts.service import AlertService
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.sqlite import SqliteStore
 from tests.test_alerts_support import T0, Feeder, site
 from tests.waits import wait_until
 

@@ -15,10 +15,10 @@ from datetime import timedelta
 
 import pytest
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Reading
-from stormwatch.ingest.influx1 import Influx1Store
+from stormwatch.stores.influx1 import Influx1Store
 from tests.ingest_support import T0, Publisher, Running, influx_count
 from tests.test_ingest_delivery import count_and_distinct, publish_range
 from tests.test_store_retry import BusyFront

@@ -23,7 +23,8 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from stormwatch import servers, topics
+from stormwatch import topics
+from stormwatch.app import servers
 from stormwatch.config import device_profiles, load_site
 from stormwatch.contract import Reading, parse_readings
 from stormwatch.ingest.validate import Validator

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stormwatch import topics
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.clockfloor import BUILD_DATE, ClockFloor, parse_floor

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = yaml.safe_load((REPO / "examples" / "site.yaml").read_text())

@@ -31,10 +31,10 @@ from stormwatch.clock import ScenarioClock, write_clock_file
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import Reading
 from stormwatch.gateway.service import STATE_DB, Gateway
-from stormwatch.ingest.stores import open_store
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
+from stormwatch.stores.urls import open_store
 from tests.test_gateway_support import Collector, TcpProxy
 
 pytestmark = pytest.mark.mosquitto

@@ -18,7 +18,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from pymodbus.server import ModbusTcpServer
 from pymodbus.simulator import DataType, SimData, SimDevice
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.contract import Reading, parse_readings
 from tests.waits import wait_until
 

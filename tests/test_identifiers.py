@@ -17,14 +17,15 @@ from typing import Any
 
 import pytest
 
-from stormwatch import servers, topics
+from stormwatch import topics
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.config import ConfigError, parse_site
 from stormwatch.contract import IDENTIFIER_MAX, IDENTIFIER_PUNCTUATION, Reading, check_identifier, parse_readings
-from stormwatch.ingest.influx1 import Influx1Store
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.influx1 import Influx1Store
+from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import INGEST_NOW, DeadLetterListener, Publisher, Running, ids
 from tests.waits import wait_until
 

@@ -20,12 +20,12 @@ from typer.testing import CliRunner, Result
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import load_pack
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.config import load_site
 from stormwatch.contract import Reading
 from stormwatch.gateway.counter import CounterState, count_tips
-from stormwatch.ingest.stores import open_store
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.urls import open_store
 from tests.conftest import data_file
 from tests.test_import_files import site  # noqa: F401  (fixture)
 

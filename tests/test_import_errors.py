@@ -10,8 +10,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
-from stormwatch.cli import app
-from stormwatch.ingest.stores import open_store
+from stormwatch.app.cli import app
+from stormwatch.stores.urls import open_store
 from tests.conftest import data_file
 from tests.test_import_files import THARANDT, site  # noqa: F401  (fixture)
 

@@ -20,9 +20,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from typer.testing import CliRunner
 
-from stormwatch import servers
-from stormwatch.cli import app
-from stormwatch.ingest.stores import open_store
+from stormwatch.app import servers
+from stormwatch.app.cli import app
+from stormwatch.stores.urls import open_store
 from tests.conftest import data_file
 
 THARANDT = "tharandt_davis_tips_Sensor1.csv"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.importers.detect import detect_format
 from stormwatch.importers.table import read_lines
-from stormwatch.ingest.stores import open_store
+from stormwatch.stores.urls import open_store
 from tests.test_import_files import SITE_YAML
 
 TOA5 = """\

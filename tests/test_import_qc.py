@@ -19,8 +19,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
-from stormwatch.ingest.stores import open_store
+from stormwatch.app.cli import app
+from stormwatch.stores.urls import open_store
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

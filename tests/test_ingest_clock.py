@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock, WallClock
-from stormwatch.ingest.sqlite_store import SqliteStore
+from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import T0, DeadLetterListener, Publisher, Running, wire
 from tests.waits import wait_until
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from stormwatch import servers, topics
+from stormwatch import topics
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock, WallClock
-from stormwatch.ingest.influx1 import Influx1Store
-from stormwatch.ingest.sqlite_store import SqliteStore
+from stormwatch.stores.influx1 import Influx1Store
+from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import (
     GW,
     SITE,
@@ -175,7 +176,7 @@ def test_stop_at_once_flushes_the_pending_point(broker: servers.Mosquitto,
     pub.send(wire(1, 7.75))
     wait_until(lambda: run.ingest.received == 1)
     run.stop()
-    # event time in ns + the store's timestamp slot (0..999 ns, stormwatch.ingest.influxwrite)
+    # event time in ns + the store's timestamp slot (0..999 ns, stormwatch.stores.influxwrite)
     assert [[t // 1_000 * 1_000, v] for t, v in influx_count(influx_server, db, 'SELECT "value" FROM readings')] \
         == [[1_780_315_260_000_000_000, 7.75]]
     assert run.ingest.acked == 1
@@ -218,7 +219,7 @@ def test_amqtt_demo_broker_backlog_is_live_and_outside_topics_ignored(sqlite_sto
     # The demo's embedded amqtt broker (MQTT 3.1.1): a reading queued for the offline persistent
     # session arrives after the restart and is stored live (amqtt flags it retained; hence
     # retained_is_late=False); a retained status message never becomes a reading.
-    from stormwatch.broker import start_embedded_broker
+    from stormwatch.app.broker import start_embedded_broker
 
     embedded = start_embedded_broker("amqtt")
     port = int(embedded.url.rsplit(":", 1)[1])

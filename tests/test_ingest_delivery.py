@@ -1,7 +1,7 @@
 """Nothing lost, nothing doubled: database outage, a worker killed on a shared subscription, broker
 queue limits (failure-kinds.md #16, #17; issue 6 acceptance).
 
-Real Mosquitto (``own_mosquitto``, the project's configuration from ``stormwatch.servers``) and
+Real Mosquitto (``own_mosquitto``, the project's configuration from ``stormwatch.app.servers``) and
 real InfluxDB 1.x; the database is checked with InfluxQL, independently of the store's own code.
 """
 
@@ -20,9 +20,9 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock, WallClock
-from stormwatch.ingest.influx1 import Influx1Store
+from stormwatch.stores.influx1 import Influx1Store
 from tests.ingest_support import REPO, T0, TOPIC, Publisher, Running, ids, influx_count, wire
 from tests.waits import wait_until
 
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.mosquitto, pytest.mark.influxdb]
 #: messages; the retry backoff is capped at ``max_backoff_s``) -- what a longer outage adds is
 #: more queued messages, and 6,000 of them already exceed Mosquitto's default queue of 1,000.
 OUTAGE_S = 20.0
-#: The broker's in-flight window (``max_inflight_messages`` in stormwatch.servers.MOSQUITTO_CONF)
+#: The broker's in-flight window (``max_inflight_messages`` in stormwatch.app.servers.MOSQUITTO_CONF)
 #: and ingest's own bound (``Ingest(max_inflight=1000)``, the default).
 INFLIGHT_WINDOW = 1000
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.ingest.mqttclient import CHUNK_BYTES, MAX_PACKETS_PER_WAKE, ChunkedReadClient, make_client
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionOptions

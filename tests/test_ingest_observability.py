@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.ingest.metrics import serve_metrics
-from stormwatch.ingest.sqlite_store import SqliteStore
+from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import T0, Publisher, Running, wire
 from tests.waits import wait_until
 

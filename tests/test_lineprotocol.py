@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.lineprotocol import (
+from stormwatch.stores.base import DeadLetter
+from stormwatch.stores.lineprotocol import (
     Float,
     Point,
     deadletter_points,
@@ -18,7 +19,6 @@ from stormwatch.ingest.lineprotocol import (
     reading_point,
     time_ns,
 )
-from stormwatch.store import DeadLetter
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # 2026-06-01T12:00:00Z = 1780315200 s since the epoch (20605 days * 86400 + 12 h).

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from stormwatch import servers, topics
+from stormwatch import topics
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock, ScenarioClock
 from stormwatch.config import load_site, parse_site
 from stormwatch.contract import Reading, dump_readings
@@ -32,11 +33,11 @@ from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.publisher import MqttPublisher
 from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
-from stormwatch.ingest.influx1 import Influx1Store
 from stormwatch.ingest.metrics import serve_metrics
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.influx1 import Influx1Store
+from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import INGEST_NOW, REPO, T0, Publisher, Running, make_validator, wire
 from tests.test_alerts_support import live_service, site
 from tests.test_gateway_support import Collector, RegisterServer, TcpProxy

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
 #: Top-level source folders mapped into the stormwatch namespace (the product's design keeps them
 #: at the top level of the repository).
 LINKED = ("gateway", "ingest", "alerts", "simulators", "importers", "dashboards", "device_profiles", "examples",
-          "web", "report")
+          "web", "report", "stores")
 
 
 def test_every_source_folder_is_linked_into_the_namespace() -> None:
@@ -74,7 +74,7 @@ def test_wheel_installs_one_namespace_and_every_runtime_file(wheel: Path) -> Non
     assert "stormwatch/py.typed" in names
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert re.search(r"^stormwatch = stormwatch\.cli:main$", entry_points, re.M)
+    assert re.search(r"^stormwatch = stormwatch\.app\.cli:main$", entry_points, re.M)
 
 
 def _dockerfile_copies() -> list[tuple[str | None, list[str], str]]:

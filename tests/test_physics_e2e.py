@@ -29,13 +29,14 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from stormwatch import servers, topics
+from stormwatch import topics
 from stormwatch.alerts.service import AlertService
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.contract import Event
-from stormwatch.ingest.influx1 import Influx1Store
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.influx1 import Influx1Store
 from tests.ingest_support import GW, REPO, SITE, T0, Publisher, Running, ids, influx_count
 from tests.waits import wait_until
 

@@ -25,14 +25,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stormwatch import servers, topics
+from stormwatch import topics
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.contract import PayloadError, parse_readings
-from stormwatch.ingest.influx1 import Influx1Store
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.reasons import REASONS, UnknownReason
-from stormwatch.store import DeadLetter
+from stormwatch.stores.base import DeadLetter
+from stormwatch.stores.influx1 import Influx1Store
+from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import (
     GW,
     INGEST_NOW,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from tests.conftest import data_file
 from tests.test_cases import CASES
 from tests.test_import_files import THARANDT

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from stormwatch.alerts.backfill import depth_text
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from tests.conftest import data_file
 from tests.test_import_files import THARANDT, THARANDT_ARGS
 

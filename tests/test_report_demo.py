@@ -23,12 +23,12 @@ import pytest
 from PIL import Image
 
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.app.pipeline import Pipeline
 from stormwatch.clock import WallClock
 from stormwatch.config import load_site
-from stormwatch.ingest.stores import open_store
-from stormwatch.pipeline import Pipeline
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
+from stormwatch.stores.urls import open_store
 from tests.report_support import blank_pages, need_poppler, pdf_words, run_cli
 from tests.test_e2e import EXAMPLE_SITE, half_volume_depth_ft, washington_violation_start
 

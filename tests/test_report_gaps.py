@@ -16,7 +16,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from stormwatch.contract import TIP_UNIT, Reading
-from stormwatch.ingest.sqlite_store import SqliteStore
+from stormwatch.stores.sqlite import SqliteStore
 from tests.report_support import need_poppler, pdf_words, run_cli
 
 NY = ZoneInfo("America/New_York")

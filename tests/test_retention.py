@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.contract import TIP_UNIT, Reading
-from stormwatch.ingest.influx1 import Influx1Store
-from stormwatch.ingest.sqlite_store import SqliteStore
+from stormwatch.stores.influx1 import Influx1Store
+from stormwatch.stores.sqlite import SqliteStore
 
 REPO = Path(__file__).resolve().parent.parent
 FIVE_YEARS = timedelta(days=5 * 366)

@@ -22,18 +22,19 @@ import pytest
 import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
-from stormwatch import servers, topics
+from stormwatch import topics
 from stormwatch.alerts import asyncapi
 from stormwatch.alerts.packs import PackError, load_pack
 from stormwatch.alerts.rules.registry import RULES_ENV, rule_kinds
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import WorkOrders, opening_kinds
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Event, Reading, dump_readings
-from stormwatch.ingest.lineprotocol import event_point
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.lineprotocol import event_point
+from stormwatch.stores.sqlite import SqliteStore
 from tests.waits import wait_until
 
 REPO = Path(__file__).resolve().parent.parent

@@ -32,10 +32,10 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from stormwatch import topics
 from stormwatch.config import load_site
 from stormwatch.contract import parse_readings
-from stormwatch.ingest.stores import open_store
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import isolate_site
+from stormwatch.stores.urls import open_store
 from tests.answers_support import SLOT_SLACK, answer, assert_same_answer
 from tests.conftest import REPO
 from tests.waits import wait_until
@@ -120,7 +120,7 @@ def test_services_run_apart_give_the_demos_events(mosquitto_server, tmp_path: Pa
         # --until: stop where the demo's gateway stops (the recipe's gateway idles after the end)
         "gateway": ["gateway", "--site", str(site), "--broker", broker, "--state-dir", str(var / "gateway"),
                     "--until", scenario.end.isoformat()],
-        # the demo's serial line rate (stormwatch.pipeline.SIM_SERIAL_LINES_PER_S)
+        # the demo's serial line rate (stormwatch.app.pipeline.SIM_SERIAL_LINES_PER_S)
         "simulate": ["simulate", "--site", str(site), "--speed", str(SPEED), "--hrxl-lines-per-s", "50"],
     }
     logs = {name: tmp_path / f"{name}.log" for name in commands}

@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from stormwatch import servers, topics
+from stormwatch import topics
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Reading
-from stormwatch.ingest.influx1 import Influx1Store
-from stormwatch.ingest.lineprotocol import SLOTS_PER_US
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.store import DeadLetter
+from stormwatch.stores.base import DeadLetter
+from stormwatch.stores.influx1 import Influx1Store
+from stormwatch.stores.lineprotocol import SLOTS_PER_US
+from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import INGEST_NOW, Publisher, Running
 from tests.waits import wait_until
 

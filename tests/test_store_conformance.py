@@ -1,5 +1,5 @@
 """One conformance suite every store passes (issue 13 item 4): adding a sink is implementing
-:class:`stormwatch.store.ReadingStore` and adding one :class:`Subject` factory to :data:`SUBJECTS`.
+:class:`stormwatch.stores.base.ReadingStore` and adding one :class:`Subject` factory to :data:`SUBJECTS`.
 
 Each subject is a store opened from its URL plus *probes* that read what it holds without the
 store's own query code (SQLite: the ``sqlite3`` module; InfluxDB 1.x: InfluxQL over HTTP on the real
@@ -29,10 +29,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.stores import open_store
-from stormwatch.store import DeadLetter, ReadingStore, SiteInfo
+from stormwatch.stores.base import DeadLetter, ReadingStore, SiteInfo
+from stormwatch.stores.urls import open_store
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 _names = itertools.count()

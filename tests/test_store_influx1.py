@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.contract import Reading
-from stormwatch.ingest.influx1 import Influx1Store
-from stormwatch.ingest.lineprotocol import Point, encode_points
-from stormwatch.ingest.stores import open_store
-from stormwatch.store import StoreError
+from stormwatch.stores.base import StoreError
+from stormwatch.stores.influx1 import Influx1Store
+from stormwatch.stores.lineprotocol import Point, encode_points
+from stormwatch.stores.urls import open_store
 
 pytestmark = pytest.mark.influxdb
 
@@ -48,7 +48,7 @@ def test_site_with_comma_space_equals_round_trips(influx_server: servers.InfluxD
     r = turb(1, 4.25, site="Pond 3, Inlet=N")
     assert store.write_readings([r]) == 1
     rows = select(influx_server, db, "SELECT \"site\", \"value\" FROM readings WHERE \"site\" = 'Pond 3, Inlet=N'")
-    # event time in ns + the reading's timestamp slot (0..999 ns, stormwatch.ingest.influxwrite)
+    # event time in ns + the reading's timestamp slot (0..999 ns, stormwatch.stores.influxwrite)
     assert [[t // 1_000 * 1_000, site, value] for t, site, value in rows] == [
         [1_780_315_200_000_000_000, "Pond 3, Inlet=N", 4.25]]
     tags = select(influx_server, db, 'SHOW TAG VALUES FROM readings WITH KEY = "site"')
@@ -111,7 +111,7 @@ def test_backfill_beyond_retention_fails_loudly(influx_server: servers.InfluxDB1
     store.ensure_database()
     influx_server.query(f'CREATE RETENTION POLICY "short" ON "{db}" DURATION 1h REPLICATION 1')
     old = turb(1, 9.0).model_copy(update={"time": datetime(2001, 1, 1, tzinfo=UTC)})  # decades past 1 h
-    with caplog.at_level("WARNING", logger="stormwatch.ingest.influx1"):
+    with caplog.at_level("WARNING", logger="stormwatch.stores.influx1"):
         assert store.write_readings([old]) == 0
     assert "retention policy" in caplog.text
     dead = select(influx_server, db, 'SELECT "detail" FROM "short"."deadletter"')

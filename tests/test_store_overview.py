@@ -1,4 +1,4 @@
-"""Many sites in one query (stormwatch.store.OverviewStore on the SQLite store), and the portfolio
+"""Many sites in one query (stormwatch.stores.base.OverviewStore on the SQLite store), and the portfolio
 reading them in a constant number of store queries whatever the number of sites."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from stormwatch.clock import ManualClock
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.web.overview import load_sites, portfolio
 from tests.web_support import NOW, readings, storm_event
 

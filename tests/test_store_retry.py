@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from stormwatch import servers
+from stormwatch.app import servers
 from stormwatch.contract import Reading
-from stormwatch.ingest.influx1 import Influx1Store
+from stormwatch.stores.influx1 import Influx1Store
 
 pytestmark = pytest.mark.influxdb
 
@@ -128,7 +128,7 @@ def test_retry_after_is_honoured_then_the_point_is_written(
     assert retry_after_s <= waited < retry_after_s + 1.0
     assert store.retries_total == 1
     res = influx_server.query('SELECT "value" FROM readings', db)["results"][0]
-    # event time in ns + the store's timestamp slot (0..999 ns, stormwatch.ingest.influxwrite)
+    # event time in ns + the store's timestamp slot (0..999 ns, stormwatch.stores.influxwrite)
     assert [[t // 1_000 * 1_000, v] for t, v in res["series"][0]["values"]] == [[1_780_315_200_000_000_000, 21.5]]
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Reading
-from stormwatch.ingest.sqlite_store import SqliteStore
-from stormwatch.ingest.stores import StoreUrlError, open_store, sqlite_path
-from stormwatch.store import DeadLetter, StoreError
+from stormwatch.stores.base import DeadLetter, StoreError
+from stormwatch.stores.sqlite import SqliteStore
+from stormwatch.stores.urls import StoreUrlError, open_store, sqlite_path
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

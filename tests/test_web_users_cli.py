@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.web.accounts import Accounts
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner, Result
 
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from tests.test_alerts_support import site_doc
 
 

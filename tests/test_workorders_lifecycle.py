@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import ENGINE, SCHEMA_VERSION, EngineClock, WorkOrderError, WorkOrders
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock, ScenarioClock, WallClock
 from stormwatch.profiles import ProfileLibrary
 from tests.test_alerts_support import T0, site

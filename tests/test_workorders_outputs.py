@@ -20,7 +20,7 @@ from stormwatch import topics
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.webhook import Webhook
 from stormwatch.alerts.workorders import WorkOrders
-from stormwatch.cli import app
+from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary

@@ -17,8 +17,8 @@ from starlette.testclient import TestClient
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.sqlite_store import SqliteStore
 from stormwatch.resources import example_site
+from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.web.accounts import Accounts
 from stormwatch.web.app import create_app
 from stormwatch.web.server import DeskSettings, open_desk

@@ -49,7 +49,7 @@ from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
 from stormwatch.display import local_time
 from stormwatch.resources import builtin_dir
-from stormwatch.store import OverviewStore
+from stormwatch.stores.base import OverviewStore
 from stormwatch.web import charts
 from stormwatch.web.accounts import Accounts, Session, User, can_act, can_verify, can_view, visible_sites
 from stormwatch.web.excerpts import excerpt

@@ -7,7 +7,7 @@ the whole day is shown as "at least" what was recorded (or UNKNOWN when nothing 
 dry day. The silence allowance is the storm rule's (``alerts/rules/storm.py``: two poll intervals).
 
 Queries. :func:`portfolio` reads every site in a constant number of store queries
-(:class:`stormwatch.store.OverviewStore`: one summary, one event window, one tip window) plus one
+(:class:`stormwatch.stores.base.OverviewStore`: one summary, one event window, one tip window) plus one
 work-order query, whatever the number of sites; :func:`site_series` reads one site's window in one
 reading query and one event query.
 """
@@ -35,7 +35,7 @@ from stormwatch.contract import Event, Reading
 from stormwatch.display import local_time
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
-from stormwatch.store import OverviewStore, SeriesSummary
+from stormwatch.stores.base import OverviewStore, SeriesSummary
 
 #: A device is silent (its quantity unknown) once its last reading is this many poll intervals old
 #: (the storm rule's silence allowance, alerts/rules/storm.py).

@@ -22,10 +22,10 @@ import uvicorn
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import WallClock
 from stormwatch.config import SiteConfig
-from stormwatch.ingest.stores import open_store, redact
+from stormwatch.stores.urls import open_store, redact
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.sitedir import SiteChanges, SiteDirectory
-from stormwatch.store import OverviewStore
+from stormwatch.stores.base import OverviewStore
 from stormwatch.web.accounts import Accounts
 from stormwatch.web.app import Desk, EngineTime, create_app
 from stormwatch.web.notify import Notifier, SmtpSettings
@@ -65,8 +65,8 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
         DeskSetupError: a bad site file, a store that cannot summarise many sites, an unusable state file.
     """
     from stormwatch.alerts.workorders import WorkOrderError
-    from stormwatch.ingest.stores import StoreUrlError
-    from stormwatch.store import StoreError
+    from stormwatch.stores.urls import StoreUrlError
+    from stormwatch.stores.base import StoreError
     from stormwatch.web.accounts import AccountError
     from stormwatch.web.overview import SiteSetupError
 
@@ -80,7 +80,7 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
     if settings.sites_dir is not None:
         directory = _site_directory(settings.sites_dir, profiles)
         sites = {**_models(directory, directory.sites, profiles), **sites}  # a --site file wins over the directory
-    from stormwatch.ingest.stores import sqlite_path
+    from stormwatch.stores.urls import sqlite_path
 
     scheme = settings.store_url.split("://", 1)[0].lower() if "://" in settings.store_url else ""
     if scheme in ("", "sqlite") and not settings.create_store:

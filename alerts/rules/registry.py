@@ -15,7 +15,7 @@ A module may also declare ``EVENTS = (EventKindSpec, ...)`` for events that are 
 validation (:mod:`stormwatch.alerts.packs`), the engine's wiring (:mod:`stormwatch.alerts.engine`),
 the contract's event kinds (:data:`stormwatch.contract.EVENT_KINDS`), the kinds that open work
 orders (:mod:`stormwatch.alerts.workorders`), the InfluxDB event fields
-(:mod:`stormwatch.ingest.lineprotocol`, from the details' types) and ``docs/asyncapi.yaml``
+(:mod:`stormwatch.stores.lineprotocol`, from the details' types) and ``docs/asyncapi.yaml``
 (:mod:`stormwatch.alerts.asyncapi`, checked by a test).
 
 Where rule modules come from: the built-in package ``stormwatch.alerts.rules`` (every module that

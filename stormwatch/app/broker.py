@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Literal, Protocol
 
-from stormwatch import servers
+from stormwatch.app import servers
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class AmqttBroker:
         config = {
             "listeners": {"default": {"type": "tcp", "bind": f"127.0.0.1:{self.port}", "max_connections": 0}},
             "plugins": {
-                "stormwatch.broker.OpenAuthPlugin": {},
+                "stormwatch.app.broker.OpenAuthPlugin": {},
             },
         }
 
@@ -130,7 +130,7 @@ class AmqttBroker:
 
 
 class MosquittoBroker:
-    """A ``mosquitto`` child process with the project's configuration (see stormwatch.servers)."""
+    """A ``mosquitto`` child process with the project's configuration (see stormwatch.app.servers)."""
 
     def __init__(self, data_dir: Path | None = None) -> None:
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="stormwatch-mosquitto-")

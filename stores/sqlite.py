@@ -36,8 +36,8 @@ from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.lineprotocol import from_ns, time_ns
-from stormwatch.store import DeadLetter, SeriesSummary, SiteInfo, StoreError
+from stormwatch.stores.base import DeadLetter, SeriesSummary, SiteInfo, StoreError
+from stormwatch.stores.lineprotocol import from_ns, time_ns
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def _readings(rows: list[tuple[Any, ...]]) -> list[Reading]:
     (the only way into the table), so rows are turned back into readings without validating them
     again (built as ``Reading.model_construct`` builds a model): a year of 1-minute readings of a
     site is read in seconds, not minutes (``benchmarks/report.py``). The columns are decoded exactly as
-    :func:`stormwatch.ingest.rows.stored_reading` would: time from integer microseconds (UTC),
+    :func:`stormwatch.stores.rows.stored_reading` would: time from integer microseconds (UTC),
     ``raw`` and ``flags`` from JSON.
     """
     out = []
@@ -141,7 +141,7 @@ def _readings(rows: list[tuple[Any, ...]]) -> list[Reading]:
 
 
 class SqliteStore:
-    """A :class:`stormwatch.store.ReadingStore` in one SQLite file.
+    """A :class:`stormwatch.stores.base.ReadingStore` in one SQLite file.
 
     Args:
         path: database file (created with its parent directory), or ``":memory:"``.
@@ -281,7 +281,7 @@ class SqliteStore:
         quantity: str | None = None,
         late: bool | None = None,
     ) -> list[Reading]:
-        """See :meth:`stormwatch.store.ReadingStore.query_readings`.
+        """See :meth:`stormwatch.stores.base.ReadingStore.query_readings`.
 
         Args:
             late: extension of the protocol -- ``None`` all readings, ``False`` only live ones,
@@ -354,7 +354,7 @@ class SqliteStore:
             for r, d, t, p, us in self._select(sql, params)
         ]
 
-    # -- many sites at once (stormwatch.store.OverviewStore) -------------------------------
+    # -- many sites at once (stormwatch.stores.base.OverviewStore) -------------------------------
 
     @staticmethod
     def _window(start: datetime, end: datetime, sites: Sequence[str] | None, column: str = "time_us",
@@ -369,7 +369,7 @@ class SqliteStore:
 
     def summarize(self, start: datetime, end: datetime, series: Sequence[tuple[str, str, str]],
                   ) -> list[SeriesSummary]:
-        """See :meth:`stormwatch.store.OverviewStore.summarize`: one statement, index seeks per series.
+        """See :meth:`stormwatch.stores.base.OverviewStore.summarize`: one statement, index seeks per series.
 
         Per series the count and first time come from the ``(site, device, quantity, time_us)``
         index alone, the last reading from one seek, and a ``rain_tips`` total from the partial
@@ -406,7 +406,7 @@ class SqliteStore:
                 for s_, d, q, u, n, tips, t0, t1, value, flags in rows]
 
     def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:
-        """See :meth:`stormwatch.store.OverviewStore.query_tips`.
+        """See :meth:`stormwatch.stores.base.OverviewStore.query_tips`.
 
         Raises:
             StoreError: the query failed.
@@ -421,7 +421,7 @@ class SqliteStore:
 
     def query_site_events(self, start: datetime, end: datetime, sites: Sequence[str] | None = None,
                           ) -> list[Event]:
-        """See :meth:`stormwatch.store.OverviewStore.query_site_events`.
+        """See :meth:`stormwatch.stores.base.OverviewStore.query_site_events`.
 
         Raises:
             StoreError: the query failed.

@@ -23,7 +23,7 @@ from stormwatch.errors import InputError
 #: File the demo writes into a working directory it owns.
 MARKER = ".stormwatch-demo"
 
-#: What a demo run creates in its working directory (stormwatch.pipeline.Pipeline), SQLite side files included.
+#: What a demo run creates in its working directory (stormwatch.app.pipeline.Pipeline), SQLite side files included.
 RUN_ENTRIES = (
     *(f"{db}{suffix}" for db in ("stormwatch.db", "alerts.db") for suffix in ("", "-wal", "-shm", "-journal")),
     "gateway",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from stormwatch.contract import Event, Reading
-from stormwatch.store import DeadLetter, SiteInfo
+from stormwatch.stores.base import DeadLetter, SiteInfo
 from stormwatch.wire import format_time
 
 #: Measurement names of the schema.
@@ -178,7 +178,7 @@ def reading_point(reading: Reading, *, late: bool = False, slot: int = 0, page: 
     present, so InfluxQL can select clean readings with ``"flags" = ''``: a condition on a field a
     point lacks is false), ``late`` (only when true); time = event time in ns + ``slot``
     (0 <= slot < :data:`SLOTS_PER_US`; the stores give two readings of one series and microsecond
-    different slots, so neither overwrites the other: :mod:`stormwatch.ingest.influxwrite`); tag
+    different slots, so neither overwrites the other: :mod:`stormwatch.stores.influxwrite`); tag
     ``page`` only when ``page`` > 0 (more than 1,000 readings of the series in one microsecond).
     """
     fields: dict[str, FieldValue] = {"value": Float(reading.value)}

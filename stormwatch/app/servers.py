@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 MOSQUITTO_CONF = """\
-# stormwatch test/demo broker -- see stormwatch/servers.py for why each limit is set.
+# stormwatch test/demo broker -- see stormwatch/app/servers.py for why each limit is set.
 per_listener_settings false
 listener {port} 127.0.0.1
 allow_anonymous true

@@ -1,6 +1,6 @@
-"""``open_store(url)``: a :class:`~stormwatch.store.ReadingStore` from a store URL.
+"""``open_store(url)``: a :class:`~stormwatch.stores.base.ReadingStore` from a store URL.
 
-URLs (see :mod:`stormwatch.store`):
+URLs (see :mod:`stormwatch.stores.base`):
 
 * ``sqlite:///relative/or/absolute/path.db``, ``sqlite:////abs/path.db`` or a bare path -- SQLite;
   ``sqlite:///./var/stormwatch.db`` is ``./var/stormwatch.db``; ``sqlite:///:memory:`` is in-memory.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from stormwatch.clock import Clock
 from stormwatch.errors import InputError
-from stormwatch.store import ReadingStore
+from stormwatch.stores.base import ReadingStore
 
 
 class StoreUrlError(InputError):
@@ -69,7 +69,7 @@ def open_store(url: str, clock: Clock | None = None) -> ReadingStore:
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme in ("sqlite", ""):
-        from stormwatch.ingest.sqlite_store import SqliteStore
+        from stormwatch.stores.sqlite import SqliteStore
 
         path = sqlite_path(url)
         if path == ":memory:":
@@ -80,7 +80,7 @@ def open_store(url: str, clock: Clock | None = None) -> ReadingStore:
                                 "a store is never created in a directory that is not there)")
         return SqliteStore(Path(path), clock=clock)
     if scheme in ("influx1", "influx1s"):
-        from stormwatch.ingest.influx1 import Influx1Store
+        from stormwatch.stores.influx1 import Influx1Store
 
         database = parts.path.strip("/")
         if not parts.hostname or not database or "/" in database:
@@ -97,7 +97,7 @@ def open_store(url: str, clock: Clock | None = None) -> ReadingStore:
             password=urllib.parse.unquote(parts.password) if parts.password else None, clock=clock,
         )
     if scheme in ("influx2", "influx2s"):
-        from stormwatch.ingest.influx2 import Influx2Store
+        from stormwatch.stores.influx2 import Influx2Store
 
         query = dict(urllib.parse.parse_qsl(parts.query))
         missing = [k for k in ("org", "bucket", "token") if not query.get(k)]

@@ -1,8 +1,8 @@
-"""The write side shared by the InfluxDB stores (:mod:`stormwatch.ingest.influx1`, :mod:`stormwatch.ingest.influx2`).
+"""The write side shared by the InfluxDB stores (:mod:`stormwatch.stores.influx1`, :mod:`stormwatch.stores.influx2`).
 
-Lines come from :mod:`stormwatch.ingest.lineprotocol` and go out in batches of at most ``batch_lines``
-through the store's ``_send`` (one request; raises :class:`~stormwatch.ingest.splitwrite.BatchRejected` when
-the server refuses the content). A refused batch is bisected (:func:`stormwatch.ingest.splitwrite.write_split`)
+Lines come from :mod:`stormwatch.stores.lineprotocol` and go out in batches of at most ``batch_lines``
+through the store's ``_send`` (one request; raises :class:`~stormwatch.stores.splitwrite.BatchRejected` when
+the server refuses the content). A refused batch is bisected (:func:`stormwatch.stores.splitwrite.write_split`)
 so only the refused lines are lost; each is logged at WARNING and dead-lettered as
 ``store_rejected`` (failure-kinds.md #15).
 
@@ -17,7 +17,7 @@ and microseconds (one query per batch, :meth:`LineProtocolWrites._stored`) and g
 a free place:
 
 * a *timestamp slot*: event time in ns + 0..999. Event times are exact to the microsecond, so the
-  slot never changes a reading's time as read back (:func:`stormwatch.ingest.lineprotocol.from_ns`
+  slot never changes a reading's time as read back (:func:`stormwatch.stores.lineprotocol.from_ns`
   truncates to the microsecond). A reading tries slot ``crc32(identity) mod 1000`` first, then
   the next free one;
 * when all 1,000 slots of its series and microsecond hold other readings, a *page*: the tag
@@ -48,7 +48,8 @@ from typing import Any, ClassVar, TypeVar
 
 from stormwatch.clock import Clock
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.lineprotocol import (
+from stormwatch.stores.base import DeadLetter, SiteInfo, StoreError
+from stormwatch.stores.lineprotocol import (
     DEADLETTER,
     READINGS,
     SLOTS_PER_US,
@@ -59,8 +60,7 @@ from stormwatch.ingest.lineprotocol import (
     site_point,
     time_ns,
 )
-from stormwatch.ingest.splitwrite import write_split
-from stormwatch.store import DeadLetter, SiteInfo, StoreError
+from stormwatch.stores.splitwrite import write_split
 
 T = TypeVar("T")
 

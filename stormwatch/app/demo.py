@@ -1,6 +1,6 @@
 """``stormwatch demo``: a construction site living through a storm, end to end, in about a minute.
 
-Composes the real services with :class:`stormwatch.pipeline.Pipeline` on embedded defaults
+Composes the real services with :class:`stormwatch.app.pipeline.Pipeline` on embedded defaults
 (amqtt broker in-process, SQLite store in a temporary directory) or on real servers
 (``--broker``, ``--store``), prints a timeline of ordinance events as they happen, then a summary
 of the events and the open work orders. ``--json`` prints one JSON object per event instead.
@@ -21,16 +21,16 @@ from zoneinfo import ZoneInfo
 import typer
 
 from stormwatch import resources
+from stormwatch.app.workdir import prepare_workdir
 from stormwatch.cliutil import fail, load_site_file
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
 from stormwatch.display import counts, describe_event, local_time
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators import cli as simcli
-from stormwatch.workdir import prepare_workdir
 
 if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs
-    from stormwatch.pipeline import PipelineResult
+    from stormwatch.app.pipeline import PipelineResult
     from stormwatch.web.demo_desk import DemoDesk
 
 log = logging.getLogger(__name__)
@@ -47,9 +47,9 @@ def demo_store_url(url: str, database: str = "stormwatch") -> str:
     path) are passed through.
 
     Raises:
-        stormwatch.ingest.stores.StoreUrlError: another scheme (the accepted forms are named).
+        stormwatch.stores.urls.StoreUrlError: another scheme (the accepted forms are named).
     """
-    from stormwatch.ingest.stores import StoreUrlError
+    from stormwatch.stores.urls import StoreUrlError
 
     for scheme, store in (("http://", "influx1://"), ("https://", "influx1s://")):
         if url.startswith(scheme):
@@ -139,9 +139,9 @@ def demo(
     first, and a --store that already holds readings of the run's site and time window is refused
     (the same storm would be counted twice).
     """
+    from stormwatch.app.pipeline import Pipeline, PipelineError, Progress
     from stormwatch.config import device_profiles
     from stormwatch.mqtt import parse_broker_url
-    from stormwatch.pipeline import Pipeline, PipelineError, Progress
     from stormwatch.simulators.cli import build_scenario
     from stormwatch.simulators.scenario import SiteScenario
 
@@ -166,8 +166,8 @@ def demo(
         fail("--web reads the embedded SQLite store: leave out --store")
     store_url = demo_store_url(given_store, database) if given_store else None
     if store_url is not None:
-        from stormwatch.ingest.stores import open_store
-        from stormwatch.store import StoreError
+        from stormwatch.stores.base import StoreError
+        from stormwatch.stores.urls import open_store
 
         try:
             open_store(store_url).close()  # a malformed URL or a missing directory, before anything starts

@@ -1,9 +1,9 @@
 """Stored rows back into :class:`~stormwatch.contract.Reading` objects (the read side of every store).
 
 Each store encodes a reading its own way (SQLite columns, InfluxDB fields from
-:func:`stormwatch.ingest.lineprotocol.reading_point`); once those columns are decoded, :func:`stored_reading`
+:func:`stormwatch.stores.lineprotocol.reading_point`); once those columns are decoded, :func:`stored_reading`
 builds the reading. :func:`influx_readings` decodes the InfluxDB field encoding shared by
-:mod:`stormwatch.ingest.influx1` and :mod:`stormwatch.ingest.influx2` (``docs/influxdb-schema.md``).
+:mod:`stormwatch.stores.influx1` and :mod:`stormwatch.stores.influx2` (``docs/influxdb-schema.md``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stormwatch.contract import Reading
-from stormwatch.ingest.lineprotocol import from_ns
+from stormwatch.stores.lineprotocol import from_ns
 
 
 def stored_reading(row: Mapping[str, Any], ns: int, *, value: int | float, raw: Any,

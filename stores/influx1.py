@@ -1,13 +1,13 @@
 """InfluxDB 1.x store over HTTP: ``POST /write?db=&rp=&precision=ns`` and InfluxQL ``/query``.
 
-Schema: ``docs/influxdb-schema.md`` (encoder: :mod:`stormwatch.ingest.lineprotocol`).
+Schema: ``docs/influxdb-schema.md`` (encoder: :mod:`stormwatch.stores.lineprotocol`).
 
 Behaviour (failure-kinds.md #14-#18):
 
 * batches are written as one request each (at most ``batch_lines`` lines), one request at a time,
   on one kept-alive HTTP connection (replaced when the server closed it);
 * 408, 429, 500, 502, 503, 504 answers and connection failures are retried with exponential
-  backoff, honouring ``Retry-After``; when the server stays away :class:`~stormwatch.store.StoreError`
+  backoff, honouring ``Retry-After``; when the server stays away :class:`~stormwatch.stores.base.StoreError`
   is raised so the consumer stops acknowledging and the broker keeps the messages (#16). A 500
   from InfluxDB 1.x is transient -- under write load it answers ``500 {"error":"engine: error
   syncing wal"}`` and the same write succeeds moments later (#18) -- so it is retried, never
@@ -21,7 +21,7 @@ Behaviour (failure-kinds.md #14-#18):
 No reading over another (issue 11 item 4): InfluxDB identity is measurement + tag set +
 timestamp, so before each write the store looks up the identities it already holds at the batch's
 series and microseconds (:meth:`Influx1Store._stored`, InfluxQL) and gives every new reading a free
-timestamp slot (:mod:`stormwatch.ingest.influxwrite`). A redelivered reading is found and not
+timestamp slot (:mod:`stormwatch.stores.influxwrite`). A redelivered reading is found and not
 written again: :meth:`Influx1Store.write_readings` returns the number of *new* readings, like the
 SQLite store.
 """
@@ -43,16 +43,16 @@ from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
-from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
-from stormwatch.ingest.lineprotocol import (
+from stormwatch.stores.base import StoreError
+from stormwatch.stores.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
+from stormwatch.stores.lineprotocol import (
     DEADLETTER,
     EVENTS,
     READINGS,
     time_ns,
 )
-from stormwatch.ingest.rows import influx_readings
-from stormwatch.ingest.splitwrite import BatchRejected
-from stormwatch.store import StoreError
+from stormwatch.stores.rows import influx_readings
+from stormwatch.stores.splitwrite import BatchRejected
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def _retry_after_s(value: str | None, now: datetime) -> float | None:
 
 
 class Influx1Store(LineProtocolWrites):
-    """A :class:`stormwatch.store.ReadingStore` on an InfluxDB 1.x server.
+    """A :class:`stormwatch.stores.base.ReadingStore` on an InfluxDB 1.x server.
 
     Args:
         base_url: ``http://host:port`` of the server.
@@ -266,7 +266,7 @@ class Influx1Store(LineProtocolWrites):
             params["rp"] = self.rp
         self._request("/write", params, ("\n".join(lines) + "\n").encode("utf-8"))
 
-    # -- writes (stormwatch.ingest.influxwrite.LineProtocolWrites) --------------------------------------
+    # -- writes (stormwatch.stores.influxwrite.LineProtocolWrites) --------------------------------------
 
     def _before_write(self) -> None:
         self.ensure_database()
@@ -311,9 +311,9 @@ class Influx1Store(LineProtocolWrites):
         quantity: str | None = None,
         late: bool | None = None,
     ) -> list[Reading]:
-        """See :meth:`stormwatch.store.ReadingStore.query_readings`.
+        """See :meth:`stormwatch.stores.base.ReadingStore.query_readings`.
 
-        Rows become readings in :func:`stormwatch.ingest.rows.influx_readings`.
+        Rows become readings in :func:`stormwatch.stores.rows.influx_readings`.
 
         ``late``: ``None`` all, ``False`` live only, ``True`` late only (extension).
 

@@ -10,7 +10,7 @@ Store URLs (``open_store``):
 Semantics shared by all sinks (design-notes.md, "Delivery"): a write is durable when the call
 returns; readings are deduplicated by ``(gateway, boot, seq)`` (SQLite: a unique key; InfluxDB: the
 identities held are looked up before each write, and no reading is written over another --
-:mod:`stormwatch.ingest.influxwrite`); ``rain_tips`` are tip counts per
+:mod:`stormwatch.stores.influxwrite`); ``rain_tips`` are tip counts per
 poll; a reading marked ``late`` is stored but flagged so the alert engine never treats it as live.
 
 Adding a sink: implement :class:`ReadingStore`, give ``open_store`` its URL scheme, and add it to

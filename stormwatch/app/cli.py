@@ -37,8 +37,8 @@ COMMAND_MODULES = (
     "stormwatch.simulators.cli",
     "stormwatch.dashboards.cli",
     "stormwatch.importers.cli",
-    "stormwatch.demo",
-    "stormwatch.catalog",
+    "stormwatch.app.demo",
+    "stormwatch.app.catalog",
     "stormwatch.web.cli",
     "stormwatch.report.cli",
 )

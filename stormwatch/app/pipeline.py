@@ -26,20 +26,20 @@ from pathlib import Path
 from stormwatch.alerts.engine import lateness_for
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
-from stormwatch.broker import RunningBroker, start_embedded_broker
+from stormwatch.app.broker import RunningBroker, start_embedded_broker
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
 from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
-from stormwatch.ingest.stores import open_store, redact
 from stormwatch.ingest.validate import Validator
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.simulators.scenario import Scenario, SiteScenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
-from stormwatch.store import StoreError
+from stormwatch.stores.base import StoreError
+from stormwatch.stores.urls import open_store, redact
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class Pipeline:
         workdir: private directory for pty links, gateway state, alert state and the SQLite store.
         speed: simulated seconds per real second.
         broker_url: an MQTT broker to use; ``None`` starts the embedded amqtt broker.
-        store_url: a store URL (``stormwatch.ingest.stores.open_store``); ``None`` = SQLite in ``workdir``.
+        store_url: a store URL (``stormwatch.stores.urls.open_store``); ``None`` = SQLite in ``workdir``.
         on_event: called (from the alert engine's thread) with each event as it is emitted.
         on_progress: called from :meth:`run`'s thread every ``progress_every_s`` real seconds.
     """
@@ -215,7 +215,7 @@ class Pipeline:
             log.info("simulated devices: %s", site.describe())
             validator = Validator.for_sites([self.cfg], self.profiles, clock)
             # amqtt delivers messages queued for a persistent session flagged "retained"; behind it a
-            # retained flag does not mean stale (stormwatch/broker.py).
+            # retained flag does not mean stale (stormwatch/app/broker.py).
             ingest = Ingest(
                 validator, ingest_store, broker_url, client_id=f"stormwatch-ingest-{self.cfg.site.id}",
                 clock=clock, retained_is_late=not embedded,
@@ -285,7 +285,7 @@ class Pipeline:
         A run replays its scenario at the same simulated times every time: readings of an earlier
         run in the store would be counted with this run's (the same storm twice), so that store
         is refused instead (``stormwatch demo --workdir`` starts its own SQLite store clean,
-        :mod:`stormwatch.workdir`).
+        :mod:`stormwatch.app.workdir`).
 
         Raises:
             PipelineError: the broker refuses TCP connections, the store refuses a query, or the

@@ -1,10 +1,10 @@
 """InfluxDB 2.x (and 3.x / Cloud, v2 write API) store through ``influxdb-client``.
 
-Same schema and semantics as :mod:`stormwatch.ingest.influx1` (``docs/influxdb-schema.md``): line protocol
-from :mod:`stormwatch.ingest.lineprotocol`, written with the synchronous write API at ns precision; retries
+Same schema and semantics as :mod:`stormwatch.stores.influx1` (``docs/influxdb-schema.md``): line protocol
+from :mod:`stormwatch.stores.lineprotocol`, written with the synchronous write API at ns precision; retries
 with backoff honouring ``Retry-After``; a refused batch (400/413/422) is bisected and only the
 refused lines are dead-lettered (``store_rejected``); an unreachable server raises
-:class:`~stormwatch.store.StoreError`. Readings are read back with Flux (``pivot`` on ``_field``).
+:class:`~stormwatch.stores.base.StoreError`. Readings are read back with Flux (``pivot`` on ``_field``).
 
 No InfluxDB 2.x server can run on the test machines (Debian ships 1.6, without the v2 API): the
 conformance suite (``tests/test_store_conformance.py``) runs this store through influxdb-client
@@ -27,14 +27,14 @@ from influxdb_client.client.write_api import SYNCHRONOUS
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading
-from stormwatch.ingest.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
-from stormwatch.ingest.lineprotocol import (
+from stormwatch.stores.base import StoreError
+from stormwatch.stores.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
+from stormwatch.stores.lineprotocol import (
     READINGS,
     time_ns,
 )
-from stormwatch.ingest.rows import influx_readings
-from stormwatch.ingest.splitwrite import BatchRejected
-from stormwatch.store import StoreError
+from stormwatch.stores.rows import influx_readings
+from stormwatch.stores.splitwrite import BatchRejected
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -51,14 +51,14 @@ def flux_string(text: str) -> str:
 
 
 class Influx2Store(LineProtocolWrites):
-    """A :class:`stormwatch.store.ReadingStore` on InfluxDB 2.x.
+    """A :class:`stormwatch.stores.base.ReadingStore` on InfluxDB 2.x.
 
     Args:
         url: ``http(s)://host:port``.
         org, bucket, token: InfluxDB 2.x organisation, bucket and API token (never logged).
         clock: stamps dead letters of refused lines.
         timeout_s, retries, backoff_s, max_backoff_s, batch_lines, sleep: as
-            :class:`stormwatch.ingest.influx1.Influx1Store`.
+            :class:`stormwatch.stores.influx1.Influx1Store`.
     """
 
     _log = log
@@ -166,9 +166,9 @@ class Influx2Store(LineProtocolWrites):
         quantity: str | None = None,
         late: bool | None = None,
     ) -> list[Reading]:
-        """See :meth:`stormwatch.store.ReadingStore.query_readings` (Flux ``pivot``; rows decoded by
-        :func:`stormwatch.ingest.rows.influx_readings`; ``late`` as
-        :meth:`stormwatch.ingest.influx1.Influx1Store.query_readings`).
+        """See :meth:`stormwatch.stores.base.ReadingStore.query_readings` (Flux ``pivot``; rows decoded by
+        :func:`stormwatch.stores.rows.influx_readings`; ``late`` as
+        :meth:`stormwatch.stores.influx1.Influx1Store.query_readings`).
 
         Raises:
             StoreError: the query failed.
