@@ -5,7 +5,9 @@ Scheduling: each device is polled on the grid ``anchor + k × poll_interval_s`` 
 round times; no slot before the anchor: a gateway started before ``sim_start`` waits for it) and
 each reading is stamped with its grid instant, so event times are regular. A
 poll that starts so late that a later slot is already due is moved to that latest due slot (the
-skipped slots are gaps, counted in :attr:`Gateway.missed_slots`). One polling thread per link
+skipped slots are gaps, counted in :attr:`Gateway.missed_slots`) -- but never past the last slot
+before a run's ``until``: a run that ends (a simulation's end) always polls its final slot, so the
+tips of the last interval are counted however loaded the machine is. One polling thread per link
 (Modbus TCP endpoint, RS-485 line, serial port): a dead line never delays the others.
 
 What each device produces (contract quantities, stormwatch/contract.py):
@@ -322,16 +324,31 @@ class Gateway:
                 continue
             if not self._wait_until(at):
                 return
+            late = self._due_slot(r, until)
+            if late > r.slot:  # a later slot is already due: poll for it (a reading never predates its read)
+                self._skipped(r, late - r.slot)
+                r.slot, at = late, self._slot_time(r, late)
             skip = self._poll(r, at)
             nxt = r.slot + 1 + skip
-            due = self._latest_due_slot(r, self.clock.now())
+            due = self._due_slot(r, until)
             if due > nxt:
-                self.missed_slots += due - nxt
-                level = logging.DEBUG if r.missed_logged else logging.WARNING
-                log.log(level, "%s: polling behind schedule, %d slot(s) skipped (gaps)", r.device.id, due - nxt)
-                r.missed_logged = True
+                self._skipped(r, due - nxt)
                 nxt = due
             r.slot = nxt
+
+    def _due_slot(self, r: _Runner, until: datetime | None) -> int:
+        """The latest slot already due now -- but never past the last slot before ``until``: however
+        late, a run's final slot is still polled (its tips count)."""
+        due = self._latest_due_slot(r, self.clock.now())
+        if until is not None:
+            due = min(due, self._slot_at_or_after(r, until) - 1)
+        return due
+
+    def _skipped(self, r: _Runner, n: int) -> None:
+        self.missed_slots += n
+        level = logging.DEBUG if r.missed_logged else logging.WARNING
+        log.log(level, "%s: polling behind schedule, %d slot(s) skipped (gaps)", r.device.id, n)
+        r.missed_logged = True
 
     def _poll(self, r: _Runner, at: datetime) -> int:
         """Poll one device for slot time ``at``; returns the slots to skip (backoff)."""
