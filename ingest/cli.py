@@ -14,12 +14,12 @@ from stormwatch.clock import CLOCK_FILE_ENV, service_clock
 from stormwatch.config import ConfigError
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
-from stormwatch.stores.urls import StoreUrlError, open_store, redact
 from stormwatch.ingest.validate import DEFAULT_MAX_AGE_S, Validator
 from stormwatch.mqtt import BrokerUrlError
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.sitedir import ServiceSites
 from stormwatch.stores.base import StoreError
+from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
 log = logging.getLogger(__name__)
 

@@ -74,3 +74,15 @@ def test_a_store_module_importing_a_service_would_break_the_contract(tmp_path: P
     lint = Path(sys.executable).parent / "lint-imports"
     run = subprocess.run([str(lint), "--config", str(config), "--no-cache"], cwd=REPO, capture_output=True, text=True)
     assert run.returncode != 0 and "stormwatch.ingest" in run.stdout and "BROKEN" in run.stdout
+
+
+def test_every_package_and_module_has_a_layer() -> None:
+    """A new module of stormwatch cannot sit outside the layers (unnamed modules are unconstrained)."""
+    import re
+
+    named = set(re.findall(r"stormwatch\.(\w+)", (REPO / ".importlinter").read_text(encoding="utf-8")))
+    package = REPO / "stormwatch"
+    present = {p.stem for p in package.iterdir()
+               if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())) and not p.name.startswith("_")
+               and p.name not in ("device_profiles", "examples")}  # data only
+    assert present - named == set(), "add these to a layer of .importlinter"

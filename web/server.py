@@ -22,10 +22,10 @@ import uvicorn
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import WallClock
 from stormwatch.config import SiteConfig
-from stormwatch.stores.urls import open_store, redact
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.sitedir import SiteChanges, SiteDirectory
 from stormwatch.stores.base import OverviewStore
+from stormwatch.stores.urls import open_store, redact
 from stormwatch.web.accounts import Accounts
 from stormwatch.web.app import Desk, EngineTime, create_app
 from stormwatch.web.notify import Notifier, SmtpSettings
@@ -65,8 +65,8 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
         DeskSetupError: a bad site file, a store that cannot summarise many sites, an unusable state file.
     """
     from stormwatch.alerts.workorders import WorkOrderError
-    from stormwatch.stores.urls import StoreUrlError
     from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import StoreUrlError
     from stormwatch.web.accounts import AccountError
     from stormwatch.web.overview import SiteSetupError
 
