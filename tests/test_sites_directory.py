@@ -14,7 +14,8 @@ import pytest
 import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
-from stormwatch import resources, servers, topics
+from stormwatch import resources, topics
+from stormwatch.app import servers
 from stormwatch.cliutil import load_site_file
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Reading, dump_readings
