@@ -40,17 +40,21 @@ import copy
 import heapq
 import itertools
 import logging
+import sys
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel
 
 from stormwatch.alerts.packs import RulePack, load_pack
 from stormwatch.alerts.rules import Rule
 from stormwatch.alerts.rules.registry import BuildError, Role, RuleContext, rule_kinds
 from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
+from stormwatch.alerts.seen import SeenIdentities
 from stormwatch.alerts.workorders import WorkOrders, inspection_kinds, opening_kinds
 from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
@@ -71,6 +75,9 @@ DEFAULT_LATENESS_S = 120.0
 SIM_REAL_LATENESS_S = 0.5
 #: How far back (event time) a late reading is re-evaluated live (s): two days.
 DEFAULT_LATE_HORIZON_S = 48 * 3600.0
+#: Event time of released readings the live service keeps in memory when it has a store (s): what
+#: ingest may not have stored yet; the store answers for the rest of a re-evaluation window.
+RECENT_WITH_STORE_S = 3600.0
 #: Event time between rule-state snapshots used for late re-evaluation (s).
 DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 
@@ -101,6 +108,42 @@ class _Snapshot:
     rules: list[Any]
 
 
+class _Held(NamedTuple):
+    """A released reading as the engine keeps it for a late re-evaluation: its fields in a tuple (about
+    a fifth of a :class:`~stormwatch.contract.Reading`'s memory; thousands of sites hold hours of them)."""
+
+    time: datetime
+    site: str
+    device: str
+    quantity: str
+    value: int | float
+    unit: str
+    gateway: str
+    boot: str
+    seq: int
+    flags: tuple[str, ...]
+
+    @classmethod
+    def of(cls, r: Reading) -> _Held:
+        intern = sys.intern
+        return cls(r.time, intern(r.site), intern(r.device), intern(r.quantity), r.value, intern(r.unit),
+                   intern(r.gateway), intern(r.boot), r.seq, r.flags)
+
+    def reading(self) -> Reading:
+        """The reading again (validated when it first came; ``raw`` is not kept: no rule reads it)."""
+        return Reading.model_construct(site=self.site, device=self.device, quantity=self.quantity, value=self.value,
+                                       unit=self.unit, time=self.time, gateway=self.gateway, boot=self.boot,
+                                       seq=self.seq, raw=None, flags=self.flags)
+
+
+def _immutable(value: object) -> bool:
+    """A frozen pydantic model or frozen dataclass (shared, never copied, by a snapshot)."""
+    if isinstance(value, BaseModel):
+        return bool(value.model_config.get("frozen"))
+    params = getattr(type(value), "__dataclass_params__", None)
+    return bool(params is not None and params.frozen)
+
+
 def _order_key(r: Reading) -> tuple[datetime, str, str, int]:
     return (r.time, r.gateway, r.boot, r.seq)
 
@@ -118,6 +161,10 @@ class Engine:
         reevaluate_late: re-evaluate late readings (see the module docstring); off for backfills.
         late_horizon_s: how far back a late reading is re-evaluated.
         snapshot_every_s: event time between rule-state snapshots.
+        recent_s: event time of released readings kept in memory for a late re-evaluation (``None``:
+            the whole horizon). With a ``store`` the store holds the older ones: the live service keeps
+            only what ingest may not have stored yet (:data:`RECENT_WITH_STORE_S`), so a county of
+            sites fits in memory (docs/scaling.md); kept compact (:class:`_Held`), not as models.
 
     Raises:
         EngineError: a rule the pack enables cannot be built from the site's devices, or a
@@ -128,11 +175,11 @@ class Engine:
                  workorders: WorkOrders | None = None, lateness_s: float = DEFAULT_LATENESS_S, *,
                  store: ReadingStore | None = None, reevaluate_late: bool = False,
                  late_horizon_s: float = DEFAULT_LATE_HORIZON_S,
-                 snapshot_every_s: float = DEFAULT_SNAPSHOT_EVERY_S) -> None:
+                 snapshot_every_s: float = DEFAULT_SNAPSHOT_EVERY_S, recent_s: float | None = None) -> None:
         if lateness_s < 0:
             raise EngineError(f"lateness_s must be >= 0, got {lateness_s}")
-        if snapshot_every_s <= 0 or late_horizon_s <= 0:
-            raise EngineError("snapshot_every_s and late_horizon_s must be > 0")
+        if snapshot_every_s <= 0 or late_horizon_s <= 0 or (recent_s is not None and recent_s <= 0):
+            raise EngineError("snapshot_every_s, late_horizon_s and recent_s must be > 0")
         self.cfg = cfg
         self.site = cfg.site.id
         self.pack = pack
@@ -142,6 +189,7 @@ class Engine:
         self.reevaluate_late = reevaluate_late
         self.late_horizon = timedelta(seconds=late_horizon_s)
         self.snapshot_every = timedelta(seconds=snapshot_every_s)
+        self.recent = None if recent_s is None else timedelta(seconds=recent_s)
         self.rules: list[Rule] = []
         self.storm: StormRuleState | None = None
         self._watchers: list[Any] = []
@@ -150,12 +198,12 @@ class Engine:
         self._routes: dict[tuple[str, str], tuple[Rule, ...]] = {}
         self._heap: list[tuple[datetime, str, str, int, int, Reading]] = []
         self._counter = itertools.count()
-        self._seen: dict[tuple[str, str, int], datetime] = {}
+        self._seen = SeenIdentities()
         self._max_seen: datetime | None = None
         self._watermark: datetime | None = None
         self._snapshots: list[_Snapshot] = []
         self._next_snapshot: datetime | None = None
-        self._recent: deque[Reading] = deque()  # released readings within the horizon (re-evaluation)
+        self._recent: deque[_Held] = deque()  # released readings within the horizon (re-evaluation)
         self._emitted: dict[tuple[str, str, str], tuple[datetime, dict[str, Any]]] = {}
         self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0, "reevaluated": 0,
                        "impossible": 0}
@@ -206,6 +254,16 @@ class Engine:
                     f"(it reports {', '.join(sorted(profile.quantities())) or 'nothing'})")
         return None
 
+    def _copy_rules(self, rules: list[Rule]) -> list[Rule]:
+        """A deep copy of the rules' state sharing their immutable parts (frozen parameters, geometry,
+        criteria): a snapshot holds only what changes, a few kilobytes a site (docs/scaling.md)."""
+        memo: dict[int, Any] = {}
+        for rule in rules:
+            for value in vars(rule).values():
+                if _immutable(value):
+                    memo[id(value)] = value
+        return copy.deepcopy(rules, memo)
+
     def _install(self, rules: list[Any]) -> None:
         """Make ``rules`` (a restored snapshot) the live rule set."""
         self.rules = rules
@@ -250,7 +308,7 @@ class Engine:
         t = reading.time
         if self._watermark is not None and t <= self._watermark:
             return self._late(reading, identity)
-        self._seen[identity] = t
+        self._seen.add(identity, t)
         heapq.heappush(self._heap, (t, reading.gateway, reading.boot, reading.seq, next(self._counter), reading))
         if self._max_seen is None or t > self._max_seen:
             self._max_seen = t
@@ -286,7 +344,7 @@ class Engine:
             if identity in seen:
                 self.counts["duplicate"] += 1
                 continue
-            seen[identity] = reading.time
+            seen.add(identity, reading.time)
             ready.append(reading)
         if not ready:
             return []
@@ -300,7 +358,7 @@ class Engine:
         self._watermark = last
         out = self._run(ready) + self._advance_all(last)
         if len(seen) > 4096:
-            self._seen = {k: t for k, t in seen.items() if t >= last}
+            seen.forget(last)
         return [self._with_order(e) for e in self._record(out)] if out else out
 
     def flush(self) -> list[Event]:
@@ -353,7 +411,7 @@ class Engine:
         if self.reevaluate_late:
             self._prune(w)
         elif len(self._seen) > 4096:  # identities at or before the watermark are rejected as late anyway
-            self._seen = {k: t for k, t in self._seen.items() if t > w}
+            self._seen.forget(w, including=True)
         if not out:
             return out
         return [self._with_order(e) for e in self._record(out)]
@@ -380,7 +438,7 @@ class Engine:
             if keep:
                 if self._next_snapshot is None or t >= self._next_snapshot:
                     self._snapshot(t)
-                self._recent.append(reading)
+                self._recent.append(_Held.of(reading))
             before = t - _TICK  # everything strictly before this reading is final
             for rule in rules:
                 nd = rule.next_due
@@ -397,7 +455,7 @@ class Engine:
     # -- late data ---------------------------------------------------------------------------
 
     def _snapshot(self, t: datetime) -> None:
-        self._snapshots.append(_Snapshot(t, copy.deepcopy(self.rules)))
+        self._snapshots.append(_Snapshot(t, self._copy_rules(self.rules)))
         self._next_snapshot = t - (t - datetime.min.replace(tzinfo=t.tzinfo)) % self.snapshot_every \
             + self.snapshot_every
 
@@ -410,11 +468,12 @@ class Engine:
         if not snaps:
             return
         oldest = snaps[0].time
+        keep_from = oldest if self.recent is None else max(oldest, w - self.recent)
         recent = self._recent
-        while recent and recent[0].time < oldest:
+        while recent and recent[0].time < keep_from:
             recent.popleft()
         if len(self._seen) > 4 * len(recent) + 4096:
-            self._seen = {k: t for k, t in self._seen.items() if t >= oldest}
+            self._seen.forget(oldest)
             self._emitted = {k: v for k, v in self._emitted.items() if v[0] >= oldest}
 
     def _record(self, events: list[Event]) -> list[Event]:
@@ -437,7 +496,7 @@ class Engine:
                         reading.gateway, reading.device, reading.quantity, format_time(reading.time),
                         format_time(w), self.lateness.total_seconds(), why)
             return []
-        self._seen[identity] = reading.time
+        self._seen.add(identity, reading.time)
         return self._reevaluate(i, [reading], w)
 
     def _reevaluate(self, i: int, late: list[Reading], w: datetime) -> list[Event]:
@@ -453,16 +512,16 @@ class Engine:
             except StoreError as exc:
                 log.error("%s: re-evaluation could not read the store (%s): using the readings seen live", self.site,
                           exc)
-        for r in itertools.chain(self._recent, late):
+        for r in itertools.chain((h.reading() for h in self._recent if snap.time <= h.time <= w), late):
             if snap.time <= r.time <= w:
                 window[r.identity] = r
         replay = sorted((r for r in window.values() if not (r.flags and "late" in r.flags)), key=_order_key)
         for r in replay:
-            self._seen.setdefault(r.identity, r.time)
+            self._seen.add(r.identity, r.time)
         self._snapshots = self._snapshots[:i]
         self._next_snapshot = None
         self._recent = deque(r for r in self._recent if r.time < snap.time)
-        self._install(copy.deepcopy(snap.rules))
+        self._install(self._copy_rules(snap.rules))
         found = self._run(replay) + self._advance_all(w)
         out: list[Event] = []
         for e in found:
