@@ -39,7 +39,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 
 from stormwatch import topics
-from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
+from stormwatch.alerts.engine import DEFAULT_LATENESS_S, RECENT_WITH_STORE_S, Engine
 from stormwatch.alerts.grafana import GrafanaAnnotations
 from stormwatch.alerts.presence import GatewayPresence
 from stormwatch.alerts.webhook import BackgroundSender, Webhook
@@ -104,7 +104,8 @@ class AlertService:
         self.warmup = timedelta(days=warmup_days)
         self.overdue_check_s = overdue_check_s
         self.workorders = WorkOrders(state_path, clock)
-        self.engines = {cfg.site.id: Engine.for_site(cfg, profiles, self.workorders, lateness_s, store=store,
+        recent = {"recent_s": RECENT_WITH_STORE_S} if store is not None else {}  # the store holds older ones
+        self.engines = {cfg.site.id: Engine.for_site(cfg, profiles, self.workorders, lateness_s, store=store, **recent,
                                                      reevaluate_late=reevaluate_late) for cfg in sites}
         self.outputs: list[BackgroundSender] = []
         if webhook_url:
@@ -208,15 +209,16 @@ class AlertService:
             client.ack(msg.mid, msg.qos)
 
     def _handle(self, msg: mqtt.MQTTMessage) -> None:
-        if not any(topics.matches(f, msg.topic) for f in self.filters):
-            log.debug("message on %s outside our subscriptions: dropped", msg.topic)
+        # our subscriptions are exactly each site's readings and status topics: a dict lookup, not a
+        # match against every filter (2 per site: a county's thousands per message)
+        topic = msg.topic
+        status = topics.parse_status_topic(topic)
+        where = status or topics.parse_readings_topic(topic)
+        if where is None or where[0] not in self.engines:
+            log.debug("message on %s outside our subscriptions: dropped", topic)
             return
-        status = topics.parse_status_topic(msg.topic)
         if status is not None:
             self._status(status[0], status[1], bytes(msg.payload), msg.retain)
-            return
-        where = topics.parse_readings_topic(msg.topic)
-        if where is None:
             return
         site, gateway = where
         try:
