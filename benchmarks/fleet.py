@@ -139,6 +139,24 @@ class Sampler:
         self._thread.join(5)
 
 
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each process (a service flushes first), wait up to a minute, then SIGKILL; a second
+    Ctrl-C while waiting kills at once -- no service outlives the benchmark."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    try:
+        for p in procs:
+            p.wait(60)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def stored(influx: servers.InfluxDB1, db: str) -> int:
     """Readings stored (points of ``readings``)."""
     res = influx.query('SELECT COUNT("seq") FROM readings', db)["results"][0]
@@ -238,15 +256,7 @@ def run(n: int, minutes: float, form: str, work: Path) -> dict[str, Any]:
         sampler.stop()
         stopping = time.time()
     finally:
-        for name in ("alerts", "ingest", "fleet"):
-            p = procs.get(name)
-            if p is not None and p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all([procs[name] for name in ("alerts", "ingest", "fleet") if name in procs])
         events.close()
         for f in logs.values():
             f.close()

@@ -385,6 +385,7 @@ class SiteScenario:
 
     # ------------------------------------------------------------------ basin
     def _basin_setup(self) -> None:
+        self._sediment_depth_by_tips: dict[int, float] = {}
         basin = self.cfg.basin
         self._volume = volume_function(basin) if basin is not None else None
         if basin is None or self._volume is None:
@@ -410,8 +411,12 @@ class SiteScenario:
         """
         if self._volume is None:
             raise ValueError("the site has no basin")
-        target = self.sediment_fraction(t) * self.design_volume_ft3
-        return solve_depth_ft(self._volume, target, self.design_height_ft)
+        tips = self.tips.tips_until(t)  # the depth changes only with a tip: solved once per tip count
+        depth = self._sediment_depth_by_tips.get(tips)
+        if depth is None:
+            target = self.sediment_fraction(t) * self.design_volume_ft3
+            depth = self._sediment_depth_by_tips[tips] = solve_depth_ft(self._volume, target, self.design_height_ft)
+        return depth
 
     def distance_mm(self, t: datetime) -> float:
         """A distance-down sensor's reading (mm): mount height − sediment depth (1 ft = 0.3048 m)."""

@@ -10,6 +10,7 @@ is the validating reader of the same bytes (tests/test_gateway_plan.py proves th
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,8 +20,11 @@ from typing import Any
 Raw = list[int] | int | float | str | None
 
 
+@functools.lru_cache(maxsize=4096)
 def format_time(value: datetime) -> str:
     """RFC 3339 UTC with a ``Z`` suffix and microseconds only when present.
+
+    Cached: the readings of one poll cycle share their slot time (a gateway, or a fleet of thousands).
 
     Raises:
         ValueError: if ``value`` is naive (event times are always aware).
