@@ -50,7 +50,10 @@ def _influx_series(influx, db: str, q: str) -> list[list]:
 
 
 def _ns(t: int) -> datetime:
-    return datetime.fromtimestamp(t / 1e9, UTC)
+    """InfluxDB's ns time as a reading's time: cut to the microsecond, as the store reads it back (the
+    ns below it are the reading's timestamp slot, stormwatch.stores.influxwrite; float division would
+    round a slot of 500+ ns up to the next microsecond)."""
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=t // 1000)
 
 
 def prismoid_ft3(h: float, length: float = 40, width: float = 20, z: float = 3) -> float:
@@ -109,7 +112,8 @@ def test_default_storm_end_to_end_on_mosquitto_and_influxdb(mosquitto_server, in
         store_url=influx_server.store_url(db),
     ).run()
     assert result.dead_lettered == {}
-    assert result.readings_stored == result.readings_made > 9000
+    # 32 h of the example site's polls; a slot a loaded machine skips is a gap of at most 3 readings
+    assert result.readings_stored == result.readings_made > 9000 - 3 * result.missed_slots
 
     # Rain stored in InfluxDB = the scenario's 120 tips x 0.01 in.
     [[_, tips_sum]] = _influx_series(

@@ -46,7 +46,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     cfg = load_site(EXAMPLE_SITE, profiles)
     scenario = load_scenario("default")
     result = Pipeline(cfg, profiles, scenario, work, speed=1500).run()
-    assert result.readings_stored == result.readings_made > 9000
+    # 32 h of the example site's polls; a slot a loaded machine skips is a gap of at most 3 readings
+    assert result.readings_stored == result.readings_made > 9000 - 3 * result.missed_slots
     store = open_store(f"sqlite:///{work / 'stormwatch.db'}")
     readings = store.query_readings(cfg.site.id)
     store.close()

@@ -47,7 +47,7 @@ def test_influx1_store_creates_a_database_that_keeps_everything(influx_server: s
 
 
 def test_sqlite_store_never_deletes(tmp_path: Path) -> None:
-    source = (REPO / "ingest" / "sqlite_store.py").read_text()
+    source = (REPO / "stores" / "sqlite.py").read_text()
     assert not re.search(r"\b(DELETE|DROP|TRUNCATE)\b", source)
     old = datetime.now(UTC) - timedelta(days=6 * 366)
     reading = Reading(site="s", device="rain-1", quantity="rain_tips", value=1, unit=TIP_UNIT, time=old,

@@ -70,6 +70,8 @@ class PipelineResult:
         events: every ordinance event, in the order the engine emitted them.
         workorders: the work orders in the alert engine's state at the end.
         readings_made: readings the gateway produced.
+        missed_slots: poll slots the gateway skipped because it was behind schedule (a loaded
+            machine at high speed): gaps, never readings made up.
         readings_stored: readings ingest reported written (new) to the store.
         dead_lettered: dead letters by reason.
         scenario_tips: tips the scenario's gauge produced within the run.
@@ -92,6 +94,7 @@ class PipelineResult:
     ended_at: datetime
     wall_seconds: float = 0.0
     sim_hours: float = 0.0
+    missed_slots: int = 0
 
 
 class PipelineError(RuntimeError):
@@ -264,6 +267,7 @@ class Pipeline:
             events=list(self._events),
             workorders=orders,
             readings_made=gateway.readings_made,
+            missed_slots=gateway.missed_slots,
             readings_stored=ingest.written,
             dead_lettered=dict(ingest.dead_lettered),
             scenario_tips=scenario_tips,
