@@ -41,8 +41,19 @@ _BY_OPT = typer.Option(..., "--by", metavar="NAME", help="Who does it (recorded 
 
 
 def alerts_cmd(
-    site: list[Path] = typer.Option(..., "--site", metavar="FILE",
+    site: list[Path] = typer.Option([], "--site", metavar="FILE",
                                     help="The site's YAML file (repeat for several sites)."),
+    sites_dir: Path | None = typer.Option(None, "--sites", metavar="DIR", file_okay=False,
+                                          help="A directory of site files: every *.yaml in it, watched (a file "
+                                               "added, changed or removed is picked up within seconds; a broken "
+                                               "one is refused with its error, the others keep running)."),
+    partition: str | None = typer.Option(None, "--partition", metavar="PART",
+                                         help="Watch part K of N of the sites, written K/N (e.g. 2/4): run N "
+                                              "alert services with 1/N ... N/N and each site is watched by exactly "
+                                              "one (a stable hash of its id; docs/scaling.md)."),
+    site_ids: list[str] = typer.Option([], "--site-id", metavar="SITE_ID",
+                                       help="Watch only this site of --site/--sites (repeatable): an explicit "
+                                            "partition."),
     broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
                                help="The MQTT broker: mqtt://[USER:PASS@]HOST:PORT (mqtts:// for TLS)."),
     store: str | None = typer.Option(None, "--store", envvar="STORMWATCH_STORE", metavar="URL",
@@ -77,12 +88,16 @@ def alerts_cmd(
     from stormwatch.alerts.packs import PackError
     from stormwatch.alerts.service import AlertService
     from stormwatch.config import ConfigError
+    from stormwatch.partition import Partition
     from stormwatch.profiles import ProfileLibrary
+    from stormwatch.sitedir import ServiceSites
 
     profiles = ProfileLibrary()
     try:
-        sites = [load_site_file(p, profiles) for p in site]
-    except (ConfigError, PackError) as exc:
+        watched = ServiceSites(site, sites_dir, lambda p: load_site_file(p, profiles),
+                               Partition.parse(partition, site_ids))
+        sites = list(watched.load().values())
+    except (ConfigError, PackError, ValueError) as exc:
         fail(str(exc), 2)
     try:
         clock = service_clock(clock_file)
@@ -106,11 +121,14 @@ def alerts_cmd(
     except (PackError, EngineError, ValueError, OSError) as exc:
         fail(str(exc), 2)
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
+    log.info("alerts: %d sites (%s)", len(sites), watched.describe())
+    watched.watch(lambda current, _changes: service.apply_sites(current))
     try:
         service.run()
     except KeyboardInterrupt:
         service.stop()
     finally:
+        watched.stop()
         if opened is not None:
             opened.close()
 

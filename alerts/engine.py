@@ -382,6 +382,13 @@ class Engine:
             found += rule.source_offline(gateway, at, max(buffered) if buffered else None)
         return [self._with_order(e) for e in self._record(found)]
 
+    def held_readings(self) -> list[Reading]:
+        """The readings this engine holds and a store may not have yet: those waiting in the reorder
+        buffer and the released tail kept for late re-evaluation (``recent_s``), in event-time order.
+        A new engine for the same site (a changed site file) takes them over."""
+        held = [h.reading() for h in self._recent] + [entry[-1] for entry in self._heap]
+        return sorted(held, key=_order_key)
+
     def in_progress(self) -> list[StormSummary]:
         """Storms still open at the current watermark (a backfill reports these as in progress)."""
         s = self.storm.in_progress() if self.storm is not None else None

@@ -32,15 +32,16 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
 from stormwatch import topics
-from stormwatch.alerts.engine import DEFAULT_LATENESS_S, RECENT_WITH_STORE_S, Engine
+from stormwatch.alerts.engine import DEFAULT_LATENESS_S, RECENT_WITH_STORE_S, Engine, EngineError
 from stormwatch.alerts.grafana import GrafanaAnnotations
+from stormwatch.alerts.packs import PackError
 from stormwatch.alerts.presence import GatewayPresence
 from stormwatch.alerts.webhook import BackgroundSender, Webhook
 from stormwatch.alerts.workorders import WorkOrders
@@ -53,6 +54,11 @@ from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
 
 log = logging.getLogger(__name__)
+
+
+def _filters(site: str) -> list[str]:
+    """A site's subscriptions: its gateways' readings and status topics."""
+    return [f"{topics.ROOT}/{site}/+/{leaf}" for leaf in ("readings", "status")]
 
 #: Real seconds between records of the service's clock in the state file.
 CLOCK_RECORD_REAL_S = 1.0
@@ -104,15 +110,16 @@ class AlertService:
         self.warmup = timedelta(days=warmup_days)
         self.overdue_check_s = overdue_check_s
         self.workorders = WorkOrders(state_path, clock)
-        recent = {"recent_s": RECENT_WITH_STORE_S} if store is not None else {}  # the store holds older ones
-        self.engines = {cfg.site.id: Engine.for_site(cfg, profiles, self.workorders, lateness_s, store=store, **recent,
-                                                     reevaluate_late=reevaluate_late) for cfg in sites}
+        self.profiles = profiles
+        self.lateness_s = lateness_s
+        self.reevaluate_late = reevaluate_late
+        self._configs = {cfg.site.id: cfg for cfg in sites}
+        self.engines = {sid: self._engine(cfg) for sid, cfg in self._configs.items()}
         self.outputs: list[BackgroundSender] = []
         if webhook_url:
             self.outputs.append(BackgroundSender(Webhook(webhook_url, clock).deliver, "webhook"))
         if grafana is not None:
             self.outputs.append(BackgroundSender(grafana.write_event, "grafana-annotations"))
-        self.filters = [f"{topics.ROOT}/{s}/+/{leaf}" for s in self.engines for leaf in ("readings", "status")]
         self._lock = threading.Lock()
         self._presence = GatewayPresence()
         self._stop = threading.Event()
@@ -133,7 +140,8 @@ class AlertService:
         """
         self.workorders.record_clock(self.clock)
         self._warm_up()
-        log.info("watching %s on %s as %s", ", ".join(self.filters), self.broker.safe_url(), self.client_id)
+        shown = ", ".join(self.filters[:4]) + (f" ... ({len(self.engines)} sites)" if len(self.engines) > 2 else "")
+        log.info("watching %s on %s as %s", shown, self.broker.safe_url(), self.client_id)
         self._client.start()
         recorded = time.monotonic()
         try:
@@ -176,23 +184,90 @@ class AlertService:
         real = getattr(self.clock, "real_seconds", None)
         return float(real(seconds)) if callable(real) else seconds
 
+    def _engine(self, cfg: SiteConfig) -> Engine:
+        """A site's engine; with a store it keeps only a short tail of readings (the store has the rest).
+
+        Raises:
+            stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: the site cannot be watched.
+        """
+        recent = {"recent_s": RECENT_WITH_STORE_S} if self.store is not None else {}
+        return Engine.for_site(cfg, self.profiles, self.workorders, self.lateness_s, store=self.store,
+                               reevaluate_late=self.reevaluate_late, **recent)
+
+    @property
+    def filters(self) -> list[str]:
+        """The subscriptions: each watched site's readings and status topics."""
+        return [f for site in self.engines for f in _filters(site)]
+
     def _warm_up(self) -> None:
+        for site, engine in list(self.engines.items()):
+            with self._lock:
+                self._warm_up_engine(site, engine)
+
+    def _warm_up_engine(self, site: str, engine: Engine) -> None:
+        """Feed ``engine`` the store's readings of the last ``warmup_days`` (events already known: not re-published)."""
         if self.store is None:
             return
         start = self.clock.now() - self.warmup
-        for site, engine in self.engines.items():
-            try:
-                readings = self.store.query_readings(site, start=start)
-            except StoreError as exc:
-                log.error("%s: warm-up from the store failed (%s): starting from live data only", site, exc)
+        try:
+            readings = self.store.query_readings(site, start=start)
+        except StoreError as exc:
+            log.error("%s: warm-up from the store failed (%s): starting from live data only", site, exc)
+            return
+        n = 0
+        for r in readings:
+            n += len(engine.feed(r))
+        n += len(engine.flush())
+        log.info("%s: warmed up from %d stored readings since %s (%d events already known, not re-published)",
+                 site, len(readings), start.isoformat(), n)
+
+    def apply_sites(self, sites: Mapping[str, SiteConfig]) -> None:
+        """Watch exactly ``sites`` from now on (``--sites DIR``: site files added, changed, removed; issue 17).
+
+        * added -- an engine warmed up from the store, then the site's topics are subscribed;
+        * changed -- a new engine for the new configuration, warmed up from the store and given the
+          readings the old one held (so nothing in flight is lost), as a restart of that site would;
+        * removed -- its buffered readings are evaluated (flushed) and published, then its topics are
+          unsubscribed and its engine dropped (its work orders stay in the book).
+
+        A site that cannot be watched (an unknown rule pack, a rule its devices cannot serve) is
+        logged at ERROR and left as it was. Thread-safe.
+        """
+        with self._lock:
+            current = dict(self._configs)
+        removed = [sid for sid in current if sid not in sites]
+        built: dict[str, Engine] = {}
+        for sid, cfg in sites.items():
+            if current.get(sid) == cfg:
                 continue
-            n = 0
-            with self._lock:
-                for r in readings:
-                    n += len(engine.feed(r))
-                n += len(engine.flush())
-            log.info("%s: warmed up from %d stored readings since %s (%d events already known, not re-published)",
-                     site, len(readings), start.isoformat(), n)
+            try:
+                engine = self._engine(cfg)
+            except (PackError, EngineError) as exc:
+                log.error("%s: cannot be watched: %s (%s)", sid, exc,
+                          "keeping the configuration watched so far" if sid in current else "not watched")
+                continue
+            self._warm_up_engine(sid, engine)
+            built[sid] = engine
+        flushed: list[Event] = []
+        with self._lock:
+            for sid in removed:
+                flushed += self.engines.pop(sid).flush()
+                del self._configs[sid]
+            for sid, engine in built.items():
+                old = self.engines.get(sid)
+                if old is not None:  # what it held may not be in the store yet: the new engine takes it over
+                    for r in old.held_readings():
+                        engine.feed(r)
+                self.engines[sid] = engine
+                self._configs[sid] = sites[sid]
+        self._emit(flushed)
+        new = [sid for sid in built if sid not in current]
+        if new:
+            self._client.subscribe([(f, 1) for sid in new for f in _filters(sid)])
+        if removed:
+            self._client.unsubscribe([f for sid in removed for f in _filters(sid)])
+        log.info("now watching %d sites (%d added, %d changed, %d removed)", len(self.engines), len(new),
+                 len(built) - len(new), len(removed))
 
     # -- MQTT --------------------------------------------------------------------------------
 
@@ -290,6 +365,6 @@ class AlertService:
             Event(kind="inspection_overdue", site=o.site, event_time=now, rule=o.rule, citation=o.citation,
                   occurrence=o.occurrence, work_order=o.id, due_at=o.due_at,
                   message=f"work order {o.id} ({o.kind}) is overdue (due {o.due_at.isoformat() if o.due_at else '-'})")
-            for o in self.workorders.mark_overdue(now) if o.site in self.engines
+            for o in self.workorders.mark_overdue(now, sites=set(self.engines))
         ]
         self._emit(events)

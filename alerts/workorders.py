@@ -48,6 +48,7 @@ import json
 import logging
 import sqlite3
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -776,16 +777,20 @@ class WorkOrders:
         log.info("work order %s verified by %s", oid, by)
         return order
 
-    def mark_overdue(self, now: datetime | None = None) -> builtins.list[WorkOrder]:
+    def mark_overdue(self, now: datetime | None = None, *,
+                     sites: Collection[str] | None = None) -> builtins.list[WorkOrder]:
         """Record as overdue the orders not completed whose ``due_at`` has passed and that were not
-        recorded before; returns them (the service announces each once). The status is unchanged."""
+        recorded before; returns them (the service announces each once). The status is unchanged.
+
+        ``sites``: only the orders of these sites (partitioned alert services sharing one book each
+        announce their own sites' orders; docs/scaling.md)."""
         at = now or self.clock.now()
         stamp = _ts(at)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
-            rows = self._db.execute(
-                "SELECT id, status, due_at FROM work_orders WHERE status != 'completed' AND overdue_at IS NULL"
-                " AND due_at IS NOT NULL AND due_at < ?", (stamp,)).fetchall()
+            rows = [(oid, status, due) for oid, site, status, due in self._db.execute(
+                "SELECT id, site, status, due_at FROM work_orders WHERE status != 'completed' AND overdue_at IS NULL"
+                " AND due_at IS NOT NULL AND due_at < ?", (stamp,)).fetchall() if sites is None or site in sites]
             for oid, status, due in rows:
                 self._db.execute("UPDATE work_orders SET overdue_at = ? WHERE id = ?", (stamp, oid))
                 self._log_change(oid, at, ENGINE, "overdue", status, f"due {_text(_t(due))} passed")
