@@ -11,11 +11,12 @@ import typer
 from stormwatch.alerts.packs import PackError
 from stormwatch.cliutil import fail, load_site_file
 from stormwatch.clock import CLOCK_FILE_ENV, service_clock
-from stormwatch.config import ConfigError
+from stormwatch.config import ConfigError, SiteConfig
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.validate import DEFAULT_MAX_AGE_S, Validator
 from stormwatch.mqtt import BrokerUrlError
+from stormwatch.partition import Partition
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.sitedir import ServiceSites
 from stormwatch.stores.base import StoreError
@@ -33,6 +34,12 @@ def ingest_command(
                                           help="A directory of site files: every *.yaml in it, watched (a file "
                                                "added, changed or removed is picked up within seconds; a broken "
                                                "one is refused with its error, the others keep running)."),
+    partition: str | None = typer.Option(None, "--partition", metavar="PART",
+                                         help="Store only part K of N of the sites, written K/N, subscribing to "
+                                              "their topics alone (for brokers without shared subscriptions; "
+                                              "run N ingests with 1/N ... N/N)."),
+    site_ids: list[str] = typer.Option([], "--site-id", metavar="SITE_ID",
+                                       help="Store only this site of --site/--sites (repeatable)."),
     broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", "-b", envvar="STORMWATCH_BROKER", metavar="URL",
                                help="The MQTT broker: mqtt://\\[USER:PASS@]HOST:PORT (mqtts:// for TLS)."),
     store: str = typer.Option(DEFAULT_STORE, "--store", envvar="STORMWATCH_STORE", metavar="URL",
@@ -83,8 +90,9 @@ def ingest_command(
     Stop with Ctrl-C or SIGTERM: the pending batch is flushed first.
     """
     profiles = ProfileLibrary()
-    watched = ServiceSites(site, sites_dir, lambda p: load_site_file(p, profiles))
     try:
+        parts = Partition.parse(partition, site_ids)
+        watched = ServiceSites(site, sites_dir, lambda p: load_site_file(p, profiles), parts)
         sites = list(watched.load().values())
         clock = service_clock(clock_file)
         validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
@@ -100,10 +108,14 @@ def ingest_command(
     try:
         ingest = Ingest(validator, sink, broker, client_id=client_id, clock=clock, batch_size=batch_size,
                         batch_ms=batch_ms, share_group=share_group, retained_is_late=retained_late,
-                        stats_interval_s=stats_interval_s, max_inflight=max_inflight)
+                        stats_interval_s=stats_interval_s, max_inflight=max_inflight,
+                        sites=None if parts.is_everything else [cfg.site.id for cfg in sites])
     except BrokerUrlError as exc:
         sink.close()
         fail(f"--broker: {exc}")
+    except ValueError as exc:  # --share-group with a partition
+        sink.close()
+        fail(str(exc))
 
     def _stop(signum: int, _frame: object) -> None:
         log.info("signal %d: flushing and stopping", signum)
@@ -123,7 +135,12 @@ def ingest_command(
     shown = ", ".join(sorted(validator.sites)[:10]) + (f", ... ({len(validator.sites)} sites)"
                                                        if len(validator.sites) > 10 else "")
     log.info("ingest: sites %s (%s) -> store %s", shown or "none yet", watched.describe(), redact(store))
-    watched.watch(lambda current, _changes: validator.set_sites(current))
+    def follow(current: dict[str, SiteConfig], _changes: object) -> None:
+        validator.set_sites(current)
+        if not parts.is_everything:
+            ingest.set_sites(current)
+
+    watched.watch(follow)
     try:
         ingest.run()
     finally:

@@ -48,6 +48,7 @@ import struct
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -133,6 +134,8 @@ class Ingest:
         batch_ms: how long to wait for more messages after the first of a batch (real ms).
         share_group: subscribe as ``$share/<group>/...`` so several ingests split the load
             (Mosquitto supports it over MQTT 3.1.1; amqtt does not).
+        sites: subscribe to these sites' readings topics only, instead of every site's (a partition
+            of the sites, on brokers without shared subscriptions; :meth:`set_sites` changes it).
         stats_interval_s: seconds between INFO counter lines.
         retry_backoff_s, max_backoff_s: store-outage backoff (real seconds, doubling).
         stop_flush_timeout_s: how long :meth:`stop` keeps retrying the final flush.
@@ -178,6 +181,7 @@ class Ingest:
         keepalive_s: int = 30,
         retained_is_late: bool = True,
         max_inflight: int = 1000,
+        sites: Collection[str] | None = None,
     ) -> None:
         if batch_size < 1 or batch_ms < 0 or max_inflight < 1:
             raise ValueError("batch_size and max_inflight must be >= 1 and batch_ms >= 0")
@@ -189,8 +193,14 @@ class Ingest:
         self.batch_size = batch_size
         self.batch_s = batch_ms / 1000.0
         self.share_group = share_group
+        if share_group and sites is not None:
+            raise ValueError("a shared subscription group and a partition of the sites are two ways to split "
+                             "the load: use one")
         self.subscription = (f"$share/{share_group}/{topics.READINGS_FILTER}" if share_group
                              else topics.READINGS_FILTER)
+        self._sites: frozenset[str] | None = None if sites is None else frozenset(sites)
+        if self._sites is not None:
+            self.subscription = f"{topics.ROOT}/<{len(self._sites)} sites>/+/readings"
         self.stats_interval_s = stats_interval_s
         self.retry_backoff_s = retry_backoff_s
         self.max_backoff_s = max_backoff_s
@@ -243,7 +253,12 @@ class Ingest:
         with self._gen_lock:
             self._generation += 1
         log.debug("subscribing to %s (QoS 1)", self.subscription)
-        self._client.subscribe(self.subscription, qos=1)
+        if self._sites is None:
+            self._client.subscribe(self.subscription, qos=1)
+        elif self._sites:
+            self._client.subscribe([(topics.readings(site, "+"), 1) for site in sorted(self._sites)])
+        else:
+            self._connected.set()  # no site (yet): nothing to subscribe to
 
     def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, _mid: int, reason_codes: list[Any],
                       _props: Any) -> None:
@@ -271,7 +286,7 @@ class Ingest:
 
     def _validate(self, topic: str, payload: bytes, retain: bool, received_at: datetime) -> ValidationResult | None:
         """Validate one message; ``None`` for a message outside the subscription. Never raises."""
-        if not topics.matches(self.subscription, topic):
+        if not self._subscribed_to(topic):
             self.ignored += 1
             log.debug("ignoring %s: outside subscription %s", topic, self.subscription)
             return None
@@ -282,6 +297,29 @@ class Ingest:
             log.exception("validator failed on a message from %s", topic)
             return ValidationResult(dead=[DeadLetter("internal_error", f"{type(exc).__name__}: {exc}", topic,
                                                      payload, received_at)])
+
+    def _subscribed_to(self, topic: str) -> bool:
+        if self._sites is None:
+            return topics.matches(self.subscription, topic)
+        where = topics.parse_readings_topic(topic)
+        return where is not None and where[0] in self._sites
+
+    def set_sites(self, sites: Collection[str]) -> None:
+        """Subscribe to exactly these sites' readings (a partitioned ingest whose ``--sites`` changed).
+
+        Raises:
+            ValueError: this ingest subscribes to every site (or a shared group), not a partition.
+        """
+        if self._sites is None:
+            raise ValueError("this ingest subscribes to every site's readings; set_sites needs a partition")
+        new, old = frozenset(sites), self._sites
+        self._sites = new
+        self.subscription = f"{topics.ROOT}/<{len(new)} sites>/+/readings"
+        added, removed = sorted(new - old), sorted(old - new)
+        if added:
+            self._client.subscribe([(topics.readings(site, "+"), 1) for site in added])
+        if removed:
+            self._client.unsubscribe([topics.readings(site, "+") for site in removed])
 
     def _hold_reading(self) -> None:
         """Block paho's network thread while ``max_inflight`` messages are unacknowledged.

@@ -1,10 +1,12 @@
-"""Alert services over a county (issue 17): partitions together equal one service; a site added is watched.
+"""Services over a county (issue 17): partitions together equal one service; a site added is watched.
 
 On real Mosquitto with a simulated fleet of ten sites (storms qualifying at different times, a
 plume, basins filling; seed 7): one ``stormwatch alerts --sites DIR`` and two more with
 ``--partition 1/2`` and ``--partition 2/2`` (sharing one work-order book) run side by side. Every
 event the single service publishes is published exactly once more by the partitions -- the same
 JSON, work-order id included -- and nothing else; each partition's events are of its own sites.
+Two ``stormwatch ingest --partition K/2`` (subscribed to their own sites' topics alone, for brokers
+without shared subscriptions) store every reading exactly once between them.
 """
 
 from __future__ import annotations
@@ -103,3 +105,31 @@ def test_a_site_file_added_to_the_directory_is_watched_within_seconds(
         sim.kill()
         sim.wait()
         listener.close()
+
+
+def test_two_partitioned_ingests_store_every_reading_once(tmp_path: Path, mosquitto_server: servers.Mosquitto) -> None:
+    sites = tmp_path / "sites"
+    write_fleet_sites(sites, 6)
+    clock = tmp_path / "clock.json"
+    ingests = [service(["ingest", "--sites", str(sites), "--broker", mosquitto_server.url, "--partition", f"{k}/2",
+                        "--store", f"sqlite:///{tmp_path / f'part{k}.db'}", "--clock-file", str(clock),
+                        "--client-id", f"ingest-part{k}-{uuid.uuid4().hex[:6]}"], tmp_path / f"ingest{k}.log")
+               for k in (1, 2)]
+    sim = fleet(6, sites, mosquitto_server.url, SPEED, 1.0, clock, tmp_path / "fleet.log", "--start-delay-s", "6")
+    try:
+        published = summary(sim, 120)
+
+        def rows(k: int) -> list[tuple[str, str, int]]:
+            with sqlite3.connect(tmp_path / f"part{k}.db") as con:
+                return con.execute("SELECT site, gateway, seq FROM readings").fetchall()
+
+        wait_for(lambda: len(rows(1)) + len(rows(2)) >= published["readings"], 60, "every reading stored")
+    finally:
+        stop(*ingests)
+        if sim.poll() is None:
+            sim.kill()
+    first, second = rows(1), rows(2)
+    assert len(first) + len(second) == published["readings"] and not set(first) & set(second)
+    for k, stored in ((1, first), (2, second)):
+        assert stored and all(Partition(k, 2).owns(site) for site, _, _ in stored)
+        assert "subscribed to" in (tmp_path / f"ingest{k}.log").read_text()
