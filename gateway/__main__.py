@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clock-floor", help="no reading while the clock reads before this ISO date "
                                               "(default: the build date, for the wall clock)")
     parser.add_argument("--profiles", type=Path, help="device profile directory (with --site)")
+    parser.add_argument("--batch", action="store_true", help="one message per poll cycle (all its readings)")
     args = parser.parse_args(argv)
     setup_logging()
     try:
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
         floor = parse_floor(args.clock_floor) if args.clock_floor else None
         clock = service_clock(args.clock_file)
-        run_plan(plan, clock, args.broker, state_dir, until, floor)
+        run_plan(plan, clock, args.broker, state_dir, until, floor, args.batch)
     except (PlanError, ValueError) as exc:  # ConfigError, ProfileError, BrokerUrlError are ValueErrors
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -79,6 +79,9 @@ def gateway_command(
     ),
     profiles_dir: Path | None = typer.Option(None, "--profiles", metavar="DIR",
                                              help="A directory of your own device profiles, searched first."),
+    batch: bool = typer.Option(False, "--batch/--single",
+                               help="Publish one message per poll cycle holding all its readings (the contract's "
+                                    "batch form; for a county's broker, docs/scaling.md), or one per reading."),
     check: bool = typer.Option(False, "--check", help="Check the site file, its profiles and rule pack and the "
                                                       "broker URL, print what would be polled, and exit."),
     no_exec: bool = typer.Option(
@@ -141,7 +144,7 @@ def gateway_command(
     except (ValueError, OSError) as exc:
         fail(str(exc))
     if no_exec:
-        run_plan(plan, clock, broker, state_dir, until_dt, floor_dt)
+        run_plan(plan, clock, broker, state_dir, until_dt, floor_dt, batch)
         return
     argv = [sys.executable, "-m", "stormwatch.gateway", "--plan", str(plan_path), "--broker", broker,
             "--state-dir", str(state_dir)]
@@ -151,6 +154,8 @@ def gateway_command(
         argv += ["--until", until]
     if clock_floor is not None:
         argv += ["--clock-floor", clock_floor]
+    if batch:
+        argv.append("--batch")
     # glibc gives every thread its own malloc arena; the gateway's threads (one per link, paho's
     # loop, the outbox pump) are I/O-bound, so two arenas suffice and save ~0.5 MB of RSS.
     env = {"MALLOC_ARENA_MAX": "2", **os.environ, **child_log_env()}

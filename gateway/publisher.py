@@ -13,6 +13,12 @@
   drops are resent by paho on reconnect (same mid, DUP set) and their rows deleted on PUBACK.
 * ``on_publish`` runs in paho's thread holding paho's message lock, so it only queues the mid;
   the pump thread maps mids to outbox rows and deletes them in batches.
+* Message form (``batch``): one message per reading (the default), or one message per poll cycle
+  -- the readings of one event time, every device's, as ``{"readings": [...]}`` (the contract's
+  batch form, docs/asyncapi.yaml; identity per reading kept) -- after gathering the cycle's rows
+  for ``batch_gather_s``. A county's broker then carries one message per gateway a minute instead
+  of one per reading (docs/scaling.md). The outbox keeps a row per reading either way; a message's
+  PUBACK deletes all of its rows.
 
 Real-time waits here (rate, timeouts) are transport pacing, not event time.
 """
@@ -32,7 +38,7 @@ from paho.mqtt.enums import MQTTErrorCode
 
 from stormwatch import topics
 from stormwatch.clock import Clock
-from stormwatch.gateway.outbox import Outbox
+from stormwatch.gateway.outbox import Outbox, OutboxRow
 from stormwatch.mqtt import BrokerSettings
 from stormwatch.mqttsession import SessionClient, SessionOptions, Will
 from stormwatch.wire import format_time
@@ -44,6 +50,32 @@ def client_id(site: str, gateway: str) -> str:
     """The gateway's fixed MQTT client id, ``stormwatch-<site>-<gateway>`` (one per gateway: two
     processes with one id take the session from each other, :mod:`stormwatch.mqtttakeover`)."""
     return f"stormwatch-{site}-{gateway}"
+
+
+#: Most readings in one batched message (a poll cycle of a large site; ~115 KB, well under the
+#: brokers' 1 MB packet limit, stormwatch.app.servers).
+MAX_BATCH_READINGS = 500
+
+
+def messages(rows: list[OutboxRow], batch: bool) -> list[tuple[tuple[int, ...], bytes]]:
+    """The messages of outbox rows in replay order: ``(row ids, payload)`` each.
+
+    One per row; with ``batch``, one per run of rows of one event time (a poll cycle), at most
+    :data:`MAX_BATCH_READINGS` readings: ``{"readings":[<row payload>,...]}`` -- the bytes
+    :func:`stormwatch.wire.dump_payload` gives for those readings (each row holds one reading's JSON).
+    """
+    if not batch:
+        return [((r.id,), r.payload) for r in rows]
+    out: list[tuple[tuple[int, ...], bytes]] = []
+    run: list[OutboxRow] = []
+    for row in [*rows, None]:
+        if run and (row is None or row.event_time != run[0].event_time or len(run) == MAX_BATCH_READINGS):
+            payload = run[0].payload if len(run) == 1 else b'{"readings":[' + b",".join(r.payload for r in run) + b"]}"
+            out.append((tuple(r.id for r in run), payload))
+            run = []
+        if row is not None:
+            run.append(row)
+    return out
 
 
 class MqttPublisher:
@@ -59,6 +91,9 @@ class MqttPublisher:
         max_rate_per_s: new publishes per real second.
         reconnect_min_s, reconnect_max_s: reconnect backoff (real seconds, rounded to whole seconds).
         keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive, :mod:`stormwatch.mqttsession`).
+        batch: publish one message per poll cycle (see the module docstring).
+        batch_gather_s: real seconds to wait after new rows before publishing a batch (the devices
+            of one poll cycle are read by separate link threads).
     """
 
     def __init__(
@@ -74,6 +109,9 @@ class MqttPublisher:
         reconnect_min_s: float = 0.5,
         reconnect_max_s: float = 10.0,
         keepalive_s: int = 30,
+        *,
+        batch: bool = False,
+        batch_gather_s: float = 0.2,
     ) -> None:
         self.broker = broker
         self.site = site
@@ -87,7 +125,10 @@ class MqttPublisher:
         self.status_topic = topics.status(site, gateway)
         self.client_id = client_id(site, gateway)
         self._acks: queue.SimpleQueue[int] = queue.SimpleQueue()
-        self._inflight: dict[int, int] = {}  # mid -> outbox row id (pump thread only)
+        self._inflight: dict[int, tuple[int, ...]] = {}  # mid -> its outbox row ids (pump thread only)
+        self.batch = batch
+        self.batch_gather_s = batch_gather_s
+        self._rows_added = 0.0  # monotonic time of the last wake() for new rows
         self._connected = threading.Event()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -151,6 +192,7 @@ class MqttPublisher:
 
     def wake(self) -> None:
         """New rows are in the outbox."""
+        self._rows_added = time.monotonic()
         self._wake.set()
 
     def wait_drained(self, timeout_s: float, should_stop: Callable[[], bool] = lambda: False) -> bool:
@@ -194,9 +236,9 @@ class MqttPublisher:
                 mid = self._acks.get_nowait()
             except queue.Empty:
                 break
-            row = self._inflight.pop(mid, None)
-            if row is not None:
-                done.append(row)
+            rows = self._inflight.pop(mid, None)
+            if rows is not None:
+                done.extend(rows)
         if done:
             self.outbox.delete(done)
             self.acknowledged += len(done)
@@ -212,19 +254,24 @@ class MqttPublisher:
                 if not self._connected.is_set():
                     continue
                 room = self.window - len(self._inflight)
-                rows = self.outbox.pending(room, exclude=frozenset(self._inflight.values()))
-                for row in rows:
+                if self.batch:
+                    gather = self._rows_added + self.batch_gather_s - time.monotonic()
+                    if gather > 0 and self._stop.wait(gather):
+                        break
+                sending = frozenset(i for ids in self._inflight.values() for i in ids)
+                rows = self.outbox.pending(room * (MAX_BATCH_READINGS if self.batch else 1), exclude=sending)
+                for ids, payload in messages(rows, self.batch)[:room]:
                     if self._stop.is_set() or not self._connected.is_set():
                         break
                     now = time.monotonic()
                     if now < next_slot:
                         time.sleep(next_slot - now)
                     next_slot = max(now, next_slot) + interval
-                    info = self._client.publish(self.readings_topic, row.payload, qos=1)
+                    info = self._client.publish(self.readings_topic, payload, qos=1)
                     if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE:
                         break
                     # NO_CONN still queues the message inside paho (resent on reconnect).
-                    self._inflight[info.mid] = row.id
+                    self._inflight[info.mid] = ids
                     self.published += 1
                 if rows:
                     self._wake.set()

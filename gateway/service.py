@@ -99,7 +99,8 @@ class Gateway:
         drain_timeout_s: real seconds :meth:`run` waits at the end for outstanding PUBACKs.
         outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
             :mod:`stormwatch.gateway.outbox`).
-        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s: see :class:`MqttPublisher`.
+        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s, batch: see :class:`MqttPublisher`
+            (``batch``: one message per poll cycle instead of one per reading).
         clock_floor: no reading is polled or stamped while the clock reads before this date/time
             (:mod:`stormwatch.gateway.clockfloor`); default: the build date for the wall clock, none
             for a scenario clock.
@@ -153,6 +154,7 @@ class Gateway:
         reconnect_max_s: float = 10.0,
         clock_floor: date | datetime | None = None,
         keepalive_s: int = 30,
+        batch: bool = False,
     ) -> None:
         self.plan = plan
         self.clock = clock
@@ -188,7 +190,7 @@ class Gateway:
         self.publisher = MqttPublisher(
             broker, self.site, self.gateway_id, self.boot, self.outbox, clock,
             window=publish_window, max_rate_per_s=max_publish_rate_per_s, reconnect_max_s=reconnect_max_s,
-            keepalive_s=keepalive_s,
+            keepalive_s=keepalive_s, batch=batch,
         )
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()

@@ -10,7 +10,8 @@ Wire format (MQTT payload, UTF-8 JSON) on ``stormwatch/v1/<site>/<gateway>/readi
      "unit": "{tip}", "time": "2026-06-01T12:00:00Z", "gateway": "gw-1",
      "boot": "9f1c...", "seq": 42, "raw": 1420, "flags": []}
 
-or a batch of readings of one device: ``{"readings": [<reading>, ...]}``.
+or a batch of one gateway's readings -- a poll cycle, every device's (``stormwatch gateway --batch``),
+each with its own identity: ``{"readings": [<reading>, ...]}``.
 
 Quantities and their units (UCUM-style):
 
@@ -222,7 +223,7 @@ class Reading(BaseModel):
 
 
 class ReadingBatch(BaseModel):
-    """A message carrying several readings (of one device)."""
+    """A message carrying several readings of one gateway (a poll cycle; :mod:`stormwatch.gateway.publisher`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     readings: list[Reading] = Field(min_length=1)
