@@ -78,6 +78,10 @@ DEFAULT_LATE_HORIZON_S = 48 * 3600.0
 #: Event time of released readings the live service keeps in memory when it has a store (s): what
 #: ingest may not have stored yet; the store answers for the rest of a re-evaluation window.
 RECENT_WITH_STORE_S = 3600.0
+#: Snapshots are kept every ``snapshot_every_s`` for this long (event time, s), then thinned to
+#: one per :data:`SPARSE_SNAPSHOTS_S` (a county's memory; docs/scaling.md).
+DENSE_SNAPSHOTS_S = 6 * 3600.0
+SPARSE_SNAPSHOTS_S = 12 * 3600.0
 #: Event time between rule-state snapshots used for late re-evaluation (s).
 DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 
@@ -465,6 +469,19 @@ class Engine:
         self._snapshots.append(_Snapshot(t, self._copy_rules(self.rules)))
         self._next_snapshot = t - (t - datetime.min.replace(tzinfo=t.tzinfo)) % self.snapshot_every \
             + self.snapshot_every
+        self._thin(t)
+
+    def _thin(self, now: datetime) -> None:
+        """Keep every snapshot of the last :data:`DENSE_SNAPSHOTS_S`, older ones :data:`SPARSE_SNAPSHOTS_S`
+        apart: a late reading from then re-runs a few more hours (from the store and the readings kept),
+        and a site holds about ten snapshots instead of one an hour for the whole horizon."""
+        dense_from = now - timedelta(seconds=DENSE_SNAPSHOTS_S)
+        sparse = timedelta(seconds=SPARSE_SNAPSHOTS_S)
+        kept: list[_Snapshot] = []
+        for snap in self._snapshots:
+            if snap.time >= dense_from or not kept or snap.time - kept[-1].time >= sparse:
+                kept.append(snap)
+        self._snapshots = kept
 
     def _prune(self, w: datetime) -> None:
         horizon = w - self.late_horizon

@@ -63,8 +63,6 @@ from stormwatch.simulators.fleetsites import write_fleet_sites  # noqa: E402
 
 START = datetime(2026, 6, 1, 4, tzinfo=UTC)
 SPEED = 60.0
-#: The alert engine's allowed lateness on the fleet's clock (alerts.engine.lateness_for): max(120, 0.5 x speed) s.
-LATENESS_S = max(120.0, 0.5 * SPEED)
 POLL_S = 60.0
 STORM_KINDS = ("storm_started", "storm_qualified")
 BAR_P99_S = 2.0
@@ -196,8 +194,13 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
-def run(n: int, minutes: float, form: str, work: Path) -> dict[str, Any]:
-    """One measurement: ``n`` sites for ``minutes`` real minutes in message form ``form``."""
+def lateness_s(speed: float) -> float:
+    """The alert engine's allowed lateness on a fleet clock of ``speed`` (alerts.engine.lateness_for)."""
+    return max(120.0, 0.5 * speed)
+
+
+def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> dict[str, Any]:
+    """One measurement: ``n`` sites for ``minutes`` real minutes in message form ``form`` at ``speed``."""
     work.mkdir(parents=True, exist_ok=True)
     influx = servers.influxdb1(work / "influxdb")
     mosq = servers.mosquitto(work / "mosquitto")
@@ -221,11 +224,11 @@ def run(n: int, minutes: float, form: str, work: Path) -> dict[str, Any]:
             [*STORMWATCH, "alerts", *site_args, "--broker", mosq.url, "--store", store, "--clock-file",
              str(clock_file), "--state-dir", str(work / "alerts"), "--client-id", "bench-alerts"],
             stdout=logs["alerts"], stderr=subprocess.STDOUT)
-        hours = minutes * SPEED / 60.0
+        hours = minutes * speed / 60.0
         delay = 15.0 + n / 50.0  # ingest and alerts load their sites and subscribe before the first poll
         fleet = subprocess.Popen(
             [*STORMWATCH, "simulate", "--fleet", str(n), "--sites", str(work / "sites"), "--broker", mosq.url,
-             "--speed", str(SPEED), "--duration-h", f"{hours:.4f}", "--start", START.isoformat(), "--clock-file",
+             "--speed", str(speed), "--duration-h", f"{hours:.4f}", "--start", START.isoformat(), "--clock-file",
              str(clock_file), "--start-delay-s", f"{delay:.0f}", "--progress-every", "30",
              "--publish-log", str(work / "published.csv"), f"--{form}"],
             stdout=subprocess.PIPE, stderr=logs["fleet"])
@@ -239,7 +242,7 @@ def run(n: int, minutes: float, form: str, work: Path) -> dict[str, Any]:
                            "mosquitto": mosq.pid, "influxd": influx.pid})
         time.sleep(max(0.0, wall_start - time.time()))
         busy0, total0, load0 = *cpu_busy(), os.getloadavg()
-        log(f"{n} sites, {form} messages: running {minutes:g} real minutes ({hours:g} simulated hours at {SPEED:g}x)")
+        log(f"{n} sites, {form} messages: running {minutes:g} real minutes ({hours:g} simulated hours at {speed:g}x)")
         out, _ = fleet.communicate(timeout=minutes * 60 + delay + 600)
         if fleet.returncode != 0:
             raise RuntimeError(f"fleet exited with {fleet.returncode}: see {work / 'fleet.log'}")
@@ -275,7 +278,7 @@ def run(n: int, minutes: float, form: str, work: Path) -> dict[str, Any]:
             continue
         t = datetime.fromisoformat(e["event_time"].replace("Z", "+00:00")).timestamp()
         at_trigger = published_at(pubs, e["site"], t)
-        at_decided = published_at(pubs, e["site"], t + LATENESS_S)
+        at_decided = published_at(pubs, e["site"], t + lateness_s(speed))
         if at_trigger is not None:
             trigger.append(arrived - at_trigger)
         if at_decided is not None:
@@ -284,7 +287,7 @@ def run(n: int, minutes: float, form: str, work: Path) -> dict[str, Any]:
     machine_busy = (busy1 - busy0) / max(1, total1 - total0)
     first_publish = min((w for _, walls in pubs.values() for w in walls[:1]), default=wall_start)
     result = {
-        "sites": n, "form": form, "real_minutes": round((last_stored - first_publish) / 60, 2),
+        "sites": n, "form": form, "speed": speed, "real_minutes": round((last_stored - first_publish) / 60, 2),
         "messages": summary["messages"], "readings_published": published, "readings_stored": count,
         "readings_lost": published - count, "readings_per_s": round(count / max(1e-9, last_stored - first_publish), 1),
         "fleet_max_behind_s": summary["max_behind_s"],
@@ -316,6 +319,8 @@ def main() -> None:
     ap.add_argument("--search", default="1500,2000,3000,4000",
                     help="larger site counts to try after the main run, comma-separated ('' = none)")
     ap.add_argument("--search-minutes", type=float, default=2.0, help="real minutes of each search run")
+    ap.add_argument("--speed", type=float, default=SPEED,
+                    help="simulated seconds per real second (default 60: 1,000 sites = 6,000 readings/s)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, publish log)")
     args = ap.parse_args()
     log(f"machine: {describe()}; load average {os.getloadavg()}")
@@ -327,11 +332,11 @@ def main() -> None:
     try:
         forms = ["single", "batch"] if args.form == "both" else [args.form]
         for form in forms:
-            runs.append(run(args.sites, args.minutes, form, work / f"{args.sites}-{form}"))
+            runs.append(run(args.sites, args.minutes, form, work / f"{args.sites}-{form}", args.speed))
         best = min((r for r in runs), key=lambda r: (not r["holds_bar"], r["latency_decided_p99_s"] or 1e9))
         largest = args.sites if best["holds_bar"] else None
         for n in [int(x) for x in args.search.split(",") if x.strip()]:
-            r = run(n, args.search_minutes, best["form"], work / f"{n}-{best['form']}")
+            r = run(n, args.search_minutes, best["form"], work / f"{n}-{best['form']}", args.speed)
             runs.append(r)
             if not r["holds_bar"]:
                 break
@@ -343,7 +348,8 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     main_runs = [r for r in runs if r["sites"] == args.sites]
     log(f"largest N holding the bar: {largest}")
-    print(json.dumps({"benchmark": "fleet", "machine": machine(), "speed": SPEED, "lateness_s": LATENESS_S,
+    print(json.dumps({"benchmark": "fleet", "machine": machine(), "speed": args.speed,
+                      "lateness_s": lateness_s(args.speed),
                       "bar": {"readings_lost": 0, "latency_decided_p99_s": BAR_P99_S,
                               "alerts_rss_mb_per_1000_sites": BAR_ALERTS_RSS_MB},
                       "runs": runs, "main": main_runs, "largest_n_holding_bar": largest,
