@@ -8,6 +8,7 @@ an engine remembers are a handful of runs, not one entry per reading.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 from stormwatch.alerts.engine import Engine
@@ -80,3 +81,23 @@ def test_a_late_reading_gives_the_same_events_with_a_short_tail_and_the_store(tm
     assert [key(e) for e in tail] == [key(e) for e in everything]
     assert any(e.late_detection_s for e in tail)  # the late reading changed an event: it was re-evaluated
     store.close()
+
+
+def test_snapshots_are_hourly_for_six_hours_then_twelve_hours_apart(tmp_path: Path) -> None:
+    library = ProfileLibrary()
+    options = FleetOptions(sites_dir=tmp_path / "sites", n=2, broker=parse_broker_url("mqtt://unused:1"),
+                           start=T0, duration_h=48.0, seed=7)
+    gateway = build_gateways(options, library)[1]  # a dry site
+    cfg = load_site(tmp_path / "sites" / "fleet-0002.yaml", library)
+    engine = Engine.for_site(cfg, library, None, 120.0, reevaluate_late=True)
+    for minute in range(48 * 60):
+        for _t, _n, payload in messages_of(gateway.poll(T0 + timedelta(minutes=minute)), "single"):
+            for r in parse_readings(payload):
+                engine.feed(r)
+    times = [s.time for s in engine._snapshots]
+    newest = times[-1]
+    dense = [t for t in times if t >= newest - timedelta(hours=6)]
+    sparse = [t for t in times if t < newest - timedelta(hours=6)]
+    assert len(dense) == 7 and all(b - a == timedelta(hours=1) for a, b in pairwise(dense))
+    assert all(b - a >= timedelta(hours=12) for a, b in pairwise(sparse))
+    assert times[0] <= newest - timedelta(hours=47) and len(times) <= 12  # the horizon still covered
