@@ -117,14 +117,19 @@ class Evaluation:
         """One line per storm still open at the end (``where``: "the window", "the file"), site-local times."""
         return [f"storm in progress at the end of {where}: {self.depth(s.tips)} since {local_time(s.start, tz)}, "
                 f"last tip {local_time(s.last_tip, tz)}; "
-                + ("it qualifies: an inspection is due once it ends" if s.qualified
+                + (("it qualified: its inspection was asked for when it did" if s.inspection_asked
+                    else "it qualifies: an inspection is due once it ends") if s.qualified
                    else "below the inspection threshold so far")
                 for s in self.in_progress]
 
     @property
     def qualifying_storms(self) -> list[Event]:
-        """``storm_inspection_due`` events (one per qualifying storm that ended)."""
-        return [e for e in self.events if e.kind == "storm_inspection_due"]
+        """``storm_inspection_due`` events of the qualifying storms that ended (a pack that asks for the
+        inspection at the threshold crossing, ``order_opens: threshold``, has one for a storm still in
+        progress too: not counted here)."""
+        going_on = {s.start for s in self.in_progress}
+        return [e for e in self.events if e.kind == "storm_inspection_due"
+                and getattr(e.details, "storm_start", None) not in going_on]
 
     def summary(self) -> str:
         """One sentence on rain in the window; never "no storm" across a data gap."""

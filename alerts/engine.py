@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from stormwatch.alerts.packs import RulePack, load_pack
+from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules import Rule
 from stormwatch.alerts.rules.registry import BuildError, Role, RuleContext, rule_kinds
 from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
@@ -223,7 +223,7 @@ class Engine:
             stormwatch.alerts.packs.PackError: pack missing/invalid or a bad override.
             EngineError: see the class.
         """
-        return cls(cfg, profiles, load_pack(cfg.site.jurisdiction, cfg.rules), workorders, lateness_s, **options)
+        return cls(cfg, profiles, load_site_pack(cfg), workorders, lateness_s, **options)
 
     def _build(self, profiles: ProfileLibrary) -> None:
         """One rule state per pack rule, each from its kind's factory (the registry)."""
@@ -233,6 +233,9 @@ class Engine:
             kind = registry.rule_kind(params.kind)
             if kind.build is None:
                 continue  # applied elsewhere (the report rule: by the work-order book)
+            if not params.enabled:
+                log.info("%s: %s (%s) is switched off for this site (enabled: false)", site, rule_id, kind.kind)
+                continue
             for role in kind.roles:
                 problem = self._role_problem(role, profiles)
                 if problem is not None:
@@ -242,7 +245,9 @@ class Engine:
                 state = kind.build(ctx)
             except BuildError as exc:
                 raise EngineError(f"{site}: {exc}") from exc
-            if state is not None:
+            if isinstance(state, Sequence):
+                self.rules.extend(state)  # one per discharge point or basin
+            elif state is not None:
                 self.rules.append(state)
         self._install(self.rules)
         log.info("%s: pack %s, rules %s", site, pack.name, ", ".join(r.rule_id for r in self.rules) or "none")
@@ -561,7 +566,19 @@ class Engine:
 
     # -- work orders -------------------------------------------------------------------------
 
+    def _stamp(self, event: Event) -> Event:
+        """The event with its rule's parameters that the permit text in hand does not confirm (the
+        pack's ``verified: false``), in ``unverified`` and said in its message."""
+        params = self.pack.rules.get(event.rule)
+        if params is None or not params.unverified or event.unverified is not None:
+            return event
+        shown = params.unverified_values()
+        return event.model_copy(update={
+            "unverified": shown,
+            "message": f"{event.message} [not confirmed by the permit text in hand: {', '.join(shown)}]"})
+
     def _with_order(self, event: Event) -> Event:
+        event = self._stamp(event)
         wo = self.workorders
         if wo is None:
             return event
@@ -574,3 +591,4 @@ class Engine:
             return event.model_copy(update={"work_order": order.id})
         existing = wo.find(event.site, event.rule, event.occurrence)
         return event.model_copy(update={"work_order": existing.id}) if existing else event
+

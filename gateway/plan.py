@@ -396,7 +396,8 @@ TWINS: dict[type, tuple[str, frozenset[str], dict[str, str]]] = {
     SerialLink: ("stormwatch.config.Serial", frozenset(), {}),
     DevicePlan: ("stormwatch.config.Device", frozenset(), {}),
     GatewayPlan: ("stormwatch.config.SiteConfig",
-                  frozenset({"basin", "rain_gauge", "rules", "turbidity_pair", "site", "notify", "roles"}),
+                  frozenset({"basin", "basins", "rain_gauge", "rules", "options", "turbidity_pair",
+                             "discharge_points", "site", "notify", "roles"}),
                   {"site": "SiteConfig.site.id", "profiles": "the device profiles, compiled",
                    "version": "PLAN_VERSION"}),
 }

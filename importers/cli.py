@@ -200,7 +200,12 @@ def replay_command(
     tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
     skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
     jurisdiction: str = typer.Option("ch133", "--jurisdiction", metavar="PACK",
-                                     help="The village code's rule pack (ch133, ch196, ...; `stormwatch packs list`)."),
+                                     help="The village code's or permit's rule pack (ch133, ch196, epa-cgp-2022, ...; "
+                                          "`stormwatch packs list`)."),
+    pack_option: list[str] = typer.Option([], "--option", metavar="NAME=CHOICE",
+                                          help="A choice among the pack's options, as a site file's 'options:' "
+                                               "(e.g. inspection_frequency=14-day-and-storm under epa-cgp-2022); "
+                                               "repeatable. Default: the pack's default (said on stderr)."),
     dry_gap_hours: float | None = typer.Option(None, "--dry-gap-hours", min=0.01, metavar="HOURS",
                                                help="Dry hours that end a storm (default: the pack's, 6)."),
     silence: str = typer.Option("dry", "--silence", metavar="dry|gap",
@@ -228,9 +233,15 @@ def replay_command(
             raise OptionsError(f"--silence {silence!r}: expected dry or gap")
         options = build_options(fmt, delimiter, time_column, time_format, tz, value_column, tip_mm, tip_in,
                                 tips_column, tips_per_row, skip_rows, gap_value, counter_bits, select)
+        chosen: dict[str, str] = {}
+        for item in pack_option:
+            name, eq, choice = item.partition("=")
+            if not eq or not name.strip() or not choice.strip():
+                raise OptionsError(f"--option {item!r}: expected NAME=CHOICE (e.g. inspection_frequency=7-day)")
+            chosen[name.strip()] = choice.strip()
         with _progress(file) as progress:
             result = replay_file(file, options, WallClock(), jurisdiction=jurisdiction, dry_gap_hours=dry_gap_hours,
-                                 silence=silence, progress=progress)  # type: ignore[arg-type]
+                                 silence=silence, progress=progress, pack_options=chosen)  # type: ignore[arg-type]
     except (OptionsError, ImportFailed, ReplayError, PackError, EngineError) as exc:
         fail(str(exc))
     events = result.events if all_events else result.triggered()
@@ -238,7 +249,10 @@ def replay_command(
     for e in events:
         typer.echo(json.dumps(e.to_wire(), ensure_ascii=False) if as_json else describe_event(e, tz_info))
     depth = result.evaluation.depth
-    notes = result.evaluation.in_progress_lines(tz_info, "the file")
+    notes = [f"pack {jurisdiction}: options.{name} = {choice}"
+             + ("" if name in chosen else f" (the pack's default; --option {name}=CHOICE to choose)")
+             for name, choice in result.site.options.items()]
+    notes += result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
     notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rejected} rows rejected; "
                  f"{result.evaluation.summary()}")

@@ -41,7 +41,7 @@ from typing import Literal
 import yaml
 
 from stormwatch.alerts.backfill import Evaluation, evaluate
-from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.packs import load_pack, load_site_pack
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import TIP_UNIT, Event, Reading
@@ -110,9 +110,21 @@ def _write_gauge_profile(directory: Path, base: ProfileLibrary, options: ImportO
     (directory / f"{REPLAY_PROFILE}.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
+def pack_choices(jurisdiction: str, given: dict[str, str] | None = None) -> dict[str, str]:
+    """Every option of the pack with the choice ``given`` names, else the pack's default (a replay
+    chooses for the user, saying so: :func:`replay_file` logs the defaults it took).
+
+    Raises:
+        stormwatch.alerts.packs.PackError: unknown jurisdiction, option or choice.
+    """
+    pack = load_pack(jurisdiction, options=given or {}, source="--option")
+    return {name: (given or {}).get(name, option.default) for name, option in pack.options.items()}
+
+
 def replay_site(profiles: ProfileLibrary, jurisdiction: str, tz: str, dry_gap_hours: float | None,
-                poll_interval_s: float) -> SiteConfig:
-    """The synthetic single-gauge site (``profiles`` must hold :data:`REPLAY_PROFILE`).
+                poll_interval_s: float, options: dict[str, str] | None = None) -> SiteConfig:
+    """The synthetic single-gauge site (``profiles`` must hold :data:`REPLAY_PROFILE`); ``options``:
+    its choices among the pack's options (:func:`pack_choices`).
 
     Raises:
         stormwatch.alerts.packs.PackError: unknown jurisdiction.
@@ -120,7 +132,7 @@ def replay_site(profiles: ProfileLibrary, jurisdiction: str, tz: str, dry_gap_ho
     """
     rules: dict[str, dict[str, float]] = {}
     if dry_gap_hours is not None:
-        storm = load_pack(jurisdiction).storm()
+        storm = load_pack(jurisdiction, options=options).storm()
         if storm is None:
             raise ReplayError(f"jurisdiction {jurisdiction!r} has no storm rule: --dry-gap-hours has nothing to set")
         rules[storm[0]] = {"dry_gap_hours": dry_gap_hours}
@@ -131,6 +143,7 @@ def replay_site(profiles: ProfileLibrary, jurisdiction: str, tz: str, dry_gap_ho
                      "transport": {"kind": "serial", "port": "replay"}}],
         "rain_gauge": REPLAY_DEVICE,
         "rules": rules,
+        "options": options or {},
     }, "replay site", profiles)
 
 
@@ -158,7 +171,8 @@ def dry_polls(readings: Sequence[Reading], every: timedelta, boot: str = DRY_BOO
 
 def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdiction: str = "ch133",
                 dry_gap_hours: float | None = None, silence: Silence = "dry",
-                profiles: ProfileLibrary | None = None, progress: Progress | None = None) -> ReplayResult:
+                profiles: ProfileLibrary | None = None, progress: Progress | None = None,
+                pack_options: dict[str, str] | None = None) -> ReplayResult:
     """Replay a rain file through the rules of ``jurisdiction``.
 
     Args:
@@ -170,6 +184,8 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
         silence: ``dry`` or ``gap`` (module docstring).
         profiles: where the base gauge profile is read (default: ``device_profiles/``).
         progress: ``progress(done_rows, total_rows)`` while the file is read.
+        pack_options: choices among the pack's options (``--option``); the others take the pack's
+            default (logged).
 
     Raises:
         ReplayError: not a rain file, a pack without a storm rule, or no readings in the file.
@@ -179,14 +195,20 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
     if options.tips is None:
         raise ReplayError("replay runs the storm rule (R1) over a rain file: give --tip-mm MM or --tip-in IN "
                           "(a single turbidity probe has no background for R2, a level sensor no basin for R3)")
-    if load_pack(jurisdiction).storm() is None:
-        raise ReplayError(f"pack {jurisdiction} has no storm-inspection rule (R1); nothing to replay")
+    chosen = pack_choices(jurisdiction, pack_options)
+    for name, choice in chosen.items():
+        if name not in (pack_options or {}):
+            log.info("replay: pack %s options.%s = %s (the pack's default; --option %s=CHOICE to choose)",
+                     jurisdiction, name, choice, name)
+    if load_pack(jurisdiction, options=chosen).storm() is None:
+        with_options = " with " + ", ".join(f"{k}={v}" for k, v in chosen.items()) if chosen else ""
+        raise ReplayError(f"pack {jurisdiction} has no storm-inspection rule (R1){with_options}; nothing to replay")
     base = profiles or ProfileLibrary()
     with tempfile.TemporaryDirectory(prefix="stormwatch-replay-") as tmp:
         work = Path(tmp)
         _write_gauge_profile(work, base, options)
         lib = ProfileLibrary(work)
-        cfg = replay_site(lib, jurisdiction, options.tz, dry_gap_hours, 60.0)
+        cfg = replay_site(lib, jurisdiction, options.tz, dry_gap_hours, 60.0, chosen)
         store = open_store(f"sqlite:///{work / 'replay.db'}", clock)
         try:
             summary = import_file(path, cfg, REPLAY_DEVICE, lib, store, options, clock, progress)
@@ -196,14 +218,14 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
                 why = (f": {rejected} of {summary.rows_read} rows rejected ({counts(summary.rejected_rows)}); "
                        f"first: {summary.rejects[0].detail}" if summary.rejects else "")
                 raise ReplayError(f"{path}: no rain readings to replay{why}")
-            gap = timedelta(hours=load_pack(jurisdiction, cfg.rules).storm()[1].dry_gap_hours)  # type: ignore[index]
+            gap = timedelta(hours=load_site_pack(cfg).storm()[1].dry_gap_hours)  # type: ignore[index]
             if silence == "dry":
                 every = dry_poll_interval(gap)
                 store.write_readings(dry_polls(readings, every))
             else:
                 spacing = [(b.time - a.time).total_seconds() for a, b in itertools.pairwise(readings)]
                 every = timedelta(seconds=max(1.0, statistics.median(spacing) if spacing else 60.0))
-            cfg = replay_site(lib, jurisdiction, options.tz, dry_gap_hours, every.total_seconds())
+            cfg = replay_site(lib, jurisdiction, options.tz, dry_gap_hours, every.total_seconds(), chosen)
             evaluation = evaluate(cfg, lib, store, readings[0].time, readings[-1].time + _TICK)
         finally:
             store.close()

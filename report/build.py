@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate
-from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.packs import load_site_pack
 from stormwatch.alerts.rules.basin import BasinDetails
 from stormwatch.alerts.rules.storm import GapDetails, StormDetails
 from stormwatch.alerts.rules.turbidity import TurbidityDetails
@@ -228,7 +228,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     """
     if end <= start:
         raise ValueError(f"the period must end after it starts ({format_time(start)} .. {format_time(end)})")
-    pack = load_pack(cfg.site.jurisdiction, cfg.rules)
+    pack = load_site_pack(cfg)
     storm_rule = pack.storm()
     dry_gap = timedelta(hours=storm_rule[1].dry_gap_hours) if storm_rule else timedelta(0)
     collector = Collector()

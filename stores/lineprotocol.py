@@ -250,7 +250,8 @@ def event_point(event: Event) -> Point:
 
     Tags ``site``, ``kind``, ``rule``; fields ``citation``, ``occurrence``, ``work_order``,
     ``due_at`` (RFC 3339), ``message``, ``title``, ``text``, ``wire`` (the JSON event), the kind's
-    details (times, integers such as ``tips``, floats such as ``depth_in``) and ``late_detection_s``;
+    details (times, integers such as ``tips``, floats such as ``depth_in``), ``unverified`` (the rule's
+    parameters the permit text does not confirm, ``name=value`` joined by ``, ``) and ``late_detection_s``;
     time = ``event_time``. The same event written twice is the same point.
     """
     fields: dict[str, FieldValue] = {
@@ -266,6 +267,8 @@ def event_point(event: Event) -> Point:
     if event.due_at is not None:
         fields["due_at"] = format_time(event.due_at)
     fields.update(_detail_fields(event))
+    if event.unverified:
+        fields["unverified"] = ", ".join(event.unverified)
     if event.late_detection_s is not None:
         fields["late_detection_s"] = Float(event.late_detection_s)
     return Point(EVENTS, {"site": event.site, "kind": event.kind, "rule": event.rule}, fields,

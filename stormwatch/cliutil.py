@@ -220,13 +220,13 @@ def load_site_file(path: Path, profiles: ProfileLibrary | None = None) -> SiteCo
         stormwatch.config.ConfigError: an invalid site file.
         stormwatch.alerts.packs.PackError: an unknown pack, or an override naming an unknown rule or parameter.
     """
-    from stormwatch.alerts.packs import PackError, load_pack
+    from stormwatch.alerts.packs import PackError, load_site_pack
     from stormwatch.config import load_site
     from stormwatch.profiles import ProfileLibrary
 
     cfg = load_site(path, profiles or ProfileLibrary())
     try:
-        load_pack(cfg.site.jurisdiction, cfg.rules, source=str(path))
+        load_site_pack(cfg, source=str(path))
     except PackError as exc:
         if str(exc).startswith("no rule pack"):  # name the site file and its key, not only the pack directory
             raise PackError(f"{path}: site.jurisdiction: {exc}") from None

@@ -79,10 +79,52 @@ class Device(_Strict):
 
 
 class TurbidityPair(_Strict):
-    """Background (upstream) and compliance (downstream) probes (rules.md R2)."""
+    """Background (upstream) and compliance (downstream) probes (rules.md R2).
+
+    The single discharge point of a site file written before ``discharge_points`` (its events name
+    no point: :data:`LEGACY_POINT`)."""
 
     upstream: str
     downstream: str
+
+
+class DischargePoint(_Strict):
+    """A point where the site's stormwater leaves it (an outfall) and what watches it (issue 16).
+
+    Either an upstream/downstream pair (background and compliance probe, rules.md R2) or a single
+    compliance probe (``downstream`` alone: rules that need no background, e.g. numeric action
+    levels). Manual field samples taken there are recorded against the point's ``id``
+    (``stormwatch sample``). Each point has its own events and work orders.
+
+    Attributes:
+        id: the point's id (the id grammar; unique among the site's points, basins and devices).
+        name: how people call it ("Outfall 1, to Mill Creek").
+        upstream: background turbidity probe (optional).
+        downstream: compliance turbidity probe at the discharge (optional for a point sampled by hand).
+        ph_probe: a pH probe in the discharge (optional).
+    """
+
+    id: Identifier
+    name: str = ""
+    upstream: str | None = None
+    downstream: str | None = None
+    ph_probe: str | None = None
+
+    @model_validator(mode="after")
+    def _background_needs_compliance(self) -> DischargePoint:
+        if self.upstream is not None and self.downstream is None:
+            raise ValueError("an upstream (background) probe needs a downstream (compliance) probe to compare")
+        return self
+
+    @property
+    def label(self) -> str:
+        """``name (id)`` or the id."""
+        return f"{self.name} ({self.id})" if self.name else self.id
+
+
+#: Id of the discharge point a site file's ``turbidity_pair`` stands for (events of it name no point,
+#: exactly as before discharge points existed).
+LEGACY_POINT = "turbidity_pair"
 
 
 class BasinGeometry(_Strict):
@@ -196,9 +238,16 @@ class SiteConfig(_Strict):
         gateway_id: the site's gateway id (the same grammar).
         devices: the devices polled by the gateway.
         rain_gauge: id of the rain gauge device.
-        turbidity_pair: optional upstream/downstream probes.
+        turbidity_pair: optional upstream/downstream probes (a site with one discharge point).
+        discharge_points: the site's discharge points (outfalls), each with its own probes, events and
+            work orders (issue 16); ``turbidity_pair`` is the one point of older site files.
         basin: optional sediment basin.
+        basins: several sediment basins/traps, each with its own events and work orders; ``basin``
+            is the one basin of older site files.
+        roles: devices of rule roles that have no key of their own (``roles: {ph_probe: ph-1}``).
         rules: per-site overrides of rule-pack parameters (rule id → parameter → value).
+        options: the site's choices among its pack's options (option → choice; docs/rules.md), e.g.
+            ``{inspection_frequency: 14-day-and-storm}`` under the EPA CGP.
         notify: who is e-mailed about the site's work orders.
     """
 
@@ -207,9 +256,12 @@ class SiteConfig(_Strict):
     devices: tuple[Device, ...] = Field(min_length=1)
     rain_gauge: str | None = None
     turbidity_pair: TurbidityPair | None = None
+    discharge_points: tuple[DischargePoint, ...] = ()
     basin: Basin | None = None
+    basins: tuple[Basin, ...] = ()
     roles: dict[str, str] = Field(default_factory=dict)
     rules: dict[str, dict[str, float | int | str | bool]] = Field(default_factory=dict)
+    options: dict[str, str] = Field(default_factory=dict)
     notify: Notify = Field(default_factory=Notify)
 
     @model_validator(mode="after")
@@ -223,8 +275,28 @@ class SiteConfig(_Strict):
         if self.turbidity_pair:
             refs["turbidity_pair.upstream"] = self.turbidity_pair.upstream
             refs["turbidity_pair.downstream"] = self.turbidity_pair.downstream
+        points = [p.id for p in self.discharge_points]
+        for i, point in enumerate(self.discharge_points):
+            for role in ("upstream", "downstream", "ph_probe"):
+                refs[f"discharge_points.{i}.{role}"] = getattr(point, role)
         if self.basin:
             refs["basin.device"] = self.basin.device
+        basins = [b.id for b in self.basins]
+        for i, b in enumerate(self.basins):
+            refs[f"basins.{i}.device"] = b.device
+        if self.basin is not None and self.basins:
+            raise ValueError("give the site's basins as 'basins' (a list) or its one 'basin', not both")
+        if self.turbidity_pair is not None and self.discharge_points:
+            raise ValueError("give the site's discharge points as 'discharge_points' (a list) or its one "
+                             "'turbidity_pair', not both")
+        names = points + basins
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"discharge point and basin ids must be unique: {twice} given twice")
+        clash = sorted(set(points) & known)
+        if clash:
+            raise ValueError(f"discharge point ids {clash} are also device ids: a manual sample's point must "
+                             "not be mistaken for a device")
         for role, device in self.roles.items():
             if role in _FIELD_ROLES:
                 raise ValueError(f"roles.{role}: give it as '{_FIELD_ROLES[role]}' (the site file's own key)")
@@ -233,6 +305,32 @@ class SiteConfig(_Strict):
             if ref is not None and ref not in known:
                 raise ValueError(f"{key}: no device {ref!r} (devices: {sorted(known)})")
         return self
+
+    @property
+    def points(self) -> tuple[DischargePoint, ...]:
+        """Every discharge point: ``discharge_points``, or the one point of ``turbidity_pair``
+        (id :data:`LEGACY_POINT`)."""
+        if self.turbidity_pair is not None:
+            pair = self.turbidity_pair
+            return (DischargePoint(id=LEGACY_POINT, upstream=pair.upstream, downstream=pair.downstream,
+                                   ph_probe=self.roles.get("ph_probe")),)
+        return self.discharge_points
+
+    @property
+    def all_basins(self) -> tuple[Basin, ...]:
+        """Every basin/trap: ``basins``, or the one ``basin``."""
+        return (self.basin,) if self.basin is not None else self.basins
+
+    def point(self, point_id: str) -> DischargePoint:
+        """The discharge point ``point_id``.
+
+        Raises:
+            KeyError: no such point.
+        """
+        for p in self.points:
+            if p.id == point_id:
+                return p
+        raise KeyError(point_id)
 
     def device_for_role(self, role: str) -> str | None:
         """The device id of a rule role: ``rain_gauge``, ``turbidity_upstream``,
@@ -305,35 +403,43 @@ def role_problems(cfg: SiteConfig, profiles: dict[str, DeviceProfile]) -> list[s
     """What is wrong with the roles the site gives its devices, given their profiles.
 
     * the rain gauge must count tips (a ``counter`` section);
-    * both turbidity probes must report ``turbidity`` in the same unit (NTU and FNU are not
-      comparable -- sensors.md, "Turbidity probes");
-    * the basin device must say how its value becomes a height (a ``level`` section), and a
+    * both turbidity probes of a discharge point must report ``turbidity`` in the same unit (NTU and
+      FNU are not comparable -- sensors.md, "Turbidity probes"); a point's pH probe must report ``ph``;
+    * each basin device must say how its value becomes a height (a ``level`` section), and a
       distance-down sensor needs ``sensor_mount_height_ft``.
     """
     out: list[str] = []
     if cfg.rain_gauge is not None and profiles[cfg.rain_gauge].counter is None:
         out.append(f"rain_gauge: device {cfg.rain_gauge!r} ({profiles[cfg.rain_gauge].model}) does not count tips")
-    if cfg.turbidity_pair is not None:
+    legacy = cfg.turbidity_pair is not None
+    for i, point in enumerate(cfg.points):
+        where = "turbidity_pair" if legacy else f"discharge_points.{i}"
         units = {}
         for role in ("upstream", "downstream"):
-            dev = getattr(cfg.turbidity_pair, role)
+            dev = getattr(point, role)
+            if dev is None:
+                continue
             unit = profiles[dev].quantities().get("turbidity")
             if unit is None:
-                out.append(f"turbidity_pair.{role}: device {dev!r} ({profiles[dev].model}) does not report turbidity")
+                out.append(f"{where}.{role}: device {dev!r} ({profiles[dev].model}) does not report turbidity")
             units[role] = unit
-        if None not in units.values() and units["upstream"] != units["downstream"]:
+        if len(units) == 2 and None not in units.values() and units["upstream"] != units["downstream"]:
             out.append(
-                f"turbidity_pair: upstream reports {units['upstream']} but downstream {units['downstream']}; "
+                f"{where}: upstream reports {units['upstream']} but downstream {units['downstream']}; "
                 "compare like with like (same unit, ideally the same probe model)"
             )
-    if cfg.basin is not None:
-        level = profiles[cfg.basin.device].level
+        if not legacy and point.ph_probe is not None and "ph" not in profiles[point.ph_probe].quantities():
+            out.append(f"{where}.ph_probe: device {point.ph_probe!r} ({profiles[point.ph_probe].model}) "
+                       "does not report ph")
+    for i, basin in enumerate(cfg.all_basins):
+        where = "basin" if cfg.basin is not None else f"basins.{i}"
+        level = profiles[basin.device].level
         if level is None:
             out.append(
-                f"basin.device: device {cfg.basin.device!r} ({profiles[cfg.basin.device].model}) is not a level sensor"
+                f"{where}.device: device {basin.device!r} ({profiles[basin.device].model}) is not a level sensor"
             )
-        elif level.kind == "distance_down" and cfg.basin.sensor_mount_height_ft is None:
-            out.append("basin.sensor_mount_height_ft: required for a distance-down (ultrasonic/lidar) sensor")
+        elif level.kind == "distance_down" and basin.sensor_mount_height_ft is None:
+            out.append(f"{where}.sensor_mount_height_ft: required for a distance-down (ultrasonic/lidar) sensor")
     return out
 
 

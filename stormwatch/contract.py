@@ -417,7 +417,7 @@ EVENT_KINDS = EventCatalog()
 
 #: Fields every event has; every other wire field belongs to its kind's details.
 _HEAD = ("kind", "site", "event_time", "rule", "citation", "occurrence", "work_order", "due_at", "message")
-_TAIL = ("late_detection_s", "evidence")
+_TAIL = ("unverified", "late_detection_s", "evidence")
 _COMMON = frozenset(_HEAD + _TAIL)
 
 
@@ -443,6 +443,8 @@ class Event(BaseModel):
         due_at: deadline (UTC) where the law sets one.
         message: one human sentence for the timeline.
         details: the kind's own facts (a storm's tips and depth, a window's medians, ...).
+        unverified: the rule's parameters (``name=value``) that the permit text in hand does not
+            confirm (its pack marks them ``verified: false``; docs/rules.md); absent when all are.
         late_detection_s: set when the event was found late (seconds after event_time + lateness).
         evidence: the readings (or window medians) that triggered it.
 
@@ -462,6 +464,7 @@ class Event(BaseModel):
     due_at: UtcDatetime | None = None
     message: str = ""
     details: SerializeAsAny[EventDetails] = Field(default_factory=NoDetails)
+    unverified: list[str] | None = None
     late_detection_s: float | None = None
     evidence: list[dict[str, Any]] = Field(default_factory=list)
 

@@ -59,4 +59,5 @@ def describe_event(e: Event, tz: ZoneInfo) -> str:
     facts = e.details.summary(tz) or (str(e.evidence[-1].get("reason", "")) if e.evidence else "")
     due = f"  due {local_time(e.due_at, tz)}" if e.due_at else ""
     wo = f"  {e.work_order}" if e.work_order else ""
-    return f"{local_time(e.event_time, tz):>26}  {e.kind:<26} {facts}{due}  [{e.citation}]{wo}"
+    unverified = f"  (not confirmed by the permit text: {', '.join(e.unverified)})" if e.unverified else ""
+    return f"{local_time(e.event_time, tz):>26}  {e.kind:<26} {facts}{due}  [{e.citation}]{wo}{unverified}"

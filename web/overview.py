@@ -25,7 +25,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.geometry import lost_capacity, stage_storage_of
-from stormwatch.alerts.packs import RulePack, load_pack
+from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules.basin import BasinRule, BasinRuleState
 from stormwatch.alerts.rules.criteria import Criterion, criterion_named
 from stormwatch.alerts.rules.storm import StormDetails, StormRule
@@ -118,7 +118,7 @@ def site_model(cfg: SiteConfig, profiles: ProfileLibrary, source: str) -> SiteMo
         SiteSetupError: the pack cannot be loaded or a device's profile lacks what its role needs.
     """
     try:
-        pack = load_pack(cfg.site.jurisdiction, cfg.rules, source=source)
+        pack = load_site_pack(cfg, source=source)
     except ValueError as exc:
         raise SiteSetupError(str(exc)) from exc
     resolution = None

@@ -83,19 +83,22 @@ class BasinRuleState:
         basin: the site's basin (device, mount height).
         level: the level device profile's ``level`` spec.
         storage: the basin's stage–storage relation.
+        named: name the basin in every event's details (a site with ``basins``; a site file's one
+            ``basin`` names it in messages and occurrences only, as before).
 
     Raises:
         ValueError: a ``distance_down`` sensor without ``basin.sensor_mount_height_ft``.
     """
 
     def __init__(self, site: str, rule_id: str, params: BasinRule, basin: Basin, level: LevelSpec,
-                 storage: StageStorage) -> None:
+                 storage: StageStorage, named: bool = False) -> None:
         if level.kind == "distance_down" and basin.sensor_mount_height_ft is None:
             raise ValueError(f"basin {basin.id}: a distance_down sensor needs basin.sensor_mount_height_ft")
         self.site = site
         self.rule_id = rule_id
         self.params = params
         self.basin = basin
+        self.named = named
         self.level = level
         self.storage = storage
         self.settle = timedelta(minutes=params.settle_minutes)
@@ -171,7 +174,8 @@ class BasinRuleState:
         assert self._cycle_start is not None
         return Event(kind=kind, site=self.site, event_time=t, rule=self.rule_id, citation=self.params.citation,
                      occurrence=f"basin:{self.basin.id}:{format_time(self._cycle_start)}", message=message,
-                     details=BasinDetails(lost_capacity=lost, sediment_depth_ft=depth),
+                     details=BasinDetails(lost_capacity=lost, sediment_depth_ft=depth,
+                                          basin=self.basin.id if self.named else None),
                      evidence=[{"time": format_time(x), "sediment_depth_ft": d} for x, d in self._recent], **extra)
 
     def _step(self, t: datetime, depth: float, lost: float) -> list[Event]:
@@ -208,28 +212,33 @@ class BasinDetails(EventDetails):
 
     lost_capacity: float | None = Field(default=None, ge=0)
     sediment_depth_ft: float | None = None
+    basin: str | None = None
 
     def summary(self, tz: ZoneInfo) -> str:
         if self.lost_capacity is None:
-            return ""
+            return self.basin or ""
         text = f"{self.lost_capacity * 100:.1f} % of design storage lost"
+        if self.basin:
+            text = f"{self.basin}: {text}"
         return text if self.sediment_depth_ft is None else f"{text} (sediment {self.sediment_depth_ft:.2f} ft)"
 
 
-def build(ctx: RuleContext) -> BasinRuleState | None:
-    """R3 on the site's basin and its level device (the profile's ``level`` section)."""
-    basin = ctx.cfg.basin
-    if basin is None:
-        return None
+def build(ctx: RuleContext) -> list[BasinRuleState]:
+    """R3 on each of the site's basins and its level device (the profile's ``level`` section)."""
     assert isinstance(ctx.params, BasinRule)
-    profile = ctx.profile(basin.device)
-    if profile.level is None:
-        raise BuildError(f"basin device {basin.device!r} profile {profile.model!r} has no "
-                         "'level' section (how its value becomes a height)")
-    try:
-        return BasinRuleState(ctx.site, ctx.rule_id, ctx.params, basin, profile.level, stage_storage_of(basin))
-    except ValueError as exc:
-        raise BuildError(str(exc)) from exc
+    named = ctx.cfg.basin is None
+    states = []
+    for basin in ctx.cfg.all_basins:
+        profile = ctx.profile(basin.device)
+        if profile.level is None:
+            raise BuildError(f"basin device {basin.device!r} profile {profile.model!r} has no "
+                             "'level' section (how its value becomes a height)")
+        try:
+            states.append(BasinRuleState(ctx.site, ctx.rule_id, ctx.params, basin, profile.level,
+                                         stage_storage_of(basin), named=named))
+        except ValueError as exc:
+            raise BuildError(str(exc)) from exc
+    return states
 
 
 KIND = RuleKind(

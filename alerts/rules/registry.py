@@ -33,7 +33,7 @@ import os
 import pkgutil
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -140,7 +140,8 @@ class RuleKind:
         kind: the pack's ``kind:`` value (``storm``).
         params: the pack schema.
         build: the factory (``None``: a rule the engine does not run itself, e.g. ``report``,
-            which the work-order book applies).
+            which the work-order book applies). It returns one rule state, several (one per
+            discharge point or basin of the site, each with its own occurrences), or ``None``.
         events: the event kinds it emits.
         roles: the devices it reads.
         summary: one line for docs.
@@ -148,7 +149,7 @@ class RuleKind:
 
     kind: str
     params: type[RuleParams]
-    build: Callable[[RuleContext], Rule | None] | None
+    build: Callable[[RuleContext], Rule | Sequence[Rule] | None] | None
     events: tuple[EventKindSpec, ...] = ()
     roles: tuple[Role, ...] = ()
     summary: str = ""

@@ -60,7 +60,7 @@ from fractions import Fraction
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import RuleTrace
@@ -90,6 +90,11 @@ class StormRule(RuleParams):
             qualifies when the tips of any trailing ``rolling_window_hours`` window reach the
             threshold; storms are still delimited by the dry gap).
         rolling_window_hours: the trailing window of ``rolling`` (24 h).
+        order_opens: when the inspection work order opens: ``storm_end`` (default: the
+            ``storm_inspection_due`` event once the dry gap has passed) or ``threshold`` (with
+            ``clock_from: threshold``: at the tip that reaches the threshold, so an inspection due
+            within 24 h of a storm's occurrence is asked for while the storm may still go on --
+            EPA CGP 2022 Part 4.2.2).
     """
 
     kind: Literal["storm"]
@@ -99,6 +104,14 @@ class StormRule(RuleParams):
     clock_from: Literal["last_tip", "threshold"] = "last_tip"
     definition: Literal["dry_gap", "rolling"] = "dry_gap"
     rolling_window_hours: float = Field(default=24.0, gt=0)
+    order_opens: Literal["storm_end", "threshold"] = "storm_end"
+
+    @model_validator(mode="after")
+    def _clock_for_threshold_orders(self) -> StormRule:
+        if self.order_opens == "threshold" and self.clock_from != "threshold":
+            raise ValueError("order_opens: threshold needs clock_from: threshold (the deadline is known at the "
+                             "threshold crossing only when the clock starts there)")
+        return self
 
     @field_validator("threshold_in", mode="before")
     @classmethod
@@ -151,6 +164,7 @@ class StormSummary:
     tips: int
     depth_in: float
     qualified: bool
+    inspection_asked: bool = False  # its storm_inspection_due was emitted at the threshold (order_opens)
 
 
 @dataclass(frozen=True)
@@ -229,6 +243,8 @@ class StormRuleState:
         self._storm = None
         if self.trace is not None:
             self.trace.storm_ended(storm.start, storm.last_tip, storm.tips, storm.threshold_time is not None, confirmed)
+        if storm.threshold_time is not None and self.params.order_opens == "threshold":
+            return []  # its storm_inspection_due was emitted at the threshold crossing
         if storm.threshold_time is None:
             log.debug("%s: storm %s ended below threshold: %s", self.site, storm.occurrence,
                       self._depth_text(storm.tips))
@@ -352,6 +368,11 @@ class StormRuleState:
                 + ("the threshold crossing" if due else "its end"),
                 due_at=due,
             ))
+            if self.params.order_opens == "threshold" and due is not None:
+                out.append(self._event(
+                    "storm_inspection_due", storm, t,
+                    f"storm event of {self._depth_text(counted)} {span} occurred at {format_time(t)}: "
+                    f"inspection due by {format_time(due)}", due_at=due, evidence=list(storm.evidence)))
         return out
 
     def advance_to(self, t: datetime) -> list[Event]:
@@ -400,7 +421,8 @@ class StormRuleState:
         if s is None:
             return None
         return StormSummary(s.start, s.last_tip, s.tips, float(self.resolution.depth_in(s.tips)),
-                            s.threshold_time is not None)
+                            s.threshold_time is not None,
+                            inspection_asked=s.threshold_time is not None and self.params.order_opens == "threshold")
 
 
 class StormDetails(EventDetails):

@@ -101,21 +101,29 @@ class _Result:
 
 
 class TurbidityRuleState:
-    """R2 for one site's upstream/downstream probe pair.
+    """R2 for one discharge point's upstream/downstream probe pair (or its single compliance probe,
+    under a criterion that needs no background).
 
     Args:
         site: site id.
         rule_id: pack rule id (``R2``).
         params: the pack's :class:`~stormwatch.alerts.packs.TurbidityRule`.
-        upstream, downstream: device ids of the background and compliance probes.
+        upstream, downstream: device ids of the background and compliance probes (``upstream``
+            ``None``: a single compliance probe).
+        point: the discharge point's id, named in every event and occurrence (``None``: the site
+            file's one ``turbidity_pair``, whose events name no point, as before discharge points).
     """
 
-    def __init__(self, site: str, rule_id: str, params: TurbidityRule, upstream: str, downstream: str) -> None:
+    def __init__(self, site: str, rule_id: str, params: TurbidityRule, upstream: str | None, downstream: str,
+                 point: str | None = None) -> None:
         self.site = site
         self.rule_id = rule_id
         self.params = params
         self.upstream = upstream
         self.downstream = downstream
+        self.point = point
+        self._where = f"discharge point {point}: " if point else ""
+        self._key = f"{point}:" if point else ""
         self.criterion = criterion_named(params.criterion, params.absolute_limit_ntu)
         self.window = timedelta(minutes=params.median_window_min)
         self.need = math.ceil(params.sustained_min / params.median_window_min - 1e-9)
@@ -205,9 +213,10 @@ class TurbidityRuleState:
 
     def _event(self, kind: EventKind, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
         return Event(kind=kind, site=self.site, event_time=r.end, rule=self.rule_id, citation=self.params.citation,
-                     occurrence=occurrence, message=message,
+                     occurrence=occurrence, message=self._where + message,
                      details=TurbidityDetails(upstream_ntu=r.up_median, downstream_ntu=r.down_median,
-                                              turbidity_unit=r.unit if r.down_median is not None else None),
+                                              turbidity_unit=r.unit if r.down_median is not None else None,
+                                              discharge_point=self.point),
                      **extra)
 
     def _step(self, r: _Result) -> list[Event]:
@@ -223,7 +232,7 @@ class TurbidityRuleState:
                 first = self._run[0]
                 self._in_violation = first
                 out.append(self._event(
-                    "turbidity_contrast", r, f"turbidity:{format_time(first.start)}",
+                    "turbidity_contrast", r, f"turbidity:{self._key}{format_time(first.start)}",
                     f"possible turbidity violation ({self.criterion.name}): downstream median "
                     f"{turbidity(r.down_median, r.unit)} > allowed {turbidity(r.allowed, r.unit)} (background "
                     f"{turbidity(r.up_median, r.unit)}) for "
@@ -242,7 +251,7 @@ class TurbidityRuleState:
                     self._in_violation = None
                     self._ok = 0
                     out.append(self._event(
-                        "turbidity_cleared", r, f"turbidity:{format_time(first.start)}",
+                        "turbidity_cleared", r, f"turbidity:{self._key}{format_time(first.start)}",
                         f"turbidity back within {self.criterion.name} criterion for "
                         f"{self.params.clear_min:g} min (downstream {turbidity(r.down_median, r.unit)}, allowed "
                         f"{turbidity(r.allowed, r.unit)})",
@@ -255,7 +264,7 @@ class TurbidityRuleState:
                 "turbidity_undetermined" if r.status == "undetermined" else "turbidity_needs_verification"
             )
             out.append(self._event(
-                kind, r, f"{kind}:{format_time(r.start)}",
+                kind, r, f"{kind}:{self._key}{format_time(r.start)}",
                 f"turbidity {r.status.replace('_', ' ')} from {format_time(r.start)}: {r.reason}",
                 evidence=[r.evidence()],
             ))
@@ -264,26 +273,43 @@ class TurbidityRuleState:
 
 class TurbidityDetails(EventDetails):
     """Details of the turbidity events: the window medians in ``turbidity_unit`` (``NTU`` or ``FNU``,
-    as both probes report; ``None`` where a window had no clean reading)."""
+    as both probes report; ``None`` where a window had no clean reading) and the discharge point
+    (absent for a site file's one ``turbidity_pair``)."""
 
     upstream_ntu: float | None = None
     downstream_ntu: float | None = None
     turbidity_unit: str | None = None
+    discharge_point: str | None = None
 
     def summary(self, tz: ZoneInfo) -> str:
-        if self.upstream_ntu is None or self.downstream_ntu is None:
-            return ""
+        where = f"{self.discharge_point}: " if self.discharge_point else ""
+        if self.downstream_ntu is None:
+            return where.rstrip(": ")
         unit = self.turbidity_unit or "NTU"
-        return f"downstream {turbidity(self.downstream_ntu, unit)} vs upstream {turbidity(self.upstream_ntu, unit)}"
+        if self.upstream_ntu is None:
+            return f"{where}downstream {turbidity(self.downstream_ntu, unit)}"
+        return (f"{where}downstream {turbidity(self.downstream_ntu, unit)} vs upstream "
+                f"{turbidity(self.upstream_ntu, unit)}")
 
 
-def build(ctx: RuleContext) -> TurbidityRuleState | None:
-    """R2 on the site's upstream/downstream probe pair."""
-    up, down = ctx.device("turbidity_upstream"), ctx.device("turbidity_downstream")
-    if up is None or down is None:
-        return None
+def build(ctx: RuleContext) -> list[TurbidityRuleState]:
+    """R2 on each discharge point's probes: its upstream/downstream pair, or its single compliance
+    probe when the criterion needs no background (``absolute``); a point without a compliance probe
+    (sampled by hand) has no R2."""
     assert isinstance(ctx.params, TurbidityRule)
-    return TurbidityRuleState(ctx.site, ctx.rule_id, ctx.params, up, down)
+    needs_background = criterion_named(ctx.params.criterion, ctx.params.absolute_limit_ntu).needs_background
+    legacy = ctx.cfg.turbidity_pair is not None
+    states = []
+    for point in ctx.cfg.points:
+        if point.downstream is None:
+            continue
+        if point.upstream is None and needs_background:
+            log.info("%s: %s (%s criterion) needs a background probe; discharge point %s has only a compliance "
+                     "probe: not watched there", ctx.site, ctx.rule_id, ctx.params.criterion, point.id)
+            continue
+        states.append(TurbidityRuleState(ctx.site, ctx.rule_id, ctx.params, point.upstream, point.downstream,
+                                         None if legacy else point.id))
+    return states
 
 
 KIND = RuleKind(
