@@ -94,7 +94,7 @@ class StormRule(RuleParams):
             ``storm_inspection_due`` event once the dry gap has passed) or ``threshold`` (with
             ``clock_from: threshold``: at the tip that reaches the threshold, so an inspection due
             within 24 h of a storm's occurrence is asked for while the storm may still go on --
-            EPA CGP 2022 Part 4.2.2).
+            EPA CGP 2022 Part 4.2).
     """
 
     kind: Literal["storm"]
