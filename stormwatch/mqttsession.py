@@ -346,3 +346,49 @@ class SessionClient(mqtt.Client):
             self._state = _ConnectionState.MQTT_CS_CONNECTION_LOST
             rc = MQTTErrorCode.MQTT_ERR_KEEPALIVE
         self._do_on_disconnect(packet_from_broker=False, v1_rc=rc)
+
+    # -- a hold: the network thread reads nothing on purpose (paho internals) -------------------
+
+    @property
+    def can_hold(self) -> bool:
+        """This paho has the internals :meth:`keep_alive_unread` uses (:data:`WATCHDOG_SUPPORTED`)."""
+        return WATCHDOG_SUPPORTED
+
+    def keep_alive_unread(self) -> None:
+        """Keep the session while the network thread deliberately reads nothing: call it from that
+        thread, from inside a callback that holds it (ingest at its in-flight limit,
+        :class:`stormwatch.ingest.consumer.Ingest`), several times per keep-alive.
+
+        Not reading the socket is MQTT 3.1.1's only flow control, yet the broker drops a client it
+        has not heard from for 1.5 × keepalive, and its PINGRESPs wait unread behind the held data:
+        a PINGREQ is written at once (this is the network thread: ``loop_write`` is its own) whenever
+        nothing was sent for half a keep-alive, a margin for a loaded machine. A write that fails
+        closes the connection as paho does. The dead-link check does not run meanwhile (it runs in
+        this thread's loop): call :meth:`resume_reading` when the hold ends. Without
+        :attr:`can_hold`, nothing is sent: the holder must let the thread go in time.
+        """
+        keepalive = self._keepalive
+        if not self.can_hold or keepalive == 0 or self._sock is None:
+            return
+        if self._state != _ConnectionState.MQTT_CS_CONNECTED:
+            return
+        now = mqtt.time_func()
+        with self._msgtime_mutex:
+            quiet = now - self._last_msg_out
+        if quiet < keepalive / 2:
+            return
+        if self._send_pingreq() == MQTTErrorCode.MQTT_ERR_SUCCESS:
+            with self._msgtime_mutex:
+                self._last_msg_out = now
+        self.loop_write()
+
+    def resume_reading(self) -> None:
+        """A hold (:meth:`keep_alive_unread`) ended: the broker's silence counts from now, since its
+        packets (PINGRESPs included) waited unread. A link that died meanwhile is found
+        :data:`DEAD_AFTER` × keepalive later."""
+        if not self.can_hold:
+            return
+        now = mqtt.time_func()
+        with self._msgtime_mutex:
+            if now > self._last_bytes_received:
+                self._last_bytes_received = now
