@@ -169,13 +169,18 @@ def import_command(
         fail(f"store {redact(store)}: {exc} (re-run the import: nothing will be duplicated)", 1)
     finally:
         opened.close()
-    if as_json:
-        typer.echo(json.dumps(summary.to_json(), ensure_ascii=False))
-    else:
-        typer.echo("\n".join([*summary.lines(), f"  store:            {redact(store)}"]))
+    _print_summary(summary.to_json() if as_json else None, summary.lines(), redact(store))
     problem = nothing_stored(summary)
     if problem:
         fail(problem, 1)
+
+
+def _print_summary(as_json: dict[str, object] | None, lines: list[str], store: str) -> None:
+    """An import's summary: one JSON object (``--json``), else its lines and the store (redacted)."""
+    if as_json is not None:
+        typer.echo(json.dumps(as_json, ensure_ascii=False))
+    else:
+        typer.echo("\n".join([*lines, f"  store:            {store}"]))
 
 
 def nothing_stored(summary: ImportSummary) -> str | None:
@@ -260,7 +265,104 @@ def replay_command(
         typer.echo(note, err=as_json)
 
 
+def station_import_command(
+    file: Path = typer.Argument(..., metavar="FILE", exists=True, dir_okay=False,
+                                help="The station's record: a GHCN-Daily .dly file, a TD-3240 (HPD) hourly file, "
+                                     "or delimited text."),
+    site: Path = typer.Option(..., "--site", metavar="FILE",
+                              help="The site's YAML file; its fallback_gauge names the station and its interval."),
+    store: str = typer.Option("sqlite:///./var/stormwatch.db", "--store", envvar="STORMWATCH_STORE", metavar="URL",
+                              help="Where the values go: sqlite:///FILE, influx1://HOST:PORT/DB or influx2://..."),
+    fmt: str = typer.Option("auto", "--format", metavar="FORMAT",
+                            help="auto (recognises GHCN-Daily and TD-3240 lines), ghcn-daily, hpd or delimited."),
+    tz: str | None = typer.Option(None, "--tz", metavar="ZONE",
+                                  help="IANA zone of the file's local times (default: the site's). TD-3240 hours "
+                                       "are read in its standard time."),
+    day_ends: str | None = typer.Option(None, "--day-ends", metavar="HH:MM",
+                                        help="GHCN-Daily: the station's observation time, which ends its day "
+                                             "(e.g. 07:00; default: midnight, the calendar day)."),
+    value_column: str | None = typer.Option(None, "--value-column", metavar="COLUMN",
+                                            help="Delimited: the depth column (header name or 0-based index)."),
+    unit: str = typer.Option("mm", "--unit", metavar="mm|in", help="Delimited: the depth column's unit."),
+    time_marks: str = typer.Option("end", "--time-marks", metavar="end|start",
+                                   help="Delimited: whether a row's time is the end (default) or the start of "
+                                        "the interval its depth fell in."),
+    delimiter: str | None = _DELIMITER, time_column: str | None = _TIME_COLUMN,
+    time_format: str | None = _TIME_FORMAT, skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE,
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Import a weather station's precipitation record as the site's fallback gauge.
+
+    The site file names the station first (``fallback_gauge: {station: USC00304174,
+    interval_minutes: 1440, distance_km: 3.2}``). Its values are stored as readings of the station
+    and used by the storm rule ONLY for periods when the site's own gauge has a data gap; every
+    storm and gap event that counts them says ``source: station <ID>`` (and the distance).
+    Missing values are gaps, never zero; re-importing adds nothing.
+
+    Examples:
+
+      stormwatch station import USC00304174.dly --site site.yaml
+
+      stormwatch station import pluvio.csv --site site.yaml --format delimited --delimiter ';'
+      --time-format '%d.%m.%Y %H:%M' --value-column pluvio --unit mm
+    """
+    from datetime import time as clock_time
+
+    from stormwatch.alerts.packs import PackError
+    from stormwatch.clock import WallClock
+    from stormwatch.config import ConfigError
+    from stormwatch.importers.station import StationImportError, detect_station_format, import_station
+    from stormwatch.importers.table import TableError, read_lines
+    from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import StoreUrlError, open_store, redact
+
+    try:
+        if fmt == "auto":
+            fmt = detect_station_format(read_lines(file))
+        if fmt not in ("ghcn-daily", "hpd", "delimited"):
+            raise OptionsError(f"--format {fmt!r}: expected auto, ghcn-daily, hpd or delimited")
+        if unit not in ("mm", "in"):
+            raise OptionsError(f"--unit {unit!r}: expected mm or in")
+        if time_marks not in ("end", "start"):
+            raise OptionsError(f"--time-marks {time_marks!r}: expected end or start")
+        ends = None
+        if day_ends is not None:
+            try:
+                ends = clock_time.fromisoformat(day_ends)
+            except ValueError:
+                raise OptionsError(f"--day-ends {day_ends!r}: expected HH:MM (e.g. 07:00)") from None
+        cfg = load_site_file(site)
+        zone = tz or cfg.site.timezone
+        options = None
+        if fmt == "delimited":
+            if value_column is None:
+                raise OptionsError("--format delimited needs --value-column (the depth column) and --unit")
+            options = build_options("generic", delimiter, time_column, time_format, zone,
+                                    [f"{value_column}=precipitation:{unit}"], None, None, None, None, skip_rows,
+                                    gap_value)
+        opened = open_store(store, WallClock())
+    except (OptionsError, ConfigError, PackError, StoreUrlError, TableError) as exc:
+        fail(str(exc))
+    except StoreError as exc:
+        fail(str(exc), 1)
+    try:
+        summary = import_station(file, cfg, opened, fmt,  # type: ignore[arg-type]
+                                 tz=zone, day_ends=ends, options=options,
+                                 time_marks=time_marks)  # type: ignore[arg-type]
+    except (StationImportError, OptionsError) as exc:
+        fail(str(exc))
+    except StoreError as exc:
+        fail(f"store {redact(store)}: {exc} (re-run the import: nothing will be duplicated)", 1)
+    finally:
+        opened.close()
+    _print_summary(summary.to_json() if as_json else None, summary.lines_out(), redact(store))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``stormwatch import`` and ``stormwatch replay``."""
+    """Add ``stormwatch import``, ``stormwatch replay`` and ``stormwatch station import``."""
     app.command("import")(import_command)
     app.command("replay")(replay_command)
+    station = typer.Typer(help="A weather station's record as the site's fallback gauge (used only in the "
+                               "gauge's data gaps).", no_args_is_help=True)
+    station.command("import")(station_import_command)
+    app.add_typer(station, name="station")

@@ -37,7 +37,7 @@ from stormwatch.alerts.rules.turbidity import TurbidityDetails
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
-from stormwatch.display import local_time
+from stormwatch.display import inches, local_time
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.report.fmt import duration
@@ -337,6 +337,15 @@ def _storms(cfg: SiteConfig, ev: Evaluation, c: Collector, events: dict[tuple[st
             if due_event and isinstance(due_event.details, StormDetails) else None
         if flagged:
             notes.append(f"needs verification: gauge readings flagged {', '.join(flagged)}")
+        station = _station_part(ev.events, occurrence)
+        depth = depth_text(tips, resolution) if resolution else f"{tips} tips"
+        depth_in = float(ev_depth_in(tips, resolution))
+        if station is not None:
+            depth += f" + {inches(station.station_depth_in or 0.0)} from {station.source}"
+            depth_in += station.station_depth_in or 0.0
+            far = f", {station.station_distance_km:g} km away" if station.station_distance_km is not None else ""
+            notes.append(f"rain of {station.source}{far} counted for the gauge's data gap "
+                         f"({inches(station.station_depth_in or 0.0)})")
         outcome = None
         if qualified:
             missing = ("no work-order state given" if sources.book is None
@@ -346,10 +355,17 @@ def _storms(cfg: SiteConfig, ev: Evaluation, c: Collector, events: dict[tuple[st
             outcome = outcome_of(order, due, sources.as_of, missing)
         rows.append(StormRow(
             id=order.id if order else occurrence, occurrence=occurrence, start=s, last_tip=last, tips=tips,
-            depth=depth_text(tips, resolution) if resolution else f"{tips} tips",
-            depth_in=float(ev_depth_in(tips, resolution)), qualifying=qualified, ended=ended, due_at=due,
+            depth=depth, depth_in=depth_in, qualifying=qualified, ended=ended, due_at=due,
             outcome=outcome, notes=tuple(notes)))
     return rows
+
+
+def _station_part(events: Sequence[Event], occurrence: str) -> StormDetails | None:
+    """The details of the storm's latest event that counted the fallback station's rain, or ``None``."""
+    for e in reversed(events):
+        if e.occurrence == occurrence and isinstance(e.details, StormDetails) and e.details.source:
+            return e.details
+    return None
 
 
 def ev_depth_in(tips: int, resolution: str | None) -> float:
@@ -428,12 +444,18 @@ def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCo
              end: datetime) -> list[UnknownRow]:
     rows: list[UnknownRow] = []
     why = {e.details.gap_start: e.message for e in reversed(ev.events) if isinstance(e.details, GapDetails)}
+    filled = {e.details.gap_start: e.details for e in ev.events
+              if isinstance(e.details, GapDetails) and e.details.source and e.details.station_depth_in is not None}
     for g in ev.gaps:
         span = _clip(g.start, g.end or ev.end, start, end)
         if span is not None:
             reason = why.get(g.start, "")
             reason = reason.split(": no data from")[0].removeprefix(f"rain gauge {g.device} ") or "no rain-gauge data"
-            rows.append(UnknownRow("rain", g.device, span, f"{reason}; rain in that time is unknown, not zero"))
+            station = filled.get(g.start)
+            used = (f"; {station.source} reported {inches(station.station_depth_in or 0.0)} in it, counted for R1"
+                    if station is not None else "")
+            rows.append(UnknownRow("rain", g.device, span,
+                                   f"{reason}; rain in that time is unknown, not zero{used}"))
     if cfg.turbidity_pair:
         run: _Window | None = None
         run_end = start

@@ -206,6 +206,39 @@ class Notify(_Strict):
         return v
 
 
+class FallbackGauge(_Strict):
+    """A representative station record used ONLY while the site's rain gauge has a data gap
+    (``fallback_gauge:``; rules.md R1, "Fallback gauge").
+
+    The record is a file the user imports (``stormwatch station import``: NOAA GHCN-Daily ``.dly``,
+    NOAA hourly precipitation TD-3240/HPD text, or any delimited file): its values are stored as
+    ``precipitation`` readings of device ``station`` (gateway ``station``), each at the END of the
+    interval it covers. R1 counts a value only when its whole interval lies inside a gap of the
+    site's gauge; every event that counted one names the station (and ``distance_km``).
+
+    Attributes:
+        station: the station's id as its record names it (GHCN ``USC00304174``, a COOP number
+            ``304174``, or any id of the identifier grammar).
+        name: the station's name, for people (optional).
+        distance_km: distance from the site to the station, km (shown in events when given).
+        interval_minutes: what one value of the record covers: 1440 (GHCN-Daily), 60 (HPD),
+            10 (a 10-minute pluviometer); the import refuses a file of another interval.
+    """
+
+    station: Identifier
+    name: str = ""
+    distance_km: float | None = Field(default=None, ge=0)
+    interval_minutes: int = Field(gt=0, le=1440)
+
+    @property
+    def label(self) -> str:
+        """``station ID`` and the distance when known (``station USC00304174, 3.2 km away``)."""
+        text = f"station {self.station}"
+        if self.name:
+            text += f" ({self.name})"
+        return text + (f", {self.distance_km:g} km away" if self.distance_km is not None else "")
+
+
 class Site(_Strict):
     """The ``site:`` block."""
 
@@ -249,6 +282,7 @@ class SiteConfig(_Strict):
         options: the site's choices among its pack's options (option → choice; docs/rules.md), e.g.
             ``{inspection_frequency: 14-day-and-storm}`` under the EPA CGP.
         notify: who is e-mailed about the site's work orders.
+        fallback_gauge: a representative station record for the rain gauge's data gaps.
     """
 
     site: Site
@@ -263,6 +297,7 @@ class SiteConfig(_Strict):
     rules: dict[str, dict[str, float | int | str | bool]] = Field(default_factory=dict)
     options: dict[str, str] = Field(default_factory=dict)
     notify: Notify = Field(default_factory=Notify)
+    fallback_gauge: FallbackGauge | None = None
 
     @model_validator(mode="after")
     def _references(self) -> SiteConfig:
@@ -297,6 +332,11 @@ class SiteConfig(_Strict):
         if clash:
             raise ValueError(f"discharge point ids {clash} are also device ids: a manual sample's point must "
                              "not be mistaken for a device")
+        if self.fallback_gauge is not None:
+            if self.rain_gauge is None:
+                raise ValueError("fallback_gauge: the site has no rain_gauge whose gaps it would fill")
+            if self.fallback_gauge.station in known:
+                raise ValueError(f"fallback_gauge.station: {self.fallback_gauge.station!r} is also a device id")
         for role, device in self.roles.items():
             if role in _FIELD_ROLES:
                 raise ValueError(f"roles.{role}: give it as '{_FIELD_ROLES[role]}' (the site file's own key)")

@@ -119,3 +119,22 @@ def _short_decimal(value: Fraction, places: int = 6) -> str | None:
     if scaled.denominator != 1:
         return None
     return format(Decimal(scaled.numerator).scaleb(-places).normalize(), "f")
+
+
+#: The quantity of a station record's values (``stormwatch station import``): rain depth over the
+#: interval that ends at the reading's time (the site file's ``fallback_gauge.interval_minutes``).
+PRECIPITATION = "precipitation"
+#: Units a precipitation value may carry (UCUM: ``mm``, ``[in_i]``) and inches per unit, exact.
+PRECIPITATION_UNITS: dict[str, Fraction] = {"mm": 1 / MM_PER_IN, "[in_i]": Fraction(1)}
+#: The ``gateway`` of every stored station value: it did not come through the site's gateway.
+STATION_GATEWAY = "station"
+
+
+def precipitation_in(value: float, unit: str) -> Fraction | None:
+    """A precipitation value in exact inches (``0.3`` mm is ``3/254`` in: the value's shortest
+    decimal text, never its binary float), or ``None`` when ``unit`` is not one of
+    :data:`PRECIPITATION_UNITS` or the value is negative or not finite."""
+    per = PRECIPITATION_UNITS.get(unit)
+    if per is None or not value >= 0 or value == float("inf"):
+        return None
+    return Fraction(repr(float(value))) * per

@@ -65,11 +65,12 @@ from pydantic import Field, field_validator, model_validator
 from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import RuleTrace
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
+from stormwatch.config import FallbackGauge
 from stormwatch.contract import TIP_UNIT, Event, EventDetails, EventKind, Reading, UtcDatetime
 from stormwatch.display import inches, local_time
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
 from stormwatch.physics import max_tips
-from stormwatch.rain import TipResolution
+from stormwatch.rain import PRECIPITATION, TipResolution, precipitation_in
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -145,10 +146,12 @@ class _Storm:
     threshold_time: datetime | None = None
     gap_reported: bool = False
     evidence: list[dict[str, Any]] = field(default_factory=list)
-    window: deque[tuple[datetime, int]] = field(default_factory=deque)  # rolling mode: tips in the window
+    window: deque[tuple[datetime, int, Fraction]] = field(default_factory=deque)  # rolling: (t, tips, station in)
     window_tips: int = 0
+    window_station: Fraction = Fraction(0)
     peak_window_tips: int = 0
     verify: set[str] = field(default_factory=set)  # doubt flags of readings that shaped the storm
+    station_in: Fraction = Fraction(0)  # rain counted from the fallback station (inside gauge gaps), inches
 
     @property
     def occurrence(self) -> str:
@@ -187,10 +190,12 @@ class StormRuleState:
         resolution: the gauge's exact depth per tip (from its profile's ``counter.resolution``).
         silence_allowance: how long past its last reading the gauge may be silent before the
             period counts as a data gap (the engine uses 2 poll intervals).
+        fallback: the site's representative station record (``fallback_gauge:``), used only for
+            the gauge's data gaps (see :meth:`feed`).
     """
 
     def __init__(self, site: str, rule_id: str, params: StormRule, gauge: str, resolution: TipResolution,
-                 silence_allowance: timedelta = timedelta(minutes=2)) -> None:
+                 silence_allowance: timedelta = timedelta(minutes=2), fallback: FallbackGauge | None = None) -> None:
         self.site = site
         self.rule_id = rule_id
         self.params = params
@@ -212,9 +217,17 @@ class StormRuleState:
         self.gaps: list[GapSummary] = []  # closed gaps, oldest first
         self.next_due: datetime | None = None  # earliest event time at which advance_to can emit
         self.trace: RuleTrace | None = None  # a report's observer (backfill only)
+        self.fallback = fallback
+        self._station_span = timedelta(minutes=fallback.interval_minutes) if fallback else timedelta(0)
+        # station values after the gauge's last reading, not yet known to be inside a gap: (start, reading, in)
+        self._pending: deque[tuple[datetime, Reading, Fraction]] = deque()
+        self._gap_station_in = Fraction(0)  # station rain counted in the open gap, inches
 
     def wants(self, reading: Reading) -> bool:
-        return reading.device == self.gauge and reading.quantity == "rain_tips"
+        if reading.device == self.gauge:
+            return reading.quantity == "rain_tips"
+        fb = self.fallback
+        return fb is not None and reading.device == fb.station and reading.quantity == PRECIPITATION
 
     def _schedule(self) -> None:
         due = None
@@ -231,13 +244,23 @@ class StormRuleState:
         verify = sorted(storm.verify) or None
         if verify:
             message += f" -- needs verification: the gauge's readings are flagged {', '.join(verify)}"
+        station = self.fallback if storm.station_in else None
+        if station is not None:
+            message += (f" -- includes {inches(float(storm.station_in))} from {station.label}, "
+                        f"for the rain gauge's data gap")
         details = StormDetails(storm_start=storm.start, storm_end=storm_end, tips=storm.tips,
-                               depth_in=float(self.resolution.depth_in(storm.tips)), needs_verification=verify)
+                               depth_in=float(self.resolution.depth_in(storm.tips) + storm.station_in),
+                               needs_verification=verify,
+                               source=f"station {station.station}" if station else None,
+                               station_distance_km=station.distance_km if station else None,
+                               station_depth_in=float(storm.station_in) if station else None)
         return Event(kind=kind, site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
                      occurrence=storm.occurrence, message=message, details=details, **extra)
 
-    def _depth_text(self, tips: int) -> str:
-        return f"{inches(float(self.resolution.depth_in(tips)))} ({tips} tips of {self.resolution})"
+    def _depth_text(self, tips: int, station_in: Fraction = Fraction(0)) -> str:
+        depth = self.resolution.depth_in(tips) + station_in
+        more = f" + {inches(float(station_in))} from the station" if station_in else ""
+        return f"{inches(float(depth))} ({tips} tips of {self.resolution}{more})"
 
     def _close(self, storm: _Storm, known_at: datetime, confirmed: bool) -> list[Event]:
         self._storm = None
@@ -247,41 +270,64 @@ class StormRuleState:
             return []  # its storm_inspection_due was emitted at the threshold crossing
         if storm.threshold_time is None:
             log.debug("%s: storm %s ended below threshold: %s", self.site, storm.occurrence,
-                      self._depth_text(storm.tips))
+                      self._depth_text(storm.tips, storm.station_in))
             return []
         clock_start = storm.last_tip if self.params.clock_from == "last_tip" else storm.threshold_time
         due = clock_start + self.within
         note = "" if confirmed else " (rain gauge silent since its last reading: end not confirmed, earliest deadline)"
         return [self._event(
             "storm_inspection_due", storm, known_at,
-            f"storm of {self._depth_text(storm.tips)} ended at {format_time(storm.last_tip)}{note}: "
+            f"storm of {self._depth_text(storm.tips, storm.station_in)} ended at {format_time(storm.last_tip)}{note}: "
             f"inspection due by {format_time(due)}",
             storm_end=storm.last_tip, due_at=due, evidence=list(storm.evidence),
         )]
 
-    def _gap_event(self, start: datetime, end: datetime | None, event_time: datetime, why: str) -> Event:
+    def _gap_event(self, start: datetime, end: datetime | None, event_time: datetime, why: str,
+                   station_in: Fraction | None = None) -> Event:
         s = self._storm
+        fb = self.fallback
+        filled = ""
+        if fb is not None and end is not None and station_in is not None:
+            filled = (f"; {fb.label}: {inches(float(station_in))} in intervals wholly inside the gap, "
+                      "counted for R1 in the gauge's place")
         return Event(
             kind="data_gap", site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
             occurrence=f"gap:{self.gauge}:{format_time(start)}",
             details=GapDetails(gap_start=start, gap_end=end, storm_start=s.start if s else None,
-                               tips=s.tips if s else None),
+                               tips=s.tips if s else None,
+                               source=f"station {fb.station}" if filled and fb else None,
+                               station_distance_km=fb.distance_km if filled and fb else None,
+                               station_depth_in=float(station_in) if filled and station_in is not None else None),
             message=(f"rain gauge {self.gauge} {why}: no data from {format_time(start)}"
-                     + (f" to {format_time(end)}" if end else "") + "; rain in that period is unknown, not zero"),
+                     + (f" to {format_time(end)}" if end else "")
+                     + "; rain in that period is unknown, not zero" + filled),
         )
 
-    def _qualifying_tips(self, storm: _Storm, t: datetime, tips: int) -> int:
+    def _qualifying(self, storm: _Storm, t: datetime, tips: int, station_in: Fraction) -> tuple[int, Fraction]:
+        """The tips and station inches that count toward the threshold at ``t`` (the whole storm, or
+        the trailing window of ``definition: rolling``)."""
         if not self.rolling:
-            return storm.tips
-        storm.window.append((t, tips))
+            return storm.tips, storm.station_in
+        storm.window.append((t, tips, station_in))
         storm.window_tips += tips
+        storm.window_station += station_in
         edge = t - self.rolling_window
         while storm.window and storm.window[0][0] <= edge:
-            storm.window_tips -= storm.window.popleft()[1]
+            _, old_tips, old_in = storm.window.popleft()
+            storm.window_tips -= old_tips
+            storm.window_station -= old_in
         storm.peak_window_tips = max(storm.peak_window_tips, storm.window_tips)
-        return storm.window_tips
+        return storm.window_tips, storm.window_station
+
+    def _reaches(self, tips: int, station_in: Fraction) -> bool:
+        """Whether ``tips`` of the gauge plus ``station_in`` inches reach the threshold (exactly)."""
+        if not station_in:
+            return tips >= self.tips_needed
+        return self.resolution.depth_in(tips) + station_in >= self.params.threshold
 
     def feed(self, reading: Reading) -> list[Event]:
+        if reading.device != self.gauge:
+            return self._station_value(reading)
         tips = reading.value
         if type(tips) is not int or tips < 0 or reading.unit != TIP_UNIT:
             log.error("%s: rain reading %s/%s seq %s is not a whole tip count in %s (value %r, unit %r): ignored",
@@ -317,11 +363,14 @@ class StormRuleState:
             gap_from = self._gap_open
             self._gap_open = None
             self.gaps.append(GapSummary(self.gauge, gap_from, t))
-            out.append(self._gap_event(gap_from, t, t, "reported again"))
+            out.append(self._gap_event(gap_from, t, t, "reported again", self._gap_filled()))
         elif unknown is not None and t > unknown[0]:
             gap_from = unknown[0]
+            # station values held since the gauge's last trusted reading fall inside this gap
+            out += self._use_pending(gap_from, t)
             self.gaps.append(GapSummary(self.gauge, gap_from, t))
-            out.append(self._gap_event(gap_from, t, t, unknown[1]))
+            out.append(self._gap_event(gap_from, t, t, unknown[1], self._gap_filled()))
+        self._pending.clear()  # the gauge reports: held station values overlap its data
         storm = self._storm
         if storm is not None:
             storm.verify |= doubt  # a doubtful reading inside a storm (or its dry gap) taints its events
@@ -335,35 +384,91 @@ class StormRuleState:
         if t == self._covered:
             self._tips_at_covered += tips
         if tips:
-            out += self._tips(reading, t, tips, doubt)
+            if self.trace is not None:
+                self.trace.rain_counted(t, tips)
+            evidence = {"time": format_time(t), "tips": tips, "gateway": reading.gateway,
+                        "boot": reading.boot, "seq": reading.seq, "flags": list(reading.flags)}
+            out += self._rain(t, tips, Fraction(0), evidence, doubt)
         self._schedule()
         return out
 
-    def _tips(self, reading: Reading, t: datetime, tips: int, doubt: set[str]) -> list[Event]:
+    # -- the fallback station ----------------------------------------------------------------
+
+    def _station_value(self, reading: Reading) -> list[Event]:
+        """A value of the fallback station's record (interval ``(time - interval, time]``).
+
+        Counted as rain at its interval's end only when the whole interval lies inside a data gap
+        of the gauge: at once while a gap is open (and began at or before the interval), held
+        when the gauge has been silent since before the interval but no gap is declared yet
+        (decided when the gap opens, or dropped when the gauge reports), dropped otherwise -- the
+        gauge's own data always wins.
+        """
+        depth = precipitation_in(reading.value, reading.unit)
+        if depth is None:
+            log.error("%s: station reading %s at %s is not a precipitation depth in mm or [in_i] (value %r, unit %r): "
+                      "ignored", self.site, reading.device, format_time(reading.time), reading.value, reading.unit)
+            return []
+        start = reading.time - self._station_span
+        if self._gap_open is not None:
+            if start >= self._gap_open:
+                return self._station_rain(start, reading, depth)
+            return []
+        if self._covered is not None and start >= self._covered and depth:
+            self._pending.append((start, reading, depth))
+        return []
+
+    def _use_pending(self, gap_start: datetime, gap_end: datetime | None) -> list[Event]:
+        """Count the held station values whose interval lies inside the gap from ``gap_start``."""
+        out: list[Event] = []
+        pending, self._pending = self._pending, deque()
+        for start, reading, depth in pending:
+            if start >= gap_start and (gap_end is None or reading.time <= gap_end):
+                out += self._station_rain(start, reading, depth)
+        return out
+
+    def _station_rain(self, start: datetime, reading: Reading, depth: Fraction) -> list[Event]:
+        self._gap_station_in += depth
+        if not depth:
+            return []
+        t = reading.time
+        out: list[Event] = []
+        storm = self._storm
+        if storm is not None and t >= storm.last_tip + self.gap:
+            out += self._close(storm, storm.last_tip + self.gap, confirmed=False)
+        evidence = {"time": format_time(t), "station": reading.device, "interval_start": format_time(start),
+                    "precipitation": reading.value, "unit": reading.unit,
+                    "gateway": reading.gateway, "boot": reading.boot, "seq": reading.seq}
+        return out + self._rain(t, 0, depth, evidence, set(reading.flags) - INFORMATIONAL_FLAGS)
+
+    def _gap_filled(self) -> Fraction | None:
+        """Station rain counted in the gap just closed (``None`` without a fallback station); resets it."""
+        filled, self._gap_station_in = self._gap_station_in, Fraction(0)
+        return filled if self.fallback is not None else None
+
+    def _rain(self, t: datetime, tips: int, station_in: Fraction, evidence: dict[str, Any],
+              doubt: set[str]) -> list[Event]:
         out: list[Event] = []
         started = self._storm is None
         if started:
             self._storm = _Storm(start=t, last_tip=t)
         storm = self._storm
         assert storm is not None
-        if self.trace is not None:
-            self.trace.rain_counted(t, tips)
         storm.verify |= doubt
         storm.tips += tips
+        storm.station_in += station_in
         storm.last_tip = t
-        storm.evidence.append({"time": format_time(t), "tips": tips, "gateway": reading.gateway,
-                               "boot": reading.boot, "seq": reading.seq, "flags": list(reading.flags)})
+        storm.evidence.append(evidence)
         if started:
             out.append(self._event("storm_started", storm, t, f"rain started at {format_time(t)}"))
-        counted = self._qualifying_tips(storm, t, tips)
-        if storm.threshold_time is None and counted >= self.tips_needed:
+        counted, counted_in = self._qualifying(storm, t, tips, station_in)
+        if storm.threshold_time is None and self._reaches(counted, counted_in):
             storm.threshold_time = t
             due = t + self.within if self.params.clock_from == "threshold" else None
             span = (f"within {self.params.rolling_window_hours:g} h" if self.rolling
                     else f"since {format_time(storm.start)}")
             out.append(self._event(
                 "storm_qualified", storm, t,
-                f"qualifying storm in progress: {self._depth_text(counted)} {span}; "
+                f"qualifying storm in progress: {self._depth_text(counted, counted_in)} {span}; "
                 f"an inspection will be due within {self.params.inspection_within_hours:g} h of "
                 + ("the threshold crossing" if due else "its end"),
                 due_at=due,
@@ -380,8 +485,10 @@ class StormRuleState:
         covered = self._covered
         if covered is not None and self._gap_open is None and t > covered + self.silence_allowance:
             self._gap_open = covered
+            self._gap_station_in = Fraction(0)
             out.append(self._gap_event(covered, None, covered + self.silence_allowance,
                                        f"silent for more than {self.silence_allowance.total_seconds():g} s"))
+            out += self._use_pending(covered, None)
         storm = self._storm
         if storm is not None and t >= storm.last_tip + self.gap + self.silence_allowance:
             # Event time is past the dry gap and no gauge reading has closed the storm: the gauge is silent.
@@ -403,8 +510,11 @@ class StormRuleState:
         known = [x for x in (self._covered, received) if x is not None]
         start = max(known) if known else at
         self._gap_open = start
+        self._gap_station_in = Fraction(0)
+        out = [self._gap_event(start, None, max(at, start), f"offline (gateway {gateway} last will)")]
+        out += self._use_pending(start, None)
         self._schedule()
-        return [self._gap_event(start, None, max(at, start), f"offline (gateway {gateway} last will)")]
+        return out
 
     def open_gap(self) -> GapSummary | None:
         """The data gap still open, if any."""
@@ -433,6 +543,10 @@ class StormDetails(EventDetails):
         storm_end: its last tip (``storm_inspection_due`` only: known once the dry gap passed).
         tips: whole tips counted so far; depth_in: ``tips`` × the gauge resolution, inches.
         needs_verification: the quality flags of rain readings that shaped the storm (rules.md R1).
+        source, station_distance_km, station_depth_in: set when rain of the site's fallback station
+            was counted for the gauge's data gaps: ``station <ID>``, its distance (km, when the
+            site file gives it) and the inches it contributed (included in ``depth_in``; ``tips``
+            are the gauge's own).
     """
 
     storm_start: UtcDatetime | None = None
@@ -440,11 +554,18 @@ class StormDetails(EventDetails):
     tips: int | None = Field(default=None, ge=0)
     depth_in: float | None = Field(default=None, ge=0)
     needs_verification: list[str] | None = None
+    source: str | None = None
+    station_distance_km: float | None = Field(default=None, ge=0)
+    station_depth_in: float | None = Field(default=None, ge=0)
 
     def summary(self, tz: ZoneInfo) -> str:
         if self.tips is None or self.depth_in is None:
             return ""
-        text = f"{inches(self.depth_in)} ({self.tips} tip{'' if self.tips == 1 else 's'})"
+        text = f"{inches(self.depth_in)} ({self.tips} tip{'' if self.tips == 1 else 's'}"
+        if self.source and self.station_depth_in is not None:
+            far = f", {self.station_distance_km:g} km away" if self.station_distance_km is not None else ""
+            text += f" + {inches(self.station_depth_in)} from {self.source}{far} in the gauge's data gap"
+        text += ")"
         if self.storm_start is not None and self.storm_end is not None:
             text += f", rain {local_time(self.storm_start, tz)} – last tip {local_time(self.storm_end, tz)}"
         return text
@@ -461,11 +582,17 @@ class GapDetails(EventDetails):
     gap_end: UtcDatetime | None = None
     storm_start: UtcDatetime | None = None
     tips: int | None = Field(default=None, ge=0)
+    source: str | None = None
+    station_distance_km: float | None = Field(default=None, ge=0)
+    station_depth_in: float | None = Field(default=None, ge=0)
 
     def summary(self, tz: ZoneInfo) -> str:
         if self.gap_end is None:
             return f"no data since {local_time(self.gap_start, tz)}"
-        return f"no data {local_time(self.gap_start, tz)} – {local_time(self.gap_end, tz)}"
+        text = f"no data {local_time(self.gap_start, tz)} – {local_time(self.gap_end, tz)}"
+        if self.source and self.station_depth_in is not None:
+            text += f"; {self.source} reported {inches(self.station_depth_in)} in it"
+        return text
 
     def span(self) -> tuple[datetime, datetime] | None:
         return (self.gap_start, self.gap_end) if self.gap_end is not None else None
@@ -488,13 +615,14 @@ def build(ctx: RuleContext) -> StormRuleState | None:
     assert isinstance(ctx.params, StormRule)
     poll = timedelta(seconds=ctx.cfg.device(gauge).poll_interval_s)
     return StormRuleState(ctx.site, ctx.rule_id, ctx.params, gauge, profile.counter.tip_resolution,
-                          silence_allowance=2 * poll)
+                          silence_allowance=2 * poll, fallback=ctx.cfg.fallback_gauge)
 
 
 KIND = RuleKind(
     kind="storm", params=StormRule, build=build,
     summary="R1: inspection within 24 h of a storm of 0.5 in or more (§133-7A(2), §196-9B)",
     roles=(Role("rain_gauge", "rain_tips", "the tipping-bucket gauge (a counter profile)"),),
+    # the site's fallback_gauge (a station record, stormwatch station import) fills the gauge's data gaps
     events=(
         EventKindSpec("storm_started", StormDetails, "the first tip of a storm"),
         EventKindSpec("storm_qualified", StormDetails, "the tip that reaches the threshold: an inspection will be due"),
