@@ -281,9 +281,8 @@ def station_import_command(
     day_ends: str | None = typer.Option(None, "--day-ends", metavar="HH:MM",
                                         help="GHCN-Daily: the station's observation time, which ends its day "
                                              "(e.g. 07:00; default: midnight, the calendar day)."),
-    value_column: str | None = typer.Option(None, "--value-column", metavar="COLUMN",
-                                            help="Delimited: the depth column (header name or 0-based index)."),
-    unit: str = typer.Option("mm", "--unit", metavar="mm|in", help="Delimited: the depth column's unit."),
+    value_column: str | None = typer.Option(None, "--value-column", metavar="NAME=QUANTITY[:UNIT]",
+                                            help="Delimited: the depth column as NAME=precipitation:mm (or :in)."),
     time_marks: str = typer.Option("end", "--time-marks", metavar="end|start",
                                    help="Delimited: whether a row's time is the end (default) or the start of "
                                         "the interval its depth fell in."),
@@ -304,7 +303,7 @@ def station_import_command(
       stormwatch station import USC00304174.dly --site site.yaml
 
       stormwatch station import pluvio.csv --site site.yaml --format delimited --delimiter ';'
-      --time-format '%d.%m.%Y %H:%M' --value-column pluvio --unit mm
+      --time-format '%d.%m.%Y %H:%M' --value-column pluvio=precipitation:mm
     """
     from datetime import time as clock_time
 
@@ -321,8 +320,6 @@ def station_import_command(
             fmt = detect_station_format(read_lines(file))
         if fmt not in ("ghcn-daily", "hpd", "delimited"):
             raise OptionsError(f"--format {fmt!r}: expected auto, ghcn-daily, hpd or delimited")
-        if unit not in ("mm", "in"):
-            raise OptionsError(f"--unit {unit!r}: expected mm or in")
         if time_marks not in ("end", "start"):
             raise OptionsError(f"--time-marks {time_marks!r}: expected end or start")
         ends = None
@@ -336,10 +333,9 @@ def station_import_command(
         options = None
         if fmt == "delimited":
             if value_column is None:
-                raise OptionsError("--format delimited needs --value-column (the depth column) and --unit")
-            options = build_options("generic", delimiter, time_column, time_format, zone,
-                                    [f"{value_column}=precipitation:{unit}"], None, None, None, None, skip_rows,
-                                    gap_value)
+                raise OptionsError("--format delimited needs --value-column NAME=precipitation:mm (or :in)")
+            options = build_options("generic", delimiter, time_column, time_format, zone, [value_column], None,
+                                    None, None, None, skip_rows, gap_value)
         opened = open_store(store, WallClock())
     except (OptionsError, ConfigError, PackError, StoreUrlError, TableError) as exc:
         fail(str(exc))

@@ -19,7 +19,7 @@ R1 uses it ONLY for the periods when the site's own rain gauge has a data gap (r
   amounts make the hour unknown (skipped, counted as a gap); ``T`` (trace) is 0. Only hours with
   precipitation are listed: an hour without a line had none.
 * ``delimited`` -- any delimited text: a time column (``--time-column``, ``--time-format``,
-  ``--tz``) and a depth column (``--value-column``, ``--unit mm|in``); each time marks the END of
+  ``--tz``) and a depth column (``--value-column NAME=precipitation:mm`` or ``:in``); each time marks the END of
   its interval unless ``--time-marks start``.
 
 Every value becomes one ``precipitation`` reading of device = the station id, gateway ``station``
@@ -274,8 +274,9 @@ def parse_delimited(path: Path, options: ImportOptions, shift: timedelta) -> Sta
         raise StationImportError("a delimited station file is read as one depth column (--value-column)")
     spec = options.value_columns[0]
     unit = DELIMITED_UNITS.get(spec.unit or "")
-    if unit is None:
-        raise StationImportError(f"the depth column's unit {spec.unit!r}: expected mm or in (--unit)")
+    if spec.quantity != PRECIPITATION or unit is None:
+        raise StationImportError(f"--value-column {spec.name}={spec.quantity}:{spec.unit or ''}: a station's depth "
+                                 f"column is NAME={PRECIPITATION}:mm or NAME={PRECIPITATION}:in")
     table = open_table(path, options)
     column = table.column(spec.name)
     rec = StationRecord()

@@ -114,6 +114,8 @@ OPTIONS: dict[str, OptionName] = {
     # rules
     "--dry-gap-hours": OptionName("the storm rule's dry gap in hours", ("HOURS",)),
     "--silence": OptionName("what a stretch without rows means: dry or gap", ("dry|gap",)),
+    "--day-ends": OptionName("a daily station record's observation time, which ends its day", ("HH:MM",)),
+    "--time-marks": OptionName("whether a row's time ends or starts the interval of its value", ("end|start",)),
     "--all-events": OptionName("print every event, not only those that require action"),
     "--lateness-s": OptionName("allowed lateness of readings in seconds", ("SECONDS",)),
     "--webhook": OptionName("an http(s) URL that receives every event", ("URL",)),

@@ -225,8 +225,8 @@ def test_station_import_evaluate_and_report_name_the_station(tmp_path: Path) -> 
     run_cli("import", str(_davis_part(tmp_path / "b.csv", CUT_TO, END, "23.09.2018 19:00", "24.09.2018 12:00")),
             *davis)
     station = ["station", "import", str(data_file(PLUVIO)), "--site", str(site), "--store", url, "--format",
-               "delimited", "--delimiter", ";", "--time-format", "%d.%m.%Y %H:%M", "--value-column", "pluvio",
-               "--unit", "mm"]
+               "delimited", "--delimiter", ";", "--time-format", "%d.%m.%Y %H:%M", "--value-column",
+               "pluvio=precipitation:mm"]
     first = json.loads(run_cli(*station, "--json"))
     with data_file(PLUVIO).open(newline="") as f:
         n_rows = len(list(csv.reader(f, delimiter=";"))) - 1
