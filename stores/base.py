@@ -146,7 +146,7 @@ class ReadingStore(Protocol):
 
 class OverviewStore(ReadingStore, Protocol):
     """A store that answers many sites at once (the web portfolio: a constant number of queries per
-    page, never one per site). Implemented by the SQLite store."""
+    page, never one per site). Implemented by the SQLite, InfluxDB 1.x and 2.x stores."""
 
     def summarize(self, start: datetime, end: datetime, series: Sequence[tuple[str, str, str]],
                   ) -> list[SeriesSummary]:

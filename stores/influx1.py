@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
@@ -43,12 +43,13 @@ from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
-from stormwatch.stores.base import StoreError
+from stormwatch.stores.base import SeriesSummary, StoreError
 from stormwatch.stores.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
 from stormwatch.stores.lineprotocol import (
     DEADLETTER,
     EVENTS,
     READINGS,
+    from_ns,
     time_ns,
 )
 from stormwatch.stores.rows import influx_readings
@@ -72,6 +73,16 @@ def influxql_string(text: str) -> str:
 def influxql_ident(text: str) -> str:
     """An InfluxQL double-quoted identifier."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _clip(q: str, limit: int = 300) -> str:
+    """A query for an error message (a query naming hundreds of sites is cut)."""
+    return q if len(q) <= limit else f"{q[:limit]}... ({len(q)} characters)"
+
+
+def _any_of(tag: str, values: Iterable[str]) -> str:
+    """InfluxQL ``("tag" = 'a' OR "tag" = 'b')`` (InfluxQL has no ``IN``)."""
+    return "(" + " OR ".join(f"{influxql_ident(tag)} = {influxql_string(v)}" for v in sorted(set(values))) + ")"
 
 
 def _retry_after_s(value: str | None, now: datetime) -> float | None:
@@ -157,7 +168,8 @@ class Influx1Store(LineProtocolWrites):
 
     # -- HTTP ------------------------------------------------------------------------------
 
-    def _request(self, path: str, params: dict[str, str], body: bytes | None) -> bytes:
+    def _request(self, path: str, params: dict[str, str], body: bytes | None,
+                 content_type: str = "text/plain; charset=utf-8") -> bytes:
         """One HTTP request with retries.
 
         Raises:
@@ -165,7 +177,7 @@ class Influx1Store(LineProtocolWrites):
             StoreError: unreachable, still failing after retries, or another error status.
         """
         target = f"{path}?{urllib.parse.urlencode(params)}"
-        headers = {"Content-Type": "text/plain; charset=utf-8"} if body is not None else {}
+        headers = {"Content-Type": content_type} if body is not None else {}
         if self._auth:
             headers["Authorization"] = self._auth
 
@@ -229,25 +241,38 @@ class Influx1Store(LineProtocolWrites):
         Raises:
             StoreError: unreachable or the query failed.
         """
-        params = {"q": q, "epoch": "ns", "chunked": "true", "chunk_size": "10000"}
+        return [s for statement in self._statements(q, with_db=with_db) for s in statement]
+
+    def _statements(self, q: str, *, with_db: bool = True) -> list[list[dict[str, Any]]]:
+        """Run InfluxQL (``;``-separated statements, one request); returns each statement's
+        ``series`` in statement order (the chunks of one statement concatenated).
+
+        The statements travel in the request body (a form field), so a query naming hundreds of
+        sites is not limited by the length of a URL.
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        params = {"epoch": "ns", "chunked": "true", "chunk_size": "10000"}
         if with_db:
             params["db"] = self.database
+        form = urllib.parse.urlencode({"q": q}).encode("ascii")
         try:
-            body = self._request("/query", params, None)
+            body = self._request("/query", params, form, "application/x-www-form-urlencoded")
         except BatchRejected as exc:
-            raise StoreError(f"InfluxQL query refused: {exc.message} (query: {q})") from exc
-        series: list[dict[str, Any]] = []
+            raise StoreError(f"InfluxQL query refused: {exc.message} (query: {_clip(q)})") from exc
+        by_statement: dict[int, list[dict[str, Any]]] = {}
         for chunk in body.decode("utf-8").splitlines():
             if not chunk.strip():
                 continue
             data = json.loads(chunk)
             if "error" in data:
-                raise StoreError(f"InfluxQL error: {data['error']} (query: {q})")
+                raise StoreError(f"InfluxQL error: {data['error']} (query: {_clip(q)})")
             for result in data.get("results", []):
                 if "error" in result:
-                    raise StoreError(f"InfluxQL error: {result['error']} (query: {q})")
-                series.extend(result.get("series", []))
-        return series
+                    raise StoreError(f"InfluxQL error: {result['error']} (query: {_clip(q)})")
+                by_statement.setdefault(int(result.get("statement_id", 0)), []).extend(result.get("series", []))
+        return [by_statement.get(i, []) for i in range(max(by_statement, default=-1) + 1)]
 
     def ensure_database(self) -> None:
         """``CREATE DATABASE`` (idempotent in 1.x) once per store.
@@ -361,6 +386,105 @@ class Influx1Store(LineProtocolWrites):
         self.ensure_database()
         series = self._query(q)
         return int(series[0]["values"][0][1]) if series else 0
+
+    # -- many sites at once (stormwatch.stores.base.OverviewStore) -------------------------------
+
+    def database_exists(self) -> bool:
+        """Whether the server holds :attr:`database` (``SHOW DATABASES``; creates nothing).
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        return any(values and values[0] == self.database
+                   for s in self._query("SHOW DATABASES", with_db=False) for values in s.get("values", []))
+
+    def _window(self, start: datetime, end: datetime, sites: Iterable[str] | None) -> str:
+        where = f"time >= {time_ns(start)} AND time < {time_ns(end)}"
+        return where if sites is None else f"{where} AND {_any_of('site', sites)}"
+
+    def summarize(self, start: datetime, end: datetime, series: Sequence[tuple[str, str, str]],
+                  ) -> list[SeriesSummary]:
+        """See :meth:`stormwatch.stores.base.OverviewStore.summarize`: one request of three InfluxQL
+        statements over every series, ``GROUP BY "site", "device", "quantity"`` (pages and units of a
+        series together): ``COUNT("value")`` and ``SUM("tips")`` (the exact tip total,
+        ``docs/influxdb-schema.md``), ``FIRST("value")`` for the first time, and ``LAST("value")``
+        with the same point's ``tips``, ``flags`` and ``unit``.
+
+        The ``WHERE`` names each site, device and quantity once (not each series), so its length
+        grows with the sites, never with their product; series asked for by none are dropped.
+        Two readings of one series in the same microsecond: the last is the one in the higher
+        nanosecond slot (``docs/influxdb-schema.md``), not necessarily the higher ``seq``.
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        if not series:
+            return []
+        wanted = set(series)
+        where = (f"{self._window(start, end, (s for s, _, _ in wanted))}"
+                 f" AND {_any_of('device', (d for _, d, _ in wanted))}"
+                 f" AND {_any_of('quantity', (q for _, _, q in wanted))}")
+        source = f"FROM {self._from(READINGS)} WHERE {where} GROUP BY \"site\", \"device\", \"quantity\""
+        self.ensure_database()
+        counts, firsts, lasts = self._statements(
+            f"SELECT COUNT(\"value\"), SUM(\"tips\") {source}; SELECT FIRST(\"value\") {source}; "
+            f"SELECT LAST(\"value\"), \"tips\", \"flags\", \"unit\" {source}")
+
+        def by_series(statement: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[Any]]:
+            out = {}
+            for s in statement:
+                tags = s.get("tags") or {}
+                key = (str(tags.get("site")), str(tags.get("device")), str(tags.get("quantity")))
+                if key in wanted and s.get("values"):
+                    out[key] = s["values"][0]
+            return out
+
+        count, first, last = by_series(counts), by_series(firsts), by_series(lasts)
+        out = []
+        for key in sorted(count.keys() & first.keys() & last.keys()):
+            site, device, quantity = key
+            _, n, tips = count[key]
+            t_last, value, last_tips, flags, unit = last[key]
+            is_tips = quantity == "rain_tips"
+            out.append(SeriesSummary(
+                site=site, device=device, quantity=quantity, unit=str(unit), count=int(n),
+                total=int(tips or 0) if is_tips else None, first_time=from_ns(int(first[key][0])),
+                last_time=from_ns(int(t_last)),
+                last_value=int(last_tips) if is_tips and last_tips is not None else float(value),
+                last_flags=tuple(str(flags).split(",")) if flags else ()))
+        return out
+
+    def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:
+        """See :meth:`stormwatch.stores.base.OverviewStore.query_tips` (one InfluxQL statement:
+        ``"quantity" = 'rain_tips' AND "tips" > 0``, every site).
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        if sites is not None and not sites:
+            return []
+        q = (f"SELECT * FROM {self._from(READINGS)} WHERE {self._window(start, end, sites)}"
+             " AND \"quantity\" = 'rain_tips' AND \"tips\" > 0")
+        self.ensure_database()
+        rows = (dict(zip(s["columns"], values, strict=True)) for s in self._query(q) for values in s.get("values", []))
+        readings = influx_readings(((row, int(row["time"])) for row in rows), late=None)
+        return sorted(readings, key=lambda r: (r.site, r.time, r.seq))
+
+    def query_site_events(self, start: datetime, end: datetime, sites: Sequence[str] | None = None,
+                          ) -> list[Event]:
+        """See :meth:`stormwatch.stores.base.OverviewStore.query_site_events` (one InfluxQL statement,
+        events decoded from their ``wire`` field).
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        if sites is not None and not sites:
+            return []
+        q = f"SELECT \"wire\" FROM {self._from(EVENTS)} WHERE {self._window(start, end, sites)}"
+        self.ensure_database()
+        points = sorted((int(values[0]), values[1]) for s in self._query(q) for values in s.get("values", [])
+                        if values[1])
+        return [Event.model_validate(json.loads(wire)) for _, wire in points]
 
     def close(self) -> None:
         """Close the kept-alive HTTP connection (nothing is buffered: every write is synchronous)."""

@@ -14,23 +14,26 @@ must equal the 1.x store's byte for byte -- and checks its Flux texts.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from influxdb_client import InfluxDBClient, WritePrecision
 from influxdb_client.client.exceptions import InfluxDBError
 from influxdb_client.client.write_api import SYNCHRONOUS
 
 from stormwatch.clock import Clock, WallClock
-from stormwatch.contract import Reading
-from stormwatch.stores.base import StoreError
+from stormwatch.contract import Event, Reading
+from stormwatch.stores.base import SeriesSummary, StoreError
 from stormwatch.stores.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
 from stormwatch.stores.lineprotocol import (
+    EVENTS,
     READINGS,
+    from_ns,
     time_ns,
 )
 from stormwatch.stores.rows import influx_readings
@@ -48,6 +51,16 @@ _NOT_TAGS = frozenset({"result", "table", "stormwatch_ns"})
 def flux_string(text: str) -> str:
     """A Flux string literal (``\\``, ``"`` and ``${`` escaped)."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${") + '"'
+
+
+def flux_set(column: str, values: Iterable[str]) -> str:
+    """Flux ``contains(value: r.column, set: ["a", "b"])`` (each value once, sorted)."""
+    return f"contains(value: r[{flux_string(column)}], set: [{', '.join(flux_string(v) for v in sorted(set(values)))}])"
+
+
+def _flux_range(start: datetime, end: datetime) -> str:
+    """``range`` of ``start <= _time < end`` (Flux's stop is exclusive), exact to the nanosecond."""
+    return f"range(start: time(v: {time_ns(start)}), stop: time(v: {time_ns(end)}))"
 
 
 class Influx2Store(LineProtocolWrites):
@@ -191,6 +204,109 @@ class Influx2Store(LineProtocolWrites):
             raise StoreError(f"InfluxDB {self.url} Flux query failed: {exc}") from exc
         rows = ((rec.values, time_ns(rec.get_time())) for table in tables for rec in table.records)
         return influx_readings(rows, late=late)
+
+    # -- many sites at once (stormwatch.stores.base.OverviewStore) -------------------------------
+
+    def _flux(self, flux: str) -> list[dict[str, Any]]:
+        """Run a Flux script; every record's columns, tables in order.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        try:
+            tables = self._client.query_api().query(flux, org=self.org)
+        except Exception as exc:
+            raise StoreError(f"InfluxDB {self.url} Flux query failed: {exc}") from exc
+        return [dict(rec.values) for table in tables for rec in table.records]
+
+    def summarize(self, start: datetime, end: datetime, series: Sequence[tuple[str, str, str]],
+                  ) -> list[SeriesSummary]:
+        """See :meth:`stormwatch.stores.base.OverviewStore.summarize`: one Flux script (one request)
+        over every series -- ``value``, ``tips`` and ``flags`` pivoted into one row per point, grouped
+        by ``site``, ``device``, ``quantity`` (pages and units of a series together), then four
+        results: ``count`` of values, ``sum`` of ``tips`` (rain gauges), and the first and last point
+        (``min``/``max`` of the integer ns time, so the last point's value, tips, flags and unit come
+        back together), as :meth:`stormwatch.stores.influx1.Influx1Store.summarize` does in InfluxQL.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if not series:
+            return []
+        wanted = set(series)
+        flux = (
+            f"data = from(bucket: {flux_string(self.bucket)}) |> {_flux_range(start, end)}"
+            f" |> filter(fn: (r) => r._measurement == {flux_string(READINGS)}"
+            f" and {flux_set('site', (s for s, _, _ in wanted))} and {flux_set('device', (d for _, d, _ in wanted))}"
+            f" and {flux_set('quantity', (q for _, _, q in wanted))})"
+            ' |> filter(fn: (r) => r._field == "value" or r._field == "tips" or r._field == "flags")'
+            ' |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")'
+            ' |> group(columns: ["site", "device", "quantity"])'
+            " |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))\n"
+            'data |> count(column: "value") |> yield(name: "count")\n'
+            'data |> filter(fn: (r) => r.quantity == "rain_tips") |> sum(column: "tips") |> yield(name: "tips")\n'
+            'data |> min(column: "stormwatch_ns") |> yield(name: "first")\n'
+            'data |> max(column: "stormwatch_ns") |> yield(name: "last")'
+        )
+        results: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = {}
+        for row in self._flux(flux):
+            key = (str(row.get("site")), str(row.get("device")), str(row.get("quantity")))
+            if key in wanted:
+                results.setdefault(str(row.get("result")), {})[key] = row
+        count, tips, first, last = (results.get(name, {}) for name in ("count", "tips", "first", "last"))
+        out = []
+        for key in sorted(count.keys() & first.keys() & last.keys()):
+            site, device, quantity = key
+            end_row = last[key]
+            is_tips = quantity == "rain_tips"
+            value = end_row["tips"] if is_tips and end_row.get("tips") is not None else end_row["value"]
+            flags = end_row.get("flags")
+            out.append(SeriesSummary(
+                site=site, device=device, quantity=quantity, unit=str(end_row.get("unit")),
+                count=int(count[key]["value"]),
+                total=int(tips.get(key, {}).get("tips") or 0) if is_tips else None,
+                first_time=from_ns(int(first[key]["stormwatch_ns"])), last_time=from_ns(int(end_row["stormwatch_ns"])),
+                last_value=int(value) if is_tips else float(value),
+                last_flags=tuple(str(flags).split(",")) if flags else ()))
+        return out
+
+    def _sites_flux(self, start: datetime, end: datetime, condition: str, sites: Sequence[str] | None,
+                    steps: str) -> str:
+        """Flux of the points of ``[start, end)`` meeting ``condition`` (of ``sites``, when given), then
+        ``steps``, each row with its integer ns time (``stormwatch_ns``)."""
+        where = "" if sites is None else f" and {flux_set('site', sites)}"
+        return (f"from(bucket: {flux_string(self.bucket)}) |> {_flux_range(start, end)}"
+                f" |> filter(fn: (r) => {condition}{where}){steps}"
+                " |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))")
+
+    def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:
+        """See :meth:`stormwatch.stores.base.OverviewStore.query_tips` (one Flux query, every site).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if sites is not None and not sites:
+            return []
+        flux = self._sites_flux(start, end, f'r._measurement == "{READINGS}" and r.quantity == "rain_tips"', sites,
+                                ' |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")'
+                                " |> filter(fn: (r) => r.tips > 0)")
+        rows = ((row, int(row["stormwatch_ns"])) for row in self._flux(flux))
+        return sorted(influx_readings(rows, late=None), key=lambda r: (r.site, r.time, r.seq))
+
+    def query_site_events(self, start: datetime, end: datetime, sites: Sequence[str] | None = None,
+                          ) -> list[Event]:
+        """See :meth:`stormwatch.stores.base.OverviewStore.query_site_events` (one Flux query of the
+        events' ``wire`` field).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if sites is not None and not sites:
+            return []
+        flux = self._sites_flux(start, end, f'r._measurement == "{EVENTS}" and r._field == "wire"', sites, "")
+        points = sorted((int(row["stormwatch_ns"]), str(row["_value"]))
+                        for row in self._flux(flux) if row.get("_value"))
+        return [Event.model_validate(json.loads(wire)) for _, wire in points]
 
     def close(self) -> None:
         """Close the HTTP client (writes are synchronous: nothing is buffered)."""

@@ -356,3 +356,43 @@ def test_influx2_flux_texts(recorder: tuple[str, list[tuple[str, str]]], influx_
     assert '(r["site"] == "riverside")' in flux[1] and '(r["device"] == "rain-1")' in flux[1]
     assert flux[1].endswith(' |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")'
                             ' |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))')
+
+
+@pytest.mark.influxdb
+def test_influx2_overview_flux_texts(recorder: tuple[str, list[tuple[str, str]]],
+                                     influx_server: servers.InfluxDB1) -> None:
+    """The web portfolio's queries on InfluxDB 2.x (stormwatch.stores.base.OverviewStore): one Flux
+    request each, whatever the number of sites, with the window exact to the nanosecond and each
+    site, device and quantity named once. (The texts also parse with the Flux parser of
+    @influxdata/flux 0.5.1; no 2.x server runs here to execute them -- see the module docstring.)"""
+    host, log = recorder
+    two = open_store(f"influx2://{host}?org=stormwatch&bucket=b&token=t0ken")
+    sites = [f"site-{i:03d}" for i in range(50)]
+    series = [(s, d, q) for s in [*sites, 'Pond "3"'] for d, q in (("rain-1", "rain_tips"), ("turb-up", "turbidity"))]
+    assert two.summarize(T0, T0 + M, series) == []  # type: ignore[attr-defined]
+    assert two.query_tips(T0, T0 + M, sites) == []  # type: ignore[attr-defined]
+    assert two.query_site_events(T0, T0 + M, None) == []  # type: ignore[attr-defined]
+    assert two.summarize(T0, T0 + M, []) == [] and two.query_tips(T0, T0 + M, []) == []  # type: ignore[attr-defined]
+    two.close()
+    flux = [text for what, text in log if what == "flux"]
+    assert len(flux) == 3  # one request per call; nothing for an empty selection
+    window = "range(start: time(v: 1780315200000000000), stop: time(v: 1780315260000000000))"
+    summary, tips, events = flux
+    assert summary.startswith(f'data = from(bucket: "b") |> {window} |> filter(fn: (r) => '
+                              'r._measurement == "readings" and contains(value: r["site"], set: ["Pond \\"3\\"", '
+                              '"site-000", "site-001", ')
+    assert summary.count("site-049") == 1 and summary.count('"rain-1"') == 1
+    assert ' and contains(value: r["device"], set: ["rain-1", "turb-up"]) and contains(value: r["quantity"], '\
+           'set: ["rain_tips", "turbidity"]))' in summary
+    assert summary.splitlines()[1:] == [
+        'data |> count(column: "value") |> yield(name: "count")',
+        'data |> filter(fn: (r) => r.quantity == "rain_tips") |> sum(column: "tips") |> yield(name: "tips")',
+        'data |> min(column: "stormwatch_ns") |> yield(name: "first")',
+        'data |> max(column: "stormwatch_ns") |> yield(name: "last")']
+    assert tips.startswith(f'from(bucket: "b") |> {window} |> filter(fn: (r) => r._measurement == "readings" and '
+                           'r.quantity == "rain_tips" and contains(value: r["site"], set: ["site-000", ')
+    assert tips.endswith('|> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")'
+                         ' |> filter(fn: (r) => r.tips > 0)'
+                         ' |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))')
+    assert events == (f'from(bucket: "b") |> {window} |> filter(fn: (r) => r._measurement == "events" and '
+                      'r._field == "wire") |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))')

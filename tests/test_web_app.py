@@ -4,6 +4,7 @@ client against the real application, store, work-order book and accounts)."""
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import sqlite3
 from pathlib import Path
@@ -12,14 +13,27 @@ import pytest
 from PIL import Image
 
 from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.web.accounts import Accounts
 from tests.web_support import NOW, PASSWORD, A, B, build, client, csrf_of, login
+
+_databases = itertools.count()
 
 
 @pytest.fixture()
 def world(tmp_path: Path) -> dict[str, object]:
     return build(tmp_path)
+
+
+@pytest.fixture(params=[pytest.param("sqlite"), pytest.param("influx1", marks=pytest.mark.influxdb)])
+def any_store_world(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, object]:
+    """The world on the embedded SQLite store, and on a database of a real InfluxDB 1.x (the
+    production stack's store, docker-compose.yml)."""
+    if request.param == "sqlite":
+        return build(tmp_path)
+    srv: servers.InfluxDB1 = request.getfixturevalue("influx_server")
+    return build(tmp_path, srv.store_url(f"web_{next(_databases)}_{id(tmp_path) % 10**6}"))
 
 
 def _png(size: tuple[int, int] = (64, 48)) -> bytes:
@@ -53,8 +67,8 @@ def test_pages_need_a_session_and_an_expired_one_goes_back_to_login(world: dict[
     accounts.close()
 
 
-def test_portfolio_shows_each_site_now_and_a_gap_as_unknown(world: dict[str, object]) -> None:
-    c = client(world)
+def test_portfolio_shows_each_site_now_and_a_gap_as_unknown(any_store_world: dict[str, object]) -> None:
+    c = client(any_store_world)
     login(c, "sam")
     html = c.get("/").text
     rows = dict(re.findall(r'<tr class="row-\w+" data-site="([\w-]+)">(.*?)</tr>', html, re.S))
@@ -70,8 +84,8 @@ def test_portfolio_shows_each_site_now_and_a_gap_as_unknown(world: dict[str, obj
     assert "silent: rain-1, turb-up, turb-down, basin-level" in b
 
 
-def test_inspector_sees_only_their_sites(world: dict[str, object]) -> None:
-    c = client(world)
+def test_inspector_sees_only_their_sites(any_store_world: dict[str, object]) -> None:
+    c = client(any_store_world)
     login(c, "ina")
     html = c.get("/").text
     assert f'data-site="{A}"' in html and f'data-site="{B}"' not in html
@@ -204,3 +218,22 @@ def test_a_password_change_ends_the_users_sessions(world: dict[str, object]) -> 
     r = c.get("/")
     assert r.status_code == 303 and "expired=1" in r.headers["location"]
     assert csrf_of(c.get("/login").text)
+
+
+@pytest.mark.influxdb
+def test_an_influxdb_store_away_or_misnamed_is_told_in_one_line(tmp_path: Path, own_influx: servers.InfluxDB1) -> None:
+    from stormwatch.web.server import DeskSettings, DeskSetupError, open_desk
+
+    world = build(tmp_path, own_influx.store_url("desk"))
+    settings = {"sites": world["sites"], "state_dir": world["state"]}
+    with pytest.raises(DeskSetupError, match=r"the server has no database 'dsek' \(the database ingest writes"):
+        open_desk(DeskSettings(store_url=own_influx.store_url("dsek"), **settings))  # type: ignore[arg-type]
+    c = client(world)
+    login(c, "sam")
+    own_influx.stop()  # the store goes away while the desk runs: a page says so (503), no traceback
+    r = c.get("/")
+    assert r.status_code == 503 and "The readings store did not answer" in r.text
+    with pytest.raises(DeskSetupError, match=r"^--store influx1://127\.0\.0\.1:.*/desk: .*InfluxDB"):
+        open_desk(DeskSettings(store_url=own_influx.store_url("desk"), **settings))  # type: ignore[arg-type]
+    own_influx.start()
+    assert client(world).get("/login").status_code == 200

@@ -18,7 +18,7 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
 from stormwatch.resources import example_site
-from stormwatch.stores.sqlite import SqliteStore
+from stormwatch.stores.urls import open_store
 from stormwatch.web.accounts import Accounts
 from stormwatch.web.app import create_app
 from stormwatch.web.server import DeskSettings, open_desk
@@ -72,11 +72,16 @@ def storm_event(site: str) -> Event:
                  evidence=[{"time": "2026-06-02T13:00:00Z", "tips": 1}])
 
 
-def build(root: Path) -> dict[str, object]:
-    """Write the store, the book (one overdue storm inspection per site) and the accounts under ``root``."""
+def build(root: Path, store_url: str | None = None) -> dict[str, object]:
+    """Write the store, the book (one overdue storm inspection per site) and the accounts under ``root``.
+
+    ``store_url``: the readings store to write (default: SQLite ``root/stormwatch.db``; the tests pass
+    a database of a real InfluxDB 1.x to run the same pages on it).
+    """
     state = root / "state"
     state.mkdir(parents=True, exist_ok=True)
-    store = SqliteStore(root / "stormwatch.db", clock=ManualClock(NOW))
+    store_url = store_url or f"sqlite:///{root / 'stormwatch.db'}"
+    store = open_store(store_url, clock=ManualClock(NOW))
     store.write_readings(readings(A, "gw-riverside-1"))
     store.write_readings(readings(B, "gw-hilltop-1", silent_from=NOW - timedelta(hours=3)))
     store.write_events([storm_event(A), storm_event(B)])
@@ -90,7 +95,7 @@ def build(root: Path) -> dict[str, object]:
     accounts.add("carl", "contractor", PASSWORD, sites=[A], display_name="Carl Contractor")
     accounts.add("sam", "smo", PASSWORD, display_name="Sam SMO")
     accounts.close()
-    return {"state": state, "store": f"sqlite:///{root / 'stormwatch.db'}", "orders": orders,
+    return {"state": state, "store": store_url, "orders": orders,
             "sites": site_files(root / "sites")}
 
 

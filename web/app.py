@@ -49,7 +49,7 @@ from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
 from stormwatch.display import local_time
 from stormwatch.resources import builtin_dir
-from stormwatch.stores.base import OverviewStore
+from stormwatch.stores.base import OverviewStore, StoreError
 from stormwatch.web import charts
 from stormwatch.web.accounts import Accounts, Session, User, can_act, can_verify, can_view, visible_sites
 from stormwatch.web.excerpts import excerpt
@@ -207,6 +207,11 @@ def create_app(desk: Desk) -> Starlette:
             except HTTPException as exc:
                 return render(request, "error.html", {"title": "Not found" if exc.status_code == 404 else "Error",
                                                       "message": exc.detail}, exc.status_code)
+            except StoreError as exc:
+                log.error("%s %s: the readings store did not answer: %s", request.method, request.url.path, exc)
+                return render(request, "error.html", {"title": "Store unavailable", "message":
+                              "The readings store did not answer; try again in a minute. "
+                              "(The server's log has the details.)"}, 503)
         return endpoint
 
     # -- login -----------------------------------------------------------------------------

@@ -35,7 +35,9 @@ def web_cmd(
                                           help="A directory of site files, watched: a site file added, changed or "
                                                "removed shows within seconds; a broken one is refused with its error."),
     store: str = typer.Option(..., "--store", envvar="STORMWATCH_STORE", metavar="URL",
-                              help="The readings store the services write (sqlite:///path/to/stormwatch.db)."),
+                              help="The readings store the services write: sqlite:///path/to/stormwatch.db, "
+                                   "influx1://[user:password@]host:8086/DATABASE or "
+                                   "influx2://host:8086?org=&bucket=&token= (the database must exist)."),
     state_dir: Path = _STATE_DIR_OPT,
     host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS",
                              help="Address to listen on (0.0.0.0: every interface)."),

@@ -97,8 +97,19 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
         raise DeskSetupError(f"--store {redact(settings.store_url)}: {exc}") from None
     if not all(hasattr(store, m) for m in ("summarize", "query_tips", "query_site_events")):
         store.close()
-        raise DeskSetupError(f"--store {redact(settings.store_url)}: the web desk reads the SQLite store "
-                             "(sqlite:///path); this store cannot answer many sites in one query yet")
+        raise DeskSetupError(f"--store {redact(settings.store_url)}: this store cannot answer many sites in one "
+                             "query (use sqlite://, influx1:// or influx2://)")
+    exists = getattr(store, "database_exists", None)
+    if exists is not None and not settings.create_store:
+        try:
+            found = exists()
+        except StoreError as exc:
+            store.close()
+            raise DeskSetupError(f"--store {redact(settings.store_url)}: {exc}") from None
+        if not found:
+            store.close()
+            raise DeskSetupError(f"--store {redact(settings.store_url)}: the server has no database "
+                                 f"{getattr(store, 'database', '?')!r} (the database ingest writes; check the name)")
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     try:
         book = WorkOrders(settings.state_dir / ALERTS_FILE, WallClock())
