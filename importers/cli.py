@@ -355,10 +355,13 @@ def station_import_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``stormwatch import``, ``stormwatch replay`` and ``stormwatch station import``."""
+    """Add ``stormwatch import``, ``replay``, ``station import`` and ``readings add``."""
     app.command("import")(import_command)
     app.command("replay")(replay_command)
     station = typer.Typer(help="A weather station's record as the site's fallback gauge (used only in the "
                                "gauge's data gaps).", no_args_is_help=True)
     station.command("import")(station_import_command)
     app.add_typer(station, name="station")
+    from stormwatch.importers.manual_cli import readings_app
+
+    app.add_typer(readings_app, name="readings")

@@ -5,7 +5,9 @@ with a short reason (failure-kinds.md; design-notes.md "Nothing lost, nothing in
 contract's own (``not_utf8``, ``bad_json``, ``schema``, :func:`stormwatch.contract.parse_readings`)
 and this module's checks against the configuration: ``bad_topic``, ``topic_mismatch``,
 ``unknown_site``, ``unknown_gateway``, ``unknown_device``, ``unknown_quantity``,
-``unit_mismatch``, ``impossible_value``, ``future_time``, ``implausible_time``. Every reason and
+``unit_mismatch``, ``impossible_value``, ``future_time``, ``implausible_time``. Readings entered by
+hand (gateway ``manual``, :data:`stormwatch.contract.MANUAL_QUANTITIES`) are checked against the
+site's discharge points and devices, the manual quantity's unit and range. Every reason and
 when it applies is in :data:`stormwatch.reasons.REASONS` (the one set; docs/ingest.md section 2).
 
 Rain rates are judged where the interval a count covers is known: the gateway's counter never
@@ -43,7 +45,7 @@ from datetime import datetime, timedelta
 from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
-from stormwatch.contract import PayloadError, Reading, dump_readings, parse_readings
+from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES, PayloadError, Reading, dump_readings, parse_readings
 from stormwatch.physics import negative_value
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import DeadLetter
@@ -208,6 +210,11 @@ class Validator:
         cfg = self.sites.get(r.site)
         if cfg is None:
             return ("unknown_site", f"site {r.site!r} is not configured (known: {sorted(self.sites)})")
+        if r.gateway == MANUAL_GATEWAY:
+            problem = self._check_manual(r, cfg)
+            if problem is not None:
+                return problem
+            return self._check_time(r, now)
         if r.gateway != cfg.gateway_id:
             return ("unknown_gateway", f"gateway {r.gateway!r} is not site {r.site!r}'s gateway {cfg.gateway_id!r}")
         units = self._units.get((r.site, r.device))
@@ -223,6 +230,32 @@ class Validator:
         impossible = negative_value(r.quantity, r.value)
         if impossible is not None:
             return ("impossible_value", f"{r.device}: {impossible}")
+        return self._check_time(r, now)
+
+    def _check_manual(self, r: Reading, cfg: SiteConfig) -> tuple[str, str] | None:
+        """A reading entered by hand: at one of the site's discharge points or devices, of a manual
+        quantity in its unit (and the device's unit, if the device measures it too), inside the
+        method's range, with the inspector's name in ``raw``."""
+        points = {p.id for p in cfg.points}
+        units = self._units.get((r.site, r.device))
+        if units is None and r.device not in points:
+            return ("unknown_device", f"{r.device!r} is neither a discharge point nor a device of site {r.site!r} "
+                                      f"(points: {sorted(points)}; devices: {sorted(d.id for d in cfg.devices)})")
+        spec = MANUAL_QUANTITIES.get(r.quantity)
+        if spec is None:
+            return ("unknown_quantity", f"{r.quantity!r} is not entered by hand (manual quantities: "
+                                        f"{', '.join(sorted(MANUAL_QUANTITIES))})")
+        if r.unit != spec.unit or (units is not None and units.get(r.quantity, r.unit) != r.unit):
+            expected = units.get(r.quantity, spec.unit) if units is not None else spec.unit
+            return ("unit_mismatch", f"manual {r.quantity} at {r.device} in {r.unit!r}, expected {expected!r}")
+        if not spec.low <= r.value <= spec.high:
+            return ("impossible_value", f"manual {r.quantity} {r.value:g} {r.unit} is outside {spec.low:g} .. "
+                                        f"{spec.high:g} ({spec.method})")
+        if not isinstance(r.raw, str) or not r.raw.strip():
+            return ("schema", "a manual reading names its inspector in raw")
+        return None
+
+    def _check_time(self, r: Reading, now: datetime) -> tuple[str, str] | None:
         if r.time > now + self.max_future:
             ahead_s = (r.time - now).total_seconds()
             limit_s = self.max_future.total_seconds()

@@ -122,6 +122,11 @@ OPTIONS: dict[str, OptionName] = {
     # work orders and reports
     "--storm": OptionName("one storm: its inspection's work-order id or a time within it", ("ID",)),
     "--by": OptionName("who does it", ("NAME",)),
+    "--point": OptionName("a discharge point's id (or a device's) where a sample was taken", ("POINT",)),
+    "--sampled-at": OptionName("when a field sample was taken", ("TIME",)),
+    "--transparency-cm": OptionName("a transparency tube's reading, cm", ("CM",)),
+    "--turbidity-ntu": OptionName("a grab sample's turbidity, NTU", ("NTU",)),
+    "--ph": OptionName("a grab sample's pH", ("PH",)),
     "--notes": OptionName("a note kept with the change", ("TEXT",)),
     "--status": OptionName("a work-order status: open, acknowledged or completed", ("STATUS",)),
     "--overdue": OptionName("only what is past its due time and not completed"),

@@ -165,7 +165,8 @@ class Reading(BaseModel):
             normalised to UTC.
         gateway, boot, seq: identity; ``seq`` (a JSON integer >= 0) strictly increases within one ``boot``.
         raw: the undecoded value (register words, counter value or text), for audit; a number
-            must be finite.
+            must be finite. A reading entered by hand (``gateway`` :data:`MANUAL_GATEWAY`) holds
+            the inspector's name here.
         flags: quality-control flags; empty when clean (``out_of_range``, ``flatline``,
             ``spike``, ``device_error``, ...).
     """
@@ -220,6 +221,54 @@ class Reading(BaseModel):
             self.site, self.device, self.quantity, self.value, self.unit, self.time,
             self.gateway, self.boot, self.seq, self.raw, self.flags,
         )
+
+
+#: The ``gateway`` of readings a person entered by hand (``stormwatch readings add``, the web desk's
+#: form): their ``source`` is ``manual``; ``raw`` holds the name of the inspector who took them.
+MANUAL_GATEWAY = "manual"
+
+
+class ManualQuantity(BaseModel):
+    """A quantity a person may measure in the field and enter by hand.
+
+    Attributes:
+        unit: the one unit it is entered in.
+        low, high: the values the method can give (inclusive); outside them the entry is refused.
+        method: how it is measured, for help texts.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    unit: str
+    low: float
+    high: float
+    method: str
+
+
+#: Manual field quantities (issue 16): a transparency tube's reading in cm (a tube is at most 120 cm
+#: long -- 60 cm is the common length, Washington CSWGP's benchmark equivalents are 33 and 6 cm),
+#: a grab sample's turbidity from a hand turbidimeter in NTU (never negative), and its pH from a
+#: hand meter (the 0-14 scale of the meter).
+MANUAL_QUANTITIES: dict[str, ManualQuantity] = {
+    "transparency": ManualQuantity(unit="cm", low=0.0, high=120.0, method="transparency tube, cm to the first "
+                                                                          "view of the disk"),
+    "turbidity": ManualQuantity(unit="NTU", low=0.0, high=float("inf"), method="grab sample, hand turbidimeter"),
+    "ph": ManualQuantity(unit="[pH]", low=0.0, high=14.0, method="grab sample, hand pH meter"),
+}
+
+
+def reading_source(reading: Reading) -> str:
+    """Where a reading came from: ``manual`` (entered by hand), ``import`` (a logger file),
+    ``station`` (a station record) or ``gateway`` (polled live)."""
+    if reading.gateway in (MANUAL_GATEWAY, "import", "station"):
+        return reading.gateway
+    return "gateway"
+
+
+def manual_inspector(reading: Reading) -> str | None:
+    """The inspector who entered a manual reading (its ``raw``), or ``None`` for any other reading."""
+    if reading.gateway == MANUAL_GATEWAY and isinstance(reading.raw, str):
+        return reading.raw
+    return None
 
 
 class ReadingBatch(BaseModel):

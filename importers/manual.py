@@ -1,0 +1,183 @@
+"""Manual field readings (issue 16): a transparency tube in cm, a grab sample's NTU and pH from hand meters.
+
+An inspector enters what they measured at a discharge point (or at a device's location) and when
+they sampled it (``stormwatch readings add``, or the form on the web desk's site page). Each value
+becomes one :class:`~stormwatch.contract.Reading` that says where it came from:
+
+* ``gateway`` = :data:`stormwatch.contract.MANUAL_GATEWAY` (``source: manual``);
+* ``raw`` = the inspector's name;
+* ``time`` = when the sample was taken (event time: the rules judge it then, however late it is
+  entered);
+* ``device`` = the discharge point's id (or a device id), ``quantity``/``unit`` one of
+  :data:`stormwatch.contract.MANUAL_QUANTITIES` (``transparency`` cm, ``turbidity`` NTU, ``ph`` [pH]);
+* identity: ``boot`` from the site, point, quantity and inspector, ``seq`` = the sampling time in
+  microseconds -- entering the same sample twice stores it once.
+
+Readings go through the same validator as live data (:class:`stormwatch.ingest.validate.Validator`,
+which knows manual readings) before anything is stored or sent; then they are written to the store
+(``--store``) or published on the site's readings topic (``stormwatch/v1/<site>/manual/readings``,
+QoS 1, ``--broker``), where ingest stores them and the alert service evaluates them like any
+sensor's readings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from stormwatch import topics
+from stormwatch.clock import Clock
+from stormwatch.config import SiteConfig
+from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES, Reading, dump_readings
+from stormwatch.errors import InputError
+from stormwatch.importers.identity import import_seq
+from stormwatch.ingest.validate import Validator
+from stormwatch.mqtt import BrokerSettings, apply_credentials
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.stores.base import ReadingStore
+
+log = logging.getLogger(__name__)
+
+#: Longest inspector name kept (the ``raw`` of a manual reading).
+INSPECTOR_MAX = 64
+
+
+class ManualEntryError(InputError):
+    """A manual entry that cannot be recorded (nothing was stored or sent); the message says why."""
+
+
+@dataclass(frozen=True)
+class ManualEntry:
+    """What an inspector measured at one place and time.
+
+    Attributes:
+        site: site id.
+        point: discharge point id (or device id) where the sample was taken.
+        sampled_at: when it was taken (aware; stored in UTC).
+        inspector: who took it.
+        values: quantity -> value (``transparency`` cm, ``turbidity`` NTU, ``ph``).
+    """
+
+    site: str
+    point: str
+    sampled_at: datetime
+    inspector: str
+    values: Mapping[str, float]
+
+
+def manual_boot(site: str, point: str, quantity: str, inspector: str) -> str:
+    """The ``boot`` of one inspector's manual readings of one quantity at one point (stable)."""
+    digest = hashlib.sha256("\x00".join((site, point, quantity, inspector)).encode("utf-8")).hexdigest()
+    return f"manual-{digest[:16]}"
+
+
+def manual_readings(entry: ManualEntry) -> list[Reading]:
+    """The readings of ``entry``, one per value.
+
+    Raises:
+        ManualEntryError: no value, an unknown quantity, a blank or too long inspector name, a naive
+            time, a value the schema refuses.
+    """
+    name = " ".join(entry.inspector.split())
+    if not name:
+        raise ManualEntryError("the inspector's name is required (who took the sample)")
+    if len(name) > INSPECTOR_MAX:
+        raise ManualEntryError(f"inspector name of {len(name)} characters: at most {INSPECTOR_MAX}")
+    if not entry.values:
+        raise ManualEntryError("nothing to record: give at least one of "
+                               + ", ".join(f"{q} ({s.unit})" for q, s in MANUAL_QUANTITIES.items()))
+    if entry.sampled_at.tzinfo is None:
+        raise ManualEntryError("the sampling time needs a time zone")
+    out = []
+    for quantity, value in entry.values.items():
+        spec = MANUAL_QUANTITIES.get(quantity)
+        if spec is None:
+            raise ManualEntryError(f"{quantity!r} is not a manual quantity ({', '.join(MANUAL_QUANTITIES)})")
+        try:
+            out.append(Reading(site=entry.site, device=entry.point, quantity=quantity, value=float(value),
+                               unit=spec.unit, time=entry.sampled_at, gateway=MANUAL_GATEWAY,
+                               boot=manual_boot(entry.site, entry.point, quantity, name),
+                               seq=import_seq(entry.sampled_at), raw=name))
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise ManualEntryError(f"{quantity} {value!r}: {str(exc).splitlines()[-1].strip()}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What became of a manual entry: ``stored`` new in the store, ``already`` stored before,
+    ``published`` to the broker (``None``: not sent)."""
+
+    readings: tuple[Reading, ...]
+    stored: int = 0
+    already: int = 0
+    published: str | None = None
+
+
+def publish_once(broker: BrokerSettings, topic: str, payload: bytes, timeout_s: float = 10.0) -> None:
+    """Publish one message at QoS 1 and wait for the broker's PUBACK.
+
+    Raises:
+        ManualEntryError: the broker cannot be reached or does not acknowledge in ``timeout_s``.
+    """
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"stormwatch-manual-{uuid.uuid4().hex[:12]}")
+    try:
+        apply_credentials(client, broker)
+        client.connect(broker.host, broker.port, keepalive=30)
+    except OSError as exc:
+        raise ManualEntryError(f"broker {broker.safe_url()}: {exc} (nothing sent)") from None
+    client.loop_start()
+    try:
+        info = client.publish(topic, payload, qos=1)
+        info.wait_for_publish(timeout_s)
+        if not info.is_published():
+            raise ManualEntryError(f"broker {broker.safe_url()} did not acknowledge within {timeout_s:g} s "
+                                   "(the reading may not have arrived; sending it again stores it once)")
+    except (RuntimeError, ValueError) as exc:
+        raise ManualEntryError(f"broker {broker.safe_url()}: {exc}") from None
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+def record_manual(entry: ManualEntry, cfg: SiteConfig, profiles: ProfileLibrary, clock: Clock, *,
+                  store: ReadingStore | None = None, broker: BrokerSettings | None = None) -> Recorded:
+    """Validate ``entry`` as live data is validated, then store it (``store``) or publish it (``broker``:
+    on the site's readings topic, where ingest stores it and the alert service evaluates it).
+
+    Raises:
+        ManualEntryError: the entry is refused (reason and detail of the first problem; nothing was
+            stored or sent), or the broker did not take it.
+        stormwatch.stores.base.StoreError: the store refused the write.
+    """
+    if (store is None) == (broker is None):
+        raise ManualEntryError("record it in one place: --broker (the live path: ingest stores it, the alert "
+                               "service evaluates it) or --store (straight into the store, for `evaluate`)")
+    readings = manual_readings(entry)
+    # a field notebook may be entered long after the sampling: no age bound (the future stays refused)
+    validator = Validator.for_sites([cfg], profiles, clock, max_age_s=None)
+    topic = topics.readings(cfg.site.id, MANUAL_GATEWAY)
+    payload = dump_readings(readings)
+    result = validator.validate(topic, payload)
+    if result.dead:
+        first = result.dead[0]
+        raise ManualEntryError(f"{first.reason}: {first.detail.removeprefix('readings.0: ')} (nothing recorded)")
+    stored = already = 0
+    if store is not None:
+        stored = store.write_readings(readings)
+        already = len(readings) - stored
+    published = None
+    if broker is not None:
+        publish_once(broker, topic, payload)
+        published = broker.safe_url()
+    for r in readings:
+        log.info("manual %s %g %s at %s/%s sampled %s by %s", r.quantity, r.value, r.unit, r.site, r.device,
+                 r.time.isoformat(), r.raw)
+    return Recorded(tuple(readings), stored, already, published)
