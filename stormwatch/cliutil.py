@@ -113,6 +113,7 @@ OPTIONS: dict[str, OptionName] = {
     "--publish-log": OptionName("a CSV of when each poll cycle was published", ("FILE",)),
     # rules
     "--dry-gap-hours": OptionName("the storm rule's dry gap in hours", ("HOURS",)),
+    "--option": OptionName("a choice among a rule pack's site options", ("NAME=CHOICE",)),
     "--silence": OptionName("what a stretch without rows means: dry or gap", ("dry|gap",)),
     "--day-ends": OptionName("a daily station record's observation time, which ends its day", ("HH:MM",)),
     "--time-marks": OptionName("whether a row's time ends or starts the interval of its value", ("end|start",)),
