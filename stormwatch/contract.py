@@ -25,7 +25,14 @@ stage           m          water depth above the basin floor
 pressure        bar        raw pressure of a submersible level sensor
 distance        mm         distance down from a sensor to a surface
 sediment_depth  m          sediment surface height above the basin floor
+ph              [pH]       pH of the discharge (a probe, or a grab sample's hand meter)
+transparency    cm         transparency tube reading (entered by hand)
+precipitation   mm, [in_i] a station record's depth over its interval (``stormwatch station import``)
 ============== ========== ============================================================
+
+Sources (:func:`reading_source`): ``gateway`` (polled live), ``import`` (a logger file),
+``station`` (a station record, gateway ``station``), ``manual`` (entered by hand, gateway
+:data:`MANUAL_GATEWAY`, the inspector's name in ``raw``).
 """
 
 from __future__ import annotations
