@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import mailbox
+import os
 import shutil
 import socket
 import subprocess
@@ -34,16 +35,31 @@ RECIPIENTS = ["ina@contractor.example", "smo@village.example"]
 
 
 class SmtpServer:
-    """``python -m aiosmtpd`` delivering into a Maildir (a separate process)."""
+    """``python -m aiosmtpd`` delivering into a Maildir (a separate process); with ``auth``
+    (user, password) :mod:`tests.smtp_auth_server`, which requires STARTTLS (``tls``) and AUTH.
+    Its standard error goes to :attr:`log` (``auth USER ok|refused`` lines)."""
 
-    def __init__(self, root: Path, port: int, tls: tuple[Path, Path] | None = None) -> None:
+    def __init__(self, root: Path, port: int, tls: tuple[Path, Path] | None = None,
+                 auth: tuple[str, str] | None = None) -> None:
         self.maildir = root / "Maildir"
         root.mkdir(parents=True, exist_ok=True)
+        self.log = root / "smtpd.log"
         self.port = port
-        args = [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"127.0.0.1:{port}", "-c", "aiosmtpd.handlers.Mailbox"]
-        if tls:
-            args[4:4] = ["--tlscert", str(tls[0]), "--tlskey", str(tls[1])]
-        self.proc = subprocess.Popen([*args, str(self.maildir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env = dict(os.environ)
+        if auth is not None:
+            assert tls is not None, "AUTH needs TLS"
+            args = [sys.executable, "-m", "tests.smtp_auth_server", str(port), str(self.maildir), str(tls[0]),
+                    str(tls[1]), auth[0]]
+            env["SMTP_TEST_PASSWORD"] = auth[1]  # not on the command line
+        else:
+            args = [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"127.0.0.1:{port}", "-c",
+                    "aiosmtpd.handlers.Mailbox"]
+            if tls:
+                args[4:4] = ["--tlscert", str(tls[0]), "--tlskey", str(tls[1])]
+            args.append(str(self.maildir))
+        with self.log.open("wb") as err:
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                                         cwd=Path(__file__).resolve().parent.parent)
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -51,9 +67,11 @@ class SmtpServer:
                 break
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    err = self.proc.stderr.read() if self.proc.stderr else b""
-                    raise RuntimeError(f"aiosmtpd did not start: {err!r}") from None
+                    raise RuntimeError(f"SMTP server did not start: {self.log.read_text()!r}") from None
                 time.sleep(0.1)
+
+    def auth_lines(self) -> list[str]:
+        return [line for line in self.log.read_text().splitlines() if line.startswith("auth ")]
 
     def messages(self) -> list[Message]:
         if not self.maildir.exists():
@@ -189,12 +207,18 @@ def test_a_server_away_is_retried_with_backoff_and_counted(world: dict[str, obje
     notifier.close()
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a test certificate")
-def test_starttls(world: dict[str, object], tmp_path: Path) -> None:
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (openssl), as (cert, key)."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
                     "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a test certificate")
+def test_starttls(world: dict[str, object], tmp_path: Path) -> None:
+    cert, key = _certificate(tmp_path)
     server = SmtpServer(tmp_path / "smtp", free_port(), tls=(cert, key))
     try:
         smtp = SmtpSettings.from_url(f"smtp+starttls://127.0.0.1:{server.port}", "stormwatch@village.example",
@@ -217,3 +241,81 @@ def test_smtp_urls() -> None:
     assert SmtpSettings.from_url("smtps://h", "a@b.c", env={}).port == 465
     with pytest.raises(ValueError, match="use smtp://host"):
         SmtpSettings.from_url("http://h", "a@b.c", env={})
+
+
+USER, SECRET = "mailer@village.example", "tr0ub4dor&3 horse"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a test certificate")
+def test_smtp_auth_wrong_password_keeps_mail_queued_and_the_right_one_delivers(
+        world: dict[str, object], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cert, key = _certificate(tmp_path)
+    server = SmtpServer(tmp_path / "smtp", free_port(), tls=(cert, key), auth=(USER, SECRET))
+    secret = tmp_path / "smtp_password"
+    secret.write_text("not the password\n")
+    url = f"smtp+starttls://{USER.replace('@', '%40')}@127.0.0.1:{server.port}"
+    clock = [1_000.0]
+    caplog.set_level(logging.INFO, logger="stormwatch.web.notify")
+    try:
+        smtp = SmtpSettings.from_url(url, "stormwatch@village.example", env={}, ca_file=str(cert),
+                                     password_file=secret)
+        notifier = Notifier(world["book"], world["sites"], world["ledger"], smtp,  # type: ignore[arg-type]
+                            lambda: NOW, wall=lambda: clock[0], retry_base_s=30, max_attempts=2)
+        assert notifier.scan() == 3
+        assert notifier.deliver() == 0 and server.messages() == []
+        # one login refused (smtplib tries each mechanism the server offers): the round stops there, no
+        # second login with the same credentials
+        refused = [f"auth {USER} refused (PLAIN, tls=True)", f"auth {USER} refused (LOGIN, tls=True)"]
+        assert server.auth_lines() == refused
+        assert notifier.metrics.auth_failures._value.get() == 1
+        assert sum(notifier.metrics.failures.labels(k)._value.get() for k in ("opened", "due_soon", "overdue")) == 1
+        assert {(s, a) for _, _, s, a, _ in notifier.ledger()} == {("pending", 0)}
+        errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert len(errors) == 1 and f"refused the login of '{USER}': 535" in errors[0]
+        assert "every mail stays queued, next login in 30 s" in errors[0]
+        assert any("535" in e for *_, e in notifier.ledger())
+        # within the backoff nothing is tried; refused logins never abandon a mail (max_attempts=2)
+        clock[0] += 29
+        assert notifier.deliver() == 0 and server.auth_lines() == refused
+        for wait in (1, 60, 120):
+            clock[0] += wait
+            assert notifier.deliver() == 0
+        assert server.auth_lines() == refused * 4 and notifier.metrics.auth_failures._value.get() == 4
+        assert "next login in 240 s" in caplog.records[-1].getMessage()
+        assert {s for _, _, s, _, _ in notifier.ledger()} == {"pending"}
+        assert notifier.metrics.abandoned.labels("overdue")._value.get() == 0
+        notifier.close()
+        # the operator fixes the secret and restarts: every queued mail goes out, once
+        secret.write_text(SECRET + "\n")
+        smtp = SmtpSettings.from_url(url, "stormwatch@village.example", env={}, ca_file=str(cert),
+                                     password_file=secret)
+        fixed = Notifier(world["book"], world["sites"], world["ledger"], smtp,  # type: ignore[arg-type]
+                         lambda: NOW, wall=lambda: clock[0])
+        assert fixed.scan() == 0 and fixed.deliver() == 3
+        assert len(server.messages()) == 3 and {s for _, _, s, _, _ in fixed.ledger()} == {"sent"}
+        assert server.auth_lines()[8:] == [f"auth {USER} ok (PLAIN, tls=True)"] * 3
+        assert all(SECRET not in r.getMessage() and "not the password" not in r.getMessage()
+                   for r in caplog.records)
+        fixed.close()
+    finally:
+        server.stop()
+
+
+def test_smtp_password_never_on_the_command_line(tmp_path: Path) -> None:
+    url = "smtp+starttls://mailer@mail.village.example"
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\r\n")
+    s = SmtpSettings.from_url(url, "a@b.c", env={"STORMWATCH_SMTP_PASSWORD": "from-env"}, password_file=secret)
+    assert (s.username, s.password) == ("mailer", "s3cret")  # the file wins; its line break is not the password
+    assert SmtpSettings.from_url(url, "a@b.c", env={"STORMWATCH_SMTP_PASSWORD": "from-env"}).password == "from-env"
+    with pytest.raises(ValueError, match=r"no password in the URL .*--smtp-password-file") as exc:
+        SmtpSettings.from_url("smtps://mailer:s3cret@mail.village.example", "a@b.c", env={})
+    assert "s3cret" not in str(exc.value)
+    with pytest.raises(ValueError, match="unencrypted connection would send the password in clear"):
+        SmtpSettings.from_url("smtp://mailer@mail.village.example", "a@b.c", env={"STORMWATCH_SMTP_PASSWORD": "x"})
+    with pytest.raises(ValueError, match="user 'mailer' but no password"):
+        SmtpSettings.from_url(url, "a@b.c", env={})
+    with pytest.raises(ValueError, match=r"--smtp-password-file .*/missing: cannot read it"):
+        SmtpSettings.from_url(url, "a@b.c", env={}, password_file=tmp_path / "missing")
+    with pytest.raises(ValueError, match="no user in the URL"):
+        SmtpSettings.from_url("smtps://mail.village.example", "a@b.c", env={}, password_file=secret)

@@ -54,7 +54,12 @@ def web_cmd(
     smtp: str | None = typer.Option(None, "--smtp", envvar="STORMWATCH_SMTP", metavar="URL",
                                     help="E-mail the sites' notify.email recipients when an order opens, is due soon "
                                          "and goes overdue: smtp://host[:25], smtp+starttls://[user@]host[:587] or "
-                                         "smtps://[user@]host[:465] (password: STORMWATCH_SMTP_PASSWORD)."),
+                                         "smtps://[user@]host[:465]; the user's password from --smtp-password-file or "
+                                         "STORMWATCH_SMTP_PASSWORD, never in the URL."),
+    smtp_password_file: Path | None = typer.Option(None, "--smtp-password-file", metavar="FILE",
+                                                   envvar="STORMWATCH_SMTP_PASSWORD_FILE", dir_okay=False,
+                                                   help="A file holding the SMTP user's password (one line; e.g. a "
+                                                        "Docker secret, /run/secrets/smtp_password)."),
     mail_from: str = typer.Option("stormwatch@localhost", "--mail-from", metavar="ADDRESS",
                                   envvar="STORMWATCH_MAIL_FROM",
                                   help="The sender address of the e-mails."),
@@ -94,6 +99,7 @@ def web_cmd(
 
         try:
             notifier = start_notifier(desk, state_dir, smtp, mail_from, ca_file=smtp_ca_file,
+                                      password_file=smtp_password_file,
                                       due_soon_hours=due_soon_hours, base_url=base_url)
         except SmtpUrlError as exc:
             fail(str(exc), 2)

@@ -20,9 +20,22 @@ the reason, counted in ``stormwatch_notification_failures_total`` and retried af
 doubles from ``retry_base_s`` up to ``retry_max_s``; after ``max_attempts`` the mail is abandoned,
 logged at ERROR and counted in ``stormwatch_notifications_abandoned_total``.
 
-SMTP URLs (``--smtp``): ``smtp://[user[:password]@]host[:port]`` (plain, port 25),
-``smtp+starttls://...`` (STARTTLS, port 587), ``smtps://...`` (implicit TLS, port 465). The
-password may instead come from ``STORMWATCH_SMTP_PASSWORD``; it is never logged.
+SMTP URLs (``--smtp``): ``smtp://host[:port]`` (plain, port 25, no authentication),
+``smtp+starttls://[user@]host[:port]`` (STARTTLS, port 587), ``smtps://[user@]host[:port]``
+(implicit TLS, port 465).
+
+Authentication (SMTP AUTH, RFC 4954; PLAIN or LOGIN as the server offers, by :mod:`smtplib`): the
+user name is the URL's; the password comes from a file (``--smtp-password-file``, e.g. a Docker or
+systemd secret; one line, the line break ignored) or the environment (``STORMWATCH_SMTP_PASSWORD``),
+never from the command line, where every user of the machine could read it in the process list --
+a URL with a password is refused. AUTH only runs over TLS (STARTTLS or implicit): a user name on a
+plain ``smtp://`` URL is refused, as is a user without a password. The password is never logged.
+
+A refused login (``535``, or a server that offers no AUTH) is a configuration fault, not the mail's:
+it is logged at ERROR, counted in ``stormwatch_smtp_auth_failures_total`` (and the mail's attempt in
+``stormwatch_notification_failures_total``), the round stops (no other mail is tried with the same
+credentials), and every mail stays queued -- never abandoned for it -- while logins are retried with
+the doubling backoff until the credentials are fixed.
 """
 
 from __future__ import annotations
@@ -91,11 +104,13 @@ class SmtpSettings:
 
     @classmethod
     def from_url(cls, url: str, sender: str, env: Mapping[str, str] | None = None,
-                 ca_file: str | None = None) -> SmtpSettings:
-        """Parse an ``--smtp`` URL (module docstring).
+                 ca_file: str | None = None, password_file: Path | None = None) -> SmtpSettings:
+        """Parse an ``--smtp`` URL (module docstring); the password of its user comes from
+        ``password_file`` or else ``STORMWATCH_SMTP_PASSWORD`` of ``env`` (default: the process's).
 
         Raises:
-            SmtpUrlError: unknown scheme, no host, or a bad port.
+            SmtpUrlError: unknown scheme, no host, a bad port, a password in the URL, a user on a
+                plain (unencrypted) URL, a user without a password, or an unreadable password file.
         """
         parts = urllib.parse.urlsplit(url)
         schemes = {"smtp": ("plain", 25), "smtp+starttls": ("starttls", 587), "smtps": ("tls", 465)}
@@ -107,11 +122,30 @@ class SmtpSettings:
             port = parts.port or default_port
         except ValueError as exc:
             raise SmtpUrlError(f"--smtp: bad port ({exc})") from None
-        password = urllib.parse.unquote(parts.password) if parts.password else \
-            (env if env is not None else os.environ).get("STORMWATCH_SMTP_PASSWORD")
+        username = urllib.parse.unquote(parts.username) if parts.username else None
+        where = f"{parts.scheme}://{parts.username + '@' if parts.username else ''}{parts.hostname}:{port}"
+        if parts.password is not None:
+            raise SmtpUrlError(f"--smtp {where}: no password in the URL (the command line is visible to every user "
+                               "of the machine); give it with --smtp-password-file FILE or STORMWATCH_SMTP_PASSWORD")
+        password = None
+        if password_file is not None:
+            try:
+                password = password_file.read_text(encoding="utf-8").rstrip("\r\n")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SmtpUrlError(f"--smtp-password-file {password_file}: cannot read it ({exc})") from None
+        if password is None:
+            password = (env if env is not None else os.environ).get("STORMWATCH_SMTP_PASSWORD")
+        if username is not None and security == "plain":
+            raise SmtpUrlError(f"--smtp {where}: authentication over an unencrypted connection would send the "
+                               "password in clear; use smtp+starttls:// (port 587) or smtps:// (port 465)")
+        if username is not None and not password:
+            raise SmtpUrlError(f"--smtp {where}: user {username!r} but no password (--smtp-password-file FILE or "
+                               "STORMWATCH_SMTP_PASSWORD)")
+        if username is None and password_file is not None:
+            raise SmtpUrlError(f"--smtp {where}: --smtp-password-file given but no user in the URL "
+                               "(smtp+starttls://USER@host)")
         return cls(host=parts.hostname, port=port, security=security,  # type: ignore[arg-type]
-                   username=urllib.parse.unquote(parts.username) if parts.username else None,
-                   password=password, sender=sender, ca_file=ca_file)
+                   username=username, password=password if username else None, sender=sender, ca_file=ca_file)
 
     def safe_url(self) -> str:
         scheme = {"plain": "smtp", "starttls": "smtp+starttls", "tls": "smtps"}[self.security]
@@ -119,11 +153,17 @@ class SmtpSettings:
         return f"{scheme}://{user}{self.host}:{self.port}"
 
 
+class SmtpAuthError(Exception):
+    """The mail server refused our login, or offers no AUTH (a configuration fault: the message
+    names the server and user, never the password)."""
+
+
 def send_mail(settings: SmtpSettings, message: EmailMessage) -> None:
-    """Hand ``message`` to the server.
+    """Hand ``message`` to the server (logging in first when ``settings`` has a user).
 
     Raises:
-        smtplib.SMTPException, OSError: the server refused it or could not be reached.
+        SmtpAuthError: the login was refused or the server offers no AUTH.
+        smtplib.SMTPException, OSError: the server refused the message or could not be reached.
     """
     context = ssl.create_default_context(cafile=settings.ca_file)
     client: smtplib.SMTP
@@ -137,7 +177,16 @@ def send_mail(settings: SmtpSettings, message: EmailMessage) -> None:
             client.starttls(context=context)
             client.ehlo()
         if settings.username:
-            client.login(settings.username, settings.password or "")
+            try:
+                client.login(settings.username, settings.password or "")
+            except smtplib.SMTPAuthenticationError as exc:
+                reply = exc.smtp_error.decode("utf-8", "replace") if isinstance(exc.smtp_error, bytes) \
+                    else str(exc.smtp_error)
+                raise SmtpAuthError(f"{settings.safe_url()} refused the login of {settings.username!r}: "
+                                    f"{exc.smtp_code} {reply}") from exc
+            except smtplib.SMTPNotSupportedError as exc:
+                raise SmtpAuthError(f"{settings.safe_url()} offers no AUTH to log in as {settings.username!r}: "
+                                    f"{exc}") from exc
         client.send_message(message)
 
 
@@ -155,6 +204,9 @@ class NotifyMetrics:
                                  registry=self.registry)
         self.pending = Gauge("stormwatch_notifications_pending", "Work-order e-mails waiting to be sent",
                              registry=self.registry)
+        self.auth_failures = Counter("stormwatch_smtp_auth_failures_total", "Logins the mail server refused "
+                                     "(wrong user or password, or no AUTH offered); the mails stay queued",
+                                     registry=self.registry)
 
 
 _TITLES: dict[Kind, str] = {"opened": "New", "due_soon": "Due soon", "overdue": "OVERDUE"}
@@ -233,6 +285,9 @@ class Notifier:
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        #: Consecutive refused logins, and the wall time before which no login is tried again.
+        self._auth_refusals = 0
+        self._auth_retry_at = 0.0
 
     def close(self) -> None:
         with self._lock:
@@ -278,8 +333,13 @@ class Notifier:
         return queued
 
     def deliver(self) -> int:
-        """Send the queued mails whose time has come; returns how many the server accepted."""
+        """Send the queued mails whose time has come; returns how many the server accepted.
+
+        After a refused login nothing is tried until the login backoff has passed (module docstring)."""
         wall = self.wall()
+        if wall < self._auth_retry_at:
+            self._update_pending()
+            return 0
         with self._lock:
             rows = self._db.execute("SELECT order_id, kind, recipients, attempts FROM notifications"
                                     " WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY queued_at",
@@ -299,9 +359,13 @@ class Notifier:
                               self.base_url)
             try:
                 send_mail(self.smtp, message)
+            except SmtpAuthError as exc:
+                self._login_refused(oid, kind, str(exc))
+                break
             except (smtplib.SMTPException, OSError) as exc:
                 self._failed(oid, kind, attempts + 1, f"{type(exc).__name__}: {exc}")
                 continue
+            self._auth_refusals = 0
             self._finish(oid, kind, "sent", "")
             self.metrics.sent.labels(kind).inc()
             log.info("mail sent: %s %s to %s via %s", kind, oid, recipients, self.smtp.safe_url())
@@ -330,6 +394,20 @@ class Notifier:
                              " WHERE order_id = ? AND kind = ?", (attempts, self.wall() + delay, reason, oid, kind))
         log.warning("mail %s %s not sent (attempt %d of %d) via %s: %s; retrying in %.0f s", kind, oid, attempts,
                     self.max_attempts, self.smtp.safe_url(), reason, delay)
+
+    def _login_refused(self, oid: str, kind: str, reason: str) -> None:
+        """A refused login: counted and logged at ERROR; the mail stays pending with its attempts
+        unchanged (the mail is not at fault) and logins wait a doubling backoff."""
+        self._auth_refusals += 1
+        delay = min(self.retry_base_s * 2 ** (self._auth_refusals - 1), self.retry_max_s)
+        self._auth_retry_at = self.wall() + delay
+        self.metrics.auth_failures.inc()
+        self.metrics.failures.labels(kind).inc()
+        with self._lock:
+            self._db.execute("UPDATE notifications SET last_error = ? WHERE order_id = ? AND kind = ?",
+                             (f"SmtpAuthError: {reason}", oid, kind))
+        log.error("mail %s %s not sent: %s; every mail stays queued, next login in %.0f s (check the SMTP user "
+                  "and password)", kind, oid, reason, delay)
 
     def _update_pending(self) -> None:
         with self._lock:

@@ -167,13 +167,15 @@ def _follow(desk: Desk, directory: SiteDirectory, changes: SiteChanges, fixed: s
 
 
 def start_notifier(desk: Desk, state_dir: Path, smtp_url: str, sender: str, *, ca_file: Path | None = None,
+                   password_file: Path | None = None,
                    due_soon_hours: float = 6.0, base_url: str = "", interval_s: float = 30.0) -> Notifier:
     """Start the e-mail notifier of ``desk`` in a background thread (its metrics join ``/metrics``).
 
     Raises:
         SmtpUrlError: a bad ``smtp_url``.
     """
-    settings = SmtpSettings.from_url(smtp_url, sender, ca_file=str(ca_file) if ca_file else None)
+    settings = SmtpSettings.from_url(smtp_url, sender, ca_file=str(ca_file) if ca_file else None,
+                                     password_file=password_file)
     book = WorkOrders(state_dir / ALERTS_FILE, WallClock())  # its own connection: used from another thread
     notifier = Notifier(book, desk.sites, state_dir / WEB_FILE, settings, desk.clock.now,
                         due_soon=timedelta(hours=due_soon_hours), base_url=base_url)
