@@ -1,9 +1,11 @@
 """Backfill: re-run a site's rules over stored readings (``stormwatch evaluate``).
 
-The same :class:`stormwatch.alerts.engine.Engine` code as live (design-notes.md, "Rules"): the store's
-readings of ``[start, end)`` in event-time order go through :meth:`Engine.feed`, then
-:meth:`Engine.flush`. Over a period already processed live (from the same first reading) it gives
-the same events, compared by ``(kind, occurrence, due_at)``; work orders are not touched.
+The same rule code as live (design-notes.md, "Rules"): the rules of an
+:class:`stormwatch.alerts.engine.Engine` take the store's readings of ``[start, end)`` in event-time
+order, series by series as rows (:func:`evaluate`: what :meth:`Engine.replay` and
+:meth:`Engine.flush` give, without a model object per reading). Over a period already processed
+live (from the same first reading) it gives the same events, compared by ``(kind, occurrence,
+due_at)``; work orders are not touched.
 
 A gap in the rain-gauge data is never reported as dry (issue 3, item 5): the evaluation lists every
 period without gauge data -- gaps the engine saw, the start of the window before the gauge's first
@@ -18,8 +20,9 @@ as the 0.50 in of Ch. 133 §133-7A(2).
 
 from __future__ import annotations
 
+import heapq
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
@@ -27,17 +30,20 @@ from fractions import Fraction
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine
-from stormwatch.alerts.rules import RuleTrace
+from stormwatch.alerts.engine import DEFAULT_LATENESS_S, Engine, EngineError
+from stormwatch.alerts.rules import Chunk, RuleTrace
 from stormwatch.alerts.rules.basin import BasinRuleState
 from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
 from stormwatch.alerts.rules.turbidity import TurbidityRuleState
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Event, Reading
+from stormwatch.contract import Event
 from stormwatch.display import local_time
+from stormwatch.ingest.validate import LEVEL_QUANTITIES
+from stormwatch.physics import NON_NEGATIVE
 from stormwatch.profiles import ProfileError, ProfileLibrary
-from stormwatch.rain import TipResolution
-from stormwatch.stores.base import ReadingStore
+from stormwatch.rain import PRECIPITATION, TipResolution
+from stormwatch.stores.base import ReadingStore, StoredRow
+from stormwatch.stores.rows import row_reading, series_rows, stored_series, time_of_us
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -167,20 +173,86 @@ class Evaluation:
 #: Event time read from the store per query in a backfill: a year of 1-minute data of a site is
 #: never held in memory at once (one day of four sensors is 5,760 readings).
 CHUNK = timedelta(days=1)
+_TICK = timedelta(microseconds=1)
+#: What the engine checks before a rule sees a reading: a reading flagged ``late`` is data, not a trigger.
+_LATE = "late"
+
+
+def site_series(cfg: SiteConfig, profiles: ProfileLibrary) -> list[tuple[str, str]]:
+    """Every ``(device, quantity)`` the site's devices report -- their profiles' points and, for a level
+    sensor, the heights a gateway derives (what ingest accepts, :data:`stormwatch.ingest.validate.LEVEL_QUANTITIES`).
+
+    Raises:
+        stormwatch.profiles.ProfileError: a device's profile cannot be loaded.
+    """
+    out: list[tuple[str, str]] = []
+    for dev in cfg.devices:
+        profile = profiles.get(dev.profile)
+        quantities = list(profile.quantities())
+        if profile.level is not None:
+            quantities += [q for q in LEVEL_QUANTITIES if q not in quantities]
+        out += [(dev.id, q) for q in quantities]
+    return out
+
+
+def _accepted(engine: Engine, site: str, device: str, quantity: str, rows: list[StoredRow]) -> list[StoredRow]:
+    """``rows`` without those the engine refuses before any rule (a ``late`` flag, a value physics
+    forbids), each of those given to :meth:`Engine.feed` so it is counted and logged as live."""
+    bounded = quantity in NON_NEGATIVE
+    refused = [r for r in rows if (r[3] and _LATE in r[3].split(",")) or (bounded and r[1] < 0)]
+    if not refused:
+        return rows
+    for r in refused:
+        engine.feed(row_reading(site, device, quantity, r))
+    drop = {id(r) for r in refused}
+    return [r for r in rows if id(r) not in drop]
+
+
+def _order(item: tuple[tuple[str, str], StoredRow]) -> tuple[int, str, str, int]:
+    row = item[1]
+    return (row[0], row[4], row[5], row[6])
+
+
+def _fed_one_by_one(rule: Any, chunk: Chunk) -> list[Event]:
+    """A rule without ``replay``: every accepted reading of the chunk in the engine's order, ``advance_to``
+    before each as the engine calls it, ``feed`` with the readings the rule wants."""
+    wanted: dict[tuple[str, str], bool] = {}
+    out: list[Event] = []
+    merged = heapq.merge(*([(key, row) for row in rows] for key, rows in chunk.rows.items()), key=_order)
+    for (device, quantity), row in merged:
+        reading = chunk.reading(device, quantity, row)
+        before = reading.time - _TICK
+        if rule.next_due is not None and rule.next_due <= before:
+            out += rule.advance_to(before)
+        want = wanted.get((device, quantity))
+        if want is None:
+            want = wanted[(device, quantity)] = bool(rule.wants(reading))
+        if want:
+            out += rule.feed(reading)
+    return out
 
 
 def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, start: datetime, end: datetime,
              *, lateness_s: float = DEFAULT_LATENESS_S, trace: RuleTrace | None = None,
-             on_readings: Callable[[list[Reading]], None] | None = None) -> Evaluation:
+             on_rows: Callable[[Mapping[tuple[str, str], list[StoredRow]]], None] | None = None) -> Evaluation:
     """Re-run the rules of ``cfg``'s pack over its stored readings of ``[start, end)``.
 
-    The store is read one :data:`CHUNK` of event time at a time (memory stays flat over a year)
-    and the chunks go through :meth:`Engine.replay` -- the engine's own checks and rule code.
+    The store is read one :data:`CHUNK` of event time at a time (memory stays flat over a year), as
+    rows of each series (:func:`stormwatch.stores.rows.series_rows`: no model object per reading).
+    Each rule of the engine takes its own series: the rules are independent of each other, so rule
+    after rule over a chunk gives each rule exactly the events of the engine fed every reading in
+    event-time order (:meth:`Engine.replay`): the engine's checks (a ``late`` flag, a value physics
+    forbids) come first, then each rule's ``replay`` (:class:`stormwatch.alerts.rules.Chunk`) or its
+    ``feed`` reading by reading, then ``advance_to`` the chunk's newest reading as the engine does.
+    ``tests/test_backfill_rows.py`` compares the two on data with gaps, flags, counter resets and
+    storms across chunks. Events come per rule in the order the rule emitted them, the rules' lists
+    merged by event time.
 
     Args:
         trace: given to every rule (:class:`stormwatch.alerts.rules.RuleTrace`): the quantities the
             rules decide on, for a report.
-        on_readings: called with each chunk of stored readings as read (e.g. to count them).
+        on_rows: called with the stored rows of each chunk as read, by series (e.g. to count them):
+            every row, those the engine refuses included.
 
     Raises:
         ValueError: ``end`` not after ``start``.
@@ -194,21 +266,52 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
         for rule in engine.rules:
             if isinstance(rule, StormRuleState | TurbidityRuleState | BasinRuleState):
                 rule.trace = trace
-    log.info("%s: evaluating stored readings from %s to %s", cfg.site.id, format_time(start), format_time(end))
+    site = cfg.site.id
+    try:
+        series = site_series(cfg, profiles)
+    except ProfileError as exc:
+        raise EngineError(f"{site}: {exc}") from exc
+    if cfg.fallback_gauge is not None:
+        series.append((cfg.fallback_gauge.station, PRECIPITATION))
+    # and whatever else the store holds for the site (manual samples recorded against a discharge point...)
+    series += [key for key in stored_series(store, site) if key not in series]
+    log.info("%s: evaluating stored readings from %s to %s", site, format_time(start), format_time(end))
     events: list[Event] = []
     count = 0
     t = start
     while t < end:
         upto = min(end, t + CHUNK)
-        readings = store.query_readings(cfg.site.id, start=t, end=upto)
-        if on_readings is not None:
-            on_readings(readings)
-        count += len(readings)
-        events += engine.replay(readings)
+        stored = series_rows(store, site, series, t, upto)
+        rows: dict[tuple[str, str], list[StoredRow]] = {}
+        firsts: list[tuple[tuple[str, str], StoredRow]] = []
+        newest: int | None = None
+        if on_rows is not None:
+            on_rows(stored)
+        for (device, quantity), found in stored.items():
+            count += len(found)
+            kept = _accepted(engine, site, device, quantity, found)
+            rows[(device, quantity)] = kept
+            if kept:
+                firsts.append(((device, quantity), kept[0]))
+                newest = kept[-1][0] if newest is None else max(newest, kept[-1][0])
+        first = min(firsts, key=_order) if firsts else None
+        chunk = Chunk(site, rows, None if newest is None else time_of_us(newest),
+                      None if first is None else row_reading(site, first[0][0], first[0][1], first[1]))
+        if chunk.watermark is not None:
+            found_events: list[list[Event]] = []
+            for rule in engine.rules:
+                replay = getattr(rule, "replay", None)
+                out = replay(chunk) if replay is not None else _fed_one_by_one(rule, chunk)
+                w = chunk.watermark
+                if rule.next_due is not None and rule.next_due <= w:
+                    out += rule.advance_to(w)
+                if hasattr(rule, "on_watermark"):
+                    out += rule.on_watermark(w)
+                found_events.append(out)
+            events += heapq.merge(*found_events, key=lambda e: e.event_time)
         t = upto
-    events += engine.flush()
-    log.info("%s: %d stored readings evaluated, %d events", cfg.site.id, count, len(events))
-    return Evaluation(cfg.site.id, start, end, count, events, engine.in_progress(),
+    log.info("%s: %d stored readings evaluated, %d events", site, count, len(events))
+    return Evaluation(site, start, end, count, events, engine.in_progress(),
                       _gaps(engine, start, end), has_gauge=engine.storm is not None,
                       resolution=gauge_resolution(cfg, profiles))
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import base64
 import io
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate
@@ -36,7 +37,7 @@ from stormwatch.alerts.rules.storm import GapDetails, StormDetails
 from stormwatch.alerts.rules.turbidity import TurbidityDetails
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Event, Reading
+from stormwatch.contract import Event
 from stormwatch.display import inches, local_time
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
@@ -53,7 +54,8 @@ from stormwatch.report.model import (
     TurbidityRow,
     UnknownRow,
 )
-from stormwatch.stores.base import ReadingStore
+from stormwatch.stores.base import ReadingStore, StoredRow
+from stormwatch.stores.rows import time_of_us, us_of
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -66,10 +68,10 @@ LEAD_IN = timedelta(days=7)
 TAIL_MARGIN = timedelta(hours=1)
 
 _UNDECIDED = ("undetermined", "needs_verification")
+_US = timedelta(microseconds=1)
 
 
-@dataclass
-class _Window:
+class _Window(NamedTuple):
     start: datetime
     end: datetime
     status: str
@@ -121,20 +123,30 @@ class CoverageCounter:
         self._devices = {d.id: _Device(timedelta(seconds=d.poll_interval_s), 2 * timedelta(seconds=d.poll_interval_s))
                          for d in cfg.devices}
 
-    def add(self, readings: Sequence[Reading]) -> None:
-        start, end, devices = self.start, self.end, self._devices
-        for r in readings:
-            t = r.time
-            if t < start or t >= end:
-                continue
-            d = devices.get(r.device)
-            if d is None or t == d.last:
-                continue
-            prev = d.last if d.last is not None else start
-            if t - prev > d.allowance:
-                d.gaps.append(Interval(prev, t))
-            d.last = t
-            d.count += 1
+    def add(self, rows: Mapping[tuple[str, str], list[StoredRow]]) -> None:
+        """One chunk of stored rows by series (:func:`~stormwatch.alerts.backfill.evaluate`'s ``on_rows``)."""
+        start, end = us_of(self.start), us_of(self.end)
+        by_device: dict[str, list[list[StoredRow]]] = {}
+        for (device, _quantity), found in rows.items():
+            if found and device in self._devices:
+                by_device.setdefault(device, []).append(found)
+        for device, lists in by_device.items():
+            times = [r[0] for r in lists[0]] if len(lists) == 1 else sorted(r[0] for x in lists for r in x)
+            d = self._devices[device]
+            allowance = d.allowance // _US
+            last = None if d.last is None else us_of(d.last)
+            prev = start if last is None else last
+            count = 0
+            for t in times:
+                if t < start or t >= end or t == last:
+                    continue
+                if t - prev > allowance:
+                    d.gaps.append(Interval(time_of_us(prev), time_of_us(t)))
+                prev = last = t
+                count += 1
+            d.count += count
+            if last is not None:
+                d.last = time_of_us(last)
 
     def gaps(self, device: str) -> list[Interval]:
         """The device's gaps, the one up to the period's end included."""
@@ -234,7 +246,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     collector = Collector()
     coverage = CoverageCounter(cfg, start, end)
     ev = evaluate(cfg, profiles, sources.store, start - LEAD_IN, end + dry_gap + TAIL_MARGIN, trace=collector,
-                  on_readings=coverage.add)
+                  on_rows=coverage.add)
     tz = cfg.site.tz
     citations = {rid: rule.citation for rid, rule in pack.rules.items()}
     report = Report(

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from stormwatch.contract import Event, Reading
 from stormwatch.reasons import check_reason
@@ -141,6 +141,37 @@ class ReadingStore(Protocol):
 
     def close(self) -> None:
         """Flush everything and release resources."""
+        ...
+
+
+#: One stored reading as a backfill reads it (:meth:`SeriesStore.query_series`): ``(time_us, value, unit,
+#: flags, gateway, boot, seq)`` -- event time in integer microseconds since the Unix epoch (UTC), the
+#: value (``int`` tips for ``rain_tips``), the quality flags comma-joined (``""`` when clean). No
+#: ``raw`` (no rule reads it) and no model object: a year of 1-minute readings of a site is 2.1
+#: million of these (``benchmarks/report.py``).
+StoredRow: TypeAlias = tuple[int, int | float, str, str, str, str, int]
+
+
+class SeriesStore(ReadingStore, Protocol):
+    """A store that hands a backfill the rows of a few series at once (SQLite, InfluxDB 1.x); any other
+    store is read through :func:`stormwatch.stores.rows.series_rows`."""
+
+    def stored_series(self, site: str) -> list[tuple[str, str]]:
+        """Every ``(device, quantity)`` the store holds readings of for ``site``, sorted.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        ...
+
+    def query_series(self, site: str, series: Sequence[tuple[str, str]], start: datetime, end: datetime,
+                     ) -> dict[tuple[str, str], list[StoredRow]]:
+        """The rows of each ``(device, quantity)`` of ``site`` with ``start <= time < end``, each list
+        in (time, gateway, boot, seq) order -- the alert engine's order.
+
+        Raises:
+            StoreError: the query failed.
+        """
         ...
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
-from stormwatch.stores.base import SeriesSummary, StoreError
+from stormwatch.stores.base import SeriesSummary, StoredRow, StoreError
 from stormwatch.stores.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
 from stormwatch.stores.lineprotocol import (
     DEADLETTER,
@@ -357,6 +357,62 @@ class Influx1Store(LineProtocolWrites):
         self.ensure_database()
         rows = (dict(zip(s["columns"], values, strict=True)) for s in self._query(q) for values in s.get("values", []))
         return influx_readings(((row, int(row["time"])) for row in rows), late=late)
+
+    def stored_series(self, site: str) -> list[tuple[str, str]]:
+        """See :meth:`stormwatch.stores.base.SeriesStore.stored_series`: ``SHOW TAG VALUES`` of the
+        ``device`` and ``quantity`` tags (from the index, no point is read).
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        self.ensure_database()
+        where = f"WHERE \"site\" = {influxql_string(site)}"
+        devices = [str(v[1]) for s_ in self._query(f"SHOW TAG VALUES FROM {self._from(READINGS)} WITH KEY = "
+                                                    f"\"device\" {where}") for v in s_.get("values", [])]
+        out: set[tuple[str, str]] = set()
+        for device in devices:
+            q = (f"SHOW TAG VALUES FROM {self._from(READINGS)} WITH KEY = \"quantity\" {where} "
+                 f"AND \"device\" = {influxql_string(device)}")
+            out |= {(device, str(v[1])) for s_ in self._query(q) for v in s_.get("values", [])}
+        return sorted(out)
+
+    def query_series(self, site: str, series: Sequence[tuple[str, str]], start: datetime, end: datetime,
+                     ) -> dict[tuple[str, str], list[StoredRow]]:
+        """See :meth:`stormwatch.stores.base.SeriesStore.query_series`: one ``/query`` request of one
+        InfluxQL statement per series, only the fields a rule reads (not ``raw``), decoded as
+        :func:`stormwatch.stores.rows.influx_readings` decodes them.
+
+        Raises:
+            StoreError: unreachable or the query failed.
+        """
+        if not series:
+            return {}
+        statements = [
+            f"SELECT \"value\", \"tips\", \"unit\", \"flags\", \"gateway\", \"boot\", \"seq\" "
+            f"FROM {self._from(READINGS)} WHERE \"site\" = {influxql_string(site)} "
+            f"AND \"device\" = {influxql_string(device)} AND \"quantity\" = {influxql_string(quantity)} "
+            f"AND time >= {time_ns(start)} AND time < {time_ns(end)}" for device, quantity in series]
+        self.ensure_database()
+        body = self._request("/query", {"q": "; ".join(statements), "db": self.database, "epoch": "ns",
+                                        "chunked": "true", "chunk_size": "10000"}, None)
+        values: list[list[list[Any]]] = [[] for _ in series]
+        for chunk in body.decode("utf-8").splitlines():
+            if not chunk.strip():
+                continue
+            for result in json.loads(chunk).get("results", []):
+                if "error" in result:
+                    raise StoreError(f"InfluxQL error: {result['error']} (query: {statements[0]})")
+                for s_ in result.get("series", []):
+                    values[int(result.get("statement_id", 0))].extend(s_.get("values", []))
+        out: dict[tuple[str, str], list[StoredRow]] = {}
+        for (device, quantity), points in zip(series, values, strict=True):
+            tips_field = quantity == "rain_tips"
+            rows: list[StoredRow] = [
+                (ns // 1_000, int(tips) if tips_field and tips is not None else float(value), unit, flags or "",
+                 gateway, boot, int(seq)) for ns, value, tips, unit, flags, gateway, boot, seq in points]
+            rows.sort(key=lambda r: (r[0], r[4], r[5], r[6]))
+            out[(device, quantity)] = rows
+        return out
 
     def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
         """Events of ``site`` with ``start <= event_time < end`` in event-time order (from the

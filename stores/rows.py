@@ -9,11 +9,71 @@ builds the reading. :func:`influx_readings` decodes the InfluxDB field encoding 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stormwatch.contract import Reading
+from stormwatch.stores.base import ReadingStore, StoredRow
 from stormwatch.stores.lineprotocol import from_ns
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def time_of_us(us: int) -> datetime:
+    """The UTC instant ``us`` integer microseconds after the Unix epoch."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def us_of(t: datetime) -> int:
+    """Integer microseconds since the Unix epoch of the aware instant ``t`` (exact)."""
+    return (t - _EPOCH) // timedelta(microseconds=1)
+
+
+def row_reading(site: str, device: str, quantity: str, row: StoredRow) -> Reading:
+    """The :class:`Reading` of a :data:`~stormwatch.stores.base.StoredRow` (validated when it was
+    stored; built without validating again, ``raw`` not kept: no rule reads it)."""
+    t_us, value, unit, flags, gateway, boot, seq = row
+    return Reading.model_construct(site=site, device=device, quantity=quantity, value=value, unit=unit,
+                                   time=time_of_us(t_us), gateway=gateway, boot=boot, seq=seq, raw=None,
+                                   flags=tuple(flags.split(",")) if flags else ())
+
+
+def _order(row: StoredRow) -> tuple[int, str, str, int]:
+    return (row[0], row[4], row[5], row[6])
+
+
+def stored_series(store: ReadingStore, site: str) -> list[tuple[str, str]]:
+    """The store's :meth:`~stormwatch.stores.base.SeriesStore.stored_series` of ``site``, or ``[]``
+    when it has none (its readings' series are then found as they are read, :func:`series_rows`).
+
+    Raises:
+        StoreError: the store cannot be read.
+    """
+    find = getattr(store, "stored_series", None)
+    return list(find(site)) if find is not None else []
+
+
+def series_rows(store: ReadingStore, site: str, series: Sequence[tuple[str, str]], start: datetime,
+                end: datetime) -> dict[tuple[str, str], list[StoredRow]]:
+    """:meth:`~stormwatch.stores.base.SeriesStore.query_series` of any store: the store's own when it
+    has one (SQLite, InfluxDB 1.x), else its readings of the window split into series (then every
+    series found in the window is in the answer, not only those of ``series``).
+
+    Raises:
+        StoreError: the store cannot be read.
+    """
+    query = getattr(store, "query_series", None)
+    if query is not None:
+        found: dict[tuple[str, str], list[StoredRow]] = query(site, series, start, end)
+        return found
+    out: dict[tuple[str, str], list[StoredRow]] = {key: [] for key in series}
+    for r in store.query_readings(site, start, end):
+        out.setdefault((r.device, r.quantity), []).append(
+            (us_of(r.time), r.value, r.unit, ",".join(r.flags), r.gateway, r.boot, r.seq))
+    for rows in out.values():
+        rows.sort(key=_order)
+    return out
 
 
 def stored_reading(row: Mapping[str, Any], ns: int, *, value: int | float, raw: Any,

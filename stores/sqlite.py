@@ -36,7 +36,7 @@ from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
-from stormwatch.stores.base import DeadLetter, SeriesSummary, SiteInfo, StoreError
+from stormwatch.stores.base import DeadLetter, SeriesSummary, SiteInfo, StoredRow, StoreError
 from stormwatch.stores.lineprotocol import from_ns, time_ns
 from stormwatch.wire import format_time
 
@@ -309,6 +309,45 @@ class SqliteStore:
             params.append(int(late))
         sql += " ORDER BY time_us, seq, gateway, boot"
         return _readings(self._select(sql, params))
+
+    def stored_series(self, site: str) -> list[tuple[str, str]]:
+        """See :meth:`stormwatch.stores.base.SeriesStore.stored_series`: one index seek per device and
+        per series (``(site, device, quantity, time_us)``), never a scan of the readings.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        out: list[tuple[str, str]] = []
+        device = ""
+        while found := self._select("SELECT device FROM readings WHERE site = ? AND device > ? ORDER BY device LIMIT 1",
+                                    [site, device]):
+            device, quantity = str(found[0][0]), ""
+            while more := self._select("SELECT quantity FROM readings WHERE site = ? AND device = ? AND quantity > ?"
+                                       " ORDER BY quantity LIMIT 1", [site, device, quantity]):
+                quantity = str(more[0][0])
+                out.append((device, quantity))
+        return out
+
+    def query_series(self, site: str, series: Sequence[tuple[str, str]], start: datetime, end: datetime,
+                     ) -> dict[tuple[str, str], list[StoredRow]]:
+        """See :meth:`stormwatch.stores.base.SeriesStore.query_series`: one index range per series
+        (``(site, device, quantity, time_us)``), rows as SQLite returns them (no model objects).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        a, b = _us(start), _us(end)
+        out: dict[tuple[str, str], list[StoredRow]] = {}
+        for device, quantity in series:
+            rows: list[Any] = self._select(
+                "SELECT time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, gateway, boot, seq"
+                " FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
+                " ORDER BY time_us, gateway, boot, seq", [site, device, quantity, a, b])
+            for i, row in enumerate(rows):
+                if row[3]:  # flagged (rare): the JSON list comma-joined, as StoredRow has it
+                    rows[i] = (*row[:3], ",".join(json.loads(row[3])), *row[4:])
+            out[(device, quantity)] = rows
+        return out
 
     def late_identities(self, site: str) -> set[tuple[str, str, int]]:
         """Identities ``(gateway, boot, seq)`` of ``site``'s readings stored as late.

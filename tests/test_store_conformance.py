@@ -32,6 +32,7 @@ import pytest
 from stormwatch.app import servers
 from stormwatch.contract import Event, Reading
 from stormwatch.stores.base import DeadLetter, ReadingStore, SiteInfo
+from stormwatch.stores.rows import series_rows, us_of
 from stormwatch.stores.urls import open_store
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -188,6 +189,38 @@ def test_a_reading_comes_back_exactly(subject: Subject) -> None:
     got = subject.store.query_readings("riverside")
     assert got == readings
     assert type(got[0].value) is int and all(type(r.value) is float for r in got[1:])
+
+
+def test_series_rows_are_the_readings_of_each_series(subject: Subject) -> None:
+    # query_series (backfills, stormwatch.alerts.backfill.evaluate): per (device, quantity) the rows of
+    # the window in the engine's order (time, gateway, boot, seq), the same values as query_readings;
+    # the generic reader (any other store) gives the same rows from query_readings.
+    readings = [
+        tip(1, 7, 0 * M, flags=("counter_catch_up",)), tip(3, 0, M), tip(2, 1, M, boot="b0"), tip(4, 2, 3 * M),
+        turb(5, 1500.25, M + timedelta(microseconds=1), flags=("out_of_range", "spike")), turb(6, 3.5, 2 * M),
+        tip(9, 4, M, site="other"),
+    ]
+    subject.store.write_readings(readings)
+    series = [("rain-1", "rain_tips"), ("turb-down", "turbidity"), ("turb-up", "turbidity")]
+    got = series_rows(subject.store, "riverside", series, T0, T0 + 3 * M)
+    assert got == {
+        ("rain-1", "rain_tips"): [(us_of(T0), 7, "{tip}", "counter_catch_up", "gw-1", "b1", 1),
+                                  (us_of(T0 + M), 1, "{tip}", "", "gw-1", "b0", 2),
+                                  (us_of(T0 + M), 0, "{tip}", "", "gw-1", "b1", 3)],
+        ("turb-down", "turbidity"): [(us_of(T0 + M) + 1, 1500.25, "NTU", "out_of_range,spike", "gw-1", "b1", 5),
+                                     (us_of(T0 + 2 * M), 3.5, "NTU", "", "gw-1", "b1", 6)],
+        ("turb-up", "turbidity"): [],
+    }
+    assert all(type(row[1]) is int for row in got[("rain-1", "rain_tips")])
+    assert series_rows(_ReadingsOnly(subject.store), "riverside", series, T0, T0 + 3 * M) == got
+    assert subject.store.stored_series("riverside") == [("rain-1", "rain_tips"), ("turb-down", "turbidity")]  # type: ignore[attr-defined]
+
+
+class _ReadingsOnly:
+    """A store seen through query_readings alone (a store without query_series)."""
+
+    def __init__(self, store: ReadingStore) -> None:
+        self.query_readings = store.query_readings
 
 
 def test_late_readings_are_stored_and_told_apart(subject: Subject) -> None:

@@ -9,10 +9,14 @@ the same events (design-notes.md, "Rules").
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 from stormwatch.contract import Event, Reading
+from stormwatch.stores.base import StoredRow
+from stormwatch.stores.rows import row_reading, time_of_us
 
 
 class Rule(Protocol):
@@ -34,6 +38,46 @@ class Rule(Protocol):
     def advance_to(self, t: datetime) -> list[Event]:
         """Event time has reached ``t`` (no reading at or before ``t`` will come): due events."""
         ...
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One stretch of stored event time as a backfill (:func:`~stormwatch.alerts.backfill.evaluate`) gives it the rules.
+
+    A rule may take a whole chunk at once with an optional ``replay(chunk) -> list[Event]`` method:
+    it must give exactly the events -- and leave exactly the state -- of :meth:`Rule.feed` for each
+    of its readings in event-time order, each preceded by ``advance_to(time - 1 µs)`` when
+    ``next_due`` is at or before it (what the engine does); the backfill then calls
+    ``advance_to(watermark)`` as the engine does at the end of a chunk. A rule without ``replay`` is
+    fed :class:`Reading` objects one by one.
+
+    Attributes:
+        site: the site.
+        rows: the accepted rows of every series ``(device, quantity)`` of the site, each list in
+            the engine's order (time, gateway, boot, seq); late-flagged and physically impossible
+            readings are not in them (the engine never gives those to a rule).
+        watermark: the newest event time of an accepted row (``None``: the chunk has none).
+        first: the chunk's first accepted reading (any series), or ``None``.
+        times: event times by microsecond, shared by the rules (the series of one site are polled
+            together: one datetime per instant, not one per reading); :meth:`time` fills it.
+    """
+
+    site: str
+    rows: Mapping[tuple[str, str], list[StoredRow]]
+    watermark: datetime | None
+    first: Reading | None
+    times: dict[int, datetime] = field(default_factory=dict)
+
+    def time(self, us: int) -> datetime:
+        """The UTC instant of ``us`` microseconds since the epoch (from :attr:`times`)."""
+        t = self.times.get(us)
+        if t is None:
+            t = self.times[us] = time_of_us(us)
+        return t
+
+    def reading(self, device: str, quantity: str, row: StoredRow) -> Reading:
+        """The :class:`Reading` of one row of the series ``(device, quantity)``."""
+        return row_reading(self.site, device, quantity, row)
 
 
 class RuleTrace(Protocol):

@@ -33,11 +33,12 @@ from pydantic import Field
 
 from stormwatch.alerts.geometry import StageStorage, lost_capacity, stage_storage_of
 from stormwatch.alerts.packs import RuleParams
-from stormwatch.alerts.rules import RuleTrace
+from stormwatch.alerts.rules import Chunk, RuleTrace
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import M_PER_FT, Basin
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.profiles import LevelSpec
+from stormwatch.stores.rows import time_of_us
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,8 @@ class BasinRule(RuleParams):
 G_M_S2 = 9.80665
 MM_PER_FT = 304.8
 PA_PER_BAR = 1e5
+#: Millimetres per unit of a distance reading (a product with 1.0 is the value itself, exactly).
+_MM_PER = {"mm": 1.0, "cm": 10.0, "m": 1000.0}
 #: Fractions are compared with this tolerance: float rounding only, far below the 1-mm (3.3e-3 ft)
 #: resolution of the level sensors.
 FRACTION_EPS = 1e-9
@@ -127,11 +130,11 @@ class BasinRuleState:
         if v in self.level.no_target:
             return None
         if self.level.kind == "distance_down":
-            mm = {"mm": v, "cm": v * 10.0, "m": v * 1000.0}.get(unit)
-            if mm is None:
+            scale = _MM_PER.get(unit)
+            if scale is None:
                 return None
             assert self.basin.sensor_mount_height_ft is not None
-            return self.basin.sensor_mount_height_ft - mm / MM_PER_FT
+            return self.basin.sensor_mount_height_ft - v * scale / MM_PER_FT
         bar = {"bar": v, "mbar": v / 1000.0, "Pa": v / PA_PER_BAR, "kPa": v / 100.0}.get(unit)
         if bar is None:
             return None
@@ -147,12 +150,61 @@ class BasinRuleState:
             log.warning("%s: basin reading %s=%r %s at %s is not a usable level: skipped", self.site,
                         reading.quantity, reading.value, reading.unit, format_time(reading.time))
             return []
-        t = reading.time
-        self._recent.append((t, depth))
-        insort(self._sorted, depth)
+        return self._settle(reading.time, depth)
+
+    def replay(self, chunk: Chunk) -> list[Event]:
+        """The level device's rows of a backfill chunk (:class:`~stormwatch.alerts.rules.Chunk`): what
+        :meth:`feed` gives for each, in order (time alone never emits a basin event, so the engine's
+        ``advance_to`` calls change nothing). Clean rows go straight to the running median; flagged or
+        unusable ones through :meth:`feed` (skipped and logged)."""
+        device = self.basin.device
+        quantities = [self.level.quantity] + (["sediment_depth"] if self.level.quantity != "sediment_depth" else [])
+        series = [(q, rows) for q in quantities if (rows := chunk.rows.get((device, q)))]
+        if not series:
+            return []
+        if len(series) > 1:  # both a level and a derived depth (rare): one stream in the engine's order
+            merged = sorted(((q, r) for q, rows in series for r in rows), key=lambda x: (x[1][0], *x[1][4:]))
+            out: list[Event] = []
+            for q, r in merged:
+                out += self.feed(chunk.reading(device, q, r))
+            return out
+        quantity, rows = series[0]
+        out = []
+        depth_of, settle, times = self.depth_of, self._settle, chunk.times
+        depths: dict[tuple[float, str], float | None] = {}  # a level sensor repeats its few values
+        for row in rows:
+            depth = None
+            if not row[3]:
+                key = (row[1], row[2])
+                if key in depths:
+                    depth = depths[key]
+                else:
+                    depth = depths[key] = depth_of(quantity, row[1], row[2])
+            if depth is None:
+                out += self.feed(chunk.reading(device, quantity, row))
+                continue
+            t = times.get(row[0])
+            if t is None:
+                t = times[row[0]] = time_of_us(row[0])
+            found = settle(t, depth)
+            if found:
+                out += found
+        return out
+
+    def _settle(self, t: datetime, depth: float) -> list[Event]:
+        """A usable depth at ``t`` into the running median of the last :attr:`settle`; the events of a new
+        settled depth."""
+        recent = self._recent
+        recent.append((t, depth))
         edge = t - self.settle
-        while self._recent[0][0] <= edge:
-            del self._sorted[bisect_left(self._sorted, self._recent.popleft()[1])]
+        if recent[0][0] <= edge and recent[0][1] == depth and recent[1][0] > edge:
+            # exactly one depth leaves the window and it equals the new one: the sorted depths, hence the
+            # median, are those after the previous reading, which decided already (nothing new)
+            recent.popleft()
+            return []
+        insort(self._sorted, depth)
+        while recent[0][0] <= edge:
+            del self._sorted[bisect_left(self._sorted, recent.popleft()[1])]
         n = len(self._sorted)
         if n < self.params.settle_readings:
             return []

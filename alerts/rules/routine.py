@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 from pydantic import Field
 
 from stormwatch.alerts.packs import RuleParams
+from stormwatch.alerts.rules import Chunk
 from stormwatch.alerts.rules.registry import EventKindSpec, RuleContext, RuleKind
 from stormwatch.contract import Event, Reading
 from stormwatch.wire import format_time
@@ -99,6 +100,15 @@ class RoutineRuleState:
             self.next_due = self._due
             return [*self.check_inspection(reading.time), *self.advance_to(reading.time)]
         return [self._open(reading.time, "from the first reading"), *self.advance_to(reading.time)]
+
+    def replay(self, chunk: Chunk) -> list[Event]:
+        """A backfill chunk (:class:`~stormwatch.alerts.rules.Chunk`): only the site's first reading is
+        input (:meth:`feed` returns nothing once a period is open); the periods the later readings'
+        ``advance_to`` would open, in the same order, open when the backfill advances to the chunk's
+        newest reading."""
+        if self._period_start is not None or chunk.first is None:
+            return []
+        return self.feed(chunk.first)
 
     def on_watermark(self, t: datetime) -> list[Event]:
         """Every time the engine's watermark moves (a Rule hook): an inspection recorded since restarts

@@ -63,7 +63,7 @@ from zoneinfo import ZoneInfo
 from pydantic import Field, field_validator, model_validator
 
 from stormwatch.alerts.packs import RuleParams
-from stormwatch.alerts.rules import RuleTrace
+from stormwatch.alerts.rules import Chunk, RuleTrace
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import FallbackGauge
 from stormwatch.contract import TIP_UNIT, Event, EventDetails, EventKind, Reading, UtcDatetime
@@ -71,6 +71,8 @@ from stormwatch.display import inches, local_time
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
 from stormwatch.physics import max_tips
 from stormwatch.rain import PRECIPITATION, TipResolution, precipitation_in
+from stormwatch.stores.base import StoredRow
+from stormwatch.stores.rows import time_of_us, us_of
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -136,6 +138,15 @@ class StormRule(RuleParams):
 INFORMATIONAL_FLAGS = frozenset({FLAG_BASELINE, FLAG_WRAP, FLAG_GLITCH, "late"})
 #: Pseudo-flag of a reading whose tips are beyond the world-record envelope (not counted).
 BEYOND_ENVELOPE = "rain_beyond_envelope"
+
+_US = timedelta(microseconds=1)
+_TICK = _US
+_NEVER = 2**63  # microseconds: no open storm to close
+
+
+def _key(row: StoredRow) -> tuple[int, str, str, int]:
+    """The engine's order of a stored row: (time, gateway, boot, seq)."""
+    return (row[0], row[4], row[5], row[6])
 
 
 @dataclass
@@ -391,6 +402,84 @@ class StormRuleState:
             out += self._rain(t, tips, Fraction(0), evidence, doubt)
         self._schedule()
         return out
+
+    def replay(self, chunk: Chunk) -> list[Event]:
+        """The gauge's (and the fallback station's) rows of a backfill chunk
+        (:class:`~stormwatch.alerts.rules.Chunk`): what :meth:`feed` gives for each, in the engine's
+        order, with ``advance_to`` before each as the engine calls it.
+
+        A *quiet* gauge reading -- a clean whole ``0`` tips at most :attr:`silence_allowance` after
+        the gauge's previous reading, no data gap open, no open storm it could close (before last
+        tip + dry gap) -- changes nothing but the gauge's coverage (:meth:`feed` moves ``_covered``
+        and ``_before`` and drops held station values; it emits nothing and ``next_due`` stays after
+        it, so the engine calls no ``advance_to`` before it): a run of them moves the coverage at
+        once. Every other reading goes through :meth:`feed`. Nearly every reading of a year is quiet.
+        """
+        rows = chunk.rows.get((self.gauge, "rain_tips")) or []
+        fb = self.fallback
+        station = (chunk.rows.get((fb.station, PRECIPITATION)) or []) if fb is not None else []
+        if not rows and not station:
+            return []
+        out: list[Event] = []
+        allow = self.silence_allowance // _US
+        moved = False
+        gateway = ""
+        si, ns = 0, len(station)
+
+        def state() -> tuple[int, int, int, bool]:
+            s = self._storm
+            return (0 if self._covered is None else us_of(self._covered),
+                    0 if self._before is None else us_of(self._before),
+                    _NEVER if s is None else us_of(s.last_tip + self.gap),
+                    self._covered is not None and self._gap_open is None)
+
+        def slow(device: str, quantity: str, row: StoredRow) -> None:
+            nonlocal out
+            reading = chunk.reading(device, quantity, row)
+            edge = reading.time - _TICK
+            if self.next_due is not None and self.next_due <= edge:
+                out += self.advance_to(edge)
+            out += self.feed(reading)
+
+        cov, before, close, quiet = state()
+        for row in rows:
+            if si < ns and _key(station[si]) < _key(row):  # station values before this gauge reading
+                if moved:
+                    self._moved(before, cov, gateway)
+                    moved = False
+                assert fb is not None
+                while si < ns and _key(station[si]) < _key(row):
+                    slow(fb.station, PRECIPITATION, station[si])
+                    si += 1
+                cov, before, close, quiet = state()
+            t, tips = row[0], row[1]
+            if quiet and tips == 0 and not row[3] and t - cov <= allow and t < close and type(tips) is int \
+                    and row[2] == TIP_UNIT:
+                if t != cov:
+                    before, cov = cov, t
+                gateway, moved = row[4], True
+                continue
+            if moved:
+                self._moved(before, cov, gateway)
+                moved = False
+            slow(self.gauge, "rain_tips", row)
+            cov, before, close, quiet = state()
+        if moved:
+            self._moved(before, cov, gateway)
+        if si < ns:
+            assert fb is not None
+            for row in station[si:]:
+                slow(fb.station, PRECIPITATION, row)
+        return out
+
+    def _moved(self, before_us: int, covered_us: int, gateway: str) -> None:
+        """The state :meth:`feed` leaves after a run of quiet readings (see :meth:`replay`)."""
+        assert self._covered is not None
+        if covered_us != us_of(self._covered):
+            self._before, self._covered, self._tips_at_covered = time_of_us(before_us), time_of_us(covered_us), 0
+        self.gateway = gateway
+        self._pending.clear()
+        self._schedule()
 
     # -- the fallback station ----------------------------------------------------------------
 

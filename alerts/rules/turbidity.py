@@ -25,18 +25,18 @@ import logging
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from statistics import median
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
 from stormwatch.alerts.packs import RuleParams
-from stormwatch.alerts.rules import RuleTrace
+from stormwatch.alerts.rules import Chunk, RuleTrace
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import turbidity
+from stormwatch.stores.rows import time_of_us
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,19 @@ Status = Literal["compliant", "violating", "undetermined", "needs_verification"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def _median(values: list[float]) -> float:
+    """The median of ``values`` (non-empty), computed exactly as :func:`statistics.median` does."""
+    data = sorted(values)
+    n = len(data)
+    if n % 2 == 1:
+        return data[n // 2]
+    i = n // 2
+    return (data[i - 1] + data[i]) / 2
+
+
+_US = timedelta(microseconds=1)
+
+
 @dataclass
 class _Window:
     up: list[tuple[datetime, float]] = field(default_factory=list)
@@ -77,8 +90,7 @@ class _Window:
     down_units: set[str] = field(default_factory=set)
 
 
-@dataclass(frozen=True)
-class _Result:
+class _Result(NamedTuple):
     start: datetime
     end: datetime
     status: Status
@@ -174,6 +186,51 @@ class TurbidityRuleState:
         (w.up_units if up else w.down_units).add(reading.unit)
         return []
 
+    def replay(self, chunk: Chunk) -> list[Event]:
+        """Both probes' rows of a backfill chunk (:class:`~stormwatch.alerts.rules.Chunk`) into their
+        windows, as :meth:`feed` puts them; nothing is judged here. A window is judged only by
+        ``advance_to`` a time at or after its end, when every reading in it -- all earlier -- is in,
+        so judging the chunk's windows after all its rows (the backfill's ``advance_to`` its newest
+        reading) judges each on the same readings, in the same order, as reading by reading."""
+        up = (chunk.rows.get((self.upstream, "turbidity")) or []) if self.upstream is not None else []
+        down = chunk.rows.get((self.downstream, "turbidity")) or []
+        if not up and not down:
+            return []
+        window = self.window // _US
+        if self._next is None:
+            idx = min(rows[0][0] for rows in (up, down) if rows) // window
+            self._next = idx
+            self.next_due = self._start(idx + 1)
+        times = chunk.times
+        for rows, is_up in ((up, True), (down, False)):
+            windows, first = self._windows, self._next
+            w: _Window | None = None
+            current = -1
+            for row in rows:
+                idx = row[0] // window
+                if idx != current:
+                    if idx < first:
+                        log.warning("%s: turbidity reading at %s is in an already evaluated window: ignored",
+                                    self.site, format_time(time_of_us(row[0])))
+                        continue
+                    current = idx
+                    w = windows.get(idx)
+                    if w is None:
+                        w = windows[idx] = _Window()
+                assert w is not None
+                if row[3]:
+                    if is_up:
+                        w.up_flagged += 1
+                    else:
+                        w.down_flagged += 1
+                    continue
+                t = times.get(row[0])
+                if t is None:
+                    t = times[row[0]] = time_of_us(row[0])
+                (w.up if is_up else w.down).append((t, float(row[1])))
+                (w.up_units if is_up else w.down_units).add(row[2])
+        return []
+
     def advance_to(self, t: datetime) -> list[Event]:
         out: list[Event] = []
         while self._next is not None and self._start(self._next + 1) <= t:
@@ -191,7 +248,7 @@ class TurbidityRuleState:
             if w.down_flagged:
                 return _Result(status="needs_verification", reason="downstream readings carry QC flags", **base)
             return _Result(status="undetermined", reason="no downstream reading", **base)
-        down_median = median(v for _, v in w.down)
+        down_median = _median([v for _, v in w.down])
         if self.criterion.needs_background:
             if not w.up:
                 if w.up_flagged:
@@ -202,9 +259,9 @@ class TurbidityRuleState:
             if w.up_units != w.down_units or len(w.up_units) != 1:
                 return _Result(status="undetermined",
                                reason=f"probe units differ ({sorted(w.up_units)} vs {sorted(w.down_units)})", **base)
-            up_median: float | None = median(v for _, v in w.up)
+            up_median: float | None = _median([v for _, v in w.up])
         else:
-            up_median = median(v for _, v in w.up) if w.up else None
+            up_median = _median([v for _, v in w.up]) if w.up else None
         allowed = self.criterion.allowed_ntu(up_median)
         status: Status = "violating" if down_median > allowed else "compliant"
         unit = next(iter(w.down_units)) if len(w.down_units) == 1 else "NTU"
