@@ -166,6 +166,31 @@ def test_gateway_publishes_only_under_its_own_site(broker: servers.Mosquitto) ->
         ingest.close()
 
 
+def test_the_web_desk_reads_gateway_status_and_nothing_else(broker: servers.Mosquitto) -> None:
+    env = env_example()
+    web = Client(broker.port, "web", env["MQTT_WEB_PASSWORD"])
+    gw = Client(broker.port, GW_A, env["MQTT_GATEWAY_PASSWORD"])
+    try:
+        assert web.connack is not None and web.connack.value == 0
+        web.c.subscribe([(topics.STATUS_FILTER, 1), (topics.READINGS_FILTER, 1)])
+        assert web.subscribed.wait(10)
+        for topic in (topics.status(SITE_A, GW_A), topics.events(SITE_A), topics.DEADLETTER):
+            assert web.publish(topic) == NOT_AUTHORIZED  # it cannot forge a status, an event or a dead letter
+        # readings first, then the status: were the readings delivered, they would arrive before it
+        # (a broker keeps one publisher's QoS 1 messages in order)
+        assert gw.publish(topics.readings(SITE_A, GW_A)) in ACCEPTED
+        assert gw.publish(topics.status(SITE_A, GW_A)) in ACCEPTED
+        wait = threading.Event()
+        for _ in range(100):
+            if web.received:
+                break
+            wait.wait(0.1)
+        assert web.received == [topics.status(SITE_A, GW_A)]
+    finally:
+        gw.close()
+        web.close()
+
+
 def test_wrong_password_and_anonymous_are_refused(broker: servers.Mosquitto) -> None:
     for user, password in ((GW_A, "not-the-password"), (None, None)):
         c = Client(broker.port, user, password)
@@ -180,6 +205,6 @@ def test_acl_users_match_the_password_file() -> None:
     acl_users = set(re.findall(r"^user (\S+)$", (DEPLOY / "acl").read_text(), re.M))
     script = (DEPLOY / "make-passwd.sh").read_text()
     fixed = set(re.findall(r'mosquitto_passwd (?:-c )?-b "\$tmp" (\w+) ', script))
-    assert fixed == {"ingest", "alerts", "healthcheck"}
+    assert fixed == {"ingest", "alerts", "healthcheck", "web"}
     assert acl_users == fixed | {env_example()["MQTT_GATEWAY_USER"]}
     assert shutil.which("sh")

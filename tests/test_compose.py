@@ -29,7 +29,8 @@ def _compose_binary() -> str:
 
 def _config(env_file: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     # Variables of the test process must not stand in for the env file's.
-    env = {k: v for k, v in os.environ.items() if not re.match(r"^(MQTT_|INFLUXDB_|GRAFANA_|SIM_)", k)}
+    env = {k: v for k, v in os.environ.items()
+           if not re.match(r"^(MQTT_|INFLUXDB_|GRAFANA_|SIM_|SMTP_|MAIL_FROM|WEB_)", k)}
     return subprocess.run(
         [_compose_binary(), "--project-directory", str(REPO), "-f", str(COMPOSE), "--env-file", str(env_file),
          "config", "-q"],
@@ -57,7 +58,7 @@ def _services() -> dict[str, dict]:
 
 def test_every_service_restarts_and_has_a_healthcheck() -> None:
     services = _services()
-    assert set(services) == {"mosquitto", "influxdb", "grafana", "ingest", "alerts", "site"}
+    assert set(services) == {"mosquitto", "influxdb", "grafana", "ingest", "alerts", "web", "site"}
     for name, svc in services.items():
         assert svc.get("restart") in ("unless-stopped", "on-failure", "always"), name
         assert svc.get("healthcheck", {}).get("test"), name

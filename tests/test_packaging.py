@@ -143,6 +143,44 @@ def test_commands_the_image_and_compose_run_exist_in_the_installed_package() -> 
         assert used in commands, f"simulated-site.sh runs unknown command {used}"
 
 
+def _source_text() -> str:
+    """Every Python source of the stormwatch namespace (its top-level packages are symlinked into it)."""
+    root = REPO / "stormwatch"
+    dirs = [root, *(d.resolve() for d in root.iterdir() if d.is_symlink() and d.is_dir())]
+    return "\n".join(f.read_text(encoding="utf-8") for d in dirs for f in d.rglob("*.py"))
+
+
+def test_compose_services_use_real_options_and_variables() -> None:
+    """Every --option a stormwatch service of docker-compose.yml passes is one its command has, and
+    every STORMWATCH_* variable it sets is read by the package (a renamed option or variable would
+    otherwise be ignored or refused only when the stack starts)."""
+    from typer.testing import CliRunner
+
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    source = _source_text()
+    checked = set()
+    for name, svc in services.items():
+        if "build" not in svc or svc.get("entrypoint"):
+            continue
+        command = svc["command"]
+        help_text = CliRunner().invoke(app, [command[0], "--help"], terminal_width=300).output
+        for option in (a for a in command if a.startswith("--")):
+            assert option in help_text, f"{name}: `stormwatch {command[0]}` has no {option}"
+        for var in svc.get("environment", {}):
+            if var.startswith("STORMWATCH_"):
+                assert f'"{var}"' in source, f"{name}: {var} is read nowhere in the package"
+        checked.add(name)
+    assert {"ingest", "alerts", "web"} <= checked
+    web = services["web"]
+    assert web["command"][:1] == ["web"] and "0.0.0.0" in web["command"]  # reachable through the port mapping
+    assert "alerts-state:/var/lib/stormwatch" in web["volumes"] and web["command"][
+        web["command"].index("--state-dir") + 1] == "/var/lib/stormwatch"  # the alert engine's work-order book
+    assert web["environment"]["STORMWATCH_STORE"] == services["alerts"]["environment"]["STORMWATCH_STORE"]
+    # mail settings: the password only from the environment (never in the command or the URL variable)
+    assert set(web["environment"]) >= {"STORMWATCH_SMTP", "STORMWATCH_SMTP_PASSWORD", "STORMWATCH_MAIL_FROM"}
+    assert not any("PASSWORD" in a for a in web["command"])
+
+
 def test_pyproject_mypy_gate_covers_the_contract_and_the_core() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
     assert config["strict"] is True
