@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import jinja2
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -47,7 +48,10 @@ from starlette.templating import Jinja2Templates
 
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
+from stormwatch.config import LEGACY_POINT, SiteConfig
+from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES
 from stormwatch.display import local_time
+from stormwatch.importers.manual import ManualEntry, ManualEntryError, Recorded
 from stormwatch.resources import builtin_dir
 from stormwatch.stores.base import OverviewStore, StoreError
 from stormwatch.web import charts
@@ -126,6 +130,7 @@ class Desk:
         secure_cookies: mark cookies ``Secure`` (behind HTTPS).
         gateways: the last gateway statuses, if a broker is watched (``(site, gateway)`` →
             status), else ``None``.
+        record: how the site page's manual field readings are recorded.
     """
 
     sites: dict[str, SiteModel]
@@ -138,6 +143,9 @@ class Desk:
     gateways: Callable[[], dict[tuple[str, str], GatewayStatus]] | None = None
     metrics: DeskMetrics = field(default_factory=DeskMetrics)
     extra_metrics: list[CollectorRegistry] = field(default_factory=list)
+    #: records a manual field reading of a site (:func:`stormwatch.importers.manual.record_manual`: into
+    #: the store, or published to the broker); ``None``: the desk takes no readings
+    record: Callable[[ManualEntry, SiteConfig], Recorded] | None = None
 
 
 def _templates() -> Jinja2Templates:
@@ -301,21 +309,49 @@ def create_app(desk: Desk) -> Starlette:
         return end - timedelta(hours=hours), end, hours
 
     async def site_page(request: Request, session: Session) -> Response:
+        return site_response(request, session)
+
+    def site_response(request: Request, session: Session, message: str = "", status: int = 200,
+                      form: dict[str, str] | None = None) -> Response:
         t0 = time.perf_counter()
         site = site_of(session.user, request.path_params["site"])
         now = desk.clock.now()
         start, end, hours = window(request, now)
-        series = site_series(site, desk.store.query_readings(site.id, start, end),
-                             desk.store.query_site_events(start, end, [site.id]), start, end)
+        readings = desk.store.query_readings(site.id, start, end)
+        series = site_series(site, readings, desk.store.query_site_events(start, end, [site.id]), start, end)
         orders = desk.book.list(site=site.id)
+        tz = ZoneInfo(site.cfg.site.timezone)
         response = render(request, "site.html", {
             "site": site, "series": series, "hours": hours, "orders": orders,
             "rain_chart": charts.rain_chart(site, series, now) if site.cfg.rain_gauge else None,
             "turbidity_chart": charts.turbidity_chart(site, series, now) if site.cfg.turbidity_pair else None,
             "basin_chart": charts.basin_chart(site, series, now) if site.basin else None,
-            "can_act": can_act(session.user, site.id)})
+            "can_act": can_act(session.user, site.id), "takes_readings": desk.record is not None,
+            "manual": [r for r in readings if r.gateway == MANUAL_GATEWAY][::-1],
+            "places": sample_places(site.cfg), "quantities": MANUAL_QUANTITIES, "message": message,
+            "form": form or {"point": "", "sampled_at": now.astimezone(tz).strftime("%Y-%m-%dT%H:%M"),
+                             "transparency": "", "turbidity": "", "ph": ""},
+            "done": request.query_params.get("done", "")}, status)
         desk.metrics.render_s.labels("site").observe(time.perf_counter() - t0)
         return response
+
+    async def add_reading(request: Request, session: Session) -> Response:
+        site = site_of(session.user, request.path_params["site"])
+        if not can_act(session.user, site.id):
+            raise Forbidden(f"only an inspector assigned to site {site.id} may enter field readings")
+        if desk.record is None:
+            raise HTTPException(404, "this desk takes no field readings")
+        form = {k: str(request.state.form.get(k) or "").strip()
+                for k in ("point", "sampled_at", "transparency", "turbidity", "ph")}
+        try:
+            entry = manual_entry(site.cfg, form, session.user.display_name)
+            desk.record(entry, site.cfg)
+        except (ManualEntryError, ValueError) as exc:
+            return site_response(request, session, f"Not recorded: {exc}", 400, form)
+        except StoreError as exc:
+            return site_response(request, session, f"Not recorded, the store failed: {exc}. Enter it again "
+                                 "(it is recorded once).", 503, form)
+        return RedirectResponse(f"/sites/{site.id}?done=reading", status_code=303)
 
     def order_context(session: Session, order: WorkOrder) -> dict[str, Any]:
         now = desk.clock.now()
@@ -464,6 +500,7 @@ def create_app(desk: Desk) -> Starlette:
         Route("/logout", page(logout, post=True), methods=["POST"]),
         Route("/", page(home), methods=["GET"]),
         Route("/sites/{site}", page(site_page), methods=["GET"]),
+        Route("/sites/{site}/readings", page(add_reading, post=True), methods=["POST"]),
         Route("/orders/{oid}", page(order_page), methods=["GET"]),
         Route("/orders/{oid}/print", page(order_print), methods=["GET"]),
         Route("/orders/{oid}/photos/{seq:int}", page(photo_file), methods=["GET"]),
@@ -502,6 +539,39 @@ def _evidence_rows(order: WorkOrder, tz: str) -> list[dict[str, str]]:
             rows.append({"time": when("time", item), "what": "", "value": ", ".join(
                 f"{k}={v}" for k, v in item.items() if k != "time")})
     return rows
+
+
+def sample_places(cfg: SiteConfig) -> list[tuple[str, str]]:
+    """Where a field sample may be taken: ``(id, label)`` of the site's discharge points (as the site
+    file names them), then its devices."""
+    points = [(p.id, p.label) for p in cfg.points if p.id != LEGACY_POINT]
+    return points + [(d.id, f"{d.id} ({d.profile})") for d in cfg.devices]
+
+
+def manual_entry(cfg: SiteConfig, form: dict[str, str], inspector: str) -> ManualEntry:
+    """The manual entry of the site page's form (``sampled_at`` local to the site, as a
+    ``datetime-local`` input sends it).
+
+    Raises:
+        ManualEntryError: no place, no time, a value that is not a number.
+    """
+    if not form.get("point"):
+        raise ManualEntryError("choose where the sample was taken")
+    try:
+        when = datetime.fromisoformat(form.get("sampled_at", ""))
+    except ValueError:
+        raise ManualEntryError("give when the sample was taken (date and time)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=ZoneInfo(cfg.site.timezone))
+    values: dict[str, float] = {}
+    for quantity in MANUAL_QUANTITIES:
+        text = form.get(quantity, "")
+        if text:
+            try:
+                values[quantity] = float(text.replace(",", "."))
+            except ValueError:
+                raise ManualEntryError(f"{quantity} {text!r} is not a number") from None
+    return ManualEntry(cfg.site.id, form["point"], when, inspector, values)
 
 
 def parse_time(text: str) -> datetime:

@@ -69,7 +69,8 @@ def web_cmd(
                                          help="Send the 'due soon' e-mail this many hours before the deadline."),
     broker: str | None = typer.Option(None, "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
                                       help="Show each gateway's last status (online/offline, outbox depth) from this "
-                                           "MQTT broker (mqtt://host:1883); without it the status is unknown."),
+                                           "MQTT broker (mqtt://host:1883); without it the status is unknown. Manual "
+                                           "field readings entered on a site page are published there (else stored)."),
     base_url: str = typer.Option("", "--base-url", metavar="URL",
                                  help="The desk's public address, for links in e-mails (e.g. https://desk.example)."),
 ) -> None:
@@ -83,13 +84,21 @@ def web_cmd(
     """
     from stormwatch.web.server import DeskSettings, DeskSetupError, WebServer, open_desk
 
+    broker_settings = None
+    if broker:
+        from stormwatch.mqtt import BrokerUrlError, parse_broker_url
+
+        try:
+            broker_settings = parse_broker_url(broker)
+        except BrokerUrlError as exc:
+            fail(f"--broker: {exc}", 2)
     try:
         if not site and sites_dir is None:
             site = [resources.example_site()]
         desk = open_desk(DeskSettings(sites=site, sites_dir=sites_dir, store_url=store, state_dir=state_dir,
                                       wall_time=wall_time,
                                       max_photo_bytes=int(max_photo_mb * 1048576), secure_cookies=secure_cookies,
-                                      idle_minutes=session_minutes))
+                                      idle_minutes=session_minutes, manual_broker=broker_settings))
     except DeskSetupError as exc:
         fail(str(exc), 2)
     notifier = None
@@ -104,13 +113,12 @@ def web_cmd(
         except SmtpUrlError as exc:
             fail(str(exc), 2)
     watch = None
-    if broker:
-        from stormwatch.mqtt import BrokerUrlError, parse_broker_url
+    if broker_settings is not None:
         from stormwatch.web.gateways import GatewayWatch
 
         try:
-            watch = GatewayWatch(parse_broker_url(broker))
-        except (BrokerUrlError, OSError) as exc:
+            watch = GatewayWatch(broker_settings)
+        except OSError as exc:
             fail(f"--broker: {exc}", 2)
         watch.start()
         desk.gateways = watch.statuses

@@ -22,6 +22,8 @@ import uvicorn
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import WallClock
 from stormwatch.config import SiteConfig
+from stormwatch.importers.manual import ManualEntry, Recorded, record_manual
+from stormwatch.mqtt import BrokerSettings
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.sitedir import SiteChanges, SiteDirectory
 from stormwatch.stores.base import OverviewStore
@@ -56,6 +58,9 @@ class DeskSettings:
     idle_minutes: float = 480.0
     create_store: bool = False
     sites_dir: Path | None = None
+    #: where the site page's manual field readings go: published to this broker (the live path), else
+    #: written to the store
+    manual_broker: BrokerSettings | None = None
 
 
 def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) -> Desk:
@@ -121,6 +126,14 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
     book.clock = clock
     desk = Desk(sites=sites, store=cast(OverviewStore, store), book=book, accounts=accounts, clock=clock,
                 max_photo_bytes=settings.max_photo_bytes, secure_cookies=settings.secure_cookies)
+    broker = settings.manual_broker
+
+    def record(entry: ManualEntry, cfg: SiteConfig) -> Recorded:
+        if broker is not None:
+            return record_manual(entry, cfg, profiles, clock, broker=broker)
+        return record_manual(entry, cfg, profiles, clock, store=store)
+
+    desk.record = record
     if directory is not None:
         directory.watch(lambda changes: _follow(desk, directory, changes, fixed, profiles), threading.Event())
     return desk

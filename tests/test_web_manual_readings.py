@@ -1,0 +1,75 @@
+"""The web desk's field-readings form (issue 16): an inspector of the site records a transparency tube's
+cm, a grab sample's NTU and pH on the site page (CSRF, role-checked); they are stored as manual
+readings with the inspector's name at the sampling time, shown on the page, and refused with a
+message (nothing stored) when out of range. Others may not post."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from stormwatch.contract import MANUAL_GATEWAY, manual_inspector
+from stormwatch.stores.urls import open_store
+from tests.web_support import A, B, build, client, login
+
+
+def manual(world: dict[str, object]) -> list[tuple[str, str, float, str, datetime, str | None]]:
+    store = open_store(str(world["store"]))
+    try:
+        rows = store.query_readings(A) + store.query_readings(B)
+    finally:
+        store.close()
+    return [(r.device, r.quantity, r.value, r.unit, r.time, manual_inspector(r)) for r in rows
+            if r.gateway == MANUAL_GATEWAY]
+
+
+def test_an_inspector_records_field_readings_on_the_site_page(tmp_path: Path) -> None:
+    world = build(tmp_path)
+    c = client(world)
+    token = login(c, "ina")
+    page = c.get(f"/sites/{A}").text
+    assert 'action="/sites/riverside-commons/readings"' in page and "Record as Ina Inspector" in page
+    # 11:30 EDT = 15:30 UTC, half an hour before the desk's clock
+    form = {"csrf_token": token, "point": "turb-down", "sampled_at": "2026-06-02T11:30", "transparency": "28",
+            "turbidity": "41.5", "ph": "7.9"}
+    r = c.post(f"/sites/{A}/readings", data=form)
+    assert r.status_code == 303 and r.headers["location"] == f"/sites/{A}?done=reading"
+    at = datetime(2026, 6, 2, 15, 30, tzinfo=UTC)
+    assert sorted(manual(world)) == [("turb-down", "ph", 7.9, "[pH]", at, "Ina Inspector"),
+                                     ("turb-down", "transparency", 28.0, "cm", at, "Ina Inspector"),
+                                     ("turb-down", "turbidity", 41.5, "NTU", at, "Ina Inspector")]
+    shown = c.get(f"/sites/{A}?done=reading").text
+    assert "Recorded." in shown and "turbidity 41.5 NTU" in shown and "Ina Inspector" in shown
+    # the same sample again is recorded once
+    assert c.post(f"/sites/{A}/readings", data=form).status_code == 303
+    assert len(manual(world)) == 3
+
+
+def test_refused_entries_say_why_and_store_nothing(tmp_path: Path) -> None:
+    world = build(tmp_path)
+    c = client(world)
+    token = login(c, "ina")
+    r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turb-down",
+                                             "sampled_at": "2026-06-02T11:30", "ph": "15"})
+    assert r.status_code == 400
+    assert "Not recorded: impossible_value: manual ph 15 [pH] is outside 0 .. 14" in r.text
+    assert 'value="15"' in r.text  # the form keeps what was typed
+    r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turb-down",
+                                             "sampled_at": "2026-06-02T11:30"})
+    assert r.status_code == 400 and "nothing to record" in r.text
+    assert manual(world) == []
+
+
+def test_only_the_sites_inspectors_may_post_and_only_with_the_token(tmp_path: Path) -> None:
+    world = build(tmp_path)
+    data = {"point": "turb-down", "sampled_at": "2026-06-02T11:30", "ph": "7.0"}
+    ina = client(world)
+    token = login(ina, "ina")
+    assert ina.post(f"/sites/{A}/readings", data={"csrf_token": "forged", **data}).status_code == 403
+    assert ina.post(f"/sites/{B}/readings", data={"csrf_token": token, **data}).status_code == 403  # not her site
+    for user in ("carl", "sam"):  # a contractor, the SMO: they read, inspectors record
+        other = client(world)
+        other_token = login(other, user)
+        assert other.post(f"/sites/{A}/readings", data={"csrf_token": other_token, **data}).status_code == 403
+        assert "Record as" not in other.get(f"/sites/{A}").text
+    assert manual(world) == []
