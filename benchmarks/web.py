@@ -1,13 +1,15 @@
 """Benchmark: the web desk's portfolio page for many sites (default 500) over a generated store.
 
-Generates N site files (the example site under N ids), an SQLite store with 24 h of readings per
+Generates N site files (the example site under N ids), a store (``--store sqlite``, or ``influx1``: a
+real InfluxDB 1.x started in a temporary directory, as the tests do) with 24 h of readings per
 site (rain gauge, two turbidity probes, basin level; one reading per ``--poll-s`` seconds each, 300 s
 by default), a storm in progress at every tenth site, and one open work order per site. Then logs in
 as the SMO (who sees every site) and renders ``/`` ``--renders`` times through the real application
 (Starlette's test client: no network), counting the store and work-order queries each page makes.
-The same is measured for ``N // 10`` sites: a constant number of queries per page, not one per site.
+The same is measured for ``N // 10`` sites: a constant number of queries per page, not one per site
+(on InfluxDB also the HTTP requests to the server per page).
 
-    python benchmarks/web.py [--sites 500] [--poll-s 300] [--renders 30]
+    python benchmarks/web.py [--sites 500] [--poll-s 300] [--renders 30] [--store sqlite|influx1]
 
 Prints the machine and the figures; the last line is one JSON object.
 """
@@ -34,7 +36,7 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.contract import Event, Reading
 from stormwatch.resources import example_site
-from stormwatch.stores.sqlite import SqliteStore
+from stormwatch.stores.urls import open_store
 from stormwatch.web.accounts import Accounts
 
 NOW = datetime(2026, 6, 2, 16, 0, tzinfo=UTC)
@@ -45,14 +47,15 @@ def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def generate(root: Path, n_sites: int, poll_s: int) -> tuple[Path, int]:
-    """Site files, store, work orders and an SMO account under ``root``; returns (sites dir, readings)."""
+def generate(root: Path, n_sites: int, poll_s: int, store_url: str) -> tuple[Path, int]:
+    """Site files, the store ``store_url``, work orders and an SMO account under ``root``; returns (sites
+    dir, readings)."""
     doc = yaml.safe_load(example_site().read_text())
     for d in doc["devices"]:
         d["poll_interval_s"] = poll_s
     sites = root / "sites"
     sites.mkdir()
-    store = SqliteStore(root / "stormwatch.db")
+    store = open_store(store_url)
     book = WorkOrders(root / "alerts.db", WallClock())
     steps = 24 * 3600 // poll_s
     start = NOW - timedelta(hours=24)
@@ -118,14 +121,17 @@ class Counting:
         return attr
 
 
-def measure(root: Path, sites_dir: Path, n_sites: int, renders: int) -> dict[str, Any]:
+def measure(root: Path, sites_dir: Path, n_sites: int, renders: int, store_url: str) -> dict[str, Any]:
     from starlette.testclient import TestClient
 
     from stormwatch.web.app import create_app
     from stormwatch.web.server import DeskSettings, open_desk
 
     chosen = sorted(sites_dir.glob("*.yaml"))[:n_sites]
-    desk = open_desk(DeskSettings(sites=chosen, store_url=f"sqlite:///{root / 'stormwatch.db'}", state_dir=root))
+    desk = open_desk(DeskSettings(sites=chosen, store_url=store_url, state_dir=root))
+    requests = Counting(desk.store, ("_request",))
+    if hasattr(desk.store, "_request"):  # InfluxDB 1.x: count the HTTP requests too
+        desk.store._request = requests.__getattr__("_request")  # type: ignore[attr-defined]
     store = Counting(desk.store, ("summarize", "query_tips", "query_site_events", "query_readings"))
     book = Counting(desk.book, ("list", "get", "history", "engine_clock"))
     desk.store = store  # type: ignore[assignment]
@@ -134,19 +140,21 @@ def measure(root: Path, sites_dir: Path, n_sites: int, renders: int) -> dict[str
     client = TestClient(create_app(desk), follow_redirects=False)
     token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)  # type: ignore[union-attr]
     assert client.post("/login", data={"username": "smo", "password": PASSWORD, "csrf_token": token}).status_code == 303
-    times, store_q, book_q = [], set(), set()
+    times, store_q, book_q, http_q = [], set(), set(), set()
     for _ in range(renders):
-        store.calls = book.calls = 0
+        store.calls = book.calls = requests.calls = 0
         t0 = time.perf_counter()
         r = client.get("/")
         times.append(time.perf_counter() - t0)
         assert r.status_code == 200 and r.text.count("data-site=") == n_sites
         store_q.add(store.calls)
         book_q.add(book.calls)
+        http_q.add(requests.calls)
     times.sort()
     return {"sites": n_sites, "p50_ms": round(statistics.median(times) * 1000, 1),
             "p95_ms": round(times[max(0, int(len(times) * 0.95) - 1)] * 1000, 1),
             "store_queries_per_page": sorted(store_q), "book_queries_per_page": sorted(book_q),
+            "http_requests_per_page": sorted(http_q),
             "page_kb": round(len(r.content) / 1024)}
 
 
@@ -155,27 +163,47 @@ def main() -> None:
     ap.add_argument("--sites", type=int, default=500)
     ap.add_argument("--poll-s", type=int, default=300)
     ap.add_argument("--renders", type=int, default=30)
+    ap.add_argument("--store", choices=("sqlite", "influx1"), default="sqlite")
     args = ap.parse_args()
     log(f"machine: {describe()}")
     with tempfile.TemporaryDirectory(prefix="stormwatch-web-bench-") as tmp:
         root = Path(tmp)
-        t0 = time.perf_counter()
-        sites_dir, readings = generate(root, args.sites, args.poll_s)
-        log(f"generated {args.sites} sites, {readings:,} readings in {time.perf_counter() - t0:.0f} s")
-        small = measure(root, sites_dir, max(1, args.sites // 10), args.renders)
-        log(f"portfolio of {small['sites']} sites: p50 {small['p50_ms']} ms, p95 {small['p95_ms']} ms; "
-            f"store queries per page {small['store_queries_per_page']}, work-order queries "
-            f"{small['book_queries_per_page']}")
-        full = measure(root, sites_dir, args.sites, args.renders)
-        log(f"portfolio of {full['sites']} sites: p50 {full['p50_ms']} ms, p95 {full['p95_ms']} ms; "
-            f"store queries per page {full['store_queries_per_page']}, work-order queries "
-            f"{full['book_queries_per_page']}; page {full['page_kb']} KiB")
-    constant = small["store_queries_per_page"] == full["store_queries_per_page"] and \
-        small["book_queries_per_page"] == full["book_queries_per_page"]
+        server = None
+        if args.store == "influx1":
+            from stormwatch.app import servers
+
+            server = servers.influxdb1(root / "influxdb")
+            server.start()
+            store_url = server.store_url("bench")
+        else:
+            store_url = f"sqlite:///{root / 'stormwatch.db'}"
+        try:
+            result = run(root, args, store_url)
+        finally:
+            if server is not None:
+                server.stop()
+    print(json.dumps(result), flush=True)
+
+
+def run(root: Path, args: argparse.Namespace, store_url: str) -> dict[str, Any]:
+    """Generate, then measure the tenth and the full portfolio; the JSON result."""
+    t0 = time.perf_counter()
+    sites_dir, readings = generate(root, args.sites, args.poll_s, store_url)
+    log(f"generated {args.sites} sites, {readings:,} readings in {time.perf_counter() - t0:.0f} s")
+    small = measure(root, sites_dir, max(1, args.sites // 10), args.renders, store_url)
+    log(f"portfolio of {small['sites']} sites: p50 {small['p50_ms']} ms, p95 {small['p95_ms']} ms; "
+        f"store queries per page {small['store_queries_per_page']}, work-order queries "
+        f"{small['book_queries_per_page']}, HTTP requests {small['http_requests_per_page']}")
+    full = measure(root, sites_dir, args.sites, args.renders, store_url)
+    log(f"portfolio of {full['sites']} sites: p50 {full['p50_ms']} ms, p95 {full['p95_ms']} ms; "
+        f"store queries per page {full['store_queries_per_page']}, work-order queries "
+        f"{full['book_queries_per_page']}, HTTP requests {full['http_requests_per_page']}; page {full['page_kb']} KiB")
+    constant = all(small[k] == full[k] for k in ("store_queries_per_page", "book_queries_per_page",
+                                                  "http_requests_per_page"))
     log(f"queries per page independent of the number of sites: {constant}")
-    print(json.dumps({"benchmark": "web_portfolio", "readings": readings, "poll_s": args.poll_s,
-                      "renders": args.renders, "full": full, "tenth": small, "constant_queries": constant,
-                      "machine": machine()}), flush=True)
+    return {"benchmark": "web_portfolio", "store": args.store, "readings": readings, "poll_s": args.poll_s,
+            "renders": args.renders, "full": full, "tenth": small, "constant_queries": constant,
+            "machine": machine()}
 
 
 if __name__ == "__main__":

@@ -451,8 +451,10 @@ class Influx1Store(LineProtocolWrites):
         Raises:
             StoreError: unreachable or the query failed.
         """
-        return any(values and values[0] == self.database
-                   for s in self._query("SHOW DATABASES", with_db=False) for values in s.get("values", []))
+        found = any(values and values[0] == self.database
+                    for s in self._query("SHOW DATABASES", with_db=False) for values in s.get("values", []))
+        self._db_ready = self._db_ready or found  # no CREATE DATABASE before the first query
+        return found
 
     def _window(self, start: datetime, end: datetime, sites: Iterable[str] | None) -> str:
         where = f"time >= {time_ns(start)} AND time < {time_ns(end)}"
