@@ -1,8 +1,10 @@
 """Issue 19 item 1: a late RTU reply is never published as the next device's reading.
 
 Two devices behind one RS-485 adapter (a pseudo-terminal; the device side is written here, byte
-by byte): A reads holding 0-9, B reads holding 100-109. The device answers A's request 0.31-0.5 s
-after it (the gateway's reply window is 0.3 s) and B's at once; its registers hold 1000 + n at
+by byte): A reads holding 0-9, B reads holding 100-109. The device answers A's request late -- only
+once the gateway has given up on it (its 0.3 s reply window expired: ``ModbusLink.failed`` is
+called), so the reply is late however slowly a loaded machine runs either side -- and B's at once
+(5 ms); its registers hold 1000 + n at
 address n and 2000 + (n - 100) at address n >= 100. Before the fix, B's read decoded A's late
 reply -- ``[1000 ... 1009]`` for registers 100-109. Now A's poll fails (a gap), the late reply is
 discarded as ``late_reply`` (counted, logged), and B gets its own ``[2000 ... 2009]``; for the same
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import select
 import threading
 import time
@@ -59,7 +60,8 @@ def true_words(address: int, count: int) -> list[int]:
     return [(2000 + a - B_BASE) if a >= B_BASE else (1000 + a) for a in range(address, address + count)]
 
 
-Reply = Callable[[int, int, int, int], tuple[float, bytes] | None]  # (unit, fc, addr, count) -> (delay, bytes)
+#: (unit, fc, addr, count) -> (delay s, bytes), or (None, bytes): held until the gateway gives up on the request.
+Reply = Callable[[int, int, int, int], tuple[float | None, bytes] | None]
 
 
 def normal_reply(unit: int, fc: int, address: int, count: int) -> bytes:
@@ -71,13 +73,18 @@ class SlowDevice:
     """The device side of the pty: reads 8-byte requests, answers each after ``reply()``'s delay.
 
     Like a real single-threaded slave it answers in order: a request that arrives while an answer
-    is still pending is answered after it. Records each request with its arrival time.
+    is still pending is answered after it. Records each request with its arrival time. A reply
+    with no delay is held until :meth:`release_late` (the gateway gave up on the request; see
+    :func:`late_is_after_giving_up`), which writes it and records when (``late_sent``).
     """
 
     def __init__(self, fd: int, reply: Reply) -> None:
         self.fd = fd
         self.reply = reply
         self.requests: list[tuple[float, int, int, int, int]] = []
+        self.late_sent: list[float] = []
+        self._held: list[bytes] = []
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -103,6 +110,10 @@ class SlowDevice:
                 answer = self.reply(unit, fc, address, count)
                 if answer is not None:
                     delay, data = answer
+                    if delay is None:
+                        with self._lock:
+                            self._held.append(data)
+                        continue
                     at = max(now + delay, free_at)
                     free_at = at + 0.002
                     queue.append((at, data))
@@ -110,9 +121,32 @@ class SlowDevice:
             while queue and queue[0][0] <= now:
                 os.write(self.fd, queue.pop(0)[1])
 
+    def release_late(self) -> None:
+        """Write the held replies now (called in the gateway's thread once it gave up on them)."""
+        with self._lock:
+            held, self._held = self._held, []
+            for data in held:
+                self.late_sent.append(time.monotonic())
+                os.write(self.fd, data)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2)
+
+
+@pytest.fixture()
+def late_is_after_giving_up(monkeypatch: pytest.MonkeyPatch) -> Callable[[SlowDevice], None]:
+    """``attach(device)``: the device's held replies are written when the gateway's link gives up on
+    a request (``ModbusLink.failed``, before its drain of the line), so they arrive after the reply
+    window by construction, never within it because the gateway's thread ran late."""
+    def attach(device: SlowDevice) -> None:
+        real = ModbusLink.failed
+
+        def failed(link: ModbusLink, device_id: str) -> str:
+            device.release_late()
+            return real(link, device_id)
+        monkeypatch.setattr(ModbusLink, "failed", failed)
+    return attach
 
 
 def profile(base: int) -> DeviceProfile:
@@ -130,11 +164,11 @@ def pty() -> Iterator[PtyPair]:
     pair.close()
 
 
-def late_for_a(units: dict[int, int], lateness: list[float]) -> Reply:
-    """A's block answered ``lateness.pop(0)`` s after the request; B's at once (5 ms)."""
-    def reply(unit: int, fc: int, address: int, count: int) -> tuple[float, bytes] | None:
+def late_for_a(units: dict[int, int]) -> Reply:
+    """A's block answered late (held until the gateway gives up on it); B's at once (5 ms)."""
+    def reply(unit: int, fc: int, address: int, count: int) -> tuple[float | None, bytes] | None:
         if address == A_BASE and unit == units[A_BASE]:
-            return lateness.pop(0), normal_reply(unit, fc, address, count)
+            return None, normal_reply(unit, fc, address, count)
         if address == B_BASE and unit == units[B_BASE]:
             return 0.005, normal_reply(unit, fc, address, count)
         return None
@@ -142,12 +176,12 @@ def late_for_a(units: dict[int, int], lateness: list[float]) -> Reply:
 
 
 @pytest.mark.parametrize("unit_b", [1, 2], ids=["same unit id", "different unit ids"])
-def test_a_late_reply_is_never_decoded_as_the_next_devices_registers(pty: PtyPair, unit_b: int,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_a_late_reply_is_never_decoded_as_the_next_devices_registers(
+        pty: PtyPair, unit_b: int, caplog: pytest.LogCaptureFixture,
+        late_is_after_giving_up: Callable[[SlowDevice], None]) -> None:
     trials = 6
-    rng = random.Random(19)
-    lateness = [rng.uniform(0.31, 0.5) for _ in range(trials)]  # after A's request; the window is 0.3 s
-    device = SlowDevice(pty.master_fd, late_for_a({A_BASE: 1, B_BASE: unit_b}, list(lateness)))
+    device = SlowDevice(pty.master_fd, late_for_a({A_BASE: 1, B_BASE: unit_b}))
+    late_is_after_giving_up(device)
     transport = ModbusRtu(kind="modbus-rtu", port=pty.slave_path, timeout_s=WINDOW_S)
     link = ModbusLink("rtu-late", client_factory(transport), frame_gap_s=rtu_frame_gap_s(9600))
     a = ModbusDriver("dev-a", profile(A_BASE), 1, link, WallClock())
@@ -170,11 +204,12 @@ def test_a_late_reply_is_never_decoded_as_the_next_devices_registers(pty: PtyPai
                 if r.levelno == logging.WARNING and "late_reply" in r.getMessage()]
     assert len(warnings) == 1 and "unit 1 function 0x03, byte count 20" in warnings[0]
     # B's request went out only after the line had been silent for a whole window after A's reply
-    times = {(unit, address): [] for unit, address in ((1, A_BASE), (unit_b, B_BASE))}
+    times: dict[tuple[int, int], list[float]] = {key: [] for key in ((1, A_BASE), (unit_b, B_BASE))}
     for t, unit, _fc, address, _count in device.requests:
         times[(unit, address)].append(t)
-    for t_a, t_b, late in zip(times[(1, A_BASE)], times[(unit_b, B_BASE)], lateness, strict=True):
-        assert t_b - t_a >= late + WINDOW_S - 0.02
+    assert len(times[(1, A_BASE)]) == len(device.late_sent) == trials
+    for t_late, t_b in zip(device.late_sent, times[(unit_b, B_BASE)], strict=True):
+        assert t_b - t_late >= WINDOW_S
 
 
 @pytest.mark.parametrize(("name", "bad", "reason"), [
@@ -224,11 +259,12 @@ def test_bytes_waiting_before_a_request_are_discarded(pty: PtyPair) -> None:
 
 
 @pytest.mark.mosquitto
-def test_gateway_publishes_b_true_values_and_nothing_for_a(mosquitto_server, pty: PtyPair, tmp_path: Path) -> None:
+def test_gateway_publishes_b_true_values_and_nothing_for_a(
+        mosquitto_server, pty: PtyPair, tmp_path: Path, late_is_after_giving_up: Callable[[SlowDevice], None]) -> None:
     """End to end on MQTT: A answers every request late; B's readings are 2000 ... 2009, A has none."""
     site = f"late-{uuid.uuid4().hex[:8]}"
-    lateness = [0.4] * 100
-    device = SlowDevice(pty.master_fd, late_for_a({A_BASE: 1, B_BASE: 1}, lateness))
+    device = SlowDevice(pty.master_fd, late_for_a({A_BASE: 1, B_BASE: 1}))
+    late_is_after_giving_up(device)
 
     def profile_plan(base: int) -> ProfilePlan:
         points = tuple(PointPlan(f"r{base + i}", "1", address=base + i) for i in range(10))
