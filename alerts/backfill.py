@@ -308,7 +308,7 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
                 if hasattr(rule, "on_watermark"):
                     out += rule.on_watermark(w)
                 found_events.append(out)
-            events += heapq.merge(*found_events, key=lambda e: e.event_time)
+            events += map(engine.stamp, heapq.merge(*found_events, key=lambda e: e.event_time))
         t = upto
     log.info("%s: %d stored readings evaluated, %d events", site, count, len(events))
     return Evaluation(site, start, end, count, events, engine.in_progress(),

@@ -566,9 +566,11 @@ class Engine:
 
     # -- work orders -------------------------------------------------------------------------
 
-    def _stamp(self, event: Event) -> Event:
+    def stamp(self, event: Event) -> Event:
         """The event with its rule's parameters that the permit text in hand does not confirm (the
-        pack's ``verified: false``), in ``unverified`` and said in its message."""
+        pack's ``verified: false``), in ``unverified`` and said in its message. Every event the
+        engine emits has passed here; a backfill that runs the rules itself
+        (:func:`stormwatch.alerts.backfill.evaluate`) passes its events here too."""
         params = self.pack.rules.get(event.rule)
         if params is None or not params.unverified or event.unverified is not None:
             return event
@@ -578,7 +580,7 @@ class Engine:
             "message": f"{event.message} [not confirmed by the permit text in hand: {', '.join(shown)}]"})
 
     def _with_order(self, event: Event) -> Event:
-        event = self._stamp(event)
+        event = self.stamp(event)
         wo = self.workorders
         if wo is None:
             return event

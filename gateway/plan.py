@@ -397,7 +397,7 @@ TWINS: dict[type, tuple[str, frozenset[str], dict[str, str]]] = {
     DevicePlan: ("stormwatch.config.Device", frozenset(), {}),
     GatewayPlan: ("stormwatch.config.SiteConfig",
                   frozenset({"basin", "basins", "rain_gauge", "rules", "options", "turbidity_pair",
-                             "discharge_points", "site", "notify", "roles"}),
+                             "discharge_points", "site", "notify", "roles", "fallback_gauge"}),
                   {"site": "SiteConfig.site.id", "profiles": "the device profiles, compiled",
                    "version": "PLAN_VERSION"}),
 }

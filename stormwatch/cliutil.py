@@ -137,6 +137,7 @@ OPTIONS: dict[str, OptionName] = {
     "--smtp": OptionName("the mail server that sends notifications", ("URL",)),
     "--mail-from": OptionName("the sender address of notification e-mails", ("ADDRESS",)),
     "--smtp-ca-file": OptionName("a CA bundle for the mail server's TLS", ("FILE",)),
+    "--smtp-password-file": OptionName("a file holding the mail server user's password (a Docker secret)", ("FILE",)),
     "--due-soon-hours": OptionName("hours before a deadline that 'due soon' is sent", ("HOURS",)),
     "--base-url": OptionName("the public address of the web desk", ("URL",)),
     "--host": OptionName("the address a server listens on", ("ADDRESS",)),
