@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import paho.mqtt.client as mqtt
 
@@ -129,6 +130,8 @@ class AlertService:
             duplicate_hint="Are two alert services running with one --client-id? Give each its own."), log,
             on_session=self._on_session, on_lost=self.connected.clear)
         self._client.on_message = self._on_message
+        self._client.on_subscribe = self._on_subscribe
+        self._subscribe_mid: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -272,8 +275,22 @@ class AlertService:
     # -- MQTT --------------------------------------------------------------------------------
 
     def _on_session(self, _session_present: bool) -> None:
-        self._client.subscribe([(f, 1) for f in self.filters])
-        self.connected.set()
+        filters = self.filters
+        if not filters:
+            self.connected.set()  # no site (yet): nothing to subscribe to
+            return
+        _rc, self._subscribe_mid = self._client.subscribe([(f, 1) for f in filters])
+
+    def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, mid: int, reason_codes: list[Any],
+                      _props: Any) -> None:
+        """``connected`` means subscribed: set on the SUBACK of the session's subscription (a reading
+        published before the broker has the subscription would not be queued for us)."""
+        failed = [rc for rc in reason_codes if rc.is_failure]
+        if failed:
+            log.error("broker refused the subscription to %d topic filter(s): %s", len(failed), failed)
+            return
+        if mid == self._subscribe_mid:
+            self.connected.set()
 
     def _on_message(self, client: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
         try:
