@@ -20,6 +20,7 @@ from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore
+from tests.names import RUN
 
 REPO = Path(__file__).resolve().parent.parent
 SITE = "riverside-commons"
@@ -29,8 +30,9 @@ T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 #: What ingest tests' clocks read: 12:10 on the scenario day (readings at 12:00-12:05 are past); their
 #: clock stands still (``ManualClock(INGEST_NOW, on_sleep="wait")``).
 INGEST_NOW = T0 + timedelta(minutes=10)
-#: Unique numbers for client ids and database names.
-ids = itertools.count()
+#: Names unique to this run, for client ids and database names (``f"db_{next(ids)}"``): a server
+#: reused by an earlier run holds none of them (tests/names.py).
+ids = (f"{RUN}_{n}" for n in itertools.count())
 
 
 def wire(seq: int, value: object = 12.5, **kw: object) -> bytes:

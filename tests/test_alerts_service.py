@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,13 +19,14 @@ from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, dump_readings
 from stormwatch.profiles import ProfileLibrary
+from tests.names import run_unique
 from tests.test_alerts_support import T0, Feeder, site
 
 MIN = timedelta(minutes=1)
 
 
 def _client(name: str, port: int) -> mqtt.Client:
-    c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=name, protocol=mqtt.MQTTv311)
+    c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=run_unique(name), protocol=mqtt.MQTTv311)
     c.connect("127.0.0.1", port)
     c.loop_start()
     return c
@@ -50,13 +50,12 @@ def test_storm_over_mqtt_opens_one_order_and_retained_does_not_trigger(mosquitto
     sub.subscribe(topics.events("s1"), qos=1)
 
     service = AlertService([cfg], ProfileLibrary(), mosquitto_server.url, None, tmp_path / "state.db",
-                           ManualClock(T0), client_id="alerts-test-svc", lateness_s=0, on_event=seen.append,
+                           ManualClock(T0), client_id=run_unique("alerts-test-svc"), lateness_s=0, on_event=seen.append,
                            overdue_check_s=0.1)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()
     try:
-        assert service.connected.wait(10)
-        time.sleep(0.3)
+        assert service.connected.wait(10)  # subscribed (SUBACK)
         readings = [feed.tips(1, T0 + i * MIN) for i in range(50)]
         readings += [feed.tips(0, T0 + 49 * MIN + k * timedelta(minutes=10)) for k in range(1, 40)]
         for r in readings:

@@ -15,6 +15,7 @@ from stormwatch.clock import ManualClock
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary, profiles_dir
+from tests.names import run_unique
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -93,7 +94,7 @@ def live_service(cfg: SiteConfig, broker_url: str, tmp_path: Path, clock: Manual
     store = SqliteStore(tmp_path / "store.db")
     seen: list[Event] = []
     service = AlertService([cfg], ProfileLibrary(), broker_url, store, tmp_path / "state.db", clock,
-                           client_id=client_id, lateness_s=120, on_event=seen.append, overdue_check_s=0.1,
+                           client_id=run_unique(client_id), lateness_s=120, on_event=seen.append, overdue_check_s=0.1,
                            **options)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()

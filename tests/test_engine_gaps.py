@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.wire import format_time
+from tests.names import run_unique
 from tests.test_alerts_support import T0, Feeder, site
 from tests.waits import wait_until
 
@@ -46,17 +46,16 @@ def test_gateway_last_will_and_three_silent_hours_give_a_data_gap_never_dry(mosq
     clock = ManualClock(SILENT_FROM + MIN)
     seen: list[Event] = []
     service = AlertService([cfg], ProfileLibrary(), mosquitto_server.url, store, tmp_path / "state.db", clock,
-                           client_id="gap-svc", lateness_s=120, on_event=seen.append, overdue_check_s=0.1)
+                           client_id=run_unique("gap-svc"), lateness_s=120, on_event=seen.append, overdue_check_s=0.1)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()
     # the "gateway": publishes readings, has a last will on its status topic, then dies without DISCONNECT
-    gw = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="gap-gw", protocol=mqtt.MQTTv311)
+    gw = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=run_unique("gap-gw"), protocol=mqtt.MQTTv311)
     gw.will_set(topics.status("s1", "gw"), json.dumps({"state": "offline"}), qos=1, retain=True)
     gw.connect("127.0.0.1", mosquitto_server.port)
     gw.loop_start()
     try:
-        assert service.connected.wait(10)
-        time.sleep(0.2)
+        assert service.connected.wait(10)  # subscribed (SUBACK)
         store.write_readings(before)  # what ingest would have written
         for r in before:
             gw.publish(topics.readings("s1", "gw"), dump_readings([r]), qos=1).wait_for_publish(5)
@@ -66,7 +65,7 @@ def test_gateway_last_will_and_three_silent_hours_give_a_data_gap_never_dry(mosq
         gw.socket().close()
         wait_until(lambda: any(e.kind == "data_gap" for e in seen), what="the last will's data_gap")
         clock.set(BACK_AT)
-        back = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="gap-gw2", protocol=mqtt.MQTTv311)
+        back = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=run_unique("gap-gw2"), protocol=mqtt.MQTTv311)
         back.connect("127.0.0.1", mosquitto_server.port)
         back.loop_start()
         store.write_readings(after)

@@ -20,6 +20,7 @@ from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
+from tests.names import run_unique
 from tests.test_alerts_support import T0, Feeder, site
 from tests.test_engine_backfill import HOURS, scenario
 from tests.waits import wait_until
@@ -29,7 +30,7 @@ RESTART = T0 + timedelta(hours=6, minutes=30)
 
 def _run_service(name: str, port_url: str, store: SqliteStore, state: Path, clock: ManualClock,
                  readings: list[Reading], seen: list[Event]) -> None:
-    svc = AlertService([site("ch133")], ProfileLibrary(), port_url, store, state, clock, client_id=name,
+    svc = AlertService([site("ch133")], ProfileLibrary(), port_url, store, state, clock, client_id=run_unique(name),
                        lateness_s=120, on_event=seen.append, overdue_check_s=3600)
     runner = threading.Thread(target=svc.run, daemon=True)
     runner.start()

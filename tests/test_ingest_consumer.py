@@ -32,6 +32,7 @@ from tests.ingest_support import (
     tip_wire,
     wire,
 )
+from tests.names import run_unique
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
@@ -171,7 +172,7 @@ def test_stop_at_once_flushes_the_pending_point(broker: servers.Mosquitto,
     # failure-kinds.md #15: one point, then shut down at once -> it is in the database, and it was
     # acknowledged (a new consumer on the same session gets nothing redelivered).
     db = f"flush_{next(ids)}"
-    run = Running(broker, Influx1Store(influx_server.url, db), client_id="flush-consumer", batch_ms=60_000)
+    run = Running(broker, Influx1Store(influx_server.url, db), client_id=run_unique("flush-consumer"), batch_ms=60_000)
     pub = Publisher(broker)
     pub.send(wire(1, 7.75))
     wait_until(lambda: run.ingest.received == 1)
@@ -180,7 +181,7 @@ def test_stop_at_once_flushes_the_pending_point(broker: servers.Mosquitto,
     assert [[t // 1_000 * 1_000, v] for t, v in influx_count(influx_server, db, 'SELECT "value" FROM readings')] \
         == [[1_780_315_260_000_000_000, 7.75]]
     assert run.ingest.acked == 1
-    again = Running(broker, Influx1Store(influx_server.url, db), client_id="flush-consumer", batch_ms=20)
+    again = Running(broker, Influx1Store(influx_server.url, db), client_id=run_unique("flush-consumer"), batch_ms=20)
     try:
         pub.send(wire(2, 8.0))
         wait_until(lambda: again.ingest.received >= 1)
@@ -227,12 +228,12 @@ def test_amqtt_demo_broker_backlog_is_live_and_outside_topics_ignored(sqlite_sto
     try:
         pub = Publisher(endpoint)
         pub.send(b'{"state": "online"}', topic=topics.status(SITE, GW), retain=True)
-        run = Running(endpoint, sqlite_store, client_id="amqtt-ingest", batch_ms=20, retained_is_late=False)
+        run = Running(endpoint, sqlite_store, client_id=run_unique("amqtt-ingest"), batch_ms=20, retained_is_late=False)
         pub.send(wire(1, 4.0))
         wait_until(lambda: run.ingest.written == 1)
         run.stop()
         pub.send(wire(2, 5.0))  # queued by the broker while ingest is away
-        run = Running(endpoint, sqlite_store, client_id="amqtt-ingest", batch_ms=20, retained_is_late=False)
+        run = Running(endpoint, sqlite_store, client_id=run_unique("amqtt-ingest"), batch_ms=20, retained_is_late=False)
         wait_until(lambda: run.ingest.written == 1, what="queued reading after restart")
         run.stop()
         pub.close()

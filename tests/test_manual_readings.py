@@ -30,6 +30,7 @@ from stormwatch.contract import MANUAL_GATEWAY, manual_inspector, parse_readings
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
+from tests.names import run_unique
 from tests.test_permit_ca_cgp import ca_doc
 from tests.waits import wait_until
 
@@ -111,7 +112,7 @@ def test_refusals_are_one_line_and_store_nothing(tmp_path: Path) -> None:
 def test_sent_live_on_the_sites_readings_topic_and_ingest_accepts_it(mosquitto_server: Any, tmp_path: Path) -> None:
     site = site_file(tmp_path)
     got: list[tuple[str, bytes]] = []
-    sub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="manual-readings-test-sub")
+    sub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=run_unique("manual-readings-test-sub"))
     sub.on_message = lambda _c, _u, msg: got.append((msg.topic, msg.payload))
     subscribed = threading.Event()
     sub.on_subscribe = lambda *_a: subscribed.set()

@@ -35,6 +35,7 @@ from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.lineprotocol import event_point
 from stormwatch.stores.sqlite import SqliteStore
+from tests.names import run_unique
 from tests.waits import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -165,16 +166,16 @@ def test_a_ph_rule_module_emits_its_events_end_to_end(ph_world: Path, mosquitto_
     seen: list[Event] = []
     clock = ManualClock(T0)
     service = AlertService([cfg], profiles, mosquitto_server.url, store, ph_world / "state.db", clock,
-                           client_id="ph-alerts", lateness_s=120, on_event=seen.append, overdue_check_s=0.1)
+                           client_id=run_unique("ph-alerts"), lateness_s=120, on_event=seen.append, overdue_check_s=0.1)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()
     published: list[dict[str, object]] = []
-    listener = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="ph-listener")
+    listener = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=run_unique("ph-listener"))
     listener.on_message = lambda _c, _u, msg: published.append(json.loads(msg.payload))
     listener.connect("127.0.0.1", mosquitto_server.port)
     listener.subscribe(topics.events("ph-site"), qos=1)
     listener.loop_start()
-    gw = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="ph-gw")
+    gw = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=run_unique("ph-gw"))
     gw.connect("127.0.0.1", mosquitto_server.port)
     gw.loop_start()
     values = [7.2, 7.1, 9.1, 9.0, 7.4] + [7.3] * 5  # leaves the range at minute 2, back at minute 4

@@ -19,6 +19,7 @@ from stormwatch.alerts.workorders import ENGINE, SCHEMA_VERSION, EngineClock, Wo
 from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock, ScenarioClock, WallClock
 from stormwatch.profiles import ProfileLibrary
+from tests.names import run_unique
 from tests.test_alerts_support import T0, site
 from tests.test_workorders import storm_due
 
@@ -161,7 +162,7 @@ def test_a_demo_state_is_read_at_simulated_time_on_mosquitto(mosquitto_server, t
     book.close()
     clock = ScenarioClock(sim_start=T0 + timedelta(hours=8), speed=600.0, wall_start=time.time())
     svc = AlertService([site("ch133")], ProfileLibrary(), mosquitto_server.url, None, state, clock,
-                       client_id="wo-lifecycle-clock", overdue_check_s=60)
+                       client_id=run_unique("wo-lifecycle-clock"), overdue_check_s=60)
     runner = threading.Thread(target=svc.run, daemon=True)
     runner.start()
     try:
