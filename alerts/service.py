@@ -108,8 +108,11 @@ class AlertService:
         self.on_event = on_event
         self.retained_is_late = retained_is_late
         self._received = 0
+        self._handled = 0
         self.warmup = timedelta(days=warmup_days)
         self.overdue_check_s = overdue_check_s
+        #: Overdue checks completed so far (each looked at every open order at the clock's time).
+        self.overdue_checks = 0
         self.workorders = WorkOrders(state_path, clock)
         self.profiles = profiles
         self.lateness_s = lateness_s
@@ -150,6 +153,7 @@ class AlertService:
         try:
             while not self._stop.wait(timeout=max(0.05, self.clock_real(self.overdue_check_s))):
                 self._check_overdue()
+                self.overdue_checks += 1
                 if time.monotonic() - recorded >= CLOCK_RECORD_REAL_S:
                     self.workorders.record_clock(self.clock)
                     recorded = time.monotonic()
@@ -175,6 +179,12 @@ class AlertService:
     def stop(self) -> None:
         """Ask :meth:`run` to flush and return (thread-safe)."""
         self._stop.set()
+
+    @property
+    def messages_handled(self) -> int:
+        """MQTT messages taken from the broker and handled (readings, statuses, refused ones alike)."""
+        with self._lock:
+            return self._handled
 
     @property
     def readings_seen(self) -> int:
@@ -299,6 +309,8 @@ class AlertService:
             log.exception("unexpected error handling a message on %s", msg.topic)
         finally:
             client.ack(msg.mid, msg.qos)
+            with self._lock:
+                self._handled += 1
 
     def _handle(self, msg: mqtt.MQTTMessage) -> None:
         # our subscriptions are exactly each site's readings and status topics: a dict lookup, not a

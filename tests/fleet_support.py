@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,12 +91,3 @@ class EventListener:
         self.client.loop_stop()
         self.client.disconnect()
 
-
-def wait_for(cond: Any, timeout_s: float, what: str, every_s: float = 0.5) -> None:
-    """Wait (real time) until ``cond()`` is true."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import topics
 from stormwatch.app import servers
+from stormwatch.clock import ManualClock
 from stormwatch.config import device_profiles, load_site
 from stormwatch.contract import Reading, parse_readings
 from stormwatch.ingest.validate import Validator
@@ -44,10 +46,12 @@ class Listener:
         self.messages: list[tuple[str, bytes, bool]] = []
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"fleet-listener-{next(ids)}")
         self.client.on_message = lambda _c, _u, m: self.messages.append((m.topic, bytes(m.payload), bool(m.retain)))
+        subscribed = threading.Event()
+        self.client.on_subscribe = lambda *_args: subscribed.set()
         self.client.connect("127.0.0.1", broker.port)
         self.client.subscribe(f"{topics.ROOT}/#", qos=1)
         self.client.loop_start()
-        time.sleep(0.3)
+        assert subscribed.wait(10), "the listener's SUBACK"
 
     def stop(self) -> None:
         self.client.loop_stop()
@@ -78,11 +82,7 @@ def test_fleet_publishes_what_gateways_would(tmp_path: Path, mosquitto_server: s
     sites = {cfg.site.id: cfg for cfg in (load_site(f, library) for f in files)}
     end = START + timedelta(hours=hours)
 
-    class EndClock:
-        def now(self) -> datetime:
-            return end
-
-    validator = Validator.for_sites(sites.values(), library, EndClock())  # type: ignore[arg-type]
+    validator = Validator.for_sites(sites.values(), library, ManualClock(end))
     readings_by_gw: dict[str, list[Reading]] = defaultdict(list)
     statuses: dict[str, list[dict[str, object]]] = defaultdict(list)
     for topic, payload, retained in listener.messages:

@@ -22,7 +22,8 @@ from pathlib import Path
 from stormwatch.app import servers
 from stormwatch.partition import Partition
 from stormwatch.simulators.fleetsites import write_fleet_sites
-from tests.fleet_support import EventListener, fleet, service, stop, summary, wait_for
+from tests.fleet_support import EventListener, fleet, service, stop, summary
+from tests.waits import wait_until
 
 SPEED = 600.0  # 10 simulated minutes a real second
 
@@ -54,7 +55,7 @@ def test_two_partitioned_alert_services_publish_exactly_the_events_of_one(
     part2 = _alerts(tmp_path, "part2", url, sites, tmp_path / "shared-state", clock, "--partition", "2/2")
     sim = fleet(10, sites, url, SPEED, 3.0, clock, tmp_path / "fleet.log", "--start-delay-s", "8")
     try:
-        wait_for(lambda: all(_subscribed(tmp_path / f"{n}.log") for n in ("single", "part1", "part2")), 60,
+        wait_until(lambda: all(_subscribed(tmp_path / f"{n}.log") for n in ("single", "part1", "part2")), 60,
                  "three alert services connected")
         published = summary(sim, 180)
         time.sleep(2)  # the services' last decisions
@@ -89,14 +90,14 @@ def test_a_site_file_added_to_the_directory_is_watched_within_seconds(
     alerts = _alerts(tmp_path, "alerts", mosquitto_server.url, watched, tmp_path / "state", clock)
     sim = fleet(2, fleet_sites, mosquitto_server.url, 60.0, 1.0, clock, tmp_path / "fleet.log")
     try:
-        wait_for(lambda: _subscribed(tmp_path / "alerts.log"), 60, "alerts connected")
-        wait_for(lambda: clock.exists(), 30, "the fleet's clock")
+        wait_until(lambda: _subscribed(tmp_path / "alerts.log"), 60, "alerts connected")
+        wait_until(lambda: clock.exists(), 30, "the fleet's clock")
         time.sleep(6)
         assert not [e for e in listener.events if e["site"] == "fleet-0001"]  # not watched yet
         added = time.monotonic()
         shutil.copy(files[0], watched / ".adding.tmp")
         (watched / ".adding.tmp").replace(watched / files[0].name)
-        wait_for(lambda: any(e["site"] == "fleet-0001" and e["kind"] == "basin_capacity_warning"
+        wait_until(lambda: any(e["site"] == "fleet-0001" and e["kind"] == "basin_capacity_warning"
                              for e in listener.events), 15, "an event of the added site", every_s=0.1)
         assert time.monotonic() - added < 10
         assert "1 added (fleet-0001)" in (tmp_path / "alerts.log").read_text()
@@ -123,7 +124,7 @@ def test_two_partitioned_ingests_store_every_reading_once(tmp_path: Path, mosqui
             with sqlite3.connect(tmp_path / f"part{k}.db") as con:
                 return con.execute("SELECT site, gateway, seq FROM readings").fetchall()
 
-        wait_for(lambda: len(rows(1)) + len(rows(2)) >= published["readings"], 60, "every reading stored")
+        wait_until(lambda: len(rows(1)) + len(rows(2)) >= published["readings"], 60, "every reading stored")
     finally:
         stop(*ingests)
         if sim.poll() is None:

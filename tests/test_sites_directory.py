@@ -23,7 +23,8 @@ from stormwatch.errors import InputError
 from stormwatch.partition import Partition
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.sitedir import ServiceSites, SiteDirectory
-from tests.fleet_support import service, stop, wait_for
+from tests.fleet_support import service, stop
+from tests.waits import wait_until
 
 LIBRARY = ProfileLibrary()
 
@@ -125,7 +126,7 @@ def test_ingest_watches_a_site_file_added_to_its_directory_within_seconds(
     client.connect("127.0.0.1", mosquitto_server.port)
     client.loop_start()
     try:
-        wait_for(lambda: "subscribed to" in (tmp_path / "ingest.log").read_text(), 30, "ingest subscribed")
+        wait_until(lambda: "subscribed to" in (tmp_path / "ingest.log").read_text(), 30, "ingest subscribed")
         log_text = (tmp_path / "ingest.log").read_text()
         assert "broken.yaml" in log_text  # refused with its error, and ingest runs on
 
@@ -142,7 +143,7 @@ def test_ingest_watches_a_site_file_added_to_its_directory_within_seconds(
                 return int(con.execute("SELECT COUNT(*) FROM readings WHERE site = 'new-site'").fetchone()[0])
 
         publish()
-        wait_for(lambda: "unknown_site" in (tmp_path / "ingest.log").read_text(), 10, "the unknown site refused")
+        wait_until(lambda: "unknown_site" in (tmp_path / "ingest.log").read_text(), 10, "the unknown site refused")
         added = time.monotonic()
         shutil.copy(write_site(tmp_path, "new.yaml", "new-site"), sites / "new.yaml")
 
@@ -150,9 +151,9 @@ def test_ingest_watches_a_site_file_added_to_its_directory_within_seconds(
             publish()
             return stored() > 0
 
-        wait_for(accepted, 10, "a reading of the added site stored", every_s=0.2)
+        wait_until(accepted, 10, "a reading of the added site stored", every_s=0.2)
         assert time.monotonic() - added < 10
-        wait_for(lambda: "1 added (new-site)" in (tmp_path / "ingest.log").read_text(), 5, "the addition logged")
+        wait_until(lambda: "1 added (new-site)" in (tmp_path / "ingest.log").read_text(), 5, "the addition logged")
     finally:
         client.loop_stop()
         client.disconnect()
@@ -173,9 +174,9 @@ def test_the_web_desk_shows_a_site_file_added_to_its_directory_within_seconds(tm
         assert list(desk.sites) == ["first-site"]
         added = time.monotonic()
         write_site(sites, "second.yaml", "second-site")
-        wait_for(lambda: "second-site" in desk.sites, 10, "the added site on the desk", every_s=0.1)
+        wait_until(lambda: "second-site" in desk.sites, 10, "the added site on the desk", every_s=0.1)
         assert time.monotonic() - added < 10
         (sites / "first.yaml").unlink()
-        wait_for(lambda: "first-site" not in desk.sites, 10, "the removed site gone", every_s=0.1)
+        wait_until(lambda: "first-site" not in desk.sites, 10, "the removed site gone", every_s=0.1)
     finally:
         desk.store.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from stormwatch import topics
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.web.gateways import GatewayWatch
+from tests.waits import wait_until
 from tests.web_support import A, B, build, client, login
 
 
@@ -33,9 +33,7 @@ def test_portfolio_shows_each_gateways_last_status(mosquitto_server, tmp_path: P
     watch.start()
     try:
         assert watch.connected.wait(10)
-        deadline = time.monotonic() + 10
-        while len(watch.statuses()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(watch.statuses()) >= 2, what="both sites' retained gateway statuses")
         assert watch.statuses()[(A, "gw-riverside-1")].outbox_depth == 3
         desk_client = client(world)
         login(desk_client, "sam")

@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from email.message import Message
@@ -29,6 +28,7 @@ from stormwatch.resources import example_site
 from stormwatch.web.notify import Notifier, SmtpSettings
 from stormwatch.web.overview import load_sites
 from stormwatch.web.server import free_port
+from tests.waits import wait_until
 from tests.web_support import NOW, storm_event
 
 RECIPIENTS = ["ina@contractor.example", "smo@village.example"]
@@ -60,15 +60,14 @@ class SmtpServer:
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, env=env,
                                          cwd=Path(__file__).resolve().parent.parent)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.5).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"SMTP server did not start: {self.log.read_text()!r}") from None
-                time.sleep(0.1)
+
+        def listening() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"SMTP server exited: {self.log.read_text()!r}")
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return True
+
+        wait_until(listening, 20, "the SMTP server to listen", every_s=0.1, ignore=(OSError,))
 
     def auth_lines(self) -> list[str]:
         return [line for line in self.log.read_text().splitlines() if line.startswith("auth ")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -24,7 +23,9 @@ from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
+from tests.names import run_unique
 from tests.test_alerts_support import T0, site
+from tests.waits import wait_until
 
 LAST_TIP = T0 + timedelta(minutes=49)
 
@@ -108,41 +109,47 @@ def test_overdue_at_the_deadline_over_mqtt_and_restart_does_not_repeat(mosquitto
     book.close()
     wire: list[dict] = []
     got = threading.Event()
-    sub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="overdue-sub", protocol=mqtt.MQTTv311)
+    sub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=run_unique("overdue-sub"), protocol=mqtt.MQTTv311)
     sub.on_message = lambda c, u, m: (wire.append(json.loads(m.payload)), got.set())
     sub.connect("127.0.0.1", mosquitto_server.port)
     sub.subscribe(topics.events("s1"), qos=1)
     sub.loop_start()
     server, handler = _serve([])
 
+    emitted: list[Event] = []
+
     def run_service(name: str) -> AlertService:
         svc = AlertService([site("ch133")], ProfileLibrary(), mosquitto_server.url, None, state, clock,
-                           client_id=name, overdue_check_s=0.05,
+                           client_id=run_unique(name), overdue_check_s=0.05, on_event=emitted.append,
                            webhook_url=f"http://127.0.0.1:{server.server_port}/")
         threading.Thread(target=svc.run, daemon=True).start()
         assert svc.connected.wait(10)
         return svc
 
+    def two_checks(svc: AlertService) -> None:
+        """Wait until the service has looked at the orders twice at the clock's present time."""
+        done = svc.overdue_checks
+        wait_until(lambda: svc.overdue_checks >= done + 2, what="two overdue checks")
+
     try:
         svc = run_service("overdue-a")
-        time.sleep(0.3)
-        assert wire == []  # 7 h after the storm: not yet due
+        two_checks(svc)
+        assert emitted == []  # 7 h after the storm: not yet due
         clock.set(LAST_TIP + timedelta(hours=24))  # exactly the deadline: not yet overdue
-        time.sleep(0.3)
-        assert wire == []
+        two_checks(svc)
+        assert emitted == []
         clock.set(LAST_TIP + timedelta(hours=24, seconds=1))
         assert got.wait(10)
         svc.stop()
-        time.sleep(0.5)
+        wait_until(lambda: len(handler.bodies) >= 1, what="the webhook's delivery")
         (overdue,) = wire
         assert overdue["kind"] == "inspection_overdue" and overdue["work_order"] == order.id
         assert overdue["due_at"] == "2026-06-02T12:49:00Z"
         assert json.loads(handler.bodies[0])["kind"] == "inspection_overdue"  # the webhook got it too
         svc2 = run_service("overdue-b")  # a restart: the order is already overdue, nothing repeats
-        time.sleep(0.4)
+        two_checks(svc2)
         svc2.stop()
-        time.sleep(0.3)
-        assert len(wire) == 1
+        assert [e.kind for e in emitted] == ["inspection_overdue"] and len(wire) == 1
         book = WorkOrders(state, clock)
         (only,) = book.list()
         assert only.id == order.id and only.status == "open"  # overdue is a flag, not a status
