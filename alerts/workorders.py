@@ -11,6 +11,10 @@ event                        order kind            due
                                                    a possible violation for the SMO to confirm)
 ``basin_cleanout_due``       basin_cleanout        + ``cleanout_within_hours`` (72 h, our choice;
                                                    the codes say "whenever", §133-7A(1)/§196-9A)
+``nal_exceedance``           nal_report            + ``report_within_days`` after the day (CA CGP)
+``benchmark_action_due``     benchmark_response    the action's deadline (WA CSWGP S4.C.5, S5.A)
+``sampling_due``             sampling              the period's end (WA CSWGP S4.C.2); completed by
+                                                   ``sampling_done``, the sample recorded there
 ============================ ===================== ==========================================
 
 Events of the kinds in :func:`closing_kinds` complete the open order of their ``(site, rule,
