@@ -314,3 +314,53 @@ def test_pack_levels_and_their_verification() -> None:
         load_pack("wa-cswgp", {"B1": {"exceeds": {"turbidity_fnu": "> 25"}}})
     mine = load_pack("wa-cswgp", {"S1": {"daily_above": {"turbidity_ntu": ">= 250", "transparency_cm": "<= 6"}}})
     assert "daily_above" not in mine.rules["S1"].unverified  # the site's own permit copy settles it
+
+
+# -- the same answers live, late and replayed -------------------------------------------------
+
+
+WEEK_SAMPLES = [("outfall-2", WEEK_MAY31 + HOUR, {"turbidity": 5.0}),
+                ("outfall-1", JUNE3 + 10 * HOUR, {"turbidity": 40.0}),
+                ("outfall-1", JUNE3 + 33 * HOUR, {"transparency": 20.0}),
+                ("outfall-1", JUNE3 + 57 * HOUR, {"turbidity": 300.0}),
+                ("outfall-1", JUNE3 + 81 * HOUR, {"transparency": 40.0}),
+                ("outfall-2", JUNE3 + 100 * HOUR, {"turbidity": 2.0})]
+
+
+def _key(e: Event) -> tuple[Any, ...]:
+    return (e.kind, e.rule, e.occurrence, e.event_time, e.due_at)
+
+
+def test_evaluate_over_stored_samples_gives_the_live_events(tmp_path: Path) -> None:
+    from stormwatch.alerts.backfill import evaluate
+    from stormwatch.stores.sqlite import SqliteStore
+
+    doc = always()
+    engine, _ = wa_engine(tmp_path, doc, at=WEEK_MAY31)
+    live: list[Event] = []
+    store = SqliteStore(tmp_path / "store.db")
+    for point, at, values in WEEK_SAMPLES:
+        live += sample(engine, point, at, **values)
+        store.write_readings(manual(point, at, **values))
+    live += engine.flush()
+    cfg = parse_site(doc, "wa-site.yaml", ProfileLibrary())
+    replayed = evaluate(cfg, ProfileLibrary(), store, WEEK_MAY31, JUNE3 + 101 * HOUR, lateness_s=0).events
+    store.close()
+    assert sorted(map(_key, replayed)) == sorted(map(_key, live))
+    assert {e.kind for e in live} == {"sampling_due", "sampling_done", "benchmark_exceeded", "benchmark_action_due"}
+
+
+def test_a_sample_entered_late_completes_the_reminder_opened_before_it_arrived(tmp_path: Path) -> None:
+    cfg = parse_site(always(), "wa-site.yaml", ProfileLibrary())
+    book = WorkOrders(tmp_path / "wo.db", ManualClock(JUNE3))
+    engine = Engine(cfg, ProfileLibrary(), load_site_pack(cfg), book, lateness_s=0, reevaluate_late=True)
+    sample(engine, "outfall-2", WEEK_MAY31 + HOUR, turbidity=5.0)  # outfall-1's week: reminded
+    sample(engine, "outfall-2", JUNE3 + 12 * HOUR, turbidity=4.0)  # event time moves on
+    (reminder,) = [o for o in book.list() if o.rule == "S1"]
+    assert reminder.status == "open"
+    # the inspector enters Monday's sample at outfall-1 on Wednesday: re-evaluated, it completes the reminder
+    monday = WEEK_MAY31 + 26 * HOUR
+    events = sample(engine, "outfall-1", monday, turbidity=8.0)
+    (done,) = [e for e in events if e.kind == "sampling_done"]
+    assert done.late_detection_s is not None and done.work_order == reminder.id
+    assert (book.get(reminder.id).status, book.get(reminder.id).completed_at) == ("completed", monday)
