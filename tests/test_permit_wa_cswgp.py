@@ -364,3 +364,24 @@ def test_a_sample_entered_late_completes_the_reminder_opened_before_it_arrived(t
     (done,) = [e for e in events if e.kind == "sampling_done"]
     assert done.late_detection_s is not None and done.work_order == reminder.id
     assert (book.get(reminder.id).status, book.get(reminder.id).completed_at) == ("completed", monday)
+
+
+def test_a_probe_dipping_below_the_benchmark_does_not_restart_the_excursion(tmp_path: Path) -> None:
+    engine, book = wa_engine(tmp_path, always())
+    feed = Feeder()
+    probe = [(JUNE3 + 10 * HOUR, 40.0), (JUNE3 + 11 * HOUR, 20.0),  # a minute's dip below 25 NTU ...
+             (JUNE3 + 12 * HOUR, 45.0), (JUNE3 + 33 * HOUR, 20.0),  # ... and the next day's first reading
+             (JUNE3 + 34 * HOUR, 60.0)]                             # above again: the same excursion
+    events: list[Event] = []
+    for t, v in probe:
+        events += engine.feed(feed("turb-1", "turbidity", v, "NTU", t))
+    assert [(e.kind, e.event_time) for e in events if e.rule == "B1"] == [
+        ("benchmark_exceeded", JUNE3 + 10 * HOUR), ("benchmark_action_due", JUNE3 + 10 * HOUR),
+        ("benchmark_action_due", JUNE3 + 10 * HOUR), ("benchmark_exceeded", JUNE3 + 34 * HOUR)]
+    # a whole local day (5 June) of readings within the benchmark ends it; 6 June's 70 NTU is a new excursion
+    quiet = [(JUNE3 + h * HOUR, 10.0) for h in (49, 60, 70)]
+    for t, v in [*quiet, (JUNE3 + 75 * HOUR, 70.0)]:
+        events += engine.feed(feed("turb-1", "turbidity", v, "NTU", t))
+    assert [e.occurrence for e in events if e.kind == "benchmark_action_due"][-2:] == [
+        "B1:outfall-1:swppp_review:2026-06-06", "B1:outfall-1:bmps:2026-06-06"]
+    assert len([o for o in book.list() if o.rule == "B1"]) == 4

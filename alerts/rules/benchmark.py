@@ -27,7 +27,9 @@ What happens (per point, in event time):
   ``within_days`` days after the sample's date ("within 7 days of the date the discharge exceeded
   the benchmark"). ``repeat: excursion`` acts once per excursion, ``repeat: day`` once per local day
   with an exceeding sample (a probe reporting every minute opens one order a day, not one a minute);
-* a sample that does not exceed ends the excursion.
+* the excursion ends with a recorded (manual) sample within the level, or with a local day whose
+  samples -- probe readings -- all stay within it: a probe dipping below the level for a minute does
+  not start a new excursion (and new orders) when it rises again.
 """
 
 from __future__ import annotations
@@ -299,6 +301,9 @@ class BenchmarkState:
         self.key = occurrence_key
         self.next_due: datetime | None = None  # time alone emits nothing
         self._excursion = False
+        self._day: str | None = None  # the local day of the latest sample
+        self._day_samples = 0
+        self._day_exceeded = False
         self._noted_day: str | None = None  # local day of the last benchmark_exceeded
         self._acted: dict[str, str] = {}  # action id -> local day it was last opened
 
@@ -321,10 +326,17 @@ class BenchmarkState:
                             reading.device, reading.quantity, reading.unit)
             return []
         value = float(reading.value)
-        if not self.params.exceeds.holds(key, value):
-            self._excursion = False
-            return []
         day = reading.time.astimezone(self.tz).date().isoformat()
+        if day != self._day:
+            if self._day_samples and not self._day_exceeded:
+                self._excursion = False  # a whole local day of samples within the level
+            self._day, self._day_samples, self._day_exceeded = day, 0, False
+        self._day_samples += 1
+        if not self.params.exceeds.holds(key, value):
+            if source == "manual":
+                self._excursion = False  # a recorded sample within the level ends it at once
+            return []
+        self._day_exceeded = True
         started = not self._excursion
         self._excursion = True
         out: list[Event] = []
