@@ -45,6 +45,9 @@ def add(site: Path, broker: str, point: str, hour: str, *values: str) -> None:
 
 def test_manual_samples_over_mqtt_open_and_close_work_orders(mosquitto_server: Any, tmp_path: Path) -> None:
     doc = wa_doc(options={"discharge": "always"})
+    # a site id of its own: the session broker keeps the persistent sessions of other tests' services, and
+    # theirs would queue this test's readings (and this service's, theirs) under a shared site id
+    doc["site"] = {**doc["site"], "id": "wa-cswgp-live"}
     site = tmp_path / "wa-site.yaml"
     site.write_text(yaml.safe_dump(doc), encoding="utf-8")
     cfg = parse_site(doc, str(site), ProfileLibrary())
