@@ -31,7 +31,8 @@ The same code runs live and in backfill: feed stored readings in order, then :me
 
 Events of the kinds in :func:`stormwatch.alerts.workorders.opening_kinds` open a work order (deduplicated per
 ``(site, rule, occurrence)``); every emitted event carries the id of the order it opened or
-refers to in ``work_order``.
+refers to in ``work_order``; events of the kinds in :func:`~stormwatch.alerts.workorders.closing_kinds`
+complete the order of their occurrence (a recorded sample, its sampling reminder).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from stormwatch.alerts.rules import Rule
 from stormwatch.alerts.rules.registry import BuildError, Role, RuleContext, rule_kinds
 from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
 from stormwatch.alerts.seen import SeenIdentities
-from stormwatch.alerts.workorders import WorkOrders, inspection_kinds, opening_kinds
+from stormwatch.alerts.workorders import WorkOrders, closing_kinds, inspection_kinds, opening_kinds
 from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
@@ -591,6 +592,9 @@ class Engine:
                 event, report=report[1] if report and opening[event.kind] in inspection_kinds() else None,
                 timezone=self.cfg.site.timezone)
             return event.model_copy(update={"work_order": order.id})
+        if event.kind in closing_kinds():
+            done = wo.close_for(event)
+            return event.model_copy(update={"work_order": done.id}) if done else event
         existing = wo.find(event.site, event.rule, event.occurrence)
         return event.model_copy(update={"work_order": existing.id}) if existing else event
 

@@ -11,7 +11,15 @@ event                        order kind            due
                                                    a possible violation for the SMO to confirm)
 ``basin_cleanout_due``       basin_cleanout        + ``cleanout_within_hours`` (72 h, our choice;
                                                    the codes say "whenever", §133-7A(1)/§196-9A)
+``nal_exceedance``           nal_report            + ``report_within_days`` after the day (CA CGP)
+``benchmark_action_due``     benchmark_response    the action's deadline (WA CSWGP S4.C.5, S5.A)
+``sampling_due``             sampling              the period's end (WA CSWGP S4.C.2); completed by
+                                                   ``sampling_done``, the sample recorded there
 ============================ ===================== ==========================================
+
+Events of the kinds in :func:`closing_kinds` complete the open order of their ``(site, rule,
+occurrence)`` (:meth:`WorkOrders.close_for`): a sampling reminder is completed by the sample
+recorded at its discharge point, at the sampling time (the note names the sample and its inspector).
 
 An order is unique per ``(site, rule, occurrence)``: the same condition never opens a second
 order, across restarts and replays (the id is derived from that key).
@@ -76,6 +84,12 @@ def opening_kinds() -> dict[str, str]:
     """event kind → work-order kind, for the events that open an order (declared by the rule
     modules: :meth:`stormwatch.alerts.rules.registry.Registry.opening_kinds`)."""
     return rule_kinds().opening_kinds()
+
+
+def closing_kinds() -> dict[str, str]:
+    """event kind → work-order kind, for the events that complete an order (declared by the rule
+    modules with ``EventKindSpec(closes=...)``: a recorded sample completes its reminder)."""
+    return rule_kinds().closing_kinds()
 
 
 def inspection_kinds() -> tuple[str, ...]:
@@ -610,6 +624,30 @@ class WorkOrders:
                     if report is not None and kind in inspection_kinds() else None),
             parent=None, timezone=timezone,
         )
+
+    def close_for(self, event: Event) -> WorkOrder | None:
+        """Complete the order an event says was done (its kind is in :func:`closing_kinds`): the order
+        of the event's ``(site, rule, occurrence)`` of the kind the event closes, completed at the
+        event's time (when the work was done, e.g. the sampling time) by :data:`ENGINE`, with the
+        event's message as the note (it names the sample and who recorded it).
+
+        Returns:
+            the order (completed now or before), or ``None`` when the occurrence has no order of that
+            kind (nothing was asked for: the work was done before a reminder was due).
+
+        Raises:
+            WorkOrderError: the event kind completes no work order.
+        """
+        kind = closing_kinds().get(event.kind)
+        if kind is None:
+            raise WorkOrderError(f"event kind {event.kind!r} completes no work order")
+        order = self.find(event.site, event.rule, event.occurrence)
+        if order is None or order.kind != kind:
+            return None
+        if order.status == "completed":
+            return order
+        return self.complete(order.id, ENGINE, event.message or f"{event.kind} at {format_time(event.event_time)}",
+                             at=event.event_time)
 
     def _insert(self, *, site: str, kind: str, rule: str, citation: str, occurrence: str, event_time: datetime,
                 due_at: datetime | None, message: str, evidence: builtins.list[dict[str, Any]],

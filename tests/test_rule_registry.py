@@ -232,18 +232,20 @@ def test_a_site_role_on_a_device_without_the_quantity_is_refused(ph_world: Path)
 def test_an_unknown_rule_kind_in_a_pack_names_the_known_ones(tmp_path: Path) -> None:
     (tmp_path / "odd.yaml").write_text("name: odd\nrules:\n  R7: {kind: hail, citation: x}\n", encoding="utf-8")
     with pytest.raises(PackError, match=r"odd\.yaml: rules\.R7\.kind: 'hail' is not a rule kind \(known: basin, "
-                                        r"daily_average, report, routine, storm, turbidity\)"):
+                                        r"benchmark, daily_average, report, routine, sampling, storm, turbidity\)"):
         load_pack("odd", directory=tmp_path)
 
 
 def test_the_builtin_registry() -> None:
     """The built-in modules declare the kinds and orders the codes need (workorders.py's table)."""
     registry = rule_kinds([])
-    assert set(registry.kinds) == {"storm", "routine", "report", "turbidity", "basin", "daily_average"}
+    assert set(registry.kinds) == {"storm", "routine", "report", "turbidity", "basin", "daily_average", "benchmark",
+                                   "sampling"}
     assert registry.opening_kinds() == {
         "storm_inspection_due": "storm_inspection", "routine_inspection_due": "routine_inspection",
         "turbidity_contrast": "turbidity_review", "basin_cleanout_due": "basin_cleanout",
-        "nal_exceedance": "nal_report"}
+        "nal_exceedance": "nal_report", "benchmark_action_due": "benchmark_response", "sampling_due": "sampling"}
+    assert registry.closing_kinds() == {"sampling_done": "sampling"}  # a recorded sample completes its reminder
     assert registry.inspection_orders() == ("routine_inspection", "storm_inspection")
     assert {"data_gap", "inspection_overdue", "report_due", "storm_started"} <= set(registry.events)
 

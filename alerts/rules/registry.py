@@ -13,8 +13,8 @@ A rule module declares, at module level, ``KIND = RuleKind(...)``:
 A module may also declare ``EVENTS = (EventKindSpec, ...)`` for events that are not a rule's
 (``inspection_overdue``: the work-order book's). Everything else iterates over the registry: pack
 validation (:mod:`stormwatch.alerts.packs`), the engine's wiring (:mod:`stormwatch.alerts.engine`),
-the contract's event kinds (:data:`stormwatch.contract.EVENT_KINDS`), the kinds that open work
-orders (:mod:`stormwatch.alerts.workorders`), the InfluxDB event fields
+the contract's event kinds (:data:`stormwatch.contract.EVENT_KINDS`), the kinds that open and
+those that complete work orders (:mod:`stormwatch.alerts.workorders`), the InfluxDB event fields
 (:mod:`stormwatch.stores.lineprotocol`, from the details' types) and ``docs/asyncapi.yaml``
 (:mod:`stormwatch.alerts.asyncapi`, checked by a test).
 
@@ -70,6 +70,9 @@ class EventKindSpec:
         summary: one line for docs/asyncapi.yaml.
         opens: the work-order kind it opens (``storm_inspection``), or ``None``.
         inspection: the order it opens is an inspection (reports and cadences count it).
+        closes: the work-order kind it completes (``sampling``): the open order of the same
+            ``(site, rule, occurrence)`` is completed at the event's time -- the work the order asked
+            for was done and a reading shows it (a recorded sample closes its reminder); or ``None``.
     """
 
     kind: str
@@ -77,6 +80,7 @@ class EventKindSpec:
     summary: str = ""
     opens: str | None = None
     inspection: bool = False
+    closes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,10 @@ class Registry:
     def opening_kinds(self) -> dict[str, str]:
         """event kind → work-order kind, for the events that open an order."""
         return {e.kind: e.opens for e in self.events.values() if e.opens is not None}
+
+    def closing_kinds(self) -> dict[str, str]:
+        """event kind → work-order kind, for the events that complete an order (``closes``)."""
+        return {e.kind: e.closes for e in self.events.values() if e.closes is not None}
 
     def inspection_orders(self) -> tuple[str, ...]:
         """Work-order kinds that are inspections."""
