@@ -110,7 +110,8 @@ def build_scenario(
 
 def simulate(
     site: Path | None = typer.Option(None, "--site", metavar="FILE",
-                                     help="The site's YAML file (devices, transports, roles, basin geometry)."),
+                                     help="The site's YAML file (devices, transports, roles, basin geometry); "
+                                          "default: the one the scenario is written for, if it names one."),
     scenario: str = typer.Option("default", "--scenario", metavar="NAME|FILE",
                                  help="A bundled scenario (default) or a scenario YAML file."),
     speed: float = typer.Option(1000.0, "--speed", min=0.001, metavar="FACTOR",
@@ -183,16 +184,17 @@ def simulate(
         fleet_command(fleet, sites_dir, broker, 60.0 if speed == 1000.0 else speed, start, duration_h, seed, batch,
                       clock_file, start_delay_s, progress_s, publish_log)
         return
+    sc = build_scenario(
+        scenario, storm_depth_in, rain_file, tip_mm, tip_in, time_format, delimiter,
+        tz, time_column, tips_column, rain_from, rain_until,
+    )
+    site = site or sc.site
     if site is None:
         fail("give --site FILE (one site's devices on their protocols) or --fleet N --sites DIR")
     if clock_file is not None and not clock_file.parent.is_dir():
         fail(f"--clock-file {clock_file}: directory {clock_file.parent} does not exist")
     library = ProfileLibrary()
     cfg = load_site_file(site, library)
-    sc = build_scenario(
-        scenario, storm_depth_in, rain_file, tip_mm, tip_in, time_format, delimiter,
-        tz, time_column, tips_column, rain_from, rain_until,
-    )
     try:
         tips = SiteScenario(sc, cfg, device_profiles(cfg, library)).tips  # the rain file is read here
     except ValueError as exc:  # InputErrors (the rain file) and devices that do not fit the scenario
@@ -242,10 +244,14 @@ def _run_until(sim: SimulatedSite, clock: ScenarioClock, end: datetime, progress
     while True:
         now = clock.now()
         extra = ""
-        if state.cfg.turbidity_pair is not None:
-            extra += f", turbidity up {state.upstream_ntu(now):.1f} / down {state.downstream_ntu(now):.1f} NTU"
-        if state.cfg.basin is not None:
-            extra += f", basin {100 * state.sediment_fraction(now):.1f} % full"
+        for point in state.cfg.points:
+            if point.downstream is not None:
+                extra += (f", {point.id} turbidity up {state.upstream_ntu(now, point.id):.1f} / down "
+                          f"{state.downstream_ntu(now, point.id):.1f} NTU")
+            if point.ph_probe is not None:
+                extra += f", {point.id} pH {state.ph(now, point.id):.2f}"
+        for basin in state.cfg.all_basins:
+            extra += f", {basin.id} {100 * state.sediment_fraction(now, basin.id):.1f} % full"
         log.info(
             "sim %s: %d tips (%s in)%s; %d Modbus requests",
             now.isoformat(timespec="seconds"), state.tips.tips_until(now), float(state.rain_depth_in(now)), extra,

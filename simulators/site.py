@@ -5,7 +5,9 @@ same object works from a synchronous orchestrator (``stormwatch demo``), from pl
 and from async code (its loop never blocks the caller's). ``start()`` returns once every server is
 listening (or raises the first startup error); ``stop()`` shuts them down and joins the thread.
 
-Roles come from the site config: ``rain_gauge``, ``turbidity_pair`` and ``basin.device``.
+Roles come from the site config: ``rain_gauge``, each discharge point's probes (``discharge_points`` or
+``turbidity_pair``) and each basin's level device (``basins`` or ``basin``); a serial level sensor
+reads the sediment of its own basin.
 Modbus TCP devices are grouped by ``(host, port)`` into one TCP server each (a gateway), Modbus
 RTU devices by ``port`` into one RTU line on a pty (a multi-drop bus), serial (MaxBotix HRXL)
 devices each on their own pty; port paths from the config become symlinks to the pty slaves.
@@ -22,6 +24,7 @@ import logging
 import socket
 import threading
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -105,8 +108,13 @@ class SimulatedSite:
                 if profile.protocol != "serial_line" or profile.level is None or profile.level.kind != "distance_down":
                     self.skipped[dev.id] = f"serial profile {profile.model} is not simulated (only HRXL-style lines)"
                     continue
+                basin = self.state.basin_of.get(dev.id)
+                if basin is None:
+                    self.skipped[dev.id] = "a level sensor over no basin of the site: nothing to measure"
+                    continue
                 self.serial_devices[dev.id] = HrxlSim(
-                    dev.id, self.state.distance_mm, self.clock, link=tr.port, lines_per_s=self.hrxl_lines_per_s
+                    dev.id, partial(self.state.distance_mm, basin=basin), self.clock, link=tr.port,
+                    lines_per_s=self.hrxl_lines_per_s,
                 )
         for (host, port), devs in tcp.items():
             self.tcp_servers[(host, port)] = ModbusTcpSim(devs, host, port)

@@ -15,20 +15,21 @@ each with its own identity: ``{"readings": [<reading>, ...]}``.
 
 Quantities and their units (UCUM-style):
 
-============== ========== ============================================================
-quantity        unit       meaning
-============== ========== ============================================================
-rain_tips       ``{tip}``  tips counted since the previous poll (an integer count)
-turbidity       NTU / FNU  turbidity as the probe reports it (keep NTU and FNU apart)
-temperature     Cel        water temperature
-stage           m          water depth above the basin floor
-pressure        bar        raw pressure of a submersible level sensor
-distance        mm         distance down from a sensor to a surface
-sediment_depth  m          sediment surface height above the basin floor
-ph              [pH]       pH of the discharge (a probe, or a grab sample's hand meter)
-transparency    cm         transparency tube reading (entered by hand)
-precipitation   mm, [in_i] a station record's depth over its interval (``stormwatch station import``)
-============== ========== ============================================================
+=================== ========== ============================================================
+quantity            unit       meaning
+=================== ========== ============================================================
+rain_tips           ``{tip}``  tips counted since the previous poll (an integer count)
+turbidity           NTU / FNU  turbidity as the probe reports it (keep NTU and FNU apart)
+temperature         Cel        water temperature
+stage               m          water depth above the basin floor
+pressure            bar        raw pressure of a submersible level sensor
+distance            mm         distance down from a sensor to a surface
+sediment_depth      m          sediment surface height above the basin floor
+ph                  [pH]       pH of the discharge (a probe, or a grab sample's hand meter)
+electrode_potential mV         a pH probe's raw electrode potential (diagnostics; sensors.md "pH probes")
+transparency        cm         transparency tube reading (entered by hand)
+precipitation       mm, [in_i] a station record's depth over its interval (``stormwatch station import``)
+=================== ========== ============================================================
 
 Sources (:func:`reading_source`): ``gateway`` (polled live), ``import`` (a logger file),
 ``station`` (a station record, gateway ``station``), ``manual`` (entered by hand, gateway

@@ -61,14 +61,25 @@ def builtin_scenarios_dir() -> Path:
     return builtin_dir("stormwatch.simulators", "scenarios")
 
 
+def builtin_scenarios() -> list[str]:
+    """The names of the built-in scenarios (``default`` first)."""
+    names = sorted(p.stem for p in builtin_scenarios_dir().glob("*.yaml"))
+    return sorted(names, key=lambda n: n != "default")
+
+
 def dashboards_json_dir() -> Path:
     """The rendered Grafana dashboards (``dashboards/json/`` in the repository)."""
     return builtin_dir("stormwatch.dashboards", "json")
 
 
+def examples_dir() -> Path:
+    """The bundled example site files (``examples/`` in the repository)."""
+    return builtin_dir("stormwatch.examples")
+
+
 def example_site() -> Path:
     """The example site file the demo runs (``examples/site.yaml`` in the repository)."""
-    return builtin_dir("stormwatch.examples") / "site.yaml"
+    return examples_dir() / "site.yaml"
 
 
 def env_dirs(variable: str) -> list[Path]:

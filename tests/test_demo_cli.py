@@ -55,3 +55,16 @@ def test_store_urls() -> None:
     assert demo_store_url("https://db:8086", "site") == "influx1s://db:8086/site"
     assert demo_store_url("influx2://h:8086?org=o&bucket=b&token=t", "x") == "influx2://h:8086?org=o&bucket=b&token=t"
     assert demo_store_url("sqlite:///var/s.db") == "sqlite:///var/s.db"
+
+
+def test_a_scenario_written_for_another_site_is_refused_in_one_line() -> None:
+    from tests.conftest import REPO
+
+    result = runner.invoke(app, ["demo", "--scenario", "two-outfalls", "--site", str(REPO / "examples" / "site.yaml")])
+    assert result.exit_code == 2
+    assert ("scenario two-outfalls: discharge_points outfall-1, outfall-2: site riverside-commons has no such "
+            "discharge point (it has: turbidity_pair)") in result.output
+    assert "Traceback" not in result.output
+    result = runner.invoke(app, ["demo", "--scenario", "no-such-scenario"])
+    assert result.exit_code == 2
+    assert "bundled: default, concrete-washout, two-outfalls" in result.output

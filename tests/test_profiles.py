@@ -274,7 +274,7 @@ def test_modicon_notation_errors_name_the_table(tmp_path: Path) -> None:
 def test_every_shipped_profile_loads() -> None:
     lib = ProfileLibrary()
     names = set(lib.names())
-    assert {"yosemitech_y511", "campbell_clarivue10", "keller_acculevel", "maxbotix_hrxl",
+    assert {"yosemitech_y511", "yosemitech_y532", "campbell_clarivue10", "keller_acculevel", "maxbotix_hrxl",
             "tipping_bucket_modbus_counter", "tipping_bucket_modbus_counter_32bit", "campbell_rainvue10"} <= names
     for name in names:
         lib.get(name)

@@ -145,3 +145,48 @@ def test_stop_removes_links_and_a_file_at_a_link_path_is_refused(tmp_path: Path)
     with pytest.raises(OSError, match="not a symlink"):
         sim.start()
     assert (tmp_path / "turb-down").read_text() == "not a port"
+
+
+def test_two_outfalls_and_two_basins_each_on_their_own_line(tmp_path: Path) -> None:
+    """examples/two-outfalls.yaml under the default scenario (every point and basin takes its defaults):
+    each HRXL reports the sediment of ITS basin, each compliance probe its own point's plume.
+
+    By hand at the start (45 % of each design volume lost, hydrology.md): basin-1 (40 x 20 ft, 3:1,
+    H = 4 ft, V(H) = 6,848 ft³) holds 3,081.6 ft³ below the sediment; trap-2's table gives 45 % of
+    1,500 ft³ = 675 ft³ at 1 + (675 - 300) / 500 = 1.75 ft, 6 ft below the sensor: (6 - 1.75) x 304.8 mm.
+    """
+    cfg = isolate_site(load_site(REPO / "examples" / "two-outfalls.yaml", LIB), tmp_path / "links")
+    scenario = load_scenario("default")
+    clock = ManualClock(scenario.start)
+    with SimulatedSite(cfg, LIB, scenario, clock, hrxl_lines_per_s=50) as sim:
+        assert sim.skipped == {}
+        assert set(sim.serial_devices) == {"basin-level-1", "basin-level-2"}
+        lines = {}
+        for dev in ("basin-level-1", "basin-level-2"):
+            tr = cfg.device(dev).transport
+            assert isinstance(tr, Serial)
+            with serial.Serial(tr.port, tr.baud, timeout=2) as port:
+                lines[dev] = [port.read_until(b"\r") for _ in range(3)][-1]
+        assert lines["basin-level-2"] == f"R{round((6 - 1.75) * 304.8):04d}\r".encode()  # R1295
+        d1 = (8.0 * 304.8 - int(lines["basin-level-1"][1:5])) / 304.8
+        assert 40 * 20 * d1 + 60 * 3 * d1**2 + 4 / 3 * 9 * d1**3 == pytest.approx(0.45 * 6848, abs=3.1)  # ±0.5 mm
+
+        tr1, tr2 = cfg.device("turb-down-1").transport, cfg.device("turb-down-2").transport
+        assert isinstance(tr1, ModbusRtu) and isinstance(tr2, ModbusRtu) and tr1.port != tr2.port  # two lines
+        clock.advance(timedelta(hours=13))  # the storm's peak
+
+        async def read(tr: ModbusRtu) -> float:
+            client = AsyncModbusSerialClient(tr.port, framer=FramerType.RTU, baudrate=tr.baud, timeout=2)
+            assert await client.connect()
+            try:
+                rr = await client.read_holding_registers(0x2600, count=5, device_id=tr.unit_id)
+                assert not rr.isError()
+                return _le_float(rr.registers[2:4])
+            finally:
+                client.close()
+
+        now = clock.now()
+        ntu1, ntu2 = asyncio.run(read(tr1)), asyncio.run(read(tr2))
+        assert ntu1 == _f32(sim.state.downstream_ntu(now, "outfall-1"))
+        assert ntu2 == _f32(sim.state.downstream_ntu(now, "outfall-2"))
+        assert ntu1 > sim.state.upstream_ntu(now) + 5 and ntu2 > sim.state.upstream_ntu(now) + 5  # defaults

@@ -182,3 +182,47 @@ def test_isolate_site_keeps_shared_addresses_shared(tmp_path: Path) -> None:
     assert (rain.host, rain.port) == (up.host, up.port) != ("127.0.0.1", 5020)  # type: ignore[union-attr]
     assert iso.device("turb-down").transport.port == str(tmp_path / "turb-down")  # type: ignore[union-attr]
     assert iso.device("basin-level").transport.port == str(tmp_path / "basin-level")  # type: ignore[union-attr]
+
+
+def test_each_discharge_point_and_basin_has_its_own_physics() -> None:
+    """simulators/scenarios/two-outfalls.yaml on examples/two-outfalls.yaml, by hand: outfall-2 has no
+    plume (downstream = background + 1 NTU, always), outfall-1 the default one; basin-1 fills from
+    45 % and trap-2 from 32 %, both by 10 % of their design volume per inch of rain."""
+    sc = load_scenario("two-outfalls")
+    assert sc.site is not None and sc.site.name == "two-outfalls.yaml"
+    # a point's section completes itself from the top-level defaults
+    assert sc.discharge_points["outfall-2"].turbidity.gain_ntu_per_in_h == 0.0
+    assert sc.discharge_points["outfall-2"].turbidity.background_ntu == 8.0
+    assert sc.basins["trap-2"].sediment.initial_fraction == 0.32
+    assert sc.basins["trap-2"].sediment.fraction_per_in == 0.10
+    cfg = load_site(sc.site, LIB)
+    ss = SiteScenario(sc, cfg, device_profiles(cfg, LIB))
+    assert ss.roles == {"rain-1": "rain", "turb-up": "turbidity_upstream", "turb-down-1": "turbidity_downstream",
+                        "turb-down-2": "turbidity_downstream", "basin-level-1": "basin_level",
+                        "basin-level-2": "basin_level"}
+    assert ss.basin_of == {"basin-level-1": "basin-1", "basin-level-2": "trap-2"}
+    for h in range(0, 32):
+        t = sc.start + timedelta(hours=h, minutes=7)
+        up = ss.value("turb-up", "turbidity", t)
+        assert ss.value("turb-down-2", "turbidity", t) == pytest.approx(up + 1.0, abs=1e-12)
+        assert ss.value("turb-down-1", "turbidity", t) == pytest.approx(up + 1.0 + ss.plume_ntu(t, "outfall-1"))
+    peak = sc.start + timedelta(hours=13)
+    assert ss.plume_ntu(peak, "outfall-1") > 30 and ss.plume_ntu(peak, "outfall-2") == 0.0
+    # trap-2: a stage-storage table [0,0] [1,300] [2,800] [3,1500], H = 3 ft
+    end = sc.end
+    assert ss.sediment_fraction(sc.start, "trap-2") == pytest.approx(0.32)
+    assert ss.sediment_depth_ft(sc.start, "trap-2") == pytest.approx(1 + (480 - 300) / 500)  # 1.36 ft
+    assert ss.sediment_fraction(end, "trap-2") == pytest.approx(0.32 + 0.10 * 1.2)  # 44 %: never 50 %
+    assert ss.sediment_depth_ft(end, "trap-2") == pytest.approx(1 + (660 - 300) / 500)  # 1.72 ft
+    assert ss.value("basin-level-2", "distance", end) == pytest.approx((6 - 1.72) * 304.8, abs=1e-4)
+    assert ss.sediment_fraction(end, "basin-1") == pytest.approx(0.45 + 0.12)
+    # the 40 % warning of trap-2 after 0.8 in = 80 tips; basin-1's 50 % after 0.5 in = 50 tips
+    assert ss.sediment_fraction(ss.tips.times[79], "trap-2") == pytest.approx(0.40)
+    assert ss.sediment_fraction(ss.tips.times[49], "basin-1") == pytest.approx(0.50)
+
+
+def test_a_scenario_for_another_sites_places_is_refused() -> None:
+    cfg = load_site(REPO / "examples" / "site.yaml", LIB)
+    with pytest.raises(ValueError, match=r"scenario two-outfalls: discharge_points outfall-1, outfall-2: site "
+                                         r"riverside-commons has no such discharge point \(it has: turbidity_pair\)"):
+        SiteScenario(load_scenario("two-outfalls"), cfg, device_profiles(cfg, LIB))

@@ -85,11 +85,12 @@ class _Progress:
 
 
 def demo(
-    site: Path = typer.Option(DEFAULT_SITE, "--site", metavar="FILE",
-                              help="The site's YAML file (default: the example site); its devices are "
-                                   "simulated on free local ports."),
+    site: Path | None = typer.Option(None, "--site", metavar="FILE",
+                                     help="The site's YAML file (default: the one the scenario is written for, "
+                                          "else the example site); its devices are simulated on free local ports."),
     scenario: str = typer.Option("default", "--scenario", metavar="NAME|FILE",
-                                 help="A bundled scenario (default) or a scenario YAML file."),
+                                 help=f"A bundled scenario ({', '.join(resources.builtin_scenarios())}) or a "
+                                      "scenario YAML file."),
     speed: float = typer.Option(
         1500.0, "--speed", min=1.0, max=MAX_SPEED, metavar="FACTOR",
         help="Simulated seconds per real second (1 = real time; the default runs 32 h in about 80 s).",
@@ -135,6 +136,10 @@ def demo(
     then a summary with the open work orders. The default scenario: a 1.2-inch NRCS Type II storm,
     a basin already 45 % full, a plume downstream. Logs: warnings only (-v for more, --log-file).
 
+    Other bundled scenarios bring their own site: --scenario two-outfalls (two discharge points and
+    two basins, each with its own events and work orders), --scenario concrete-washout (a washout
+    pit leaking pH-12 water to a California CGP outfall: the pH numeric action level).
+
     Every run starts clean: a rerun with the same --state-dir deletes the previous run's state
     first, and a --store that already holds readings of the run's site and time window is refused
     (the same storm would be counted twice).
@@ -148,12 +153,13 @@ def demo(
     # Everything a user can get wrong is checked here, before any service starts (InputErrors
     # become one line and exit 2: stormwatch.cliutil).
     profiles = ProfileLibrary()
-    cfg: SiteConfig = load_site_file(site, profiles)
     sc = build_scenario(
         scenario, storm_depth_in=storm_depth_in, rain_file=rain_file, rain_tip_mm=tip_mm,
         rain_tip_in=tip_in, rain_time_format=time_format, rain_delimiter=delimiter,
         rain_tz=tz, rain_from=rain_from, rain_until=rain_until,
     )
+    site = site or sc.site or DEFAULT_SITE
+    cfg: SiteConfig = load_site_file(site, profiles)
     try:
         # builds the tip series: a rain file is read here
         rain = SiteScenario(sc, cfg, device_profiles(cfg, profiles))
