@@ -22,6 +22,11 @@ failure-kinds.md #6, #7, #24, #26), optionally tightened by the gauge's profile
 * ``mode: delta`` counters (reset on every read) report the delta itself; a delta beyond the
   envelope is a reset: 0 tips, the interval is a data gap -- never invented rain.
 
+Extreme but possible rain is counted and flagged for review: tips at or above the review line
+(:func:`stormwatch.physics.review_mm`, 100 mm in one hour along Jennings's exponent; rain-records.md)
+over the interval they cover carry ``rain_extreme_rate`` (failure-kinds.md #24: 100 tips of 0.01 in
+in 3 minutes -- 25.4 mm -- is a ``rise`` of 100 tips, flagged).
+
 A persisted baseline is used only as far as the envelope allows: a gateway down for ten hours that
 reads ``0`` where its baseline was 1,588 sees a reset, not a wrap of 63,948 tips; one down for days
 whose counter rose plausibly counts those tips, flagged ``counter_catch_up`` (the tips fell at some
@@ -41,7 +46,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, Protocol
 
-from stormwatch.physics import max_tips
+from stormwatch.physics import FLAG_EXTREME_RATE, max_tips, review_mm
 from stormwatch.rain import TipResolution
 
 #: Contract quantity of a rain gauge's reading: integer tips since the previous poll.
@@ -119,6 +124,8 @@ class CounterResult:
         catch_up: the tips span an outage (more than two expected intervals since the trusted sample).
         gap_start: for ``reset``: the time of the last trusted sample -- from there to this sample
             rain is unknown (a data gap); else ``None``.
+        extreme: the tips reach the review line over the interval they cover (extreme but possible
+            rain: counted, flagged ``rain_extreme_rate``).
     """
 
     tips: int
@@ -126,11 +133,14 @@ class CounterResult:
     outcome: CounterOutcome
     catch_up: bool = False
     gap_start: datetime | None = None
+    extreme: bool = False
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """The reading's quality flags (:data:`OUTCOME_FLAGS`, plus ``counter_catch_up``)."""
-        return OUTCOME_FLAGS[self.outcome] + ((FLAG_CATCH_UP,) if self.catch_up else ())
+        """The reading's quality flags (:data:`OUTCOME_FLAGS`, plus ``counter_catch_up`` and
+        ``rain_extreme_rate``)."""
+        return (OUTCOME_FLAGS[self.outcome] + ((FLAG_CATCH_UP,) if self.catch_up else ())
+                + ((FLAG_EXTREME_RATE,) if self.extreme else ()))
 
 
 class CounterError(ValueError):
@@ -141,6 +151,11 @@ def allowed_tips(spec: CounterLike, since: datetime, now: datetime) -> int:
     """Most tips physically possible between two event times (the envelope, or the profile's
     tighter ``max_intensity_mm_h``; :func:`stormwatch.physics.max_tips`)."""
     return max_tips(float(spec.tip_resolution.mm), (now - since).total_seconds(), spec.max_intensity_mm_h)
+
+
+def _extreme(spec: CounterLike, tips: int, since: datetime, now: datetime) -> bool:
+    """Whether ``tips`` between two event times reach the review line (extreme but possible)."""
+    return tips > 0 and tips * float(spec.tip_resolution.mm) >= review_mm((now - since).total_seconds())
 
 
 def count_tips(state: CounterState | None, sample: int | float, at: datetime, spec: CounterLike,
@@ -180,7 +195,8 @@ def count_tips(state: CounterState | None, sample: int | float, at: datetime, sp
 
     if spec.mode == "delta":
         if sample <= allowed_tips(spec, since, at):
-            return CounterResult(sample, CounterState(0, later), "delta", catch_up)
+            return CounterResult(sample, CounterState(0, later), "delta", catch_up,
+                                 extreme=_extreme(spec, sample, since, at))
         return CounterResult(0, CounterState(0, later), "reset", gap_start=since)
 
     # A plausible continuation of the last trusted value (rise or wrap)?
@@ -189,14 +205,16 @@ def count_tips(state: CounterState | None, sample: int | float, at: datetime, sp
         outcome: CounterOutcome = "rise" if sample >= state.value else "wrap"
         if state.suspect_value is not None:
             outcome = "glitch"
-        return CounterResult(forward, CounterState(sample, later), outcome, catch_up)
+        return CounterResult(forward, CounterState(sample, later), outcome, catch_up,
+                             extreme=_extreme(spec, forward, since, at))
 
     if state.suspect_value is not None and state.suspect_time is not None:
         # A plausible continuation of the suspect sample: the counter really restarted. The tips
         # after the suspect sample are known; before it, since the trusted sample, rain is unknown.
         onward = sample - state.suspect_value
         if 0 <= onward <= allowed_tips(spec, state.suspect_time, at):
-            return CounterResult(onward, CounterState(sample, at), "reset", gap_start=since)
+            return CounterResult(onward, CounterState(sample, at), "reset", gap_start=since,
+                                 extreme=_extreme(spec, onward, state.suspect_time, at))
 
     return CounterResult(0, CounterState(state.value, since, sample, at), "suspect")
 

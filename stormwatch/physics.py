@@ -7,6 +7,11 @@
   for gauge error, so stormwatch uses :data:`ENVELOPE_MARGIN` × Jennings: every WMO record lies at
   least 10 % below it (tests/test_physics.py checks each one). Rain beyond it is not rain: a
   counter reset, a glitch or a bad file row (failure-kinds.md #24, #26).
+* **Extreme but possible rain** (``docs/reference/rain-records.md``, "Extreme but possible"): a fall
+  at or above the *review line* ``P = 100 · D^0.475`` mm (the India Meteorological Department's
+  cloudburst, 100 mm in one hour, carried to other durations along Jennings's exponent) is kept and
+  flagged :data:`FLAG_EXTREME_RATE` for review (failure-kinds.md #24: 25.4 mm in 3 minutes is
+  extreme but possible); only rain beyond the envelope is refused (:data:`FLAG_BEYOND_ENVELOPE`).
 * **Quantities that cannot be negative** (:data:`NON_NEGATIVE`): a tip count, a turbidity, a
   distance, a depth of water or sediment (failure-kinds.md #25; issue 11 item 5).
 """
@@ -21,6 +26,18 @@ JENNINGS_MM = 422.0
 JENNINGS_EXPONENT = 0.475
 #: The envelope used = this × Jennings's line (rain-records.md: above every WMO record by ≥ 10 %).
 ENVELOPE_MARGIN = 1.5
+
+#: The review line's depth at one hour, mm: the India Meteorological Department's cloudburst, "100 mm
+#: or more of rain in one hour" (rain-records.md). The line keeps Jennings's exponent, so it lies at
+#: 100 / 422 = 23.7 % of his world-record line (15.8 % of the envelope) at every duration.
+REVIEW_MM_AT_1H = 100.0
+
+#: Flag of a rain reading whose tips exceed the world-record envelope over the time they cover:
+#: physically impossible, not rain (0 tips counted, the interval is a rain-gauge data gap).
+FLAG_BEYOND_ENVELOPE = "rain_beyond_envelope"
+#: Flag of a rain reading at or above the review line: extreme but possible rain, kept and counted;
+#: a storm it shapes says ``needs_verification`` (failure-kinds.md #24).
+FLAG_EXTREME_RATE = "rain_extreme_rate"
 
 #: Contract quantities whose value is never negative (stormwatch/contract.py quantity table).
 NON_NEGATIVE: frozenset[str] = frozenset({"rain_tips", "turbidity", "distance", "stage", "sediment_depth"})
@@ -60,6 +77,36 @@ def max_tips(tip_mm: float, seconds: float, max_intensity_mm_h: float | None = N
             raise ValueError(f"max_intensity_mm_h must be > 0, got {max_intensity_mm_h!r}")
         limit = min(limit, max_intensity_mm_h * max(0.0, seconds) / 3600.0)
     return math.floor(limit / tip_mm)
+
+
+def review_mm(seconds: float) -> float:
+    """The review line (mm) over ``seconds``: ``100 × (seconds / 3600) ** 0.475`` (0 for ``seconds <= 0``;
+    :data:`REVIEW_MM_AT_1H`, rain-records.md). 3 minutes: 24.1 mm; 1 hour: 100 mm; 24 hours: 452 mm."""
+    if seconds <= 0:
+        return 0.0
+    return REVIEW_MM_AT_1H * float((seconds / 3600.0) ** JENNINGS_EXPONENT)
+
+
+def rain_verdict(tips: int, tip_mm: float, seconds: float, max_intensity_mm_h: float | None = None) -> str | None:
+    """What physics says of ``tips`` tips of ``tip_mm`` counted over ``seconds``.
+
+    Returns:
+        :data:`FLAG_BEYOND_ENVELOPE` when they exceed :func:`max_tips` (the envelope, or the gauge's
+        tighter ``max_intensity_mm_h``); :data:`FLAG_EXTREME_RATE` when their depth is at or above
+        :func:`review_mm`; ``None`` otherwise (and for 0 tips). 100 tips of 0.254 mm (25.4 mm) in
+        3 minutes: extreme (the line is 24.1 mm there); in 2 s: beyond (the envelope allows 18.0 mm,
+        70 tips).
+
+    Raises:
+        ValueError: ``tip_mm`` or ``max_intensity_mm_h`` not > 0.
+    """
+    if tips <= 0:
+        return None
+    if tips > max_tips(tip_mm, seconds, max_intensity_mm_h):
+        return FLAG_BEYOND_ENVELOPE
+    if tips * tip_mm >= review_mm(seconds):
+        return FLAG_EXTREME_RATE
+    return None
 
 
 def negative_value(quantity: str, value: float) -> str | None:
