@@ -394,7 +394,9 @@ TWINS: dict[type, tuple[str, frozenset[str], dict[str, str]]] = {
     ModbusTcpLink: ("stormwatch.config.ModbusTcp", frozenset(), {}),
     ModbusRtuLink: ("stormwatch.config.ModbusRtu", frozenset(), {}),
     SerialLink: ("stormwatch.config.Serial", frozenset(), {}),
-    DevicePlan: ("stormwatch.config.Device", frozenset(), {}),
+    # the gateway stamps the size of the gauge in service (its profile); earlier gauges' sizes are for
+    # readers of stored rain (stormwatch.tipsizes), never for polling
+    DevicePlan: ("stormwatch.config.Device", frozenset({"replaced_gauges"}), {}),
     GatewayPlan: ("stormwatch.config.SiteConfig",
                   frozenset({"basin", "basins", "rain_gauge", "rules", "options", "turbidity_pair",
                              "discharge_points", "site", "notify", "roles", "fallback_gauge"}),

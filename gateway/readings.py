@@ -6,7 +6,8 @@ into readings here, so both publish the same payloads for the same device values
 
 * a counter point (rain gauge) → one ``rain_tips`` reading: ``value`` = int tip delta from
   :func:`stormwatch.gateway.counter.count_tips`, ``raw`` = the counter value, the counter outcome's
-  flags (``counter_reset``, ``counter_catch_up``...);
+  flags (``counter_reset``, ``counter_catch_up``, ``rain_extreme_rate``...), ``tip_size`` = the
+  profile's counter resolution (canonical text: stored rain describes itself);
 * a ``device_error`` point is not published; non-zero flags the poll's readings ``device_error``;
 * a level point's "no target" value is a gap (not published);
 * every other point → one reading with the flags of :func:`stormwatch.gateway.qc.check_value` and
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("stormwatch.gateway.service")  # the gateway's log lines, as before the split
 
-#: One reading before it has an identity: ``(quantity, value, unit, raw, flags)``.
-Pending = tuple[str, int | float, str, list[int] | int | float | str, tuple[str, ...]]
+#: One reading before it has an identity: ``(quantity, value, unit, raw, flags, tip_size)`` (``tip_size``:
+#: the depth of a tip, ``"0.01 in"``, on rain readings; ``None`` on every other).
+Pending = tuple[str, int | float, str, list[int] | int | float | str, tuple[str, ...], str | None]
 
 
 @dataclass
@@ -88,7 +90,8 @@ class DeviceReadings:
                              ",".join(result.flags))
                 flags = result.flags + (("device_error",) if device_error else ())
                 new_state = result.state
-                pending.append((RAIN_QUANTITY, result.tips, counter_spec.unit, int(v.number), flags))
+                pending.append((RAIN_QUANTITY, result.tips, counter_spec.unit, int(v.number), flags,
+                                str(counter_spec.tip_resolution)))
                 continue
             if level is not None and v.quantity == level.quantity and v.number in level.no_target:
                 log.debug("%s: no target (raw %s) at %s: gap", dev, v.number, at.isoformat())
@@ -98,7 +101,7 @@ class DeviceReadings:
                 log.warning("%s: %s not published at %s: %s", dev, v.quantity, at.isoformat(), verdict.reason)
                 continue
             history = self.history.setdefault(v.quantity, ValueHistory())
-            pending.append((v.quantity, v.value, v.unit, v.raw, verdict.flags + history.check(v.value, v.qc)))
+            pending.append((v.quantity, v.value, v.unit, v.raw, verdict.flags + history.check(v.value, v.qc), None))
         return pending, new_state
 
     def advanced(self, state: CounterState | None) -> None:

@@ -381,8 +381,9 @@ class Gateway:
                 WireReading(
                     site=self.site, device=dev, quantity=q, value=value, unit=unit, time=at,
                     gateway=self.gateway_id, boot=self.boot, seq=next(self._seq), raw=raw, flags=flags,
+                    tip_size=tip_size,
                 )
-                for q, value, unit, raw, flags in pending
+                for q, value, unit, raw, flags, tip_size in pending
             ]
             self.outbox.add(readings, {dev: new_state} if new_state is not None else None)
         r.readings.advanced(new_state)

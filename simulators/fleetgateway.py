@@ -172,9 +172,9 @@ class FleetGateway:
                     d.health.succeeded()
                     pending, state = d.readings.readings(values, slot_time)
                     d.readings.advanced(state)
-                    for quantity, value, unit, raw, flags in pending:
+                    for quantity, value, unit, raw, flags, tip_size in pending:
                         out.append(WireReading(self.site, d.virtual.device_id, quantity, value, unit, slot_time,
-                                               self.gateway_id, self.boot, self._seq, raw, flags))
+                                               self.gateway_id, self.boot, self._seq, raw, flags, tip_size))
                         self._seq += 1
                 d.next_slot += 1 + skip
         self.readings_made += len(out)

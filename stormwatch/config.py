@@ -11,16 +11,18 @@ key path (e.g. ``site.yaml: devices.2.transport.port: Field required``).
 from __future__ import annotations
 
 import re
+from datetime import date, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stormwatch.contract import Identifier
 from stormwatch.errors import InputError, load_yaml
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
+from stormwatch.rain import tip_size_of
 
 #: 1 ft = 0.3048 m exactly (international foot).
 M_PER_FT = 0.3048
@@ -60,6 +62,46 @@ class Serial(_Strict):
 Transport = Annotated[ModbusTcp | ModbusRtu | Serial, Field(discriminator="kind")]
 
 
+class ReplacedGauge(_Strict):
+    """A rain gauge this device id had before (``devices[i].replaced_gauges``; docs/deployment.md,
+    "Replacing a rain gauge").
+
+    Stored rain describes itself (every reading carries its tip size, issue 11 item 3), and a site
+    file whose gauge names another size than the stored readings is an error -- unless the site file
+    records the replacement here: readings before ``until`` were counted by this gauge (of
+    ``tip_size``), those from ``until`` on by the next one (the next entry, or the device's profile).
+
+    Attributes:
+        tip_size: the earlier gauge's depth per tip, ``"<decimal> in|mm"`` (``"0.01 in"``).
+        until: when it was taken out of service (RFC 3339 with its UTC offset: an instant).
+        note: what it was, for people (``"TE525, serial 1234"``).
+    """
+
+    tip_size: str
+    until: AwareDatetime
+    note: str = ""
+
+    @field_validator("tip_size")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        return str(tip_size_of(v))
+
+    @field_validator("until", mode="before")
+    @classmethod
+    def _instant(cls, v: object) -> object:
+        given = v
+        if isinstance(v, str):
+            try:
+                given = datetime.fromisoformat(v.strip())
+            except ValueError:
+                return v  # pydantic names what is wrong with the text
+        if (isinstance(given, date) and not isinstance(given, datetime)) or (
+                isinstance(given, datetime) and given.tzinfo is None):
+            raise ValueError(f"{v}: give the time the gauge was replaced with its UTC offset, e.g. "
+                             "2026-06-10T14:00:00-04:00 (readings before it were counted by this gauge)")
+        return v
+
+
 class Device(_Strict):
     """One device at the site.
 
@@ -69,6 +111,8 @@ class Device(_Strict):
         transport: how to reach it.
         poll_interval_s: seconds between polls (event time).
         sdi12_address: SDI-12 address for SDI-12 profiles.
+        replaced_gauges: earlier rain gauges of this device id, oldest first (:class:`ReplacedGauge`);
+            the profile describes the gauge in service since the last one's ``until``.
     """
 
     id: Identifier
@@ -76,6 +120,15 @@ class Device(_Strict):
     transport: Transport
     poll_interval_s: float = Field(default=60.0, gt=0)
     sdi12_address: str | None = None
+    replaced_gauges: tuple[ReplacedGauge, ...] = ()
+
+    @model_validator(mode="after")
+    def _in_order(self) -> Device:
+        for i, (a, b) in enumerate(pairwise(self.replaced_gauges)):
+            if not a.until < b.until:
+                raise ValueError(f"replaced_gauges.{i + 1}.until ({b.until.isoformat()}) must be after "
+                                 f"replaced_gauges.{i}.until ({a.until.isoformat()}): list the gauges oldest first")
+        return self
 
 
 class TurbidityPair(_Strict):
@@ -442,13 +495,17 @@ def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None
 def role_problems(cfg: SiteConfig, profiles: dict[str, DeviceProfile]) -> list[str]:
     """What is wrong with the roles the site gives its devices, given their profiles.
 
-    * the rain gauge must count tips (a ``counter`` section);
+    * the rain gauge must count tips (a ``counter`` section), and so must a device with ``replaced_gauges``;
     * both turbidity probes of a discharge point must report ``turbidity`` in the same unit (NTU and
       FNU are not comparable -- sensors.md, "Turbidity probes"); a point's pH probe must report ``ph``;
     * each basin device must say how its value becomes a height (a ``level`` section), and a
       distance-down sensor needs ``sensor_mount_height_ft``.
     """
     out: list[str] = []
+    for i, dev in enumerate(cfg.devices):
+        if dev.replaced_gauges and profiles[dev.id].counter is None:
+            out.append(f"devices.{i}.replaced_gauges: device {dev.id!r} ({profiles[dev.id].model}) does not count "
+                       "tips: only a rain gauge has a tip size to replace")
     if cfg.rain_gauge is not None and profiles[cfg.rain_gauge].counter is None:
         out.append(f"rain_gauge: device {cfg.rain_gauge!r} ({profiles[cfg.rain_gauge].model}) does not count tips")
     legacy = cfg.turbidity_pair is not None

@@ -7,7 +7,7 @@ A :class:`Reading` is one measured value of one quantity by one device at one ev
 Wire format (MQTT payload, UTF-8 JSON) on ``stormwatch/v1/<site>/<gateway>/readings``::
 
     {"site": "riverside", "device": "rain-1", "quantity": "rain_tips", "value": 3,
-     "unit": "{tip}", "time": "2026-06-01T12:00:00Z", "gateway": "gw-1",
+     "unit": "{tip}", "tip_size": "0.01 in", "time": "2026-06-01T12:00:00Z", "gateway": "gw-1",
      "boot": "9f1c...", "seq": 42, "raw": 1420, "flags": []}
 
 or a batch of one gateway's readings -- a poll cycle, every device's (``stormwatch gateway --batch``),
@@ -15,22 +15,7 @@ each with its own identity: ``{"readings": [<reading>, ...]}``.
 
 Quantities and their units (UCUM-style):
 
-=================== ========== ============================================================
-quantity            unit       meaning
-=================== ========== ============================================================
-rain_tips           ``{tip}``  tips counted since the previous poll (an integer count)
-turbidity           NTU / FNU  turbidity as the probe reports it (keep NTU and FNU apart)
-temperature         Cel        water temperature
-stage               m          water depth above the basin floor
-pressure            bar        raw pressure of a submersible level sensor
-distance            mm         distance down from a sensor to a surface
-sediment_depth      m          sediment surface height above the basin floor
-ph                  [pH]       pH of the discharge (a probe, or a grab sample's hand meter)
-electrode_potential mV         a pH probe's raw electrode potential (diagnostics; sensors.md "pH probes")
-transparency        cm         transparency tube reading (entered by hand)
-precipitation       mm, [in_i] a station record's depth over its interval (``stormwatch station import``)
-=================== ========== ============================================================
-
+=================== ========== =====================================================
 Sources (:func:`reading_source`): ``gateway`` (polled live), ``import`` (a logger file),
 ``station`` (a station record, gateway ``station``), ``manual`` (entered by hand, gateway
 :data:`MANUAL_GATEWAY`, the inspector's name in ``raw``).
@@ -64,6 +49,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from stormwatch.rain import TipResolution, tip_size_of
 from stormwatch.wire import dump_payload, format_time, reading_wire
 
 #: Punctuation an identifier may contain besides letters and digits (see :func:`check_identifier`).
@@ -177,6 +163,13 @@ class Reading(BaseModel):
             the inspector's name here.
         flags: quality-control flags; empty when clean (``out_of_range``, ``flatline``,
             ``spike``, ``device_error``, ...).
+        tip_size: ``rain_tips`` only: the depth of one tip of the gauge that counted them, as
+            ``"<decimal> in|mm"`` (``"0.01 in"``, ``"0.2 mm"``; held in the canonical form of
+            :class:`stormwatch.rain.TipResolution`: ``"0.254 mm"`` becomes ``"0.01 in"``), so stored
+            rain describes itself (issue 11 item 3). The gateway sets it from its profile's counter
+            resolution, an import from ``--tip-in``/``--tip-mm``. ``None``: a reading of an earlier
+            stormwatch that did not say (ingest stamps the site file's size on it, logged;
+            docs/ingest.md); any other quantity never has one.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -192,6 +185,7 @@ class Reading(BaseModel):
     seq: StrictInt = Field(ge=0)
     raw: list[StrictInt] | StrictInt | StrictFloat | StrictStr | None = None
     flags: tuple[StrictStr, ...] = ()
+    tip_size: StrictStr | None = None
 
     @field_validator("value", mode="before")
     @classmethod
@@ -218,6 +212,20 @@ class Reading(BaseModel):
             raise ValueError(f"raw must be finite, got {v}")
         return v
 
+    @field_validator("tip_size")
+    @classmethod
+    def _tip_size(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return None
+        if info.data.get("quantity") != RAIN_TIPS:
+            raise ValueError(f"only a {RAIN_TIPS} reading has a tip size (this is {info.data.get('quantity')!r})")
+        return str(tip_size_of(v))
+
+    @property
+    def tip_resolution(self) -> TipResolution | None:
+        """The exact depth per tip of a rain reading that names it (:attr:`tip_size`), else ``None``."""
+        return None if self.tip_size is None else tip_size_of(self.tip_size)
+
     @property
     def identity(self) -> tuple[str, str, int]:
         """``(gateway, boot, seq)``: the key consumers deduplicate on."""
@@ -227,7 +235,7 @@ class Reading(BaseModel):
         """JSON-ready dict (time as RFC 3339 UTC; :func:`stormwatch.wire.reading_wire`)."""
         return reading_wire(
             self.site, self.device, self.quantity, self.value, self.unit, self.time,
-            self.gateway, self.boot, self.seq, self.raw, self.flags,
+            self.gateway, self.boot, self.seq, self.raw, self.flags, self.tip_size,
         )
 
 

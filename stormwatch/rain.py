@@ -7,6 +7,7 @@ stay integers and depth is computed once, for output (design-notes.md, "Counting
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -119,6 +120,23 @@ def _short_decimal(value: Fraction, places: int = 6) -> str | None:
     if scaled.denominator != 1:
         return None
     return format(Decimal(scaled.numerator).scaleb(-places).normalize(), "f")
+
+
+@functools.lru_cache(maxsize=256)
+def tip_size_of(text: str) -> TipResolution:
+    """The tip size a reading or a site file names (``"0.01 in"``, ``"0.2 mm"``), checked against what a
+    bucket can be (:data:`TIP_SIZE_MM_MIN` .. :data:`TIP_SIZE_MM_MAX`). Its canonical text is
+    ``str(result)`` (``"0.254 mm"`` is ``0.01 in``). Cached: a few sizes exist, read once per reading.
+
+    Raises:
+        ValueError: not ``<decimal> in|mm``, or a size no tipping bucket has.
+    """
+    res = TipResolution.parse(text)
+    lo, hi = Fraction(TIP_SIZE_MM_MIN), Fraction(TIP_SIZE_MM_MAX)
+    if not lo <= res.mm <= hi:
+        raise ValueError(f"tip size {text!r}: a tipping bucket tips at {TIP_SIZE_MM_MIN} to {TIP_SIZE_MM_MAX} mm "
+                         "(0.1 mm, 0.2 mm and 0.01 in are usual)")
+    return res
 
 
 #: The quantity of a station record's values (``stormwatch station import``): rain depth over the

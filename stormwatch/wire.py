@@ -1,7 +1,8 @@
 """The reading wire format, stdlib only: RFC 3339 times, the reading dict, the MQTT payload.
 
 This is the ONE encoder of the payload described in :mod:`stormwatch.contract` (keys in the order
-``site, device, quantity, value, unit, time, gateway, boot, seq, raw, flags``; ``time`` as RFC 3339
+``site, device, quantity, value, unit, [tip_size,] time, gateway, boot, seq, raw, flags`` --
+``tip_size`` on rain readings only; ``time`` as RFC 3339
 UTC with ``Z``; a single object for one reading, ``{"readings": [...]}`` for several; compact
 separators). It imports no pydantic, so the lean gateway process (``python -m stormwatch.gateway --plan``)
 can build payloads without loading the validation models; :func:`stormwatch.contract.parse_readings`
@@ -50,6 +51,7 @@ def reading_wire(
     seq: int,
     raw: Raw = None,
     flags: tuple[str, ...] | list[str] = (),
+    tip_size: str | None = None,
 ) -> dict[str, Any]:
     """The JSON-ready dict of one reading (the contract's field meanings and units).
 
@@ -60,19 +62,17 @@ def reading_wire(
     Raises:
         ValueError: ``time`` is naive.
     """
-    return {
+    out: dict[str, Any] = {
         "site": site,
         "device": device,
         "quantity": quantity,
         "value": value,
         "unit": unit,
-        "time": format_time(time),
-        "gateway": gateway,
-        "boot": boot,
-        "seq": seq,
-        "raw": raw,
-        "flags": list(flags),
     }
+    if tip_size is not None:
+        out["tip_size"] = tip_size
+    out.update(time=format_time(time), gateway=gateway, boot=boot, seq=seq, raw=raw, flags=list(flags))
+    return out
 
 
 def dump_payload(wires: list[dict[str, Any]]) -> bytes:
@@ -100,10 +100,11 @@ class WireReading:
     seq: int
     raw: Raw = None
     flags: tuple[str, ...] = ()
+    tip_size: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """JSON-ready dict (see :func:`reading_wire`)."""
         return reading_wire(
             self.site, self.device, self.quantity, self.value, self.unit, self.time,
-            self.gateway, self.boot, self.seq, self.raw, self.flags,
+            self.gateway, self.boot, self.seq, self.raw, self.flags, self.tip_size,
         )

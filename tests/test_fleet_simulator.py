@@ -111,6 +111,10 @@ def test_fleet_publishes_what_gateways_would(tmp_path: Path, mosquitto_server: s
         tips = SiteScenario(story.scenario, cfg, device_profiles(cfg, library)).tips
         first, last = min(r.time for r in rain), max(r.time for r in rain)
         assert sum(r.value for r in rain) == tips.tips_between(first, last), (site_id, story.describe())
+        # stored rain describes itself: every rain reading names its gauge's tip size (its profile's)
+        assert cfg.rain_gauge is not None
+        gauge = library.get(cfg.device(cfg.rain_gauge).profile).counter
+        assert gauge is not None and {r.tip_size for r in rain} == {str(gauge.tip_resolution)}
         if story.silent is not None:  # nothing from the gauge while it is silent
             assert not [r for r in rain if story.silent[0] <= r.time < story.silent[1]]
         states = statuses[topics.status(site_id, cfg.gateway_id)]

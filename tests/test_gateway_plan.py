@@ -190,6 +190,8 @@ def test_gateway_from_a_plan_file_counts_tips_from_a_real_counter(mosquitto_serv
     assert [(r.value, r.raw, r.flags) for r in got] == [(0, 1400, ("counter_baseline",)), (3, 1403, ()),
                                                          (7, 1410, ())]
     assert all(type(r.value) is int and r.unit == "{tip}" and r.quantity == "rain_tips" for r in got)
+    # stored rain describes itself: the lean process names the profile's counter resolution on each reading
+    assert {r.tip_size for r in got} == {"0.01 in"}
     assert [r.time for r in got] == [SIM_START + timedelta(seconds=s) for s in (0, 60, 120)]
     assert {r.boot for r in got} == {gw.boot} and [r.seq for r in got] == [0, 1, 2]
 
