@@ -4,15 +4,18 @@ Records are kept five years (Spencerport §276-26C: "shall retain the records fo
 years"; Ch. 133 §133-7A(2) and Ch. 196 §196-9B: inspection reports in the site log book). A bundle
 is a ZIP file anyone can open without stormwatch:
 
-* ``manifest.json`` -- format ``stormwatch-archive`` version 1, the site (id, zone, jurisdiction),
+* ``manifest.json`` -- format ``stormwatch-archive`` version 2, the site (id, zone, jurisdiction),
   the period ``[from, until)``, when and by which stormwatch version it was written, from which
   store (password-free), and for every member its row count, size and SHA-256;
 * ``SHA256SUMS`` -- the same checksums (and the manifest's) in ``sha256sum -c`` form;
 * ``site.yaml`` -- the site file as it was;
 * ``readings.csv`` -- one row per stored reading: ``site, device, quantity, value, unit, time,
-  gateway, boot, seq, raw, flags, late``; ``value`` keeps its type (an integer without a point, a
-  float as Python's shortest repr, which always has one), ``time`` is RFC 3339 UTC with
-  microseconds, ``raw`` and ``flags`` are JSON, ``late`` is 0/1;
+  gateway, boot, seq, raw, flags, late, tip_size``; ``value`` keeps its type (an integer without a
+  point, a float as Python's shortest repr, which always has one), ``time`` is RFC 3339 UTC with
+  microseconds, ``raw`` and ``flags`` are JSON, ``late`` is 0/1, ``tip_size`` a rain reading's depth
+  per tip (``0.01 in``; empty for other quantities and for rain stored without one). Version 1
+  bundles (before stored rain described itself) have no ``tip_size`` column and still load: their
+  rain comes back without a size, as it was stored;
 * ``events.jsonl`` -- the stored ordinance events, one ``Event.to_wire()`` JSON object per line;
 * ``workorders.jsonl`` -- every column of each work order opened in the period (and of the
   inspection reports they opened), with its full history and its photos (base64).
@@ -48,9 +51,11 @@ from stormwatch.wire import format_time
 log = logging.getLogger(__name__)
 
 FORMAT = "stormwatch-archive"
-VERSION = 1
+VERSION = 2
 READING_COLUMNS = ("site", "device", "quantity", "value", "unit", "time", "gateway", "boot", "seq", "raw", "flags",
-                   "late")
+                   "late", "tip_size")
+#: The columns of a version 1 bundle (no ``tip_size``).
+READING_COLUMNS_V1 = READING_COLUMNS[:-1]
 #: Event time read from the store per query (memory stays flat over years of 1-minute data).
 CHUNK = timedelta(days=1)
 #: Readings written to the store per call when loading.
@@ -103,7 +108,7 @@ def _value(text: str) -> int | float:
 def _reading_row(r: Reading, late: bool) -> list[str]:
     return [r.site, r.device, r.quantity, _value_text(r.value), r.unit,
             r.time.astimezone(UTC).isoformat(timespec="microseconds"), r.gateway, r.boot, str(r.seq),
-            json.dumps(r.raw, separators=(",", ":")), json.dumps(list(r.flags)), "1" if late else "0"]
+            json.dumps(r.raw, separators=(",", ":")), json.dumps(list(r.flags)), "1" if late else "0", r.tip_size or ""]
 
 
 def _csv_line(values: list[str]) -> bytes:
@@ -231,21 +236,22 @@ def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tup
         added = 0
         with zf.open("readings.csv") as raw:
             rows = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
-            if tuple(next(rows)) != READING_COLUMNS:
+            columns = tuple(next(rows))
+            if columns not in (READING_COLUMNS, READING_COLUMNS_V1):
                 raise ArchiveError("readings.csv: unexpected columns")
             batch: dict[bool, list[Reading]] = {False: [], True: []}
             for line, row in enumerate(rows, 2):
                 try:
-                    rec = dict(zip(READING_COLUMNS, row, strict=True))
+                    rec = dict(zip(columns, row, strict=True))
                 except ValueError as exc:
                     raise ArchiveError(f"readings.csv line {line}: {len(row)} fields, expected "
-                                       f"{len(READING_COLUMNS)}") from exc
+                                       f"{len(columns)}") from exc
                 late = rec["late"] == "1"
                 batch[late].append(Reading(
                     site=rec["site"], device=rec["device"], quantity=rec["quantity"], value=_value(rec["value"]),
                     unit=rec["unit"], time=datetime.fromisoformat(rec["time"]), gateway=rec["gateway"],
                     boot=rec["boot"], seq=int(rec["seq"]), raw=json.loads(rec["raw"]),
-                    flags=tuple(json.loads(rec["flags"]))))
+                    flags=tuple(json.loads(rec["flags"])), tip_size=rec.get("tip_size") or None))
                 if len(batch[late]) >= BATCH:
                     added += store.write_readings(batch[late], late=late)
                     batch[late] = []

@@ -76,7 +76,11 @@ class SeriesSummary:
 
     Attributes:
         count: readings in the window (a rough coverage check: poll interval × count).
-        total: for ``rain_tips``, the tips in the window (an exact integer); ``None`` for other quantities.
+        total: for ``rain_tips``, the tips of rain in the window (an exact integer; readings flagged
+            ``rain_beyond_envelope`` are not rain and not counted); ``None`` for other quantities.
+        tips_by_size: for ``rain_tips``, ``total`` split by the readings' tip size (``(size, tips)``,
+            canonical size text, ``""`` for readings stored without one), sorted by size: the depth
+            is ``sum(tips × size)``.
         first_time, last_time: event times (UTC) of the first and last reading in the window.
         last_value, last_flags: the last reading's value (in ``unit``) and QC flags.
     """
@@ -91,6 +95,7 @@ class SeriesSummary:
     last_time: datetime
     last_value: int | float
     last_flags: tuple[str, ...]
+    tips_by_size: tuple[tuple[str, int], ...] = ()
 
 
 class StoreError(RuntimeError):
@@ -145,11 +150,12 @@ class ReadingStore(Protocol):
 
 
 #: One stored reading as a backfill reads it (:meth:`SeriesStore.query_series`): ``(time_us, value, unit,
-#: flags, gateway, boot, seq)`` -- event time in integer microseconds since the Unix epoch (UTC), the
-#: value (``int`` tips for ``rain_tips``), the quality flags comma-joined (``""`` when clean). No
-#: ``raw`` (no rule reads it) and no model object: a year of 1-minute readings of a site is 2.1
-#: million of these (``benchmarks/report.py``).
-StoredRow: TypeAlias = tuple[int, int | float, str, str, str, str, int]
+#: flags, gateway, boot, seq, tip_size)`` -- event time in integer microseconds since the Unix epoch
+#: (UTC), the value (``int`` tips for ``rain_tips``), the quality flags comma-joined (``""`` when
+#: clean), the tip size of a rain reading (canonical text; ``""`` for other quantities and for rain
+#: stored without one). No ``raw`` (no rule reads it) and no model object: a year of 1-minute
+#: readings of a site is 2.1 million of these (``benchmarks/report.py``).
+StoredRow: TypeAlias = tuple[int, int | float, str, str, str, str, int, str]
 
 
 class SeriesStore(ReadingStore, Protocol):

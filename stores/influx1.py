@@ -43,6 +43,7 @@ from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
+from stormwatch.physics import FLAG_BEYOND_ENVELOPE
 from stormwatch.stores.base import SeriesSummary, StoredRow, StoreError
 from stormwatch.stores.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
 from stormwatch.stores.lineprotocol import (
@@ -388,7 +389,7 @@ class Influx1Store(LineProtocolWrites):
         if not series:
             return {}
         statements = [
-            f"SELECT \"value\", \"tips\", \"unit\", \"flags\", \"gateway\", \"boot\", \"seq\" "
+            f"SELECT \"value\", \"tips\", \"unit\", \"flags\", \"gateway\", \"boot\", \"seq\", \"tip_size\" "
             f"FROM {self._from(READINGS)} WHERE \"site\" = {influxql_string(site)} "
             f"AND \"device\" = {influxql_string(device)} AND \"quantity\" = {influxql_string(quantity)} "
             f"AND time >= {time_ns(start)} AND time < {time_ns(end)}" for device, quantity in series]
@@ -409,7 +410,8 @@ class Influx1Store(LineProtocolWrites):
             tips_field = quantity == "rain_tips"
             rows: list[StoredRow] = [
                 (ns // 1_000, int(tips) if tips_field and tips is not None else float(value), unit, flags or "",
-                 gateway, boot, int(seq)) for ns, value, tips, unit, flags, gateway, boot, seq in points]
+                 gateway, boot, int(seq), tip_size or "")
+                for ns, value, tips, unit, flags, gateway, boot, seq, tip_size in points]
             rows.sort(key=lambda r: (r[0], r[4], r[5], r[6]))
             out[(device, quantity)] = rows
         return out
@@ -462,11 +464,12 @@ class Influx1Store(LineProtocolWrites):
 
     def summarize(self, start: datetime, end: datetime, series: Sequence[tuple[str, str, str]],
                   ) -> list[SeriesSummary]:
-        """See :meth:`stormwatch.stores.base.OverviewStore.summarize`: one request of three InfluxQL
-        statements over every series, ``GROUP BY "site", "device", "quantity"`` (pages and units of a
-        series together): ``COUNT("value")`` and ``SUM("tips")`` (the exact tip total,
-        ``docs/influxdb-schema.md``), ``FIRST("value")`` for the first time, and ``LAST("value")``
-        with the same point's ``tips``, ``flags`` and ``unit``.
+        """See :meth:`stormwatch.stores.base.OverviewStore.summarize`: one request of four InfluxQL
+        statements over every series, ``GROUP BY "site", "device", "quantity"`` (pages, units and tip
+        sizes of a series together): ``COUNT("value")``, ``FIRST("value")`` for the first time,
+        ``LAST("value")`` with the same point's ``tips``, ``flags`` and ``unit``, and ``SUM("tips")``
+        of the rain readings not flagged ``rain_beyond_envelope``, also grouped by ``tip_size`` (the
+        exact tip totals per size, ``docs/influxdb-schema.md``).
 
         The ``WHERE`` names each site, device and quantity once (not each series), so its length
         grows with the sites, never with their product; series asked for by none are dropped.
@@ -484,9 +487,11 @@ class Influx1Store(LineProtocolWrites):
                  f" AND {_any_of('quantity', (q for _, _, q in wanted))}")
         source = f"FROM {self._from(READINGS)} WHERE {where} GROUP BY \"site\", \"device\", \"quantity\""
         self.ensure_database()
-        counts, firsts, lasts = self._statements(
-            f"SELECT COUNT(\"value\"), SUM(\"tips\") {source}; SELECT FIRST(\"value\") {source}; "
-            f"SELECT LAST(\"value\"), \"tips\", \"flags\", \"unit\" {source}")
+        rain = (f"FROM {self._from(READINGS)} WHERE {where} AND \"quantity\" = 'rain_tips' AND \"tips\" > 0 "
+                f"AND \"flags\" !~ /{FLAG_BEYOND_ENVELOPE}/ GROUP BY \"site\", \"device\", \"quantity\", \"tip_size\"")
+        counts, firsts, lasts, sums = self._statements(
+            f"SELECT COUNT(\"value\") {source}; SELECT FIRST(\"value\") {source}; "
+            f"SELECT LAST(\"value\"), \"tips\", \"flags\", \"unit\" {source}; SELECT SUM(\"tips\") {rain}")
 
         def by_series(statement: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[Any]]:
             out = {}
@@ -498,18 +503,26 @@ class Influx1Store(LineProtocolWrites):
             return out
 
         count, first, last = by_series(counts), by_series(firsts), by_series(lasts)
+        by_size: dict[tuple[str, str, str], dict[str, int]] = {}
+        for s_ in sums:
+            tags = s_.get("tags") or {}
+            key = (str(tags.get("site")), str(tags.get("device")), str(tags.get("quantity")))
+            size, tips = str(tags.get("tip_size") or ""), sum(int(v[1] or 0) for v in s_.get("values", []))
+            bucket = by_size.setdefault(key, {})
+            bucket[size] = bucket.get(size, 0) + tips
         out = []
         for key in sorted(count.keys() & first.keys() & last.keys()):
             site, device, quantity = key
-            _, n, tips = count[key]
+            _, n = count[key]
             t_last, value, last_tips, flags, unit = last[key]
             is_tips = quantity == "rain_tips"
+            sizes = tuple(sorted(by_size.get(key, {}).items())) if is_tips else ()
             out.append(SeriesSummary(
                 site=site, device=device, quantity=quantity, unit=str(unit), count=int(n),
-                total=int(tips or 0) if is_tips else None, first_time=from_ns(int(first[key][0])),
+                total=sum(t for _, t in sizes) if is_tips else None, first_time=from_ns(int(first[key][0])),
                 last_time=from_ns(int(t_last)),
                 last_value=int(last_tips) if is_tips and last_tips is not None else float(value),
-                last_flags=tuple(str(flags).split(",")) if flags else ()))
+                last_flags=tuple(str(flags).split(",")) if flags else (), tips_by_size=sizes))
         return out
 
     def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:

@@ -28,6 +28,7 @@ from influxdb_client.client.write_api import SYNCHRONOUS
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
+from stormwatch.physics import FLAG_BEYOND_ENVELOPE
 from stormwatch.stores.base import SeriesSummary, StoreError
 from stormwatch.stores.influxwrite import LineProtocolWrites, Retryable, StoredPoint, Window
 from stormwatch.stores.lineprotocol import (
@@ -224,7 +225,8 @@ class Influx2Store(LineProtocolWrites):
         """See :meth:`stormwatch.stores.base.OverviewStore.summarize`: one Flux script (one request)
         over every series -- ``value``, ``tips`` and ``flags`` pivoted into one row per point, grouped
         by ``site``, ``device``, ``quantity`` (pages and units of a series together), then four
-        results: ``count`` of values, ``sum`` of ``tips`` (rain gauges), and the first and last point
+        results: ``count`` of values, ``sum`` of ``tips`` per ``tip_size`` (rain readings not flagged
+        ``rain_beyond_envelope``), and the first and last point
         (``min``/``max`` of the integer ns time, so the last point's value, tips, flags and unit come
         back together), as :meth:`stormwatch.stores.influx1.Influx1Store.summarize` does in InfluxQL.
 
@@ -244,16 +246,26 @@ class Influx2Store(LineProtocolWrites):
             ' |> group(columns: ["site", "device", "quantity"])'
             " |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))\n"
             'data |> count(column: "value") |> yield(name: "count")\n'
-            'data |> filter(fn: (r) => r.quantity == "rain_tips") |> sum(column: "tips") |> yield(name: "tips")\n'
+            'data |> filter(fn: (r) => r.quantity == "rain_tips" and r.tips > 0'
+            f' and r.flags !~ /{FLAG_BEYOND_ENVELOPE}/)'
+            ' |> group(columns: ["site", "device", "quantity", "tip_size"]) |> sum(column: "tips")'
+            ' |> yield(name: "tips")\n'
             'data |> min(column: "stormwatch_ns") |> yield(name: "first")\n'
             'data |> max(column: "stormwatch_ns") |> yield(name: "last")'
         )
         results: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = {}
+        by_size: dict[tuple[str, str, str], dict[str, int]] = {}
         for row in self._flux(flux):
             key = (str(row.get("site")), str(row.get("device")), str(row.get("quantity")))
-            if key in wanted:
+            if key not in wanted:
+                continue
+            if row.get("result") == "tips":
+                bucket = by_size.setdefault(key, {})
+                size = str(row.get("tip_size") or "")
+                bucket[size] = bucket.get(size, 0) + int(row.get("tips") or 0)
+            else:
                 results.setdefault(str(row.get("result")), {})[key] = row
-        count, tips, first, last = (results.get(name, {}) for name in ("count", "tips", "first", "last"))
+        count, first, last = (results.get(name, {}) for name in ("count", "first", "last"))
         out = []
         for key in sorted(count.keys() & first.keys() & last.keys()):
             site, device, quantity = key
@@ -264,10 +276,11 @@ class Influx2Store(LineProtocolWrites):
             out.append(SeriesSummary(
                 site=site, device=device, quantity=quantity, unit=str(end_row.get("unit")),
                 count=int(count[key]["value"]),
-                total=int(tips.get(key, {}).get("tips") or 0) if is_tips else None,
+                total=sum(by_size.get(key, {}).values()) if is_tips else None,
                 first_time=from_ns(int(first[key]["stormwatch_ns"])), last_time=from_ns(int(end_row["stormwatch_ns"])),
                 last_value=int(value) if is_tips else float(value),
-                last_flags=tuple(str(flags).split(",")) if flags else ()))
+                last_flags=tuple(str(flags).split(",")) if flags else (),
+                tips_by_size=tuple(sorted(by_size.get(key, {}).items())) if is_tips else ()))
         return out
 
     def _sites_flux(self, start: datetime, end: datetime, condition: str, sites: Sequence[str] | None,

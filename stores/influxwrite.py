@@ -257,22 +257,31 @@ class LineProtocolWrites:
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for r in readings:
             spans[r.site].append((time_ns(r.time) // 1_000, r.device))
-        held: dict[tuple[str, str, str, str, int], dict[Place, Identity]] = defaultdict(dict)
+        # places taken per series (the tags that make one: tip_size is one of them) and microsecond; the
+        # identities held per device, quantity and microsecond whatever the tip size (a reading stored
+        # before it carried a size, delivered again with one, is the same reading)
+        held: dict[tuple[str, str, str, str, str, int], dict[Place, Identity]] = defaultdict(dict)
+        ids: dict[tuple[str, str, str, int], set[Identity]] = defaultdict(set)
         for point in self._stored(READINGS, ("gateway", "boot", "seq"), cover("site", spans, "device")):
             t = point.tags
             gateway, boot, seq = point.fields
             identity = (str(gateway), str(boot), int(seq) if seq is not None else -1)
+            us = point.time_ns // 1_000
             key = (t.get("site", ""), t.get("device", ""), t.get("quantity", ""), t.get("unit", ""),
-                   point.time_ns // 1_000)
+                   t.get("tip_size", ""), us)
             page = int(t.get(PAGE_TAG) or 0)
             held[key][(page, point.time_ns % 1_000)] = identity
+            ids[(key[0], key[1], key[2], us)].add(identity)
         placement = Placement([], [])
         for r in readings:
-            places = held[(r.site, r.device, r.quantity, r.unit, time_ns(r.time) // 1_000)]
+            us = time_ns(r.time) // 1_000
+            places = held[(r.site, r.device, r.quantity, r.unit, r.tip_size or "", us)]
+            known = ids[(r.site, r.device, r.quantity, us)]
             identity = r.identity
-            if identity in places.values():
+            if identity in known:
                 placement.stored.append(r)
                 continue
+            known.add(identity)
             home = home_slot(identity)
             page, slot = 0, home
             while (page, slot) in places:

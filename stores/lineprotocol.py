@@ -172,8 +172,10 @@ SLOTS_PER_US = 1_000
 def reading_point(reading: Reading, *, late: bool = False, slot: int = 0, page: int = 0) -> Point:
     """The ``readings`` point of a reading (schema: docs/influxdb-schema.md).
 
-    Tags ``site``, ``device``, ``quantity``, ``unit``; fields ``value`` (always float), ``tips``
-    (int, ``rain_tips`` only), ``gateway``, ``boot`` (strings: unbounded cardinality, never tags),
+    Tags ``site``, ``device``, ``quantity``, ``unit``, ``tip_size`` (a rain reading's depth per tip,
+    when it names one); fields ``value`` (always float), ``tips`` (int, ``rain_tips`` only),
+    ``depth_in`` (float: ``tips`` × the tip size in inches, for dashboards -- the exact depth is
+    ``tips`` and ``tip_size``), ``gateway``, ``boot`` (strings: unbounded cardinality, never tags),
     ``seq`` (int), ``raw`` (JSON string), ``flags`` (comma-joined; ``""`` when clean -- always
     present, so InfluxQL can select clean readings with ``"flags" = ''``: a condition on a field a
     point lacks is false), ``late`` (only when true); time = event time in ns + ``slot``
@@ -182,8 +184,11 @@ def reading_point(reading: Reading, *, late: bool = False, slot: int = 0, page: 
     ``page`` only when ``page`` > 0 (more than 1,000 readings of the series in one microsecond).
     """
     fields: dict[str, FieldValue] = {"value": Float(reading.value)}
+    depth = _depth_in(reading)
     if reading.quantity == "rain_tips" and isinstance(reading.value, int):
         fields["tips"] = int(reading.value)
+        if depth is not None:
+            fields["depth_in"] = depth
     fields["gateway"] = reading.gateway
     fields["boot"] = reading.boot
     fields["seq"] = int(reading.seq)
@@ -192,9 +197,19 @@ def reading_point(reading: Reading, *, late: bool = False, slot: int = 0, page: 
     if late:
         fields["late"] = True
     tags = {"site": reading.site, "device": reading.device, "quantity": reading.quantity, "unit": reading.unit}
+    if reading.tip_size is not None:
+        tags["tip_size"] = reading.tip_size
     if page:
         tags["page"] = str(page)
     return Point(READINGS, tags, fields, time_ns(reading.time) + _slot(slot))
+
+
+def _depth_in(reading: Reading) -> Float | None:
+    """``depth_in`` of a rain reading that names its tip size (tips × inches per tip), else ``None``."""
+    size = reading.tip_resolution if reading.quantity == "rain_tips" else None
+    if size is None or not isinstance(reading.value, int):
+        return None
+    return Float(size.depth_in(reading.value))
 
 
 def _slot(slot: int) -> int:
@@ -214,6 +229,9 @@ def reading_line(reading: Reading, *, late: bool = False, slot: int = 0, page: i
     parts = [] if isinstance(value, float) and not math.isfinite(value) else [f"value={float(value)!r}"]
     if reading.quantity == "rain_tips" and isinstance(value, int):
         parts.append(f"tips={value}i")
+        depth = _depth_in(reading)
+        if depth is not None:
+            parts.append(f"depth_in={float(depth)!r}")
     parts.append(f"gateway={escape_string_field(reading.gateway)},boot={escape_string_field(reading.boot)},"
                  f"seq={int(reading.seq)}i,raw={escape_string_field(json.dumps(reading.raw, separators=(',', ':')))},"
                  f"flags={escape_string_field(','.join(reading.flags))}")
@@ -221,7 +239,7 @@ def reading_line(reading: Reading, *, late: bool = False, slot: int = 0, page: i
         parts.append("late=true")
     head = READINGS
     for key, text in (("device", reading.device), ("page", str(page) if page else ""), ("quantity", reading.quantity),
-                      ("site", reading.site), ("unit", reading.unit)):
+                      ("site", reading.site), ("tip_size", reading.tip_size or ""), ("unit", reading.unit)):
         if text != "":
             head += f",{key}={escape_key(text)}"
     return f"{head} {','.join(parts)} {time_ns(reading.time) + _slot(slot)}"

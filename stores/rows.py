@@ -33,10 +33,10 @@ def us_of(t: datetime) -> int:
 def row_reading(site: str, device: str, quantity: str, row: StoredRow) -> Reading:
     """The :class:`Reading` of a :data:`~stormwatch.stores.base.StoredRow` (validated when it was
     stored; built without validating again, ``raw`` not kept: no rule reads it)."""
-    t_us, value, unit, flags, gateway, boot, seq = row
+    t_us, value, unit, flags, gateway, boot, seq, tip_size = row
     return Reading.model_construct(site=site, device=device, quantity=quantity, value=value, unit=unit,
                                    time=time_of_us(t_us), gateway=gateway, boot=boot, seq=seq, raw=None,
-                                   flags=tuple(flags.split(",")) if flags else ())
+                                   flags=tuple(flags.split(",")) if flags else (), tip_size=tip_size or None)
 
 
 def _order(row: StoredRow) -> tuple[int, str, str, int]:
@@ -70,7 +70,7 @@ def series_rows(store: ReadingStore, site: str, series: Sequence[tuple[str, str]
     out: dict[tuple[str, str], list[StoredRow]] = {key: [] for key in series}
     for r in store.query_readings(site, start, end):
         out.setdefault((r.device, r.quantity), []).append(
-            (us_of(r.time), r.value, r.unit, ",".join(r.flags), r.gateway, r.boot, r.seq))
+            (us_of(r.time), r.value, r.unit, ",".join(r.flags), r.gateway, r.boot, r.seq, r.tip_size or ""))
     for rows in out.values():
         rows.sort(key=_order)
     return out
@@ -82,7 +82,7 @@ def stored_reading(row: Mapping[str, Any], ns: int, *, value: int | float, raw: 
 
     Args:
         row: ``site``, ``device``, ``quantity``, ``unit``, ``gateway``, ``boot``, ``seq`` (int or
-            numeric text).
+            numeric text), and ``tip_size`` when the reading names one (absent, ``None`` or ``""``: none).
         ns: event time, integer nanoseconds since the Unix epoch (truncated to microseconds).
         value, raw, flags: the decoded value, raw value and quality flags.
 
@@ -92,7 +92,7 @@ def stored_reading(row: Mapping[str, Any], ns: int, *, value: int | float, raw: 
     return Reading(
         site=row["site"], device=row["device"], quantity=row["quantity"], value=value, unit=row["unit"],
         time=from_ns(ns), gateway=row["gateway"], boot=row["boot"], seq=int(row["seq"]), raw=raw,
-        flags=tuple(flags),
+        flags=tuple(flags), tip_size=row.get("tip_size") or None,
     )
 
 

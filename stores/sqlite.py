@@ -9,13 +9,22 @@ any thread of one process (ingest writes from one worker thread); other processe
 same file concurrently (WAL readers do not block the writer). A second writing process waits up to
 ``busy_timeout_s`` for the lock.
 
-Tables (``PRAGMA user_version`` = 1):
+Tables (``PRAGMA user_version`` = 2):
 
 * ``readings`` -- one row per reading, ``UNIQUE(gateway, boot, seq)`` (the identity; a redelivered
   duplicate is ignored, failure-kinds.md #9). ``value`` has no declared type so an ``int`` tip
   count stays an integer and a float stays a float. ``time_us``/``received_at_us`` are integer
   microseconds since the Unix epoch (UTC); ``time`` is the same instant as RFC 3339 text for people
-  reading the file. ``raw`` is JSON; ``flags`` is a JSON list; ``late`` is 0/1.
+  reading the file. ``raw`` is JSON; ``flags`` is a JSON list; ``late`` is 0/1. ``tip_size`` is a
+  rain reading's depth per tip as the reading names it (``0.01 in``, ``0.2 mm``; NULL for other
+  quantities).
+
+Migration (schema 1, stormwatch before stored rain described itself): opening such a file adds the
+``tip_size`` column (``ALTER TABLE``, logged) and sets ``user_version`` 2. Its earlier rain rows
+keep ``tip_size`` NULL -- the store cannot know which gauge counted them -- and come back as
+readings without a size; every reader of rain (``evaluate``, the web desk, reports) then takes the
+size the site file gives for their time and logs a WARNING saying how many and which size
+(:meth:`stormwatch.tipsizes.TipSizes.assumed`). Nothing is reinterpreted silently.
 * ``events`` -- ordinance events, ``UNIQUE(site, kind, occurrence)``: the same event written twice
   is stored once (the later write replaces the row). ``wire`` holds ``Event.to_wire()`` JSON.
 * ``deadletter`` -- rejected messages with reason, detail, topic, payload bytes and receive time.
@@ -36,13 +45,14 @@ from typing import Any
 
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
+from stormwatch.physics import FLAG_BEYOND_ENVELOPE
 from stormwatch.stores.base import DeadLetter, SeriesSummary, SiteInfo, StoredRow, StoreError
 from stormwatch.stores.lineprotocol import from_ns, time_ns
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS readings (
@@ -61,6 +71,7 @@ CREATE TABLE IF NOT EXISTS readings (
     flags          TEXT    NOT NULL,
     late           INTEGER NOT NULL DEFAULT 0,
     received_at_us INTEGER NOT NULL,
+    tip_size       TEXT,
     UNIQUE (gateway, boot, seq)
 );
 CREATE INDEX IF NOT EXISTS readings_site_time ON readings (site, time_us);
@@ -100,7 +111,8 @@ CREATE TABLE IF NOT EXISTS sites (
 );
 """
 
-_READING_FIELDS = ("site", "device", "quantity", "value", "unit", "time_us", "gateway", "boot", "seq", "raw", "flags")
+_READING_FIELDS = ("site", "device", "quantity", "value", "unit", "time_us", "gateway", "boot", "seq", "raw", "flags",
+                   "tip_size")
 _READING_COLUMNS = ", ".join(_READING_FIELDS)
 
 
@@ -126,13 +138,14 @@ def _readings(rows: list[tuple[Any, ...]]) -> list[Reading]:
     new = Reading.__new__
     setattr_ = object.__setattr__
     loads = json.loads
-    for site, device, quantity, value, unit, time_us, gateway, boot, seq, raw, flags in rows:
+    for site, device, quantity, value, unit, time_us, gateway, boot, seq, raw, flags, tip_size in rows:
         # what Reading.model_construct does, without its per-call field bookkeeping (5x faster)
         r = new(Reading)
         setattr_(r, "__dict__", {
             "site": site, "device": device, "quantity": quantity, "value": value, "unit": unit,
             "time": _EPOCH + timedelta(microseconds=time_us), "gateway": gateway, "boot": boot, "seq": seq,
-            "raw": None if raw == "null" else loads(raw), "flags": () if flags == "[]" else tuple(loads(flags))})
+            "raw": None if raw == "null" else loads(raw), "flags": () if flags == "[]" else tuple(loads(flags)),
+            "tip_size": tip_size})
         setattr_(r, "__pydantic_fields_set__", _ALL_FIELDS.copy())
         setattr_(r, "__pydantic_extra__", None)
         setattr_(r, "__pydantic_private__", None)
@@ -163,6 +176,7 @@ class SqliteStore:
                                          isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
+            self._migrate()
             self._conn.executescript(_SCHEMA)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as exc:
@@ -171,6 +185,20 @@ class SqliteStore:
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
+
+    def _migrate(self) -> None:
+        """Bring a store written by an earlier stormwatch to :data:`SCHEMA_VERSION` (module docstring)."""
+        columns = {str(row[1]) for row in self._conn.execute("PRAGMA table_info(readings)")}
+        if columns and "tip_size" not in columns:
+            try:
+                self._conn.execute("ALTER TABLE readings ADD COLUMN tip_size TEXT")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):
+                    raise
+                return  # another process migrated it a moment ago
+            log.warning("SQLite store %s: schema 1 -> 2, added readings.tip_size; its earlier rain readings carry no "
+                        "tip size and are read with the size the site file gives for their time (each reader says "
+                        "how many)", self.path)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -206,12 +234,13 @@ class SqliteStore:
         received = _us(self.clock.now())
         rows = [
             (r.site, r.device, r.quantity, r.value, r.unit, _us(r.time), format_time(r.time), r.gateway, r.boot,
-             r.seq, json.dumps(r.raw, separators=(",", ":")), json.dumps(list(r.flags)), int(late), received)
+             r.seq, json.dumps(r.raw, separators=(",", ":")), json.dumps(list(r.flags)), int(late), received,
+             r.tip_size)
             for r in readings
         ]
         return self._write(
             "INSERT OR IGNORE INTO readings (site, device, quantity, value, unit, time_us, time, gateway, boot, "
-            "seq, raw, flags, late, received_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "seq, raw, flags, late, received_at_us, tip_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 
@@ -340,7 +369,8 @@ class SqliteStore:
         out: dict[tuple[str, str], list[StoredRow]] = {}
         for device, quantity in series:
             rows: list[Any] = self._select(
-                "SELECT time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, gateway, boot, seq"
+                "SELECT time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, gateway, boot, seq,"
+                " COALESCE(tip_size, '')"
                 " FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
                 " ORDER BY time_us, gateway, boot, seq", [site, device, quantity, a, b])
             for i, row in enumerate(rows):
@@ -411,9 +441,10 @@ class SqliteStore:
         """See :meth:`stormwatch.stores.base.OverviewStore.summarize`: one statement, index seeks per series.
 
         Per series the count and first time come from the ``(site, device, quantity, time_us)``
-        index alone, the last reading from one seek, and a ``rain_tips`` total from the partial
-        index of readings with tips (``readings_tips``), so the cost grows with the number of
-        series and readings in the window, never with a table scan.
+        index alone, the last reading from one seek, and a ``rain_tips`` total per tip size from the
+        partial index of readings with tips (``readings_tips``; readings flagged
+        ``rain_beyond_envelope`` are not rain and not counted), so the cost grows with the number
+        of series and readings in the window, never with a table scan.
 
         Raises:
             StoreError: the query failed.
@@ -432,17 +463,23 @@ class SqliteStore:
             "  (SELECT r.id FROM readings r WHERE r.site = s.site AND r.device = s.device"
             "   AND r.quantity = s.quantity AND r.time_us >= ? AND r.time_us < ? ORDER BY r.time_us DESC, r.seq DESC"
             "   LIMIT 1) AS last_id,"
-            "  CASE WHEN s.quantity = 'rain_tips' THEN (SELECT TOTAL(r.value) FROM readings r"
-            "   WHERE r.site = s.site AND r.device = s.device AND r.quantity = 'rain_tips' AND r.value > 0"
-            "   AND r.time_us >= ? AND r.time_us < ?) END AS tips FROM s)"
+            "  CASE WHEN s.quantity = 'rain_tips' THEN (SELECT json_group_array(json_array(z, t)) FROM"
+            "   (SELECT COALESCE(r.tip_size, '') AS z, TOTAL(r.value) AS t FROM readings r"
+            "    WHERE r.site = s.site AND r.device = s.device AND r.quantity = 'rain_tips' AND r.value > 0"
+            "    AND r.time_us >= ? AND r.time_us < ? AND instr(r.flags, ?) = 0 GROUP BY z ORDER BY z)) END AS tips"
+            " FROM s)"
             " SELECT k.site, k.device, k.quantity, l.unit, k.n, k.tips, k.first_us, l.time_us, l.value, l.flags"
             " FROM k JOIN readings l ON l.id = k.last_id ORDER BY k.site, k.device, k.quantity",
-            [json.dumps([list(x) for x in series]), a, b, a, b, a, b, a, b])
-        return [SeriesSummary(site=s_, device=d, quantity=q, unit=u, count=int(n),
-                              total=None if tips is None else int(tips) if q == "rain_tips" else tips,
-                              first_time=from_ns(int(t0) * 1_000), last_time=from_ns(int(t1) * 1_000),
-                              last_value=value, last_flags=tuple(json.loads(str(flags))))
-                for s_, d, q, u, n, tips, t0, t1, value, flags in rows]
+            [json.dumps([list(x) for x in series]), a, b, a, b, a, b, a, b, json.dumps(FLAG_BEYOND_ENVELOPE)])
+        out = []
+        for s_, d, q, u, n, tips, t0, t1, value, flags in rows:
+            by_size = tuple((str(z), int(t)) for z, t in json.loads(tips)) if tips is not None else ()
+            out.append(SeriesSummary(site=s_, device=d, quantity=q, unit=u, count=int(n),
+                                     total=sum(t for _, t in by_size) if q == "rain_tips" else None,
+                                     first_time=from_ns(int(t0) * 1_000), last_time=from_ns(int(t1) * 1_000),
+                                     last_value=value, last_flags=tuple(json.loads(str(flags))),
+                                     tips_by_size=by_size))
+        return out
 
     def query_tips(self, start: datetime, end: datetime, sites: Sequence[str] | None = None) -> list[Reading]:
         """See :meth:`stormwatch.stores.base.OverviewStore.query_tips`.

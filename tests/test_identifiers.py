@@ -94,7 +94,8 @@ def test_ids_outside_the_grammar_are_refused_at_config_load(key: str, bad: str, 
 
 
 def _wire(device: str, quantity: str, unit: str, value: int | float, seq: int) -> bytes:
-    return json.dumps({"site": SITE, "device": device, "quantity": quantity, "value": value, "unit": unit,
+    size = {"tip_size": "0.01 in"} if quantity == "rain_tips" else {}  # the gauge's profile: 0.01 in per tip
+    return json.dumps({"site": SITE, "device": device, "quantity": quantity, "value": value, "unit": unit, **size,
                        "time": (T0 + timedelta(minutes=seq)).isoformat(), "gateway": GATEWAY, "boot": "b-1",
                        "seq": seq, "raw": seq, "flags": []}, ensure_ascii=False).encode()
 

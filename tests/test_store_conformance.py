@@ -132,9 +132,9 @@ def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]
 
 
 def tip(seq: int, tips: int, at: timedelta, *, boot: str = "b1", site: str = "riverside",
-        flags: tuple[str, ...] = ()) -> Reading:
+        flags: tuple[str, ...] = (), tip_size: str | None = "0.01 in") -> Reading:
     return Reading(site=site, device="rain-1", quantity="rain_tips", value=tips, unit="{tip}", time=T0 + at,
-                   gateway="gw-1", boot=boot, seq=seq, raw=1000 + seq, flags=flags)
+                   gateway="gw-1", boot=boot, seq=seq, raw=1000 + seq, flags=flags, tip_size=tip_size)
 
 
 def turb(seq: int, value: float, at: timedelta, raw: Any = None, flags: tuple[str, ...] = ()) -> Reading:
@@ -196,7 +196,8 @@ def test_series_rows_are_the_readings_of_each_series(subject: Subject) -> None:
     # the window in the engine's order (time, gateway, boot, seq), the same values as query_readings;
     # the generic reader (any other store) gives the same rows from query_readings.
     readings = [
-        tip(1, 7, 0 * M, flags=("counter_catch_up",)), tip(3, 0, M), tip(2, 1, M, boot="b0"), tip(4, 2, 3 * M),
+        tip(1, 7, 0 * M, flags=("counter_catch_up",)), tip(3, 0, M, tip_size=None), tip(2, 1, M, boot="b0"),
+        tip(4, 2, 3 * M),
         turb(5, 1500.25, M + timedelta(microseconds=1), flags=("out_of_range", "spike")), turb(6, 3.5, 2 * M),
         tip(9, 4, M, site="other"),
     ]
@@ -204,11 +205,11 @@ def test_series_rows_are_the_readings_of_each_series(subject: Subject) -> None:
     series = [("rain-1", "rain_tips"), ("turb-down", "turbidity"), ("turb-up", "turbidity")]
     got = series_rows(subject.store, "riverside", series, T0, T0 + 3 * M)
     assert got == {
-        ("rain-1", "rain_tips"): [(us_of(T0), 7, "{tip}", "counter_catch_up", "gw-1", "b1", 1),
-                                  (us_of(T0 + M), 1, "{tip}", "", "gw-1", "b0", 2),
-                                  (us_of(T0 + M), 0, "{tip}", "", "gw-1", "b1", 3)],
-        ("turb-down", "turbidity"): [(us_of(T0 + M) + 1, 1500.25, "NTU", "out_of_range,spike", "gw-1", "b1", 5),
-                                     (us_of(T0 + 2 * M), 3.5, "NTU", "", "gw-1", "b1", 6)],
+        ("rain-1", "rain_tips"): [(us_of(T0), 7, "{tip}", "counter_catch_up", "gw-1", "b1", 1, "0.01 in"),
+                                  (us_of(T0 + M), 1, "{tip}", "", "gw-1", "b0", 2, "0.01 in"),
+                                  (us_of(T0 + M), 0, "{tip}", "", "gw-1", "b1", 3, "")],  # stored without a size
+        ("turb-down", "turbidity"): [(us_of(T0 + M) + 1, 1500.25, "NTU", "out_of_range,spike", "gw-1", "b1", 5, ""),
+                                     (us_of(T0 + 2 * M), 3.5, "NTU", "", "gw-1", "b1", 6, "")],
         ("turb-up", "turbidity"): [],
     }
     assert all(type(row[1]) is int for row in got[("rain-1", "rain_tips")])
@@ -419,7 +420,8 @@ def test_influx2_overview_flux_texts(recorder: tuple[str, list[tuple[str, str]]]
            'set: ["rain_tips", "turbidity"]))' in summary
     assert summary.splitlines()[1:] == [
         'data |> count(column: "value") |> yield(name: "count")',
-        'data |> filter(fn: (r) => r.quantity == "rain_tips") |> sum(column: "tips") |> yield(name: "tips")',
+        'data |> filter(fn: (r) => r.quantity == "rain_tips" and r.tips > 0 and r.flags !~ /rain_beyond_envelope/)'
+        ' |> group(columns: ["site", "device", "quantity", "tip_size"]) |> sum(column: "tips") |> yield(name: "tips")',
         'data |> min(column: "stormwatch_ns") |> yield(name: "first")',
         'data |> max(column: "stormwatch_ns") |> yield(name: "last")']
     assert tips.startswith(f'from(bucket: "b") |> {window} |> filter(fn: (r) => r._measurement == "readings" and '
