@@ -38,6 +38,7 @@ from stormwatch.importers.table import TableError
 from stormwatch.ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
 from stormwatch.stores.base import ReadingStore
+from stormwatch.tipsizes import TipSizes
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -153,18 +154,36 @@ def profile_units(profile: DeviceProfile) -> dict[str, str]:
     return units
 
 
-def _check_tips(profile: DeviceProfile, options: ImportOptions, device: str) -> None:
+def _check_tips(profile: DeviceProfile, options: ImportOptions, device: str, sizes: TipSizes | None) -> None:
     tips = options.tips
     if tips is None:
         return
-    if profile.counter is None:
+    if profile.counter is None or sizes is None:
         raise ImportFailed(f"device {device!r} (profile {profile.model}) is not a rain gauge: its profile has no "
                            "counter section with the tip size")
-    if profile.counter.tip_resolution != tips.resolution:
+    known = {sizes.current, *(size for _, size in sizes.earlier)}
+    if tips.resolution not in known:
+        earlier = (f", and earlier gauges of {', '.join(str(z) for _, z in sizes.earlier)} (replaced_gauges)"
+                   if sizes.earlier else "")
         raise ImportFailed(
-            f"device {device!r} counts tips of {profile.counter.resolution} (profile {profile.model}) but the "
-            f"file's tips are {tips.size} {tips.unit}: import them as a gauge whose profile has that tip size"
+            f"device {device!r} counts tips of {profile.counter.resolution} (profile {profile.model}){earlier} but "
+            f"the file's tips are {tips.size} {tips.unit}: import them as a gauge whose profile has that tip size, "
+            f"or record the gauge that counted them under the device's replaced_gauges"
         )
+
+
+def _check_periods(readings: list[Reading], sizes: TipSizes, path: Path) -> None:
+    """Every rain reading of the file falls in a period whose gauge has the file's tip size.
+
+    Raises:
+        ImportFailed: the first that does not (the file spans a gauge replacement: split it).
+    """
+    for r in readings:
+        if r.quantity == "rain_tips" and r.tip_size is not None and r.tip_size != sizes.text_at(r.time):
+            raise ImportFailed(
+                f"{path}: the row at {format_time(r.time)} has tips of {r.tip_size}, but the site file gives "
+                f"{sizes.device} tips of {sizes.text_at(r.time)} then ({sizes.source_at(r.time)}): a file spanning a "
+                "gauge replacement is imported in two parts, each with its own --tip-in/--tip-mm")
 
 
 def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLibrary, store: ReadingStore,
@@ -206,7 +225,8 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         profile = profiles.get(device.profile)
     except ProfileError as exc:
         raise ImportFailed(str(exc)) from exc
-    _check_tips(profile, options, device_id)
+    sizes = TipSizes.of(cfg, profiles, device_id) if profile.counter is not None else None
+    _check_tips(profile, options, device_id, sizes)
     try:
         table = open_table(path, options)
         counter = None
@@ -215,6 +235,8 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         conv = build_readings(table, options, site, device_id, profile_units(profile), progress, counter)
     except TableError as exc:
         raise ImportFailed(str(exc)) from exc
+    if sizes is not None and sizes.replaced:
+        _check_periods(conv.readings, sizes, path)
     conv.readings = flag_readings(conv.readings, profile)
     if silence == "dry":
         if options.tips is None:

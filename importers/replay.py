@@ -153,7 +153,8 @@ def dry_poll_interval(dry_gap: timedelta) -> timedelta:
 
 
 def dry_polls(readings: Sequence[Reading], every: timedelta, boot: str = DRY_BOOT) -> list[Reading]:
-    """Zero-tip readings every ``every`` between consecutive readings (none after the last one).
+    """Zero-tip readings every ``every`` between consecutive readings (none after the last one), of
+    the tip size of the reading before them.
 
     They say "the event log recorded no tip here"; the replay keeps them in its temporary store,
     ``stormwatch import --silence dry`` stores them (``boot`` tells them apart from the file's rows).
@@ -164,7 +165,7 @@ def dry_polls(readings: Sequence[Reading], every: timedelta, boot: str = DRY_BOO
         while when < b.time:
             out.append(Reading(site=a.site, device=a.device, quantity="rain_tips", value=0, unit=TIP_UNIT,
                                time=when, gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when),
-                               raw="no row in the event log"))
+                               raw="no row in the event log", tip_size=a.tip_size))
             when += every
     return out
 

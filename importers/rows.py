@@ -11,7 +11,10 @@ timestamp are summed into ONE ``rain_tips`` reading (the Tharandt Davis file has
 one minute: all are kept, as a count). A depth cell is converted to tips exactly (``0.2`` mm at
 0.2 mm per tip = 1 tip; ``0`` = no tip, a dry/start-marker row stored as a 0 count). A timestamp
 whose tips are more rain than physically possible since the previous rain row (the world-record
-envelope, docs/reference/rain-records.md) is rejected ``beyond_envelope`` (its rows).
+envelope, docs/reference/rain-records.md) is rejected ``beyond_envelope`` (its rows); one at or above
+the review line (extreme but possible, :func:`stormwatch.physics.review_mm`; failure-kinds.md #24)
+is kept and flagged ``rain_extreme_rate``. Every rain reading carries the file's tip size
+(``--tip-in``/``--tip-mm``) as its ``tip_size``.
 
 Running totals (``--tips-per-row cumulative`` / ``cumulative-count``): each row's total (exact
 tips) goes through the gateway's own counter function, :func:`stormwatch.gateway.counter.count_tips`
@@ -47,7 +50,7 @@ from stormwatch.importers.cells import CellError, convert, normalise_unit, parse
 from stormwatch.importers.identity import IMPORT_GATEWAY, import_boot, import_seq
 from stormwatch.importers.options import CUMULATIVE, ImportOptions, TipSpec, TipsPerRow
 from stormwatch.importers.table import Table, TableError
-from stormwatch.physics import max_tips, negative_value
+from stormwatch.physics import FLAG_BEYOND_ENVELOPE, FLAG_EXTREME_RATE, max_tips, negative_value, rain_verdict
 
 #: ``progress(done_rows, total_rows)``.
 Progress = Callable[[int, int], None]
@@ -342,22 +345,24 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
     if options.tips is not None:
         assert counter is not None
         boot = import_boot(site, device, "rain_tips", TIP_UNIT)
+        tip_size = str(counter.tip_resolution)
 
         def rain_reading(when: datetime, tips: int, raw: str, flags: tuple[str, ...] = ()) -> None:
             out.readings.append(Reading(
                 site=site, device=device, quantity="rain_tips", value=tips, unit=TIP_UNIT, time=when,
-                gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=raw, flags=flags,
+                gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=raw, flags=flags, tip_size=tip_size,
             ))
             out.tips += tips
 
         if cumulative:
             _count_totals(totals, counter, rain_reading, reject)
         else:
-            _check_envelope(rain_tips, rain_lines, counter, reject)
+            extreme = _check_envelope(rain_tips, rain_lines, counter, reject)
             for when in sorted(rain_tips):
                 cells = rain[when]
                 raw = "+".join(cells)
-                rain_reading(when, rain_tips[when], raw if len(raw) <= _RAW_MAX else f"{len(cells)} rows")
+                rain_reading(when, rain_tips[when], raw if len(raw) <= _RAW_MAX else f"{len(cells)} rows",
+                             (FLAG_EXTREME_RATE,) if when in extreme else ())
     return out
 
 
@@ -378,19 +383,26 @@ def _count_totals(totals: Mapping[datetime, tuple[int, str, int]], counter: Coun
 
 
 def _check_envelope(rain_tips: dict[datetime, int], rain_lines: Mapping[datetime, list[int]], counter: CounterLike,
-                    reject: Callable[[int, str, str], None]) -> None:
+                    reject: Callable[[int, str, str], None]) -> set[datetime]:
     """Drop (and reject the rows of) each timestamp whose tips are more rain than physically possible
-    since the previous rain timestamp (the first one has no interval to judge)."""
+    since the previous rain timestamp (the first one has no interval to judge); returns the
+    timestamps whose tips are extreme but possible (at or above the review line)."""
     tip_mm = float(counter.tip_resolution.mm)
     previous: datetime | None = None
+    extreme: set[datetime] = set()
     for when in sorted(rain_tips):
         if previous is not None:
-            allowed = max_tips(tip_mm, (when - previous).total_seconds(), counter.max_intensity_mm_h)
+            seconds = (when - previous).total_seconds()
             tips = rain_tips[when]
-            if tips > allowed:
+            verdict = rain_verdict(tips, tip_mm, seconds, counter.max_intensity_mm_h)
+            if verdict == FLAG_BEYOND_ENVELOPE:
                 del rain_tips[when]
+                allowed = max_tips(tip_mm, seconds, counter.max_intensity_mm_h)
                 for line in rain_lines[when]:
                     reject(line, "beyond_envelope", f"{tips} tips ({tips * tip_mm:g} mm) since the previous rain row "
                                                     f"at {previous.isoformat()}: more rain than physically possible "
                                                     f"(at most {allowed}; docs/reference/rain-records.md)")
+            elif verdict == FLAG_EXTREME_RATE:
+                extreme.add(when)
         previous = when
+    return extreme

@@ -5,16 +5,32 @@ with a short reason (failure-kinds.md; design-notes.md "Nothing lost, nothing in
 contract's own (``not_utf8``, ``bad_json``, ``schema``, :func:`stormwatch.contract.parse_readings`)
 and this module's checks against the configuration: ``bad_topic``, ``topic_mismatch``,
 ``unknown_site``, ``unknown_gateway``, ``unknown_device``, ``unknown_quantity``,
-``unit_mismatch``, ``impossible_value``, ``future_time``, ``implausible_time``. Readings entered by
+``unit_mismatch``, ``tip_size_mismatch``, ``impossible_value``, ``future_time``, ``implausible_time``.
+Readings entered by
 hand (gateway ``manual``, :data:`stormwatch.contract.MANUAL_QUANTITIES`) are checked against the
 site's discharge points and devices, the manual quantity's unit and range. Every reason and
 when it applies is in :data:`stormwatch.reasons.REASONS` (the one set; docs/ingest.md section 2).
 
-Rain rates are judged where the interval a count covers is known: the gateway's counter never
-publishes more tips than the world-record envelope allows since its last trusted sample
-(:func:`stormwatch.gateway.counter.count_tips`), importers reject such rows, and the storm rule
-refuses a count beyond the envelope since the gauge's previous reading (a data gap, never rain;
-docs/reference/rain-records.md).
+Tip sizes (issue 11 item 3; docs/ingest.md, "Tip sizes and rain rates"): stored rain describes
+itself. A rain reading names the size of its tips (``tip_size``); it must be the size the site file gives the
+device at the reading's time (its profile's ``counter.resolution``, or a ``replaced_gauges`` entry,
+:class:`stormwatch.tipsizes.TipSizes`). Another size is refused as ``tip_size_mismatch``: the
+gateway and this site file disagree about the gauge, and storing either size would make one of them
+silently wrong; the dead letter keeps the payload (fix the site file -- record the replacement -- or
+the gateway's, and re-send). A rain reading that names no size (a gateway of an earlier stormwatch,
+or readings waiting in its outbox since before an upgrade) is stored with the site file's size for
+its time, and a WARNING says so once per device (:attr:`Validator.stamped` counts them).
+
+Rain rates (docs/reference/rain-records.md): the gateway's counter never publishes more tips than
+the world-record envelope allows since its last trusted sample
+(:func:`stormwatch.gateway.counter.count_tips`) and importers reject such rows; whatever else
+publishes tips (another producer, a fleet simulator) is judged here too, against the previous rain
+reading of the device this validator accepted (the same interval the storm rule judges): tips
+beyond the envelope are stored flagged ``rain_beyond_envelope`` -- kept, never counted as rain by any
+consumer (the storm rule makes the interval a data gap; the desk's and the dashboards' totals leave
+them out) -- and tips at or above the review line flagged ``rain_extreme_rate`` (extreme but
+possible, counted, a storm it shapes ``needs_verification``). A device's first rain reading after
+ingest starts has no previous reading here and is not judged (the storm rule still judges it).
 
 Duplicates (an identity ``(gateway, boot, seq)`` already stored, remembered in a bounded LRU) are
 returned apart in ``duplicates``; the consumer dead-letters them with reason ``duplicate`` (so a
@@ -36,6 +52,8 @@ historical files (``stormwatch import``) pass ``max_age_s=None``: old data is th
 
 from __future__ import annotations
 
+import bisect
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -45,10 +63,21 @@ from datetime import datetime, timedelta
 from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
-from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES, PayloadError, Reading, dump_readings, parse_readings
-from stormwatch.physics import negative_value
+from stormwatch.contract import (
+    MANUAL_GATEWAY,
+    MANUAL_QUANTITIES,
+    RAIN_TIPS,
+    PayloadError,
+    Reading,
+    dump_readings,
+    parse_readings,
+)
+from stormwatch.physics import negative_value, rain_verdict
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import DeadLetter
+from stormwatch.tipsizes import TipSizes
+
+log = logging.getLogger(__name__)
 
 #: Quantities a gateway derives from a level sensor (profile with a ``level`` section) in addition
 #: to the profile's own points: height of water / sediment above the basin floor, in metres
@@ -58,6 +87,13 @@ LEVEL_QUANTITIES: Mapping[str, str] = {"stage": "m", "sediment_depth": "m"}
 #: Oldest event time accepted, in seconds behind the clock (90 days): 3 × the gateway outbox's
 #: default age limit (30 days), so a long outage's replay is accepted and a 1970 stamp is not.
 DEFAULT_MAX_AGE_S = 90 * 86400.0
+
+#: Event times of rain readings remembered per device to judge the next one's rate (a day of
+#: 1-minute polls, and a late reading a day behind still finds its predecessor).
+RAIN_TIMES_KEPT = 1440
+#: The counter flag of a sample awaiting confirmation: rain at its time unknown, not coverage
+#: (:data:`stormwatch.gateway.counter.FLAG_SUSPECT`; the storm rule skips such readings too).
+_SUSPECT = "counter_suspect"
 
 
 @dataclass
@@ -119,6 +155,13 @@ class Validator:
         self.profiles = profiles
         # (site, device) -> quantity -> unit, resolved once (fails fast on a bad profile).
         self._units: dict[tuple[str, str], dict[str, str]] = self._units_of(self.sites)
+        # (site, device) -> the tip sizes of a tip-counting device
+        self._sizes: dict[tuple[str, str], TipSizes] = self._sizes_of(self.sites)
+        # (site, device) -> sorted event times of its latest rain readings (rate judgement)
+        self._rain_times: dict[tuple[str, str], list[datetime]] = {}
+        self._rain_lock = threading.Lock()
+        #: rain readings stored with the site file's tip size because they named none, per (site, device)
+        self.stamped: dict[tuple[str, str], int] = {}
 
     def _units_of(self, sites: Mapping[str, SiteConfig]) -> dict[tuple[str, str], dict[str, str]]:
         units_by_device: dict[tuple[str, str], dict[str, str]] = {}
@@ -131,6 +174,15 @@ class Validator:
                 units_by_device[(site_id, dev.id)] = units
         return units_by_device
 
+    def _sizes_of(self, sites: Mapping[str, SiteConfig]) -> dict[tuple[str, str], TipSizes]:
+        out: dict[tuple[str, str], TipSizes] = {}
+        for site_id, cfg in sites.items():
+            for dev in cfg.devices:
+                sizes = TipSizes.of(cfg, self.profiles, dev.id)
+                if sizes is not None:
+                    out[(site_id, dev.id)] = sizes
+        return out
+
     def set_sites(self, sites: Mapping[str, SiteConfig]) -> None:
         """Validate against ``sites`` from now on (``--sites DIR``: a site file added, changed or removed).
 
@@ -140,7 +192,9 @@ class Validator:
             ProfileError: a device's profile cannot be loaded (nothing is changed then).
         """
         units = self._units_of(sites)
+        sizes = self._sizes_of(sites)
         self._units = units  # first: a reading of a site being added finds its devices once the site is there
+        self._sizes = sizes
         self.sites = dict(sites)
 
     @classmethod
@@ -195,7 +249,10 @@ class Validator:
             problem = self._check(reading, topic_site, topic_gateway, now)
             if problem is not None:
                 reject(problem[0], prefix + problem[1], body)
-            elif self._seen_again(reading.identity):
+                continue
+            if reading.quantity == RAIN_TIPS and reading.gateway != MANUAL_GATEWAY:
+                reading = self._describe(reading)
+            if self._seen_again(reading.identity):
                 result.duplicates.append(reading)
             elif retained or (self.late_after is not None and reading.time < now - self.late_after):
                 result.late.append(reading)
@@ -227,10 +284,52 @@ class Validator:
                                         f"(it produces: {sorted(units)})")
         if r.unit != expected:
             return ("unit_mismatch", f"{r.device} {r.quantity} unit {r.unit!r}, profile says {expected!r}")
+        if r.tip_size is not None:
+            sizes = self._sizes.get((r.site, r.device))
+            if sizes is not None and r.tip_size != sizes.text_at(r.time):
+                return ("tip_size_mismatch", f"{r.device}: the reading's tips are {r.tip_size}, but the site file "
+                                             f"gives the gauge {sizes.text_at(r.time)} at {r.time.isoformat()} "
+                                             f"({sizes.source_at(r.time)}); record a gauge replacement under the "
+                                             "device's replaced_gauges, or correct the profile (docs/ingest.md)")
         impossible = negative_value(r.quantity, r.value)
         if impossible is not None:
             return ("impossible_value", f"{r.device}: {impossible}")
         return self._check_time(r, now)
+
+    def _describe(self, r: Reading) -> Reading:
+        """A valid rain reading as it is stored: with the site file's tip size when it names none
+        (logged once per device), and flagged ``rain_beyond_envelope`` / ``rain_extreme_rate`` when its
+        tips are that much rain since the device's previous rain reading (module docstring)."""
+        key = (r.site, r.device)
+        sizes = self._sizes.get(key)
+        if sizes is None:
+            return r
+        update: dict[str, object] = {}
+        size = sizes.at(r.time)
+        if r.tip_size is None:
+            update["tip_size"] = str(size)
+            n = self.stamped.get(key, 0)
+            if n == 0:
+                log.warning("%s/%s: rain readings without a tip size (gateway %s of an earlier stormwatch, or its "
+                            "outbox from before an upgrade) are stored with the site file's %s (%s)", r.site,
+                            r.device, r.gateway, size, sizes.source_at(r.time))
+            self.stamped[key] = n + 1
+        if _SUSPECT not in r.flags:
+            with self._rain_lock:
+                times = self._rain_times.setdefault(key, [])
+                i = bisect.bisect_left(times, r.time)
+                previous = times[i - 1] if i else None
+                if i == len(times) or times[i] != r.time:
+                    times.insert(i, r.time)
+                    if len(times) > RAIN_TIMES_KEPT:
+                        del times[0]
+            if previous is not None and isinstance(r.value, int):
+                verdict = rain_verdict(r.value, float(size.mm), (r.time - previous).total_seconds())
+                if verdict is not None and verdict not in r.flags:
+                    log.warning("%s/%s: %d tips at %s since the previous rain reading at %s: flagged %s", r.site,
+                                r.device, r.value, r.time.isoformat(), previous.isoformat(), verdict)
+                    update["flags"] = (*r.flags, verdict)
+        return r.model_copy(update=update) if update else r
 
     def _check_manual(self, r: Reading, cfg: SiteConfig) -> tuple[str, str] | None:
         """A reading entered by hand: at one of the site's discharge points or devices, of a manual

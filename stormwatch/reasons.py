@@ -40,6 +40,8 @@ REASONS: Mapping[str, str] = MappingProxyType({
     "unknown_device": "the device is not in the site configuration",
     "unknown_quantity": "the device's profile does not produce that quantity",
     "unit_mismatch": "the unit differs from the profile's unit for that quantity (NTU vs FNU)",
+    "tip_size_mismatch": "a rain reading's tip size differs from the size the site file gives the gauge at "
+                         "its time (its profile, or a replaced_gauges entry)",
     "impossible_value": "a value physics forbids: a negative tip count, turbidity, distance or water/sediment "
                         "depth (stormwatch.physics.NON_NEGATIVE)",
     "future_time": "the event time is more than max_future_s ahead of the clock (gateway clock skew)",

@@ -43,8 +43,11 @@ def wire(seq: int, value: object = 12.5, **kw: object) -> bytes:
     return json.dumps(body).encode()
 
 
-def tip_wire(seq: int, tips: int) -> bytes:
-    return wire(seq, tips, device="rain-1", quantity="rain_tips", unit="{tip}", raw=1000 + seq)
+def tip_wire(seq: int, tips: int, tip_size: str | None = "0.01 in") -> bytes:
+    """A rain reading as the gateway sends it: the example site's gauge tips at 0.01 in (``tip_size``
+    ``None``: a gateway of an earlier stormwatch, which did not say)."""
+    extra = {} if tip_size is None else {"tip_size": tip_size}
+    return wire(seq, tips, device="rain-1", quantity="rain_tips", unit="{tip}", raw=1000 + seq, **extra)
 
 
 class Publisher:
