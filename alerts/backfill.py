@@ -55,6 +55,11 @@ def _cut(value: Fraction, places: int) -> str:
     return str(scaled.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN))
 
 
+def inches_cut(depth_in: Fraction) -> str:
+    """``"0.504 in"``: an exact depth in inches with 3 decimals, cut (never rounded up to a threshold)."""
+    return f"{_cut(depth_in, 3)} in"
+
+
 def depth_text(tips: int, resolution: str) -> str:
     """``"63 tips = 12.6 mm (0.496 in)"`` (mm gauge) or ``"63 tips = 0.63 in"`` (inch gauge).
 
@@ -119,9 +124,19 @@ class Evaluation:
         """``tips`` of this site's gauge for a person (:func:`depth_text`; tips only if unknown)."""
         return depth_text(tips, self.resolution) if self.resolution else f"{tips} tips"
 
+    def storm_depth(self, storm: StormSummary) -> str:
+        """A storm's depth for a person: :func:`depth_text` of its one tip size, or -- across a gauge
+        replacement -- each size's tips and the exact sum in inches, cut to 3 decimals."""
+        if len(storm.sizes) == 1:
+            return depth_text(storm.tips, storm.sizes[0][0])
+        if not storm.sizes:
+            return self.depth(storm.tips)
+        total = sum((TipResolution.parse(size).depth_in(n) for size, n in storm.sizes), Fraction(0))
+        return " + ".join(f"{n} tips of {size}" for size, n in storm.sizes) + f" = {inches_cut(total)}"
+
     def in_progress_lines(self, tz: ZoneInfo, where: str = "the window") -> list[str]:
         """One line per storm still open at the end (``where``: "the window", "the file"), site-local times."""
-        return [f"storm in progress at the end of {where}: {self.depth(s.tips)} since {local_time(s.start, tz)}, "
+        return [f"storm in progress at the end of {where}: {self.storm_depth(s)} since {local_time(s.start, tz)}, "
                 f"last tip {local_time(s.last_tip, tz)}; "
                 + (("it qualified: its inspection was asked for when it did" if s.inspection_asked
                     else "it qualifies: an inspection is due once it ends") if s.qualified
@@ -161,7 +176,7 @@ class Evaluation:
             "readings": self.readings,
             "events": [e.to_wire() for e in self.events],
             "in_progress": [{"storm_start": format_time(s.start), "last_tip": format_time(s.last_tip), "tips": s.tips,
-                             "depth_in": s.depth_in, "depth": self.depth(s.tips), "qualified": s.qualified}
+                             "depth_in": s.depth_in, "depth": self.storm_depth(s), "qualified": s.qualified}
                              for s in self.in_progress],
             "data_gaps": [{"device": g.device, "start": format_time(g.start),
                            "end": format_time(g.end) if g.end else format_time(self.end)} for g in self.gaps],
@@ -254,9 +269,15 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
         on_rows: called with the stored rows of each chunk as read, by series (e.g. to count them):
             every row, those the engine refuses included.
 
+    Tip sizes: the stored rain readings' own sizes are used (each storm's depth is theirs); a stored
+    reading whose size is not the one the site file gives for its time stops the evaluation
+    (:class:`stormwatch.tipsizes.TipSizeMismatch`, naming both); readings stored without a size (an
+    earlier stormwatch) are read with the site file's, and a WARNING says how many and which size.
+
     Raises:
         ValueError: ``end`` not after ``start``.
         stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: the site cannot be evaluated.
+        stormwatch.tipsizes.TipSizeMismatch: stored rain of another tip size than the site file's.
         stormwatch.stores.base.StoreError: the store cannot be read.
     """
     if end <= start:
@@ -309,7 +330,14 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
                     out += rule.on_watermark(w)
                 found_events.append(out)
             events += map(engine.stamp, heapq.merge(*found_events, key=lambda e: e.event_time))
+            storm = engine.storm
+            if storm is not None and storm.mismatch is not None:
+                raise storm.mismatch  # the site file and the stored rain disagree on the tip size
         t = upto
+    storm = engine.storm
+    note = storm.assumed_note() if storm is not None else None
+    if note is not None:
+        log.warning("%s: %s", site, note)
     log.info("%s: %d stored readings evaluated, %d events", site, count, len(events))
     return Evaluation(site, start, end, count, events, engine.in_progress(),
                       _gaps(engine, start, end), has_gauge=engine.storm is not None,

@@ -127,18 +127,20 @@ class _Held(NamedTuple):
     boot: str
     seq: int
     flags: tuple[str, ...]
+    tip_size: str | None = None
 
     @classmethod
     def of(cls, r: Reading) -> _Held:
         intern = sys.intern
         return cls(r.time, intern(r.site), intern(r.device), intern(r.quantity), r.value, intern(r.unit),
-                   intern(r.gateway), intern(r.boot), r.seq, r.flags)
+                   intern(r.gateway), intern(r.boot), r.seq, r.flags,
+                   None if r.tip_size is None else intern(r.tip_size))
 
     def reading(self) -> Reading:
         """The reading again (validated when it first came; ``raw`` is not kept: no rule reads it)."""
         return Reading.model_construct(site=self.site, device=self.device, quantity=self.quantity, value=self.value,
                                        unit=self.unit, time=self.time, gateway=self.gateway, boot=self.boot,
-                                       seq=self.seq, raw=None, flags=self.flags)
+                                       seq=self.seq, raw=None, flags=self.flags, tip_size=self.tip_size)
 
 
 def _immutable(value: object) -> bool:

@@ -57,7 +57,8 @@ def day_readings(cfg_ids: dict[str, str], day: int, seq0: int) -> list[Reading]:
             seq += 1
             out.append(Reading.model_construct(site=cfg_ids["site"], device=device, quantity=quantity, value=value,
                                                unit=unit, time=t, gateway=cfg_ids["gateway"], boot="bench",
-                                               seq=seq, raw=None, flags=()))
+                                               seq=seq, raw=None, flags=(),
+                                               tip_size="0.01 in" if quantity == "rain_tips" else None))
     return out
 
 

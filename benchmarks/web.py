@@ -77,7 +77,7 @@ def generate(root: Path, n_sites: int, poll_s: int, store_url: str) -> tuple[Pat
                 seq += 1
                 batch.append(Reading.model_construct(site=sid, device=device, quantity=quantity, value=value,
                                                      unit=unit, time=t, gateway=gw, boot="b", seq=seq, raw=None,
-                                                     flags=()))
+                                                     flags=(), tip_size="0.01 in" if quantity == "rain_tips" else None))
         total += store.write_readings(batch)
         events = []
         if storming:

@@ -5,8 +5,9 @@ Constants and their sources:
 * 0.5 in storm threshold -- R1 of the rule packs (``alerts/packs/*.yaml``, ``threshold_in``);
   read from the pack at build time, not copied.
 * 50 % lost capacity -- R3 ``cleanout_fraction`` of the pack, likewise.
-* Tip sizes -- the ``counter.resolution`` of every gauge profile in ``device_profiles/``
-  (0.01 in, 0.2 mm = 0.2 / 25.4 in), converted by :class:`stormwatch.rain.TipResolution`.
+* Rain depth -- never a tip size chosen in the dashboard: every rain reading carries its own
+  (``tip_size``), and ingest writes its depth in inches as the field ``depth_in``
+  (docs/influxdb-schema.md), so a gauge replaced within the time range is summed right.
 * The site's time zone -- ``site.timezone`` of its site file, which ingest records in the
   ``sites`` measurement (tag ``timezone``); ``$tz`` follows ``$site`` (:func:`tz_variable`).
 * The QC filter -- the rules never put a reading that carries a quality flag into a median or a
@@ -18,29 +19,14 @@ Constants and their sources:
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.models import dashboard as model
 
 from stormwatch.alerts.packs import load_pack
 from stormwatch.dashboards.influxql import DATASOURCE, InfluxAnnotation
-from stormwatch.profiles import ProfileLibrary
 
 #: Rule pack whose thresholds the dashboards draw (the example site's jurisdiction).
 DEFAULT_PACK = "ch133"
-
-
-
-def tip_sizes(profiles: ProfileLibrary | None = None) -> list[tuple[str, Fraction]]:
-    """``(resolution text, inches per tip)`` of every gauge profile, largest first, no duplicates."""
-    library = profiles or ProfileLibrary()
-    sizes: dict[str, Fraction] = {}
-    for name in library.names():
-        counter = library.get(name).counter
-        if counter is not None:
-            sizes[counter.resolution] = counter.tip_resolution.inches
-    return sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))
 
 #: InfluxQL condition selecting readings without any QC flag (ingest writes ``flags`` on every
 #: reading, ``""`` when clean: docs/influxdb-schema.md) -- the rules' filter (module docstring).
@@ -85,11 +71,6 @@ def custom_variable(name: str, label: str, options: list[tuple[str, str]]) -> da
         .current(model.VariableOption(selected=True, text=text, value=value))
         .options([model.VariableOption(selected=i == 0, text=t, value=v) for i, (t, v) in enumerate(options)])
     )
-
-
-def tip_variable() -> dash.CustomVariable:
-    """``$tip_in``: inches per tip of the site's gauge."""
-    return custom_variable("tip_in", "gauge (in per tip)", [(label, repr(float(size))) for label, size in tip_sizes()])
 
 
 def tz_variable() -> dash.QueryVariable:

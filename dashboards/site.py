@@ -2,7 +2,11 @@
 
 Panels (all InfluxQL on the schema of ``docs/influxdb-schema.md``):
 
-* Rain intensity (in/h): tips per ``$__interval`` × inches per tip × 3,600,000 / ``$__interval_ms``.
+* Rain intensity (in/h): depth per ``$__interval`` × 3,600,000 / ``$__interval_ms``. Depth is the
+  ``depth_in`` field ingest writes on every rain reading: its tips × its own tip size (stored rain
+  describes itself; a gauge replaced mid-range adds both sizes right), never a size picked in the
+  dashboard; readings flagged ``rain_beyond_envelope`` (physically impossible) are left out, as R1
+  leaves them out (:data:`RAIN_NOT_IMPOSSIBLE`).
 * Cumulative rainfall (in) over the time range, with the pack's storm threshold (0.5 in, R1) as a line.
 * Daily rainfall (in) by *local* day: ``GROUP BY time(1d) tz('$tz')``, ``$tz`` being the selected
   site's own zone (from its site file, recorded by ingest).
@@ -40,10 +44,10 @@ from stormwatch.dashboards.common import (
     pushed_annotations,
     tag_variable,
     thresholds,
-    tip_variable,
     tz_variable,
 )
 from stormwatch.dashboards.influxql import DATASOURCE, InfluxQL
+from stormwatch.physics import FLAG_BEYOND_ENVELOPE
 
 #: The panel builders a site dashboard row holds (each a ``Builder[dashboard.Panel]`` with ``datasource``).
 PanelBuilder = timeseries.Panel | barchart.Panel | table.Panel
@@ -55,18 +59,22 @@ UID = "stormwatch-site"
 OVER_BACKGROUND_NTU = 5.0
 INCREASE_FACTOR = 1.1
 
-_RAIN = """"site" = '$site' AND "quantity" = 'rain_tips' AND $timeFilter"""
+#: InfluxQL condition leaving out rain readings physics rules out (stored flagged, never rain: R1 counts
+#: 0 tips for them and makes their interval a data gap; docs/ingest.md).
+RAIN_NOT_IMPOSSIBLE = f'"flags" !~ /{FLAG_BEYOND_ENVELOPE}/'
+
+_RAIN = f""""site" = '$site' AND "quantity" = 'rain_tips' AND {RAIN_NOT_IMPOSSIBLE} AND $timeFilter"""
 
 RAIN_INTENSITY = (
-    'SELECT SUM("tips") * $tip_in * 3600000 / $__interval_ms AS "intensity_in_h" FROM "readings" '
+    'SELECT SUM("depth_in") * 3600000 / $__interval_ms AS "intensity_in_h" FROM "readings" '
     f"WHERE {_RAIN} GROUP BY time($__interval) fill(none)"
 )
 CUMULATIVE_DEPTH = (
-    'SELECT CUMULATIVE_SUM(SUM("tips")) * $tip_in AS "depth_in" FROM "readings" '
+    'SELECT CUMULATIVE_SUM(SUM("depth_in")) AS "depth_in" FROM "readings" '
     f"WHERE {_RAIN} GROUP BY time($__interval) fill(none)"
 )
 DAILY_DEPTH = (
-    'SELECT SUM("tips") * $tip_in AS "depth_in" FROM "readings" '
+    'SELECT SUM("depth_in") AS "depth_in" FROM "readings" '
     f"WHERE {_RAIN} GROUP BY time(1d) fill(none) tz('$tz')"
 )
 
@@ -105,7 +113,8 @@ WORK_ORDERS = (
 def _rain_panels(storm_in: float) -> list[PanelBuilder]:
     intensity = (
         timeseries.Panel().title("Rain intensity (in/h)")
-        .description("Tips per interval × inches per tip, scaled to an hour. A missing poll is a gap, not zero.")
+        .description("Rain depth per interval (each reading's tips × its own tip size), scaled to an hour; "
+                     "counts physics rules out are left out. A missing poll is a gap, not zero.")
         .with_target(InfluxQL(RAIN_INTENSITY)).unit("in/h").draw_style(common.GraphDrawStyle.BARS)
         .fill_opacity(60).height(8).span(12)
     )
@@ -207,7 +216,6 @@ def build(pack: str = DEFAULT_PACK, mount_ft: float = 8.0) -> dash.Dashboard:
                                     "\"device\" WHERE \"site\" = '$site' AND \"quantity\" = 'turbidity'"))
         .with_variable(tag_variable("downstream", "downstream probe", 'SHOW TAG VALUES FROM "readings" WITH KEY = '
                                     "\"device\" WHERE \"site\" = '$site' AND \"quantity\" = 'turbidity'"))
-        .with_variable(tip_variable())
         .with_variable(tz_variable())
         .with_variable(custom_variable("mount_ft", "sensor mount height (ft)", [(repr(mount_ft), repr(mount_ft))]))
         .annotation(events_annotation())

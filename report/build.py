@@ -27,10 +27,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
-from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate
+from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate, inches_cut
 from stormwatch.alerts.packs import load_site_pack
 from stormwatch.alerts.rules.basin import BasinDetails
 from stormwatch.alerts.rules.storm import GapDetails, StormDetails
@@ -85,16 +86,17 @@ class _Window(NamedTuple):
 class Collector:
     """The :class:`~stormwatch.alerts.rules.RuleTrace` of a report's evaluation (see the module)."""
 
-    rain: list[tuple[datetime, int]] = field(default_factory=list)
-    storms: list[tuple[datetime, datetime, int, bool, bool]] = field(default_factory=list)
+    rain: list[tuple[datetime, int, Fraction]] = field(default_factory=list)  # (time, tips, inches)
+    storms: list[tuple[datetime, datetime, int, bool, bool, Fraction]] = field(default_factory=list)
     windows: list[_Window] = field(default_factory=list)
     basin: list[tuple[datetime, float, float]] = field(default_factory=list)
 
-    def rain_counted(self, t: datetime, tips: int) -> None:
-        self.rain.append((t, tips))
+    def rain_counted(self, t: datetime, tips: int, depth_in: Fraction) -> None:
+        self.rain.append((t, tips, depth_in))
 
-    def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool) -> None:
-        self.storms.append((start, last_tip, tips, qualified, confirmed))
+    def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool,
+                    depth_in: Fraction) -> None:
+        self.storms.append((start, last_tip, tips, qualified, confirmed, depth_in))
 
     def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,
                          downstream: float | None, allowed: float | None) -> None:
@@ -327,12 +329,14 @@ def _find(by_id: dict[str, WorkOrder], site: str, rule: str, occurrence: str) ->
 def _storms(cfg: SiteConfig, ev: Evaluation, c: Collector, events: dict[tuple[str, str], Event],
             by_id: dict[str, WorkOrder], sources: Sources, start: datetime, end: datetime) -> list[StormRow]:
     resolution = ev.resolution
-    found: list[tuple[datetime, datetime, int, bool, str]] = [
-        (s, last, tips, q, "confirmed" if confirmed else "not confirmed (gauge silent after the last tip)")
-        for s, last, tips, q, confirmed in c.storms]
-    found += [(s.start, s.last_tip, s.tips, s.qualified, "in progress at the end of the data") for s in ev.in_progress]
+    found: list[tuple[datetime, datetime, int, bool, str, Fraction]] = [
+        (s, last, tips, q, "confirmed" if confirmed else "not confirmed (gauge silent after the last tip)", depth)
+        for s, last, tips, q, confirmed, depth in c.storms]
+    found += [(s.start, s.last_tip, s.tips, s.qualified, "in progress at the end of the data",
+               sum((TipResolution.parse(z).depth_in(n) for z, n in s.sizes), Fraction(0)))
+              for s in ev.in_progress]
     rows = []
-    for s, last, tips, qualified, ended in sorted(found):
+    for s, last, tips, qualified, ended, gauge_in in sorted(found):
         if last < start or s >= end:
             continue
         occurrence = f"storm:{format_time(s)}"
@@ -350,8 +354,8 @@ def _storms(cfg: SiteConfig, ev: Evaluation, c: Collector, events: dict[tuple[st
         if flagged:
             notes.append(f"needs verification: gauge readings flagged {', '.join(flagged)}")
         station = _station_part(ev.events, occurrence)
-        depth = depth_text(tips, resolution) if resolution else f"{tips} tips"
-        depth_in = float(ev_depth_in(tips, resolution))
+        depth = rain_text(tips, gauge_in, resolution)
+        depth_in = float(gauge_in)
         if station is not None:
             depth += f" + {inches(station.station_depth_in or 0.0)} from {station.source}"
             depth_in += station.station_depth_in or 0.0
@@ -380,6 +384,15 @@ def _station_part(events: Sequence[Event], occurrence: str) -> StormDetails | No
     return None
 
 
+def rain_text(tips: int, depth_in: Fraction, resolution: str | None) -> str:
+    """Tips of the site's gauge and their depth for a person: :func:`depth_text` when they are all of
+    the gauge in service now (``resolution``), else -- rain counted by a replaced gauge too -- the
+    tips and the exact depth in inches, cut to 3 decimals (never rounded up to a threshold)."""
+    if resolution and TipResolution.parse(resolution).depth_in(tips) == depth_in:
+        return depth_text(tips, resolution)
+    return f"{tips} tips = {inches_cut(depth_in)} (tips of more than one gauge, each at its own size)"
+
+
 def ev_depth_in(tips: int, resolution: str | None) -> float:
     """Depth in inches of ``tips`` at ``resolution`` (0 when the resolution is unknown)."""
     return float(TipResolution.parse(resolution).depth_in(tips)) if resolution else 0.0
@@ -396,12 +409,14 @@ def _days(ev: Evaluation, c: Collector, tz: ZoneInfo, start: datetime, end: date
         while i < len(rain) and rain[i][0] < lo:
             i += 1
         tips = 0
+        depth = Fraction(0)
         while i < len(rain) and rain[i][0] < hi:
             tips += rain[i][1]
+            depth += rain[i][2]
             i += 1
         unknown = sum((max(timedelta(0), min(b, hi) - max(a, lo)) for a, b in gaps), timedelta(0))
         out.append(DayTotal(lo.astimezone(tz).date(), (hi - lo).total_seconds() / 3600, tips,
-                            ev.depth(tips), ev_depth_in(tips, ev.resolution), unknown))
+                            rain_text(tips, depth, ev.resolution), float(depth), unknown))
     return out
 
 

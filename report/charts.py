@@ -96,20 +96,17 @@ def charts_of(report: Report, c: Collector, rain_unknown: Sequence[Interval]) ->
 
 
 def _rain(report: Report, c: Collector, unknown: Sequence[Interval]) -> Chart:
-    from stormwatch.rain import TipResolution
-
     assert report.resolution is not None
-    per_tip = float(TipResolution.parse(report.resolution).inches)
     fig, ax = _figure()
     if report.end - report.start <= timedelta(days=7):
         width, what = timedelta(hours=1), "hour"
-        buckets: dict[datetime, int] = {}
-        for t, tips in c.rain:
+        buckets: dict[datetime, float] = {}
+        for t, _tips, depth_in in c.rain:  # each reading's tips at its own tip size
             if report.start <= t < report.end:
                 h = t.replace(minute=0, second=0, microsecond=0)
-                buckets[h] = buckets.get(h, 0) + tips
+                buckets[h] = buckets.get(h, 0.0) + float(depth_in)
         xs = sorted(buckets)
-        ys = [buckets[x] * per_tip for x in xs]
+        ys = [buckets[x] for x in xs]
     else:
         width, what = timedelta(days=1), "local day"
         days = [d for d in report.days if d.tips]

@@ -23,6 +23,7 @@ silence after minute 3800 (nothing from it for the dry gap), end not confirmed.
 from __future__ import annotations
 
 from datetime import timedelta
+from fractions import Fraction
 from pathlib import Path
 
 from stormwatch.alerts.backfill import CHUNK, _gaps, evaluate
@@ -132,7 +133,8 @@ def test_rows_backfill_equals_the_engine_fed_reading_by_reading(tmp_path: Path) 
     assert ev.gaps == _gaps(engine, START, END)
 
     # by hand (module docstring)
-    storms = [(s - START, last - START, tips, q, confirmed) for s, last, tips, q, confirmed in new.storms]
+    storms = [(s - START, last - START, tips, q, confirmed) for s, last, tips, q, confirmed, _ in new.storms]
+    assert all(depth == Fraction(tips, 100) for _, _, tips, _, _, depth in new.storms)  # 0.01 in per tip
     assert storms[0] == (30 * MIN, 700 * MIN, 84, True, True)
     storm_c = next(s for s in storms if s[0] == 1400 * MIN)
     assert storm_c[1:] == (1498 * MIN, 50, True, True)

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from stormwatch.app.cli import app
 from stormwatch.dashboards.build import DASHBOARDS, JSON_DIR, build_all
-from stormwatch.dashboards.common import pack_thresholds, tip_sizes
+from stormwatch.dashboards.common import pack_thresholds
 from stormwatch.dashboards.influxql import InfluxQL
 
 
@@ -37,13 +37,17 @@ def test_influxql_target_json() -> None:
     assert q["query"] == 'SELECT 1 FROM "readings"'
 
 
-def test_thresholds_and_gauges_come_from_packs_and_profiles() -> None:
+def test_thresholds_come_from_packs_and_depths_from_the_readings() -> None:
     # ch133: "0.5 inches of precipitation" (§133-7A(2)); "reduced by 50%" (§133-7A(1)).
     assert pack_thresholds("ch133") == (0.5, 0.5)
-    sizes = dict(tip_sizes())
-    assert sizes["0.01 in"] * 100 == 1
-    assert sizes["0.2 mm"] * 127 == 1  # 0.2 mm / 25.4 mm per inch = 1/127 in
     board = json.loads((JSON_DIR / "stormwatch-site.json").read_text(encoding="utf-8"))
+    # Stored rain describes itself (issue 11 item 3): no tip size is chosen in the dashboard; the rain
+    # panels sum each reading's own depth and leave out what physics rules out.
+    assert "tip_in" not in [v["name"] for v in board["templating"]["list"]]
+    rain = [t["query"] for p in board["panels"] if "rain" in p.get("title", "").lower()
+            for t in p.get("targets", [])]
+    assert len(rain) == 3 and all('SUM("depth_in")' in q and '"flags" !~ /rain_beyond_envelope/' in q for q in rain)
+    assert not any('"tips"' in q or "$tip_in" in q for q in rain)
     cumulative = next(p for p in board["panels"] if p["title"] == "Cumulative rainfall (in)")
     assert cumulative["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.5
     lost = next(p for p in board["panels"] if p["title"] == "Basin lost capacity (%)")

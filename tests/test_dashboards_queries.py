@@ -6,8 +6,11 @@ tips), upstream/downstream turbidity with a one-hour hole in the downstream prob
 distance sensor, an hour in which every probe reading carries a QC flag (a -9999 error code,
 out-of-range values: the rules ignore them, so must the dashboard medians), hand-made ordinance
 events at two sites, and the two sites' records (time zones New York and Denver) as ingest writes
-them; ``$tz`` is resolved from them the way Grafana resolves the variable. Grafana's macros (``$timeFilter``,
-``$__interval``, ``$__interval_ms``) and the dashboard variables are expanded by
+them. Rain describes itself: every rain reading carries its tip size (``tip_size``, 0.01 in), the
+hilltop gauge was replaced by a 0.2 mm one halfway through its ten tips, and one impossible count
+(5,000 tips in a minute) is stored flagged ``rain_beyond_envelope`` as ingest stores it -- no rain
+panel may count it; ``$tz`` is resolved from them the way Grafana resolves the variable. Grafana's
+macros (``$timeFilter``, ``$__interval``, ``$__interval_ms``) and the dashboard variables are expanded by
 :func:`expand` the way Grafana does for InfluxQL, and every result is checked against values
 derived here by hand (the tip list, the Washington criterion of alerts/rules/criteria.py, the
 geometry of the sensor mount). A query in the JSON without a check below fails the test.
@@ -69,6 +72,12 @@ UP = {t: 8.0 if t < S + 3 * HOUR else 60.0 for t in FIVE_MIN}
 DOWN = {t: 10.0 if t < S + 3 * HOUR else 70.0 for t in FIVE_MIN if not GAP[0] <= t < GAP[1]}
 DIST = {t: 1828.8 if t < S + 3 * HOUR else 1524.0 for t in FIVE_MIN}  # 6 ft and 5 ft below an 8 ft mount
 OTHER_POLLS = [S + HOUR + timedelta(minutes=k) for k in range(10)]
+#: The hilltop gauge: 0.01 in per tip, replaced at 06:05Z by a 0.2 mm gauge (its last five tips).
+OTHER_SIZES = ["0.01 in"] * 5 + ["0.2 mm"] * 5
+OTHER_DEPTH_IN = 5 * 0.01 + 5 * 0.2 / 25.4  # 0.05 in + 1 mm = 0.0893700787... in
+#: A count physics rules out (5,000 tips of 0.01 in = 1,270 mm in one minute; the envelope allows 356
+#: tips), between two polls of the storm's tail, stored flagged as ingest flags it.
+IMPOSSIBLE = (S + 20 * HOUR + timedelta(seconds=30), 5000)
 # S+6h .. S+7h: every probe reading is flagged -- the upstream probe reports its -9999 error code
 # (device_error), the downstream one 4500 NTU above its range, the basin sensor 9000 mm out of range.
 FLAGGED_HOUR = [S + 6 * HOUR + timedelta(minutes=5 * k) for k in range(12)]
@@ -81,11 +90,15 @@ def _readings() -> list[Reading]:
     seq = iter(range(1_000_000))
 
     def r(device: str, quantity: str, unit: str, t: datetime, value: float | int, site: str = SITE,
-          flags: tuple[str, ...] = ()) -> Reading:
+          flags: tuple[str, ...] = (), tip_size: str | None = None) -> Reading:
+        if quantity == "rain_tips" and tip_size is None:
+            tip_size = "0.01 in"
         return Reading(site=site, device=device, quantity=quantity, value=value, unit=unit, time=t,
-                       gateway=GW if site == SITE else "gw-hill-1", boot="b1", seq=next(seq), flags=flags)
+                       gateway=GW if site == SITE else "gw-hill-1", boot="b1", seq=next(seq), flags=flags,
+                       tip_size=tip_size)
 
     out = [r("rain-1", "rain_tips", "{tip}", t, n) for t, n in POLLS]
+    out.append(r("rain-1", "rain_tips", "{tip}", IMPOSSIBLE[0], IMPOSSIBLE[1], flags=("rain_beyond_envelope",)))
     out += [r("turb-up", "turbidity", "NTU", t, v) for t, v in UP.items()]
     last_down = max(DOWN)
     out += [r("turb-down", "turbidity", "NTU", t, v, flags=("spike",) if t == last_down else ())
@@ -94,7 +107,8 @@ def _readings() -> list[Reading]:
     for device, (value, flag) in FLAGGED.items():
         quantity, unit = ("distance", "mm") if device == "basin-level" else ("turbidity", "NTU")
         out += [r(device, quantity, unit, t, value, flags=(flag,)) for t in FLAGGED_HOUR]
-    out += [r("rain-h", "rain_tips", "{tip}", t, 1, site=OTHER) for t in OTHER_POLLS]
+    out += [r("rain-h", "rain_tips", "{tip}", t, 1, site=OTHER, tip_size=z) for t, z in zip(OTHER_POLLS, OTHER_SIZES,
+                                                                                            strict=True)]
     return out
 
 
@@ -158,7 +172,7 @@ def expand(query: str, interval_s: int, variables: dict[str, str]) -> str:
     return re.sub(r"\$(\w+)", lambda m: values[m.group(1)], query)
 
 
-SITE_VARS = {"site": SITE, "upstream": "turb-up", "downstream": "turb-down", "tip_in": "0.01", "mount_ft": "8.0"}
+SITE_VARS = {"site": SITE, "upstream": "turb-up", "downstream": "turb-down", "mount_ft": "8.0"}
 PORTFOLIO_VARS = {"site": f"({OTHER}|{SITE})"}
 
 
@@ -267,7 +281,9 @@ def _daily(srv: servers.InfluxDB1, q: str) -> None:
     other = by_time(run(srv, q, 3600, {**SITE_VARS, "site": OTHER, "tz": zone_of(srv, OTHER)}), "depth_in")
     denver = _local_days([(t, 1) for t in OTHER_POLLS], ZONES[OTHER])
     assert list(denver) == [datetime(2026, 6, 1, 6, tzinfo=UTC)]
-    assert other == pytest.approx({day: n * 0.01 for day, n in denver.items()})
+    # ... and its gauge was replaced halfway: five tips of 0.01 in and five of 0.2 mm, each at its own size
+    assert other == pytest.approx({datetime(2026, 6, 1, 6, tzinfo=UTC): OTHER_DEPTH_IN}, abs=1e-12)
+    assert other[datetime(2026, 6, 1, 6, tzinfo=UTC)] != pytest.approx(10 * 0.01)  # not one size for all
 
 
 def _hourly_medians(values: dict[datetime, float]) -> dict[datetime, float]:
@@ -361,8 +377,8 @@ def _orders(srv: servers.InfluxDB1, q: str) -> None:
 @check(PF, "Sites: readings and last seen", "A")
 def _site_counts(srv: servers.InfluxDB1, q: str) -> None:
     got = {r["site"]: r["readings"] for r in run(srv, q, 3600, PORTFOLIO_VARS)}
-    assert got == {SITE: len(POLLS) + len(UP) + len(DOWN) + len(DIST) + len(FLAGGED) * len(FLAGGED_HOUR),
-                   OTHER: len(OTHER_POLLS)}
+    assert got == {SITE: len(POLLS) + 1 + len(UP) + len(DOWN) + len(DIST) + len(FLAGGED) * len(FLAGGED_HOUR),
+                   OTHER: len(OTHER_POLLS)}  # the impossible count is stored (kept, flagged): it is a reading
 
 
 @check(PF, "Sites: readings and last seen", "B")

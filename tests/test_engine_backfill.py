@@ -84,7 +84,7 @@ def test_evaluate_reproduces_live_events_and_prints_json(tmp_path: Path) -> None
                                    "--to", format_time(end), "--store", f"sqlite:///{tmp_path / 'store.db'}",
                                    "--json"])
     assert out.exit_code == 0, out.output
-    doc_out = json.loads(out.output)
+    doc_out = json.loads(out.stdout)  # stderr: the WARNING that these readings carry no tip size
     assert doc_out["readings"] == len(readings) and doc_out["qualifying_storms"] == 1
     assert {(e["kind"], e["occurrence"], e.get("due_at")) for e in doc_out["events"]} == {
         (k, o, format_time(d) if d else None) for k, o, d in keys(live_events)}

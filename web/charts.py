@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from fractions import Fraction
 from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
@@ -216,13 +217,13 @@ def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Se
 
 def rain_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> Markup:
     """Rain per interval (bars, inches) and cumulative depth (line, right axis); gauge gaps hatched."""
-    per_tip = float(site.resolution.depth_in(1)) if site.resolution is not None else 0.0
-    bars = [(t, n * per_tip) for t, n in s.rain_bins]
-    total = 0
+    # each bin's depth is its readings' tips x their own tip sizes (SiteSeries.rain_depth_bins)
+    bars = [(t, float(d)) for t, d in s.rain_depth_bins]
+    total = Fraction(0)
     cumulative: list[Point] = [(s.start, 0.0)]
-    for t, n in s.rain_bins:
-        total += n
-        cumulative.append((min(t + s.bin, s.end), total * per_tip))
+    for t, d in s.rain_depth_bins:
+        total += d
+        cumulative.append((min(t + s.bin, s.end), float(total)))
     minutes = int(s.bin.total_seconds() // 60)
     gauge = site.cfg.rain_gauge
     return chart(f"Rain per {minutes} min and cumulative depth", s.start, s.end, site.tz,

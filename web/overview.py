@@ -33,9 +33,11 @@ from stormwatch.alerts.workorders import WorkOrder
 from stormwatch.config import SiteConfig, load_site
 from stormwatch.contract import Event, Reading
 from stormwatch.display import local_time
+from stormwatch.physics import FLAG_BEYOND_ENVELOPE
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.rain import TipResolution
+from stormwatch.rain import TipResolution, tip_size_of
 from stormwatch.stores.base import OverviewStore, SeriesSummary
+from stormwatch.tipsizes import TipSizes
 
 #: A device is silent (its quantity unknown) once its last reading is this many poll intervals old
 #: (the storm rule's silence allowance, alerts/rules/storm.py).
@@ -64,6 +66,8 @@ class SiteModel:
         criterion: the pack's turbidity criterion (R2), if the site has a turbidity pair.
         basin: the R3 state used to turn level readings into sediment depth, if the site has a basin.
         basin_rule: the pack's basin rule (fractions).
+        sizes: the rain gauge's tip sizes over time (its profile and ``replaced_gauges``): only for rain
+            stored without a size -- every other reading's depth is its own tips × its own ``tip_size``.
     """
 
     cfg: SiteConfig
@@ -73,6 +77,7 @@ class SiteModel:
     criterion: Criterion | None
     basin: BasinRuleState | None
     basin_rule: BasinRule | None
+    sizes: TipSizes | None = None
 
     @property
     def id(self) -> str:
@@ -108,7 +113,27 @@ class SiteModel:
         return out
 
     def depth_in(self, tips: int) -> Fraction | None:
+        """``tips`` of the gauge in service now, in inches (``None``: no gauge)."""
         return None if self.resolution is None else self.resolution.depth_in(tips)
+
+    def size_of(self, tip_size: str | None, when: datetime) -> TipResolution | None:
+        """The size of a rain reading's tips: its own ``tip_size``, else (stored by an earlier
+        stormwatch) the site file's for ``when`` -- see :meth:`assumed_note`."""
+        if tip_size:
+            return tip_size_of(tip_size)
+        return self.sizes.at(when) if self.sizes is not None else self.resolution
+
+    def reading_depth_in(self, r: Reading) -> Fraction:
+        """A rain reading's depth: its tips × its own tip size (0 when the size cannot be known)."""
+        size = self.size_of(r.tip_size, r.time)
+        return size.depth_in(int(r.value)) if size is not None else Fraction(0)
+
+    def assumed_note(self, tips: int, when: datetime) -> str:
+        """The note shown with a depth that includes ``tips`` stored without a tip size (``""``: none)."""
+        if not tips:
+            return ""
+        size = self.size_of(None, when)
+        return f"; {tips} of them stored without a tip size, read as {size} (the site file's)"
 
 
 def site_model(cfg: SiteConfig, profiles: ProfileLibrary, source: str) -> SiteModel:
@@ -138,8 +163,9 @@ def site_model(cfg: SiteConfig, profiles: ProfileLibrary, source: str) -> SiteMo
             raise SiteSetupError(f"{source}: basin device {cfg.basin.device!r} is not a level sensor")
         basin = BasinRuleState(cfg.site.id, basin_rule[0], basin_rule[1], cfg.basin, level,
                                stage_storage_of(cfg.basin))
+    sizes = TipSizes.of(cfg, profiles, cfg.rain_gauge) if resolution is not None and cfg.rain_gauge else None
     return SiteModel(cfg=cfg, pack=pack, resolution=resolution, storm=storm[1] if storm else None,
-                     criterion=criterion, basin=basin, basin_rule=basin_rule[1] if basin_rule else None)
+                     criterion=criterion, basin=basin, basin_rule=basin_rule[1] if basin_rule else None, sizes=sizes)
 
 
 def load_sites(paths: Iterable[Path], profiles: ProfileLibrary) -> dict[str, SiteModel]:
@@ -246,20 +272,28 @@ def _rain_24h(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now
     s = series.get((gauge, "rain_tips"))
     if s is None:
         return Shown(UNKNOWN, "unknown", f"gauge {gauge}: no reading in the last 24 h")
+    # each size's tips at their own size (readings flagged rain_beyond_envelope are not rain: the
+    # store's total leaves them out); tips stored without a size at the site file's, said in the note
     tips = int(s.total or 0)
-    depth = inches(site.depth_in(tips))
+    depth_in = Fraction(0)
+    for size, n in s.tips_by_size:
+        per = site.size_of(size or None, s.last_time)
+        depth_in += per.depth_in(n) if per is not None else 0
+    unsized = sum(n for size, n in s.tips_by_size if not size)
+    depth = inches(depth_in if site.resolution is not None else None)
+    note = site.assumed_note(unsized, s.last_time)
     poll = site.poll(gauge)
     covered = s.count * poll
     missing = timedelta(hours=24) - covered
     silent = site.silent(gauge, s.last_time, now)
     if missing <= SILENCE_POLLS * poll and not silent:
-        return Shown(depth, "ok", f"{tips} tips")
+        return Shown(depth, "ok", f"{tips} tips{note}")
     hours = max(missing, now - s.last_time if silent else timedelta(0)) / timedelta(hours=1)
     why = f"gauge {gauge} silent since {local_time(s.last_time, site.tz)}" if silent else \
         f"about {hours:.1f} h of gauge data missing"
     if tips == 0:
         return Shown(UNKNOWN, "unknown", f"no tips recorded, but {why}")
-    return Shown(f"≥ {depth}", "unknown", f"{tips} tips recorded; {why}")
+    return Shown(f"≥ {depth}", "unknown", f"{tips} tips recorded{note}; {why}")
 
 
 def _storm(site: SiteModel, events: list[Event], tips: list[Reading], now: datetime) -> Shown:
@@ -275,8 +309,9 @@ def _storm(site: SiteModel, events: list[Event], tips: list[Reading], now: datet
         return Shown("none", "ok")
     qualified = any(e.kind == "storm_qualified" and e.occurrence == last.occurrence for e in events)
     start = (last.details.storm_start if isinstance(last.details, StormDetails) else None) or last.event_time
-    n = sum(int(r.value) for r in tips if r.time >= start)
-    depth = inches(site.depth_in(n))
+    rain = [r for r in tips if r.time >= start and FLAG_BEYOND_ENVELOPE not in r.flags]  # beyond: not rain
+    n = sum(int(r.value) for r in rain)
+    depth = inches(sum((site.reading_depth_in(r) for r in rain), Fraction(0)) if site.resolution else None)
     since = local_time(start, site.tz)
     if qualified:
         return Shown(f"{depth} ({n} tips) qualified", "alert",
@@ -426,6 +461,9 @@ class SiteSeries:
 
     Attributes:
         rain_bins: ``(bin start, tips)`` per interval of ``bin``; cumulative depth is derived.
+        rain_depth_bins: ``(bin start, inches)`` per interval: each reading's tips × its own tip size
+            (a bin across a gauge replacement adds both sizes); readings flagged
+            ``rain_beyond_envelope`` are not rain, in neither list.
         upstream, downstream: turbidity points ``(time, NTU)``; ``allowed``: the criterion's maximum
             at each upstream point.
         basin_lost: ``(time, fraction of design storage lost)``.
@@ -436,6 +474,7 @@ class SiteSeries:
     end: datetime
     bin: timedelta
     rain_bins: list[tuple[datetime, int]] = field(default_factory=list)
+    rain_depth_bins: list[tuple[datetime, Fraction]] = field(default_factory=list)
     upstream: list[tuple[datetime, float]] = field(default_factory=list)
     downstream: list[tuple[datetime, float]] = field(default_factory=list)
     allowed: list[tuple[datetime, float]] = field(default_factory=list)
@@ -482,10 +521,14 @@ def site_series(site: SiteModel, readings: Sequence[Reading], events: Sequence[E
     if gauge is not None:
         nbins = max(1, math.ceil((end - start) / out.bin))
         tips = [0] * nbins
+        depths = [Fraction(0)] * nbins
         for r in by_device.get(gauge, []):
-            if r.quantity == "rain_tips":
-                tips[min(nbins - 1, int((r.time - start) / out.bin))] += int(r.value)
+            if r.quantity == "rain_tips" and FLAG_BEYOND_ENVELOPE not in r.flags:
+                i = min(nbins - 1, int((r.time - start) / out.bin))
+                tips[i] += int(r.value)
+                depths[i] += site.reading_depth_in(r)
         out.rain_bins = [(start + i * out.bin, n) for i, n in enumerate(tips)]
+        out.rain_depth_bins = [(start + i * out.bin, d) for i, d in enumerate(depths)]
     pair = site.cfg.turbidity_pair
     if pair is not None:
         for r in by_device.get(pair.upstream, []):

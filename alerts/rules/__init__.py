@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from fractions import Fraction
 from typing import Protocol
 
 from stormwatch.contract import Event, Reading
@@ -89,12 +90,15 @@ class RuleTrace(Protocol):
     ``None``): the hooks cost one attribute test per reading.
     """
 
-    def rain_counted(self, t: datetime, tips: int) -> None:
-        """R1 counted ``tips`` (> 0) whole tips at event time ``t`` (after every quality check)."""
+    def rain_counted(self, t: datetime, tips: int, depth_in: Fraction) -> None:
+        """R1 counted ``tips`` (> 0) whole tips at event time ``t`` (after every quality check), of
+        ``depth_in`` inches (their own tip size's)."""
         ...
 
-    def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool) -> None:
-        """R1 closed a storm (qualifying or not); ``confirmed``: the gauge reported the dry gap."""
+    def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool,
+                    depth_in: Fraction) -> None:
+        """R1 closed a storm (qualifying or not) of ``tips`` tips, ``depth_in`` inches (the gauge's, each
+        reading at its own tip size); ``confirmed``: the gauge reported the dry gap."""
         ...
 
     def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,

@@ -5,9 +5,10 @@ event producing 0.5 inches of precipitation or more"). The codes do not define a
 and end; our definition and defaults are in ``docs/reference/rules.md`` (R1):
 
 * a storm is a run of tips with no dry gap ≥ ``dry_gap_hours`` (6 h) between consecutive tips;
-* its depth is its whole tips × the gauge resolution, compared exactly: it qualifies when
-  ``tips >= resolution.tips_to_reach_in(threshold)`` (50 tips of 0.01 in qualify, 49 do not;
-  64 tips of 0.2 mm = 12.8 mm qualify, 63 = 12.6 mm do not);
+* its depth is the sum of its readings' whole tips × each reading's own tip size (stored rain
+  describes itself, issue 11 item 3), compared exactly: 50 tips of 0.01 in qualify, 49 do not;
+  64 tips of 0.2 mm = 12.8 mm qualify, 63 = 12.6 mm do not; across a gauge replacement the
+  depths of both gauges add up (30 tips of 0.01 in + 26 of 0.2 mm = 0.3 in + 5.2 mm = 0.5047 in);
 * ``definition: rolling`` (permits written as "X inches within a 24-hour period"): the storm
   qualifies when the tips of a trailing ``rolling_window_hours`` window (ending at a tip) reach
   the threshold, so a slow 0.6-in drizzle over two days does not qualify;
@@ -18,6 +19,14 @@ and end; our definition and defaults are in ``docs/reference/rules.md`` (R1):
 Input: ``rain_tips`` readings of the site's rain gauge, integer tips per poll (0 = a dry poll).
 A tip count arriving after a gauge outage covers the whole outage (counter delta) and is counted
 at its poll time.
+
+Tip sizes (:class:`stormwatch.tipsizes.TipSizes`): each reading's ``tip_size`` must be the size the
+site file gives the gauge at the reading's time (its profile, or a ``replaced_gauges`` entry). A
+reading of another size is not counted (not rain, not coverage: the site file and the data
+disagree) and is kept in :attr:`StormRuleState.mismatch`; ``stormwatch evaluate`` stops with it
+(naming both sizes), live it is logged as an ERROR (ingest dead-letters such readings, so the store
+never holds them). A reading without a size (an earlier stormwatch) is read with the site file's,
+counted in :attr:`StormRuleState.assumed` (logged).
 
 Events: ``storm_started`` (first tip), ``storm_qualified`` (the tip that reaches the threshold;
 "an inspection will be due"), ``storm_inspection_due`` (when the storm is known to have ended:
@@ -40,9 +49,13 @@ Quality flags of rain readings (issue 11 items 1 and 5; rules.md R1) -- every on
   this one is unknown: a ``data_gap`` from that reading to this one (opened and closed at once,
   unless a silence gap is already open -- then this reading closes it).
 * a tip count beyond the world-record envelope over the time since the previous reading
-  (:func:`stormwatch.physics.max_tips`, rain-records.md) is not rain: 0 tips counted, the interval
-  is a ``data_gap`` the same way (``rain_beyond_envelope``). The gauge's first reading (of a run or
-  a backfill window) covers an unknown interval and is not judged: real rain is never refused.
+  (:func:`stormwatch.physics.max_tips`, rain-records.md), or stored flagged ``rain_beyond_envelope``
+  (ingest judged it), is not rain: 0 tips counted, the interval is a ``data_gap`` the same way
+  (``rain_beyond_envelope``). The gauge's first reading (of a run or a backfill window) covers an
+  unknown interval and is not judged: real rain is never refused.
+* a tip count at or above the review line over that time (:func:`stormwatch.physics.review_mm`:
+  extreme but possible, failure-kinds.md #24), or stored flagged ``rain_extreme_rate``, is counted
+  and is doubt (``rain_extreme_rate``).
 * bookkeeping flags (:data:`INFORMATIONAL_FLAGS`: a baseline, a wrap, a recovered glitch) change
   nothing; every other flag (``device_error``, ``counter_catch_up``, ``counter_reset``,
   ``rain_beyond_envelope``, ...) is *doubt*: a flagged reading never silently opens, grows,
@@ -69,10 +82,11 @@ from stormwatch.config import FallbackGauge
 from stormwatch.contract import TIP_UNIT, Event, EventDetails, EventKind, Reading, UtcDatetime
 from stormwatch.display import inches, local_time
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
-from stormwatch.physics import max_tips
+from stormwatch.physics import FLAG_BEYOND_ENVELOPE, FLAG_EXTREME_RATE, max_tips, review_mm
 from stormwatch.rain import PRECIPITATION, TipResolution, precipitation_in
 from stormwatch.stores.base import StoredRow
 from stormwatch.stores.rows import time_of_us, us_of
+from stormwatch.tipsizes import TipSizeMismatch, TipSizes
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -136,8 +150,9 @@ class StormRule(RuleParams):
 #: Flags of a rain reading that are bookkeeping, not doubt: a first sample (0 tips), a counter
 #: wrap, tips counted from the trusted value after a one-sample glitch, late delivery.
 INFORMATIONAL_FLAGS = frozenset({FLAG_BASELINE, FLAG_WRAP, FLAG_GLITCH, "late"})
-#: Pseudo-flag of a reading whose tips are beyond the world-record envelope (not counted).
-BEYOND_ENVELOPE = "rain_beyond_envelope"
+#: Flag of a reading whose tips are beyond the world-record envelope (not counted); R1 sets it on
+#: its own judgement too (:data:`stormwatch.physics.FLAG_BEYOND_ENVELOPE`).
+BEYOND_ENVELOPE = FLAG_BEYOND_ENVELOPE
 
 _US = timedelta(microseconds=1)
 _TICK = _US
@@ -154,12 +169,17 @@ class _Storm:
     start: datetime
     last_tip: datetime
     tips: int = 0
+    depth: Fraction = Fraction(0)  # the gauge's rain, inches: each reading's tips x its own tip size
+    sizes: dict[TipResolution, int] = field(default_factory=dict)  # tips per tip size (a replaced gauge: two)
     threshold_time: datetime | None = None
     gap_reported: bool = False
     evidence: list[dict[str, Any]] = field(default_factory=list)
-    window: deque[tuple[datetime, int, Fraction]] = field(default_factory=deque)  # rolling: (t, tips, station in)
+    # rolling: (t, tips, their tip size, station inches)
+    window: deque[tuple[datetime, int, TipResolution, Fraction]] = field(default_factory=deque)
     window_tips: int = 0
+    window_depth: Fraction = Fraction(0)
     window_station: Fraction = Fraction(0)
+    window_sizes: dict[TipResolution, int] = field(default_factory=dict)
     peak_window_tips: int = 0
     verify: set[str] = field(default_factory=set)  # doubt flags of readings that shaped the storm
     station_in: Fraction = Fraction(0)  # rain counted from the fallback station (inside gauge gaps), inches
@@ -179,6 +199,7 @@ class StormSummary:
     depth_in: float
     qualified: bool
     inspection_asked: bool = False  # its storm_inspection_due was emitted at the threshold (order_opens)
+    sizes: tuple[tuple[str, int], ...] = ()  # (tip size, tips) of each size counted, largest first
 
 
 @dataclass(frozen=True)
@@ -198,21 +219,28 @@ class StormRuleState:
         rule_id: pack rule id (``R1``).
         params: the pack's :class:`~stormwatch.alerts.packs.StormRule` (citation, threshold, gap, clock).
         gauge: device id of the rain gauge.
-        resolution: the gauge's exact depth per tip (from its profile's ``counter.resolution``).
+        resolution: the gauge's tip sizes over time (:class:`stormwatch.tipsizes.TipSizes`: its
+            profile's ``counter.resolution`` and its ``replaced_gauges``), or one exact depth per tip.
         silence_allowance: how long past its last reading the gauge may be silent before the
             period counts as a data gap (the engine uses 2 poll intervals).
         fallback: the site's representative station record (``fallback_gauge:``), used only for
             the gauge's data gaps (see :meth:`feed`).
     """
 
-    def __init__(self, site: str, rule_id: str, params: StormRule, gauge: str, resolution: TipResolution,
+    def __init__(self, site: str, rule_id: str, params: StormRule, gauge: str, resolution: TipResolution | TipSizes,
                  silence_allowance: timedelta = timedelta(minutes=2), fallback: FallbackGauge | None = None) -> None:
         self.site = site
         self.rule_id = rule_id
         self.params = params
         self.gauge = gauge
-        self.resolution = resolution
-        self.tips_needed = resolution.tips_to_reach_in(params.threshold)
+        self.sizes = resolution if isinstance(resolution, TipSizes) else TipSizes.single(gauge, resolution)
+        self.resolution = self.sizes.current  # the gauge in service now
+        # the one size every reading must name (a gauge never replaced), else None: looked up per reading
+        self._single = None if self.sizes.replaced else str(self.sizes.current)
+        self.mismatch: TipSizeMismatch | None = None  # the first reading of another size than the site file's
+        self.mismatched = 0  # how many such readings were refused
+        self.assumed = 0  # readings without a tip size, read with the site file's
+        self._assumed_span: tuple[datetime, datetime] | None = None
         self.gap = timedelta(hours=params.dry_gap_hours)
         self.within = timedelta(hours=params.inspection_within_hours)
         self.rolling = params.definition == "rolling"
@@ -260,7 +288,7 @@ class StormRuleState:
             message += (f" -- includes {inches(float(storm.station_in))} from {station.label}, "
                         f"for the rain gauge's data gap")
         details = StormDetails(storm_start=storm.start, storm_end=storm_end, tips=storm.tips,
-                               depth_in=float(self.resolution.depth_in(storm.tips) + storm.station_in),
+                               depth_in=float(storm.depth + storm.station_in),
                                needs_verification=verify,
                                source=f"station {station.station}" if station else None,
                                station_distance_km=station.distance_km if station else None,
@@ -268,27 +296,32 @@ class StormRuleState:
         return Event(kind=kind, site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
                      occurrence=storm.occurrence, message=message, details=details, **extra)
 
-    def _depth_text(self, tips: int, station_in: Fraction = Fraction(0)) -> str:
-        depth = self.resolution.depth_in(tips) + station_in
+    def _depth_text(self, sizes: dict[TipResolution, int], station_in: Fraction = Fraction(0)) -> str:
+        """``0.50 in (50 tips of 0.01 in)``; across a replacement ``0.50 in (30 tips of 0.01 in + 26 tips
+        of 0.2 mm)``; with station rain ``... + 0.10 in from the station``."""
+        depth = sum((size.depth_in(n) for size, n in sizes.items()), Fraction(0)) + station_in
+        counted = " + ".join(f"{n} tips of {size}" for size, n in sorted(sizes.items(), key=lambda kv: -kv[0].inches)
+                             if n) or f"0 tips of {self.resolution}"
         more = f" + {inches(float(station_in))} from the station" if station_in else ""
-        return f"{inches(float(depth))} ({tips} tips of {self.resolution}{more})"
+        return f"{inches(float(depth))} ({counted}{more})"
 
     def _close(self, storm: _Storm, known_at: datetime, confirmed: bool) -> list[Event]:
         self._storm = None
         if self.trace is not None:
-            self.trace.storm_ended(storm.start, storm.last_tip, storm.tips, storm.threshold_time is not None, confirmed)
+            self.trace.storm_ended(storm.start, storm.last_tip, storm.tips, storm.threshold_time is not None, confirmed,
+                                   storm.depth)
         if storm.threshold_time is not None and self.params.order_opens == "threshold":
             return []  # its storm_inspection_due was emitted at the threshold crossing
         if storm.threshold_time is None:
             log.debug("%s: storm %s ended below threshold: %s", self.site, storm.occurrence,
-                      self._depth_text(storm.tips, storm.station_in))
+                      self._depth_text(storm.sizes, storm.station_in))
             return []
         clock_start = storm.last_tip if self.params.clock_from == "last_tip" else storm.threshold_time
         due = clock_start + self.within
         note = "" if confirmed else " (rain gauge silent since its last reading: end not confirmed, earliest deadline)"
         return [self._event(
             "storm_inspection_due", storm, known_at,
-            f"storm of {self._depth_text(storm.tips, storm.station_in)} ended at {format_time(storm.last_tip)}{note}: "
+            f"storm of {self._depth_text(storm.sizes, storm.station_in)} ended at {format_time(storm.last_tip)}{note}: "
             f"inspection due by {format_time(due)}",
             storm_end=storm.last_tip, due_at=due, evidence=list(storm.evidence),
         )]
@@ -314,27 +347,30 @@ class StormRuleState:
                      + "; rain in that period is unknown, not zero" + filled),
         )
 
-    def _qualifying(self, storm: _Storm, t: datetime, tips: int, station_in: Fraction) -> tuple[int, Fraction]:
-        """The tips and station inches that count toward the threshold at ``t`` (the whole storm, or
-        the trailing window of ``definition: rolling``)."""
+    def _qualifying(self, storm: _Storm, t: datetime, tips: int, size: TipResolution,
+                    station_in: Fraction) -> tuple[dict[TipResolution, int], Fraction, Fraction]:
+        """The tips per size, gauge inches and station inches that count toward the threshold at ``t``
+        (the whole storm, or the trailing window of ``definition: rolling``)."""
         if not self.rolling:
-            return storm.tips, storm.station_in
-        storm.window.append((t, tips, station_in))
+            return storm.sizes, storm.depth, storm.station_in
+        storm.window.append((t, tips, size, station_in))
         storm.window_tips += tips
+        storm.window_depth += size.depth_in(tips)
         storm.window_station += station_in
+        storm.window_sizes[size] = storm.window_sizes.get(size, 0) + tips
         edge = t - self.rolling_window
         while storm.window and storm.window[0][0] <= edge:
-            _, old_tips, old_in = storm.window.popleft()
+            _, old_tips, old_size, old_in = storm.window.popleft()
             storm.window_tips -= old_tips
+            storm.window_depth -= old_size.depth_in(old_tips)
             storm.window_station -= old_in
+            storm.window_sizes[old_size] -= old_tips
         storm.peak_window_tips = max(storm.peak_window_tips, storm.window_tips)
-        return storm.window_tips, storm.window_station
+        return storm.window_sizes, storm.window_depth, storm.window_station
 
-    def _reaches(self, tips: int, station_in: Fraction) -> bool:
-        """Whether ``tips`` of the gauge plus ``station_in`` inches reach the threshold (exactly)."""
-        if not station_in:
-            return tips >= self.tips_needed
-        return self.resolution.depth_in(tips) + station_in >= self.params.threshold
+    def _reaches(self, depth: Fraction, station_in: Fraction) -> bool:
+        """Whether ``depth`` inches of the gauge plus ``station_in`` inches reach the threshold (exactly)."""
+        return depth + station_in >= self.params.threshold
 
     def feed(self, reading: Reading) -> list[Event]:
         if reading.device != self.gauge:
@@ -350,6 +386,9 @@ class StormRuleState:
             log.info("%s: rain reading at %s flagged %s: rain at that time unknown, not coverage", self.site,
                      format_time(t), FLAG_SUSPECT)
             return []
+        size = self._size(reading.tip_size, t, reading)
+        if size is None:
+            return []  # another size than the site file's: not rain, not coverage (self.mismatch)
         out: list[Event] = []
         self.gateway = reading.gateway
         doubt = flags - INFORMATIONAL_FLAGS
@@ -359,8 +398,17 @@ class StormRuleState:
         # Judged over the time since the previous instant with a reading (readings of one instant add
         # up); the gauge's first instant covers an unknown interval and is not judged.
         since, before = (self._before, self._tips_at_covered) if t == self._covered else (self._covered, 0)
-        if tips and since is not None:
-            allowed = max_tips(float(self.resolution.mm), (t - since).total_seconds())
+        if tips and BEYOND_ENVELOPE in flags:
+            log.warning("%s: rain reading %s/%s seq %s at %s: %d tips stored flagged %s: not rain%s", self.site,
+                        reading.gateway, reading.device, reading.seq, format_time(t), tips, BEYOND_ENVELOPE,
+                        "" if since is None else ", the interval is a data gap")
+            if since is not None:
+                unknown = (since, f"reported {tips} tips at {format_time(t)}, flagged {BEYOND_ENVELOPE} (more rain "
+                                  f"than physically possible)")
+            tips = 0
+        elif tips and since is not None:
+            seconds = (t - since).total_seconds()
+            allowed = max_tips(float(size.mm), seconds)
             if before + tips > allowed:
                 log.warning("%s: rain reading %s/%s seq %s at %s: %d tips since %s is beyond the world-record "
                             "envelope (%d): not rain, the interval is a data gap", self.site, reading.gateway,
@@ -369,6 +417,10 @@ class StormRuleState:
                                   f"possible since {format_time(since)} (at most {allowed})")
                 doubt.add(BEYOND_ENVELOPE)
                 tips = 0
+            elif (before + tips) * float(size.mm) >= review_mm(seconds) and FLAG_EXTREME_RATE not in doubt:
+                log.info("%s: rain reading at %s: %d tips since %s is extreme but possible rain: counted, flagged %s",
+                         self.site, format_time(t), before + tips, format_time(since), FLAG_EXTREME_RATE)
+                doubt.add(FLAG_EXTREME_RATE)
         gap_from: datetime | None = None  # start of the unknown period this reading ends
         if self._gap_open is not None and t > self._gap_open:
             gap_from = self._gap_open
@@ -396,12 +448,47 @@ class StormRuleState:
             self._tips_at_covered += tips
         if tips:
             if self.trace is not None:
-                self.trace.rain_counted(t, tips)
+                self.trace.rain_counted(t, tips, size.depth_in(tips))
             evidence = {"time": format_time(t), "tips": tips, "gateway": reading.gateway,
                         "boot": reading.boot, "seq": reading.seq, "flags": list(reading.flags)}
-            out += self._rain(t, tips, Fraction(0), evidence, doubt)
+            out += self._rain(t, tips, Fraction(0), evidence, doubt, size)
         self._schedule()
         return out
+
+    def _size(self, stored: str | None, t: datetime, reading: Reading | None = None) -> TipResolution | None:
+        """The tip size of a gauge reading at ``t`` that names ``stored`` (``None``/``""``: none): the
+        site file's when they agree or the reading names none (counted in :attr:`assumed`), ``None``
+        when they disagree (the first such reading is kept in :attr:`mismatch`, logged)."""
+        if stored and stored == self._single:
+            return self.resolution
+        if not stored:
+            self._assume(t)
+            return self.sizes.at(t)
+        try:
+            return self.sizes.check(stored, t)
+        except TipSizeMismatch as exc:
+            self.mismatched += 1
+            if self.mismatch is None:
+                self.mismatch = exc
+                where = f" ({reading.gateway}/{reading.boot} seq {reading.seq})" if reading is not None else ""
+                log.error("%s: %s%s: not counted", self.site, exc, where)
+            return None
+
+    def _assume(self, t: datetime) -> None:
+        """One more reading without a tip size, read with the site file's size at ``t``."""
+        if not self.assumed:
+            log.warning("%s: rain gauge %s: a reading at %s carries no tip size (stored or sent by an earlier "
+                        "stormwatch): read as %s, the size the site file gives for its time", self.site, self.gauge,
+                        format_time(t), self.sizes.text_at(t))
+        self.assumed += 1
+        span = self._assumed_span
+        self._assumed_span = (t, t) if span is None else (min(span[0], t), max(span[1], t))
+
+    def assumed_note(self) -> str | None:
+        """What was assumed for readings without a tip size (:meth:`stormwatch.tipsizes.TipSizes.assumed`),
+        or ``None`` when every reading named its size."""
+        span = self._assumed_span
+        return None if span is None else self.sizes.assumed(self.assumed, span[0], span[1])
 
     def replay(self, chunk: Chunk) -> list[Event]:
         """The gauge's (and the fallback station's) rows of a backfill chunk
@@ -422,6 +509,7 @@ class StormRuleState:
             return []
         out: list[Event] = []
         allow = self.silence_allowance // _US
+        single = self._single  # the size every quiet reading names (None: a replaced gauge, looked up)
         moved = False
         gateway = ""
         si, ns = 0, len(station)
@@ -452,9 +540,12 @@ class StormRuleState:
                     slow(fb.station, PRECIPITATION, station[si])
                     si += 1
                 cov, before, close, quiet = state()
-            t, tips = row[0], row[1]
+            t, tips, tip = row[0], row[1], row[7]
             if quiet and tips == 0 and not row[3] and t - cov <= allow and t < close and type(tips) is int \
-                    and row[2] == TIP_UNIT:
+                    and row[2] == TIP_UNIT and (tip == single or not tip
+                                                or (single is None and tip == self.sizes.text_at(time_of_us(t)))):
+                if not tip:
+                    self._assume(time_of_us(t))
                 if t != cov:
                     before, cov = cov, t
                 gateway, moved = row[4], True
@@ -535,8 +626,9 @@ class StormRuleState:
         return filled if self.fallback is not None else None
 
     def _rain(self, t: datetime, tips: int, station_in: Fraction, evidence: dict[str, Any],
-              doubt: set[str]) -> list[Event]:
+              doubt: set[str], size: TipResolution | None = None) -> list[Event]:
         out: list[Event] = []
+        size = size or self.resolution
         started = self._storm is None
         if started:
             self._storm = _Storm(start=t, last_tip=t)
@@ -544,13 +636,16 @@ class StormRuleState:
         assert storm is not None
         storm.verify |= doubt
         storm.tips += tips
+        if tips:
+            storm.depth += size.depth_in(tips)
+            storm.sizes[size] = storm.sizes.get(size, 0) + tips
         storm.station_in += station_in
         storm.last_tip = t
         storm.evidence.append(evidence)
         if started:
             out.append(self._event("storm_started", storm, t, f"rain started at {format_time(t)}"))
-        counted, counted_in = self._qualifying(storm, t, tips, station_in)
-        if storm.threshold_time is None and self._reaches(counted, counted_in):
+        counted, counted_depth, counted_in = self._qualifying(storm, t, tips, size, station_in)
+        if storm.threshold_time is None and self._reaches(counted_depth, counted_in):
             storm.threshold_time = t
             due = t + self.within if self.params.clock_from == "threshold" else None
             span = (f"within {self.params.rolling_window_hours:g} h" if self.rolling
@@ -619,9 +714,11 @@ class StormRuleState:
         s = self._storm
         if s is None:
             return None
-        return StormSummary(s.start, s.last_tip, s.tips, float(self.resolution.depth_in(s.tips)),
+        return StormSummary(s.start, s.last_tip, s.tips, float(s.depth),
                             s.threshold_time is not None,
-                            inspection_asked=s.threshold_time is not None and self.params.order_opens == "threshold")
+                            inspection_asked=s.threshold_time is not None and self.params.order_opens == "threshold",
+                            sizes=tuple((str(z), n) for z, n in sorted(s.sizes.items(), key=lambda kv: -kv[0].inches)
+                                        if n))
 
 
 class StormDetails(EventDetails):
@@ -630,7 +727,8 @@ class StormDetails(EventDetails):
     Attributes:
         storm_start: the storm's first tip (UTC).
         storm_end: its last tip (``storm_inspection_due`` only: known once the dry gap passed).
-        tips: whole tips counted so far; depth_in: ``tips`` × the gauge resolution, inches.
+        tips: whole tips counted so far; depth_in: their depth, inches (each reading's tips × its own
+            tip size: across a gauge replacement, tips of two sizes).
         needs_verification: the quality flags of rain readings that shaped the storm (rules.md R1).
         source, station_distance_km, station_depth_in: set when rain of the site's fallback station
             was counted for the gauge's data gaps: ``station <ID>``, its distance (km, when the
@@ -691,7 +789,7 @@ class GapDetails(EventDetails):
 
 
 def build(ctx: RuleContext) -> StormRuleState | None:
-    """R1 on the site's rain gauge (its profile's counter gives the tip resolution)."""
+    """R1 on the site's rain gauge (its profile's counter and its ``replaced_gauges`` give the tip sizes)."""
     gauge = ctx.device("rain_gauge")
     if gauge is None:
         log.warning("%s: pack %s has storm rule %s but the site has no rain_gauge: R1 not watched",
@@ -703,7 +801,9 @@ def build(ctx: RuleContext) -> StormRuleState | None:
                          "(its tip resolution is needed for R1)")
     assert isinstance(ctx.params, StormRule)
     poll = timedelta(seconds=ctx.cfg.device(gauge).poll_interval_s)
-    return StormRuleState(ctx.site, ctx.rule_id, ctx.params, gauge, profile.counter.tip_resolution,
+    sizes = TipSizes.of(ctx.cfg, ctx.profiles, gauge)
+    assert sizes is not None  # the profile has a counter
+    return StormRuleState(ctx.site, ctx.rule_id, ctx.params, gauge, sizes,
                           silence_allowance=2 * poll, fallback=ctx.cfg.fallback_gauge)
 
 
