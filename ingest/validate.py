@@ -321,10 +321,10 @@ class Validator:
                 previous = times[i - 1] if i else None
                 if i == len(times) or times[i] != r.time:
                     times.insert(i, r.time)
-                    if len(times) > RAIN_TIMES_KEPT:
-                        del times[0]
-            if previous is not None and isinstance(r.value, int):
-                verdict = rain_verdict(r.value, float(size.mm), (r.time - previous).total_seconds())
+                    if len(times) > 2 * RAIN_TIMES_KEPT:
+                        del times[:RAIN_TIMES_KEPT]  # now and then, not on every reading
+            if previous is not None and isinstance(r.value, int) and r.value > 0:
+                verdict = rain_verdict(r.value, size.mm_float, (r.time - previous).total_seconds())
                 if verdict is not None and verdict not in r.flags:
                     log.warning("%s/%s: %d tips at %s since the previous rain reading at %s: flagged %s", r.site,
                                 r.device, r.value, r.time.isoformat(), previous.isoformat(), verdict)

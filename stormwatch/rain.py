@@ -53,12 +53,14 @@ class TipResolution:
     Build with :meth:`parse` (``"0.01 in"``, ``"0.2 mm"``) or :meth:`of`.
     """
 
-    __slots__ = ("inches",)
+    __slots__ = ("_mm_float", "_text", "inches")
 
     def __init__(self, inches: Fraction) -> None:
         if inches <= 0:
             raise ValueError(f"tip resolution must be > 0, got {inches} in")
         self.inches = inches
+        self._text: str | None = None  # str(self), made once (named on every rain reading)
+        self._mm_float: float | None = None
 
     @classmethod
     def of(cls, amount: str | Fraction, unit: LengthUnit) -> TipResolution:
@@ -81,6 +83,13 @@ class TipResolution:
     @property
     def mm(self) -> Fraction:
         return self.inches * MM_PER_IN
+
+    @property
+    def mm_float(self) -> float:
+        """:attr:`mm` as a float (for the physical bounds, which are floats; made once)."""
+        if self._mm_float is None:
+            self._mm_float = float(self.mm)
+        return self._mm_float
 
     def depth_in(self, tips: int) -> Fraction:
         """Exact depth in inches of ``tips`` tips."""
@@ -106,12 +115,18 @@ class TipResolution:
 
     def __str__(self) -> str:
         """The tip size as a person reads it: ``0.01 in``, or ``0.2 mm`` when inches would not be a
-        short exact decimal (0.2 mm is 1/127 in)."""
-        for value, unit in ((self.inches, "in"), (self.mm, "mm")):
-            text = _short_decimal(value)
-            if text is not None:
-                return f"{text} {unit}"
-        return f"{float(self.mm):.4g} mm"
+        short exact decimal (0.2 mm is 1/127 in). The canonical text of a reading's ``tip_size``."""
+        if self._text is None:
+            self._text = _resolution_text(self.inches)
+        return self._text
+
+
+def _resolution_text(inches: Fraction) -> str:
+    for value, unit in ((inches, "in"), (inches * MM_PER_IN, "mm")):
+        text = _short_decimal(value)
+        if text is not None:
+            return f"{text} {unit}"
+    return f"{float(inches * MM_PER_IN):.4g} mm"
 
 
 def _short_decimal(value: Fraction, places: int = 6) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from stormwatch.config import SiteConfig
 from stormwatch.errors import InputError
@@ -85,12 +86,16 @@ class TipSizes:
         """Whether the site file records a replacement."""
         return bool(self.earlier)
 
+    @cached_property
+    def _untils(self) -> list[datetime]:
+        return [until for until, _ in self.earlier]
+
     def at(self, t: datetime) -> TipResolution:
         """The size of the gauge in service at event time ``t`` (a gauge replaced at ``until`` counted
         the readings before that instant; the readings at or after it are the next gauge's)."""
         if not self.earlier:
             return self.current
-        i = bisect.bisect_right([until for until, _ in self.earlier], t)
+        i = bisect.bisect_right(self._untils, t)
         return self.earlier[i][1] if i < len(self.earlier) else self.current
 
     def text_at(self, t: datetime) -> str:
@@ -101,7 +106,7 @@ class TipSizes:
         """Where the site file says so, for messages (``"profile tipping_bucket_modbus_counter"``, or
         ``"replaced_gauges.0 (until 2026-06-10T18:00:00Z)"``)."""
         if self.earlier:
-            i = bisect.bisect_right([until for until, _ in self.earlier], t)
+            i = bisect.bisect_right(self._untils, t)
             if i < len(self.earlier):
                 return f"devices[{self.device}].replaced_gauges.{i} (until {format_time(self.earlier[i][0])})"
         since = f", in service since {format_time(self.earlier[-1][0])}" if self.earlier else ""
