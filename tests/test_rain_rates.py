@@ -39,6 +39,7 @@ from stormwatch.stores.influx1 import Influx1Store
 from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.web.overview import portfolio, site_model
 from tests.ingest_support import Publisher, Running
+from tests.names import RUN
 from tests.waits import wait_until
 
 SITE, GW = "riverside-commons", "gw-riverside-1"
@@ -117,7 +118,7 @@ def test_an_impossible_count_is_stored_flagged_and_counted_by_no_one(own_mosquit
                                                                      tmp_path: Path) -> None:
     cfg = parse_site(yaml.safe_load(resources.example_site().read_text(encoding="utf-8")), "site.yaml",
                      ProfileLibrary())
-    db = f"rates_{datetime.now(UTC).timestamp():.0f}"
+    db = f"rates_{RUN}"
     stores: list[ReadingStore] = [SqliteStore(tmp_path / "rates.db"), Influx1Store(influx_server.url, db)]
     now = T0 + 10 * MIN
     runs = [Running(own_mosquitto, s, clock=ManualClock(now, on_sleep="wait"),

@@ -13,7 +13,6 @@ import json
 import logging
 import sqlite3
 import textwrap
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
@@ -37,6 +36,7 @@ from stormwatch.stores.base import ReadingStore
 from stormwatch.stores.influx1 import Influx1Store
 from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.tipsizes import TipSizeMismatch, TipSizes
+from tests.names import RUN
 
 SITE = "riverside-commons"
 GW = "gw-riverside-1"
@@ -44,7 +44,6 @@ T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
 #: The example site's gauge was a 0.01-in bucket until 12:30Z, a 0.2-mm one from then on.
 SWAP = T0 + 30 * MIN
-_n = iter(range(10**6))
 
 
 def site_doc(**rain: Any) -> dict[str, Any]:
@@ -118,18 +117,6 @@ def test_a_gauge_replacement_is_recorded_in_the_site_file_and_checked_at_load() 
 # -- both stores keep it ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", pytest.param("influx1", marks=pytest.mark.influxdb)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ReadingStore]:
-    s: ReadingStore
-    if request.param == "sqlite":
-        s = SqliteStore(tmp_path / "rain.db")
-    else:
-        srv: servers.InfluxDB1 = request.getfixturevalue("influx_server")
-        s = Influx1Store(srv.url, f"tipsize_{next(_n)}_{datetime.now(UTC).timestamp():.0f}")
-    yield s
-    s.close()
-
-
 def _influx(srv: servers.InfluxDB1, db: str, q: str) -> list[dict[str, Any]]:
     res = srv.query(q, db)["results"][0]
     assert "error" not in res, res
@@ -142,7 +129,7 @@ def test_both_stores_hold_each_readings_size_and_depth(influx_server: servers.In
     readings = [rain(1, T0, 3, "0.01 in"), rain(2, T0 + MIN, 5, "0.2 mm"), rain(3, T0 + 2 * MIN, 0, "0.2 mm"),
                 rain(4, T0 + 3 * MIN, 2, None),  # stored by an earlier stormwatch's way: no size
                 rain(5, T0 + 4 * MIN, 900, "0.2 mm", flags=("rain_beyond_envelope",))]
-    db = f"tipsize_both_{datetime.now(UTC).timestamp():.0f}"
+    db = f"tipsize_both_{RUN}"
     sqlite_store, influx_store = SqliteStore(tmp_path / "rain.db"), Influx1Store(influx_server.url, db)
     try:
         for s in (sqlite_store, influx_store):
@@ -193,7 +180,7 @@ def test_a_storm_across_a_gauge_replacement_adds_each_gauges_depth(influx_server
     topic = topics.readings(SITE, GW)
     result = validator.validate(topic, dump_readings(_replacement_readings()))
     assert not result.dead and len(result.accepted) == len(_replacement_readings())
-    db = f"tipsize_swap_{datetime.now(UTC).timestamp():.0f}"
+    db = f"tipsize_swap_{RUN}"
     stores: list[ReadingStore] = [SqliteStore(tmp_path / "swap.db"), Influx1Store(influx_server.url, db)]
     try:
         outcomes = []
