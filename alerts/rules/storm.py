@@ -408,7 +408,7 @@ class StormRuleState:
             tips = 0
         elif tips and since is not None:
             seconds = (t - since).total_seconds()
-            allowed = max_tips(float(size.mm), seconds)
+            allowed = max_tips(size.mm_float, seconds)
             if before + tips > allowed:
                 log.warning("%s: rain reading %s/%s seq %s at %s: %d tips since %s is beyond the world-record "
                             "envelope (%d): not rain, the interval is a data gap", self.site, reading.gateway,
@@ -417,7 +417,7 @@ class StormRuleState:
                                   f"possible since {format_time(since)} (at most {allowed})")
                 doubt.add(BEYOND_ENVELOPE)
                 tips = 0
-            elif (before + tips) * float(size.mm) >= review_mm(seconds) and FLAG_EXTREME_RATE not in doubt:
+            elif (before + tips) * size.mm_float >= review_mm(seconds) and FLAG_EXTREME_RATE not in doubt:
                 log.info("%s: rain reading at %s: %d tips since %s is extreme but possible rain: counted, flagged %s",
                          self.site, format_time(t), before + tips, format_time(since), FLAG_EXTREME_RATE)
                 doubt.add(FLAG_EXTREME_RATE)
