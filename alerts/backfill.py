@@ -283,6 +283,8 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     if end <= start:
         raise ValueError(f"--until ({format_time(end)}) must be after --from ({format_time(start)})")
     engine = Engine.for_site(cfg, profiles, None, lateness_s)
+    if engine.storm is not None:
+        engine.storm.raise_mismatch = True  # stored rain of another tip size than the site file's: stop, say so
     if trace is not None:
         for rule in engine.rules:
             if isinstance(rule, StormRuleState | TurbidityRuleState | BasinRuleState):
@@ -330,9 +332,6 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
                     out += rule.on_watermark(w)
                 found_events.append(out)
             events += map(engine.stamp, heapq.merge(*found_events, key=lambda e: e.event_time))
-            storm = engine.storm
-            if storm is not None and storm.mismatch is not None:
-                raise storm.mismatch  # the site file and the stored rain disagree on the tip size
         t = upto
     storm = engine.storm
     note = storm.assumed_note() if storm is not None else None

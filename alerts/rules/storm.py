@@ -23,10 +23,10 @@ at its poll time.
 Tip sizes (:class:`stormwatch.tipsizes.TipSizes`): each reading's ``tip_size`` must be the size the
 site file gives the gauge at the reading's time (its profile, or a ``replaced_gauges`` entry). A
 reading of another size is not counted (not rain, not coverage: the site file and the data
-disagree) and is kept in :attr:`StormRuleState.mismatch`; ``stormwatch evaluate`` stops with it
-(naming both sizes), live it is logged as an ERROR (ingest dead-letters such readings, so the store
-never holds them). A reading without a size (an earlier stormwatch) is read with the site file's,
-counted in :attr:`StormRuleState.assumed` (logged).
+disagree): ``stormwatch evaluate`` stops with it (:attr:`StormRuleState.raise_mismatch`: the error
+names both sizes); live it is logged as an ERROR and kept in :attr:`StormRuleState.mismatch`
+(ingest dead-letters such readings, so the store never holds them). A reading without a size (an
+earlier stormwatch) is read with the site file's, counted in :attr:`StormRuleState.assumed` (logged).
 
 Events: ``storm_started`` (first tip), ``storm_qualified`` (the tip that reaches the threshold;
 "an inspection will be due"), ``storm_inspection_due`` (when the storm is known to have ended:
@@ -238,6 +238,8 @@ class StormRuleState:
         # the one size every reading must name (a gauge never replaced), else None: looked up per reading
         self._single = None if self.sizes.replaced else str(self.sizes.current)
         self.mismatch: TipSizeMismatch | None = None  # the first reading of another size than the site file's
+        #: a backfill stops at such a reading (raises the mismatch); live, it is logged and not counted
+        self.raise_mismatch = False
         self.mismatched = 0  # how many such readings were refused
         self.assumed = 0  # readings without a tip size, read with the site file's
         self._assumed_span: tuple[datetime, datetime] | None = None
@@ -467,6 +469,8 @@ class StormRuleState:
         try:
             return self.sizes.check(stored, t)
         except TipSizeMismatch as exc:
+            if self.raise_mismatch:
+                raise
             self.mismatched += 1
             if self.mismatch is None:
                 self.mismatch = exc
