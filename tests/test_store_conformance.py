@@ -34,9 +34,10 @@ from stormwatch.contract import Event, Reading
 from stormwatch.stores.base import DeadLetter, ReadingStore, SiteInfo
 from stormwatch.stores.rows import series_rows, us_of
 from stormwatch.stores.urls import open_store
+from tests.names import RUN
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-_names = itertools.count()
+_names = (f"{RUN}_{n}" for n in itertools.count())  # unique to the run (tests/names.py)
 
 
 @dataclass
