@@ -17,6 +17,7 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -219,13 +220,17 @@ class Pipeline:
             validator = Validator.for_sites([self.cfg], self.profiles, clock)
             # amqtt delivers messages queued for a persistent session flagged "retained"; behind it a
             # retained flag does not mean stale (stormwatch/app/broker.py).
+            # One run, one pair of sessions: ids unique to the run, and ingest subscribed to this
+            # site alone. On a shared broker, a session under a fixed id would stay behind after the
+            # run, queue every site's readings for it, and hand them to the next run.
+            run = uuid.uuid4().hex[:8]
             ingest = Ingest(
-                validator, ingest_store, broker_url, client_id=f"stormwatch-ingest-{self.cfg.site.id}",
-                clock=clock, retained_is_late=not embedded,
+                validator, ingest_store, broker_url, client_id=f"stormwatch-ingest-{self.cfg.site.id}-{run}",
+                clock=clock, retained_is_late=not embedded, sites=[self.cfg.site.id],
             )
             alerts = AlertService(
                 [self.cfg], self.profiles, broker_url, alerts_store, self.workdir / "alerts.db", clock,
-                client_id=f"stormwatch-alerts-{self.cfg.site.id}", on_event=self._collect,
+                client_id=f"stormwatch-alerts-{self.cfg.site.id}-{run}", on_event=self._collect,
                 retained_is_late=not embedded, lateness_s=lateness_for(clock),
             )
             for name, svc in (("ingest", ingest), ("alerts", alerts)):
