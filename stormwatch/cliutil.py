@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.models import DefaultPlaceholder
 
 from stormwatch.errors import InputError
 from stormwatch.logs import setup_logging
@@ -428,14 +429,21 @@ def standardize(app: typer.Typer) -> None:
     _standardize_commands(app)
 
 
+def _plain(cls: Any, default: type) -> bool:
+    """``cls`` is typer's own choice (unset, a default placeholder, or ``default`` itself)."""
+    return cls is None or isinstance(cls, DefaultPlaceholder) or cls is default
+
+
 def _standardize_commands(app: typer.Typer) -> None:
-    if app.info.cls in (None, TyperGroup):
+    if _plain(app.info.cls, TyperGroup):
         app.info.cls = Group
     for info in app.registered_commands:
-        if info.cls in (None, TyperCommand):
+        if _plain(info.cls, TyperCommand):
             info.cls = Command
         if info.callback is not None:
             info.callback = _with_common_options(info.callback)
     for group in app.registered_groups:
+        if _plain(group.cls, TyperGroup):  # what add_typer() sets wins over the sub-app's own class
+            group.cls = Group
         if group.typer_instance is not None:
             _standardize_commands(group.typer_instance)
