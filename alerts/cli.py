@@ -378,14 +378,7 @@ def evaluate_cmd(
     if t1 >= t2:
         fail(f"--from {start} is not before --until {end}: the window is empty")
     try:
-        missing = _missing_sqlite(store)
-    except StoreUrlError as exc:
-        fail(f"--store {redact(store)}: {exc}", 2)
-    if missing is not None:
-        fail(f"no store at {missing} (--store {redact(store)}): evaluate reads stored readings, "
-             "import or ingest them first", 2)
-    try:
-        opened = open_store(store)
+        opened = open_store(store, existing=True)  # evaluate reads stored readings: never "0 readings" of nothing
     except (StoreUrlError, StoreError) as exc:
         fail(f"--store {redact(store)}: {exc}", 2)
     try:
@@ -404,27 +397,6 @@ def evaluate_cmd(
     for line in result.in_progress_lines(tz):
         typer.echo(line)
     typer.echo(result.summary())
-
-
-def _missing_sqlite(url: str) -> Path | None:
-    """The file of a ``sqlite:`` store URL (or bare path) when it does not exist, else ``None``.
-
-    Opening a missing SQLite file would create an empty store; a read-only command must say the
-    store is not there instead of reporting "0 readings".
-
-    Raises:
-        stormwatch.stores.urls.StoreUrlError: a malformed SQLite URL.
-    """
-    import urllib.parse
-
-    from stormwatch.stores.urls import sqlite_path
-
-    if urllib.parse.urlsplit(url).scheme.lower() not in ("sqlite", ""):
-        return None
-    path = sqlite_path(url)
-    if path == ":memory:" or Path(path).is_file():
-        return None
-    return Path(path)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ work-order commands, ``replay``/``evaluate`` and the event messages.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -29,6 +29,12 @@ def local_time(t: datetime | None, tz: ZoneInfo | str | None = None) -> str:
         return "-"
     zone = tz if isinstance(tz, ZoneInfo) else ZoneInfo(tz) if tz else UTC
     return t.astimezone(zone).strftime("%a %d %b %Y %H:%M %Z")
+
+
+def names(items: Iterable[object], empty: str = "none") -> str:
+    """``a, b, c`` (sorted, as text) for a person -- never a Python list repr ``['a', 'b']``;
+    ``empty`` when there is nothing."""
+    return ", ".join(sorted(str(i) for i in items)) or empty
 
 
 def counts(by_reason: Mapping[str, int]) -> str:

@@ -35,7 +35,7 @@ from stormwatch.alerts.rules import Chunk, RuleTrace
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
-from stormwatch.display import turbidity
+from stormwatch.display import names, turbidity
 from stormwatch.stores.rows import time_of_us
 from stormwatch.wire import format_time
 
@@ -258,7 +258,7 @@ class TurbidityRuleState:
                                down_median=down_median, **base)
             if w.up_units != w.down_units or len(w.up_units) != 1:
                 return _Result(status="undetermined",
-                               reason=f"probe units differ ({sorted(w.up_units)} vs {sorted(w.down_units)})", **base)
+                               reason=f"probe units differ ({names(w.up_units)} vs {names(w.down_units)})", **base)
             up_median: float | None = _median([v for _, v in w.up])
         else:
             up_median = _median([v for _, v in w.up]) if w.up else None
