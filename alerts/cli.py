@@ -184,7 +184,11 @@ def _evidence_line(item: dict[str, Any], zone: ZoneInfo) -> str:
         if key == "unit" or value is None:
             continue
         label = key.replace("_", " ")
-        if isinstance(value, list):
+        if isinstance(value, list) and not value:
+            parts.append(f"{label} none")
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts.append(f"{label} {', '.join(value)}")  # e.g. flags: device_error, out_of_range
+        elif isinstance(value, list):
             parts.append(f"{label}: {len(value)} values")
         elif isinstance(value, float) and key.endswith("_ntu"):
             parts.append(f"{label.removesuffix(' ntu')} {turbidity(value, str(unit))}")

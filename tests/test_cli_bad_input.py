@@ -182,12 +182,14 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "{bin}: binary file"),
         # readings entered by hand: the option named, a finite number within what the method gives
         ("readings-ph-1e400", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann",
-                               "--ph", "1e400", "--store", "sqlite:///{dir}/m.db"], "--ph inf: must be a finite number"),
+                               "--ph", "1e400", "--store", "sqlite:///{dir}/m.db"],
+         "--ph inf: must be a finite number"),
         ("readings-ph-nan", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann",
                              "--ph", "nan", "--store", "sqlite:///{dir}/m.db"], "--ph nan: must be a finite number"),
         ("readings-transparency-minus-inf", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair",
                                              "--by", "ann", "--transparency-cm", "-inf", "--store",
-                                             "sqlite:///{dir}/m.db"], "--transparency-cm -inf: must be a finite number"),
+                                             "sqlite:///{dir}/m.db"],
+         "--transparency-cm -inf: must be a finite number"),
         ("readings-turbidity-1e308", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by",
                                       "ann", "--turbidity-ntu", "1e308", "--store", "sqlite:///{dir}/m.db"],
          "--turbidity-ntu 1e+308: outside 0 to 4000 NTU (grab sample, hand turbidimeter)"),
@@ -205,7 +207,8 @@ def _cases() -> list[tuple[str, list[str], str]]:
                                  "{sites}", "--password-stdin", "--state-dir", "{dir}/users"],
          "--site-id nowhere: no such site"),
         ("users-bad-site-id", ["users", "add", "bob", "--role", "inspector", "--site-id", "a/b", "--password-stdin",
-                               "--state-dir", "{dir}/users"], "--site-id 'a/b': character 2 '/' is not allowed in an id"),
+                               "--state-dir", "{dir}/users"],
+         "--site-id 'a/b': character 2 '/' is not allowed in an id"),
         ("users-unknown-role", ["users", "add", "bob", "--role", "boss", "--password-stdin", "--state-dir",
                                 "{dir}/users"], "unknown role 'boss'"),
         # brokers
@@ -217,7 +220,8 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "--profiles {a-file}: is not a directory"),
         ("root-profiles-missing", ["--profiles", "{dir}/nonexist", "profiles", "list"],
          "--profiles {dir}/nonexist: no such directory"),
-        ("root-packs-missing", ["--packs", "{dir}/nonexist", "packs", "list"], "--packs {dir}/nonexist: no such directory"),
+        ("root-packs-missing", ["--packs", "{dir}/nonexist", "packs", "list"],
+         "--packs {dir}/nonexist: no such directory"),
     ]
 
 
