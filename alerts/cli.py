@@ -400,7 +400,7 @@ def evaluate_cmd(
         typer.echo(describe_event(e, tz))
     for line in result.in_progress_lines(tz):
         typer.echo(line)
-    typer.echo(result.summary())
+    typer.echo(result.summary(tz))
 
 
 def register(app: typer.Typer) -> None:

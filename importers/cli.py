@@ -274,7 +274,7 @@ def replay_command(
     notes += result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
     notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rejected} rows rejected; "
-                 f"{result.evaluation.summary()}")
+                 f"{result.evaluation.summary(tz_info)}")
     for note in notes:
         typer.echo(note, err=as_json)
 

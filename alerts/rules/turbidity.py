@@ -323,7 +323,7 @@ class TurbidityRuleState:
             )
             out.append(self._event(
                 kind, r, f"{kind}:{self._key}{format_time(r.start)}",
-                f"turbidity {r.status.replace('_', ' ')} from {format_time(r.start)}: {r.reason}",
+                f"turbidity {r.status.replace('_', ' ')} from {local_time(r.start, self.tz)}: {r.reason}",
                 evidence=[r.evidence()],
             ))
         return out
