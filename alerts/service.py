@@ -198,6 +198,11 @@ class AlertService:
             return self._handled
 
     @property
+    def session(self) -> SessionClient:
+        """The MQTT session (counters ``connects``, ``losses``, ``takeovers``, ``dead_links``)."""
+        return self._client
+
+    @property
     def readings_seen(self) -> int:
         """Readings received on readings topics and handed to an engine so far, all sites."""
         with self._lock:
