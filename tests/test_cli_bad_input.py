@@ -305,3 +305,21 @@ def test_evaluate_refuses_a_database_the_server_does_not_have(files: dict[str, P
         assert not probe.database_exists()
     finally:
         probe.close()
+
+
+def test_a_garbage_row_in_a_demo_rain_file_is_told_once(tmp_path: Path) -> None:
+    """The demo reads its rain file three times (the command, the pipeline, the simulated gauge);
+    the skipped row is told once -- in the run's header on stdout, not also as WARNINGs on stderr."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "rain.csv"
+    path.write_text("time,rain\n2024-06-01T00:00:00Z,0.2\nthis is not a row\n2024-06-01T00:02:00Z,0.4\n",
+                    encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "stormwatch", "demo", "--rain-file", str(path), "--tip-mm", "0.2",
+                           "--speed", "10000", "--state-dir", str(tmp_path / "demo")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    skip = f"{path}:3: 1 fields, need at least 2"
+    assert done.stdout.count(skip) == 1 and f"rain file: 1 row skipped; first: {skip}" in done.stdout
+    assert skip not in done.stderr
