@@ -34,8 +34,9 @@ TIPS_FOR_ONE_INCH = 127  # 127 × 0.2 mm = 25.4 mm = 1.0 in; 126 × 0.2 = 25.2 m
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The variables as a user without them has them; restored after the test (the root command
     puts --profiles/--packs first on them, in this process)."""
-    monkeypatch.delenv(resources.PROFILES_ENV, raising=False)
-    monkeypatch.delenv(resources.PACKS_ENV, raising=False)
+    for variable in (resources.PROFILES_ENV, resources.PACKS_ENV):
+        monkeypatch.setenv(variable, "")  # recorded, so the end of the test restores the variable...
+        monkeypatch.delenv(variable)  # ...whatever the command put there (delenv of an unset one records nothing)
 
 
 def _pack(directory: Path, threshold: str) -> Path:
