@@ -152,8 +152,13 @@ class Evaluation:
         return [e for e in self.events if e.kind == "storm_inspection_due"
                 and getattr(e.details, "storm_start", None) not in going_on]
 
-    def summary(self) -> str:
-        """One sentence on rain in the window; never "no storm" across a data gap."""
+    def summary(self, tz: ZoneInfo | None = None) -> str:
+        """One sentence on rain in the window; never "no storm" across a data gap. Times of gaps are
+        site-local with the year in ``tz`` (for a person), ISO UTC without it (the JSON summary)."""
+
+        def when(t: datetime) -> str:
+            return local_time(t, tz) if tz is not None else format_time(t)
+
         if not self.has_gauge:
             return "storms not watched at this site (no rain gauge or no storm rule in the pack)"
         n = len(self.qualifying_storms)
@@ -162,8 +167,7 @@ class Evaluation:
         if open_q:
             parts.append(f"{len(open_q)} qualifying storm(s) still in progress")
         if self.gaps:
-            spans = ", ".join(f"{format_time(g.start)} to {format_time(g.end) if g.end else format_time(self.end)}"
-                              for g in self.gaps)
+            spans = ", ".join(f"{when(g.start)} to {when(g.end) if g.end else when(self.end)}" for g in self.gaps)
             parts.append(f"rain UNKNOWN (no rain-gauge data, not dry) from {spans}")
         elif not n and not open_q:
             parts.append("rain-gauge data complete")

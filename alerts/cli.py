@@ -184,7 +184,11 @@ def _evidence_line(item: dict[str, Any], zone: ZoneInfo) -> str:
         if key == "unit" or value is None:
             continue
         label = key.replace("_", " ")
-        if isinstance(value, list):
+        if isinstance(value, list) and not value:
+            parts.append(f"{label} none")
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts.append(f"{label} {', '.join(value)}")  # e.g. flags: device_error, out_of_range
+        elif isinstance(value, list):
             parts.append(f"{label}: {len(value)} values")
         elif isinstance(value, float) and key.endswith("_ntu"):
             parts.append(f"{label.removesuffix(' ntu')} {turbidity(value, str(unit))}")
@@ -378,14 +382,7 @@ def evaluate_cmd(
     if t1 >= t2:
         fail(f"--from {start} is not before --until {end}: the window is empty")
     try:
-        missing = _missing_sqlite(store)
-    except StoreUrlError as exc:
-        fail(f"--store {redact(store)}: {exc}", 2)
-    if missing is not None:
-        fail(f"no store at {missing} (--store {redact(store)}): evaluate reads stored readings, "
-             "import or ingest them first", 2)
-    try:
-        opened = open_store(store)
+        opened = open_store(store, existing=True)  # evaluate reads stored readings: never "0 readings" of nothing
     except (StoreUrlError, StoreError) as exc:
         fail(f"--store {redact(store)}: {exc}", 2)
     try:
@@ -403,28 +400,7 @@ def evaluate_cmd(
         typer.echo(describe_event(e, tz))
     for line in result.in_progress_lines(tz):
         typer.echo(line)
-    typer.echo(result.summary())
-
-
-def _missing_sqlite(url: str) -> Path | None:
-    """The file of a ``sqlite:`` store URL (or bare path) when it does not exist, else ``None``.
-
-    Opening a missing SQLite file would create an empty store; a read-only command must say the
-    store is not there instead of reporting "0 readings".
-
-    Raises:
-        stormwatch.stores.urls.StoreUrlError: a malformed SQLite URL.
-    """
-    import urllib.parse
-
-    from stormwatch.stores.urls import sqlite_path
-
-    if urllib.parse.urlsplit(url).scheme.lower() not in ("sqlite", ""):
-        return None
-    path = sqlite_path(url)
-    if path == ":memory:" or Path(path).is_file():
-        return None
-    return Path(path)
+    typer.echo(result.summary(tz))
 
 
 def register(app: typer.Typer) -> None:

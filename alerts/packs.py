@@ -307,6 +307,7 @@ def load_pack(name: str, overrides: dict[str, dict[str, Any]] | None = None,
     data = load_yaml(path, PackError, what="rule pack")
     if not isinstance(data, dict):
         raise PackError(f"{path}: expected a mapping at the top level")
+    _rule_kinds()  # the rule modules first: one that cannot load is its own error (its file), not the pack's
     try:
         pack = RulePack.model_validate(data)
     except ValidationError as exc:

@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +45,11 @@ from stormwatch.alerts.grafana import GrafanaAnnotations
 from stormwatch.alerts.packs import PackError
 from stormwatch.alerts.presence import GatewayPresence
 from stormwatch.alerts.webhook import BackgroundSender, Webhook
-from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, parse_readings
+from stormwatch.display import local_time
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.profiles import ProfileLibrary
@@ -63,6 +64,16 @@ def _filters(site: str) -> list[str]:
 
 #: Real seconds between records of the service's clock in the state file.
 CLOCK_RECORD_REAL_S = 1.0
+
+
+def overdue_event(order: WorkOrder, now: datetime) -> Event:
+    """The ``inspection_overdue`` event of ``order``, announced once at ``now`` (event time). Its
+    message gives the deadline site-local with the year (the order's zone), as an SMO reads it; the
+    event's ``due_at`` stays UTC."""
+    return Event(kind="inspection_overdue", site=order.site, event_time=now, rule=order.rule,
+                 citation=order.citation, occurrence=order.occurrence, work_order=order.id, due_at=order.due_at,
+                 message=f"work order {order.id} ({order.kind.replace('_', ' ')}) is overdue: it was due "
+                         f"{local_time(order.due_at, order.timezone or 'UTC')}")
 
 
 class AlertService:
@@ -185,6 +196,11 @@ class AlertService:
         """MQTT messages taken from the broker and handled (readings, statuses, refused ones alike)."""
         with self._lock:
             return self._handled
+
+    @property
+    def session(self) -> SessionClient:
+        """The MQTT session (counters ``connects``, ``losses``, ``takeovers``, ``dead_links``)."""
+        return self._client
 
     @property
     def readings_seen(self) -> int:
@@ -390,10 +406,5 @@ class AlertService:
 
     def _check_overdue(self) -> None:
         now = self.clock.now()
-        events = [
-            Event(kind="inspection_overdue", site=o.site, event_time=now, rule=o.rule, citation=o.citation,
-                  occurrence=o.occurrence, work_order=o.id, due_at=o.due_at,
-                  message=f"work order {o.id} ({o.kind}) is overdue (due {o.due_at.isoformat() if o.due_at else '-'})")
-            for o in self.workorders.mark_overdue(now, sites=set(self.engines))
-        ]
+        events = [overdue_event(o, now) for o in self.workorders.mark_overdue(now, sites=set(self.engines))]
         self._emit(events)

@@ -67,6 +67,7 @@ from stormwatch.alerts.rules.registry import rule_kinds
 from stormwatch.alerts.rules.report import ReportRule
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.contract import Event
+from stormwatch.display import local_time
 from stormwatch.errors import InputError
 from stormwatch.wire import format_time
 
@@ -335,8 +336,11 @@ def _t(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
-def _text(value: datetime | None) -> str:
-    return format_time(value) if value is not None else "-"
+def _text(value: datetime | None, timezone: str | None) -> str:
+    """A time in a message a person reads (a refusal, a history note, a report's reason): local to
+    the order's site, with the year (:func:`stormwatch.display.local_time`; UTC for an order from
+    before orders kept their zone), ``-`` for none. The order's fields themselves stay UTC."""
+    return local_time(value, timezone or "UTC")
 
 
 def _statements(script: str) -> list[str]:
@@ -667,7 +671,7 @@ class WorkOrders:
                 created = cur.rowcount == 1
                 if created:
                     self._log_change(oid, now, ENGINE, "opened", "open",
-                                     f"due {format_time(due_at)}" if due_at else "")
+                                     f"due {_text(due_at, timezone)}" if due_at else "")
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -689,7 +693,7 @@ class WorkOrders:
         by = _need_text(by, "the name of who acknowledges (--by)")
         order = self.get(oid)
         if order.status == "completed":
-            raise WorkOrderError(f"work order {oid} was completed at {_text(order.completed_at)} by "
+            raise WorkOrderError(f"work order {oid} was completed at {_text(order.completed_at, order.timezone)} by "
                                  f"{order.inspector}: nothing to acknowledge")
         now = self.clock.now()
         with self._lock:
@@ -721,7 +725,8 @@ class WorkOrders:
         notes = _need_text(notes, "a completion note (--notes: what was inspected, found and done)")
         order = self.get(oid)
         if order.status == "completed":
-            raise WorkOrderError(f"work order {oid} was already completed at {_text(order.completed_at)} "
+            raise WorkOrderError(f"work order {oid} was already completed at "
+                                 f"{_text(order.completed_at, order.timezone)} "
                                  f"by {order.inspector}")
         done = at or self.clock.now()
         with self._lock:
@@ -741,7 +746,7 @@ class WorkOrders:
                 site=order.site, kind="inspection_report", rule=f"{order.rule}-report", citation=rule.citation,
                 occurrence=oid, event_time=done, due_at=due,
                 message=f"inspection report of {oid} to the SMO within {rule.within_business_days} business days "
-                        f"of the inspection: due by {format_time(due)}",
+                        f"of the inspection: due by {_text(due, spec['timezone'])}",
                 evidence=[], report=None, parent=oid, timezone=spec["timezone"])
         return self.get(oid)
 
@@ -826,11 +831,12 @@ class WorkOrders:
         stamp = _ts(at)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
-            rows = [(oid, status, due) for oid, site, status, due in self._db.execute(
-                "SELECT id, site, status, due_at FROM work_orders WHERE status != 'completed' AND overdue_at IS NULL"
-                " AND due_at IS NOT NULL AND due_at < ?", (stamp,)).fetchall() if sites is None or site in sites]
-            for oid, status, due in rows:
+            rows = [(oid, status, due, zone) for oid, site, status, due, zone in self._db.execute(
+                "SELECT id, site, status, due_at, timezone FROM work_orders WHERE status != 'completed'"
+                " AND overdue_at IS NULL AND due_at IS NOT NULL AND due_at < ?", (stamp,)).fetchall()
+                if sites is None or site in sites]
+            for oid, status, due, zone in rows:
                 self._db.execute("UPDATE work_orders SET overdue_at = ? WHERE id = ?", (stamp, oid))
-                self._log_change(oid, at, ENGINE, "overdue", status, f"due {_text(_t(due))} passed")
+                self._log_change(oid, at, ENGINE, "overdue", status, f"due {_text(_t(due), zone)} passed")
             self._db.execute("COMMIT")
         return [self.get(r[0]) for r in rows]

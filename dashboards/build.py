@@ -33,12 +33,13 @@ def render(board: dash.Dashboard) -> str:
 
 
 def build_all(out_dir: Path = JSON_DIR) -> list[Path]:
-    """Write every dashboard to ``out_dir/<uid>.json`` (directory created) and return the paths.
+    """Write every dashboard to ``out_dir/<uid>.json`` and return the paths. ``out_dir`` is created
+    if missing, but not its parents (a typo must not create a tree of directories).
 
     Raises:
-        OSError: the directory or a file cannot be written.
+        OSError: the directory (or its parent) or a file cannot be written.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(exist_ok=True)
     written = []
     for uid, make in DASHBOARDS.items():
         path = out_dir / f"{uid}.json"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.cliutil import fail
+from stormwatch.cliutil import fail, output_path
 from stormwatch.dashboards.build import JSON_DIR, build_all
 
 dashboards_app = typer.Typer(help="Grafana dashboards for SMOs: one site's readings and events, and a portfolio "
@@ -20,8 +20,9 @@ def build_cmd(out: Path = typer.Option(JSON_DIR, "--output", "-o", metavar="DIR"
                                             "shipped with stormwatch).")) -> None:
     """Write the Grafana dashboards (portfolio and site) as JSON files to import or provision.
 
-    Prints each file written.
+    Prints each file written. The directory is created if its parent exists.
     """
+    output_path(out, "--output", directory=True)
     try:
         paths = build_all(out)
     except OSError as exc:

@@ -333,7 +333,7 @@ def _decode(tp: Any, data: Any, where: str) -> Any:
         kinds = {_kind(a): a for a in options}
         kind = data.get("kind") if isinstance(data, dict) else None
         if kind not in kinds:
-            raise ValueError(f"{where}.kind: {kind!r} is not one of {sorted(kinds)}")
+            raise ValueError(f"{where}.kind: {kind!r} is not one of {', '.join(sorted(kinds))}")
         return _decode(kinds[kind], data, where)
     if origin is tuple:
         args = get_args(tp)
@@ -351,7 +351,7 @@ def _decode(tp: Any, data: Any, where: str) -> Any:
         return {key_t(k): _decode(val_t, v, f"{where}.{k}") for k, v in data.items()}
     if origin is Literal:
         if data not in get_args(tp):
-            raise ValueError(f"{where}: {data!r} is not one of {list(get_args(tp))}")
+            raise ValueError(f"{where}: {data!r} is not one of {', '.join(map(str, get_args(tp)))}")
         return data
     if tp is Fraction:
         return Fraction(data)

@@ -3,7 +3,11 @@
 * Persistent session: fixed client id ``stormwatch-<site>-<gateway>``, ``clean_session=False``,
   MQTT 3.1.1 (also what the amqtt embedded broker speaks).
 * Last will ``{"state":"offline"}`` retained at QoS 1 on ``topics.status(site, gateway)``; on every
-  connect a retained ``{"state":"online","boot":...,"outbox_depth":N,"time":...}``.
+  connect a retained ``{"state":"online","boot":...,"outbox_depth":N,"session_takeovers":N,"time":...}``
+  (``session_takeovers``: connections this process lost so far to another client with its client id,
+  :mod:`stormwatch.mqtttakeover` -- the gateway's counterpart of ingest's
+  ``stormwatch_ingest_mqtt_session_takeovers_total``; a takeover ends in a reconnect, so each new
+  status carries the count so far).
 * One MQTT session set-up for every stormwatch client (:class:`stormwatch.mqttsession.SessionClient`):
   credentials/TLS, will, keep-alive that finds a dead link, automatic reconnect with backoff.
 * Flow control: at most ``window`` messages handed to paho and not yet acknowledged, at most
@@ -162,6 +166,7 @@ class MqttPublisher:
             "state": "online",
             "boot": self.boot,
             "outbox_depth": self.outbox.depth(),
+            "session_takeovers": self._client.takeovers,
             "time": format_time(self.clock.now()),
         }
         self._client.publish(self.status_topic, json.dumps(status), qos=1, retain=True)
@@ -225,7 +230,10 @@ class MqttPublisher:
                 log.warning("offline status not confirmed: %s", exc)
         self._client.stop()
         self._apply_acks()
-        log.info("publisher stopped: %d published, %d acknowledged", self.published, self.acknowledged)
+        session = self._client
+        log.info("publisher stopped: %d published, %d acknowledged; MQTT session: %d connects, %d losses, "
+                 "%d takeovers, %d dead links", self.published, self.acknowledged, session.connects, session.losses,
+                 session.takeovers, session.dead_links)
 
     # -- pump ---------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from stormwatch.importers.options import (
 
 if TYPE_CHECKING:
     from stormwatch.importers.load import ImportSummary
+    from stormwatch.stores.base import ReadingStore
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,21 @@ def build_options(fmt: str, delimiter: str | None, time_column: str | None, time
     )
 
 
+def _store(url: str) -> ReadingStore:
+    """The store an import writes to (created if new, in a directory that exists): a bad URL is bad
+    input (exit 2, ``--store URL: why``), a store that cannot be opened a failure (exit 1)."""
+    from stormwatch.clock import WallClock
+    from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import StoreUrlError, open_store, redact
+
+    try:
+        return open_store(url, WallClock())
+    except StoreUrlError as exc:
+        fail(f"--store {redact(url)}: {exc}")
+    except StoreError as exc:
+        fail(f"--store {redact(url)}: {exc}", 1)
+
+
 @contextmanager
 def _progress(path: Path) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr for large files (``None`` for small ones)."""
@@ -145,7 +161,7 @@ def import_command(
     from stormwatch.importers.load import ImportFailed, import_file
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.stores.base import StoreError
-    from stormwatch.stores.urls import StoreUrlError, open_store, redact
+    from stormwatch.stores.urls import redact
 
     try:
         if silence not in ("dry", "gap"):
@@ -154,11 +170,9 @@ def import_command(
                                 tips_column, tips_per_row, skip_rows, gap_value, counter_bits, select)
         profiles = ProfileLibrary()
         cfg = load_site_file(site, profiles)
-        opened = open_store(store, WallClock())
-    except (OptionsError, ConfigError, PackError, StoreUrlError) as exc:
+    except (OptionsError, ConfigError, PackError) as exc:
         fail(str(exc))
-    except StoreError as exc:
-        fail(str(exc), 1)
+    opened = _store(store)
     try:
         with _progress(file) as progress:
             summary = import_file(file, cfg, device, profiles, opened, options, WallClock(), progress,
@@ -260,7 +274,7 @@ def replay_command(
     notes += result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
     notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rejected} rows rejected; "
-                 f"{result.evaluation.summary()}")
+                 f"{result.evaluation.summary(tz_info)}")
     for note in notes:
         typer.echo(note, err=as_json)
 
@@ -308,12 +322,11 @@ def station_import_command(
     from datetime import time as clock_time
 
     from stormwatch.alerts.packs import PackError
-    from stormwatch.clock import WallClock
     from stormwatch.config import ConfigError
     from stormwatch.importers.station import StationImportError, detect_station_format, import_station
     from stormwatch.importers.table import TableError, read_lines
     from stormwatch.stores.base import StoreError
-    from stormwatch.stores.urls import StoreUrlError, open_store, redact
+    from stormwatch.stores.urls import redact
 
     try:
         if fmt == "auto":
@@ -336,11 +349,9 @@ def station_import_command(
                 raise OptionsError("--format delimited needs --value-column NAME=precipitation:mm (or :in)")
             options = build_options("generic", delimiter, time_column, time_format, zone, [value_column], None,
                                     None, None, None, skip_rows, gap_value)
-        opened = open_store(store, WallClock())
-    except (OptionsError, ConfigError, PackError, StoreUrlError, TableError) as exc:
+    except (OptionsError, ConfigError, PackError, TableError) as exc:
         fail(str(exc))
-    except StoreError as exc:
-        fail(str(exc), 1)
+    opened = _store(store)
     try:
         summary = import_station(file, cfg, opened, fmt,  # type: ignore[arg-type]
                                  tz=zone, day_ends=ends, options=options,

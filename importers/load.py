@@ -27,7 +27,7 @@ from stormwatch.alerts.backfill import depth_text
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Reading, dump_readings
-from stormwatch.display import counts
+from stormwatch.display import counts, names
 from stormwatch.errors import InputError
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY
@@ -220,7 +220,7 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         device = cfg.device(device_id)
     except KeyError:
         raise ImportFailed(f"no device {device_id!r} in site {site!r} "
-                           f"(devices: {sorted(d.id for d in cfg.devices)})") from None
+                           f"(devices: {names(d.id for d in cfg.devices)})") from None
     try:
         profile = profiles.get(device.profile)
     except ProfileError as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +52,21 @@ INSPECTOR_MAX = 64
 
 class ManualEntryError(InputError):
     """A manual entry that cannot be recorded (nothing was stored or sent); the message says why."""
+
+
+class ManualValueError(ManualEntryError):
+    """One value of a manual entry the method cannot give: not a finite number, or outside the
+    method's range (:data:`stormwatch.contract.MANUAL_QUANTITIES`).
+
+    Attributes:
+        quantity: the manual quantity (``transparency``, ``turbidity``, ``ph``).
+        value: the value given.
+        reason: what is wrong with it, e.g. ``must be a finite number``.
+    """
+
+    def __init__(self, quantity: str, value: float, reason: str) -> None:
+        self.quantity, self.value, self.reason = quantity, value, reason
+        super().__init__(f"{quantity} {value:g}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -83,7 +99,8 @@ def manual_readings(entry: ManualEntry) -> list[Reading]:
 
     Raises:
         ManualEntryError: no value, an unknown quantity, a blank or too long inspector name, a naive
-            time, a value the schema refuses.
+            time, a value the schema refuses; :class:`ManualValueError` for a value that is not a
+            finite number or outside the method's range.
     """
     name = " ".join(entry.inspector.split())
     if not name:
@@ -100,6 +117,11 @@ def manual_readings(entry: ManualEntry) -> list[Reading]:
         spec = MANUAL_QUANTITIES.get(quantity)
         if spec is None:
             raise ManualEntryError(f"{quantity!r} is not a manual quantity ({', '.join(MANUAL_QUANTITIES)})")
+        if not math.isfinite(value):
+            raise ManualValueError(quantity, value, f"must be a finite number ({spec.low:g} to {spec.high:g})")
+        if not spec.low <= value <= spec.high:
+            raise ManualValueError(quantity, value,
+                                   f"outside {spec.low:g} to {spec.high:g} {spec.unit} ({spec.method})")
         try:
             out.append(Reading(site=entry.site, device=entry.point, quantity=quantity, value=float(value),
                                unit=spec.unit, time=entry.sampled_at, gateway=MANUAL_GATEWAY,

@@ -10,6 +10,9 @@ import typer
 
 from stormwatch.cliutil import fail, load_site_file
 
+#: The option of each manual quantity (errors name the option the value came from).
+OPTION_OF = {"transparency": "--transparency-cm", "turbidity": "--turbidity-ntu", "ph": "--ph"}
+
 readings_app = typer.Typer(help="Readings entered by hand: transparency tube, grab-sample NTU and pH.",
                            no_args_is_help=True)
 
@@ -27,7 +30,8 @@ def add_command(
                                                  help="Transparency tube: cm of water to the first view of the "
                                                       "disk (0-120)."),
     turbidity_ntu: float | None = typer.Option(None, "--turbidity-ntu", metavar="NTU",
-                                               help="Grab sample's turbidity from a hand turbidimeter, NTU."),
+                                               help="Grab sample's turbidity from a hand turbidimeter, NTU "
+                                                    "(0-4000)."),
     ph: float | None = typer.Option(None, "--ph", metavar="PH", help="Grab sample's pH from a hand meter (0-14)."),
     broker: str | None = typer.Option(None, "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
                                       help="Send it live: the MQTT broker (mqtt://host:1883); ingest stores it and "
@@ -56,7 +60,13 @@ def add_command(
     from stormwatch.alerts.packs import PackError
     from stormwatch.clock import WallClock
     from stormwatch.config import ConfigError
-    from stormwatch.importers.manual import ManualEntry, ManualEntryError, record_manual
+    from stormwatch.importers.manual import (
+        ManualEntry,
+        ManualEntryError,
+        ManualValueError,
+        manual_readings,
+        record_manual,
+    )
     from stormwatch.mqtt import BrokerUrlError, parse_broker_url
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.stores.base import StoreError
@@ -71,12 +81,27 @@ def add_command(
     values = {q: v for q, v in (("transparency", transparency_cm), ("turbidity", turbidity_ntu), ("ph", ph))
               if v is not None}
     entry = ManualEntry(cfg.site.id, point, when, by, values)
+    try:
+        manual_readings(entry)  # the values, before a store is opened (or created) for them
+    except ManualValueError as exc:
+        fail(f"{OPTION_OF[exc.quantity]} {exc.value:g}: {exc.reason}")
+    except ManualEntryError as exc:
+        fail(str(exc))
     opened = None
     try:
         settings = parse_broker_url(broker) if broker else None
-        opened = open_store(store) if store else None
+    except BrokerUrlError as exc:
+        fail(f"--broker: {exc}")
+    if store:
+        try:
+            opened = open_store(store)
+        except StoreUrlError as exc:
+            fail(f"--store {redact(store)}: {exc}")
+        except StoreError as exc:
+            fail(f"--store {redact(store)}: {exc}", 1)
+    try:
         result = record_manual(entry, cfg, profiles, WallClock(), store=opened, broker=settings)
-    except (ManualEntryError, BrokerUrlError, StoreUrlError) as exc:
+    except ManualEntryError as exc:
         fail(str(exc))
     except StoreError as exc:
         fail(f"store {redact(store or '')}: {exc} (nothing lost: enter it again, it is stored once)", 1)

@@ -33,6 +33,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from stormwatch.display import names
 from stormwatch.importers.options import ImportOptions
 from stormwatch.importers.table import ISO, UNIX, Table, TableError, TimeParser
 
@@ -129,7 +130,7 @@ def read_rtl433(path: Path, lines: list[str], options: ImportOptions) -> Table:
         raise TableError(f"{path}: no rtl_433 message{where} carries {sorted(wanted) or 'a wanted column'}")
     if len(sensors) > 1:
         listed = "; ".join(f"{s or 'no model/id'} ({n} messages)" for s, n in sorted(sensors.items()))
-        raise TableError(f"{path}: several sensors carry {sorted(wanted)}: {listed}; choose one with "
+        raise TableError(f"{path}: several sensors carry {names(wanted)}: {listed}; choose one with "
                          "--select KEY=VALUE (e.g. --select model=Acurite-5n1 --select id=3844)")
     columns = ["time", *sorted({k for _, obj in kept for k in obj if k != "time"})]
     index = {c: i for i, c in enumerate(columns)}

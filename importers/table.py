@@ -190,7 +190,7 @@ class Table:
         if wanted.isdigit() and int(wanted) < len(self.columns):
             return int(wanted)
         what = "several columns" if short else "no column"
-        raise TableError(f"{self.path}: {what} named {name!r} (columns: {list(stripped)})")
+        raise TableError(f"{self.path}: {what} named {name!r} (columns: {', '.join(stripped)})")
 
     def data_columns(self) -> list[int]:
         """Indexes of the columns that may hold values (not the time, not bookkeeping, named)."""

@@ -102,7 +102,7 @@ def ingest_command(
     try:
         sink = open_store(store, clock=clock)
     except StoreUrlError as exc:
-        fail(f"--store: {exc}")
+        fail(f"--store {redact(store)}: {exc}")
     except StoreError as exc:
         fail(f"--store {redact(store)}: {exc}", 1)
     try:

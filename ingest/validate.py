@@ -72,6 +72,7 @@ from stormwatch.contract import (
     dump_readings,
     parse_readings,
 )
+from stormwatch.display import names
 from stormwatch.physics import negative_value, rain_verdict
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import DeadLetter
@@ -266,7 +267,7 @@ class Validator:
                                       f"site {topic_site!r} gateway {topic_gateway!r}")
         cfg = self.sites.get(r.site)
         if cfg is None:
-            return ("unknown_site", f"site {r.site!r} is not configured (known: {sorted(self.sites)})")
+            return ("unknown_site", f"site {r.site!r} is not configured (known: {names(self.sites)})")
         if r.gateway == MANUAL_GATEWAY:
             problem = self._check_manual(r, cfg)
             if problem is not None:
@@ -277,11 +278,11 @@ class Validator:
         units = self._units.get((r.site, r.device))
         if units is None:
             return ("unknown_device", f"device {r.device!r} is not configured for site {r.site!r} "
-                                      f"(known: {sorted(d.id for d in cfg.devices)})")
+                                      f"(known: {names(d.id for d in cfg.devices)})")
         expected = units.get(r.quantity)
         if expected is None:
             return ("unknown_quantity", f"device {r.device!r} does not produce {r.quantity!r} "
-                                        f"(it produces: {sorted(units)})")
+                                        f"(it produces: {names(units)})")
         if r.unit != expected:
             return ("unit_mismatch", f"{r.device} {r.quantity} unit {r.unit!r}, profile says {expected!r}")
         if r.tip_size is not None:
@@ -339,7 +340,7 @@ class Validator:
         units = self._units.get((r.site, r.device))
         if units is None and r.device not in points:
             return ("unknown_device", f"{r.device!r} is neither a discharge point nor a device of site {r.site!r} "
-                                      f"(points: {sorted(points)}; devices: {sorted(d.id for d in cfg.devices)})")
+                                      f"(points: {names(points)}; devices: {names(d.id for d in cfg.devices)})")
         spec = MANUAL_QUANTITIES.get(r.quantity)
         if spec is None:
             return ("unknown_quantity", f"{r.quantity!r} is not entered by hand (manual quantities: "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from stormwatch.cliutil import fail
+from stormwatch.cliutil import fail, output_path
 
 if TYPE_CHECKING:
     from stormwatch.alerts.workorders import WorkOrders
@@ -57,18 +57,12 @@ def _book(state_dir: Path, wall_time: bool) -> tuple[WorkOrders | None, datetime
 
 
 def _open_store(url: str):  # type: ignore[no-untyped-def]
-    from stormwatch.alerts.cli import _missing_sqlite
+    """The store the report reads (it must be there: a missing one is never read as "no data")."""
     from stormwatch.stores.base import StoreError
     from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
     try:
-        missing = _missing_sqlite(url)
-    except StoreUrlError as exc:
-        fail(f"--store {redact(url)}: {exc}")
-    if missing is not None:
-        fail(f"no store at {missing} (--store {redact(url)}): import or ingest readings first")
-    try:
-        return open_store(url)
+        return open_store(url, existing=True)
     except (StoreUrlError, StoreError) as exc:
         fail(f"--store {redact(url)}: {exc}")
 
@@ -183,6 +177,8 @@ def report_cmd(
     from stormwatch.stores.base import StoreError
 
     kind = _format(fmt, output)
+    if output is not None and str(output) != "-":
+        output_path(output)  # before the report is built: a long build never ends in "no such directory"
     profiles = ProfileLibrary()
     try:
         cfg = load_site_file(site, profiles)
@@ -266,8 +262,7 @@ def archive_cmd(
         fail(exc.format_message())
     if t2 <= t1:
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
-    if not output.parent.is_dir():
-        fail(f"--output {output}: directory {output.parent} does not exist")
+    output_path(output)
     opened = _open_store(store)
     book = _book(state_dir, wall_time=False)[0]
     try:

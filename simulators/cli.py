@@ -196,9 +196,12 @@ def simulate(
     library = ProfileLibrary()
     cfg = load_site_file(site, library)
     try:
-        tips = SiteScenario(sc, cfg, device_profiles(cfg, library)).tips  # the rain file is read here
+        story = SiteScenario(sc, cfg, device_profiles(cfg, library))  # the rain file is read here
     except ValueError as exc:  # InputErrors (the rain file) and devices that do not fit the scenario
         fail(str(exc))
+    tips = story.tips
+    if story.rain_skip_summary:
+        log.warning("%s", story.rain_skip_summary)  # once: the simulator reads the file again, quietly
     if len(tips):
         needed = (tips.times[-1] - sc.start).total_seconds() / 3600 + DRY_GAP_H + 0.5
         if needed > sc.duration_h:

@@ -37,12 +37,17 @@ class RainRecord:
         tip: the record's depth per tip.
         source: where the record came from (for logs).
         skipped: the rows that could not be used, as ``file:line: reason`` (the reader's messages).
+        skip_summary: one line about them for the user (``rain file F: 1 of 3 rows skipped
+            (too_few_fields 1); first: F:3: ...``), ``""`` when none was skipped. The reader does
+            not log it: a file is read several times in one run (the command, the simulator, the
+            pipeline), and the command tells the user once.
     """
 
     rows: tuple[tuple[datetime, int], ...]
     tip: TipResolution
     source: str = ""
     skipped: tuple[str, ...] = ()
+    skip_summary: str = ""
 
     @property
     def total_tips(self) -> int:
@@ -57,11 +62,13 @@ class RainRecord:
         if not self.rows:
             return self
         delta = new_start - self.rows[0][0]
-        return RainRecord(tuple((t + delta, n) for t, n in self.rows), self.tip, self.source, self.skipped)
+        return RainRecord(tuple((t + delta, n) for t, n in self.rows), self.tip, self.source, self.skipped,
+                          self.skip_summary)
 
     def window(self, start: datetime, end: datetime) -> RainRecord:
         """Only the rows with ``start ≤ time < end``."""
-        return RainRecord(tuple((t, n) for t, n in self.rows if start <= t < end), self.tip, self.source, self.skipped)
+        return RainRecord(tuple((t, n) for t, n in self.rows if start <= t < end), self.tip, self.source,
+                          self.skipped, self.skip_summary)
 
     def gauge_tips(self, resolution: TipResolution) -> TipSeries:
         """The record as tips of a gauge of ``resolution`` (identical when the sizes are equal)."""
@@ -110,7 +117,7 @@ def load_rain_record(
 
     Returns:
         The record, rows merged per identical timestamp (tips summed, never deduplicated), with
-        the skipped rows in ``skipped``.
+        the skipped rows in ``skipped`` and ``skip_summary`` (for the caller to tell the user).
 
     Raises:
         RainRecordError: an unreadable file, unknown column or zone, a tip size no bucket has, or
@@ -143,9 +150,9 @@ def load_rain_record(
         if not rows and not conv.readings:
             raise RainRecordError(f"{path}: no usable row: {len(skipped)} of {conv.rows_read} rows skipped "
                                   f"({reasons}); first: {skipped[0]}")
-        log.warning("rain file %s: %d of %d rows skipped (%s); first: %s", path, len(skipped), conv.rows_read,
-                    reasons, skipped[0])
-    record = RainRecord(rows, options.tips.resolution, str(path), skipped)
+        summary = f"rain file {path}: {len(skipped)} of {conv.rows_read} rows skipped ({reasons}); first: {skipped[0]}"
+        log.debug("%s", summary)
+    record = RainRecord(rows, options.tips.resolution, str(path), skipped, summary if skipped else "")
     log.info("rain record %s: %d tips in %d rows", path, record.total_tips, len(rows))
     return record
 

@@ -499,9 +499,12 @@ class SiteScenario:
             resolution = counter.tip_resolution
         #: rows of the rain file that could not be used (``file:line: reason``), for the user to see
         self.rain_skipped: tuple[str, ...] = ()
+        #: one line about them (the command shows it once; :attr:`RainRecord.skip_summary`)
+        self.rain_skip_summary = ""
         if scenario.rain.record is not None:
             record = record_from_spec(scenario.rain.record, scenario.start)
             self.rain_skipped = record.skipped
+            self.rain_skip_summary = record.skip_summary
             self.tips = record.gauge_tips(resolution)
         else:
             self.tips = rain_tips(scenario, resolution)

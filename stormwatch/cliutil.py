@@ -18,7 +18,8 @@ so a new command gets them without code of its own:
   ``STORMWATCH_LOG_LEVEL``) sets the level for all.
 
 Exit statuses: 0 done; 1 a failure while running (store or broker unavailable, a bug); 2 bad
-input (arguments, options, files); 130 interrupted.
+input (arguments, options, files); 130 interrupted. Standard output closed by its reader
+(``stormwatch --help | head``) ends the command quietly with 1, no error line.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.models import DefaultPlaceholder
 
 from stormwatch.errors import InputError
 from stormwatch.logs import setup_logging
@@ -220,6 +224,29 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def output_path(path: Path, option: str = "--output", *, directory: bool = False) -> Path:
+    """``path``, checked before any work as a place the command may write: its parent directory
+    exists (a typo never creates directories, and a long job never ends in "no such directory"),
+    and it is not a directory (a file) / not a file (``directory``: the directory itself may be
+    created in that parent).
+
+    Raises:
+        InputError: ``<option> <path>: directory <parent> does not exist`` (or is a directory / a file).
+    """
+    if directory:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{option} {path}: is a file, not a directory")
+        if path.is_dir():
+            return path
+    elif path.is_dir():
+        raise InputError(f"{option} {path}: is a directory, not a file")
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise InputError(f"{option} {path}: directory {parent} {what} (create it first)")
+    return path
+
+
 def load_site_file(path: Path, profiles: ProfileLibrary | None = None) -> SiteConfig:
     """The site file at ``path`` validated as every command validates it: the file, its devices'
     profiles and roles (:func:`stormwatch.config.load_site`), and its ``jurisdiction`` and rule
@@ -332,10 +359,33 @@ class Group(TyperGroup):
             _one_line(exc, ctx)
 
 
+#: Exit status of a command whose standard output was closed by its reader (``| head``), as
+#: click gives it when the pipe breaks outside a command.
+EXIT_BROKEN_PIPE = 1
+
+
+def closed_stdout() -> NoReturn:
+    """End quietly because the reader of standard output went away (``stormwatch --help | head``):
+    no error line, no traceback; what is still buffered goes nowhere (stdout is pointed at the
+    null device, so the interpreter's last flush does not fail again).
+
+    Raises:
+        typer.Exit: always, with :data:`EXIT_BROKEN_PIPE`.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (a test runner's capture): nothing to redirect
+        pass
+    raise typer.Exit(EXIT_BROKEN_PIPE)
+
+
 def _one_line(exc: Exception, ctx: typer.Context | None) -> NoReturn:
     """Turn ``exc`` into one ``error:`` line and an exit status (module docstring); re-raise exits."""
     if isinstance(exc, (typer.Exit, typer.Abort)) or type(exc).__name__ == "NoArgsIsHelpError":
         raise exc
+    if isinstance(exc, BrokenPipeError):
+        closed_stdout()
     usage = _usage_error(exc)
     if usage is not None:
         sub = getattr(exc, "ctx", None)
@@ -386,6 +436,24 @@ def _logging_for(command: str, verbose: int, log_file: Path | None, explicit: st
                   else "WARNING")
 
 
+def _directory_options(params: list[inspect.Parameter]) -> dict[str, str]:
+    """Parameter name → option name of every option shown as ``DIR`` (:func:`_no_file` checks them)."""
+    out: dict[str, str] = {}
+    for p in params:
+        info = p.default
+        if getattr(info, "metavar", None) == "DIR" and getattr(info, "param_decls", None):
+            out[p.name] = next((d for d in info.param_decls if d.startswith("--")), info.param_decls[0])
+    return out
+
+
+def _no_file(option: str, value: Any) -> None:
+    """A directory option (``--state-dir DIR``) that names an existing file: one line naming the
+    option, exit 2 (not ``[Errno 17] File exists`` from a ``mkdir`` deep inside the command)."""
+    for path in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(path, Path) and path.exists() and not path.is_dir():
+            fail(f"{option} {path}: is a file, not a directory")
+
+
 def _with_common_options(callback: Callable[..., Any]) -> Callable[..., Any]:
     """``callback`` with ``-v/--verbose`` and ``--log-file`` added, logging set up before it runs."""
     signature = inspect.signature(callback)
@@ -401,12 +469,18 @@ def _with_common_options(callback: Callable[..., Any]) -> Callable[..., Any]:
     params = list(signature.parameters.values())
     if any(p.name.startswith("sw_") for p in params):
         return callback  # already standardized
+    directories = _directory_options(params)
 
     @functools.wraps(callback)
     def wrapper(*args: Any, sw_verbose: int = 0, sw_log_file: Path | None = None, sw_ctx: typer.Context,
                 **kwargs: Any) -> Any:
-        if sw_log_file is not None and not sw_log_file.parent.is_dir():
-            fail(f"--log-file {sw_log_file}: directory {sw_log_file.parent} does not exist")
+        if sw_log_file is not None:
+            try:
+                output_path(sw_log_file, "--log-file")
+            except InputError as exc:
+                fail(str(exc))
+        for name, option in directories.items():
+            _no_file(option, kwargs.get(name))
         root = sw_ctx.find_root()
         _logging_for(_command_name(sw_ctx), sw_verbose, sw_log_file, root.meta.get("stormwatch.log_level"))
         try:
@@ -428,14 +502,21 @@ def standardize(app: typer.Typer) -> None:
     _standardize_commands(app)
 
 
+def _plain(cls: Any, default: type) -> bool:
+    """``cls`` is typer's own choice (unset, a default placeholder, or ``default`` itself)."""
+    return cls is None or isinstance(cls, DefaultPlaceholder) or cls is default
+
+
 def _standardize_commands(app: typer.Typer) -> None:
-    if app.info.cls in (None, TyperGroup):
+    if _plain(app.info.cls, TyperGroup):
         app.info.cls = Group
     for info in app.registered_commands:
-        if info.cls in (None, TyperCommand):
+        if _plain(info.cls, TyperCommand):
             info.cls = Command
         if info.callback is not None:
             info.callback = _with_common_options(info.callback)
     for group in app.registered_groups:
+        if _plain(group.cls, TyperGroup):  # what add_typer() sets wins over the sub-app's own class
+            group.cls = Group
         if group.typer_instance is not None:
             _standardize_commands(group.typer_instance)

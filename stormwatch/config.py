@@ -357,7 +357,7 @@ class SiteConfig(_Strict):
         ids = [d.id for d in self.devices]
         dupes = {i for i in ids if ids.count(i) > 1}
         if dupes:
-            raise ValueError(f"duplicate device ids: {sorted(dupes)}")
+            raise ValueError(f"duplicate device ids: {', '.join(sorted(dupes))}")
         known = set(ids)
         refs = {"rain_gauge": self.rain_gauge}
         if self.turbidity_pair:
@@ -396,7 +396,7 @@ class SiteConfig(_Strict):
             refs[f"roles.{role}"] = device
         for key, ref in refs.items():
             if ref is not None and ref not in known:
-                raise ValueError(f"{key}: no device {ref!r} (devices: {sorted(known)})")
+                raise ValueError(f"{key}: no device {ref!r} (devices: {', '.join(sorted(known))})")
         return self
 
     @property

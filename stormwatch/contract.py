@@ -262,12 +262,15 @@ class ManualQuantity(BaseModel):
 
 #: Manual field quantities (issue 16): a transparency tube's reading in cm (a tube is at most 120 cm
 #: long -- 60 cm is the common length, Washington CSWGP's benchmark equivalents are 33 and 6 cm),
-#: a grab sample's turbidity from a hand turbidimeter in NTU (never negative), and its pH from a
-#: hand meter (the 0-14 scale of the meter).
+#: a grab sample's turbidity from a hand turbidimeter in NTU (never negative; at most 4000 NTU, the
+#: widest range of the turbidimeters in docs/reference/sensors.md "Hand meters": the Hach 2100N's
+#: 0-4000 NTU, above which a sample must be diluted; the ClariVUE10 probe also ends at 4000 FNU), and
+#: its pH from a hand meter (the 0-14 scale of the meter).
+#: A value outside its range is refused with the reason, never stored (``1e308`` NTU is a typo).
 MANUAL_QUANTITIES: dict[str, ManualQuantity] = {
     "transparency": ManualQuantity(unit="cm", low=0.0, high=120.0, method="transparency tube, cm to the first "
                                                                           "view of the disk"),
-    "turbidity": ManualQuantity(unit="NTU", low=0.0, high=float("inf"), method="grab sample, hand turbidimeter"),
+    "turbidity": ManualQuantity(unit="NTU", low=0.0, high=4000.0, method="grab sample, hand turbidimeter"),
     "ph": ManualQuantity(unit="[pH]", low=0.0, high=14.0, method="grab sample, hand pH meter"),
 }
 

@@ -13,11 +13,14 @@ work-order commands, ``replay``/``evaluate`` and the event messages.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
+from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 from stormwatch.contract import Event
+
+#: UTC as a zone, for messages of a rule built without a site (tests, tools).
+UTC_ZONE = ZoneInfo("UTC")
 
 #: Decimals of turbidity values shown to a person (see the module docstring).
 TURBIDITY_DECIMALS = 1
@@ -29,6 +32,17 @@ def local_time(t: datetime | None, tz: ZoneInfo | str | None = None) -> str:
         return "-"
     zone = tz if isinstance(tz, ZoneInfo) else ZoneInfo(tz) if tz else UTC
     return t.astimezone(zone).strftime("%a %d %b %Y %H:%M %Z")
+
+
+def names(items: Iterable[object], empty: str = "none") -> str:
+    """``a, b, c`` (sorted, as text) for a person -- never a Python list repr ``['a', 'b']``;
+    ``empty`` when there is nothing."""
+    return ", ".join(sorted(str(i) for i in items)) or empty
+
+
+def local_day(day: date) -> str:
+    """A calendar day for a person: ``Mon 01 Jun 2026`` (weekday, date and year)."""
+    return day.strftime("%a %d %b %Y")
 
 
 def counts(by_reason: Mapping[str, int]) -> str:

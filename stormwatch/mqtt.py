@@ -88,6 +88,7 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
         port = parts.port
     except ValueError as exc:
         raise BrokerUrlError(f"bad broker URL: {exc}") from None
+    _check_port(port, "")
     scheme = _ALIASES.get(parts.scheme.lower(), parts.scheme.lower())
     if scheme not in DEFAULT_PORTS:
         raise BrokerUrlError(f"broker URL must start with mqtt:// or mqtts://, got scheme {parts.scheme!r}")
@@ -99,7 +100,8 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
     query = parse_qs(parts.query, keep_blank_values=True)
     unknown = sorted(set(query) - set(_TLS_FILES))
     if unknown:
-        raise BrokerUrlError(f"unknown broker URL option(s) {unknown} (known: {sorted(_TLS_FILES)})")
+        raise BrokerUrlError(f"unknown broker URL option(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(_TLS_FILES))})")
     files = {key: (query[key][-1] if key in query else env.get(var)) or None for key, var in _TLS_FILES.items()}
     if (files["cert_file"] is None) != (files["key_file"] is None):
         raise BrokerUrlError(
@@ -116,6 +118,16 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
         **files,
         others=others,
     )
+
+
+def _check_port(port: int | None, where: str) -> None:
+    """A port the URL names must be a TCP port: ``:0`` is refused, never replaced by the default.
+
+    Raises:
+        BrokerUrlError: port 0.
+    """
+    if port is not None and not 1 <= port <= 65535:
+        raise BrokerUrlError(f"bad broker URL{where}: port {port} is not a TCP port (1-65535)")
 
 
 def _first_node(url: str) -> tuple[str, list[str]]:
@@ -138,6 +150,7 @@ def _node(text: str, default_port: int) -> tuple[str, int]:
         port = parts.port
     except ValueError as exc:
         raise BrokerUrlError(f"bad broker URL node {text!r}: {exc}") from None
+    _check_port(port, f" node {text!r}")
     if not parts.hostname or parts.username is not None or parts.path or parts.query:
         raise BrokerUrlError(f"bad broker URL node {text!r}: expected host or host:port after a comma")
     return parts.hostname, port or default_port

@@ -38,12 +38,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (d / "data.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(2048))
     (d / "store.db").touch()
     (d / "a-file").write_text("not a directory\n", encoding="utf-8")
+    sites = d / "sites"
+    sites.mkdir()
+    shutil.copy(resources.example_site(), sites / "site.yaml")
     state = d / "state"
     state.mkdir()
     WorkOrders(state / "alerts.db", WallClock()).close()
     return {"dir": d, "site": site, "ch999": d / "ch999.yaml", "binary": d / "binary.yaml", "latin1": d / "latin1.yaml",
             "broken": d / "broken.yaml", "big": d / "big.csv", "rain": d / "rain.csv", "bin": d / "data.bin",
-            "db": d / "store.db", "state": state, "a-file": d / "a-file",
+            "db": d / "store.db", "state": state, "a-file": d / "a-file", "sites": sites,
             "tharandt": data_file("tharandt_davis_tips_Sensor1.csv")}
 
 
@@ -132,10 +135,93 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("workorders-ical-missing-dir", ["workorders", "ical", "--state-dir", "{state}", "-o", "{dir}/none/x.ics"],
          "--output {dir}/none/x.ics"),
         ("dashboards-output-is-a-file", ["dashboards", "build", "-o", "{a-file}"], "{a-file}"),
+        ("dashboards-output-in-missing-dir", ["dashboards", "build", "-o", "{dir}/nonexist/x"],
+         "--output {dir}/nonexist/x: directory {dir}/nonexist does not exist"),
+        # reports and archives: the output is checked before the work
+        ("report-output-in-missing-dir", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
+                                          "--store", "{db}", "-o", "{dir}/nonexist/x.pdf"],
+         "--output {dir}/nonexist/x.pdf: directory {dir}/nonexist does not exist"),
+        ("report-missing-store", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
+                                  "--store", "sqlite:///{dir}/nothing.db", "--state-dir", "{state}"],
+         "no SQLite store at {dir}/nothing.db"),
+        ("archive-output-in-missing-dir", ["archive", "--site", "{site}", "--from", "2026-06-01", "--until",
+                                           "2026-06-02", "--store", "{db}", "-o", "{dir}/nonexist/b.zip"],
+         "--output {dir}/nonexist/b.zip: directory {dir}/nonexist does not exist"),
+        ("archive-binary-store", ["archive", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
+                                  "--store", "sqlite:///{bin}", "-o", "{dir}/b.zip"],
+         "{bin} is not an SQLite database"),
+        ("import-archive-missing-bundle", ["import-archive", "{dir}/none.zip", "--store", "sqlite:///{dir}/ia.db",
+                                          "--state-dir", "{dir}/ia"], "{dir}/none.zip: no such file"),
+        # store URLs: one vocabulary, one line for a malformed one
+        ("web-ipv6-missing-bracket", ["web", "--store", "http://[::1", "--state-dir", "{state}"],
+         "--store http://[::1: not a URL: Invalid IPv6 URL (an IPv6 host is written in brackets"),
+        ("import-ipv6-missing-bracket", ["import", "{rain}", "--site", "{site}", "--device", "rain-1", "--tip-in",
+                                         "0.01", "--store", "influx1://[::1/db"],
+         "--store influx1://[::1/db: not a URL: Invalid IPv6 URL"),
+        ("web-missing-store", ["web", "--store", "sqlite:///{dir}/nothing.db", "--state-dir", "{state}"],
+         "no SQLite store at {dir}/nothing.db"),
+        ("ingest-binary-store", ["ingest", "--site", "{site}", "--store", "sqlite:///{bin}"],
+         "--store sqlite:///{bin}: {bin} is not an SQLite database"),
+        ("evaluate-binary-store", ["evaluate", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
+                                   "--store", "sqlite:///{bin}"], "{bin} is not an SQLite database"),
+        ("evaluate-http-store", ["evaluate", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
+                                 "--store", "http://127.0.0.1:8086"],
+         "an HTTP address, not a store URL: for InfluxDB 1.x write influx1://127.0.0.1:8086/DATABASE"),
+        ("demo-http-store", ["demo", "--store", "http://127.0.0.1:8086"],
+         "--store http://127.0.0.1:8086: an HTTP address, not a store URL"),
+        ("alerts-http-store", ["alerts", "--site", "{site}", "--store", "http://127.0.0.1:8086", "--state-dir",
+                               "{dir}/alerts"], "an HTTP address, not a store URL"),
+        ("import-store-port-0", ["import", "{rain}", "--site", "{site}", "--device", "rain-1", "--tip-in", "0.01",
+                                 "--store", "influx1://127.0.0.1:0/db"], "bad port: 0 is not a TCP port"),
+        # state directories
+        ("alerts-state-dir-is-a-file", ["alerts", "--site", "{site}", "--state-dir", "{a-file}"],
+         "--state-dir {a-file}: is a file, not a directory"),
+        ("web-state-dir-is-a-file", ["web", "--store", "{db}", "--state-dir", "{a-file}"],
+         "--state-dir {a-file}: is a file, not a directory"),
+        ("station-binary-file", ["station", "import", "{bin}", "--site", "{site}", "--store", "sqlite:///{dir}/s.db"],
+         "{bin}: binary file"),
+        # readings entered by hand: the option named, a finite number within what the method gives
+        ("readings-ph-1e400", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann",
+                               "--ph", "1e400", "--store", "sqlite:///{dir}/m.db"],
+         "--ph inf: must be a finite number"),
+        ("readings-ph-nan", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann",
+                             "--ph", "nan", "--store", "sqlite:///{dir}/m.db"], "--ph nan: must be a finite number"),
+        ("readings-transparency-minus-inf", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair",
+                                             "--by", "ann", "--transparency-cm", "-inf", "--store",
+                                             "sqlite:///{dir}/m.db"],
+         "--transparency-cm -inf: must be a finite number"),
+        ("readings-turbidity-1e308", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by",
+                                      "ann", "--turbidity-ntu", "1e308", "--store", "sqlite:///{dir}/m.db"],
+         "--turbidity-ntu 1e+308: outside 0 to 4000 NTU (grab sample, hand turbidimeter)"),
+        ("readings-ph-15", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann",
+                            "--ph", "15", "--store", "sqlite:///{dir}/m.db"], "--ph 15: outside 0 to 14 [pH]"),
+        ("readings-unknown-point", ["readings", "add", "--site", "{site}", "--point", "outfall-9", "--by", "ann",
+                                    "--ph", "7", "--store", "sqlite:///{dir}/m.db"],
+         "'outfall-9' is neither a discharge point nor a device of site 'riverside-commons' (points: "
+         "turbidity_pair; devices: basin-level, rain-1, turb-down, turb-up)"),
+        # accounts of the desk
+        ("users-unknown-site", ["users", "add", "bob", "--role", "inspector", "--site-id", "nowhere", "--sites",
+                                "{sites}", "--password-stdin", "--state-dir", "{dir}/users"],
+         "--site-id nowhere: no such site in --sites {sites} (its sites: riverside-commons)"),
+        ("users-old-site-name", ["users", "add", "bob", "--role", "inspector", "--site", "nowhere", "--sites",
+                                 "{sites}", "--password-stdin", "--state-dir", "{dir}/users"],
+         "--site-id nowhere: no such site"),
+        ("users-bad-site-id", ["users", "add", "bob", "--role", "inspector", "--site-id", "a/b", "--password-stdin",
+                               "--state-dir", "{dir}/users"],
+         "--site-id 'a/b': character 2 '/' is not allowed in an id"),
+        ("users-unknown-role", ["users", "add", "bob", "--role", "boss", "--password-stdin", "--state-dir",
+                                "{dir}/users"], "unknown role 'boss'"),
+        # brokers
+        ("demo-broker-port-0", ["demo", "--broker", "mqtt://h:0"], "bad broker URL: port 0 is not a TCP port"),
         # the command itself
         ("root-log-level", ["--log-level", "LOUD", "demo"], "'LOUD' is not one of DEBUG, INFO, WARNING, ERROR"),
         ("root-unknown-command", ["demonstrate"], "No such command 'demonstrate'"),
-        ("root-profiles-not-a-dir", ["--profiles", "{a-file}", "profiles", "list"], "{a-file} is not a directory"),
+        ("root-profiles-not-a-dir", ["--profiles", "{a-file}", "profiles", "list"],
+         "--profiles {a-file}: is not a directory"),
+        ("root-profiles-missing", ["--profiles", "{dir}/nonexist", "profiles", "list"],
+         "--profiles {dir}/nonexist: no such directory"),
+        ("root-packs-missing", ["--packs", "{dir}/nonexist", "packs", "list"],
+         "--packs {dir}/nonexist: no such directory"),
     ]
 
 
@@ -173,3 +259,67 @@ def test_a_garbage_row_in_a_demo_rain_file_is_skipped_with_its_reason_as_replay_
     replay = CliRunner().invoke(app, ["replay", str(path), "--tip-mm", "0.2", "--all-events"], catch_exceptions=False)
     assert replay.exit_code == 0, replay.output
     assert "3 rows, 3 tips = 0.6 mm (0.023 in), 1 rows rejected" in replay.output
+
+
+@pytest.mark.parametrize(("variable", "command"), [("STORMWATCH_PROFILES", "profiles"), ("STORMWATCH_PACKS", "packs")])
+def test_a_missing_directory_in_the_environment_is_named_not_skipped(tmp_path: Path, variable: str,
+                                                                     command: str) -> None:
+    result = CliRunner().invoke(app, [command, "list"], env={variable: str(tmp_path / "nonexist")},
+                                catch_exceptions=False)
+    assert result.exit_code == 2
+    assert result.output == f"error: {variable} directory {tmp_path / 'nonexist'}: no such directory\n"
+
+
+def test_a_closed_stdout_ends_quietly() -> None:
+    """`stormwatch --help | head` and `stormwatch example-site | head -1`: the reader went away; no
+    "unexpected BrokenPipeError ... (a bug in stormwatch)", no traceback, on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    for args in (["--help"], ["example-site"], ["packs", "list"]):
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first byte: every write to stdout fails (EPIPE)
+        try:
+            done = subprocess.run([sys.executable, "-m", "stormwatch", *args], stdout=write, stderr=subprocess.PIPE,
+                                  timeout=60, check=False)
+        finally:
+            os.close(write)
+        assert done.stderr == b"", (args, done.stderr)
+        assert done.returncode == 1, args
+
+
+@pytest.mark.influxdb
+def test_evaluate_refuses_a_database_the_server_does_not_have(files: dict[str, Path], influx_server) -> None:  # type: ignore[no-untyped-def]
+    """As the web desk does: no "0 readings" from a database that is not there (and none created)."""
+    from stormwatch.stores.influx1 import Influx1Store
+
+    url = f"influx1://127.0.0.1:{influx_server.port}/nodb_bad_input"
+    result = CliRunner().invoke(app, ["evaluate", "--site", str(files["site"]), "--from", "2026-06-01",
+                                      "--until", "2026-06-02", "--store", url], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert result.output == (f"error: --store {url}: the server has no database 'nodb_bad_input' (the database "
+                             "ingest writes; check the name)\n")
+    probe = Influx1Store(f"http://127.0.0.1:{influx_server.port}", "nodb_bad_input")
+    try:
+        assert not probe.database_exists()
+    finally:
+        probe.close()
+
+
+def test_a_garbage_row_in_a_demo_rain_file_is_told_once(tmp_path: Path) -> None:
+    """The demo reads its rain file three times (the command, the pipeline, the simulated gauge);
+    the skipped row is told once -- in the run's header on stdout, not also as WARNINGs on stderr."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "rain.csv"
+    path.write_text("time,rain\n2024-06-01T00:00:00Z,0.2\nthis is not a row\n2024-06-01T00:02:00Z,0.4\n",
+                    encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "stormwatch", "demo", "--rain-file", str(path), "--tip-mm", "0.2",
+                           "--speed", "10000", "--state-dir", str(tmp_path / "demo")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    skip = f"{path}:3: 1 fields, need at least 2"
+    assert done.stdout.count(skip) == 1 and f"rain file: 1 row skipped; first: {skip}" in done.stdout
+    assert skip not in done.stderr

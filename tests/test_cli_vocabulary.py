@@ -39,6 +39,24 @@ def commands() -> Iterator[tuple[str, Any]]:
 ALL = sorted(commands(), key=lambda c: c[0])
 
 
+def groups() -> Iterator[tuple[str, Any]]:
+    """``(path, click group)`` of the ``stormwatch`` command itself (path ``""``) and every group
+    of commands (``workorders``, ``dashboards`` ...)."""
+    root = typer.main.get_command(app)
+
+    def walk(cmd: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            yield " ".join(path), cmd
+            for name, sub in subs.items():
+                yield from walk(sub, [*path, name])
+
+    yield from walk(root, [])
+
+
+GROUPS = sorted(groups(), key=lambda c: c[0])
+
+
 def test_the_commands_are_all_found() -> None:
     names = {path for path, _ in ALL}
     assert {"demo", "gateway", "ingest", "alerts", "simulate", "import", "replay", "evaluate", "decode",
@@ -80,6 +98,34 @@ def test_every_command_has_help_saying_what_the_user_gets(path: str, cmd: Any) -
     assert "<list" not in text and "{file}" not in text and "None" not in text.replace("Nones", "")
     assert "--verbose" in text and "--log-file" in text  # every command: quiet by default, -v for more
     assert "<bool>" not in text and "<int>" not in text and "<path>" not in text.lower()
+
+
+def test_the_groups_are_all_found() -> None:
+    assert {"", "workorders", "dashboards", "profiles", "packs", "readings", "station", "users"} <= \
+        {path for path, _ in GROUPS}
+
+
+@pytest.mark.parametrize(("path", "group"), GROUPS, ids=[p or "stormwatch" for p, _ in GROUPS])
+def test_every_group_shows_its_options_by_words_and_its_commands(path: str, group: Any) -> None:
+    """A group's --help (``stormwatch workorders --help``) shows no type names either, its options
+    are in the one table, and it lists every command of the group with a line of help."""
+    import click
+
+    ctx = click.Context(group, info_name=path or "stormwatch")
+    for param in group.get_params(ctx):
+        if getattr(param, "hidden", False):
+            continue
+        for name in (*param.opts, *param.secondary_opts):
+            assert name in OPTIONS, f"{path or 'stormwatch'}: {name} is not in stormwatch.cliutil.OPTIONS"
+    result = CliRunner().invoke(app, [*path.split(), "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "<bool>" not in text and "<int>" not in text and "<text>" not in text and "<path>" not in text.lower()
+    assert "<list" not in text and "{file}" not in text
+    assert group.help and len(group.help.split()) >= 4, f"{path}: the group says what it is for"
+    for name, sub in group.commands.items():
+        if not getattr(sub, "hidden", False):
+            assert name in text, f"{path}: --help does not list {name}"
 
 
 def test_older_option_names_are_hidden_aliases_that_still_parse() -> None:

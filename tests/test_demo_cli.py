@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stormwatch.app.cli import app
-from stormwatch.app.demo import demo_store_url
+from stormwatch.app.demo import influx_store_url
 from tests.conftest import data_file
 
 runner = CliRunner()
@@ -19,8 +19,11 @@ runner = CliRunner()
         (["--storm-depth-in", "abc"], "is not a decimal number of inches"),
         (["--storm-depth-in", "-1"], "storm depth must be > 0"),
         (["--broker", "foo://x"], "broker URL must start with mqtt:// or mqtts://"),
-        (["--influx", "ftp://x"], "expected sqlite:///FILE, http://HOST:PORT (InfluxDB 1.x"),
-        (["--store", "ftp://x"], "expected sqlite:///FILE, http://HOST:PORT (InfluxDB 1.x"),
+        (["--influx", "ftp://x"], "--influx ftp://x: unknown store URL scheme 'ftp'; accepted: sqlite:///"),
+        (["--store", "ftp://x"], "--store ftp://x: unknown store URL scheme 'ftp'; accepted: sqlite:///"),
+        # one vocabulary of store URLs: what evaluate, alerts, import refuse, the demo refuses
+        (["--store", "http://127.0.0.1:8086"], "--store http://127.0.0.1:8086: an HTTP address, not a store URL: "
+                                               "for InfluxDB 1.x write influx1://127.0.0.1:8086/DATABASE"),
         (["--broker", "mqtt://127.0.0.1:1"], "cannot reach the MQTT broker at mqtt://127.0.0.1:1"),
     ],
 )
@@ -50,11 +53,11 @@ def test_unknown_jurisdiction_is_refused(tmp_path) -> None:
     assert "ch999" in result.output
 
 
-def test_store_urls() -> None:
-    assert demo_store_url("http://10.0.0.5:8086/", "stormwatch") == "influx1://10.0.0.5:8086/stormwatch"
-    assert demo_store_url("https://db:8086", "site") == "influx1s://db:8086/site"
-    assert demo_store_url("influx2://h:8086?org=o&bucket=b&token=t", "x") == "influx2://h:8086?org=o&bucket=b&token=t"
-    assert demo_store_url("sqlite:///var/s.db") == "sqlite:///var/s.db"
+def test_the_older_influx_option_keeps_its_http_address() -> None:
+    assert influx_store_url("http://10.0.0.5:8086/", "stormwatch") == "influx1://10.0.0.5:8086/stormwatch"
+    assert influx_store_url("https://db:8086", "site") == "influx1s://db:8086/site"
+    assert influx_store_url("influx2://h:8086?org=o&bucket=b&token=t", "x") == "influx2://h:8086?org=o&bucket=b&token=t"
+    assert influx_store_url("sqlite:///var/s.db") == "sqlite:///var/s.db"
 
 
 def test_a_scenario_written_for_another_site_is_refused_in_one_line() -> None:

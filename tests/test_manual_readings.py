@@ -91,8 +91,9 @@ def test_refusals_are_one_line_and_store_nothing(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/store.db"
     common = ["--site", str(site), "--by", INSPECTOR, "--store", store, "--sampled-at", "2026-06-03T09:00"]
     cases = [
-        (["--point", "outfall-1", "--ph", "14.5"], "impossible_value: manual ph 14.5 [pH] is outside 0 .. 14"),
-        (["--point", "outfall-1", "--transparency-cm", "-3"], "impossible_value"),
+        (["--point", "outfall-1", "--ph", "14.5"], "--ph 14.5: outside 0 to 14 [pH] (grab sample, hand pH meter)"),
+        (["--point", "outfall-1", "--transparency-cm", "-3"], "--transparency-cm -3: outside 0 to 120 cm"),
+        (["--point", "outfall-1", "--turbidity-ntu", "4000.5"], "--turbidity-ntu 4000.5: outside 0 to 4000 NTU"),
         (["--point", "outfall-9", "--ph", "7"], "unknown_device: 'outfall-9' is neither a discharge point nor a"),
         (["--point", "outfall-1"], "nothing to record: give at least one of transparency (cm)"),
         (["--point", "outfall-1", "--ph", "7", "--sampled-at", "2999-01-01T00:00"], "future_time"),

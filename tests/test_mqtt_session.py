@@ -16,13 +16,16 @@ and the alert engine.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
+import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import topics
 from stormwatch.app import servers
@@ -84,28 +87,57 @@ def test_dead_link_is_found_within_one_and_a_half_keepalive_and_every_client_car
             assert ingest.wait_connected(10)
             stalled_at = time.time()
             proxy.stall()
+            # The case the issue names: the gateway keeps publishing into the dead link (a reading
+            # every 0.5 s; paho sends each at once, so a keep-alive PINGREQ would be postponed by it).
+            # Every reading is in the outbox; none reaches the broker until the link is found dead.
+            made: list[int] = []
+            handed_over = publisher.published  # messages handed to paho so far
+            keep_polling = threading.Event()
 
-            wait_until(lambda: all(_dead_records(caplog, n) for n in LOGGERS), timeout_s=2 * KEEPALIVE_S,
-                       what="every client to find the dead connection")
-            for name in LOGGERS:
-                (record,) = _dead_records(caplog, name)
-                assert record.levelno == logging.WARNING
-                found_after = record.created - stalled_at
-                assert found_after <= 1.5 * KEEPALIVE_S, f"{name}: dead link found after {found_after:.1f} s"
-                assert f"(keepalive {KEEPALIVE_S} s, PINGREQ unanswered)" in record.getMessage()
+            def poll() -> None:
+                while not keep_polling.wait(0.5):
+                    seq = len(made) + 1
+                    outbox.add([Reading(site="s1", device="rain", quantity="rain_tips", value=seq % 3, unit="{tip}",
+                                        time=T0 + timedelta(minutes=seq), gateway="gw", boot="boot-dead-link",
+                                        seq=seq)])
+                    made.append(seq)
+                    publisher.wake()
 
-            # Each reconnects through a fresh connection (the proxy forwards new ones) and carries on.
-            wait_until(lambda: publisher.connected, what="the publisher to reconnect")
-            assert ingest.wait_connected(10), "ingest did not reconnect"
-            assert service.connected.wait(10), "the alert service did not reconnect"
-            outbox.add([Reading(site="s1", device="rain", quantity="rain_tips", value=2, unit="{tip}", time=T0,
-                                gateway="gw", boot="boot-dead-link", seq=1)])
-            publisher.wake()
-            got = collector.wait_for(1)
-            assert [(r.boot, r.seq, r.value) for r in got] == [("boot-dead-link", 1, 2)]
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            try:
+                wait_until(lambda: all(_dead_records(caplog, n) for n in LOGGERS), timeout_s=2 * KEEPALIVE_S,
+                           what="every client to find the dead connection")
+                for name in LOGGERS:
+                    (record,) = _dead_records(caplog, name)
+                    assert record.levelno == logging.WARNING
+                    found_after = record.created - stalled_at
+                    assert found_after <= 1.5 * KEEPALIVE_S, f"{name}: dead link found after {found_after:.1f} s"
+                    assert f"(keepalive {KEEPALIVE_S} s, PINGREQ unanswered)" in record.getMessage()
+                # the publisher really was publishing into the stalled socket: ~2 messages a second
+                # handed to paho until it found the link dead (12.5 s: some 20 of them)
+                sent_while_stalled = publisher.published - handed_over
+                assert sent_while_stalled >= 2 * KEEPALIVE_S, (sent_while_stalled, made)
+
+                # Each reconnects through a fresh connection (the proxy forwards new ones) and carries on.
+                wait_until(lambda: publisher.connected, what="the publisher to reconnect")
+                assert ingest.wait_connected(10), "ingest did not reconnect"
+                assert service.connected.wait(10), "the alert service did not reconnect"
+                stalled_made = len(made)
+                wait_until(lambda: len(made) >= stalled_made + 4,
+                           what="the gateway to go on publishing after the reconnect")
+            finally:
+                keep_polling.set()
+                poller.join(5)
+            # Nothing lost, nothing doubled: every reading made during and after the stall reaches a
+            # subscriber once (the stalled socket swallowed the first sends; paho resends them on the
+            # new connection, the outbox keeps each row until its PUBACK).
+            got = collector.wait_for(len(made), timeout_s=20)
+            assert sorted(r.seq for r in got) == made
+            wait_until(lambda: outbox.depth() == 0, what="every reading PUBACKed and deleted from the outbox")
             direct.send(wire(1))
             wait_until(lambda: ingest.written == 1, what="ingest to store the reading sent after the reconnect")
-            direct.send(dump_readings(got), topic=topics.readings("s1", "gw"))
+            direct.send(dump_readings(got[:1]), topic=topics.readings("s1", "gw"))
             wait_until(lambda: service.readings_seen >= 1, what="the alert service to receive a reading")
     finally:
         publisher.close()
@@ -159,6 +191,12 @@ def test_two_gateways_and_two_ingests_with_one_client_id_for_60_s(
     threads = [threading.Thread(target=gw.run, daemon=True) for gw in gateways]
     ingests: list[Running] = []
     metrics = None
+    statuses: list[dict[str, object]] = []  # every status the two gateways published, as a subscriber sees them
+    watcher = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="takeover-status-watcher")
+    watcher.on_message = lambda _c, _u, msg: statuses.append(json.loads(msg.payload)) if msg.payload else None
+    watcher.connect("127.0.0.1", own_mosquitto.port)
+    watcher.subscribe(topics.status(EXAMPLE_SITE, EXAMPLE_GW), qos=1)
+    watcher.loop_start()
     try:
         with live_service(load_site(REPO / "examples" / "site.yaml", profiles), own_mosquitto.url,
                           tmp_path / "alerts", ManualClock(T0), "takeover-alerts"):
@@ -177,6 +215,8 @@ def test_two_gateways_and_two_ingests_with_one_client_id_for_60_s(
         for run in ingests:
             run.stop()
         device.stop()
+        watcher.loop_stop()
+        watcher.disconnect()
         stored = store.query_readings(EXAMPLE_SITE)
         store.close()
 
@@ -199,6 +239,14 @@ def test_two_gateways_and_two_ingests_with_one_client_id_for_60_s(
         assert f"Are two gateways configured with site {EXAMPLE_SITE!r} and gateway id {EXAMPLE_GW!r}?" in message
     ingest_errors = _errors(caplog, "stormwatch.ingest.consumer", TAKEOVER_TEXT)
     assert len(ingest_errors) == 2 and all("with client id 'ingest-twin'" in m for m in ingest_errors)
+    # Counted where each gateway reports: its retained online status carries the takeovers so far
+    # (each takeover ends in a reconnect, and every connect publishes a status).
+    for gw in gateways:
+        reported = [d["session_takeovers"] for d in statuses if d.get("boot") == gw.boot and d["state"] == "online"]
+        assert reported == sorted(reported), reported  # a running count
+        # the last takeover may have come after the last status (the stop came during the backoff)
+        taken = gw.publisher.session.takeovers
+        assert taken - 1 <= max(reported) <= taken and max(reported) >= 2, (reported, taken)
     # Counted in the ingest metrics.
     assert scraped[("stormwatch_ingest_mqtt_session_takeovers_total", ())] >= 3
     assert 2 <= scraped[("stormwatch_ingest_mqtt_connects_total", ())] <= 10

@@ -96,7 +96,7 @@ def test_25_ntu_meets_the_benchmark_26_ntu_exceeds_it(tmp_path: Path) -> None:
     d = exceeded.details
     assert (d.discharge_point, d.quantity, d.value, d.unit, d.source) == (  # type: ignore[attr-defined]
         "outfall-2", "turbidity", 26.0, "NTU", "manual")
-    assert f"turbidity 26 NTU at 2026-06-03T17:00:00Z (sampled by {INSPECTOR})" in exceeded.message
+    assert f"turbidity 26 NTU at Wed 03 Jun 2026 10:00 PDT (sampled by {INSPECTOR})" in exceeded.message
     # 7 and 10 days of the date 3 June: by the end of 10 June and of 13 June (PDT midnight = 07:00 UTC)
     assert (review.details.action, review.due_at) == (  # type: ignore[attr-defined]
         "swppp_review", datetime(2026, 6, 11, 7, tzinfo=UTC))
@@ -206,7 +206,7 @@ def test_a_recorded_sample_completes_its_reminder_at_the_sampling_time(tmp_path:
     assert done.work_order == order.id
     closed = book.get(order.id)
     assert (closed.status, closed.completed_at, closed.inspector) == ("completed", at, ENGINE)
-    assert f"transparency 45 cm at 2026-06-03T17:00:00Z (sampled by {INSPECTOR})" in (closed.notes or "")
+    assert f"transparency 45 cm at Wed 03 Jun 2026 10:00 PDT (sampled by {INSPECTOR})" in (closed.notes or "")
     assert [c.action for c in book.history(order.id)] == ["opened", "completed"]
     # a second sample that week changes nothing
     assert [e for e in sample(engine, "outfall-1", at + HOUR, transparency=50.0) if e.kind.startswith("sampling")] \
@@ -276,7 +276,7 @@ def test_discharge_known_by_rain_a_dry_week_asks_for_no_sample(tmp_path: Path) -
     assert [(e.occurrence, e.event_time, e.due_at) for e in dues] == [
         ("S1:outfall-1:week:2026-05-31", wet, datetime(2026, 6, 7, 7, tzinfo=UTC)),
         ("S1:outfall-2:week:2026-05-31", wet, datetime(2026, 6, 7, 7, tzinfo=UTC))]
-    assert "0.01 in of rain since 2026-05-31T07:00:00Z" in dues[0].message
+    assert "0.01 in of rain since Sun 31 May 2026 00:00 PDT" in dues[0].message
     assert dues[0].unverified and "discharge_rain_in=0.01" in dues[0].unverified
     assert len([o for o in book.list() if o.rule == "S1"]) == 2
 

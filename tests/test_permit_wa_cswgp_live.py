@@ -67,7 +67,7 @@ def test_manual_samples_over_mqtt_open_and_close_work_orders(mosquitto_server: A
         assert (reminder.kind, reminder.due_at) == ("sampling", datetime(2026, 6, 7, 7, tzinfo=UTC))
         assert (reminder.status, reminder.completed_at, reminder.inspector) == (
             "completed", datetime(2026, 6, 3, 17, tzinfo=UTC), ENGINE)
-        assert f"turbidity 40 NTU at 2026-06-03T17:00:00Z (sampled by {INSPECTOR})" in (reminder.notes or "")
+        assert f"turbidity 40 NTU at Wed 03 Jun 2026 10:00 PDT (sampled by {INSPECTOR})" in (reminder.notes or "")
         assert ("S1", "S1:outfall-2:week:2026-05-31") not in orders  # sampled before any reminder was due
         actions = sorted((o.kind, o.occurrence, o.due_at, o.status) for o in book.list() if o.rule == "B1")
         assert actions == [

@@ -229,6 +229,45 @@ def test_a_site_role_on_a_device_without_the_quantity_is_refused(ph_world: Path)
         Engine.for_site(cfg, ProfileLibrary())
 
 
+@pytest.mark.parametrize(("code", "line", "why"), [
+    ("def x(:\n    pass\n", 1, "invalid syntax"),
+    ("import math\n\nLIMIT = math.sqrt(4)\nraise RuntimeError('no probe table')\n", 4,
+     "RuntimeError: no probe table"),
+], ids=["syntax", "raises"])
+def test_a_rule_module_that_does_not_load_is_named_by_its_file_and_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, line: int, why: str) -> None:
+    """Not "<pack>.yaml: rules./tmp/.../bad.py: ..." -- the pack is fine; the module is not."""
+    from typer.testing import CliRunner
+
+    from stormwatch.app.cli import app
+    from stormwatch.resources import example_site
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "bad.py").write_text(code, encoding="utf-8")
+    monkeypatch.setenv(RULES_ENV, str(rules))
+    result = CliRunner().invoke(app, ["gateway", "--check", "--site", str(example_site())], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert result.output == f"error: {rules / 'bad.py'}:{line}: cannot load rule module: {why}\n"
+
+
+def test_two_modules_declaring_one_kind_name_both_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from stormwatch.app.cli import app
+    from stormwatch.resources import example_site
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for name in ("ph.py", "ph_copy.py"):
+        (rules / name).write_text(PH_RULE, encoding="utf-8")
+    monkeypatch.setenv(RULES_ENV, str(rules))
+    result = CliRunner().invoke(app, ["gateway", "--check", "--site", str(example_site())], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert result.output == (f"error: rule kind 'ph' declared twice: by {rules / 'ph.py'} and by "
+                             f"{rules / 'ph_copy.py'} (rename one module's kind)\n")
+
+
 def test_an_unknown_rule_kind_in_a_pack_names_the_known_ones(tmp_path: Path) -> None:
     (tmp_path / "odd.yaml").write_text("name: odd\nrules:\n  R7: {kind: hail, citation: x}\n", encoding="utf-8")
     with pytest.raises(PackError, match=r"odd\.yaml: rules\.R7\.kind: 'hail' is not a rule kind \(known: basin, "

@@ -1,5 +1,6 @@
 """One conformance suite every store passes (issue 13 item 4): adding a sink is implementing
-:class:`stormwatch.stores.base.ReadingStore` and adding one :class:`Subject` factory to :data:`SUBJECTS`.
+:class:`stormwatch.stores.base.ReadingStore` and adding one :class:`Sink` (its :class:`Subject` factory) to
+:data:`SUBJECTS`; the suite's fixture takes its parameters from there.
 
 Each subject is a store opened from its URL plus *probes* that read what it holds without the
 store's own query code (SQLite: the ``sqlite3`` module; InfluxDB 1.x: InfluxQL over HTTP on the real
@@ -117,19 +118,35 @@ def influx1_subject(tmp_path: Path, request: pytest.FixtureRequest) -> Subject:
     return Subject(url, open_store(url), events, deadletters, sites)
 
 
-#: Every store the suite runs on: name → factory (add a sink here).
-SUBJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], Subject]] = {
-    "sqlite": sqlite_subject,
-    "influx1": influx1_subject,
+@dataclass(frozen=True)
+class Sink:
+    """One store the suite runs on: its :class:`Subject` factory and the marks of what it needs (a
+    real server: ``pytest.mark.influxdb``, so it skips without one on a laptop, never under CI)."""
+
+    make: Callable[[Path, pytest.FixtureRequest], Subject]
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+
+
+#: Every store the suite runs on: name → sink (add a sink here: the fixture's params come from it).
+SUBJECTS: dict[str, Sink] = {
+    "sqlite": Sink(sqlite_subject),
+    "influx1": Sink(influx1_subject, (pytest.mark.influxdb,)),
 }
+#: The ``subject`` fixture's parameters: one per entry of :data:`SUBJECTS`, with its marks.
+PARAMS = [pytest.param(name, marks=sink.marks, id=name) for name, sink in SUBJECTS.items()]
 
 
-@pytest.fixture(params=[pytest.param("sqlite"),
-                        pytest.param("influx1", marks=pytest.mark.influxdb)])
+@pytest.fixture(params=PARAMS)
 def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
-    s = SUBJECTS[request.param](tmp_path, request)
+    s = SUBJECTS[request.param].make(tmp_path, request)
     yield s
     s.store.close()
+
+
+def test_every_subject_is_a_parameter_of_the_suite() -> None:
+    """Adding a Subject to SUBJECTS runs the suite on it (the parameters were once a separate list)."""
+    assert [p.values[0] for p in PARAMS] == list(SUBJECTS)
+    assert [p.id for p in PARAMS] == list(SUBJECTS)
 
 
 def tip(seq: int, tips: int, at: timedelta, *, boot: str = "b1", site: str = "riverside",

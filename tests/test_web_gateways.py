@@ -25,7 +25,7 @@ def test_portfolio_shows_each_gateways_last_status(mosquitto_server, tmp_path: P
     pub.connect("127.0.0.1", mosquitto_server.port)
     pub.loop_start()
     for topic, doc in ((topics.status(A, "gw-riverside-1"), {"state": "online", "boot": "b1", "outbox_depth": 3,
-                                                              "time": "2026-06-02T15:58:00Z"}),
+                                                              "session_takeovers": 2, "time": "2026-06-02T15:58:00Z"}),
                        (topics.status(B, "gw-hilltop-1"), {"state": "offline"})):
         pub.publish(topic, json.dumps(doc), qos=1, retain=True).wait_for_publish(5)
     pub.publish(topics.status("elsewhere", "gw-x"), b"not json", qos=1).wait_for_publish(5)
@@ -35,6 +35,7 @@ def test_portfolio_shows_each_gateways_last_status(mosquitto_server, tmp_path: P
         assert watch.connected.wait(10)
         wait_until(lambda: len(watch.statuses()) >= 2, what="both sites' retained gateway statuses")
         assert watch.statuses()[(A, "gw-riverside-1")].outbox_depth == 3
+        assert watch.statuses()[(A, "gw-riverside-1")].session_takeovers == 2
         desk_client = client(world)
         login(desk_client, "sam")
         # the desk built by client() has no watch; attach it the way `stormwatch web --broker` does
@@ -43,6 +44,7 @@ def test_portfolio_shows_each_gateways_last_status(mosquitto_server, tmp_path: P
         html = re.sub(r"\s+", " ", desk_client.get("/").text)
         rows = dict(re.findall(r'<tr class="row-\w+" data-site="([\w-]+)">(.*?)</tr>', html))
         assert "online, outbox 3" in rows[A] and "status of Tue 02 Jun 2026 11:58 EDT" in rows[A]
+        assert "its MQTT session was taken over 2 times: another gateway uses its site and gateway id" in rows[A]
         assert 's-alert">offline' in rows[B]
     finally:
         watch.stop()

@@ -52,7 +52,7 @@ def test_refused_entries_say_why_and_store_nothing(tmp_path: Path) -> None:
     r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turb-down",
                                              "sampled_at": "2026-06-02T11:30", "ph": "15"})
     assert r.status_code == 400
-    assert "Not recorded: impossible_value: manual ph 15 [pH] is outside 0 .. 14" in r.text
+    assert "Not recorded: ph 15: outside 0 to 14 [pH] (grab sample, hand pH meter)" in r.text
     assert 'value="15"' in r.text  # the form keeps what was typed
     r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turb-down",
                                              "sampled_at": "2026-06-02T11:30"})

@@ -31,12 +31,12 @@ def test_evaluate_on_a_store_that_does_not_exist_is_an_error(tmp_path: Path) -> 
     missing = tmp_path / "nonexist" / "dir" / "x.db"
     result = evaluate(site, f"sqlite:///{missing}")  # sqlite:////abs/path
     assert result.exit_code == 2, result.output
-    assert f"error: no store at {missing}" in result.output
+    assert f"no SQLite store at {missing}" in result.output and result.output.startswith("error: --store ")
     assert "0 readings" not in result.output
     assert not (tmp_path / "nonexist").exists()  # nothing created by a read-only command
     bare = tmp_path / "missing.db"
     result = evaluate(site, str(bare))
-    assert result.exit_code == 2 and f"error: no store at {bare}" in result.output
+    assert result.exit_code == 2 and f"no SQLite store at {bare}" in result.output
     assert not bare.exists()
 
 

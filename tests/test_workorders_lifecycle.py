@@ -52,7 +52,7 @@ def test_acknowledged_order_can_be_overdue_and_is_found_by_status(tmp_path: Path
 def test_every_change_is_kept_with_who_when_what_and_notes(tmp_path: Path) -> None:
     clock = ManualClock(T0 + timedelta(hours=7))
     book = WorkOrders(tmp_path / "alerts.db", clock)
-    order, _ = book.open_for(storm_due())
+    order, _ = book.open_for(storm_due(), timezone="America/New_York")
     clock.set(T0 + timedelta(hours=8))
     book.acknowledge(order.id, "ann", "on my way")
     clock.set(T0 + timedelta(hours=9))
@@ -65,10 +65,11 @@ def test_every_change_is_kept_with_who_when_what_and_notes(tmp_path: Path) -> No
     assert done.inspector == "cy" and done.notes == "silt fence repaired at the outfall"
     history = [(c.at, c.by, c.action, c.status, c.notes) for c in book.history(order.id)]
     assert history == [
-        (T0 + timedelta(hours=7), ENGINE, "opened", "open", "due 2026-06-02T13:00:00Z"),
+        # the notes a person reads give site-local times with the year (the order's zone)
+        (T0 + timedelta(hours=7), ENGINE, "opened", "open", "due Tue 02 Jun 2026 09:00 EDT"),
         (T0 + timedelta(hours=8), "ann", "acknowledged", "acknowledged", "on my way"),
         (T0 + timedelta(hours=9), "bob", "acknowledged", "acknowledged", ""),
-        (DUE + timedelta(hours=1), ENGINE, "overdue", "acknowledged", "due 2026-06-02T13:00:00Z passed"),
+        (DUE + timedelta(hours=1), ENGINE, "overdue", "acknowledged", "due Tue 02 Jun 2026 09:00 EDT passed"),
         (DUE + timedelta(hours=2), "cy", "completed", "completed", "silt fence repaired at the outfall"),
     ]
 
@@ -89,7 +90,7 @@ def test_names_notes_and_transitions_are_checked(tmp_path: Path) -> None:
         try:
             call()
         except WorkOrderError as exc:
-            assert "completed at 2026-06-01T12:00:00Z by ann" in str(exc)
+            assert "completed at Mon 01 Jun 2026 12:00 UTC by ann" in str(exc)  # an order opened in UTC
         else:
             raise AssertionError("a completed order changed")
     assert [c.action for c in book.history(order.id)] == ["opened", "completed"]

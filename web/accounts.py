@@ -188,7 +188,7 @@ class Accounts:
         if role not in ROLES:
             raise AccountError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
         if role != "smo" and not sites:
-            raise AccountError(f"an account with role {role} needs at least one site (--site SITE_ID)")
+            raise AccountError(f"an account with role {role} needs at least one site (--site-id SITE_ID)")
         if email and not re.match(r"^[^@\s]+@[^@\s]+$", email):
             raise AccountError(f"{email!r} is not an e-mail address")
         self._check_password(password)

@@ -156,6 +156,28 @@ def _accounts(state_dir: Path):  # type: ignore[no-untyped-def]
         fail(str(exc), 2)
 
 
+def _check_site_ids(site_ids: list[str], sites_dir: Path | None) -> None:
+    """Refuse a ``--site-id`` that is not a site id, or (with ``--sites DIR``) not a site of that
+    directory. Exit 2 with one line naming the option."""
+    from stormwatch.cliutil import load_site_file
+    from stormwatch.contract import check_identifier
+    from stormwatch.sitedir import ServiceSites
+
+    for sid in site_ids:
+        try:
+            check_identifier(sid)
+        except ValueError as exc:
+            fail(f"--site-id {exc}")
+    if sites_dir is None:
+        return
+    known = ServiceSites([], sites_dir, load_site_file).load()
+    if not known:
+        fail(f"--sites {sites_dir}: no site file there (*.yaml)")
+    unknown = [sid for sid in site_ids if sid not in known]
+    if unknown:
+        fail(f"--site-id {', '.join(unknown)}: no such site in --sites {sites_dir} (its sites: {', '.join(known)})")
+
+
 @users_app.command("add")
 def users_add(
     name: str = typer.Argument(..., metavar="NAME", help="Login name (letters, digits, . _ @ -)."),
@@ -166,11 +188,19 @@ def users_add(
     full_name: str = typer.Option("", "--name", metavar="TEXT",
                                   help="The name recorded in work-order history (default: NAME)."),
     password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
+    sites_dir: Path | None = typer.Option(None, "--sites", metavar="DIR", file_okay=False,
+                                          help="The directory of site files the desk serves (`stormwatch web --sites "
+                                               "DIR`): every --site-id must be a site of it."),
     state_dir: Path = _STATE_DIR_OPT,
 ) -> None:
-    """Add a user (the password is asked twice, hidden)."""
+    """Add a user (the password is asked twice, hidden).
+
+    Each --site-id must be a site id (the site files' grammar); with --sites DIR, one of the sites
+    in that directory -- a typo never gives an inspector a site that does not exist.
+    """
     from stormwatch.web.accounts import AccountError
 
+    _check_site_ids(site, sites_dir)
     accounts = _accounts(state_dir)
     try:
         user = accounts.add(name, role, _password(password_stdin), sites=site, email=email, display_name=full_name)

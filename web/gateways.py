@@ -1,6 +1,6 @@
 """The gateways' last status, for the portfolio: ``stormwatch web --broker URL`` subscribes to every
 gateway's retained ``stormwatch/v1/<site>/<gateway>/status`` (``{"state": "online"|"offline",
-"outbox_depth": N, ...}``; offline is the gateway's last will, stormwatch/topics.py).
+"outbox_depth": N, "session_takeovers": N, ...}``; offline is the gateway's last will, stormwatch/topics.py).
 
 A retained status is the last one the broker kept, not proof the gateway is alive now: the
 portfolio shows it beside the time of the site's last reading. Without ``--broker`` the gateway
@@ -54,8 +54,10 @@ class GatewayWatch:
             state = str(doc["state"])
             depth = doc.get("outbox_depth")
             stamp = doc.get("time")
+            taken = doc.get("session_takeovers")
             status = GatewayStatus(state=state, outbox_depth=int(depth) if isinstance(depth, int) else None,
-                                   time=datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None)
+                                   time=datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None,
+                                   session_takeovers=taken if isinstance(taken, int) else None)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("gateway status on %s not understood (%s): %r", msg.topic, exc, bytes(msg.payload)[:200])
             return

@@ -225,11 +225,13 @@ def percent(fraction: float) -> str:
 @dataclass(frozen=True)
 class GatewayStatus:
     """The last status a gateway published (retained ``.../status``): ``online``/``offline``,
-    its outbox depth and when it was received (wall time) or stamped (gateway time)."""
+    its outbox depth, the session takeovers its process has suffered (another gateway with its
+    client id; ``None``: not reported) and when it was received (wall time) or stamped (gateway time)."""
 
     state: str
     outbox_depth: int | None
     time: datetime | None
+    session_takeovers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -376,7 +378,10 @@ def _gateway(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], stat
     since = f"; status of {local_time(status.time, site.tz)}" if status.time else ""
     if status.state == "online":
         depth = "" if status.outbox_depth is None else f", outbox {status.outbox_depth}"
-        return Shown(f"online{depth}", "warn" if status.outbox_depth else "ok", heard + since)
+        taken = status.session_takeovers or 0
+        twin = (f"; its MQTT session was taken over {taken} time{'' if taken == 1 else 's'}: another gateway "
+                "uses its site and gateway id") if taken else ""
+        return Shown(f"online{depth}", "warn" if status.outbox_depth or taken else "ok", heard + since + twin)
     return Shown(status.state, "alert", heard + since)
 
 

@@ -37,6 +37,7 @@ from stormwatch.alerts.rules import Chunk, RuleTrace
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import M_PER_FT, Basin
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
+from stormwatch.display import UTC_ZONE, local_time
 from stormwatch.profiles import LevelSpec
 from stormwatch.stores.rows import time_of_us
 from stormwatch.wire import format_time
@@ -94,10 +95,11 @@ class BasinRuleState:
     """
 
     def __init__(self, site: str, rule_id: str, params: BasinRule, basin: Basin, level: LevelSpec,
-                 storage: StageStorage, named: bool = False) -> None:
+                 storage: StageStorage, named: bool = False, tz: ZoneInfo = UTC_ZONE) -> None:
         if level.kind == "distance_down" and basin.sensor_mount_height_ft is None:
             raise ValueError(f"basin {basin.id}: a distance_down sensor needs basin.sensor_mount_height_ft")
         self.site = site
+        self.tz = tz
         self.rule_id = rule_id
         self.params = params
         self.basin = basin
@@ -248,7 +250,7 @@ class BasinRuleState:
             due = t + timedelta(hours=p.cleanout_within_hours)
             out.append(self._event("basin_cleanout_due", t, depth, lost,
                                    f"basin {self.basin.id}: sediment {depth:.2f} ft fills {lost:.1%} of the design "
-                                   f"volume (>= {p.cleanout_fraction:.0%}): cleanout due by {format_time(due)}",
+                                   f"volume (>= {p.cleanout_fraction:.0%}): cleanout due by {local_time(due, self.tz)}",
                                    due_at=due))
         elif lost >= p.warning_fraction - FRACTION_EPS and not self._warned:
             self._warned = True
@@ -287,7 +289,7 @@ def build(ctx: RuleContext) -> list[BasinRuleState]:
                              "'level' section (how its value becomes a height)")
         try:
             states.append(BasinRuleState(ctx.site, ctx.rule_id, ctx.params, basin, profile.level,
-                                         stage_storage_of(basin), named=named))
+                                         stage_storage_of(basin), named=named, tz=ctx.cfg.site.tz))
         except ValueError as exc:
             raise BuildError(str(exc)) from exc
     return states

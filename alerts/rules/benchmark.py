@@ -49,6 +49,7 @@ from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, RuleCont
 from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.config import LEGACY_POINT, DischargePoint
 from stormwatch.contract import Event, EventDetails, Reading, manual_inspector
+from stormwatch.display import local_time
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -362,7 +363,8 @@ class BenchmarkState:
         inspector = manual_inspector(reading)
         by = f"sampled by {inspector}" if inspector else ("manual sample" if source == "manual" else f"probe {source}")
         level = str(p.exceeds)
-        sample = f"{name} {value:g}{'' if quantity == 'ph' else ' ' + unit} at {format_time(reading.time)} ({by})"
+        sample = (f"{name} {value:g}{'' if quantity == 'ph' else ' ' + unit} at {local_time(reading.time, self.tz)} "
+                  f"({by})")
         details: dict[str, Any] = {"discharge_point": self.point, "quantity": quantity, "value": value, "unit": unit,
                                    "level": level, "source": source}
         day = reading.time.astimezone(self.tz).date().isoformat()
@@ -377,7 +379,7 @@ class BenchmarkState:
                      citation=action.citation or p.citation, occurrence=f"{self.rule_id}:{self.key}:{action.id}:{day}",
                      due_at=due,
                      message=f"{where}{sample} is beyond the benchmark ({level}): {action.what} "
-                             f"({action.deadline_text()}) by {format_time(due)}",
+                             f"({action.deadline_text()}) by {local_time(due, self.tz)}",
                      details=BenchmarkDetails(**details, action=action.id), evidence=[reading.to_wire()])
 
 

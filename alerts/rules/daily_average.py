@@ -40,6 +40,7 @@ from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, RuleCont
 from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.config import LEGACY_POINT, DischargePoint
 from stormwatch.contract import Event, EventDetails, Reading
+from stormwatch.display import local_day, local_time
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,8 @@ class DailyAverageState:
 
     def _close(self, start: datetime, end: datetime) -> list[Event]:
         p, n = self.params, len(self._values)
-        day = start.astimezone(self.tz).date().isoformat()
+        local = start.astimezone(self.tz).date()
+        day, shown = local.isoformat(), local_day(local)  # the details' day (machine) and the message's
         where = f"discharge point {self.point}: " if self.point else ""
         name = "pH" if p.quantity == "ph" else p.quantity
         left_out = []
@@ -213,7 +215,7 @@ class DailyAverageState:
             plural = "s" if n != 1 else ""
             return [Event(kind="nal_undetermined", site=self.site, event_time=end, rule=self.rule_id,
                           citation=p.citation, occurrence=f"nal:{self.key}:{p.quantity}:{day}",
-                          message=f"{where}{name} daily average on {day} undetermined: {n} sample{plural}{also}, "
+                          message=f"{where}{name} daily average on {shown} undetermined: {n} sample{plural}{also}, "
                                   f"at least {p.min_samples_per_day} needed (not a compliant day)",
                           details=DailyAverageDetails(**details))]
         avg = self.average(self._values)
@@ -225,8 +227,9 @@ class DailyAverageState:
         side = f"above {p.upper:g}" if above else f"below {p.lower:g}"
         return [Event(kind="nal_exceedance", site=self.site, event_time=end, rule=self.rule_id, citation=p.citation,
                       occurrence=f"nal:{self.key}:{p.quantity}:{day}", due_at=due,
-                      message=f"{where}{name} daily average on {day} {avg:.2f} {p.unit} of {n} samples{also} is "
-                              f"{side} (action level {p.level_text()}): exceedance report due by {format_time(due)}",
+                      message=f"{where}{name} daily average on {shown} {avg:.2f} {p.unit} of {n} samples{also} is "
+                              f"{side} (action level {p.level_text()}): exceedance report due by "
+                              f"{local_time(due, self.tz)}",
                       details=DailyAverageDetails(**details, daily_average=avg))]
 
 

@@ -40,6 +40,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from stormwatch.contract import EVENT_KINDS, EventDetails, NoDetails
+from stormwatch.errors import InputError
 
 if TYPE_CHECKING:
     from stormwatch.alerts.packs import RuleParams
@@ -56,8 +57,9 @@ RULES_ENV = "STORMWATCH_RULES"
 USER_PACKAGE = "stormwatch_user_rules"
 
 
-class RegistryError(ValueError):
-    """A rule module that cannot be loaded or declares a kind twice (module names it)."""
+class RegistryError(InputError):
+    """A rule module that cannot be loaded or declares a kind twice; the message names the module's
+    file (and, for a module that does not load, the line), never a pack that merely uses a kind."""
 
 
 @dataclass(frozen=True)
@@ -189,11 +191,31 @@ class Registry:
         return tuple(sorted({e.opens for e in self.events.values() if e.opens is not None and e.inspection}))
 
 
+def _file(module: ModuleType) -> str:
+    """Where a rule module is, for a person: its file (a user module's name is made up)."""
+    return str(getattr(module, "__file__", None) or module.__name__)
+
+
+def _load_failure(path: Path, exc: BaseException) -> str:
+    """``<file>:<line>: cannot load rule module: <why>`` for a module whose code failed: the line of
+    a syntax error, or the module's own line where the exception came from."""
+    if isinstance(exc, SyntaxError) and exc.lineno is not None:
+        return f"{path}:{exc.lineno}: cannot load rule module: {exc.msg}"
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == str(path):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    where = f"{path}:{line}" if line is not None else str(path)
+    return f"{where}: cannot load rule module: {type(exc).__name__}: {exc}"
+
+
 def _declared(module: ModuleType) -> tuple[RuleKind | None, tuple[EventKindSpec, ...]]:
     kind = getattr(module, "KIND", None)
     events = tuple(getattr(module, "EVENTS", ()))
     if kind is not None and not isinstance(kind, RuleKind):
-        raise RegistryError(f"{module.__name__}: KIND must be a RuleKind, not {type(kind).__name__}")
+        raise RegistryError(f"{_file(module)}: KIND must be a RuleKind, not {type(kind).__name__}")
     return kind, events
 
 
@@ -232,7 +254,7 @@ def _user_modules(directories: Iterable[Path]) -> Iterable[ModuleType]:
                     spec.loader.exec_module(module)
                 except Exception as exc:
                     del sys.modules[name]
-                    raise RegistryError(f"{path}: cannot load rule module: {exc}") from exc
+                    raise RegistryError(_load_failure(path, exc)) from None
             yield module
 
 
@@ -245,29 +267,33 @@ def build_registry(modules: Iterable[ModuleType]) -> Registry:
     kinds: dict[str, RuleKind] = {}
     events: dict[str, EventKindSpec] = {}
     sources: dict[str, str] = {}
+    files: dict[str, str] = {}  # the same keys: the module's file, for messages
     for module in modules:
         kind, extra = _declared(module)
         specs = list(extra)
         if kind is not None:
             if kind.kind in kinds:
-                raise RegistryError(f"rule kind {kind.kind!r} declared by {sources['rule:' + kind.kind]} "
-                                    f"and {module.__name__}")
+                raise RegistryError(f"rule kind {kind.kind!r} declared twice: by {files['rule:' + kind.kind]} "
+                                    f"and by {_file(module)} (rename one module's kind)")
             declared = kind.params.model_fields.get("kind")
             if declared is None or kind.kind not in getattr(declared.annotation, "__args__", ()):
-                raise RegistryError(f"{module.__name__}: {kind.params.__name__}.kind must be Literal[{kind.kind!r}]")
+                raise RegistryError(f"{_file(module)}: {kind.params.__name__}.kind must be Literal[{kind.kind!r}]")
             kinds[kind.kind] = kind
             sources["rule:" + kind.kind] = module.__name__
+            files["rule:" + kind.kind] = _file(module)
             specs += kind.events
         for spec in specs:
             if spec.kind in events and events[spec.kind] != spec:
-                raise RegistryError(f"event kind {spec.kind!r} declared by {sources[spec.kind]} and {module.__name__}")
+                raise RegistryError(f"event kind {spec.kind!r} declared twice: by {files[spec.kind]} and by "
+                                    f"{_file(module)}")
             events[spec.kind] = spec
             sources[spec.kind] = module.__name__
+            files[spec.kind] = _file(module)
     for spec in events.values():
         try:
             EVENT_KINDS.register(spec.kind, spec.details)
         except ValueError as exc:
-            raise RegistryError(f"{sources[spec.kind]}: {exc}") from exc
+            raise RegistryError(f"{files[spec.kind]}: {exc}") from exc
     return Registry(kinds, events, sources)
 
 

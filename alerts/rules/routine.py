@@ -28,6 +28,7 @@ from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import Chunk
 from stormwatch.alerts.rules.registry import EventKindSpec, RuleContext, RuleKind
 from stormwatch.contract import Event, Reading
+from stormwatch.display import local_time
 from stormwatch.wire import format_time
 
 
@@ -87,7 +88,7 @@ class RoutineRuleState:
             kind="routine_inspection_due", site=self.site, event_time=start, rule=self.rule_id,
             citation=self.params.citation, occurrence=f"routine:{format_time(self._due)}", due_at=self._due,
             message=f"routine inspection (every {self.params.every_days:g} days, {why}) "
-                    f"due by {format_time(self._due)}",
+                    f"due by {local_time(self._due, self.tz)}",
         )
 
     def feed(self, reading: Reading) -> list[Event]:
@@ -121,7 +122,7 @@ class RoutineRuleState:
             return []
         done = self.last_inspection()
         if done is not None and self._period_start < done <= t:
-            return [self._open(done, f"from the inspection of {format_time(done)}")]
+            return [self._open(done, f"from the inspection of {local_time(done, self.tz)}")]
         return []
 
     def advance_to(self, t: datetime) -> list[Event]:

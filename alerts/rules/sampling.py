@@ -67,9 +67,8 @@ from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, Ru
 from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.config import LEGACY_POINT
 from stormwatch.contract import Event, EventDetails, Reading, manual_inspector
-from stormwatch.display import inches
+from stormwatch.display import inches, local_day, local_time
 from stormwatch.rain import TipResolution
-from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +335,7 @@ class SamplingState:
         return f"discharge point {self.point}: " if self.point else ""
 
     def _period_text(self, period: str, start: datetime) -> str:
-        local = start.astimezone(self.tz).date().isoformat()
+        local = local_day(start.astimezone(self.tz).date())  # as an SMO reads it (the details keep ISO)
         return f"the week of {local}" if period == "week" else local
 
     def _occurrence(self, period: str, start: datetime) -> str:
@@ -350,9 +349,10 @@ class SamplingState:
         if reason == "rain":
             assert self.resolution is not None
             why = (f"the site discharges: {inches(float(self.resolution.depth_in(self._tips)))} of rain since "
-                   f"{format_time(start)} (at least {p.discharge_rain_in} in)")
+                   f"{local_time(start, self.tz)} (at least {p.discharge_rain_in} in)")
         elif reason == "gauge_silent":
-            why = f"rain, so discharge, is unknown: the rain gauge has been silent since {format_time(since or when)}"
+            why = ("rain, so discharge, is unknown: the rain gauge has been silent since "
+                   f"{local_time(since or when, self.tz)}")
         elif reason == "daily":
             why = f"daily sampling: the last sample, {self._daily_why}, was beyond {p.daily_above} (daily until " \
                   f"{p.daily_until})"
@@ -362,7 +362,7 @@ class SamplingState:
         return Event(kind="sampling_due", site=self.site, event_time=when, rule=self.rule_id, citation=p.citation,
                      occurrence=self._occurrence(period, start), due_at=end,
                      message=f"{self._where()}sample the discharge ({what}) for {self._period_text(period, start)}: "
-                             f"{why}; due by {format_time(end)}",
+                             f"{why}; due by {local_time(end, self.tz)}",
                      details=SamplingDetails(discharge_point=self.point, period=period,
                                              period_start=start.astimezone(self.tz).date().isoformat(),
                                              reason=reason, daily=self._daily))
@@ -373,7 +373,7 @@ class SamplingState:
         inspector = manual_inspector(reading)
         manual = self.sources.get((reading.device, reading.quantity)) == "manual"
         by = f"sampled by {inspector}" if inspector else ("manual sample" if manual else f"probe {reading.device}")
-        return f"{name} {float(reading.value):g}{unit} at {format_time(reading.time)} ({by})"
+        return f"{name} {float(reading.value):g}{unit} at {local_time(reading.time, self.tz)} ({by})"
 
     def _done(self, reading: Reading, period: str, start: datetime, change: str) -> Event:
         details: dict[str, Any] = {"discharge_point": self.point, "period": period,

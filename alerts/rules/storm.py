@@ -80,7 +80,7 @@ from stormwatch.alerts.rules import Chunk, RuleTrace
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import FallbackGauge
 from stormwatch.contract import TIP_UNIT, Event, EventDetails, EventKind, Reading, UtcDatetime
-from stormwatch.display import inches, local_time
+from stormwatch.display import UTC_ZONE, inches, local_time
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE, FLAG_EXTREME_RATE, max_tips, review_mm
 from stormwatch.rain import PRECIPITATION, TipResolution, precipitation_in
@@ -225,11 +225,16 @@ class StormRuleState:
             period counts as a data gap (the engine uses 2 poll intervals).
         fallback: the site's representative station record (``fallback_gauge:``), used only for
             the gauge's data gaps (see :meth:`feed`).
+        tz: the site's zone: the times in event messages (what an SMO reads, and a work order's
+            reason) are site-local with the year (:func:`stormwatch.display.local_time`); the
+            events' machine fields (``event_time``, ``due_at``, details) stay UTC.
     """
 
     def __init__(self, site: str, rule_id: str, params: StormRule, gauge: str, resolution: TipResolution | TipSizes,
-                 silence_allowance: timedelta = timedelta(minutes=2), fallback: FallbackGauge | None = None) -> None:
+                 silence_allowance: timedelta = timedelta(minutes=2), fallback: FallbackGauge | None = None,
+                 tz: ZoneInfo = UTC_ZONE) -> None:
         self.site = site
+        self.tz = tz
         self.rule_id = rule_id
         self.params = params
         self.gauge = gauge
@@ -298,6 +303,10 @@ class StormRuleState:
         return Event(kind=kind, site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
                      occurrence=storm.occurrence, message=message, details=details, **extra)
 
+    def _when(self, t: datetime) -> str:
+        """``t`` as an SMO reads it in a message: site-local, with weekday, date and year."""
+        return local_time(t, self.tz)
+
     def _depth_text(self, sizes: dict[TipResolution, int], station_in: Fraction = Fraction(0)) -> str:
         """``0.50 in (50 tips of 0.01 in)``; across a replacement ``0.50 in (30 tips of 0.01 in + 26 tips
         of 0.2 mm)``; with station rain ``... + 0.10 in from the station``."""
@@ -323,8 +332,8 @@ class StormRuleState:
         note = "" if confirmed else " (rain gauge silent since its last reading: end not confirmed, earliest deadline)"
         return [self._event(
             "storm_inspection_due", storm, known_at,
-            f"storm of {self._depth_text(storm.sizes, storm.station_in)} ended at {format_time(storm.last_tip)}{note}: "
-            f"inspection due by {format_time(due)}",
+            f"storm of {self._depth_text(storm.sizes, storm.station_in)} ended at {self._when(storm.last_tip)}{note}: "
+            f"inspection due by {self._when(due)}",
             storm_end=storm.last_tip, due_at=due, evidence=list(storm.evidence),
         )]
 
@@ -344,8 +353,8 @@ class StormRuleState:
                                source=f"station {fb.station}" if filled and fb else None,
                                station_distance_km=fb.distance_km if filled and fb else None,
                                station_depth_in=float(station_in) if filled and station_in is not None else None),
-            message=(f"rain gauge {self.gauge} {why}: no data from {format_time(start)}"
-                     + (f" to {format_time(end)}" if end else "")
+            message=(f"rain gauge {self.gauge} {why}: no data from {self._when(start)}"
+                     + (f" to {self._when(end)}" if end else "")
                      + "; rain in that period is unknown, not zero" + filled),
         )
 
@@ -396,7 +405,7 @@ class StormRuleState:
         doubt = flags - INFORMATIONAL_FLAGS
         unknown: tuple[datetime, str] | None = None  # an unknown interval ending at t: (start, why)
         if FLAG_RESET in flags and self._covered is not None:
-            unknown = (self._covered, f"counter reset (reading at {format_time(t)} flagged {FLAG_RESET})")
+            unknown = (self._covered, f"counter reset (reading at {self._when(t)} flagged {FLAG_RESET})")
         # Judged over the time since the previous instant with a reading (readings of one instant add
         # up); the gauge's first instant covers an unknown interval and is not judged.
         since, before = (self._before, self._tips_at_covered) if t == self._covered else (self._covered, 0)
@@ -405,7 +414,7 @@ class StormRuleState:
                         reading.gateway, reading.device, reading.seq, format_time(t), tips, BEYOND_ENVELOPE,
                         "" if since is None else ", the interval is a data gap")
             if since is not None:
-                unknown = (since, f"reported {tips} tips at {format_time(t)}, flagged {BEYOND_ENVELOPE} (more rain "
+                unknown = (since, f"reported {tips} tips at {self._when(t)}, flagged {BEYOND_ENVELOPE} (more rain "
                                   f"than physically possible)")
             tips = 0
         elif tips and since is not None:
@@ -415,8 +424,8 @@ class StormRuleState:
                 log.warning("%s: rain reading %s/%s seq %s at %s: %d tips since %s is beyond the world-record "
                             "envelope (%d): not rain, the interval is a data gap", self.site, reading.gateway,
                             reading.device, reading.seq, format_time(t), before + tips, format_time(since), allowed)
-                unknown = (since, f"reported {before + tips} tips at {format_time(t)}, more rain than physically "
-                                  f"possible since {format_time(since)} (at most {allowed})")
+                unknown = (since, f"reported {before + tips} tips at {self._when(t)}, more rain than physically "
+                                  f"possible since {self._when(since)} (at most {allowed})")
                 doubt.add(BEYOND_ENVELOPE)
                 tips = 0
             elif (before + tips) * size.mm_float >= review_mm(seconds) and FLAG_EXTREME_RATE not in doubt:
@@ -647,13 +656,13 @@ class StormRuleState:
         storm.last_tip = t
         storm.evidence.append(evidence)
         if started:
-            out.append(self._event("storm_started", storm, t, f"rain started at {format_time(t)}"))
+            out.append(self._event("storm_started", storm, t, f"rain started at {self._when(t)}"))
         counted, counted_depth, counted_in = self._qualifying(storm, t, tips, size, station_in)
         if storm.threshold_time is None and self._reaches(counted_depth, counted_in):
             storm.threshold_time = t
             due = t + self.within if self.params.clock_from == "threshold" else None
             span = (f"within {self.params.rolling_window_hours:g} h" if self.rolling
-                    else f"since {format_time(storm.start)}")
+                    else f"since {self._when(storm.start)}")
             out.append(self._event(
                 "storm_qualified", storm, t,
                 f"qualifying storm in progress: {self._depth_text(counted, counted_in)} {span}; "
@@ -664,8 +673,8 @@ class StormRuleState:
             if self.params.order_opens == "threshold" and due is not None:
                 out.append(self._event(
                     "storm_inspection_due", storm, t,
-                    f"storm event of {self._depth_text(counted)} {span} occurred at {format_time(t)}: "
-                    f"inspection due by {format_time(due)}", due_at=due, evidence=list(storm.evidence)))
+                    f"storm event of {self._depth_text(counted)} {span} occurred at {self._when(t)}: "
+                    f"inspection due by {self._when(due)}", due_at=due, evidence=list(storm.evidence)))
         return out
 
     def advance_to(self, t: datetime) -> list[Event]:
@@ -808,7 +817,7 @@ def build(ctx: RuleContext) -> StormRuleState | None:
     sizes = TipSizes.of(ctx.cfg, ctx.profiles, gauge)
     assert sizes is not None  # the profile has a counter
     return StormRuleState(ctx.site, ctx.rule_id, ctx.params, gauge, sizes,
-                          silence_allowance=2 * poll, fallback=ctx.cfg.fallback_gauge)
+                          silence_allowance=2 * poll, fallback=ctx.cfg.fallback_gauge, tz=ctx.cfg.site.tz)
 
 
 KIND = RuleKind(

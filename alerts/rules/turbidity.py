@@ -35,7 +35,7 @@ from stormwatch.alerts.rules import Chunk, RuleTrace
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
-from stormwatch.display import turbidity
+from stormwatch.display import UTC_ZONE, local_time, names, turbidity
 from stormwatch.stores.rows import time_of_us
 from stormwatch.wire import format_time
 
@@ -127,8 +127,9 @@ class TurbidityRuleState:
     """
 
     def __init__(self, site: str, rule_id: str, params: TurbidityRule, upstream: str | None, downstream: str,
-                 point: str | None = None) -> None:
+                 point: str | None = None, tz: ZoneInfo = UTC_ZONE) -> None:
         self.site = site
+        self.tz = tz  # times in messages are site-local (the events' fields stay UTC)
         self.rule_id = rule_id
         self.params = params
         self.upstream = upstream
@@ -258,7 +259,7 @@ class TurbidityRuleState:
                                down_median=down_median, **base)
             if w.up_units != w.down_units or len(w.up_units) != 1:
                 return _Result(status="undetermined",
-                               reason=f"probe units differ ({sorted(w.up_units)} vs {sorted(w.down_units)})", **base)
+                               reason=f"probe units differ ({names(w.up_units)} vs {names(w.down_units)})", **base)
             up_median: float | None = _median([v for _, v in w.up])
         else:
             up_median = _median([v for _, v in w.up]) if w.up else None
@@ -293,7 +294,7 @@ class TurbidityRuleState:
                     f"possible turbidity violation ({self.criterion.name}): downstream median "
                     f"{turbidity(r.down_median, r.unit)} > allowed {turbidity(r.allowed, r.unit)} (background "
                     f"{turbidity(r.up_median, r.unit)}) for "
-                    f"{(r.end - first.start).total_seconds() / 60:g} min since {format_time(first.start)}; "
+                    f"{(r.end - first.start).total_seconds() / 60:g} min since {local_time(first.start, self.tz)}; "
                     "for the SMO to confirm",
                     due_at=r.end + timedelta(hours=self.params.confirm_within_hours),
                     evidence=[x.evidence() for x in self._run],
@@ -322,7 +323,7 @@ class TurbidityRuleState:
             )
             out.append(self._event(
                 kind, r, f"{kind}:{self._key}{format_time(r.start)}",
-                f"turbidity {r.status.replace('_', ' ')} from {format_time(r.start)}: {r.reason}",
+                f"turbidity {r.status.replace('_', ' ')} from {local_time(r.start, self.tz)}: {r.reason}",
                 evidence=[r.evidence()],
             ))
         return out
@@ -365,7 +366,7 @@ def build(ctx: RuleContext) -> list[TurbidityRuleState]:
                      "probe: not watched there", ctx.site, ctx.rule_id, ctx.params.criterion, point.id)
             continue
         states.append(TurbidityRuleState(ctx.site, ctx.rule_id, ctx.params, point.upstream, point.downstream,
-                                         None if legacy else point.id))
+                                         None if legacy else point.id, tz=ctx.cfg.site.tz))
     return states
 
 

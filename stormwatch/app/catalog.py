@@ -7,19 +7,29 @@ package, or a user directory (``stormwatch --profiles DIR`` / ``--packs DIR``, o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
 from stormwatch import resources
 from stormwatch.cliutil import fail
+from stormwatch.errors import InputError
 from stormwatch.resources import Found
 
 
-def _print(found: list[Found], what: str) -> None:
+def _print(found: list[Found], what: str, load: Callable[[str], object]) -> None:
+    """One line per file: name, origin (built-in or user), path, what it replaces -- and, for a file
+    that cannot be used (``load`` raises), ``BROKEN: <why>`` (the file is named by the path already)."""
     if not found:
         fail(f"no {what} found")
     width = max(len(f.name) for f in found)
     for f in found:
         hidden = f"  (replaces {', '.join(str(p) for p in f.shadows)})" if f.shadows else ""
+        try:
+            load(f.name)
+        except InputError as exc:
+            why = str(exc).splitlines()[0]
+            hidden += f"  BROKEN: {why.removeprefix(f'{f.path}: ')}"
         typer.echo(f"{f.name:<{width}}  {f.origin:<8}  {f.path}{hidden}")
 
 
@@ -31,17 +41,20 @@ def register(app: typer.Typer) -> None:
 
     @profiles.command("list")
     def profiles_list() -> None:
-        """List every device profile by model name, built-in or user, with its file."""
+        """List every device profile by model name, built-in or user, with its file; a file that
+        cannot be used says BROKEN and why."""
         from stormwatch.profiles import ProfileLibrary
 
-        _print(ProfileLibrary().sources(), "device profiles")
+        library = ProfileLibrary()
+        _print(library.sources(), "device profiles", library.get)
 
     @packs.command("list")
     def packs_list() -> None:
-        """List every rule pack by name (a site's ``jurisdiction``), built-in or user, with its file."""
-        from stormwatch.alerts.packs import pack_sources
+        """List every rule pack by name (a site's ``jurisdiction``), built-in or user, with its file;
+        a pack that cannot load (its name differs from its file, bad YAML ...) says BROKEN and why."""
+        from stormwatch.alerts.packs import load_pack, pack_sources
 
-        _print(pack_sources(), "rule packs")
+        _print(pack_sources(), "rule packs", load_pack)
 
     @app.command("example-site")
     def example_site() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from stormwatch import __version__, resources
-from stormwatch.cliutil import fail, standardize
+from stormwatch.cliutil import closed_stdout, fail, standardize
 
 app = typer.Typer(
     name="stormwatch",
@@ -50,13 +50,22 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def _prepend_env(variable: str, directories: list[Path]) -> None:
-    """Put ``directories`` first on the search path in ``variable`` (inherited by child processes)."""
+def _check_dirs(where: str, directories: list[Path]) -> None:
+    """Every user directory named must be one: a typo is one line naming the option (or the
+    environment variable), never a directory silently skipped while the built-ins are used."""
     for d in directories:
         if not d.is_dir():
-            fail(f"{d} is not a directory")
+            fail(f"{where} {d}: {'is not a directory' if d.exists() else 'no such directory'}")
+
+
+def _prepend_env(option: str, variable: str, directories: list[Path]) -> None:
+    """Put ``directories`` first on the search path in ``variable`` (inherited by child processes),
+    after checking them and the directories ``variable`` already names."""
+    _check_dirs(option, directories)
+    _check_dirs(f"{variable} directory", resources.env_dirs(variable))
     rest = os.environ.get(variable)
-    os.environ[variable] = os.pathsep.join([*(str(d) for d in directories), *([rest] if rest else [])])
+    if directories:
+        os.environ[variable] = os.pathsep.join([*(str(d) for d in directories), *([rest] if rest else [])])
 
 
 @app.callback()
@@ -84,10 +93,8 @@ def _root(
     if log_level is not None and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise typer.BadParameter(f"{log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", param_hint="--log-level")
     ctx.meta["stormwatch.log_level"] = log_level
-    if profiles:
-        _prepend_env(resources.PROFILES_ENV, profiles)
-    if packs:
-        _prepend_env(resources.PACKS_ENV, packs)
+    _prepend_env("--profiles", resources.PROFILES_ENV, profiles)
+    _prepend_env("--packs", resources.PACKS_ENV, packs)
 
 
 def _register_all() -> None:
@@ -109,6 +116,8 @@ def main() -> None:
     """Console-script entry point."""
     try:
         app()
+    except BrokenPipeError:  # stdout closed by its reader outside a command (the shared layer handles inside)
+        closed_stdout()
     except KeyboardInterrupt:
         logging.getLogger("stormwatch").info("interrupted")
         raise SystemExit(130) from None

@@ -41,22 +41,15 @@ DEFAULT_SITE = resources.example_site()
 MAX_SPEED = 10_000.0
 
 
-def demo_store_url(url: str, database: str = "stormwatch") -> str:
-    """Turn ``--store`` into a store URL: ``http://HOST:PORT`` (or ``https``) means InfluxDB 1.x's
-    HTTP API with ``database``; store URLs (``sqlite://``, ``influx1://``, ``influx2://``, a bare
-    path) are passed through.
-
-    Raises:
-        stormwatch.stores.urls.StoreUrlError: another scheme (the accepted forms are named).
+def influx_store_url(url: str, database: str = "stormwatch") -> str:
+    """The store URL of the older ``--influx http://HOST:PORT`` (with ``--database``): InfluxDB 1.x's
+    HTTP address becomes ``influx1://HOST:PORT/DATABASE`` (``https`` → ``influx1s``). A store URL is
+    passed through. ``--store`` itself takes store URLs only, the same as every command
+    (:func:`stormwatch.stores.urls.open_store`).
     """
-    from stormwatch.stores.urls import StoreUrlError
-
     for scheme, store in (("http://", "influx1://"), ("https://", "influx1s://")):
         if url.startswith(scheme):
             return f"{store}{url[len(scheme):].rstrip('/')}/{database}"
-    if "://" in url and not url.startswith(("sqlite://", "influx1://", "influx1s://", "influx2://", "influx2s://")):
-        raise StoreUrlError(f"--store {url!r}: expected sqlite:///FILE, http://HOST:PORT (InfluxDB 1.x, database "
-                            f"{database!r}), influx1://... or influx2://...")
     return url
 
 
@@ -108,13 +101,15 @@ def demo(
     ),
     store: str | None = typer.Option(
         None, "--store", envvar="STORMWATCH_STORE", metavar="URL",
-        help="Store the readings here instead of SQLite in --state-dir: sqlite:///FILE, http://HOST:PORT "
-             "(InfluxDB 1.x, database 'stormwatch'), influx1://... or influx2://...",
+        help="Store the readings here instead of SQLite in --state-dir: sqlite:///FILE, "
+             "influx1://HOST:8086/DATABASE (InfluxDB 1.x) or influx2://HOST:8086?org=&bucket=&token= -- the store "
+             "URLs of every command.",
     ),
     influx: str | None = typer.Option(None, "--influx", envvar="STORMWATCH_INFLUX", hidden=True, metavar="URL",
-                                      help="Older name of --store."),
+                                      help="Older name of --store; also takes http://HOST:PORT (InfluxDB 1.x, "
+                                           "database --database)."),
     database: str = typer.Option("stormwatch", "--database", hidden=True, metavar="NAME",
-                                 help="InfluxDB 1.x database for --store http://..."),
+                                 help="InfluxDB 1.x database of --influx http://..."),
     state_dir: Path | None = typer.Option(
         None, "--state-dir", metavar="DIR",
         help="Keep the run's state here (store, outbox, work orders) to look at afterwards, e.g. with "
@@ -170,15 +165,15 @@ def demo(
     given_store = store or influx
     if web and given_store:
         fail("--web reads the embedded SQLite store: leave out --store")
-    store_url = demo_store_url(given_store, database) if given_store else None
+    store_url = (influx_store_url(influx, database) if influx else store) if given_store else None
     if store_url is not None:
         from stormwatch.stores.base import StoreError
-        from stormwatch.stores.urls import open_store
+        from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
         try:
             open_store(store_url).close()  # a malformed URL or a missing directory, before anything starts
-        except StoreError as exc:
-            fail(f"--store {given_store}: {exc}")
+        except (StoreUrlError, StoreError) as exc:
+            fail(f"--{'influx' if influx else 'store'} {redact(given_store or '')}: {exc}")
     if broker is not None:
         parse_broker_url(broker)
     try:
@@ -209,6 +204,8 @@ def demo(
     tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
     work = state_dir or Path(tmp.name)  # type: ignore[union-attr]
     hours = (sc.end - sc.start).total_seconds() / 3600
+    if as_json and rain.rain_skip_summary:
+        log.warning("%s", rain.rain_skip_summary)  # stdout holds only the events: the skipped rows go to stderr, once
     if not as_json:
         skipped = rain.rain_skipped
         typer.echo(
