@@ -36,7 +36,7 @@ STORM_START = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
 RUN_FROM = STORM_START + timedelta(hours=10, minutes=30)
 AWAY = (STORM_START + timedelta(hours=11), STORM_START + timedelta(hours=13))
 RUN_TO = STORM_START + timedelta(hours=30, minutes=15)  # last tip (24 h) + 6 h dry gap + margin
-SPEED = 1000.0  # slow enough that a loaded 2-core machine keeps every 60 s poll slot
+SPEED = 1000.0  # an end-to-end run: 20 simulated hours in ~72 s (slots a loaded machine skips are counted)
 RUN_SECONDS_MAX = 2 * (RUN_TO - RUN_FROM).total_seconds() / SPEED  # real seconds, with room
 
 
@@ -89,4 +89,10 @@ def test_type_ii_storm_with_broker_away_at_the_peak_gives_one_inspection_due(own
     counted = [t for t in tips if t > RUN_FROM]  # the first poll (10:30) is the counter's baseline
     assert due[0].tips == len(counted)
     data_gaps = [e for e in seen if e.kind == "data_gap" and e.gap_end is not None]
-    assert all(g.gap_end - g.gap_start <= timedelta(minutes=2) for g in data_gaps)  # the outbox lost nothing
+    # The outbox lost nothing: no gap but those of poll slots the gateway itself reports skipped (a
+    # loaded machine can make the simulated 60 s slots come faster than it polls; each skipped slot is
+    # a real gap of the record, never hidden -- and never lost tips, the counter is cumulative).
+    allowance = timedelta(minutes=2)  # two poll intervals of silence before a gap opens
+    excess = sum(((g.gap_end - g.gap_start) - allowance for g in data_gaps if g.gap_end - g.gap_start > allowance),
+                 timedelta(0))
+    assert excess <= gateway.missed_slots * timedelta(minutes=1), (gateway.missed_slots, data_gaps)

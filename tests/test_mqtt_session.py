@@ -243,7 +243,9 @@ def test_two_gateways_and_two_ingests_with_one_client_id_for_60_s(
     # (each takeover ends in a reconnect, and every connect publishes a status).
     for gw in gateways:
         reported = [d["session_takeovers"] for d in statuses if d.get("boot") == gw.boot and d["state"] == "online"]
-        assert reported == sorted(reported), reported  # a running count
+        # a running count: every value once (a status the broker had not acknowledged when its session
+        # was taken over is sent again after the next connect's, so arrival order may swap neighbours)
+        assert sorted(set(reported)) == list(range(min(reported), max(reported) + 1)), reported
         # the last takeover may have come after the last status (the stop came during the backoff)
         taken = gw.publisher.session.takeovers
         assert taken - 1 <= max(reported) <= taken and max(reported) >= 2, (reported, taken)
