@@ -52,6 +52,7 @@ from stormwatch.config import LEGACY_POINT, SiteConfig
 from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES
 from stormwatch.display import local_time
 from stormwatch.importers.manual import ManualEntry, ManualEntryError, Recorded
+from stormwatch.numbers import NumberError, parse_float
 from stormwatch.resources import builtin_dir
 from stormwatch.stores.base import OverviewStore, StoreError
 from stormwatch.web import charts
@@ -568,9 +569,9 @@ def manual_entry(cfg: SiteConfig, form: dict[str, str], inspector: str) -> Manua
         text = form.get(quantity, "")
         if text:
             try:
-                values[quantity] = float(text.replace(",", "."))
-            except ValueError:
-                raise ManualEntryError(f"{quantity} {text!r} is not a number") from None
+                values[quantity] = parse_float(text.strip().replace(",", "."))
+            except NumberError as exc:
+                raise ManualEntryError(f"{quantity}: {exc}") from None
     return ManualEntry(cfg.site.id, form["point"], when, inspector, values)
 
 
