@@ -54,6 +54,7 @@ from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
+from stormwatch.timebounds import TimeBounds
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,9 @@ class AlertService:
         grafana: push every event as a Grafana annotation too (optional; :mod:`stormwatch.alerts.grafana`).
         reevaluate_late: re-evaluate late readings from the store (see :mod:`stormwatch.alerts.engine`).
         keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive, :mod:`stormwatch.mqttsession`).
+        bounds: the plausible event times around ``clock`` -- ingest's ``--max-future-s``/``--max-age-s``
+            (:class:`stormwatch.timebounds.TimeBounds`; the same defaults): a reading outside them is
+            ignored (ingest dead-letters it) and no engine's watermark passes the clock.
 
     Raises:
         stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: a site cannot be watched.
@@ -110,7 +114,8 @@ class AlertService:
                  on_event: Callable[[Event], None] | None = None, warmup_days: float = 8.0,
                  overdue_check_s: float = 60.0, retained_is_late: bool = True,
                  webhook_url: str | None = None, reevaluate_late: bool = True,
-                 grafana: GrafanaAnnotations | None = None, keepalive_s: int = 30) -> None:
+                 grafana: GrafanaAnnotations | None = None, keepalive_s: int = 30,
+                 bounds: TimeBounds | None = None) -> None:
         self.broker = parse_broker_url(broker_url)
         self.host, self.port = self.broker.host, self.broker.port
         self.store = store
@@ -128,6 +133,7 @@ class AlertService:
         self.profiles = profiles
         self.lateness_s = lateness_s
         self.reevaluate_late = reevaluate_late
+        self.bounds = bounds or TimeBounds()
         self._configs = {cfg.site.id: cfg for cfg in sites}
         self.engines = {sid: self._engine(cfg) for sid, cfg in self._configs.items()}
         self.outputs: list[BackgroundSender] = []
@@ -221,7 +227,7 @@ class AlertService:
         """
         recent = {"recent_s": RECENT_WITH_STORE_S} if self.store is not None else {}
         return Engine.for_site(cfg, self.profiles, self.workorders, self.lateness_s, store=self.store,
-                               reevaluate_late=self.reevaluate_late, **recent)
+                               reevaluate_late=self.reevaluate_late, clock=self.clock, bounds=self.bounds, **recent)
 
     @property
     def filters(self) -> list[str]:

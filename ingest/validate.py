@@ -76,6 +76,7 @@ from stormwatch.display import names
 from stormwatch.physics import negative_value, rain_verdict
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import DeadLetter
+from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S, TimeBounds
 from stormwatch.tipsizes import TipSizes
 
 log = logging.getLogger(__name__)
@@ -85,9 +86,7 @@ log = logging.getLogger(__name__)
 #: (stormwatch/contract.py quantity table).
 LEVEL_QUANTITIES: Mapping[str, str] = {"stage": "m", "sediment_depth": "m"}
 
-#: Oldest event time accepted, in seconds behind the clock (90 days): 3 × the gateway outbox's
-#: default age limit (30 days), so a long outage's replay is accepted and a 1970 stamp is not.
-DEFAULT_MAX_AGE_S = 90 * 86400.0
+__all__ = ["DEFAULT_MAX_AGE_S", "DEFAULT_MAX_FUTURE_S", "ValidationResult", "Validator"]
 
 #: Event times of rain readings remembered per device to judge the next one's rate (a day of
 #: 1-minute polls, and a late reading a day behind still finds its predecessor).
@@ -121,7 +120,8 @@ class Validator:
         sites: site id -> configuration.
         profiles: the device profile library (``device_profiles/``).
         clock: the time base for ``future_time``, lateness and ``received_at``.
-        max_future_s: how far ahead of the clock an event time may be (gateway clock skew).
+        max_future_s: how far ahead of the clock an event time may be (gateway clock skew; the
+            bound the alert engine applies too, :class:`stormwatch.timebounds.TimeBounds`).
         max_age_s: how far behind the clock an event time may be before it is ``implausible_time``
             (a gateway clock that lies); ``None`` = no bound (imports of historical files).
         late_after_s: readings older than this on arrival are stored as late. Default ``None``: only
@@ -139,15 +139,14 @@ class Validator:
         sites: Mapping[str, SiteConfig],
         profiles: ProfileLibrary,
         clock: Clock,
-        max_future_s: float = 300.0,
+        max_future_s: float = DEFAULT_MAX_FUTURE_S,
         max_age_s: float | None = DEFAULT_MAX_AGE_S,
         late_after_s: float | None = None,
         dedupe_size: int = 100_000,
     ) -> None:
         self.sites = dict(sites)
         self.clock = clock
-        self.max_future = timedelta(seconds=max_future_s)
-        self.max_age = None if max_age_s is None else timedelta(seconds=max_age_s)
+        self.bounds = TimeBounds(max_future_s, max_age_s)
         self.late_after = None if late_after_s is None else timedelta(seconds=late_after_s)
         self.dedupe_size = dedupe_size
         self._seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
@@ -356,18 +355,7 @@ class Validator:
         return None
 
     def _check_time(self, r: Reading, now: datetime) -> tuple[str, str] | None:
-        if r.time > now + self.max_future:
-            ahead_s = (r.time - now).total_seconds()
-            limit_s = self.max_future.total_seconds()
-            return ("future_time", f"event time {r.time.isoformat()} is {ahead_s:.0f}s ahead of the clock "
-                                   f"({now.isoformat()}; limit {limit_s:.0f}s)")
-        if self.max_age is not None and r.time < now - self.max_age:
-            behind_d = (now - r.time).total_seconds() / 86400
-            limit_d = self.max_age.total_seconds() / 86400
-            return ("implausible_time", f"event time {r.time.isoformat()} is {behind_d:.1f} days behind the clock "
-                                        f"({now.isoformat()}; limit {limit_d:g} days): the gateway's clock is "
-                                        "probably wrong (no real-time clock, before NTP)")
-        return None
+        return self.bounds.check(r.time, now)
 
     def _seen_again(self, identity: tuple[str, str, int]) -> bool:
         with self._seen_lock:

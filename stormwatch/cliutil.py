@@ -46,6 +46,7 @@ from typer.models import DefaultPlaceholder
 from stormwatch.errors import InputError
 from stormwatch.logs import setup_logging
 from stormwatch.numbers import NumberError, parse_float, parse_int
+from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S
 
 if TYPE_CHECKING:
     from stormwatch.config import SiteConfig
@@ -216,6 +217,21 @@ ALIASES: dict[str, dict[str, str]] = {
     "workorders ical": {"--site": "--site-id"},
     "users add": {"--site": "--site-id"},
 }
+
+
+def max_future_option() -> Any:
+    """``--max-future-s``, the same option in ``ingest`` and ``alerts`` (one bound: :mod:`stormwatch.timebounds`)."""
+    return typer.Option(DEFAULT_MAX_FUTURE_S, "--max-future-s", min=0, metavar="SECONDS",
+                        help="Refuse readings stamped further than this ahead of the clock (future_time; default "
+                             "300). Give ingest and the alert service the same value.")
+
+
+def max_age_option() -> Any:
+    """``--max-age-s``, the same option in ``ingest`` and ``alerts`` (:mod:`stormwatch.timebounds`)."""
+    return typer.Option(DEFAULT_MAX_AGE_S, "--max-age-s", min=0, metavar="SECONDS",
+                        help="Refuse readings stamped further than this behind the clock as implausible_time (a "
+                             "gateway clock that lies; default 90 days, 3 x the gateway outbox's age limit, so "
+                             "outage replays pass). Give ingest and the alert service the same value.")
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
