@@ -6,8 +6,9 @@ event time seen minus ``lateness_s`` -- has passed them, so readings arriving ou
 the lateness bound give exactly the same events as in-order ones. Retained MQTT messages and
 readings flagged ``late`` are data, never live triggers (failure-kinds.md #10). Duplicates (same
 ``(gateway, boot, seq)``) are dropped (failure-kinds.md #9). A value physics forbids (a negative tip
-count, turbidity or depth, :func:`stormwatch.physics.negative_value`) is ignored and logged -- ingest
-dead-letters the same reading as ``impossible_value`` -- so no rule ever sees it. Quality flags are
+count, turbidity or depth; a tip count or turbidity no instrument reports,
+:func:`stormwatch.physics.impossible_value`) is ignored and logged -- ingest dead-letters the same
+reading as ``impossible_value`` -- so no rule ever sees it. Quality flags are
 honoured by every rule (a flagged rain reading never silently opens or closes a storm: its events
 say ``needs_verification``; flagged turbidity is ``turbidity_needs_verification``; flagged basin
 levels are skipped).
@@ -69,7 +70,7 @@ from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
 from stormwatch.errors import InputError
-from stormwatch.physics import negative_value
+from stormwatch.physics import impossible_value
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
 from stormwatch.timebounds import TimeBounds
@@ -317,7 +318,7 @@ class Engine:
             self.counts["foreign"] += 1
             log.warning("engine %s: reading of site %r ignored", self.site, reading.site)
             return []
-        impossible = negative_value(reading.quantity, reading.value)
+        impossible = impossible_value(reading.quantity, reading.value)
         if impossible is not None:
             self.counts["impossible"] += 1
             log.warning("%s: reading %s/%s seq %s at %s ignored: %s (ingest dead-letters it as impossible_value)",
@@ -380,7 +381,7 @@ class Engine:
         seen = self._seen
         for reading in readings:
             if reading.site != self.site or (reading.flags and "late" in reading.flags) \
-                    or negative_value(reading.quantity, reading.value) is not None:
+                    or impossible_value(reading.quantity, reading.value) is not None:
                 self.feed(reading)  # counted and logged as feed() does; never released
                 continue
             identity = (reading.gateway, reading.boot, reading.seq)
