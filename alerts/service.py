@@ -5,7 +5,8 @@ MQTT 3.1.1 -- amqtt speaks nothing newer) subscribes at QoS 1 to each site's rea
 topics, acknowledging a message only after it has been processed (``manual_ack``). Messages a
 broker delivers outside the subscriptions (amqtt does, for retained messages) are dropped with
 :func:`stormwatch.topics.matches`. Invalid payloads are logged and dropped (ingest dead-letters
-them). Retained readings are data, never live triggers (failure-kinds.md #10).
+them); each reading of a batch is judged on its own (:func:`stormwatch.contract.parse_parts`), so one
+bad reading does not cost the others. Retained readings are data, never live triggers (failure-kinds.md #10).
 
 Each site has one :class:`stormwatch.alerts.engine.Engine`; its events are published as JSON
 (:meth:`stormwatch.contract.Event.to_wire`) on ``stormwatch/v1/<site>/events`` at QoS 1, written
@@ -48,7 +49,7 @@ from stormwatch.alerts.webhook import BackgroundSender, Webhook
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Event, PayloadError, parse_readings
+from stormwatch.contract import Event, PayloadError, parse_parts
 from stormwatch.display import local_time
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
@@ -348,10 +349,17 @@ class AlertService:
             return
         site, gateway = where
         try:
-            readings = parse_readings(msg.payload)
+            parts = parse_parts(msg.payload)
         except PayloadError as exc:
             log.warning("invalid readings on %s (%s): dropped here, ingest dead-letters it", msg.topic, exc)
             return
+        readings = []
+        for part in parts:  # each reading of a batch on its own, as ingest judges them
+            if part.reading is None:
+                log.warning("invalid reading %d of a message on %s (%s): dropped here, ingest dead-letters it",
+                            part.index, msg.topic, part.error)
+            else:
+                readings.append(part.reading)
         events: list[Event] = []
         with self._lock:
             engine = self.engines[site]
