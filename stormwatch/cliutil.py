@@ -139,6 +139,7 @@ OPTIONS: dict[str, OptionName] = {
     "--transparency-cm": OptionName("a transparency tube's reading, cm", ("CM",)),
     "--turbidity-ntu": OptionName("a grab sample's turbidity, NTU", ("NTU",)),
     "--ph": OptionName("a grab sample's pH", ("PH",)),
+    "--correct": OptionName("replace a recorded manual value (the replaced reading is kept as a dead letter)"),
     "--notes": OptionName("a note kept with the change", ("TEXT",)),
     "--status": OptionName("a work-order status: open, acknowledged or completed", ("STATUS",)),
     "--overdue": OptionName("only what is past its due time and not completed"),
