@@ -346,12 +346,18 @@ def create_app(desk: Desk) -> Starlette:
                 for k in ("point", "sampled_at", "transparency", "turbidity", "ph")}
         try:
             entry = manual_entry(site.cfg, form, session.user.display_name)
-            desk.record(entry, site.cfg)
+            recorded = desk.record(entry, site.cfg)
         except (ManualEntryError, ValueError) as exc:
             return site_response(request, session, f"Not recorded: {exc}", 400, form)
         except StoreError as exc:
             return site_response(request, session, f"Not recorded, the store failed: {exc}. Enter it again "
                                  "(it is recorded once).", 503, form)
+        if recorded.conflicts:  # a second value for a sample already recorded: refused, the first kept
+            refused = "; ".join(f"{c.reading.quantity} {c.reading.value:g} {c.reading.unit}: this sample is already "
+                                f"recorded as {c.stored_value:g} {c.stored_unit}, which is kept"
+                                for c in recorded.conflicts)
+            return site_response(request, session, f"Not recorded (conflicting_value): {refused}. A mistyped "
+                                 "entry is corrected with `stormwatch readings add --correct`.", 409, form)
         return RedirectResponse(f"/sites/{site.id}?done=reading", status_code=303)
 
     def order_context(session: Session, order: WorkOrder) -> dict[str, Any]:
