@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import typer
 
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
-from stormwatch.cliutil import fail, load_site_file
+from stormwatch.cliutil import fail, load_site_file, max_age_option, max_future_option
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import describe_event, local_time, turbidity
 
@@ -74,6 +74,8 @@ def alerts_cmd(
     client_id: str = typer.Option("stormwatch-alerts", "--client-id", metavar="ID",
                                   help="MQTT client id; keep it fixed so readings queued while the service is "
                                        "down are delivered when it returns."),
+    max_future_s: float = max_future_option(),
+    max_age_s: float = max_age_option(),
 ) -> None:
     """Watch sites live and apply their village code: ordinance events and inspection work orders.
 
@@ -91,6 +93,7 @@ def alerts_cmd(
     from stormwatch.partition import Partition
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.sitedir import ServiceSites
+    from stormwatch.timebounds import TimeBounds
 
     profiles = ProfileLibrary()
     try:
@@ -117,7 +120,8 @@ def alerts_cmd(
             state_dir.mkdir(parents=True, exist_ok=True)
         service = AlertService(sites, profiles, broker, opened, state_file(state_dir, state), clock, client_id,
                                lateness_s=lateness_for(clock) if lateness_s is None else lateness_s,
-                               webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ))
+                               webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ),
+                               bounds=TimeBounds(max_future_s, max_age_s))
     except (PackError, EngineError, ValueError, OSError) as exc:
         fail(str(exc), 2)
     signal.signal(signal.SIGTERM, lambda *_: service.stop())

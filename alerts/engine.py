@@ -6,11 +6,20 @@ event time seen minus ``lateness_s`` -- has passed them, so readings arriving ou
 the lateness bound give exactly the same events as in-order ones. Retained MQTT messages and
 readings flagged ``late`` are data, never live triggers (failure-kinds.md #10). Duplicates (same
 ``(gateway, boot, seq)``) are dropped (failure-kinds.md #9). A value physics forbids (a negative tip
-count, turbidity or depth, :func:`stormwatch.physics.negative_value`) is ignored and logged -- ingest
-dead-letters the same reading as ``impossible_value`` -- so no rule ever sees it. Quality flags are
+count, turbidity or depth; a tip count or turbidity no instrument reports,
+:func:`stormwatch.physics.impossible_value`) is ignored and logged -- ingest dead-letters the same
+reading as ``impossible_value`` -- so no rule ever sees it. Quality flags are
 honoured by every rule (a flagged rain reading never silently opens or closes a storm: its events
 say ``needs_verification``; flagged turbidity is ``turbidity_needs_verification``; flagged basin
 levels are skipped).
+
+Implausible times (:mod:`stormwatch.timebounds`). A live engine is given the service's clock
+(``clock``) and the same bounds as ingest (``bounds``): a reading stamped more than
+``max_future_s`` ahead of the clock (``future_time``) or more than ``max_age_s`` behind it
+(``implausible_time``) is ignored, counted and logged -- ingest dead-letters it -- so it never moves
+the watermark; and the watermark never passes the clock, so no event is stamped later than the
+clock (a reading a little ahead, within the bound, waits in the reorder buffer until the clock
+reaches it). A backfill (no clock) judges stored data, which ingest has already bounded.
 
 Late data (issue 3, item 6). A reading at or before the watermark when it arrives is *late*.
 Without re-evaluation (the default; backfills) it is counted and ignored here (ingest stores it,
@@ -61,9 +70,10 @@ from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
 from stormwatch.errors import InputError
-from stormwatch.physics import negative_value
+from stormwatch.physics import impossible_value
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
+from stormwatch.timebounds import TimeBounds
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -172,6 +182,11 @@ class Engine:
             the whole horizon). With a ``store`` the store holds the older ones: the live service keeps
             only what ingest may not have stored yet (:data:`RECENT_WITH_STORE_S`), so a county of
             sites fits in memory (docs/scaling.md); kept compact (:class:`_Held`), not as models.
+        clock: the live service's clock: readings outside ``bounds`` of it are ignored and the
+            watermark never passes it (module docstring, "Implausible times"); ``None`` (backfills):
+            no such check.
+        bounds: the plausible event times around the clock (default: ingest's defaults,
+            :class:`stormwatch.timebounds.TimeBounds`).
 
     Raises:
         EngineError: a rule the pack enables cannot be built from the site's devices, or a
@@ -182,7 +197,8 @@ class Engine:
                  workorders: WorkOrders | None = None, lateness_s: float = DEFAULT_LATENESS_S, *,
                  store: ReadingStore | None = None, reevaluate_late: bool = False,
                  late_horizon_s: float = DEFAULT_LATE_HORIZON_S,
-                 snapshot_every_s: float = DEFAULT_SNAPSHOT_EVERY_S, recent_s: float | None = None) -> None:
+                 snapshot_every_s: float = DEFAULT_SNAPSHOT_EVERY_S, recent_s: float | None = None,
+                 clock: Clock | None = None, bounds: TimeBounds | None = None) -> None:
         if lateness_s < 0:
             raise EngineError(f"lateness_s must be >= 0, got {lateness_s}")
         if snapshot_every_s <= 0 or late_horizon_s <= 0 or (recent_s is not None and recent_s <= 0):
@@ -197,6 +213,8 @@ class Engine:
         self.late_horizon = timedelta(seconds=late_horizon_s)
         self.snapshot_every = timedelta(seconds=snapshot_every_s)
         self.recent = None if recent_s is None else timedelta(seconds=recent_s)
+        self.clock = clock
+        self.bounds = bounds or TimeBounds()
         self.rules: list[Rule] = []
         self.storm: StormRuleState | None = None
         self._watchers: list[Any] = []
@@ -213,7 +231,7 @@ class Engine:
         self._recent: deque[_Held] = deque()  # released readings within the horizon (re-evaluation)
         self._emitted: dict[tuple[str, str, str], tuple[datetime, dict[str, Any]]] = {}
         self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0, "reevaluated": 0,
-                       "impossible": 0}
+                       "impossible": 0, "future_time": 0, "implausible_time": 0}
 
     @classmethod
     def for_site(cls, cfg: SiteConfig, profiles: ProfileLibrary, workorders: WorkOrders | None = None,
@@ -300,12 +318,19 @@ class Engine:
             self.counts["foreign"] += 1
             log.warning("engine %s: reading of site %r ignored", self.site, reading.site)
             return []
-        impossible = negative_value(reading.quantity, reading.value)
+        impossible = impossible_value(reading.quantity, reading.value)
         if impossible is not None:
             self.counts["impossible"] += 1
             log.warning("%s: reading %s/%s seq %s at %s ignored: %s (ingest dead-letters it as impossible_value)",
                         self.site, reading.gateway, reading.device, reading.seq, format_time(reading.time), impossible)
             return []
+        if self.clock is not None:
+            problem = self.bounds.check(reading.time, self.clock.now())
+            if problem is not None:
+                self.counts[problem[0]] += 1
+                log.warning("%s: reading %s/%s seq %s ignored: %s: %s (ingest dead-letters it)", self.site,
+                            reading.gateway, reading.device, reading.seq, problem[0], problem[1])
+                return []
         if retained or (reading.flags and "late" in reading.flags):
             self.counts["retained"] += 1
             log.info("%s: %s reading %s/%s seq %s at %s is data, not a live trigger: skipped", self.site,
@@ -324,11 +349,18 @@ class Engine:
         heapq.heappush(self._heap, (t, reading.gateway, reading.boot, reading.seq, next(self._counter), reading))
         if self._max_seen is None or t > self._max_seen:
             self._max_seen = t
-        return self._release(self._max_seen - self.lateness)
+        return self._release(self._capped(self._max_seen - self.lateness))
+
+    def _capped(self, w: datetime) -> datetime:
+        """``w``, or the clock's time when ``w`` is later: the watermark never passes the clock."""
+        if self.clock is None:
+            return w
+        return min(w, self.clock.now())
 
     def advance_to(self, t: datetime) -> list[Event]:
-        """Declare that no reading at or before ``t`` will come; release and evaluate up to ``t``."""
-        return self._release(t)
+        """Declare that no reading at or before ``t`` will come; release and evaluate up to ``t``
+        (never past the clock of a live engine)."""
+        return self._release(self._capped(t))
 
     def replay(self, readings: Sequence[Reading]) -> list[Event]:
         """Evaluate stored readings that come in event-time order (a backfill reads them so).
@@ -349,7 +381,7 @@ class Engine:
         seen = self._seen
         for reading in readings:
             if reading.site != self.site or (reading.flags and "late" in reading.flags) \
-                    or negative_value(reading.quantity, reading.value) is not None:
+                    or impossible_value(reading.quantity, reading.value) is not None:
                 self.feed(reading)  # counted and logged as feed() does; never released
                 continue
             identity = (reading.gateway, reading.boot, reading.seq)
@@ -377,11 +409,12 @@ class Engine:
         """Release every buffered reading and evaluate up to the newest event time seen.
 
         Used at the end of a backfill and on stop. Storms not closed by a dry gap stay open
-        (:meth:`in_progress`); nothing is invented beyond the data.
+        (:meth:`in_progress`); nothing is invented beyond the data. A live engine releases nothing
+        stamped after its clock (those readings stay buffered; ingest has stored them).
         """
         if self._max_seen is None:
             return []
-        return self._release(self._max_seen)
+        return self._release(self._capped(self._max_seen))
 
     def source_offline(self, gateway: str, at: datetime) -> list[Event]:
         """``gateway`` was reported offline at ``at`` (its MQTT last will): open a rain-gauge data gap.

@@ -5,7 +5,8 @@ MQTT 3.1.1 -- amqtt speaks nothing newer) subscribes at QoS 1 to each site's rea
 topics, acknowledging a message only after it has been processed (``manual_ack``). Messages a
 broker delivers outside the subscriptions (amqtt does, for retained messages) are dropped with
 :func:`stormwatch.topics.matches`. Invalid payloads are logged and dropped (ingest dead-letters
-them). Retained readings are data, never live triggers (failure-kinds.md #10).
+them); each reading of a batch is judged on its own (:func:`stormwatch.contract.parse_parts`), so one
+bad reading does not cost the others. Retained readings are data, never live triggers (failure-kinds.md #10).
 
 Each site has one :class:`stormwatch.alerts.engine.Engine`; its events are published as JSON
 (:meth:`stormwatch.contract.Event.to_wire`) on ``stormwatch/v1/<site>/events`` at QoS 1, written
@@ -48,12 +49,13 @@ from stormwatch.alerts.webhook import BackgroundSender, Webhook
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Event, PayloadError, parse_readings
+from stormwatch.contract import Event, PayloadError, parse_parts
 from stormwatch.display import local_time
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
+from stormwatch.timebounds import TimeBounds
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,9 @@ class AlertService:
         grafana: push every event as a Grafana annotation too (optional; :mod:`stormwatch.alerts.grafana`).
         reevaluate_late: re-evaluate late readings from the store (see :mod:`stormwatch.alerts.engine`).
         keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive, :mod:`stormwatch.mqttsession`).
+        bounds: the plausible event times around ``clock`` -- ingest's ``--max-future-s``/``--max-age-s``
+            (:class:`stormwatch.timebounds.TimeBounds`; the same defaults): a reading outside them is
+            ignored (ingest dead-letters it) and no engine's watermark passes the clock.
 
     Raises:
         stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: a site cannot be watched.
@@ -110,7 +115,8 @@ class AlertService:
                  on_event: Callable[[Event], None] | None = None, warmup_days: float = 8.0,
                  overdue_check_s: float = 60.0, retained_is_late: bool = True,
                  webhook_url: str | None = None, reevaluate_late: bool = True,
-                 grafana: GrafanaAnnotations | None = None, keepalive_s: int = 30) -> None:
+                 grafana: GrafanaAnnotations | None = None, keepalive_s: int = 30,
+                 bounds: TimeBounds | None = None) -> None:
         self.broker = parse_broker_url(broker_url)
         self.host, self.port = self.broker.host, self.broker.port
         self.store = store
@@ -128,6 +134,7 @@ class AlertService:
         self.profiles = profiles
         self.lateness_s = lateness_s
         self.reevaluate_late = reevaluate_late
+        self.bounds = bounds or TimeBounds()
         self._configs = {cfg.site.id: cfg for cfg in sites}
         self.engines = {sid: self._engine(cfg) for sid, cfg in self._configs.items()}
         self.outputs: list[BackgroundSender] = []
@@ -221,7 +228,7 @@ class AlertService:
         """
         recent = {"recent_s": RECENT_WITH_STORE_S} if self.store is not None else {}
         return Engine.for_site(cfg, self.profiles, self.workorders, self.lateness_s, store=self.store,
-                               reevaluate_late=self.reevaluate_late, **recent)
+                               reevaluate_late=self.reevaluate_late, clock=self.clock, bounds=self.bounds, **recent)
 
     @property
     def filters(self) -> list[str]:
@@ -342,10 +349,17 @@ class AlertService:
             return
         site, gateway = where
         try:
-            readings = parse_readings(msg.payload)
+            parts = parse_parts(msg.payload)
         except PayloadError as exc:
             log.warning("invalid readings on %s (%s): dropped here, ingest dead-letters it", msg.topic, exc)
             return
+        readings = []
+        for part in parts:  # each reading of a batch on its own, as ingest judges them
+            if part.reading is None:
+                log.warning("invalid reading %d of a message on %s (%s): dropped here, ingest dead-letters it",
+                            part.index, msg.topic, part.error)
+            else:
+                readings.append(part.reading)
         events: list[Event] = []
         with self._lock:
             engine = self.engines[site]

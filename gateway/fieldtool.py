@@ -14,6 +14,7 @@ from typing import get_args
 
 from stormwatch.codec import DataType, DecodeError, WordOrder, decode_words, scale
 from stormwatch.errors import InputError
+from stormwatch.numbers import NumberError, parse_word_text
 from stormwatch.profiles import REGISTER_COUNT
 
 ORDERS: tuple[str, ...] = get_args(WordOrder)
@@ -25,15 +26,17 @@ class FieldToolError(InputError):
 
 
 def parse_word(text: str) -> int:
-    """A register word from decimal (``16320``) or hex (``0x3FC0``) text.
+    """A register word from decimal (``16320``) or hex (``0x3FC0``) text, ASCII digits only
+    (:func:`stormwatch.numbers.parse_word_text`: ``1_0`` and ``١`` are refused, not read as 10 and 1).
 
     Raises:
         FieldToolError: not a number or outside 0..65535.
     """
     try:
-        value = int(text, 0)
-    except ValueError:
-        raise FieldToolError(f"register word {text!r} is not a decimal or 0x-hex number") from None
+        value = parse_word_text(text)
+    except NumberError:
+        raise FieldToolError(f"register word {text!r} is not a decimal or 0x-hex number (ASCII digits: 16320, "
+                             "0x3FC0)") from None
     if not 0 <= value <= 0xFFFF:
         raise FieldToolError(f"register word {text!r} = {value} is outside 0..65535")
     return value
@@ -65,6 +68,9 @@ def decode_text(words: Sequence[str], dtype: str, order: str, point_scale: float
         raise FieldToolError(f"--type {dtype!r}: expected one of {', '.join(TYPES)}")
     if order != "all" and order not in ORDERS:
         raise FieldToolError(f"--order {order!r}: expected one of {', '.join(ORDERS)} or all")
+    for name, number in (("--scale", point_scale), ("--offset", offset)):
+        if not math.isfinite(number):
+            raise FieldToolError(f"{name} {number}: must be a finite number")
     need = REGISTER_COUNT[dtype]
     if len(words) != need:
         raise FieldToolError(f"{dtype} needs {need} register word(s), got {len(words)}")

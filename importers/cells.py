@@ -6,12 +6,16 @@ the numeric sentinels loggers write for "no value" (default ``-9999`` and ``-999
 common data-logger convention; more with ``--gap-value``) are never stored and never become 0.
 
 Numbers are parsed exactly (:class:`~decimal.Decimal`) so a unit conversion such as cm -> mm is
-exact; the float is made once, for the reading.
+exact; the float is made once, for the reading. A cell follows the one number grammar of
+:mod:`stormwatch.numbers` (ASCII digits, sign, point, exponent): ``1_000`` and ``١٢`` are not numbers
+(Python's ``Decimal``/``float`` would take them as 1000 and 12) and the row is rejected with the cell quoted.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+
+from stormwatch.numbers import RULE, is_number
 
 #: Cell texts that mean "no value" (compared case-insensitively, after stripping quotes/space).
 GAP_TEXTS = frozenset({"", "nan", "-nan", "+nan", "inf", "-inf", "+inf", "infinity", "-infinity", "na", "n/a",
@@ -55,12 +59,9 @@ def parse_cell(text: str, sentinels: tuple[Decimal, ...] = DEFAULT_SENTINELS, *,
         return None
     if decimal_comma and "," in cell and "." not in cell:
         cell = cell.replace(",", ".")
-    try:
-        value = Decimal(cell)
-    except InvalidOperation:
-        raise CellError(f"{text!r} is not a number") from None
-    if not value.is_finite():
-        return None
+    if not is_number(cell):
+        raise CellError(f"{text!r} is not a number ({RULE})")
+    value = Decimal(cell)
     if value in sentinels:
         return None
     return value

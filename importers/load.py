@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,7 +37,7 @@ from stormwatch.importers.rows import Progress, RowReject, build_readings, file_
 from stormwatch.importers.table import TableError
 from stormwatch.ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
-from stormwatch.stores.base import ReadingStore
+from stormwatch.stores.base import ReadingStore, WriteOutcome, refusal_letters
 from stormwatch.tipsizes import TipSizes
 from stormwatch.wire import format_time
 
@@ -66,7 +66,9 @@ class ImportSummary:
         rows_read: data rows in the file.
         readings_made: readings built from the rows (rain: one per timestamp).
         readings_stored: readings new to the store (InfluxDB counts points written).
-        already_stored: readings the store or validator already had (a re-import).
+        already_stored: readings the store or validator already had with the same value (a re-import);
+            one the store holds with ANOTHER value for its time is a rejected row ``conflicting_value``
+            (a second file with another value at a timestamp already imported: the stored one is kept).
         gaps: cells that held no value (empty, NaN, sentinel) -- not stored, never zero.
         duplicate_rows: rows repeating an earlier row at the same time (rtl_433: repeated messages).
         ignored_lines: lines that are not the device's data (JSON Lines: other sensors, other
@@ -275,7 +277,7 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     _preflight(validator, topic, conv.readings)
     dead: Counter[str] = Counter()
     for start in range(0, len(conv.readings), batch_size):
-        _write_batch(validator, store, topic, conv.readings[start:start + batch_size], summary, dead)
+        _write_batch(validator, store, topic, conv.readings[start:start + batch_size], summary, dead, conv.lines)
     summary.dead_lettered = dict(dead)
     log.info("import %s: %d rows, %d readings, %d new, %d already stored, %d gaps, %d rows rejected",
              path, summary.rows_read, summary.readings_made, summary.readings_stored, summary.already_stored,
@@ -295,7 +297,7 @@ def _preflight(validator: Validator, topic: str, readings: Sequence[Reading]) ->
 
 
 def _write_batch(validator: Validator, store: ReadingStore, topic: str, batch: Sequence[Reading],
-                 summary: ImportSummary, dead: Counter[str]) -> None:
+                 summary: ImportSummary, dead: Counter[str], lines: Mapping[tuple[str, int], int]) -> None:
     result = validator.validate(topic, dump_readings(list(batch)))
     if result.dead:
         store.write_deadletters(result.dead)
@@ -305,8 +307,21 @@ def _write_batch(validator: Validator, store: ReadingStore, topic: str, batch: S
                 log.warning("reading dead-lettered (%s): %s", letter.reason, letter.detail)
     for readings, late in ((result.accepted, False), (result.late, True)):
         if readings:
-            new = store.write_readings(readings, late=late)
-            validator.committed(readings)
-            summary.readings_stored += new
-            summary.already_stored += len(readings) - new
+            outcome = store.write_checked(readings, late=late)
+            validator.committed(outcome.held(readings))
+            summary.readings_stored += outcome.new
+            summary.already_stored += outcome.already
+            for c in outcome.conflicts:  # a row whose time is already stored with another value: its row, refused
+                line = lines.get((c.reading.boot, c.reading.seq), 0)
+                summary.rejects.append(RowReject(line, "conflicting_value", (
+                    f"{summary.path}:{line}: {c.reading.quantity} {c.reading.value:g} {c.reading.unit} at "
+                    f"{format_time(c.reading.time)}: the store already holds {c.stored_value:g} {c.stored_unit} for "
+                    "this time (imported before from another file?); the stored value is kept")))
+                summary.rejected_rows["conflicting_value"] = summary.rejected_rows.get("conflicting_value", 0) + 1
+            letters = refusal_letters(WriteOutcome(refused=outcome.refused), validator.clock.now(), lambda _r: topic)
+            if letters:  # the server refused them: dead letters, like the validator's
+                store.write_deadletters(letters)
+                for letter in letters:
+                    dead[letter.reason] += 1
+                    log.warning("reading dead-lettered (%s): %s", letter.reason, letter.detail)
     summary.already_stored += len(result.duplicates)

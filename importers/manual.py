@@ -11,7 +11,9 @@ becomes one :class:`~stormwatch.contract.Reading` that says where it came from:
 * ``device`` = the discharge point's id (or a device id), ``quantity``/``unit`` one of
   :data:`stormwatch.contract.MANUAL_QUANTITIES` (``transparency`` cm, ``turbidity`` NTU, ``ph`` [pH]);
 * identity: ``boot`` from the site, point, quantity and inspector, ``seq`` = the sampling time in
-  microseconds -- entering the same sample twice stores it once.
+  microseconds -- entering the same sample twice stores it once. Entering it again with ANOTHER
+  value is refused (``conflicting_value``: the store keeps what it acknowledged; failure-kinds.md
+  #27), said per value -- never counted as "already recorded".
 
 Readings go through the same validator as live data (:class:`stormwatch.ingest.validate.Validator`,
 which knows manual readings) before anything is stored or sent; then they are written to the store
@@ -42,7 +44,7 @@ from stormwatch.importers.identity import import_seq
 from stormwatch.ingest.validate import Validator
 from stormwatch.mqtt import BrokerSettings, apply_credentials
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.stores.base import ReadingStore
+from stormwatch.stores.base import Conflict, DeadLetter, ReadingStore
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +136,17 @@ def manual_readings(entry: ManualEntry) -> list[Reading]:
 
 @dataclass(frozen=True)
 class Recorded:
-    """What became of a manual entry: ``stored`` new in the store, ``already`` stored before,
-    ``published`` to the broker (``None``: not sent)."""
+    """What became of a manual entry: ``stored`` new in the store, ``already`` stored before with the
+    same value, ``conflicts`` refused because the sample is recorded with another value
+    (``conflicting_value``; kept as it was), ``corrected`` ``(replaced, new)`` pairs of an explicit
+    correction (``correct=True``), ``published`` to the broker (``None``: not sent)."""
 
     readings: tuple[Reading, ...]
     stored: int = 0
     already: int = 0
     published: str | None = None
+    conflicts: tuple[Conflict, ...] = ()
+    corrected: tuple[tuple[Reading, Reading], ...] = ()
 
 
 def publish_once(broker: BrokerSettings, topic: str, payload: bytes, timeout_s: float = 10.0) -> None:
@@ -170,9 +176,17 @@ def publish_once(broker: BrokerSettings, topic: str, payload: bytes, timeout_s: 
 
 
 def record_manual(entry: ManualEntry, cfg: SiteConfig, profiles: ProfileLibrary, clock: Clock, *,
-                  store: ReadingStore | None = None, broker: BrokerSettings | None = None) -> Recorded:
+                  store: ReadingStore | None = None, broker: BrokerSettings | None = None,
+                  correct: bool = False) -> Recorded:
     """Validate ``entry`` as live data is validated, then store it (``store``) or publish it (``broker``:
     on the site's readings topic, where ingest stores it and the alert service evaluates it).
+
+    A value for a sample already recorded with another value (same site, point, quantity, time and
+    inspector) is refused, ``conflicting_value`` (in ``conflicts``; the stored one stays) -- unless
+    ``correct``: then it replaces the recorded one (:meth:`~stormwatch.stores.base.ReadingStore.supersede`),
+    which is kept in the store as a ``superseded`` dead letter naming both values, who corrected it
+    and when (the audit trail); ``stormwatch evaluate`` and reports then use the corrected value. Only
+    straight into a store: a live alert service has already judged the recorded value.
 
     Raises:
         ManualEntryError: the entry is refused (reason and detail of the first problem; nothing was
@@ -182,6 +196,9 @@ def record_manual(entry: ManualEntry, cfg: SiteConfig, profiles: ProfileLibrary,
     if (store is None) == (broker is None):
         raise ManualEntryError("record it in one place: --broker (the live path: ingest stores it, the alert "
                                "service evaluates it) or --store (straight into the store, for `evaluate`)")
+    if correct and store is None:
+        raise ManualEntryError("--correct replaces a value in the store: give --store (the live alert service has "
+                               "already judged the recorded value; re-run `stormwatch evaluate` after correcting)")
     readings = manual_readings(entry)
     # a field notebook may be entered long after the sampling: no age bound (the future stays refused)
     validator = Validator.for_sites([cfg], profiles, clock, max_age_s=None)
@@ -192,14 +209,54 @@ def record_manual(entry: ManualEntry, cfg: SiteConfig, profiles: ProfileLibrary,
         first = result.dead[0]
         raise ManualEntryError(f"{first.reason}: {first.detail.removeprefix('readings.0: ')} (nothing recorded)")
     stored = already = 0
+    conflicts: tuple[Conflict, ...] = ()
+    corrected: tuple[tuple[Reading, Reading], ...] = ()
     if store is not None:
-        stored = store.write_readings(readings)
-        already = len(readings) - stored
+        outcome = store.write_checked(readings)
+        stored, already, conflicts = outcome.new, outcome.already, outcome.conflicts
+        if correct and conflicts:
+            corrected, conflicts = _correct(store, conflicts, topics.readings(cfg.site.id, MANUAL_GATEWAY), clock)
+        for c in conflicts:
+            log.info("manual %s %g %s at %s/%s sampled %s by %s refused (conflicting_value): %s", c.reading.quantity,
+                        c.reading.value, c.reading.unit, c.reading.site, c.reading.device, c.reading.time.isoformat(),
+                        c.reading.raw, c.detail())
     published = None
     if broker is not None:
         publish_once(broker, topic, payload)
         published = broker.safe_url()
+    refused = {c.reading.identity for c in conflicts}
     for r in readings:
-        log.info("manual %s %g %s at %s/%s sampled %s by %s", r.quantity, r.value, r.unit, r.site, r.device,
-                 r.time.isoformat(), r.raw)
-    return Recorded(tuple(readings), stored, already, published)
+        if r.identity not in refused:
+            log.info("manual %s %g %s at %s/%s sampled %s by %s", r.quantity, r.value, r.unit, r.site, r.device,
+                     r.time.isoformat(), r.raw)
+    return Recorded(tuple(readings), stored, already, published, conflicts, corrected)
+
+
+def _correct(store: ReadingStore, conflicts: tuple[Conflict, ...], topic: str, clock: Clock,
+             ) -> tuple[tuple[tuple[Reading, Reading], ...], tuple[Conflict, ...]]:
+    """Replace each conflict's stored reading by its new value; keep each replaced one as a
+    ``superseded`` dead letter. Returns the ``(replaced, new)`` pairs and the conflicts left (a
+    stored reading at another time under the identity is not a correction of this sample).
+
+    Raises:
+        StoreError: the store failed (what was corrected before stays corrected and recorded).
+    """
+    done: list[tuple[Reading, Reading]] = []
+    left: list[Conflict] = []
+    for c in conflicts:
+        new = c.reading
+        old = store.supersede(new) if c.stored_time == new.time and c.stored_unit == new.unit else None
+        if old is None:
+            left.append(c)
+            continue
+        now = clock.now()
+        store.write_deadletters([DeadLetter(
+            "superseded", f"manual {new.quantity} {old.value:g} {new.unit} at {new.site}/{new.device} sampled "
+                          f"{new.time.isoformat()} (entered by {old.raw}) corrected to {new.value:g} {new.unit} by "
+                          f"{new.raw} at {now.isoformat()} (stormwatch readings add --correct)",
+            topic, dump_readings([old]), now)])
+        log.info("manual %s at %s/%s sampled %s corrected: %g -> %g %s by %s (the replaced reading is kept as a "
+                    "superseded dead letter)", new.quantity, new.site, new.device, new.time.isoformat(), old.value,
+                    new.value, new.unit, new.raw)
+        done.append((old, new))
+    return tuple(done), tuple(left)

@@ -39,13 +39,20 @@ def add_command(
     store: str | None = typer.Option(None, "--store", metavar="URL",
                                      help="Or write it straight into the store (sqlite:///FILE, influx1://...); "
                                           "`stormwatch evaluate` then sees it."),
+    correct: bool = typer.Option(False, "--correct",
+                                 help="Replace the value recorded for this sample (same point, time, inspector and "
+                                      "quantity) by the one given: for a mistyped entry. The replaced reading is "
+                                      "kept in the store as a superseded dead letter (who, when, both values). "
+                                      "With --store only."),
     as_json: bool = typer.Option(False, "--json", help="Print the recorded readings as JSON."),
 ) -> None:
     """Record what an inspector measured by hand at a discharge point.
 
     Each value is stored as a reading with source manual and the inspector's name, at the time the
     sample was taken; it reaches the rules like a sensor's reading (a pH below the permit's range,
-    a transparency under the benchmark...). The same sample entered twice is recorded once.
+    a transparency under the benchmark...). The same sample entered twice is recorded once; entered
+    again with another value it is refused (the recorded value is kept) -- to fix a mistyped entry,
+    enter the right value with --correct.
 
     Examples:
 
@@ -100,7 +107,7 @@ def add_command(
         except StoreError as exc:
             fail(f"--store {redact(store)}: {exc}", 1)
     try:
-        result = record_manual(entry, cfg, profiles, WallClock(), store=opened, broker=settings)
+        result = record_manual(entry, cfg, profiles, WallClock(), store=opened, broker=settings, correct=correct)
     except ManualEntryError as exc:
         fail(str(exc))
     except StoreError as exc:
@@ -108,16 +115,37 @@ def add_command(
     finally:
         if opened is not None:
             opened.close()
+    refused = {c.reading.identity for c in result.conflicts}
     if as_json:
-        typer.echo(json.dumps({"readings": [r.to_wire() for r in result.readings], "stored": result.stored,
-                               "already_stored": result.already, "published": result.published},
+        typer.echo(json.dumps({"readings": [r.to_wire() for r in result.readings if r.identity not in refused],
+                               "stored": result.stored, "already_stored": result.already,
+                               "published": result.published,
+                               "corrected": [{"quantity": new.quantity, "from": old.value, "to": new.value,
+                                              "unit": new.unit} for old, new in result.corrected],
+                               "refused": [{"reason": "conflicting_value", "reading": c.reading.to_wire(),
+                                            "stored_value": c.stored_value, "detail": c.detail()}
+                                           for c in result.conflicts]},
                               ensure_ascii=False))
-        return
-    tz = cfg.site.tz
-    for r in result.readings:
-        typer.echo(f"{r.site}/{r.device}: {r.quantity} {r.value:g} {r.unit} sampled "
-                   f"{r.time.astimezone(tz):%Y-%m-%d %H:%M %Z} by {r.raw} (source: manual)")
-    if result.published:
-        typer.echo(f"sent to {result.published} (QoS 1, acknowledged)")
     else:
-        typer.echo(f"stored: {result.stored} new, {result.already} already recorded ({redact(store or '')})")
+        tz = cfg.site.tz
+        for r in result.readings:
+            if r.identity not in refused:
+                typer.echo(f"{r.site}/{r.device}: {r.quantity} {r.value:g} {r.unit} sampled "
+                           f"{r.time.astimezone(tz):%Y-%m-%d %H:%M %Z} by {r.raw} (source: manual)")
+        for old, new in result.corrected:
+            typer.echo(f"corrected: {new.quantity} {old.value:g} -> {new.value:g} {new.unit} (the replaced reading is "
+                       "kept in the store as a superseded dead letter; run `stormwatch evaluate` again)")
+        if result.published:
+            typer.echo(f"sent to {result.published} (QoS 1, acknowledged)")
+        else:
+            typer.echo(f"stored: {result.stored} new, {result.already} already recorded"
+                       + (f", {len(result.corrected)} corrected" if result.corrected else "")
+                       + (f", {len(result.conflicts)} refused" if result.conflicts else "")
+                       + f" ({redact(store or '')})")
+    if result.conflicts:
+        tz = cfg.site.tz
+        fail("\n".join(
+            f"{OPTION_OF[c.reading.quantity]} {c.reading.value:g}: refused (conflicting_value): {c.reading.device} "
+            f"{c.reading.quantity} sampled {c.reading.time.astimezone(tz):%Y-%m-%d %H:%M %Z} by {c.reading.raw} is "
+            f"already recorded as {c.stored_value:g} {c.stored_unit}, which is kept; if that was mistyped, enter "
+            f"the right value with --correct" for c in result.conflicts))

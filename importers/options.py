@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from stormwatch.errors import InputError
 from stormwatch.importers.cells import DEFAULT_SENTINELS
+from stormwatch.numbers import NumberError, parse_decimal
 from stormwatch.rain import LengthUnit, TipResolution, parse_tip_size
 
 Format = Literal["auto", "generic", "toa5", "hobo", "rtl433"]
@@ -186,9 +187,9 @@ def parse_gap_values(texts: list[str]) -> tuple[Decimal, ...]:
     extra: list[Decimal] = []
     for t in texts:
         try:
-            extra.append(Decimal(t))
-        except InvalidOperation:
-            raise OptionsError(f"--gap-value {t!r}: not a number") from None
+            extra.append(parse_decimal(t.strip()))
+        except NumberError as exc:
+            raise OptionsError(f"--gap-value: {exc}") from None
     return DEFAULT_SENTINELS + tuple(extra)
 
 

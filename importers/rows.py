@@ -27,11 +27,14 @@ counter width cannot hold is ``beyond_counter_width``.
 
 Other quantities: one reading per timestamp; a repeated row with the same value is a duplicate
 row (counted, stored once), a different value at the same time is rejected ``conflicting_time``.
-A value physics forbids (a negative turbidity, distance or depth) is rejected ``negative_value``.
+A value physics forbids (a negative turbidity, distance or depth) is rejected ``negative_value``; one
+no instrument reports (a turbidity above 10,000 NTU/FNU, :func:`stormwatch.physics.impossible_value`)
+``beyond_instrument_range``.
 
 Reject reasons: ``too_few_fields``, ``extra_fields`` (a non-empty field past the header's
 columns; empty trailing fields -- a trailing delimiter -- are tolerated), ``bad_time``,
-``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``negative_value``, ``conflicting_time``,
+``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``negative_value``, ``beyond_instrument_range``,
+``conflicting_time``,
 ``before_1970``, ``beyond_envelope``, ``beyond_counter_width``, ``too_many_tips``.
 """
 
@@ -50,7 +53,13 @@ from stormwatch.importers.cells import CellError, convert, normalise_unit, parse
 from stormwatch.importers.identity import IMPORT_GATEWAY, import_boot, import_seq
 from stormwatch.importers.options import CUMULATIVE, ImportOptions, TipSpec, TipsPerRow
 from stormwatch.importers.table import Table, TableError
-from stormwatch.physics import FLAG_BEYOND_ENVELOPE, FLAG_EXTREME_RATE, max_tips, negative_value, rain_verdict
+from stormwatch.physics import (
+    FLAG_BEYOND_ENVELOPE,
+    FLAG_EXTREME_RATE,
+    impossible_value,
+    max_tips,
+    rain_verdict,
+)
 
 #: ``progress(done_rows, total_rows)``.
 Progress = Callable[[int, int], None]
@@ -97,6 +106,8 @@ class Conversion:
         duplicate_rows: rows repeating an earlier row's values at the same time.
         tips: total tips in the readings (rain files).
         plans: the column plans used.
+        lines: ``(boot, seq)`` of a reading -> the file line it came from (its first, for rain rows
+            summed into one reading), so what the store refuses is reported ``file:line``.
     """
 
     readings: list[Reading] = field(default_factory=list)
@@ -106,6 +117,7 @@ class Conversion:
     duplicate_rows: int = 0
     tips: int = 0
     plans: list[ColumnPlan] = field(default_factory=list)
+    lines: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def plan_columns(table: Table, options: ImportOptions, profile_units: Mapping[str, str]) -> list[ColumnPlan]:
@@ -283,9 +295,10 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
                 problem = ("not_a_number", f"column {table.columns[plan.index]!r}: {cell.strip()!r} is beyond "
                                            "what a reading can hold")
                 break
-            impossible = negative_value(plan.quantity, float(value))
+            impossible = impossible_value(plan.quantity, float(value))
             if impossible is not None:
-                problem = ("negative_value", f"column {table.columns[plan.index]!r}: {cell.strip()!r}: {impossible}")
+                problem = ("negative_value" if value < 0 else "beyond_instrument_range",
+                           f"column {table.columns[plan.index]!r}: {cell.strip()!r}: {impossible}")
                 break
             row.append((plan, value, cell.strip()))
         tips: int | None = None
@@ -337,7 +350,8 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
     for plan in out.plans:
         boot = import_boot(site, device, plan.quantity, plan.unit)
         for when in sorted(values[plan.quantity]):
-            value, cell, _line = values[plan.quantity][when]
+            value, cell, line = values[plan.quantity][when]
+            out.lines[(boot, import_seq(when))] = line
             out.readings.append(Reading(
                 site=site, device=device, quantity=plan.quantity, value=float(value), unit=plan.unit, time=when,
                 gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=cell,
@@ -348,6 +362,9 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
         tip_size = str(counter.tip_resolution)
 
         def rain_reading(when: datetime, tips: int, raw: str, flags: tuple[str, ...] = ()) -> None:
+            first = rain_lines[when][0] if when in rain_lines else totals[when][2] if when in totals else None
+            if first is not None:
+                out.lines[(boot, import_seq(when))] = first
             out.readings.append(Reading(
                 site=site, device=device, quantity="rain_tips", value=tips, unit=TIP_UNIT, time=when,
                 gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=raw, flags=flags, tip_size=tip_size,

@@ -50,6 +50,7 @@ from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import import_seq
 from stormwatch.importers.options import ImportOptions
 from stormwatch.importers.table import TableError, read_lines
+from stormwatch.numbers import parse_int
 from stormwatch.physics import envelope_mm
 from stormwatch.rain import MM_PER_IN, PRECIPITATION, STATION_GATEWAY
 from stormwatch.stores.base import ReadingStore
@@ -173,7 +174,7 @@ def parse_ghcn_daily(path: Path, lines: Sequence[str], zone: tzinfo, day_ends: t
                 break
             raw, mflag, qflag = cell[0:5], cell[5:6], cell[6:7]
             try:
-                value = int(raw)
+                value = parse_int(raw.strip())  # ASCII digits only (stormwatch.numbers)
             except ValueError:
                 rec.reject("bad_value", f"{where}: day {d + 1}: {raw!r} is not a whole number of tenths of mm")
                 continue
@@ -237,7 +238,7 @@ def parse_hpd(path: Path, lines: Sequence[str], zone: tzinfo) -> StationRecord:
         for i in range(count):
             group = line[30 + 12 * i: 42 + 12 * i].ljust(12)
             hhmm, raw, flag = group[0:4], group[4:10], group[10]
-            if not (hhmm.isdigit() and raw.strip().isdigit()):
+            if not (hhmm.isascii() and hhmm.isdigit() and raw.strip().isascii() and raw.strip().isdigit()):
                 rec.reject("bad_value", f"{where}: value {i + 1}: {group!r} is not HHMM + a 6-digit amount")
                 continue
             if hhmm == "2500":

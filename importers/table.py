@@ -18,6 +18,7 @@ from pathlib import Path
 
 from stormwatch.errors import InputError
 from stormwatch.importers.options import TipsPerRow
+from stormwatch.numbers import parse_float
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class TimeParser:
     def _one(self, text: str, fmt: str) -> datetime:
         if fmt == UNIX:
             try:
-                return datetime.fromtimestamp(float(text), UTC)
+                return datetime.fromtimestamp(parse_float(text), UTC)
             except (OverflowError, OSError) as exc:
                 raise ValueError(f"time {text!r}: {exc}") from None
         return datetime.fromisoformat(text) if fmt == ISO else datetime.strptime(text, fmt)

@@ -9,12 +9,12 @@ from pathlib import Path
 import typer
 
 from stormwatch.alerts.packs import PackError
-from stormwatch.cliutil import fail, load_site_file
+from stormwatch.cliutil import fail, load_site_file, max_age_option, max_future_option
 from stormwatch.clock import CLOCK_FILE_ENV, service_clock
 from stormwatch.config import ConfigError, SiteConfig
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
-from stormwatch.ingest.validate import DEFAULT_MAX_AGE_S, Validator
+from stormwatch.ingest.validate import Validator
 from stormwatch.mqtt import BrokerUrlError
 from stormwatch.partition import Partition
 from stormwatch.profiles import ProfileError, ProfileLibrary
@@ -60,12 +60,8 @@ def ingest_command(
     retained_late: bool = typer.Option(True, "--retained-late/--no-retained-late",
                                        help="Store retained readings as late (stale). Use --no-retained-late "
                                             "behind amqtt, which flags queued messages as retained."),
-    max_future_s: float = typer.Option(300.0, "--max-future-s", min=0, metavar="SECONDS",
-                                       help="Dead-letter readings stamped further than this ahead of the clock."),
-    max_age_s: float = typer.Option(DEFAULT_MAX_AGE_S, "--max-age-s", min=0, metavar="SECONDS",
-                                    help="Dead-letter readings stamped further than this behind the clock as "
-                                         "implausible_time (a gateway clock that lies; default 90 days, "
-                                         "3 x the gateway outbox's age limit, so outage replays pass)."),
+    max_future_s: float = max_future_option(),
+    max_age_s: float = max_age_option(),
     late_after_s: float | None = typer.Option(None, "--late-after-s", min=0, metavar="SECONDS",
                                               help="Store readings older than this on arrival as late "
                                                    "(default: only retained readings are late)."),

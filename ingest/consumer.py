@@ -24,7 +24,12 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
 * Dead letters are stored (``store.write_deadletters``), published to
   :data:`stormwatch.topics.DEADLETTER` as JSON ``{reason, detail, topic, payload, payload_encoding,
   received_at}`` (payload as UTF-8 text, or base64 when it is not UTF-8), counted by reason, logged
-  at WARNING -- and acknowledged (they are handled).
+  at WARNING -- and acknowledged (they are handled). Every dead letter takes that one path, whichever
+  stage refused it: validation, a duplicate, or the store itself (``store.write_checked``: a
+  ``conflicting_value`` -- the identity is stored with another measurement -- or a
+  ``store_rejected`` line InfluxDB refused with HTTP 400). A message is acknowledged once every
+  reading of it is durably stored or durably dead-lettered (a batch message's good readings are
+  stored, its bad ones dead-lettered one by one: :func:`stormwatch.contract.parse_parts`).
 * :meth:`Ingest.stop` (thread-safe, also from a signal handler) flushes the pending batch, acks
   it and disconnects (#15).
 * The configured sites (id, IANA time zone, jurisdiction) are recorded in the store once it has
@@ -48,7 +53,7 @@ import struct
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -61,7 +66,15 @@ from stormwatch.ingest.mqttclient import make_client
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.mqtt import parse_broker_url
 from stormwatch.mqttsession import SessionClient, SessionOptions
-from stormwatch.stores.base import DeadLetter, ReadingStore, SiteInfo, StoreError
+from stormwatch.stores.base import (
+    DeadLetter,
+    ReadingStore,
+    SiteInfo,
+    StoreError,
+    WriteOutcome,
+    measurement,
+    refusal_letters,
+)
 from stormwatch.stores.lineprotocol import payload_text
 from stormwatch.wire import format_time
 
@@ -485,7 +498,8 @@ class Ingest:
         accepted: list[Reading] = []
         late: list[Reading] = []
         dead: list[DeadLetter] = []
-        in_batch: set[tuple[str, str, int]] = set()
+        in_batch: dict[tuple[str, str, int], Reading] = {}
+        topic_of: dict[tuple[str, str, int], str] = {}
         received_at = self.clock.now()
         for msg in batch:
             result = self._validate(msg.topic, msg.payload, msg.retain, received_at)
@@ -495,33 +509,44 @@ class Ingest:
                 dead.append(_duplicate_letter(reading, msg.topic, received_at, "already stored"))
             for target, readings in ((accepted, result.accepted), (late, result.late)):
                 for reading in readings:
-                    if reading.identity in in_batch:  # QoS 1 redelivery inside one batch
+                    first = in_batch.get(reading.identity)
+                    if first is not None and measurement(first) == measurement(reading):
+                        # QoS 1 redelivery inside one batch
                         dead.append(_duplicate_letter(reading, msg.topic, received_at, "twice in one batch"))
-                    else:
-                        in_batch.add(reading.identity)
-                        target.append(reading)
+                        continue
+                    # one identity with two measurements in one batch: both go to the store, which takes
+                    # the first it does not hold another measurement for and refuses the other
+                    in_batch.setdefault(reading.identity, reading)
+                    topic_of.setdefault(reading.identity, msg.topic)
+                    target.append(reading)
             dead += result.dead
-        stored = self._write_until_durable(accepted, late, dead)
+        stored = self._write_until_durable(accepted, late, dead, lambda r: topic_of.get(r.identity, ""), received_at)
         if stored is None:
             log.error("store still unavailable at shutdown: %d message(s) left unacknowledged; the broker will "
                       "redeliver them to this session", len(batch))
             return
-        new_live, new_late = stored
-        self.validator.committed(accepted + late)
-        self.written += new_live + new_late
-        self.late += new_late
-        self.duplicates += (len(accepted) - new_live) + (len(late) - new_late)
-        if accepted:
-            newest = max(r.time for r in accepted)
+        live, stale = stored
+        self.validator.committed(live.held(accepted) + stale.held(late))
+        self.written += live.new + stale.new
+        self.late += stale.new
+        self.duplicates += live.already + stale.already
+        if live.new:
+            newest = max(r.time for r in live.held(accepted))
             if self.last_event_time is None or newest > self.last_event_time:
                 self.last_event_time = newest
-        for letter in dead:
+        self._dead_lettered(dead)
+        self._pending_publishes = [i for i in self._pending_publishes if not i.is_published()][-1000:]
+        self._ack(batch)
+
+    def _dead_lettered(self, letters: list[DeadLetter]) -> None:
+        """The one place every dead letter passes once the store holds it, whichever stage refused it
+        (validation, a duplicate, a conflict, the store's server): counted by reason, logged at
+        WARNING, published on :data:`stormwatch.topics.DEADLETTER`."""
+        for letter in letters:
             self.dead_lettered[letter.reason] += 1
             log.warning("dead letter (%s): %s [topic %s]", letter.reason, letter.detail, letter.topic)
             info = self._client.publish(topics.DEADLETTER, deadletter_json(letter), qos=1)
             self._pending_publishes.append(info)
-        self._pending_publishes = [i for i in self._pending_publishes if not i.is_published()][-1000:]
-        self._ack(batch)
 
     def _ack(self, batch: list[_Message]) -> None:
         with self._gen_lock:
@@ -546,26 +571,34 @@ class Ingest:
         self.acked += len(mids) + len(exactly_once)
         self._room.set()
 
-    def _write_until_durable(self, accepted: list[Reading], late: list[Reading],
-                             dead: list[DeadLetter]) -> tuple[int, int] | None:
-        """Write the three parts, retrying each until it succeeds; ``None`` if stopped while failing."""
-        new_live: int | None = None if accepted else 0
-        new_late: int | None = None if late else 0
-        dead_done = not dead
+    def _write_until_durable(self, accepted: list[Reading], late: list[Reading], dead: list[DeadLetter],
+                             topic_of: Callable[[Reading], str], received_at: datetime,
+                             ) -> tuple[WriteOutcome, WriteOutcome] | None:
+        """Write the three parts, retrying each until it succeeds; ``None`` if stopped while failing.
+
+        The readings the store refuses (a conflict, a line its server refuses) become dead letters
+        appended to ``dead`` (on their message's topic) and are written with the others.
+        """
+        live: WriteOutcome | None = None if accepted else WriteOutcome()
+        stale: WriteOutcome | None = None if late else WriteOutcome()
+        dead_done = False
         delay = self.retry_backoff_s
         outage_since: datetime | None = None
         while True:
             try:
-                if new_live is None:
-                    new_live = self.store.write_readings(accepted)
-                if new_late is None:
-                    new_late = self.store.write_readings(late, late=True)
+                if live is None:
+                    live = self.store.write_checked(accepted)
+                    dead += refusal_letters(live, received_at, topic_of)
+                if stale is None:
+                    stale = self.store.write_checked(late, late=True)
+                    dead += refusal_letters(stale, received_at, topic_of)
                 if not dead_done:
-                    self.store.write_deadletters(dead)
+                    if dead:
+                        self.store.write_deadletters(dead)
                     dead_done = True
                 if outage_since is not None:
                     log.warning("store is writable again (outage since %s); acknowledging", format_time(outage_since))
-                return new_live, new_late
+                return live, stale
             except Exception as exc:  # StoreError, or a store bug: either way not durable -> no ack, retry
                 if not isinstance(exc, StoreError):
                     log.exception("unexpected store failure (treated as not written)")

@@ -2,11 +2,14 @@
 
 Never raises for bad input: every rejected reading becomes a :class:`~stormwatch.stores.base.DeadLetter`
 with a short reason (failure-kinds.md; design-notes.md "Nothing lost, nothing invented"): the
-contract's own (``not_utf8``, ``bad_json``, ``schema``, :func:`stormwatch.contract.parse_readings`)
+contract's own (``not_utf8``, ``bad_json``, ``schema``, :func:`stormwatch.contract.parse_parts`)
 and this module's checks against the configuration: ``bad_topic``, ``topic_mismatch``,
 ``unknown_site``, ``unknown_gateway``, ``unknown_device``, ``unknown_quantity``,
 ``unit_mismatch``, ``tip_size_mismatch``, ``impossible_value``, ``future_time``, ``implausible_time``.
-Readings entered by
+Each reading of a batch (``{"readings": [...]}``) is judged on its own: a bad one becomes a dead
+letter of its own (its JSON as the payload, ``readings.<index>:`` before the detail) and the others
+are kept; only a message malformed as a whole (not UTF-8, not JSON, not a reading or a batch) is one
+dead letter. Readings entered by
 hand (gateway ``manual``, :data:`stormwatch.contract.MANUAL_QUANTITIES`) are checked against the
 site's discharge points and devices, the manual quantity's unit and range. Every reason and
 when it applies is in :data:`stormwatch.reasons.REASONS` (the one set; docs/ingest.md section 2).
@@ -32,9 +35,12 @@ them out) -- and tips at or above the review line flagged ``rain_extreme_rate`` 
 possible, counted, a storm it shapes ``needs_verification``). A device's first rain reading after
 ingest starts has no previous reading here and is not judged (the storm rule still judges it).
 
-Duplicates (an identity ``(gateway, boot, seq)`` already stored, remembered in a bounded LRU) are
-returned apart in ``duplicates``; the consumer dead-letters them with reason ``duplicate`` (so a
-redelivery is visible and counted, never stored twice); the store's unique key / InfluxDB's
+Duplicates (an identity ``(gateway, boot, seq)`` already stored with the same measurement,
+remembered in a bounded LRU) are returned apart in ``duplicates``; the consumer dead-letters them
+with reason ``duplicate`` (so a redelivery is visible and counted, never stored twice). The same
+identity with another measurement (a gateway replay whose value differs: a reflashed box reusing
+its boot id, a tampered outbox) is not a duplicate: it is dead-lettered ``conflicting_value`` here,
+or by the store when the LRU has forgotten it (:mod:`stormwatch.stores.base`); the store's unique key / InfluxDB's
 point identity remains the real guard (failure-kinds.md #9). Identities enter the LRU only via
 :meth:`Validator.committed`, i.e. after the store write succeeded: a message redelivered because
 the store was down must not be mistaken for a duplicate.
@@ -59,6 +65,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Literal
 
 from stormwatch import topics
 from stormwatch.clock import Clock
@@ -69,13 +76,13 @@ from stormwatch.contract import (
     RAIN_TIPS,
     PayloadError,
     Reading,
-    dump_readings,
-    parse_readings,
+    parse_parts,
 )
 from stormwatch.display import names
-from stormwatch.physics import negative_value, rain_verdict
+from stormwatch.physics import impossible_value, rain_verdict
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.stores.base import DeadLetter
+from stormwatch.stores.base import Conflict, DeadLetter, measurement
+from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S, TimeBounds
 from stormwatch.tipsizes import TipSizes
 
 log = logging.getLogger(__name__)
@@ -85,9 +92,7 @@ log = logging.getLogger(__name__)
 #: (stormwatch/contract.py quantity table).
 LEVEL_QUANTITIES: Mapping[str, str] = {"stage": "m", "sediment_depth": "m"}
 
-#: Oldest event time accepted, in seconds behind the clock (90 days): 3 × the gateway outbox's
-#: default age limit (30 days), so a long outage's replay is accepted and a 1970 stamp is not.
-DEFAULT_MAX_AGE_S = 90 * 86400.0
+__all__ = ["DEFAULT_MAX_AGE_S", "DEFAULT_MAX_FUTURE_S", "ValidationResult", "Validator"]
 
 #: Event times of rain readings remembered per device to judge the next one's rate (a day of
 #: 1-minute polls, and a late reading a day behind still finds its predecessor).
@@ -121,7 +126,8 @@ class Validator:
         sites: site id -> configuration.
         profiles: the device profile library (``device_profiles/``).
         clock: the time base for ``future_time``, lateness and ``received_at``.
-        max_future_s: how far ahead of the clock an event time may be (gateway clock skew).
+        max_future_s: how far ahead of the clock an event time may be (gateway clock skew; the
+            bound the alert engine applies too, :class:`stormwatch.timebounds.TimeBounds`).
         max_age_s: how far behind the clock an event time may be before it is ``implausible_time``
             (a gateway clock that lies); ``None`` = no bound (imports of historical files).
         late_after_s: readings older than this on arrival are stored as late. Default ``None``: only
@@ -139,18 +145,18 @@ class Validator:
         sites: Mapping[str, SiteConfig],
         profiles: ProfileLibrary,
         clock: Clock,
-        max_future_s: float = 300.0,
+        max_future_s: float = DEFAULT_MAX_FUTURE_S,
         max_age_s: float | None = DEFAULT_MAX_AGE_S,
         late_after_s: float | None = None,
         dedupe_size: int = 100_000,
     ) -> None:
         self.sites = dict(sites)
         self.clock = clock
-        self.max_future = timedelta(seconds=max_future_s)
-        self.max_age = None if max_age_s is None else timedelta(seconds=max_age_s)
+        self.bounds = TimeBounds(max_future_s, max_age_s)
         self.late_after = None if late_after_s is None else timedelta(seconds=late_after_s)
         self.dedupe_size = dedupe_size
-        self._seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
+        # identity -> (hash of its measurement, value, unit, time): a duplicate says the same, a conflict not
+        self._seen: OrderedDict[tuple[str, str, int], tuple[int, int | float, str, datetime]] = OrderedDict()
         # validate() (ingest: paho's network thread) and committed() (the store-writing thread) share _seen.
         self._seen_lock = threading.Lock()
         self.profiles = profiles
@@ -239,22 +245,30 @@ class Validator:
             return result
         topic_site, topic_gateway = where
         try:
-            readings = parse_readings(payload)
+            parts = parse_parts(payload)
         except PayloadError as exc:
             reject(exc.reason, exc.detail)
             return result
-        single = len(readings) == 1
-        for index, reading in enumerate(readings):
-            body = payload if single else dump_readings([reading])
-            prefix = "" if single else f"readings.{index}: "
+        for part in parts:
+            # each reading of a batch on its own: a bad one is dead-lettered with its index, the rest kept
+            body = part.body if part.batched else payload
+            prefix = f"readings.{part.index}: " if part.batched else ""
+            if part.error is not None:
+                reject(part.error.reason, prefix + part.error.detail, body)
+                continue
+            reading = part.reading
+            assert reading is not None
             problem = self._check(reading, topic_site, topic_gateway, now)
             if problem is not None:
                 reject(problem[0], prefix + problem[1], body)
                 continue
             if reading.quantity == RAIN_TIPS and reading.gateway != MANUAL_GATEWAY:
                 reading = self._describe(reading)
-            if self._seen_again(reading.identity):
+            seen = self._seen_again(reading)
+            if seen is True:
                 result.duplicates.append(reading)
+            elif isinstance(seen, tuple):  # the identity was stored with another measurement
+                reject("conflicting_value", prefix + Conflict(reading, *seen).detail(), body)
             elif retained or (self.late_after is not None and reading.time < now - self.late_after):
                 result.late.append(reading)
             else:
@@ -292,7 +306,7 @@ class Validator:
                                              f"gives the gauge {sizes.text_at(r.time)} at {r.time.isoformat()} "
                                              f"({sizes.source_at(r.time)}); record a gauge replacement under the "
                                              "device's replaced_gauges, or correct the profile (docs/ingest.md)")
-        impossible = negative_value(r.quantity, r.value)
+        impossible = impossible_value(r.quantity, r.value)
         if impossible is not None:
             return ("impossible_value", f"{r.device}: {impossible}")
         return self._check_time(r, now)
@@ -356,31 +370,27 @@ class Validator:
         return None
 
     def _check_time(self, r: Reading, now: datetime) -> tuple[str, str] | None:
-        if r.time > now + self.max_future:
-            ahead_s = (r.time - now).total_seconds()
-            limit_s = self.max_future.total_seconds()
-            return ("future_time", f"event time {r.time.isoformat()} is {ahead_s:.0f}s ahead of the clock "
-                                   f"({now.isoformat()}; limit {limit_s:.0f}s)")
-        if self.max_age is not None and r.time < now - self.max_age:
-            behind_d = (now - r.time).total_seconds() / 86400
-            limit_d = self.max_age.total_seconds() / 86400
-            return ("implausible_time", f"event time {r.time.isoformat()} is {behind_d:.1f} days behind the clock "
-                                        f"({now.isoformat()}; limit {limit_d:g} days): the gateway's clock is "
-                                        "probably wrong (no real-time clock, before NTP)")
-        return None
+        return self.bounds.check(r.time, now)
 
-    def _seen_again(self, identity: tuple[str, str, int]) -> bool:
+    def _seen_again(self, reading: Reading) -> Literal[True] | tuple[int | float, str, datetime] | None:
+        """``None``: identity not remembered; ``True``: remembered with the same measurement (a
+        duplicate); else ``(value, unit, time)`` it was stored with (a conflict)."""
+        identity = reading.identity
         with self._seen_lock:
-            if identity not in self._seen:
-                return False
+            held = self._seen.get(identity)
+            if held is None:
+                return None
             self._seen.move_to_end(identity)
+        if held[0] == hash(measurement(reading)):
             return True
+        return (held[1], held[2], held[3])
 
     def committed(self, readings: Iterable[Reading]) -> None:
-        """Remember identities the store has durably written (call after a successful write; thread-safe)."""
+        """Remember identities the store has durably written with what they say (call after a successful
+        write with the readings the store holds as they are -- not its conflicts; thread-safe)."""
         with self._seen_lock:
             for r in readings:
-                self._seen[r.identity] = None
+                self._seen[r.identity] = (hash(measurement(r)), r.value, r.unit, r.time)
                 self._seen.move_to_end(r.identity)
             while len(self._seen) > self.dedupe_size:
                 self._seen.popitem(last=False)

@@ -13,6 +13,22 @@ identities held are looked up before each write, and no reading is written over 
 :mod:`stormwatch.stores.influxwrite`); ``rain_tips`` are tip counts per
 poll; a reading marked ``late`` is stored but flagged so the alert engine never treats it as live.
 
+Same identity, other value (failure-kinds.md #27: "the store keeps both or refuses one with a
+reason"): a reading whose identity is already stored is a *duplicate* only when it says the same
+thing -- the same site, device, quantity, unit, event time and value (:func:`measurement`; flags,
+``raw`` and the tip size are not compared: a redelivery stamped with the site file's tip size, or
+flagged by another ingest, is the same measurement). One that says something else is *refused*, as
+``conflicting_value``, never counted as already stored and never written over the stored one: the
+stored reading was acknowledged and is kept (a correction of a manual entry is its own, explicit
+path: docs/ingest.md, "Same identity, another value"). Manual and imported readings have an
+identity made from what and when they measured (:mod:`stormwatch.importers.identity`), so a second
+value for one sample or one logger timestamp meets the first here. InfluxDB finds a stored identity
+at the reading's own series and microsecond (where it would overwrite it); SQLite anywhere.
+
+:meth:`ReadingStore.write_checked` says what became of each reading (:class:`WriteOutcome`: new,
+already stored, conflicts, refused by the server); :meth:`ReadingStore.write_readings` -- for callers
+that only count -- keeps the refused ones as dead letters in the store itself and logs them.
+
 Adding a sink: implement :class:`ReadingStore`, give ``open_store`` its URL scheme, and add it to
 the conformance suite every store passes (``tests/test_store_conformance.py``: one ``Subject``
 factory -- the store and independent readers of what it holds).
@@ -20,13 +36,17 @@ factory -- the store and independent readers of what it holds).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeAlias
 
-from stormwatch.contract import Event, Reading
+from stormwatch import topics
+from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.reasons import check_reason
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,80 @@ class DeadLetter:
 
     def __post_init__(self) -> None:
         check_reason(self.reason)
+
+
+def measurement(r: Reading) -> tuple[str, str, str, str, datetime, int | float]:
+    """What a reading says -- ``(site, device, quantity, unit, time, value)``: two readings of one
+    identity are the same reading when these are equal (module docstring)."""
+    return (r.site, r.device, r.quantity, r.unit, r.time, r.value)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A reading refused because its identity is already stored with another measurement.
+
+    Attributes:
+        reading: the refused reading.
+        stored_value, stored_unit, stored_time: what the store holds under its identity.
+    """
+
+    reading: Reading
+    stored_value: int | float
+    stored_unit: str
+    stored_time: datetime
+
+    def detail(self) -> str:
+        """One sentence for a dead letter or an error line: the identity, both values, what happens."""
+        r = self.reading
+        gateway, boot, seq = r.identity
+        said = f"{r.value:g} {r.unit}"
+        held = f"{self.stored_value:g} {self.stored_unit}"
+        if self.stored_time != r.time:
+            said += f" at {r.time.isoformat()}"
+            held += f" at {self.stored_time.isoformat()}"
+        return (f"identity (gateway {gateway!r}, boot {boot!r}, seq {seq}) is stored with {r.device} {r.quantity} "
+                f"{held}; this reading says {said}: refused, the stored reading is kept")
+
+    def letter(self, topic: str, received_at: datetime) -> DeadLetter:
+        """The ``conflicting_value`` dead letter of the refused reading (its JSON as the payload)."""
+        return DeadLetter("conflicting_value", self.detail(), topic, dump_readings([self.reading]), received_at)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A reading the store's server refused to hold (InfluxDB HTTP 400: a field type conflict, a time
+    beyond the retention policy), with the server's words."""
+
+    reading: Reading
+    message: str
+
+    def letter(self, topic: str, received_at: datetime) -> DeadLetter:
+        """The ``store_rejected`` dead letter of the refused reading (its JSON as the payload)."""
+        return DeadLetter("store_rejected", self.message, topic, dump_readings([self.reading]), received_at)
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What became of the readings of one write.
+
+    Attributes:
+        new: readings stored by this write.
+        already: readings whose identity was stored with the same measurement (duplicates; not
+            written again).
+        conflicts: readings refused because their identity is stored with another measurement.
+        refused: readings the server refused to hold.
+    """
+
+    new: int = 0
+    already: int = 0
+    conflicts: tuple[Conflict, ...] = ()
+    refused: tuple[Refused, ...] = ()
+
+    def held(self, readings: Sequence[Reading]) -> list[Reading]:
+        """Those of ``readings`` (the objects given to the write) the store now holds as they are (new
+        or already stored): not the conflicts and not the refused."""
+        out = {id(r) for r in (*(c.reading for c in self.conflicts), *(f.reading for f in self.refused))}
+        return [r for r in readings if id(r) not in out] if out else list(readings)
 
 
 @dataclass(frozen=True)
@@ -102,11 +196,47 @@ class StoreError(RuntimeError):
     """The store could not durably accept a write (the caller must not acknowledge)."""
 
 
+def refusal_letters(outcome: WriteOutcome, received_at: datetime,
+                    topic_of: Callable[[Reading], str] | None = None) -> list[DeadLetter]:
+    """The dead letters of a write's conflicts and server refusals, each on its reading's topic
+    (``topic_of``; default: the readings topic of its site and gateway)."""
+    where = topic_of or (lambda r: topics.readings(r.site, r.gateway))
+    return [*(c.letter(where(c.reading), received_at) for c in outcome.conflicts),
+            *(f.letter(where(f.reading), received_at) for f in outcome.refused)]
+
+
+def keep_refusals(store: ReadingStore, outcome: WriteOutcome, received_at: datetime) -> None:
+    """What :meth:`ReadingStore.write_readings` does with the readings it could not store: each logged
+    at WARNING and kept as a dead letter in ``store`` (nothing refused disappears).
+
+    Raises:
+        StoreError: the dead letters could not be written.
+    """
+    letters = refusal_letters(outcome, received_at)
+    for letter in letters:
+        log.warning("%r: reading not stored (%s): %s", store, letter.reason, letter.detail)
+    if letters:
+        store.write_deadletters(letters)
+
+
 class ReadingStore(Protocol):
     """What ingest writes to and the alert engine reads back for backfill."""
 
+    def write_checked(self, readings: Sequence[Reading], *, late: bool = False) -> WriteOutcome:
+        """Durably store readings and say what became of each (module docstring): new, already
+        stored (same measurement), conflicts (``conflicting_value``: another measurement is stored
+        under the identity; not written) and refused by the server (``store_rejected``). Neither the
+        conflicts nor the refused are kept by the store: the caller dead-letters or reports them.
+
+        Raises:
+            StoreError: nothing may be acknowledged.
+        """
+        ...
+
     def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
-        """Durably store readings; returns how many were new (duplicates are skipped).
+        """Durably store readings; returns how many were new (duplicates are skipped). Conflicts and
+        readings the server refuses are kept as dead letters in the store and logged at WARNING
+        (:func:`keep_refusals`); callers that report them use :meth:`write_checked`.
 
         Raises:
             StoreError: nothing may be acknowledged.
@@ -125,6 +255,18 @@ class ReadingStore(Protocol):
     ) -> list[Reading]:
         """Readings of ``site`` with ``start <= time < end``, in event-time order then ``seq``
         (``late``: ``None`` all, ``False`` live only, ``True`` only those written ``late=True``)."""
+        ...
+
+    def supersede(self, reading: Reading) -> Reading | None:
+        """Put ``reading`` in place of the stored reading with its identity and measurement point
+        (site, device, quantity, unit, time) -- the ONE way a stored value changes, for an explicit
+        correction of a manual entry (``stormwatch readings add --correct``); the caller keeps the
+        replaced reading as a ``superseded`` dead letter. Returns the replaced reading (its ``raw``
+        and flags as stored), or ``None`` when no such reading is stored (nothing is written then).
+
+        Raises:
+            StoreError: the store is unavailable; nothing was changed.
+        """
         ...
 
     def write_events(self, events: Sequence[Event]) -> None:

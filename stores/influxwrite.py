@@ -3,8 +3,10 @@
 Lines come from :mod:`stormwatch.stores.lineprotocol` and go out in batches of at most ``batch_lines``
 through the store's ``_send`` (one request; raises :class:`~stormwatch.stores.splitwrite.BatchRejected` when
 the server refuses the content). A refused batch is bisected (:func:`stormwatch.stores.splitwrite.write_split`)
-so only the refused lines are lost; each is logged at WARNING and dead-lettered as
-``store_rejected`` (failure-kinds.md #15).
+so only the refused lines are lost; each is logged at WARNING and returned to the caller as refused
+(:meth:`LineProtocolWrites.write_checked`; ingest dead-letters it as ``store_rejected`` -- stored,
+published and counted like every other dead letter), or kept as a dead letter by
+:meth:`LineProtocolWrites.write_readings` (failure-kinds.md #15).
 
 InfluxDB keeps every reading it acknowledges (issue 11 item 4). A point is identified by
 measurement + tag set + timestamp, and a second point with the same three silently replaces the
@@ -25,8 +27,10 @@ a free place:
   more than 1,000 readings of one device and quantity in one microsecond need one, so the tag
   costs no cardinality in normal operation, and no input can make a reading overwrite another.
 
-A reading whose identity is already stored is not written again (a redelivery: counted as not
-new, like SQLite's unique key). Dead letters are given free nanoseconds the same way.
+A reading whose identity is already stored is not written again: with the same value it is a
+redelivery (counted as not new, like SQLite's unique key), with another value a conflict
+(``conflicting_value``, :mod:`stormwatch.stores.base`: the stored point is kept, the new one refused).
+Dead letters are given free nanoseconds the same way.
 
 Limit: the lookup and the write are two requests. Two processes writing to one database at the
 same moment (ingest workers sharing a subscription, an import beside ingest) can still pick the
@@ -37,18 +41,27 @@ store's lock).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 from stormwatch.clock import Clock
-from stormwatch.contract import Event, Reading
-from stormwatch.stores.base import DeadLetter, SiteInfo, StoreError
+from stormwatch.contract import RAIN_TIPS, Event, Reading
+from stormwatch.stores.base import (
+    Conflict,
+    DeadLetter,
+    Refused,
+    SiteInfo,
+    StoreError,
+    WriteOutcome,
+    keep_refusals,
+)
 from stormwatch.stores.lineprotocol import (
     DEADLETTER,
     READINGS,
@@ -136,11 +149,13 @@ Place = tuple[int, int]
 
 @dataclass
 class Placement:
-    """Where the readings of one write go: ``new`` (reading, page, slot) and ``stored`` (their
-    identity is already held: not written again)."""
+    """Where the readings of one write go: ``new`` (reading, page, slot), ``stored`` (their identity
+    is already held with the same value: not written again) and ``conflicts`` (their identity is held
+    with another value or unit: refused, :mod:`stormwatch.stores.base`)."""
 
     new: list[tuple[Reading, int, int]]
     stored: list[Reading]
+    conflicts: list[Conflict] = field(default_factory=list)
 
 
 class Retryable(Exception):
@@ -261,27 +276,34 @@ class LineProtocolWrites:
         # identities held per device, quantity and microsecond whatever the tip size (a reading stored
         # before it carried a size, delivered again with one, is the same reading)
         held: dict[tuple[str, str, str, str, str, int], dict[Place, Identity]] = defaultdict(dict)
-        ids: dict[tuple[str, str, str, int], set[Identity]] = defaultdict(set)
-        for point in self._stored(READINGS, ("gateway", "boot", "seq"), cover("site", spans, "device")):
+        # identity -> (unit, value) it is stored with
+        ids: dict[tuple[str, str, str, int], dict[Identity, tuple[str, Any]]] = defaultdict(dict)
+        for point in self._stored(READINGS, ("gateway", "boot", "seq", "value"), cover("site", spans, "device")):
             t = point.tags
-            gateway, boot, seq = point.fields
+            gateway, boot, seq, value = point.fields
             identity = (str(gateway), str(boot), int(seq) if seq is not None else -1)
             us = point.time_ns // 1_000
             key = (t.get("site", ""), t.get("device", ""), t.get("quantity", ""), t.get("unit", ""),
                    t.get("tip_size", ""), us)
             page = int(t.get(PAGE_TAG) or 0)
             held[key][(page, point.time_ns % 1_000)] = identity
-            ids[(key[0], key[1], key[2], us)].add(identity)
+            ids[(key[0], key[1], key[2], us)][identity] = (key[3], value)
         placement = Placement([], [])
         for r in readings:
             us = time_ns(r.time) // 1_000
             places = held[(r.site, r.device, r.quantity, r.unit, r.tip_size or "", us)]
             known = ids[(r.site, r.device, r.quantity, us)]
             identity = r.identity
-            if identity in known:
-                placement.stored.append(r)
+            stored = known.get(identity)
+            if stored is not None:
+                unit, value = stored
+                if unit == r.unit and value is not None and float(value) == float(r.value):
+                    placement.stored.append(r)
+                else:  # the identity holds another measurement: refused, never written over it
+                    shown = value if value is None or r.quantity != RAIN_TIPS else int(value)
+                    placement.conflicts.append(Conflict(r, shown, unit, r.time))
                 continue
-            known.add(identity)
+            known[identity] = (r.unit, float(r.value))
             home = home_slot(identity)
             page, slot = 0, home
             while (page, slot) in places:
@@ -292,22 +314,74 @@ class LineProtocolWrites:
             placement.new.append((r, page, slot))
         return placement
 
-    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
-        """Write readings as ``readings`` points, none over another (module docstring); returns how
-        many were new (a reading whose identity is already stored is not written again).
+    def write_checked(self, readings: Sequence[Reading], *, late: bool = False) -> WriteOutcome:
+        """Write readings as ``readings`` points, none over another (module docstring), and say what
+        became of each (:meth:`stormwatch.stores.base.ReadingStore.write_checked`): a reading whose
+        identity is stored at its series and microsecond with the same value is not written again; with
+        another value it is a conflict; a line the server refuses (HTTP 400) is returned as refused,
+        with the server's message -- the caller dead-letters it (ingest: published and counted).
 
         Raises:
             StoreError: the server is unavailable (nothing may be acknowledged).
         """
         if not readings:
-            return 0
+            return WriteOutcome()
         with self._lock:
             self._before_write()
             placement = self._place(readings)
             lines = [reading_line(r, late=late, slot=slot, page=page) for r, page, slot in placement.new]
             refused = self.write_lines(lines)
-            self._dead_letter_refused(refused)
-            return len(lines) - len(refused)
+            if refused:
+                self.rejected_total += len(refused)
+                by_line = {line: r for line, (r, _page, _slot) in zip(lines, placement.new, strict=True)}
+                for line, message in refused:
+                    self._log.warning("InfluxDB %s refused a reading (store_rejected): %s -- line: %.200s",
+                                      self._target(), message, line)
+            return WriteOutcome(new=len(lines) - len(refused), already=len(placement.stored),
+                                conflicts=tuple(placement.conflicts),
+                                refused=tuple(Refused(by_line[line], message) for line, message in refused))
+
+    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
+        """Write readings (:meth:`write_checked`); returns how many were new. Conflicts and refused
+        readings are kept as dead letters in the ``deadletter`` measurement and logged
+        (:func:`~stormwatch.stores.base.keep_refusals`).
+
+        Raises:
+            StoreError: the server is unavailable (nothing may be acknowledged).
+        """
+        outcome = self.write_checked(readings, late=late)
+        keep_refusals(self, outcome, self.clock.now())  # type: ignore[arg-type]
+        return outcome.new
+
+    def supersede(self, reading: Reading) -> Reading | None:
+        """See :meth:`stormwatch.stores.base.ReadingStore.supersede`: the stored point of the reading's
+        identity at its series and microsecond is written again at its own timestamp slot and page --
+        InfluxDB replaces a point's fields when measurement, tags and time are the same -- with the
+        reading's fields.
+
+        Raises:
+            StoreError: the server is unavailable or refused the line; nothing was changed.
+        """
+        us = time_ns(reading.time) // 1_000
+        window = cover("site", {reading.site: [(us, reading.device)]}, "device")
+        with self._lock:
+            self._before_write()
+            for point in self._stored(READINGS, ("gateway", "boot", "seq", "value", "raw", "flags"), window):
+                t = point.tags
+                gateway, boot, seq, value, raw, flags = point.fields
+                if ((str(gateway), str(boot), int(seq) if seq is not None else -1) != reading.identity
+                        or point.time_ns // 1_000 != us or t.get("quantity") != reading.quantity
+                        or t.get("unit") != reading.unit or t.get("tip_size", "") != (reading.tip_size or "")):
+                    continue
+                line = reading_line(reading, slot=point.time_ns % SLOTS_PER_US, page=int(t.get(PAGE_TAG) or 0))
+                refused = self.write_lines([line])
+                if refused:
+                    raise StoreError(f"InfluxDB {self._target()} refused the correction: {refused[0][1]}")
+                old_value = int(value) if reading.quantity == RAIN_TIPS and value is not None else value
+                return reading.model_copy(update={
+                    "value": old_value, "raw": json.loads(raw) if isinstance(raw, str) and raw else None,
+                    "flags": tuple(f for f in str(flags or "").split(",") if f)})
+            return None
 
     def _write_deadletters(self, letters: Sequence[DeadLetter], what: str) -> None:
         """Write dead letters in free timestamp slots (none over another); log any InfluxDB refuses."""

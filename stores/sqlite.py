@@ -12,7 +12,8 @@ same file concurrently (WAL readers do not block the writer). A second writing p
 Tables (``PRAGMA user_version`` = 2):
 
 * ``readings`` -- one row per reading, ``UNIQUE(gateway, boot, seq)`` (the identity; a redelivered
-  duplicate is ignored, failure-kinds.md #9). ``value`` has no declared type so an ``int`` tip
+  duplicate is ignored, failure-kinds.md #9; another measurement under a stored identity is refused,
+  ``conflicting_value``, :mod:`stormwatch.stores.base`). ``value`` has no declared type so an ``int`` tip
   count stays an integer and a float stays a float. ``time_us``/``received_at_us`` are integer
   microseconds since the Unix epoch (UTC); ``time`` is the same instant as RFC 3339 text for people
   reading the file. ``raw`` is JSON; ``flags`` is a JSON list; ``late`` is 0/1. ``tip_size`` is a
@@ -46,7 +47,17 @@ from typing import Any
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE
-from stormwatch.stores.base import DeadLetter, SeriesSummary, SiteInfo, StoredRow, StoreError
+from stormwatch.stores.base import (
+    Conflict,
+    DeadLetter,
+    SeriesSummary,
+    SiteInfo,
+    StoredRow,
+    StoreError,
+    WriteOutcome,
+    keep_refusals,
+    measurement,
+)
 from stormwatch.stores.lineprotocol import from_ns, time_ns
 from stormwatch.wire import format_time
 
@@ -222,15 +233,18 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite write to {self.path} failed: {exc}") from exc
 
-    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
-        """Durably insert readings; duplicates (same ``(gateway, boot, seq)``) are ignored.
-
-        Returns:
-            How many readings were new.
+    def write_checked(self, readings: Sequence[Reading], *, late: bool = False) -> WriteOutcome:
+        """Durably insert readings, in one transaction: see
+        :meth:`stormwatch.stores.base.ReadingStore.write_checked`. A reading whose identity
+        ``(gateway, boot, seq)`` is already stored is not inserted; it is a duplicate when the stored
+        row says the same (:func:`~stormwatch.stores.base.measurement`), else a conflict. The stored
+        rows are looked up only when the insert skipped some (a batch of new readings costs nothing more).
 
         Raises:
             StoreError: nothing was written (the caller must not acknowledge).
         """
+        if not readings:
+            return WriteOutcome()
         received = _us(self.clock.now())
         rows = [
             (r.site, r.device, r.quantity, r.value, r.unit, _us(r.time), format_time(r.time), r.gateway, r.boot,
@@ -238,11 +252,94 @@ class SqliteStore:
              r.tip_size)
             for r in readings
         ]
-        return self._write(
-            "INSERT OR IGNORE INTO readings (site, device, quantity, value, unit, time_us, time, gateway, boot, "
-            "seq, raw, flags, late, received_at_us, tip_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            try:
+                before = self._conn.total_changes
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany(
+                        "INSERT OR IGNORE INTO readings (site, device, quantity, value, unit, time_us, time, gateway, "
+                        "boot, seq, raw, flags, late, received_at_us, tip_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                        "?, ?, ?, ?, ?)", rows)
+                    new = self._conn.total_changes - before
+                    conflicts = self._conflicts(readings) if new < len(readings) else ()
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite write to {self.path} failed: {exc}") from exc
+        return WriteOutcome(new=new, already=len(readings) - new - len(conflicts), conflicts=conflicts)
+
+    def _conflicts(self, readings: Sequence[Reading]) -> tuple[Conflict, ...]:
+        """The readings whose identity the table holds with another measurement (inside the write's
+        transaction: the rows inserted a moment ago count as stored)."""
+        found: dict[tuple[str, str, int], tuple[Any, ...]] = {}
+        ids = list({r.identity for r in readings})
+        for i in range(0, len(ids), 300):  # 3 parameters each, well below SQLite's variable limit
+            chunk = ids[i:i + 300]
+            sql = ("SELECT gateway, boot, seq, site, device, quantity, unit, time_us, value FROM readings WHERE "
+                   "(gateway, boot, seq) IN (VALUES " + ", ".join(["(?, ?, ?)"] * len(chunk)) + ")")
+            for row in self._conn.execute(sql, [x for identity in chunk for x in identity]):
+                found[(row[0], row[1], row[2])] = row[3:]
+        out = []
+        for r in readings:
+            held = found.get(r.identity)
+            if held is None:
+                continue
+            site, device, quantity, unit, time_us, value = held
+            stored_time = _EPOCH + timedelta(microseconds=time_us)
+            if measurement(r) != (site, device, quantity, unit, stored_time, value):
+                out.append(Conflict(r, value, unit, stored_time))
+        return tuple(out)
+
+    def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
+        """Durably insert readings; duplicates (same ``(gateway, boot, seq)``, same measurement) are
+        ignored, conflicts kept as ``conflicting_value`` dead letters (:func:`~stormwatch.stores.base.keep_refusals`).
+
+        Returns:
+            How many readings were new.
+
+        Raises:
+            StoreError: nothing was written (the caller must not acknowledge).
+        """
+        outcome = self.write_checked(readings, late=late)
+        keep_refusals(self, outcome, self.clock.now())
+        return outcome.new
+
+    def supersede(self, reading: Reading) -> Reading | None:
+        """See :meth:`stormwatch.stores.base.ReadingStore.supersede`: one ``UPDATE`` of the row with the
+        reading's identity, site, device, quantity, unit and time (its value, ``raw``, flags and
+        tip size), in one transaction with the read of the row it replaces.
+
+        Raises:
+            StoreError: the store is unavailable; nothing was changed.
+        """
+        where = "gateway = ? AND boot = ? AND seq = ? AND site = ? AND device = ? AND quantity = ? AND unit = ? " \
+                "AND time_us = ?"
+        key = (*reading.identity, reading.site, reading.device, reading.quantity, reading.unit, _us(reading.time))
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    rows = list(self._conn.execute(f"SELECT {_READING_COLUMNS} FROM readings WHERE {where}", key))
+                    if rows:
+                        self._conn.execute(
+                            f"UPDATE readings SET value = ?, raw = ?, flags = ?, tip_size = ?, received_at_us = ? "
+                            f"WHERE {where}", (reading.value, json.dumps(reading.raw, separators=(",", ":")),
+                                               json.dumps(list(reading.flags)), reading.tip_size,
+                                               _us(self.clock.now()), *key))
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite write to {self.path} failed: {exc}") from exc
+        return _readings(rows)[0] if rows else None
 
     def write_events(self, events: Sequence[Event]) -> None:
         """Upsert events on ``(site, kind, occurrence)`` (the same event twice is one row).

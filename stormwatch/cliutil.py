@@ -11,6 +11,10 @@ so a new command gets them without code of its own:
 * **One vocabulary.** :data:`OPTIONS` is the one table of option names, each with one meaning and
   its metavar, that every command uses (``tests/test_cli_vocabulary.py`` holds every command to it).
   Older names keep working as hidden aliases (:data:`ALIASES`), rewritten before parsing.
+* **One number grammar.** Every numeric option (a float or an integer, ranged or not) takes only the
+  numbers of :mod:`stormwatch.numbers` (ASCII digits, sign, point, exponent): ``--turbidity-ntu 1_0``,
+  ``--ph ٧`` and ``--scale nan`` are usage errors naming the option, not 10, 7 and NaN
+  (:func:`strict_numbers`; typer itself takes whatever pydantic's lax number parsing takes: ``1_0``, ``nan``).
 * **Quiet by default.** Every command takes ``-v/--verbose`` (INFO; ``-vv`` DEBUG) and
   ``--log-file FILE``. The services log at INFO (their log is their output); every other command,
   ``demo`` included, logs only warnings and errors to stderr unless ``-v``; with ``--log-file`` the
@@ -29,6 +33,7 @@ import inspect
 import logging
 import os
 import sys
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +45,8 @@ from typer.models import DefaultPlaceholder
 
 from stormwatch.errors import InputError
 from stormwatch.logs import setup_logging
+from stormwatch.numbers import NumberError, parse_float, parse_int
+from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S
 
 if TYPE_CHECKING:
     from stormwatch.config import SiteConfig
@@ -132,6 +139,7 @@ OPTIONS: dict[str, OptionName] = {
     "--transparency-cm": OptionName("a transparency tube's reading, cm", ("CM",)),
     "--turbidity-ntu": OptionName("a grab sample's turbidity, NTU", ("NTU",)),
     "--ph": OptionName("a grab sample's pH", ("PH",)),
+    "--correct": OptionName("replace a recorded manual value (the replaced reading is kept as a dead letter)"),
     "--notes": OptionName("a note kept with the change", ("TEXT",)),
     "--status": OptionName("a work-order status: open, acknowledged or completed", ("STATUS",)),
     "--overdue": OptionName("only what is past its due time and not completed"),
@@ -210,6 +218,21 @@ ALIASES: dict[str, dict[str, str]] = {
     "workorders ical": {"--site": "--site-id"},
     "users add": {"--site": "--site-id"},
 }
+
+
+def max_future_option() -> Any:
+    """``--max-future-s``, the same option in ``ingest`` and ``alerts`` (one bound: :mod:`stormwatch.timebounds`)."""
+    return typer.Option(DEFAULT_MAX_FUTURE_S, "--max-future-s", min=0, metavar="SECONDS",
+                        help="Refuse readings stamped further than this ahead of the clock (future_time; default "
+                             "300). Give ingest and the alert service the same value.")
+
+
+def max_age_option() -> Any:
+    """``--max-age-s``, the same option in ``ingest`` and ``alerts`` (:mod:`stormwatch.timebounds`)."""
+    return typer.Option(DEFAULT_MAX_AGE_S, "--max-age-s", min=0, metavar="SECONDS",
+                        help="Refuse readings stamped further than this behind the clock as implausible_time (a "
+                             "gateway clock that lies; default 90 days, 3 x the gateway outbox's age limit, so "
+                             "outage replays pass). Give ingest and the alert service the same value.")
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -302,6 +325,10 @@ class _Option(TyperOption):
     def display_type_rich(self, ctx: Any) -> str | None:
         return self.metavar
 
+    def process_value(self, ctx: Any, value: Any) -> Any:
+        strict_numbers(self, value, ctx)
+        return super().process_value(ctx, value)
+
 
 class _Argument(TyperArgument):
     """An argument shown by its metavar: ``FILE`` (required), ``[FILE]`` (optional), ``WORD...``
@@ -310,13 +337,50 @@ class _Argument(TyperArgument):
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
+    def process_value(self, ctx: Any, value: Any) -> Any:
+        strict_numbers(self, value, ctx)
+        return super().process_value(ctx, value)
+
     def _usage_display_name(self) -> str:
         name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
         return f"{name}..." if self.nargs != 1 else name
 
 
+def _number_parser(annotation: Any) -> Callable[[str], object] | None:
+    """The strict parser of a parameter annotated ``float``/``int`` (or a list or optional of one), else ``None``."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (list, tuple) or len(args) == 1:
+        if len(args) != 1:
+            return None
+        annotation = args[0]
+    if annotation is float:
+        return parse_float
+    if annotation is int:
+        return parse_int
+    return None
+
+
+def strict_numbers(param: Any, value: Any, ctx: Any) -> None:
+    """Hold the text given to a numeric parameter to the grammar of :mod:`stormwatch.numbers`.
+
+    Raises:
+        typer.BadParameter: naming the parameter and quoting the text.
+    """
+    descriptor = getattr(param, "type_descriptor", None)
+    parser = _number_parser(getattr(descriptor, "annotation", None))
+    if parser is None:
+        return
+    for text in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(text, str):
+            try:
+                parser(text.strip())
+            except NumberError as exc:
+                raise typer.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
 def _by_metavar(params: list[Any]) -> None:
-    """Show ``params`` by their metavars (:class:`_Option`, :class:`_Argument`)."""
+    """Show ``params`` by their metavars (:class:`_Option`, :class:`_Argument`), which also hold
+    numbers to the one grammar (:func:`strict_numbers`)."""
     for param in params:
         if type(param) is TyperOption:
             param.__class__ = _Option

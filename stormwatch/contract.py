@@ -27,6 +27,7 @@ import json
 import math
 import re
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 from zoneinfo import ZoneInfo
@@ -321,17 +322,11 @@ def _reject_constant(name: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def parse_readings(payload: bytes | bytearray | str) -> list[Reading]:
-    """Parse one MQTT payload into readings.
-
-    Args:
-        payload: UTF-8 JSON, a single reading object or ``{"readings": [...]}``.
-
-    Returns:
-        The readings, in message order.
+def _decode(payload: bytes | bytearray | str) -> tuple[str, Any]:
+    """The text of a payload and its decoded JSON.
 
     Raises:
-        PayloadError: with ``reason`` ``not_utf8``, ``bad_json`` or ``schema``.
+        PayloadError: ``not_utf8`` or ``bad_json``.
     """
     if isinstance(payload, bytes | bytearray):
         try:
@@ -339,7 +334,7 @@ def parse_readings(payload: bytes | bytearray | str) -> list[Reading]:
         except UnicodeDecodeError as exc:
             raise PayloadError("not_utf8", str(exc)) from exc
     try:
-        data = _DECODER.decode(payload)
+        return payload, _DECODER.decode(payload)
     except json.JSONDecodeError as exc:
         raise PayloadError("bad_json", str(exc)) from exc
     except RecursionError:
@@ -348,19 +343,119 @@ def parse_readings(payload: bytes | bytearray | str) -> list[Reading]:
     except ValueError as exc:
         # an integer literal beyond Python's int/str conversion limit (4,300 digits)
         raise PayloadError("bad_json", f"cannot be decoded: {exc}") from None
-    if "\\u" in payload:
-        surrogate = _lone_surrogate(data)
+
+
+def _surrogate_error(data: object) -> PayloadError | None:
+    surrogate = _lone_surrogate(data)
+    if surrogate is None:
+        return None
+    return PayloadError("bad_json", f"string with a lone UTF-16 surrogate \\u{ord(surrogate):04x}, which is not a "
+                                   "Unicode character (RFC 7493 I-JSON)")
+
+
+def _one_reading(data: object, escapes: bool) -> Reading | PayloadError:
+    """One decoded reading object validated, or why not (``bad_json`` for a lone surrogate, ``schema``)."""
+    if escapes:
+        surrogate = _surrogate_error(data)
         if surrogate is not None:
-            raise PayloadError("bad_json", f"string with a lone UTF-16 surrogate \\u{ord(surrogate):04x}, "
-                                           "which is not a Unicode character (RFC 7493 I-JSON)")
+            return surrogate
     try:
-        if isinstance(data, dict) and "readings" in data:
-            return list(ReadingBatch.model_validate(data).readings)
-        return [Reading.model_validate(data)]
+        return Reading.model_validate(data)
     except ValidationError as exc:
-        raise PayloadError("schema", schema_detail(exc.errors()[0])) from exc
+        return PayloadError("schema", schema_detail(exc.errors()[0]))
     except RecursionError:
-        raise PayloadError("schema", "nested deeper than the validator allows") from None
+        return PayloadError("schema", "nested deeper than the validator allows")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One reading of a message as it came: the reading, or why it is refused, and its own text.
+
+    Attributes:
+        index: its place in the message (0 for a single reading; ``readings.<index>`` of a batch).
+        reading: the valid reading, or ``None``.
+        error: why it is refused (``bad_json`` for a lone surrogate in it, ``schema``), or ``None``.
+        body: the reading's own JSON text as it came (the whole payload for a single reading), for
+            its dead letter.
+        batched: it came in a batch (``{"readings": [...]}``).
+    """
+
+    index: int
+    reading: Reading | None
+    error: PayloadError | None
+    body: bytes
+    batched: bool
+
+
+def parse_parts(payload: bytes | bytearray | str) -> list[Part]:
+    """Parse one MQTT payload into its readings, each judged on its own.
+
+    A batch (``{"readings": [...]}``, a gateway's poll cycle) is a list of readings that happen to
+    travel together: one reading that is not valid (a NaN value, a missing field) is refused alone,
+    and the others are kept (before, ``[7.5 NTU, Infinity]`` lost the 7.5 too). Only a message that
+    is malformed as a whole is refused as one: not UTF-8, not JSON, not an object, a ``readings``
+    member that is not a non-empty list, or other members beside it.
+
+    Returns:
+        One :class:`Part` per reading, in message order.
+
+    Raises:
+        PayloadError: the message as a whole is malformed (``not_utf8``, ``bad_json``, ``schema``).
+    """
+    text, data = _decode(payload)
+    escapes = "\\u" in text
+    if not (isinstance(data, dict) and "readings" in data):
+        if escapes:
+            surrogate = _surrogate_error(data)
+            if surrogate is not None:
+                raise surrogate
+        one = _one_reading(data, False)
+        if isinstance(one, PayloadError):
+            raise one
+        raw = payload if isinstance(payload, bytes) else text.encode("utf-8")
+        return [Part(0, one, None, bytes(raw), False)]
+    extra = sorted(k for k in data if k != "readings")
+    if extra:
+        raise PayloadError("schema", f"{extra[0]}: Extra inputs are not permitted (a batch holds only readings)")
+    items = data["readings"]
+    if not isinstance(items, list) or not items:
+        shown = f"got {json_type(items)}" if not isinstance(items, list) else "got an empty list"
+        raise PayloadError("schema", f"readings: a batch is a non-empty list of readings ({shown})")
+    parts = []
+    for index, item in enumerate(items):
+        one = _one_reading(item, escapes)
+        try:
+            body = json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError, RecursionError):
+            body = b""
+        if isinstance(one, PayloadError):
+            parts.append(Part(index, None, one, body, True))
+        else:
+            parts.append(Part(index, one, None, body, True))
+    return parts
+
+
+def parse_readings(payload: bytes | bytearray | str) -> list[Reading]:
+    """Parse one MQTT payload into readings, all or nothing (tools and tests; ingest and the alert
+    service judge each reading of a batch on its own, :func:`parse_parts`).
+
+    Args:
+        payload: UTF-8 JSON, a single reading object or ``{"readings": [...]}``.
+
+    Returns:
+        The readings, in message order.
+
+    Raises:
+        PayloadError: with ``reason`` ``not_utf8``, ``bad_json`` or ``schema`` (for a batch, the first
+            refused reading's, its detail prefixed ``readings.<index>.``).
+    """
+    out = []
+    for part in parse_parts(payload):
+        if part.error is not None:
+            raise PayloadError(part.error.reason, f"readings.{part.index}.{part.error.detail}")
+        assert part.reading is not None
+        out.append(part.reading)
+    return out
 
 
 _UNION_MEMBERS = frozenset({"list[int]", "int", "float", "str", "none"})

@@ -14,6 +14,23 @@
   extreme but possible); only rain beyond the envelope is refused (:data:`FLAG_BEYOND_ENVELOPE`).
 * **Quantities that cannot be negative** (:data:`NON_NEGATIVE`): a tip count, a turbidity, a
   distance, a depth of water or sediment (failure-kinds.md #25; issue 11 item 5).
+* **Values no instrument can produce** (:data:`UPPER_BOUNDS`), refused before anything is written
+  (a tip count of ``10**30`` used to reach InfluxDB and come back as HTTP 400; ``1e308`` NTU was
+  stored):
+
+  - a tip count above :data:`MAX_TIPS` = 2³² − 1: no counter stormwatch reads is wider than 32 bits
+    (a device profile's ``counter.width_bits`` is 16, 24 or 32, :class:`stormwatch.profiles.CounterSpec`),
+    so no reading can count more tips since the one before (an import's running total never wraps,
+    and one row's rise is bounded by the rain envelope long before this);
+  - a turbidity above :data:`MAX_TURBIDITY` = 10,000 NTU or FNU: the top of the widest range of any
+    field turbidity sensor -- 0.000 to 9999 FNU (Electro-Chemical Devices Triton TR8, multi-beam
+    ISO 7027 sensor; docs/reference/sensors.md, "Turbidity probes") -- where the probes stormwatch
+    ships profiles for end lower (Yosemitech Y511 1000 NTU, Campbell ClariVUE10 4000 FNU). Above it
+    nothing was measured: a register decoded in the wrong word order (float32 words
+    swapped give values like 1e30), a scale or unit mistake. Readings between a probe's rated top and
+    this bound are kept and flagged by the gateway's QC (``out_of_range``; the ``+9999`` missing-value
+    code of failure-kinds.md #25 is one); a hand turbidimeter's entry is bounded tighter, at 4000 NTU
+    (:data:`stormwatch.contract.MANUAL_QUANTITIES`, the Hach 2100N).
 """
 
 from __future__ import annotations
@@ -106,6 +123,33 @@ def rain_verdict(tips: int, tip_mm: float, seconds: float, max_intensity_mm_h: f
         return FLAG_BEYOND_ENVELOPE
     if tips * tip_mm >= review_mm(seconds):
         return FLAG_EXTREME_RATE
+    return None
+
+
+#: The most tips one reading can count: 2**32 - 1, the range of the widest counter a device profile
+#: may declare (``counter.width_bits`` 16, 24 or 32; module docstring).
+MAX_TIPS = 2**32 - 1
+#: The highest turbidity (NTU or FNU) any field turbidity sensor reports, rounded up: 0-9999 FNU
+#: (Electro-Chemical Devices Triton TR8; module docstring, docs/reference/sensors.md).
+MAX_TURBIDITY = 10_000.0
+
+#: quantity -> (the largest value any instrument can report, where that bound comes from).
+UPPER_BOUNDS: dict[str, tuple[float, str]] = {
+    "rain_tips": (float(MAX_TIPS), "the range of the widest (32-bit) tip counter"),
+    "turbidity": (MAX_TURBIDITY, "the top of the widest field turbidity sensor range, 0-9999 FNU"),
+}
+
+
+def impossible_value(quantity: str, value: float) -> str | None:
+    """Why ``value`` of ``quantity`` cannot have been measured -- negative (:data:`NON_NEGATIVE`) or
+    above what any instrument reports (:data:`UPPER_BOUNDS`) -- or ``None``. The message names the
+    quantity, the value and the bound with its source."""
+    negative = negative_value(quantity, value)
+    if negative is not None:
+        return negative
+    bound = UPPER_BOUNDS.get(quantity)
+    if bound is not None and not value <= bound[0]:
+        return f"{quantity} {value:.6g} is above {bound[0]:.10g}, {bound[1]}: no instrument reports it"
     return None
 
 

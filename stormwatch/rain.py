@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import functools
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
 from typing import Literal
+
+from stormwatch.numbers import NumberError, parse_decimal
 
 MM_PER_IN = Fraction(254, 10)
 LengthUnit = Literal["in", "mm"]
@@ -34,9 +36,9 @@ def parse_tip_size(text: str, unit: LengthUnit) -> Decimal:
             (the message gives the range in ``unit``).
     """
     try:
-        size = Decimal(text.strip())
-    except InvalidOperation:
-        raise ValueError(f"{text!r} is not a decimal number") from None
+        size = parse_decimal(text.strip())
+    except NumberError as exc:
+        raise ValueError(str(exc)) from None
     per_mm = Decimal(1) if unit == "mm" else Decimal("25.4")
     lo, hi = TIP_SIZE_MM_MIN / per_mm, TIP_SIZE_MM_MAX / per_mm
     if not size.is_finite() or not lo <= size <= hi:

@@ -17,7 +17,13 @@ Which code refuses with which reason:
 * :class:`stormwatch.ingest.validate.Validator` (the site configuration and device profiles):
   ``bad_topic`` ... ``implausible_time``;
 * :class:`stormwatch.ingest.consumer.Ingest`: ``duplicate``, ``internal_error``;
-* the InfluxDB stores (:mod:`stormwatch.stores.influxwrite`): ``store_rejected``.
+* every store (:meth:`stormwatch.stores.base.ReadingStore.write_checked`): ``conflicting_value``; the
+  InfluxDB stores (:mod:`stormwatch.stores.influxwrite`): ``store_rejected``;
+* a manual correction (:func:`stormwatch.importers.manual.record_manual` with ``correct``): ``superseded``.
+
+Whichever stage refuses a reading, ingest sends its dead letter through one place
+(:meth:`stormwatch.ingest.consumer.Ingest` ``_process``): stored, published on
+``stormwatch/v1/deadletter``, counted by reason.
 """
 
 from __future__ import annotations
@@ -47,8 +53,15 @@ REASONS: Mapping[str, str] = MappingProxyType({
     "future_time": "the event time is more than max_future_s ahead of the clock (gateway clock skew)",
     "implausible_time": "the event time is more than max_age_s behind the clock: a gateway clock that lies "
                         "(no real-time clock, booted before NTP: 1970-01-01)",
-    "duplicate": "the identity (gateway, boot, seq) is already stored, or twice in one batch",
-    "store_rejected": "InfluxDB refused the line (field type conflict, beyond the retention policy)",
+    "duplicate": "the identity (gateway, boot, seq) is already stored with the same measurement, or twice in one "
+                 "batch",
+    "conflicting_value": "the identity (gateway, boot, seq) is already stored with another measurement (value, "
+                         "unit, time, device): the stored reading is kept, this one refused -- a manual entry or "
+                         "imported row for a sample already recorded, a gateway that reuses an identity",
+    "superseded": "a manual reading replaced by an explicit correction (stormwatch readings add --correct); the "
+                  "payload is the reading as it was recorded, the detail both values, who corrected it and when",
+    "store_rejected": "the store's server refused to hold the reading (InfluxDB: field type conflict, beyond the "
+                      "retention policy)",
     "internal_error": "a bug in validation (the exception is logged with its traceback)",
 })
 

@@ -50,7 +50,8 @@ def test_storm_over_mqtt_opens_one_order_and_retained_does_not_trigger(mosquitto
     sub.subscribe(topics.events("s1"), qos=1)
 
     service = AlertService([cfg], ProfileLibrary(), mosquitto_server.url, None, tmp_path / "state.db",
-                           ManualClock(T0), client_id=run_unique("alerts-test-svc"), lateness_s=0, on_event=seen.append,
+                           ManualClock(T0 + 8 * 60 * MIN),  # past the last reading: none is from its future
+                           client_id=run_unique("alerts-test-svc"), lateness_s=0, on_event=seen.append,
                            overdue_check_s=0.1)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()

@@ -59,3 +59,30 @@ def test_binary_file_is_named_as_such_exit_2(site: Path, tmp_path: Path) -> None
                     "--store", f"sqlite:///{tmp_path / 's.db'}", "--value-column", "turb=turbidity:FNU")
     assert result.exit_code == 2, result.output
     assert f"error: {binary}: binary file, not a delimited text/TOA5/HOBO export" in result.output
+
+
+def test_cells_follow_one_number_grammar(site: Path, tmp_path: Path) -> None:  # noqa: F811
+    """``1_000`` (PEP 515 grouping) and ``١٢`` (Arabic-Indic digits) are numbers to Python's float() and
+    Decimal() -- 1000 and 12 -- but not to a logger or a person: each row is rejected ``not_a_number`` with
+    the cell quoted (stormwatch.numbers); ASCII decimals and exponents are read exactly."""
+    path = tmp_path / "turb.csv"
+    path.write_text("time,turb\n"
+                    "2024-05-01T00:00:00Z,12\n"
+                    "2024-05-01T00:05:00Z,1_000\n"      # line 3
+                    "2024-05-01T00:10:00Z,\u0661\u0662\n"  # line 4: Arabic-Indic 12
+                    "2024-05-01T00:15:00Z,1.25e1\n"
+                    "2024-05-01T00:20:00Z,\uff11\uff12\n", encoding="utf-8")  # line 6: full-width 12
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    result = invoke(str(path), "--site", str(site), "--device", "sonde-1", "--store", url,
+                    "--value-column", "turb=turbidity:FNU", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["rejected_rows"] == {"not_a_number": 3}
+    assert [r.split(": ", 1)[0] for r in summary["rejects"]] == [f"{path}:3", f"{path}:4", f"{path}:6"]
+    assert "'1_000' is not a number" in summary["rejects"][0]
+    assert "'\u0661\u0662' is not a number" in summary["rejects"][1]
+    store = open_store(url)
+    try:
+        assert [r.value for r in store.query_readings("import-test", device="sonde-1")] == [12.0, 12.5]
+    finally:
+        store.close()

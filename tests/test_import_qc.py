@@ -2,8 +2,10 @@
 logger file's impossible values as flagged data, not as evidence of a violation.
 
 By hand: the Yosemitech Y511 profile's turbidity valid_range is [0, 1000] NTU (device_profiles/
-yosemitech_y511.yaml). 99999 NTU is outside it -> ``out_of_range``; -5 NTU is a value physics
-forbids (a negative turbidity): its rows are rejected ``negative_value`` (issue 11 item 5). Rules.md R2: a
+yosemitech_y511.yaml). 9999 NTU is outside it -> ``out_of_range``; -5 NTU is a value physics
+forbids (a negative turbidity): its rows are rejected ``negative_value`` (issue 11 item 5); 99999 NTU
+is above what any turbidity sensor reports (10,000, stormwatch.physics.MAX_TURBIDITY): rejected
+``beyond_instrument_range``. Rules.md R2: a
 downstream window whose data carry QC flags is ``turbidity_needs_verification``, never a
 ``turbidity_contrast``. Control: the same file with 80 NTU (in range, 70 NTU above a 10 NTU
 background, > 5 NTU allowed for a background <= 50 NTU, for 30 min > 15 min sustained) IS a
@@ -68,19 +70,21 @@ def evaluate_kinds(site: Path, url: str) -> list[str]:
 
 
 def test_out_of_range_turbidity_is_flagged_and_never_a_violation(tmp_path: Path) -> None:
-    downstream = ["10"] * 15 + ["99999"] * 28 + ["-5", "-5"] + ["10"] * 15
+    # 9999 is above the Y511's 1000 NTU but within what a field sensor can report (0-9999 FNU,
+    # stormwatch.physics.MAX_TURBIDITY): kept, flagged; 99999 no instrument reports: the row is rejected
+    downstream = ["10"] * 15 + ["9999"] * 27 + ["99999"] + ["-5", "-5"] + ["10"] * 15
     site, url, summaries = import_pair(tmp_path, downstream)
-    assert summaries["down"]["flagged"] == {"out_of_range": 28}
-    assert summaries["down"]["rejected_rows"] == {"negative_value": 2}
+    assert summaries["down"]["flagged"] == {"out_of_range": 27}
+    assert summaries["down"]["rejected_rows"] == {"negative_value": 2, "beyond_instrument_range": 1}
     assert summaries["up"]["flagged"] == {}
     store = open_store(url)
     try:
         stored = store.query_readings("qc-site", device="down", quantity="turbidity")
     finally:
         store.close()
-    assert len(stored) == 58
+    assert len(stored) == 57
     flagged = {r.value: r.flags for r in stored if r.flags}
-    assert flagged == {99999.0: ("out_of_range",)}
+    assert flagged == {9999.0: ("out_of_range",)}
     assert all(not r.flags for r in stored if r.value == 10.0)
     kinds = evaluate_kinds(site, url)
     assert "turbidity_contrast" not in kinds

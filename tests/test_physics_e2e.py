@@ -68,8 +68,10 @@ def test_impossible_values_dead_lettered_and_flagged_rain_needs_verification(
     profiles = ProfileLibrary()
     cfg = load_site(REPO / "examples" / "site.yaml", profiles)
     seen: list[Event] = []
-    service = AlertService([cfg], profiles, own_mosquitto.url, None, tmp_path / "state.db", ManualClock(T0),
-                           client_id=f"phys-alerts-{next(ids)}", lateness_s=0, on_event=seen.append,
+    # the alert service on the same clock as ingest: both refuse readings from their future
+    service = AlertService([cfg], profiles, own_mosquitto.url, None, tmp_path / "state.db",
+                           ManualClock(T0 + timedelta(hours=8)), client_id=f"phys-alerts-{next(ids)}", lateness_s=0,
+                           on_event=seen.append,
                            overdue_check_s=0.1)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()

@@ -6,8 +6,9 @@ coerced -- turbidity stored as an SQLite integer, a tip count ``"3"`` accepted).
 
 * :data:`VALIDATOR_CASES`: for each reason the validator (contract + configuration checks) gives,
   payloads that must get exactly that reason;
-* the reasons produced by ingest and the stores themselves (``duplicate``, ``internal_error``,
-  ``store_rejected``) have their own tests on real Mosquitto and InfluxDB 1.x;
+* the reasons produced by ingest and the stores themselves (``duplicate``, ``conflicting_value``,
+  ``superseded``, ``internal_error``, ``store_rejected``) have their own tests on real Mosquitto and
+  InfluxDB 1.x;
 * :func:`test_every_reason_is_covered_and_documented` fails when a reason is added to
   :data:`stormwatch.reasons.REASONS` without a case here, a row in docs/ingest.md and the enum of
   docs/asyncapi.yaml.
@@ -104,8 +105,11 @@ VALIDATOR_CASES: dict[str, list[tuple[str, bytes, str]]] = {
 #: (``file::name``; a bare name is in this file).
 TESTED_APART = {
     "duplicate": "test_redelivery_is_a_duplicate_and_a_validator_bug_an_internal_error",
-    "internal_error": "test_redelivery_is_a_duplicate_and_a_validator_bug_an_internal_error",
+    "conflicting_value": ("test_one_identity_one_value.py::"
+                          "test_a_gateway_replay_with_another_value_is_conflicting_value"),
+    "superseded": "test_one_identity_one_value.py::test_readings_add_refuses_a_second_value_and_corrects_it_explicitly",
     "store_rejected": "test_line_influxdb_refuses_is_store_rejected",
+    "internal_error": "test_redelivery_is_a_duplicate_and_a_validator_bug_an_internal_error",
 }
 
 

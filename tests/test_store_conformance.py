@@ -175,6 +175,44 @@ def test_a_redelivered_reading_is_stored_once(subject: Subject) -> None:
     assert [(r.boot, r.seq) for r in subject.store.query_readings("riverside")] == [("b1", 1), ("b1", 2), ("b2", 1)]
 
 
+def test_one_identity_another_value_is_refused_and_the_stored_one_kept(subject: Subject) -> None:
+    # failure-kinds.md #27: "the store keeps both or refuses one with a reason" -- never a silent
+    # "already stored". The same identity and measurement is a duplicate (flags, raw, tip size aside);
+    # another value is a conflict, refused, and what the store acknowledged first stays.
+    first = turb(3, 12.5, 2 * M, raw=[1, 2])
+    tips = tip(4, 2, 3 * M)
+    assert subject.store.write_checked([first, tips]).new == 2
+    again = subject.store.write_checked([first.model_copy(update={"flags": ("spike",), "raw": None}),
+                                         tips.model_copy(update={"tip_size": None})])
+    assert (again.new, again.already, again.conflicts, again.refused) == (0, 2, (), ())
+    other = turb(3, 99.0, 2 * M)  # seq 3 again, 99.0 NTU where 12.5 is stored
+    more = tip(4, 5, 3 * M)       # 5 tips where 2 are stored
+    out = subject.store.write_checked([other, more, turb(5, 14.0, 4 * M)])
+    assert (out.new, out.already) == (1, 0)
+    assert [(c.reading.seq, c.reading.value, c.stored_value, c.stored_unit) for c in out.conflicts] == [
+        (3, 99.0, 12.5, "NTU"), (4, 5, 2, "{tip}")]
+    assert out.held([other, more]) == []
+    stored = {r.seq: r.value for r in subject.store.query_readings("riverside")}
+    assert stored == {3: 12.5, 4: 2, 5: 14.0}
+    # write_readings (callers that only count) keeps the refused one as a dead letter, never drops it
+    assert subject.store.write_readings([turb(3, 77.0, 2 * M)]) == 0
+    ((reason, detail, topic, payload),) = subject.deadletters()
+    assert reason == "conflicting_value" and "12.5 NTU" in detail and "77 NTU" in detail
+    assert topic == "stormwatch/v1/riverside/gw-1/readings" and json.loads(payload)["value"] == 77.0
+
+
+def test_supersede_replaces_one_stored_reading_in_place(subject: Subject) -> None:
+    # the one way a stored value changes (an explicit manual correction): the same identity and point
+    r = turb(8, 41.5, 5 * M, raw="J")
+    neighbour = turb(9, 40.0, 5 * M, raw="K")  # another reading of the same instant: untouched
+    assert subject.store.write_readings([r, neighbour]) == 2
+    old = subject.store.supersede(r.model_copy(update={"value": 50.0}))
+    assert old is not None and (old.value, old.raw) == (41.5, "J")
+    assert subject.store.supersede(turb(10, 1.0, 5 * M)) is None  # nothing stored under that identity
+    got = sorted((x.seq, x.value) for x in subject.store.query_readings("riverside"))
+    assert got == [(8, 50.0), (9, 40.0)]
+
+
 def test_two_readings_at_one_instant_are_both_kept(subject: Subject) -> None:
     # design-notes.md: two tips with the same timestamp are two readings (never one overwriting the other).
     same = [tip(s, 1, 0 * M) for s in (7, 8, 9)] + [tip(1, 3, 0 * M, boot="other-boot")]

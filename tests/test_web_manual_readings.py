@@ -43,6 +43,12 @@ def test_an_inspector_records_field_readings_on_the_site_page(tmp_path: Path) ->
     # the same sample again is recorded once
     assert c.post(f"/sites/{A}/readings", data=form).status_code == 303
     assert len(manual(world)) == 3
+    # the same sample with another turbidity: refused and said, the recorded 41.5 kept (failure kind #27)
+    r = c.post(f"/sites/{A}/readings", data={**form, "turbidity": "50"})
+    assert r.status_code == 409
+    assert ("Not recorded (conflicting_value): turbidity 50 NTU: this sample is already recorded as 41.5 NTU, "
+            "which is kept") in r.text
+    assert sorted(manual(world))[2][2] == 41.5 and len(manual(world)) == 3
 
 
 def test_refused_entries_say_why_and_store_nothing(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ from stormwatch.config import LEGACY_POINT, SiteConfig
 from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES
 from stormwatch.display import local_time
 from stormwatch.importers.manual import ManualEntry, ManualEntryError, Recorded
+from stormwatch.numbers import NumberError, parse_float
 from stormwatch.resources import builtin_dir
 from stormwatch.stores.base import OverviewStore, StoreError
 from stormwatch.web import charts
@@ -345,12 +346,18 @@ def create_app(desk: Desk) -> Starlette:
                 for k in ("point", "sampled_at", "transparency", "turbidity", "ph")}
         try:
             entry = manual_entry(site.cfg, form, session.user.display_name)
-            desk.record(entry, site.cfg)
+            recorded = desk.record(entry, site.cfg)
         except (ManualEntryError, ValueError) as exc:
             return site_response(request, session, f"Not recorded: {exc}", 400, form)
         except StoreError as exc:
             return site_response(request, session, f"Not recorded, the store failed: {exc}. Enter it again "
                                  "(it is recorded once).", 503, form)
+        if recorded.conflicts:  # a second value for a sample already recorded: refused, the first kept
+            refused = "; ".join(f"{c.reading.quantity} {c.reading.value:g} {c.reading.unit}: this sample is already "
+                                f"recorded as {c.stored_value:g} {c.stored_unit}, which is kept"
+                                for c in recorded.conflicts)
+            return site_response(request, session, f"Not recorded (conflicting_value): {refused}. A mistyped "
+                                 "entry is corrected with `stormwatch readings add --correct`.", 409, form)
         return RedirectResponse(f"/sites/{site.id}?done=reading", status_code=303)
 
     def order_context(session: Session, order: WorkOrder) -> dict[str, Any]:
@@ -568,9 +575,9 @@ def manual_entry(cfg: SiteConfig, form: dict[str, str], inspector: str) -> Manua
         text = form.get(quantity, "")
         if text:
             try:
-                values[quantity] = float(text.replace(",", "."))
-            except ValueError:
-                raise ManualEntryError(f"{quantity} {text!r} is not a number") from None
+                values[quantity] = parse_float(text.strip().replace(",", "."))
+            except NumberError as exc:
+                raise ManualEntryError(f"{quantity}: {exc}") from None
     return ManualEntry(cfg.site.id, form["point"], when, inspector, values)
 
 

@@ -1,0 +1,73 @@
+"""When a reading may say it was measured: the ONE plausibility bound on event times, shared by ingest
+(:class:`stormwatch.ingest.validate.Validator`) and the alert engine (:class:`stormwatch.alerts.engine.Engine`).
+
+A reading's event time is its gateway's clock, and that clock can lie:
+
+* **ahead** -- clock skew, a clock set by hand, a reading stamped ``now + 1 h`` by a bad time zone:
+  more than :attr:`TimeBounds.max_future_s` (default :data:`DEFAULT_MAX_FUTURE_S`, 300 s) ahead of
+  the receiver's clock is refused as ``future_time``. Ingest dead-letters it; the alert engine
+  ignores it (counted, logged). If the engine took it, its watermark would jump ahead of the clock
+  and every later live reading would look late, and gaps would be announced at times that have not
+  come yet (failure found in the field: a ``now + 1 h`` rain reading made the engine publish
+  ``data_gap`` events stamped an hour ahead).
+* **behind** -- an edge box without a real-time clock that stamps 1970-01-01 before NTP: more than
+  :attr:`TimeBounds.max_age_s` (default :data:`DEFAULT_MAX_AGE_S`, 90 days: three times the gateway
+  outbox's default age limit, so an outage's replay passes) behind is ``implausible_time``.
+
+``stormwatch ingest`` and ``stormwatch alerts`` take the same ``--max-future-s`` / ``--max-age-s``
+(same defaults, from here); run them with the same values. Imports of historical files pass
+``max_age_s=None`` (old data is their point); the future bound always applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+#: How far ahead of the clock an event time may be, s (gateway clock skew): 5 minutes.
+DEFAULT_MAX_FUTURE_S = 300.0
+#: Oldest event time accepted live, in seconds behind the clock (90 days): 3 × the gateway outbox's
+#: default age limit (30 days), so a long outage's replay is accepted and a 1970 stamp is not.
+DEFAULT_MAX_AGE_S = 90 * 86400.0
+
+
+@dataclass(frozen=True)
+class TimeBounds:
+    """The plausible event times around a clock reading ``now``.
+
+    Attributes:
+        max_future_s: seconds an event time may lie ahead of ``now`` (``future_time`` beyond).
+        max_age_s: seconds it may lie behind (``implausible_time`` beyond); ``None``: no bound.
+
+    Raises:
+        ValueError: a negative bound.
+    """
+
+    max_future_s: float = DEFAULT_MAX_FUTURE_S
+    max_age_s: float | None = DEFAULT_MAX_AGE_S
+
+    def __post_init__(self) -> None:
+        if self.max_future_s < 0 or (self.max_age_s is not None and self.max_age_s < 0):
+            raise ValueError(f"time bounds must be >= 0 s (max_future_s={self.max_future_s}, "
+                             f"max_age_s={self.max_age_s})")
+
+    def latest(self, now: datetime) -> datetime:
+        """The latest plausible event time at clock time ``now``."""
+        return now + timedelta(seconds=self.max_future_s)
+
+    def check(self, t: datetime, now: datetime) -> tuple[str, str] | None:
+        """``(reason, detail)`` when event time ``t`` is implausible at clock time ``now``, else ``None``.
+
+        ``reason`` is ``future_time`` or ``implausible_time`` (:data:`stormwatch.reasons.REASONS`); the
+        detail gives the time, how far off it is, the clock and the limit.
+        """
+        if t > self.latest(now):
+            ahead_s = (t - now).total_seconds()
+            return ("future_time", f"event time {t.isoformat()} is {ahead_s:.0f}s ahead of the clock "
+                                   f"({now.isoformat()}; limit {self.max_future_s:.0f}s)")
+        if self.max_age_s is not None and t < now - timedelta(seconds=self.max_age_s):
+            behind_d = (now - t).total_seconds() / 86400
+            return ("implausible_time", f"event time {t.isoformat()} is {behind_d:.1f} days behind the clock "
+                                        f"({now.isoformat()}; limit {self.max_age_s / 86400:g} days): the gateway's "
+                                        "clock is probably wrong (no real-time clock, before NTP)")
+        return None
