@@ -152,7 +152,7 @@ def test_a_site_file_with_one_pair_and_one_basin_names_neither() -> None:
     ({"discharge_points": [{"id": "trap-a", "downstream": "down-1"}]}, "['trap-a'] given twice"),
     ({"discharge_points": [{"id": "down-2", "downstream": "down-1"}]}, "discharge point ids ['down-2'] are also "
                                                                        "device ids"),
-    ({"discharge_points": [{"id": "o1", "upstream": "up-1"}]}, "discharge_points.0: Value error, an upstream"),
+    ({"discharge_points": [{"id": "o1", "upstream": "up-1"}]}, "discharge_points.0: an upstream"),
     ({"discharge_points": [{"id": "o1", "downstream": "nope"}]}, "discharge_points.0.downstream: no device 'nope'"),
     ({"discharge_points": [{"id": "o1", "downstream": "rain"}]},
      "discharge_points.0.downstream: device 'rain' (tipping_bucket_modbus_counter) does not report turbidity"),
