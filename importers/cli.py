@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from stormwatch.alerts.rules.storm import MAX_DRY_GAP_HOURS
 from stormwatch.cliutil import fail, load_site_file
 from stormwatch.display import counts
 from stormwatch.importers.options import (
@@ -225,8 +226,10 @@ def replay_command(
                                           help="A choice among the pack's options, as a site file's 'options:' "
                                                "(e.g. inspection_frequency=14-day-and-storm under epa-cgp-2022); "
                                                "repeatable. Default: the pack's default (said on stderr)."),
-    dry_gap_hours: float | None = typer.Option(None, "--dry-gap-hours", min=0.01, metavar="HOURS",
-                                               help="Dry hours that end a storm (default: the pack's, 6)."),
+    dry_gap_hours: float | None = typer.Option(None, "--dry-gap-hours", min=0.01, max=MAX_DRY_GAP_HOURS,
+                                               metavar="HOURS",
+                                               help="Dry hours that end a storm (default: the pack's, 6; at most "
+                                                    "168, a week: docs/rules.md R1)."),
     silence: str = typer.Option("dry", "--silence", metavar="dry|gap",
                                 help="dry: no row = no tip (event loggers); gap: rows are polls, a missing "
                                      "stretch is a data gap."),

@@ -91,6 +91,13 @@ from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
+#: The longest dry gap that still separates storms: 168 h (a week). The packs use 6 h (ch133,
+#: EPA CGP) to 48 h (CA CGP); the longest separation in US practice is the 72 h between
+#: "measurable storm events" of storm-water sampling (40 CFR 122.21(g)(7)(ii),
+#: docs/reference/hydrology.md). A gap beyond the routine inspection week would merge a month of
+#: rain into one "storm" whose inspection is due weeks after its first tip (docs/rules.md R1).
+MAX_DRY_GAP_HOURS = 168.0
+
 
 class StormRule(RuleParams):
     """R1: inspection within 24 h of a storm producing ≥ 0.5 in (rules.md R1).
@@ -116,7 +123,7 @@ class StormRule(RuleParams):
 
     kind: Literal["storm"]
     threshold_in: str = "0.5"
-    dry_gap_hours: float = Field(default=6.0, gt=0)
+    dry_gap_hours: float = Field(default=6.0, gt=0, le=MAX_DRY_GAP_HOURS)
     inspection_within_hours: float = Field(default=24.0, gt=0)
     clock_from: Literal["last_tip", "threshold"] = "last_tip"
     definition: Literal["dry_gap", "rolling"] = "dry_gap"
