@@ -210,7 +210,7 @@ def _cases() -> list[tuple[str, list[str], str]]:
                                "--state-dir", "{dir}/users"],
          "--site-id 'a/b': character 2 '/' is not allowed in an id"),
         ("users-unknown-role", ["users", "add", "bob", "--role", "boss", "--password-stdin", "--state-dir",
-                                "{dir}/users"], "unknown role 'boss'"),
+                                "{state}"], "unknown role 'boss'"),
         # brokers
         ("demo-broker-port-0", ["demo", "--broker", "mqtt://h:0"], "bad broker URL: port 0 is not a TCP port"),
         # the command itself
