@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import typer
 
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
-from stormwatch.cliutil import fail, load_site_file, use_state_dir
+from stormwatch.cliutil import fail, load_site_file, progress, use_state_dir
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import describe_event, local_time, turbidity
 
@@ -387,7 +387,8 @@ def evaluate_cmd(
     except (StoreUrlError, StoreError) as exc:
         fail(f"--store {redact(store)}: {exc}", 2)
     try:
-        result = evaluate(cfg, profiles, opened, t1, t2)
+        with progress(f"evaluate {cfg.site.id}") as report:
+            result = evaluate(cfg, profiles, opened, t1, t2, progress=report)
     except (PackError, EngineError, ValueError, StoreError) as exc:
         fail(str(exc), 2)
     finally:

@@ -24,13 +24,15 @@ input (arguments, options, files); 130 interrupted. Standard output closed by it
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import os
 import socket
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -248,6 +250,37 @@ def output_path(path: Path, option: str = "--output", *, directory: bool = False
         what = "is not a directory" if parent.exists() else "does not exist"
         raise InputError(f"{option} {path}: directory {parent} {what} (create it first)")
     return path
+
+
+@contextlib.contextmanager
+def progress(label: str, after_s: float = 1.0, every_s: float = 10.0) -> Iterator[Callable[[float], None]]:
+    """A progress callback for long work (``report(fraction)``, 0 to 1), quiet for short work: after
+    ``after_s`` of wall time one line on stderr, rewritten in place on a terminal
+    (``evaluate: 42 %``) and cleared at the end; to a file or a pipe, an INFO log line every
+    ``every_s`` instead (a log stays readable)."""
+    started = time.monotonic()
+    tty = sys.stderr.isatty()
+    state = {"shown": False, "logged": started}
+
+    def report(fraction: float) -> None:
+        now = time.monotonic()
+        if now - started < after_s:
+            return
+        text = f"{label}: {fraction * 100:3.0f} %"
+        if tty:
+            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.flush()
+            state["shown"] = True
+        elif now - state["logged"] >= every_s:
+            log.info("%s", text)
+            state["logged"] = now
+
+    try:
+        yield report
+    finally:
+        if state["shown"]:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def use_state_dir(path: Path, option: str = "--state-dir", *, create: bool, hint: str = "") -> Path:
