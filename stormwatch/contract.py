@@ -459,6 +459,12 @@ class EventDetails(BaseModel):
         """The facts in one short phrase for a timeline (times local to ``tz``); ``""``: none."""
         return ""
 
+    def headline(self, event: Event, tz: ZoneInfo) -> str:
+        """What a timeline line says about ``event`` (whose details these are): :meth:`summary`,
+        unless the kind's subject and reason are only in its message (a data gap: which device,
+        why)."""
+        return self.summary(tz)
+
     def span(self) -> tuple[datetime, datetime] | None:
         """The closed period the event is about (a storm, a data gap), or ``None``."""
         return None

@@ -239,7 +239,8 @@ def demo(
         progress.clear()
         if not as_json:
             typer.echo("")
-            typer.echo(_summary(result, zone, state_dir, temporary=tmp is not None and store_url is None))
+            typer.echo(_summary(result, zone, state_dir, temporary=tmp is not None and store_url is None,
+                                speed=speed))
         if desk is not None:
             typer.echo(f"the run is over; {desk.server.url} still serves it (Ctrl-C to stop)", err=as_json)
             desk.wait()
@@ -270,7 +271,8 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None, temporary: bool = False) -> str:
+def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None, temporary: bool = False,
+             speed: float = 1.0) -> str:
     lines = ["Summary"]
     depth = result.resolution.depth_in(result.stored_tips)
     lines.append(
@@ -286,6 +288,10 @@ def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None, tempo
     for e in result.events:
         kinds[e.kind] = kinds.get(e.kind, 0) + 1
     lines.append("  events: " + ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items())))
+    if result.missed_slots:
+        lines.append(f"  gaps: the gateway skipped {result.missed_slots} poll slot(s) because this machine fell "
+                     f"behind at {speed:g}x -- real gaps in the data, never made up (the data_gap events); a lower "
+                     "--speed avoids them")
     open_orders = [w for w in result.workorders if w.status != "completed"]
     ended = result.ended_at
     overdue = sum(1 for w in open_orders if w.is_overdue(ended))
