@@ -152,9 +152,11 @@ class Evaluation:
         return [e for e in self.events if e.kind == "storm_inspection_due"
                 and getattr(e.details, "storm_start", None) not in going_on]
 
-    def summary(self, tz: ZoneInfo | None = None) -> str:
+    def summary(self, tz: ZoneInfo | None = None, incomplete: str = "") -> str:
         """One sentence on rain in the window; never "no storm" across a data gap. Times of gaps are
-        site-local with the year in ``tz`` (for a person), ISO UTC without it (the JSON summary)."""
+        site-local with the year in ``tz`` (for a person), ISO UTC without it (the JSON summary).
+        ``incomplete``: what the input lacked that no gap shows (rows a replay rejected, cells without
+        a value): then the data is never called complete."""
 
         def when(t: datetime) -> str:
             return local_time(t, tz) if tz is not None else format_time(t)
@@ -169,7 +171,9 @@ class Evaluation:
         if self.gaps:
             spans = ", ".join(f"{when(g.start)} to {when(g.end) if g.end else when(self.end)}" for g in self.gaps)
             parts.append(f"rain UNKNOWN (no rain-gauge data, not dry) from {spans}")
-        elif not n and not open_q:
+        if incomplete:
+            parts.append(f"rain-gauge data NOT complete: {incomplete}")
+        elif not self.gaps and not n and not open_q:
             parts.append("rain-gauge data complete")
         return "; ".join(parts)
 

@@ -276,8 +276,11 @@ def replay_command(
              for name, choice in result.site.options.items()]
     notes += result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
+    missing = [f"{rejected} rows rejected"] if rejected else []
+    missing += [f"{result.summary.gaps} cells without a value"] if result.summary.gaps else []
+    lacking = f"{' and '.join(missing)}: the rain then is unknown" if missing else ""
     notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rejected} rows rejected; "
-                 f"{result.evaluation.summary(tz_info)}")
+                 f"{result.evaluation.summary(tz_info, lacking)}")
     for note in notes:
         typer.echo(note, err=as_json)
 
