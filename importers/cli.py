@@ -145,9 +145,11 @@ def import_command(
     tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
     skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
     silence: str = typer.Option("gap", "--silence", metavar="dry|gap",
-                                help="gap: only the file's rows are stored (a stretch without rows is a data gap); "
-                                     "dry: a rain event log -- zero-tip polls are stored between its rows, so no row "
-                                     "means no tip."),
+                                help="gap (default): only the file's rows are stored, a stretch without rows is a "
+                                     "data gap -- for loggers that write a row every interval (TOA5, HOBO). dry: a "
+                                     "rain event log (one row per tip, e.g. a Davis or HOBO event file) -- no row "
+                                     "means no tip, and zero-tip readings are stored every poll interval of the "
+                                     "device between its rows (a year at 60 s: ~500,000 readings)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import a logger file into the store as readings of one device of a site.
@@ -155,6 +157,14 @@ def import_command(
     The readings are checked like live data (quality flags, duplicates): re-importing a file adds
     nothing. Malformed rows are skipped and reported with their line. Prints what was read, stored
     and skipped.
+
+    Silence between rows: import cannot tell a logger that writes every interval from a rain event
+    log, and a wrong "dry" is worse than an honest "unknown", so it stores only the rows (--silence
+    gap) unless told the file is an event log (--silence dry). `stormwatch replay`, which reads rain
+    event logs only, assumes dry. Example (a tip log; its gauge's profile has the 0.2 mm tip):
+
+      stormwatch import tests/data/tharandt_davis_tips_Sensor1.csv --site site.yaml --device rain-1
+      --delimiter ';' --time-format '%d.%m.%Y %H:%M' --tz Europe/Berlin --tip-mm 0.2 --silence dry
     """
     from stormwatch.alerts.packs import PackError
     from stormwatch.clock import WallClock

@@ -62,14 +62,17 @@ def _book(state_dir: Path, wall_time: bool, without: bool = False) -> tuple[Work
     return book, clock.now(), what, f"work-order state {path}"
 
 
-def _open_store(url: str):  # type: ignore[no-untyped-def]
-    """The store the report reads (it must be there: a missing one is never read as "no data")."""
+def _open_store(url: str, book: WorkOrders | None = None):  # type: ignore[no-untyped-def]
+    """The store the report reads (it must be there: a missing one is never read as "no data");
+    ``book`` is closed when it cannot be opened."""
     from stormwatch.stores.base import StoreError
     from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
     try:
         return open_store(url, existing=True)
     except (StoreUrlError, StoreError) as exc:
+        if book is not None:
+            book.close()
         fail(f"--store {redact(url)}: {exc}")
 
 
@@ -210,8 +213,8 @@ def report_cmd(
         fail(exc.format_message())
     if t1 is not None and t2 is not None and t2 <= t1:
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
-    opened = _open_store(store)
     book, as_of, what, state_text = _book(state_dir, wall_time, no_work_orders)
+    opened = _open_store(store, book)
     sources = Sources(opened, book, as_of, what, state_text)
     try:
         if storm is not None:
@@ -281,8 +284,8 @@ def archive_cmd(
     if t2 <= t1:
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
     output_path(output)
-    opened = _open_store(store)
     book = _book(state_dir, wall_time=False, without=no_work_orders)[0]
+    opened = _open_store(store, book)
     try:
         counts = write_bundle(output, cfg, site, opened, book, t1.astimezone(UTC), t2.astimezone(UTC),
                               store_name=redact(store))
@@ -317,11 +320,11 @@ def import_archive_cmd(
 
     if not bundle.is_file():
         fail(f"{bundle}: no such file")
+    use_state_dir(state_dir, create=True)  # before the store: a typo creates nothing
     try:
         opened = open_store(store)
     except (StoreUrlError, StoreError) as exc:
         fail(f"--store {redact(store)}: {exc}")
-    use_state_dir(state_dir, create=True)
     try:
         book = WorkOrders(state_dir / STATE_FILE, WallClock())
     except (OSError, WorkOrderError) as exc:

@@ -555,7 +555,8 @@ def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None
                                                                      lines)])) from exc
         problems = role_problems(cfg, device_profiles(cfg, profiles))
         if problems:
-            raise ConfigError(problems_message(source, [_problem(data, *p.split(": ", 1), lines) for p in problems]))
+            raise ConfigError(problems_message(source, [_problem(data, key, why, lines) for key, _, why in
+                                                        (p.partition(": ") for p in problems)]))
     return cfg
 
 
