@@ -152,9 +152,11 @@ class Evaluation:
         return [e for e in self.events if e.kind == "storm_inspection_due"
                 and getattr(e.details, "storm_start", None) not in going_on]
 
-    def summary(self, tz: ZoneInfo | None = None) -> str:
+    def summary(self, tz: ZoneInfo | None = None, incomplete: str = "") -> str:
         """One sentence on rain in the window; never "no storm" across a data gap. Times of gaps are
-        site-local with the year in ``tz`` (for a person), ISO UTC without it (the JSON summary)."""
+        site-local with the year in ``tz`` (for a person), ISO UTC without it (the JSON summary).
+        ``incomplete``: what the input lacked that no gap shows (rows a replay rejected, cells without
+        a value): then the data is never called complete."""
 
         def when(t: datetime) -> str:
             return local_time(t, tz) if tz is not None else format_time(t)
@@ -169,7 +171,9 @@ class Evaluation:
         if self.gaps:
             spans = ", ".join(f"{when(g.start)} to {when(g.end) if g.end else when(self.end)}" for g in self.gaps)
             parts.append(f"rain UNKNOWN (no rain-gauge data, not dry) from {spans}")
-        elif not n and not open_q:
+        if incomplete:
+            parts.append(f"rain-gauge data NOT complete: {incomplete}")
+        elif not self.gaps and not n and not open_q:
             parts.append("rain-gauge data complete")
         return "; ".join(parts)
 
@@ -253,7 +257,8 @@ def _fed_one_by_one(rule: Any, chunk: Chunk) -> list[Event]:
 
 def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, start: datetime, end: datetime,
              *, lateness_s: float = DEFAULT_LATENESS_S, trace: RuleTrace | None = None,
-             on_rows: Callable[[Mapping[tuple[str, str], list[StoredRow]]], None] | None = None) -> Evaluation:
+             on_rows: Callable[[Mapping[tuple[str, str], list[StoredRow]]], None] | None = None,
+             progress: Callable[[float], None] | None = None) -> Evaluation:
     """Re-run the rules of ``cfg``'s pack over its stored readings of ``[start, end)``.
 
     The store is read one :data:`CHUNK` of event time at a time (memory stays flat over a year), as
@@ -272,6 +277,11 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
             rules decide on, for a report.
         on_rows: called with the stored rows of each chunk as read, by series (e.g. to count them):
             every row, those the engine refuses included.
+        progress: called after each chunk with the fraction of the work done (0 to 1).
+
+    Only the stored data's extent is read (:func:`_stored_span`): a window of ``0001-01-01`` to
+    ``9999-12-31`` over a month of data reads that month, chunk by chunk on the same chunk
+    boundaries as the whole window, and the stretches before and after are gaps as before.
 
     Tip sizes: the stored rain readings' own sizes are used (each storm's depth is theirs); a stored
     reading whose size is not the one the site file gives for its time stops the evaluation
@@ -305,8 +315,8 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     log.info("%s: evaluating stored readings from %s to %s", site, format_time(start), format_time(end))
     events: list[Event] = []
     count = 0
-    t = start
-    while t < end:
+    t, stop = _stored_span(store, site, series, start, end)
+    while t < stop:
         upto = min(end, t + CHUNK)
         stored = series_rows(store, site, series, t, upto)
         rows: dict[tuple[str, str], list[StoredRow]] = {}
@@ -337,6 +347,8 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
                 found_events.append(out)
             events += map(engine.stamp, heapq.merge(*found_events, key=lambda e: e.event_time))
         t = upto
+        if progress is not None:
+            progress((min(t, stop) - start) / (stop - start) if stop > start else 1.0)
     storm = engine.storm
     note = storm.assumed_note() if storm is not None else None
     if note is not None:
@@ -345,6 +357,27 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     return Evaluation(site, start, end, count, events, engine.in_progress(),
                       _gaps(engine, start, end), has_gauge=engine.storm is not None,
                       resolution=gauge_resolution(cfg, profiles))
+
+
+def _stored_span(store: ReadingStore, site: str, series: list[tuple[str, str]], start: datetime,
+                 end: datetime) -> tuple[datetime, datetime]:
+    """Where in ``[start, end)`` the chunks of a backfill hold readings: from the chunk boundary at
+    or before the first stored reading to just after the last, on the boundaries ``start + k·CHUNK``
+    (every chunk outside is empty: reading it changes nothing). A store that cannot summarise
+    (:meth:`~stormwatch.stores.base.OverviewStore.summarize`) is read over the whole window.
+
+    Raises:
+        stormwatch.stores.base.StoreError: the store cannot be read.
+    """
+    summarize = getattr(store, "summarize", None)
+    if summarize is None or not series:
+        return start, end
+    found = summarize(start, end, [(site, device, quantity) for device, quantity in series])
+    if not found:
+        return start, start
+    first = min(s.first_time for s in found)
+    last = max(s.last_time for s in found)
+    return start + ((first - start) // CHUNK) * CHUNK, min(end, last + _TICK)
 
 
 def _gaps(engine: Engine, start: datetime, end: datetime) -> list[GapSummary]:

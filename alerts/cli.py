@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import typer
 
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
-from stormwatch.cliutil import fail, load_site_file, max_age_option, max_future_option
+from stormwatch.cliutil import fail, load_site_file, max_age_option, max_future_option, progress, use_state_dir
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import describe_event, local_time, turbidity
 
@@ -60,7 +60,8 @@ def alerts_cmd(
                                      help="Record events in this store and recover a restart from its readings "
                                           "(sqlite:///FILE, influx1://..., influx2://...)."),
     state_dir: Path = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
-                                   help=f"Keep the work orders here ({STATE_FILE}; created if missing)."),
+                                   help=f"Keep the work orders here ({STATE_FILE}); created if missing, in a "
+                                        "directory that exists."),
     state: Path | None = _STATE_FILE_OPT,
     lateness_s: float | None = typer.Option(
         None, "--lateness-s", min=0, metavar="SECONDS",
@@ -117,7 +118,7 @@ def alerts_cmd(
             fail(f"--store {redact(store)}: {exc}", 2)
     try:
         if state is None:
-            state_dir.mkdir(parents=True, exist_ok=True)
+            use_state_dir(state_dir, create=True)
         service = AlertService(sites, profiles, broker, opened, state_file(state_dir, state), clock, client_id,
                                lateness_s=lateness_for(clock) if lateness_s is None else lateness_s,
                                webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ),
@@ -390,7 +391,8 @@ def evaluate_cmd(
     except (StoreUrlError, StoreError) as exc:
         fail(f"--store {redact(store)}: {exc}", 2)
     try:
-        result = evaluate(cfg, profiles, opened, t1, t2)
+        with progress(f"evaluate {cfg.site.id}") as report:
+            result = evaluate(cfg, profiles, opened, t1, t2, progress=report)
     except (PackError, EngineError, ValueError, StoreError) as exc:
         fail(str(exc), 2)
     finally:

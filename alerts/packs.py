@@ -46,14 +46,25 @@ Errors: :func:`load_pack` raises :class:`PackError` naming the file and the bad 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from stormwatch import resources
-from stormwatch.errors import InputError, load_yaml
+from stormwatch.errors import InputError, load_yaml, problems_message
 
 if TYPE_CHECKING:
     from stormwatch.alerts.rules.basin import BasinRule
@@ -76,6 +87,11 @@ def pack_sources(directories: Path | Sequence[Path] | None = None) -> list[resou
     return resources.find_all(packs_search_path(directories), resources.builtin_packs_dir())
 
 
+#: The longest duration a rule parameter may have (:meth:`RuleParams._sane_duration`).
+MAX_DURATION = timedelta(days=3650)
+_DURATION_UNITS = {"_hours": "hours", "_days": "days", "_minutes": "minutes"}
+
+
 class RuleParams(BaseModel):
     """A pack entry: the parameters of one rule. Each rule module subclasses it with its own fields
     and ``kind: Literal["<kind>"]`` (:mod:`stormwatch.alerts.rules.registry`).
@@ -94,6 +110,20 @@ class RuleParams(BaseModel):
     citation: str = Field(min_length=1)
     enabled: bool = True
     unverified: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("*")
+    @classmethod
+    def _sane_duration(cls, value: Any, info: ValidationInfo) -> Any:
+        """A duration parameter (``*_hours``, ``*_days``, ``*_minutes``) is a finite number of at
+        most :data:`MAX_DURATION` -- the longest thing a permit sets is a season, never ``1e308`` hours
+        (which no clock can add: an OverflowError deep in a rule)."""
+        name = info.field_name or ""
+        unit = next((u for suffix, u in _DURATION_UNITS.items() if name.endswith(suffix)), None)
+        if unit is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value) or abs(value) > MAX_DURATION / timedelta(**{unit: 1}):
+                raise ValueError(f"{value:g} {unit} is longer than {MAX_DURATION.days // 365} years: not a duration "
+                                 "of a permit or an ordinance")
+        return value
 
     def unverified_values(self) -> list[str]:
         """``["parameter=value", ...]`` of the parameters not confirmed by the permit text, sorted."""
@@ -274,8 +304,8 @@ def _validation_message(source: str, exc: ValidationError, prefix: str = "") -> 
         if err["loc"] == ("rules",) and msg.startswith("Value error, "):  # a rule entry: its own key path
             where, _, msg = msg.removeprefix("Value error, ").partition(": ")
             loc = f"rules.{where}"
-        lines.append(f"{source}: {prefix}{loc}: {msg}")
-    return "\n".join(lines)
+        lines.append(f"{prefix}{loc}: {msg.removeprefix('Value error, ')}")
+    return problems_message(source, lines)
 
 
 def load_pack(name: str, overrides: dict[str, dict[str, Any]] | None = None,
@@ -400,19 +430,22 @@ def apply_overrides(pack: RulePack, overrides: dict[str, dict[str, Any]], source
         fields = type(current).model_fields
         merged = current.model_dump()
         unverified = dict(current.unverified)
+        told: list[tuple[object, ...]] = []  # logged once the override is valid: an error is the only line
         for key, value in params.items():
             if key not in fields or key in BASE_FIELDS:
                 raise PackError(f"{source}: rules.{rule_id}.{key}: not a parameter of {rule_id} "
                                 f"(parameters: {', '.join(k for k in fields if k not in BASE_FIELDS)})")
-            log.info("pack %s: site override %s.%s = %r (pack default %r, from %s)",
-                     pack.name, rule_id, key, value, merged[key], source)
+            told.append(("pack %s: site override %s.%s = %r (pack default %r, from %s)",
+                         pack.name, rule_id, key, value, merged[key], source))
             if unverified.pop(key, None) is not None:
-                log.info("pack %s: %s.%s was not confirmed by the pack's permit text; %s sets it: no longer marked",
-                         pack.name, rule_id, key, source)
+                told.append(("pack %s: %s.%s was not confirmed by the pack's permit text; %s sets it: no longer "
+                             "marked", pack.name, rule_id, key, source))
             merged[key] = value
         merged["unverified"] = unverified
         try:
             rules[rule_id] = type(current).model_validate(merged)
         except ValidationError as exc:
             raise PackError(_validation_message(source, exc, prefix=f"rules.{rule_id}.")) from exc
+        for message, *args in told:
+            log.info(str(message), *args)
     return pack.model_copy(update={"rules": rules})

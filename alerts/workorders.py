@@ -66,7 +66,7 @@ from stormwatch.alerts.business_days import report_deadline
 from stormwatch.alerts.rules.registry import rule_kinds
 from stormwatch.alerts.rules.report import ReportRule
 from stormwatch.clock import Clock, ScenarioClock, WallClock
-from stormwatch.contract import Event
+from stormwatch.contract import Event, check_person_name
 from stormwatch.display import local_time
 from stormwatch.errors import InputError
 from stormwatch.wire import format_time
@@ -346,6 +346,19 @@ def _text(value: datetime | None, timezone: str | None) -> str:
 def _statements(script: str) -> list[str]:
     """The SQL statements of ``script`` (run one by one: ``executescript`` would commit a transaction)."""
     return [s.strip() for s in script.split(";\n") if s.strip()]
+
+
+def _need_name(value: str, what: str) -> str:
+    """A person's name as history records it (:func:`stormwatch.contract.check_person_name`: one
+    line, no control characters, at most 64 characters).
+
+    Raises:
+        WorkOrderError: ``what`` named, and what is wrong.
+    """
+    try:
+        return check_person_name(value, what)
+    except ValueError as exc:
+        raise WorkOrderError(str(exc)) from None
 
 
 def _need_text(value: str, what: str) -> str:
@@ -690,7 +703,7 @@ class WorkOrders:
         Raises:
             WorkOrderError: no such order, it is completed, or ``by`` is empty.
         """
-        by = _need_text(by, "the name of who acknowledges (--by)")
+        by = _need_name(by, "the name of who acknowledges (--by)")
         order = self.get(oid)
         if order.status == "completed":
             raise WorkOrderError(f"work order {oid} was completed at {_text(order.completed_at, order.timezone)} by "
@@ -721,7 +734,7 @@ class WorkOrders:
         Raises:
             WorkOrderError: no such order, it is already completed, or ``by``/``notes`` is empty.
         """
-        by = _need_text(by, "the name of who completed the work (--by)")
+        by = _need_name(by, "the name of who completed the work (--by)")
         notes = _need_text(notes, "a completion note (--notes: what was inspected, found and done)")
         order = self.get(oid)
         if order.status == "completed":
@@ -759,7 +772,7 @@ class WorkOrders:
         Raises:
             WorkOrderError: no such order, ``by`` is empty, or ``data`` is empty.
         """
-        by = _need_text(by, "the name of who attaches the photo (--by)")
+        by = _need_name(by, "the name of who attaches the photo (--by)")
         if not data:
             raise WorkOrderError("the photo is empty")
         order = self.get(oid)
@@ -808,7 +821,7 @@ class WorkOrders:
         Raises:
             WorkOrderError: no such order, it is not completed, or ``by`` is empty.
         """
-        by = _need_text(by, "the name of who verifies (--by)")
+        by = _need_name(by, "the name of who verifies (--by)")
         order = self.get(oid)
         if order.status != "completed":
             raise WorkOrderError(f"work order {oid} is {order.status}: only a completed order can be verified")

@@ -37,7 +37,7 @@ from pathlib import Path
 import typer
 
 from stormwatch.alerts.packs import PackError
-from stormwatch.cliutil import child_log_env, fail, load_site_file
+from stormwatch.cliutil import child_log_env, fail, load_site_file, use_state_dir
 from stormwatch.clock import CLOCK_FILE_ENV, WallClock, service_clock
 from stormwatch.config import ConfigError, SiteConfig
 from stormwatch.gateway.clockfloor import parse_floor
@@ -65,7 +65,7 @@ def gateway_command(
                                help="The MQTT broker: mqtt://[USER:PASS@]HOST:PORT (mqtts:// for TLS)."),
     state_dir: Path = typer.Option(Path("./var/gateway"), "--state-dir", metavar="DIR",
                                    help="Keep the outbox (readings the broker has not acknowledged yet) and the "
-                                        "counter baselines here (created if missing)."),
+                                        "counter baselines here (created if missing, in a directory that exists)."),
     clock_file: Path | None = typer.Option(
         None, "--clock-file", envvar=CLOCK_FILE_ENV, metavar="FILE",
         help="Run on the simulated clock `stormwatch simulate` writes (waits for it).",
@@ -138,6 +138,7 @@ def gateway_command(
                 + ", ".join(f"{d.id} ({d.profile} via {d.transport.kind})" for d in cfg.devices)
             )
         return
+    use_state_dir(state_dir, create=True)
     try:
         clock = service_clock(clock_file)
         plan_path = write_plan(plan, state_dir / PLAN_FILE)

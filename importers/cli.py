@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from stormwatch.alerts.rules.storm import MAX_DRY_GAP_HOURS
 from stormwatch.cliutil import fail, load_site_file
 from stormwatch.display import counts
 from stormwatch.importers.options import (
@@ -144,9 +145,11 @@ def import_command(
     tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
     skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
     silence: str = typer.Option("gap", "--silence", metavar="dry|gap",
-                                help="gap: only the file's rows are stored (a stretch without rows is a data gap); "
-                                     "dry: a rain event log -- zero-tip polls are stored between its rows, so no row "
-                                     "means no tip."),
+                                help="gap (default): only the file's rows are stored, a stretch without rows is a "
+                                     "data gap -- for loggers that write a row every interval (TOA5, HOBO). dry: a "
+                                     "rain event log (one row per tip, e.g. a Davis or HOBO event file) -- no row "
+                                     "means no tip, and zero-tip readings are stored every poll interval of the "
+                                     "device between its rows (a year at 60 s: ~500,000 readings)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import a logger file into the store as readings of one device of a site.
@@ -154,6 +157,14 @@ def import_command(
     The readings are checked like live data (quality flags, duplicates): re-importing a file adds
     nothing. Malformed rows are skipped and reported with their line. Prints what was read, stored
     and skipped.
+
+    Silence between rows: import cannot tell a logger that writes every interval from a rain event
+    log, and a wrong "dry" is worse than an honest "unknown", so it stores only the rows (--silence
+    gap) unless told the file is an event log (--silence dry). `stormwatch replay`, which reads rain
+    event logs only, assumes dry. Example (a tip log; its gauge's profile has the 0.2 mm tip):
+
+      stormwatch import tests/data/tharandt_davis_tips_Sensor1.csv --site site.yaml --device rain-1
+      --delimiter ';' --time-format '%d.%m.%Y %H:%M' --tz Europe/Berlin --tip-mm 0.2 --silence dry
     """
     from stormwatch.alerts.packs import PackError
     from stormwatch.clock import WallClock
@@ -225,8 +236,10 @@ def replay_command(
                                           help="A choice among the pack's options, as a site file's 'options:' "
                                                "(e.g. inspection_frequency=14-day-and-storm under epa-cgp-2022); "
                                                "repeatable. Default: the pack's default (said on stderr)."),
-    dry_gap_hours: float | None = typer.Option(None, "--dry-gap-hours", min=0.01, metavar="HOURS",
-                                               help="Dry hours that end a storm (default: the pack's, 6)."),
+    dry_gap_hours: float | None = typer.Option(None, "--dry-gap-hours", min=0.01, max=MAX_DRY_GAP_HOURS,
+                                               metavar="HOURS",
+                                               help="Dry hours that end a storm (default: the pack's, 6; at most "
+                                                    "168, a week: docs/rules.md R1)."),
     silence: str = typer.Option("dry", "--silence", metavar="dry|gap",
                                 help="dry: no row = no tip (event loggers); gap: rows are polls, a missing "
                                      "stretch is a data gap."),
@@ -273,8 +286,11 @@ def replay_command(
              for name, choice in result.site.options.items()]
     notes += result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
+    missing = [f"{rejected} rows rejected"] if rejected else []
+    missing += [f"{result.summary.gaps} cells without a value"] if result.summary.gaps else []
+    lacking = f"{' and '.join(missing)}: the rain then is unknown" if missing else ""
     notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rejected} rows rejected; "
-                 f"{result.evaluation.summary(tz_info)}")
+                 f"{result.evaluation.summary(tz_info, lacking)}")
     for note in notes:
         typer.echo(note, err=as_json)
 

@@ -38,7 +38,14 @@ from paho.mqtt.enums import CallbackAPIVersion
 from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
-from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES, Reading, dump_readings
+from stormwatch.contract import (
+    MANUAL_GATEWAY,
+    MANUAL_QUANTITIES,
+    PERSON_NAME_MAX,
+    Reading,
+    check_person_name,
+    dump_readings,
+)
 from stormwatch.errors import InputError
 from stormwatch.importers.identity import import_seq
 from stormwatch.ingest.validate import Validator
@@ -48,8 +55,8 @@ from stormwatch.stores.base import Conflict, DeadLetter, ReadingStore
 
 log = logging.getLogger(__name__)
 
-#: Longest inspector name kept (the ``raw`` of a manual reading).
-INSPECTOR_MAX = 64
+#: Longest inspector name kept (the ``raw`` of a manual reading): the person-name grammar's.
+INSPECTOR_MAX = PERSON_NAME_MAX
 
 
 class ManualEntryError(InputError):
@@ -104,11 +111,12 @@ def manual_readings(entry: ManualEntry) -> list[Reading]:
             time, a value the schema refuses; :class:`ManualValueError` for a value that is not a
             finite number or outside the method's range.
     """
-    name = " ".join(entry.inspector.split())
-    if not name:
+    if not entry.inspector.strip():
         raise ManualEntryError("the inspector's name is required (who took the sample)")
-    if len(name) > INSPECTOR_MAX:
-        raise ManualEntryError(f"inspector name of {len(name)} characters: at most {INSPECTOR_MAX}")
+    try:
+        name = check_person_name(entry.inspector, "the inspector's name")
+    except ValueError as exc:
+        raise ManualEntryError(str(exc)) from None
     if not entry.values:
         raise ManualEntryError("nothing to record: give at least one of "
                                + ", ".join(f"{q} ({s.unit})" for q, s in MANUAL_QUANTITIES.items()))

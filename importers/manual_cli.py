@@ -56,12 +56,16 @@ def add_command(
 
     Examples:
 
-      stormwatch readings add --site site.yaml --point outfall-1 --by "J. Rivera"
+      stormwatch readings add --site examples/site.yaml --point turbidity_pair --by "J. Rivera"
       --sampled-at 2026-06-01T10:30 --transparency-cm 28 --turbidity-ntu 41.5 --ph 7.9
       --broker mqtt://localhost:1883
 
-      stormwatch readings add --site site.yaml --point outfall-2 --by "J. Rivera" --ph 9.1
-      --store sqlite:///var/stormwatch.db
+      stormwatch readings add --site examples/two-outfalls.yaml --point outfall-2 --by "J. Rivera"
+      --ph 9.1 --store sqlite:///var/stormwatch.db
+
+    The example site's one discharge point is its turbidity_pair; a site with discharge_points
+    names each (outfall-1, outfall-2 in examples/two-outfalls.yaml). `stormwatch example-site`
+    prints the example site file.
     """
     from stormwatch.alerts.cli import parse_when
     from stormwatch.alerts.packs import PackError

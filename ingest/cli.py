@@ -85,6 +85,10 @@ def ingest_command(
 
     Stop with Ctrl-C or SIGTERM: the pending batch is flushed first.
     """
+    if max_inflight < batch_size:
+        fail(f"--max-inflight {max_inflight} is below --batch-size {batch_size}: a batch never fills (delivery "
+             "stops at --max-inflight unacknowledged messages, so every write waits --batch-ms); raise "
+             "--max-inflight or lower --batch-size")
     profiles = ProfileLibrary()
     try:
         parts = Partition.parse(partition, site_ids)

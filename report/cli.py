@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from stormwatch.cliutil import fail, output_path
+from stormwatch.cliutil import fail, output_path, use_state_dir
 
 if TYPE_CHECKING:
     from stormwatch.alerts.workorders import WorkOrders
@@ -24,24 +24,30 @@ log = logging.getLogger(__name__)
 
 _DEFAULT_STORE = "sqlite:///./var/stormwatch.db"
 _DEFAULT_STATE = Path("./var/alerts")
+_NO_WORK_ORDERS = typer.Option(False, "--no-work-orders",
+                               help="No work-order state: the readings alone, without inspection records "
+                                    "(imported logger files, no alert service); said on the cover.")
 #: Around the time named by ``--storm``, where the storm is looked for.
 STORM_SEARCH = timedelta(days=2)
 
 
-def _book(state_dir: Path, wall_time: bool) -> tuple[WorkOrders | None, datetime, str, str]:
-    """The work-order book of ``state_dir`` (or ``None`` when there is none), the time to judge
-    orders at (the alert engine's clock, as ``stormwatch workorders`` does), which clock that is,
-    and a line for the cover saying where the orders come from."""
+def _book(state_dir: Path, wall_time: bool, without: bool = False) -> tuple[WorkOrders | None, datetime, str, str]:
+    """The work-order book of ``state_dir``, the time to judge orders at (the alert engine's clock,
+    as ``stormwatch workorders`` does), which clock that is, and a line for the cover saying where
+    the orders come from. A state directory without a book is refused (a typo never gives a log
+    book with 0 work orders); ``without`` (``--no-work-orders``): no book, said on the cover."""
     from stormwatch.alerts.cli import STATE_FILE
     from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
     from stormwatch.clock import Clock, WallClock
 
+    if without:
+        return None, datetime.now(UTC), "wall-clock time", "no work-order state (--no-work-orders): " \
+            "inspection records not included"
     path = state_dir / STATE_FILE
     if not path.is_file():
-        log.warning("no work-order state file at %s: the report shows no inspection records "
-                    "(give the --state-dir of the alert service or the demo)", path)
-        return None, datetime.now(UTC), "wall-clock time", f"no work-order state file at {path}: " \
-            "inspection records not included"
+        where = "no such directory" if not state_dir.is_dir() else f"no work-order book ({STATE_FILE}) there"
+        fail(f"--state-dir {state_dir}: {where}: give the --state-dir of the alert service or the demo, or "
+             "--no-work-orders for the readings alone (no inspection records)")
     try:
         book = WorkOrders(path, WallClock())
     except WorkOrderError as exc:
@@ -56,26 +62,38 @@ def _book(state_dir: Path, wall_time: bool) -> tuple[WorkOrders | None, datetime
     return book, clock.now(), what, f"work-order state {path}"
 
 
-def _open_store(url: str):  # type: ignore[no-untyped-def]
-    """The store the report reads (it must be there: a missing one is never read as "no data")."""
+def _open_store(url: str, book: WorkOrders | None = None):  # type: ignore[no-untyped-def]
+    """The store the report reads (it must be there: a missing one is never read as "no data");
+    ``book`` is closed when it cannot be opened."""
     from stormwatch.stores.base import StoreError
     from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
     try:
         return open_store(url, existing=True)
     except (StoreUrlError, StoreError) as exc:
+        if book is not None:
+            book.close()
         fail(f"--store {redact(url)}: {exc}")
 
 
 def _format(fmt: str | None, output: Path | None) -> str:
+    """The report's format: ``--format``, else the ``--output`` file's suffix (``june.html``), else
+    pdf. A suffix that is not a report format (``x.docx``) without ``--format``, or one that
+    names another format than ``--format`` (``--format pdf -o x.html``), is refused: a file's name
+    never lies about what it holds."""
     from stormwatch.report.render import FORMATS
 
+    suffix = output.suffix.lower().lstrip(".") if output is not None and str(output) != "-" else ""
     if fmt is None:
-        suffix = output.suffix.lower().lstrip(".") if output is not None and str(output) != "-" else ""
-        fmt = suffix if suffix in FORMATS else "pdf"
+        if suffix and suffix not in FORMATS:
+            fail(f"--output {output}: .{suffix} is not a report format: name the file .pdf, .html or .csv (the "
+                 "format follows the name), or give --format")
+        fmt = suffix or "pdf"
     fmt = fmt.lower()
     if fmt not in FORMATS:
         fail(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if suffix in FORMATS and suffix != fmt:
+        fail(f"--output {output}: the name says {suffix}, --format says {fmt}: make them agree")
     return fmt
 
 
@@ -146,7 +164,8 @@ def report_cmd(
                                      help="Report one storm (the Ch. 196 two-business-day report): its inspection's "
                                           "work-order id (WO-...) or a time within it. --from/--until not needed."),
     fmt: str | None = typer.Option(None, "--format", metavar="FORMAT",
-                                   help="pdf, html or csv (default: from the --output suffix, else pdf)."),
+                                   help="pdf, html or csv (default: the --output file's suffix, else pdf; a "
+                                        "suffix of another format is refused)."),
     output: Path | None = typer.Option(None, "--output", "-o", metavar="FILE",
                                        help="Write here ('-': stdout); default report-<site>-<from>-<until>.<format>."),
     store: str = typer.Option(_DEFAULT_STORE, "--store", metavar="URL", envvar="STORMWATCH_STORE",
@@ -156,6 +175,7 @@ def report_cmd(
     wall_time: bool = typer.Option(False, "--wall-time",
                                    help="Judge work orders against today's wall clock instead of the alert "
                                         "engine's clock (simulated time after a demo)."),
+    no_work_orders: bool = _NO_WORK_ORDERS,
 ) -> None:
     """Write the site log book of a period: cover with data completeness, storms and their inspections,
     daily rain on local days, turbidity contrasts, the sediment basin, every UNKNOWN interval, the work
@@ -193,8 +213,8 @@ def report_cmd(
         fail(exc.format_message())
     if t1 is not None and t2 is not None and t2 <= t1:
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
-    opened = _open_store(store)
-    book, as_of, what, state_text = _book(state_dir, wall_time)
+    book, as_of, what, state_text = _book(state_dir, wall_time, no_work_orders)
+    opened = _open_store(store, book)
     sources = Sources(opened, book, as_of, what, state_text)
     try:
         if storm is not None:
@@ -239,6 +259,7 @@ def archive_cmd(
                               help="Store URL with the site's readings and events."),
     state_dir: Path = typer.Option(_DEFAULT_STATE, "--state-dir", metavar="DIR",
                                    help="State directory of the alert service or the demo (its work orders)."),
+    no_work_orders: bool = _NO_WORK_ORDERS,
 ) -> None:
     """Write a site's records of a period -- readings, ordinance events, work orders with their history
     and photos -- to one portable bundle (ZIP: CSV + JSON, a manifest and SHA-256 checksums) to keep
@@ -263,8 +284,8 @@ def archive_cmd(
     if t2 <= t1:
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
     output_path(output)
-    opened = _open_store(store)
-    book = _book(state_dir, wall_time=False)[0]
+    book = _book(state_dir, wall_time=False, without=no_work_orders)[0]
+    opened = _open_store(store, book)
     try:
         counts = write_bundle(output, cfg, site, opened, book, t1.astimezone(UTC), t2.astimezone(UTC),
                               store_name=redact(store))
@@ -285,7 +306,8 @@ def import_archive_cmd(
     store: str = typer.Option(_DEFAULT_STORE, "--store", metavar="URL", envvar="STORMWATCH_STORE",
                               help="Store URL to load the readings and events into (created if new)."),
     state_dir: Path = typer.Option(_DEFAULT_STATE, "--state-dir", metavar="DIR",
-                                   help="Load the work orders into this state directory (created if missing)."),
+                                   help="Load the work orders into this state directory (created if missing, in a "
+                                        "directory that exists)."),
 ) -> None:
     """Load a bundle written by `stormwatch archive` back into a store and a work-order state, after
     checking every SHA-256 checksum. Loading the same bundle twice adds nothing."""
@@ -298,12 +320,12 @@ def import_archive_cmd(
 
     if not bundle.is_file():
         fail(f"{bundle}: no such file")
+    use_state_dir(state_dir, create=True)  # before the store: a typo creates nothing
     try:
         opened = open_store(store)
     except (StoreUrlError, StoreError) as exc:
         fail(f"--store {redact(store)}: {exc}")
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
         book = WorkOrders(state_dir / STATE_FILE, WallClock())
     except (OSError, WorkOrderError) as exc:
         opened.close()

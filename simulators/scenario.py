@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stormwatch import resources
 from stormwatch.config import M_PER_FT, Basin, SiteConfig
-from stormwatch.errors import InputError, load_yaml
+from stormwatch.errors import InputError, load_yaml, problems_message
 from stormwatch.profiles import DeviceProfile
 from stormwatch.rain import LengthUnit, TipResolution
 from stormwatch.simulators.basin import solve_depth_ft, volume_function
@@ -349,8 +349,8 @@ def load_scenario(name_or_path: str | Path = "default") -> Scenario:
     try:
         scenario = Scenario.model_validate({**data, "source": str(path)})
     except ValidationError as exc:
-        lines = [f"{path}: {'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()]
-        raise ScenarioError("\n".join(lines)) from exc
+        raise ScenarioError(problems_message(str(path), [
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()])) from exc
     return scenario
 
 

@@ -28,13 +28,16 @@ input (arguments, options, files); 130 interrupted. Standard output closed by it
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import os
+import socket
 import sys
+import time
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -143,6 +146,7 @@ OPTIONS: dict[str, OptionName] = {
     "--notes": OptionName("a note kept with the change", ("TEXT",)),
     "--status": OptionName("a work-order status: open, acknowledged or completed", ("STATUS",)),
     "--overdue": OptionName("only what is past its due time and not completed"),
+    "--no-work-orders": OptionName("a report or archive without work-order state (the readings alone)"),
     # web and its accounts
     "--web": OptionName("serve the web desk too"),
     "--web-port": OptionName("the port of --web", ("PORT",)),
@@ -236,14 +240,15 @@ def max_age_option() -> Any:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: <message>`` on stderr (each line of a multi-problem message prefixed) and
-    end the command with exit status ``code`` (2: bad input; 1: a failure while running).
+    """Print ``error: <message>`` on stderr as ONE line (the lines of a message that has several
+    joined with ``; ``: one error, one line, for a person and for a script's ``grep``) and end
+    the command with exit status ``code`` (2: bad input; 1: a failure while running).
 
     Raises:
         typer.Exit: always, with ``code``.
     """
-    for line in str(message).splitlines() or [""]:
-        typer.echo(f"error: {line}", err=True)
+    lines = [line.strip() for line in str(message).splitlines()]
+    typer.echo(f"error: {'; '.join(line for line in lines if line)}", err=True)
     raise typer.Exit(code)
 
 
@@ -268,6 +273,103 @@ def output_path(path: Path, option: str = "--output", *, directory: bool = False
         what = "is not a directory" if parent.exists() else "does not exist"
         raise InputError(f"{option} {path}: directory {parent} {what} (create it first)")
     return path
+
+
+@contextlib.contextmanager
+def progress(label: str, after_s: float = 1.0, every_s: float = 10.0) -> Iterator[Callable[[float], None]]:
+    """A progress callback for long work (``report(fraction)``, 0 to 1), quiet for short work: after
+    ``after_s`` of wall time one line on stderr, rewritten in place on a terminal
+    (``evaluate: 42 %``) and cleared at the end; to a file or a pipe, an INFO log line every
+    ``every_s`` instead (a log stays readable)."""
+    started = time.monotonic()
+    tty = sys.stderr.isatty()
+    state = {"shown": False, "logged": started}
+
+    def report(fraction: float) -> None:
+        now = time.monotonic()
+        if now - started < after_s:
+            return
+        text = f"{label}: {fraction * 100:3.0f} %"
+        if tty:
+            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.flush()
+            state["shown"] = True
+        elif now - state["logged"] >= every_s:
+            log.info("%s", text)
+            state["logged"] = now
+
+    try:
+        yield report
+    finally:
+        if state["shown"]:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def use_state_dir(path: Path, option: str = "--state-dir", *, create: bool, hint: str = "") -> Path:
+    """``path`` as a command's state directory, checked before any work (README, "Running the parts
+    as services"; one rule for every command):
+
+    * a command that **starts** a state there (``gateway``, ``alerts``, ``demo``,
+      ``import-archive``: ``create``) makes the directory when its parent exists, and says so
+      on stderr in one line -- it never makes the parents, so a typo in a path
+      (``var/alretrs/x``) is refused, and a typo in its last part is visible;
+    * a command that **reads** a state another one keeps (``web``, ``users``, ``workorders``,
+      ``report``) never creates it: a directory that is not there is refused (``hint``: whose
+      directory it should be).
+
+    Raises:
+        InputError: ``<option> <path>: ...`` a file, a missing directory (reading), or a missing parent (starting).
+    """
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise InputError(f"{option} {path}: is a file, not a directory")
+    if not create:
+        raise InputError(f"{option} {path}: no such directory" + (f" ({hint})" if hint else ""))
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise InputError(f"{option} {path}: directory {parent} {what} (create it first: a typo never creates "
+                         "directories)")
+    path.mkdir(exist_ok=True)
+    typer.echo(f"{option} {path}: created (a new state directory)", err=True)
+    return path
+
+
+def listen_socket(host: str, port: int, host_option: str = "--host", port_option: str = "--port") -> socket.socket:
+    """A TCP socket bound to ``host:port`` and listening, made before anything is printed or served
+    (a server that cannot listen says so in one line, not after its "serving on ..." line and
+    uvicorn's ``ERROR:``). ``port`` 0: a free port (``sock.getsockname()`` tells which).
+
+    Raises:
+        InputError: ``--host ADDRESS: ...`` for a name or address this machine cannot listen on,
+            ``--port PORT: ...`` for a port in use or one that needs privileges.
+    """
+    import errno
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise InputError(f"{host_option} {host}: not an address or host name to listen on ({why})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a restart reuses its port
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise InputError(f"{port_option} {port}: address already in use on {host} (another server listens "
+                             f"there: choose another {port_option}, or 0 for any free port)") from None
+        if exc.errno == errno.EACCES:
+            raise InputError(f"{port_option} {port}: permission denied (ports below 1024 need privileges)") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise InputError(f"{host_option} {host}: not an address of this machine") from None
+        raise InputError(f"{host_option} {host} {port_option} {port}: cannot listen: {exc.strerror or exc}") from None
+    return sock
 
 
 def load_site_file(path: Path, profiles: ProfileLibrary | None = None) -> SiteConfig:

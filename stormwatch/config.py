@@ -11,6 +11,7 @@ key path (e.g. ``site.yaml: devices.2.transport.port: Field required``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date, datetime
 from itertools import pairwise
 from pathlib import Path
@@ -20,8 +21,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stormwatch.contract import Identifier
-from stormwatch.errors import InputError, load_yaml
-from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
+from stormwatch.errors import InputError, load_yaml, problems_message, yaml_line
+from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary, ValueSpec
 from stormwatch.rain import tip_size_of
 
 #: 1 ft = 0.3048 m exactly (international foot).
@@ -131,6 +132,19 @@ class Device(_Strict):
         return self
 
 
+def _distinct_probes(upstream: str | None, downstream: str | None) -> None:
+    """A background and a compliance probe are two devices: a probe compared with itself has a
+    contrast of 0 at every reading, so the turbidity rule (rules.md R2) could never fire.
+
+    Raises:
+        ValueError: both name one device.
+    """
+    if upstream is not None and upstream == downstream:
+        raise ValueError(f"upstream and downstream are the same device {upstream!r}: a probe compared with "
+                         "itself never shows a contrast (R2 could never fire); name the background probe "
+                         "upstream and the compliance probe at the discharge downstream")
+
+
 class TurbidityPair(_Strict):
     """Background (upstream) and compliance (downstream) probes (rules.md R2).
 
@@ -139,6 +153,11 @@ class TurbidityPair(_Strict):
 
     upstream: str
     downstream: str
+
+    @model_validator(mode="after")
+    def _two_probes(self) -> TurbidityPair:
+        _distinct_probes(self.upstream, self.downstream)
+        return self
 
 
 class DischargePoint(_Strict):
@@ -167,6 +186,7 @@ class DischargePoint(_Strict):
     def _background_needs_compliance(self) -> DischargePoint:
         if self.upstream is not None and self.downstream is None:
             raise ValueError("an upstream (background) probe needs a downstream (compliance) probe to compare")
+        _distinct_probes(self.upstream, self.downstream)
         return self
 
     @property
@@ -459,36 +479,84 @@ class ConfigError(InputError):
     """An invalid site file; the message names the file and the bad key."""
 
 
-def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None) -> SiteConfig:
+#: What one entry of a list of the site file is called in an error (``devices.0`` is ``device rain-1``).
+_ENTITY = {"devices": "device", "discharge_points": "discharge point", "basins": "basin",
+           "replaced_gauges": "replaced gauge"}
+
+Locator = Callable[[tuple[str | int, ...]], "int | None"]
+
+
+def _loc(key: str) -> tuple[str | int, ...]:
+    """``("devices", 0, "poll_interval_s")`` for ``"devices.0.poll_interval_s"``."""
+    return tuple(int(p) if p.isdigit() else p for p in key.split("."))
+
+
+def _entity(data: object, loc: tuple[str | int, ...]) -> str | None:
+    """The innermost list entry with an ``id`` along ``loc`` in the document (``device rain-1``)."""
+    found = None
+    node, parent_key = data, None
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node, parent_key = node[part], part
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+            if isinstance(node, dict) and isinstance(node.get("id"), str) and parent_key in _ENTITY:
+                found = f"{_ENTITY[str(parent_key)]} {node['id']}"
+        else:
+            continue
+    return found
+
+
+def _problem(data: object, key: str, message: str, lines: Locator | None) -> str:
+    """``key: message (device rain-1, line 17)``: the key path, what is wrong, and -- where the
+    document tells -- the entity it belongs to (unless the message names it) and its line."""
+    loc = _loc(key)
+    message = message.removeprefix("Value error, ")
+    where = []
+    entity = _entity(data, loc)
+    if entity is not None and repr(entity.split(" ", 1)[-1]) not in message:
+        where.append(entity)
+    line = lines(loc) if lines is not None else None
+    if line is not None:
+        where.append(f"line {line}")
+    return f"{key}: {message}" + (f" ({', '.join(where)})" if where else "")
+
+
+def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None, *,
+               lines: Locator | None = None) -> SiteConfig:
     """Validate an already-parsed site document.
 
     Args:
         data: the YAML document.
         source: file name used in error messages.
         profiles: when given, every device's profile must exist and be valid.
+        lines: where each key path is written in the file (:func:`stormwatch.errors.yaml_line`), for errors.
 
     Raises:
-        ConfigError: with ``source`` and the key path of each problem.
+        ConfigError: one line: ``source``, then each problem's key path, what is wrong, the entity
+            (``device rain-1``) and the line (:func:`stormwatch.errors.problems_message`).
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
     try:
         cfg = SiteConfig.model_validate(data)
     except ValidationError as exc:
-        lines = []
+        problems = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "<root>"
-            lines.append(f"{source}: {loc}: {err['msg']}")
-        raise ConfigError("\n".join(lines)) from exc
+            key = ".".join(str(p) for p in err["loc"]) or "<root>"
+            problems.append(_problem(data, key, err["msg"], lines))
+        raise ConfigError(problems_message(source, problems)) from exc
     if profiles is not None:
         for i, dev in enumerate(cfg.devices):
             try:
                 profiles.get(dev.profile)
             except ProfileError as exc:
-                raise ConfigError(f"{source}: devices.{i}.profile: {exc}") from exc
+                raise ConfigError(problems_message(source, [_problem(data, f"devices.{i}.profile", str(exc),
+                                                                     lines)])) from exc
         problems = role_problems(cfg, device_profiles(cfg, profiles))
         if problems:
-            raise ConfigError("\n".join(f"{source}: {p}" for p in problems))
+            raise ConfigError(problems_message(source, [_problem(data, key, why, lines) for key, _, why in
+                                                        (p.partition(": ") for p in problems)]))
     return cfg
 
 
@@ -537,7 +605,54 @@ def role_problems(cfg: SiteConfig, profiles: dict[str, DeviceProfile]) -> list[s
             )
         elif level.kind == "distance_down" and basin.sensor_mount_height_ft is None:
             out.append(f"{where}.sensor_mount_height_ft: required for a distance-down (ultrasonic/lidar) sensor")
+        elif level.kind == "distance_down":
+            out += [f"{where}.sensor_mount_height_ft: {p}" for p in _mount_problems(basin, profiles[basin.device])]
     return out
+
+
+#: Feet per unit of a length a level sensor may report (1 ft = 0.3048 m exactly).
+_FT_PER = {"mm": 1 / (1000 * M_PER_FT), "cm": 1 / (100 * M_PER_FT), "m": 1 / M_PER_FT, "in": 1 / 12, "ft": 1.0}
+
+
+def _mount_problems(basin: Basin, profile: DeviceProfile) -> list[str]:
+    """What is wrong with where a distance-down sensor hangs over ``basin`` (rules.md R3: sediment
+    depth = mount height − distance): it must hang above the design height (the surface of a full
+    basin is below the sensor face), the surface at the design height must be no closer than the
+    sensor's minimum range, and the floor no farther than its maximum range -- the profile's
+    ``valid_range`` of the level quantity (e.g. the HRXL-MaxSonar-WR's 300-9999 mm,
+    docs/reference/sensors.md)."""
+    assert profile.level is not None and basin.sensor_mount_height_ft is not None
+    mount, top = basin.sensor_mount_height_ft, basin.design_height
+    if mount <= top:
+        return [f"{mount:g} ft is not above the basin's design height {top:g} ft: a distance-down sensor hangs "
+                "above the basin and measures down to the sediment (the height of its face above the floor "
+                "must be more than the design height)"]
+    spec = _level_spec(profile)
+    if spec is None or spec.valid_range is None or spec.unit not in _FT_PER:
+        return []
+    low, high = (v * _FT_PER[spec.unit] for v in spec.valid_range)
+    if mount - top < low:
+        return [f"{mount:g} ft puts the surface of a full basin ({top:g} ft) {mount - top:.2f} ft from the sensor, "
+                f"closer than its minimum range {low:.2f} ft ({profile.model} valid_range "
+                f"{spec.valid_range[0]:g} {spec.unit}): mount it at least {top + low:.2f} ft above the floor"]
+    if mount > high:
+        return [f"{mount:g} ft puts the basin floor beyond the sensor's maximum range {high:.2f} ft "
+                f"({profile.model} valid_range {spec.valid_range[1]:g} {spec.unit}): an empty basin would read "
+                "as no data"]
+    return []
+
+
+def _level_spec(profile: DeviceProfile) -> ValueSpec | None:
+    """The point or field that carries ``profile``'s level quantity."""
+    assert profile.level is not None
+    specs: list[ValueSpec] = []
+    if profile.modbus is not None:
+        specs += profile.modbus.points
+    if profile.serial_line is not None:
+        specs += profile.serial_line.fields.values()
+    if profile.sdi12 is not None:
+        specs += profile.sdi12.values.values()
+    return next((v for v in specs if v.quantity == profile.level.quantity), None)
 
 
 def load_site(path: str | Path, profiles: ProfileLibrary | None = None) -> SiteConfig:
@@ -547,7 +662,7 @@ def load_site(path: str | Path, profiles: ProfileLibrary | None = None) -> SiteC
         ConfigError: unreadable file, bad YAML or an invalid key (file and key named).
     """
     data = load_yaml(path, ConfigError, what="site file")
-    return parse_site(data, str(path), profiles)
+    return parse_site(data, str(path), profiles, lines=lambda loc: yaml_line(path, loc))
 
 
 def device_profiles(cfg: SiteConfig, profiles: ProfileLibrary) -> dict[str, DeviceProfile]:

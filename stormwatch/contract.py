@@ -27,6 +27,7 @@ import json
 import math
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -89,6 +90,41 @@ def check_identifier(value: str) -> str:
     if value[-1] == " ":
         raise ValueError(f"{value!r} ends with a space ({IDENTIFIER_RULE})")
     return value
+
+
+#: Longest person name (work-order history, a manual reading's inspector, an account's name), in characters.
+PERSON_NAME_MAX = 64
+#: The person-name grammar in one sentence (error messages say the same).
+PERSON_NAME_RULE = (f"1 to {PERSON_NAME_MAX} characters of text on one line: letters, digits, spaces and "
+                    "punctuation, no line breaks or control characters")
+#: Format characters a name in some scripts needs (zero-width non-joiner and joiner, e.g. Persian);
+#: every other invisible format character (bidirectional overrides ...) is refused.
+_NAME_FORMAT_OK = frozenset("\u200c\u200d")
+
+
+def check_person_name(value: str, what: str = "name") -> str:
+    """The person name ``value`` as history records it: its spaces trimmed and runs of them made one.
+
+    The ONE grammar of person names (:data:`PERSON_NAME_RULE`): who acknowledges, completes or
+    verifies a work order (``--by``), who took a manual reading, an account's ``--name``. A name is
+    one line a report, an e-mail and a CSV cell show as typed: a line break or a control character
+    (``ina\\nx``, an escape sequence) would forge a second history line or restyle a terminal, so
+    it is refused, never silently folded.
+
+    Raises:
+        ValueError: ``<what> '<value>': <what is wrong>`` (empty, too long, or the first character
+            that is not allowed).
+    """
+    for i, ch in enumerate(value):
+        category = unicodedata.category(ch)  # C*: control, format, unassigned; Zl/Zp: line, paragraph breaks
+        if (category[0] == "C" and ch not in _NAME_FORMAT_OK) or category in ("Zl", "Zp"):
+            raise ValueError(f"{what} {value!r}: character {i + 1} {ch!r} is not allowed ({PERSON_NAME_RULE})")
+    name = " ".join(value.split())
+    if not name:
+        raise ValueError(f"{what} must not be empty ({PERSON_NAME_RULE})")
+    if len(name) > PERSON_NAME_MAX:
+        raise ValueError(f"{what} {name[:20]!r}... has {len(name)} characters, at most {PERSON_NAME_MAX}")
+    return name
 
 
 #: The unit of a tip count (UCUM annotation style: a dimensionless count of tips).
@@ -517,6 +553,12 @@ class EventDetails(BaseModel):
     def summary(self, tz: ZoneInfo) -> str:
         """The facts in one short phrase for a timeline (times local to ``tz``); ``""``: none."""
         return ""
+
+    def headline(self, event: Event, tz: ZoneInfo) -> str:
+        """What a timeline line says about ``event`` (whose details these are): :meth:`summary`,
+        unless the kind's subject and reason are only in its message (a data gap: which device,
+        why)."""
+        return self.summary(tz)
 
     def span(self) -> tuple[datetime, datetime] | None:
         """The closed period the event is about (a storm, a data gap), or ``None``."""

@@ -70,7 +70,7 @@ def describe_event(e: Event, tz: ZoneInfo) -> str:
     """One timeline line for a person: local time, kind, the facts, the deadline, the citation and
     the work order (``stormwatch demo``, ``replay``, ``evaluate``)."""
     # each kind says its own facts (its rule module's details); else the evidence's reason, if any
-    facts = e.details.summary(tz) or (str(e.evidence[-1].get("reason", "")) if e.evidence else "")
+    facts = e.details.headline(e, tz) or (str(e.evidence[-1].get("reason", "")) if e.evidence else "")
     due = f"  due {local_time(e.due_at, tz)}" if e.due_at else ""
     wo = f"  {e.work_order}" if e.work_order else ""
     unverified = f"  (not confirmed by the permit text: {', '.join(e.unverified)})" if e.unverified else ""

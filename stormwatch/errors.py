@@ -71,3 +71,42 @@ def load_yaml(path: str | Path, error: type[InputError] = InputError, *, what: s
         raise error(f"{path}{where}: not valid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise error(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def problems_message(source: str, problems: list[str]) -> str:
+    """One line for every problem found in ``source`` (a file, an option): ``source: first; second;
+    ...`` -- one error message, one line, whatever the count (the command line prints it as
+    ``error: ...``).
+
+    Each problem is one line already (``key.path: what is wrong (entity, line N)``); line breaks in
+    one are folded to spaces.
+    """
+    return f"{source}: " + "; ".join(" ".join(p.split()) for p in problems if p.strip())
+
+
+def yaml_line(path: str | Path, loc: tuple[str | int, ...]) -> int | None:
+    """The 1-based line of the YAML file ``path`` where the value at key path ``loc`` is written
+    (``("devices", 0, "poll_interval_s")``), or of the deepest part of it that exists; ``None``
+    when the file cannot be read or composed. Used only to name where an error is (never on the
+    happy path: it re-reads the file)."""
+    import yaml
+
+    try:
+        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
+                         None)
+            if match is None:
+                continue  # a union tag pydantic adds to the path ("modbus-rtu"), not a key of the file
+            line = match[0].start_mark.line + 1
+            node = match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

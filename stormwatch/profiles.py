@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from stormwatch import resources
 from stormwatch.codec import DataType, WordOrder
-from stormwatch.errors import InputError, load_yaml
+from stormwatch.errors import InputError, load_yaml, problems_message
 from stormwatch.rain import TipResolution
 
 RegisterKind = Literal["holding", "input", "coil", "discrete"]
@@ -501,10 +501,8 @@ def load_profile_file(path: Path) -> DeviceProfile:
     try:
         profile = DeviceProfile.model_validate(data)
     except ValidationError as exc:
-        lines = [
-            f"{path}: {'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-        ]
-        raise ProfileError("\n".join(lines)) from exc
+        raise ProfileError(problems_message(str(path), [
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()])) from exc
     if profile.model != path.stem:
         raise ProfileError(f"{path}: model: {profile.model!r} must equal the file name {path.stem!r}")
     return profile

@@ -194,6 +194,10 @@ class SiteDirectory:
         self.sites = dict(sorted(wanted.items()))
         self._owner = owner
 
+    def known_ids(self) -> set[str]:
+        """Every site id a file of the directory defines, owned by this partition or not."""
+        return set(self._owner)
+
     def path_of(self, site_id: str) -> Path | None:
         """The file that defines ``site_id`` (``None``: no file does)."""
         return self._owner.get(site_id)
@@ -251,15 +255,39 @@ class ServiceSites:
         """
         if not self.files and self.directory is None:
             raise InputError("give the sites to watch: --sites DIR (a directory of site files) or --site FILE")
+        seen: set[str] = set()
         for path in self.files:
             cfg = self.load_file(path)
-            if cfg.site.id in self.fixed:
+            if cfg.site.id in seen:
                 raise InputError(f"{path}: site id {cfg.site.id!r} is already defined by another --site file")
+            seen.add(cfg.site.id)
             if self.partition.owns(cfg.site.id):
                 self.fixed[cfg.site.id] = cfg
         if self.directory is not None:
             self.directory.load()
+        self._check_named(seen)
         return self.current
+
+    def _check_named(self, seen: set[str]) -> None:
+        """Every ``--site-id`` names a site: with ``--site`` files alone, an id none of them names is
+        refused (a typo never runs a service subscribed to no site, forever); with a watched
+        ``--sites`` directory it may come later, so it is logged (WARNING) and watched for.
+
+        Raises:
+            InputError: ``--site-id ID: no --site file names it (their sites: ...)``.
+        """
+        named = self.partition.site_ids
+        if named is None:
+            return
+        known = seen | (self.directory.known_ids() if self.directory is not None else set())
+        missing = sorted(named - known)
+        if not missing:
+            return
+        ids = ", ".join(missing)
+        if self.directory is None:
+            raise InputError(f"--site-id {ids}: no --site file names it (their sites: {', '.join(sorted(seen))})")
+        log.warning("--site-id %s: no site file names it yet (--sites %s is watched: it is picked up when one "
+                    "does)", ids, self.directory.directory)
 
     @property
     def current(self) -> dict[str, SiteConfig]:

@@ -7,6 +7,9 @@ unknown jurisdiction), with more of the same kinds for every command."""
 from __future__ import annotations
 
 import shutil
+import socket
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,13 +20,15 @@ from stormwatch import resources
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.app.cli import app
 from stormwatch.clock import WallClock
+from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.stores.urls import open_store
 from tests.conftest import data_file
 
 THARANDT = ["--delimiter", ";", "--time-format", "%d.%m.%Y %H:%M"]  # the rain file's format
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
     d = tmp_path_factory.mktemp("bad-input")
     site = d / "site.yaml"
     shutil.copy(resources.example_site(), site)
@@ -44,10 +49,43 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     state = d / "state"
     state.mkdir()
     WorkOrders(state / "alerts.db", WallClock()).close()
-    return {"dir": d, "site": site, "ch999": d / "ch999.yaml", "binary": d / "binary.yaml", "latin1": d / "latin1.yaml",
+    (d / "empty-state").mkdir()  # a directory without a work-order book
+    (d / "a-dir.db").mkdir()
+    _site_variant(doc_of(site), d / "negative-poll.yaml",
+                  lambda x: [dev.update(poll_interval_s=-5) for dev in x["devices"][:3]])
+    _site_variant(doc_of(site), d / "bad-override.yaml", lambda x: x.update(rules={"R1": {"dry_gap_hours": -6}}))
+    _site_variant(doc_of(site), d / "one-probe.yaml", lambda x: x["turbidity_pair"].update(downstream="turb-up"))
+    _site_variant(doc_of(site), d / "tall-basin.yaml", lambda x: x["basin"]["geometry"].update(design_height_ft=20))
+    _site_variant(doc_of(site), d / "low-sensor.yaml", lambda x: x["basin"].update(sensor_mount_height_ft=2))
+    _site_variant(doc_of(site), d / "huge-deadline.yaml",
+                  lambda x: x.update(rules={"R1": {"inspection_within_hours": 1e308}}))
+    used = open_store(f"sqlite:///{d / 'used.db'}", WallClock())  # holds a reading inside the demo's window
+    used.write_readings([Reading(site="riverside-commons", device="rain-1", quantity="rain_tips", value=0,
+                                 unit=TIP_UNIT, time=datetime(2026, 6, 1, 5, 0, tzinfo=UTC), gateway="gw",
+                                 boot="b", seq=1, tip_size="0.01 in")])
+    used.close()
+    busy = socket.socket()  # another server on a port: the desk must say so in one line
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    yield {"busy_port": busy.getsockname()[1], "dir": d, "site": site, "ch999": d / "ch999.yaml",
+           "binary": d / "binary.yaml", "latin1": d / "latin1.yaml",
             "broken": d / "broken.yaml", "big": d / "big.csv", "rain": d / "rain.csv", "bin": d / "data.bin",
             "db": d / "store.db", "state": state, "a-file": d / "a-file", "sites": sites,
-            "tharandt": data_file("tharandt_davis_tips_Sensor1.csv")}
+            "tharandt": data_file("tharandt_davis_tips_Sensor1.csv"), "empty-state": d / "empty-state",
+            "a-dir-db": d / "a-dir.db", "used": d / "used.db",
+            **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
+                                                     "low-sensor", "huge-deadline")}}
+    busy.close()
+
+
+def doc_of(path: Path) -> dict:  # type: ignore[type-arg]
+    return yaml.safe_load(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def _site_variant(doc: dict, path: Path, change: Callable[[dict], object]) -> None:  # type: ignore[type-arg]
+    """The example site with one mistake, as a newcomer writes it."""
+    change(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
 
 
 def _cases() -> list[tuple[str, list[str], str]]:
@@ -151,7 +189,7 @@ def _cases() -> list[tuple[str, list[str], str]]:
                                            "2026-06-02", "--store", "{db}", "-o", "{dir}/nonexist/b.zip"],
          "--output {dir}/nonexist/b.zip: directory {dir}/nonexist does not exist"),
         ("archive-binary-store", ["archive", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
-                                  "--store", "sqlite:///{bin}", "-o", "{dir}/b.zip"],
+                                  "--store", "sqlite:///{bin}", "--state-dir", "{state}", "-o", "{dir}/b.zip"],
          "{bin} is not an SQLite database"),
         ("import-archive-missing-bundle", ["import-archive", "{dir}/none.zip", "--store", "sqlite:///{dir}/ia.db",
                                           "--state-dir", "{dir}/ia"], "{dir}/none.zip: no such file"),
@@ -226,7 +264,7 @@ def _cases() -> list[tuple[str, list[str], str]]:
                                "--state-dir", "{dir}/users"],
          "--site-id 'a/b': character 2 '/' is not allowed in an id"),
         ("users-unknown-role", ["users", "add", "bob", "--role", "boss", "--password-stdin", "--state-dir",
-                                "{dir}/users"], "unknown role 'boss'"),
+                                "{state}"], "unknown role 'boss'"),
         # brokers
         ("demo-broker-port-0", ["demo", "--broker", "mqtt://h:0"], "bad broker URL: port 0 is not a TCP port"),
         # the command itself
@@ -238,6 +276,87 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "--profiles {dir}/nonexist: no such directory"),
         ("root-packs-missing", ["--packs", "{dir}/nonexist", "packs", "list"],
          "--packs {dir}/nonexist: no such directory"),
+        # a newcomer's list (issue: CLI problems): wrong exits and several lines, now one line and exit 2
+        ("replay-dry-gap-1e308", ["replay", "{rain}", "--tip-mm", "0.2", "--dry-gap-hours", "1e308"],
+         "Invalid value for '--dry-gap-hours'"),
+        ("replay-dry-gap-over-a-week", ["replay", "{rain}", "--tip-mm", "0.2", "--dry-gap-hours", "169"],
+         "less than or equal to 168"),
+        ("site-override-1e308-hours", ["gateway", "--check", "--site", "{huge-deadline}"],
+         "{huge-deadline}: rules.R1.inspection_within_hours: 1e+308 hours is longer than 10 years"),
+        ("web-host-999", ["web", "--host", "999.1.1.1", "--store", "{db}", "--state-dir", "{state}"],
+         "--host 999.1.1.1: not an address or host name to listen on"),
+        ("web-port-in-use", ["web", "--port", "{busy_port}", "--store", "{db}", "--state-dir", "{state}"],
+         "--port {busy_port}: address already in use on 127.0.0.1 (another server listens there"),
+        ("demo-web-port-in-use", ["demo", "--web", "--web-port", "{busy_port}"], "--web-port {busy_port}: address "
+                                                                                 "already in use"),
+        ("evaluate-store-is-a-directory", ["evaluate", "--site", "{site}", "--from", "2026-06-01", "--until",
+                                           "2026-06-02", "--store", "sqlite:///{a-dir-db}"],
+         "{a-dir-db} is a directory, not an SQLite file"),
+        ("ingest-store-is-a-directory", ["ingest", "--site", "{site}", "--store", "sqlite:///{a-dir-db}"],
+         "is a directory, not an SQLite file"),
+        ("demo-used-store", ["demo", "--store", "sqlite:///{used}"],
+         "--store sqlite:///{used}: already holds 1 readings of site riverside-commons between "
+         "2026-06-01T04:00:00+00:00 and"),
+        ("site-negative-poll-interval", ["gateway", "--check", "--site", "{negative-poll}"],
+         "{negative-poll}: devices.0.poll_interval_s: Input should be greater than 0 (device rain-1, line "),
+        ("site-negative-poll-names-every-device", ["ingest", "--site", "{negative-poll}"],
+         "(device turb-up, line "),
+        ("site-bad-override", ["gateway", "--check", "--site", "{bad-override}"],
+         "{bad-override}: rules.R1.dry_gap_hours: Input should be greater than 0"),
+        # silently accepted nonsense, refused now by every command
+        ("site-one-probe-pair", ["gateway", "--check", "--site", "{one-probe}"],
+         "turbidity_pair: upstream and downstream are the same device 'turb-up': a probe compared with itself "
+         "never shows a contrast (R2 could never fire)"),
+        ("site-one-probe-pair-alerts", ["alerts", "--site", "{one-probe}", "--state-dir", "{state}"],
+         "the same device 'turb-up'"),
+        ("site-sensor-below-the-rim", ["gateway", "--check", "--site", "{tall-basin}"],
+         "basin.sensor_mount_height_ft: 8 ft is not above the basin's design height 20 ft"),
+        ("site-sensor-below-the-design-height", ["evaluate", "--site", "{low-sensor}", "--from", "2026-06-01",
+                                                 "--until", "2026-06-02", "--store", "{db}"],
+         "basin.sensor_mount_height_ft: 2 ft is not above the basin's design height 4 ft"),
+        ("workorders-by-newline", ["workorders", "ack", "WO-x", "--by", "ina\nx", "--state-dir", "{state}"],
+         "the name of who acknowledges (--by) 'ina\\nx': character 4 '\\n' is not allowed"),
+        ("readings-by-bell", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann\x07",
+                              "--ph", "7", "--store", "sqlite:///{dir}/m.db"],
+         "the inspector's name 'ann\\x07': character 4 '\\x07' is not allowed"),
+        ("users-name-escape", ["users", "add", "ina", "--name", "Ina\x1b[31m", "--role", "smo", "--password-stdin",
+                               "--state-dir", "{state}"], "(--name) 'Ina\\x1b[31m': character 4 '\\x1b'"),
+        ("users-state-dir-typo", ["users", "add", "ina", "--role", "smo", "--password-stdin", "--state-dir",
+                                  "{dir}/nothing-users"], "--state-dir {dir}/nothing-users: no such directory"),
+        ("users-list-state-dir-typo", ["users", "list", "--state-dir", "{dir}/nothing-users"], "no such directory"),
+        ("web-state-dir-typo", ["web", "--store", "{db}", "--state-dir", "{dir}/nothing-web"],
+         "--state-dir {dir}/nothing-web: no such directory (the alert service's state directory"),
+        ("alerts-state-dir-in-missing-dir", ["alerts", "--site", "{site}", "--state-dir", "{dir}/none/alerts"],
+         "--state-dir {dir}/none/alerts: directory {dir}/none does not exist (create it first"),
+        ("gateway-state-dir-in-missing-dir", ["gateway", "--site", "{site}", "--state-dir", "{dir}/none/gw"],
+         "--state-dir {dir}/none/gw: directory {dir}/none does not exist"),
+        ("demo-state-dir-in-missing-dir", ["demo", "--state-dir", "{dir}/none/demo"],
+         "--state-dir {dir}/none/demo: directory {dir}/none does not exist"),
+        ("import-archive-state-dir-in-missing-dir", ["import-archive", "{a-file}", "--store", "sqlite:///{dir}/ia.db",
+                                                     "--state-dir", "{dir}/none/ia"],
+         "--state-dir {dir}/none/ia: directory {dir}/none does not exist"),
+        ("ingest-unknown-site-id", ["ingest", "--site", "{site}", "--site-id", "nope"],
+         "--site-id nope: no --site file names it (their sites: riverside-commons)"),
+        ("alerts-unknown-site-id", ["alerts", "--site", "{site}", "--site-id", "nope", "--state-dir", "{state}"],
+         "--site-id nope: no --site file names it"),
+        ("ingest-inflight-below-batch", ["ingest", "--site", "{site}", "--max-inflight", "10", "--batch-size", "500"],
+         "--max-inflight 10 is below --batch-size 500"),
+        ("report-docx", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02", "--store",
+                         "{db}", "--state-dir", "{state}", "-o", "{dir}/x.docx"],
+         "--output {dir}/x.docx: .docx is not a report format: name the file .pdf, .html or .csv"),
+        ("report-suffix-contradicts-format", ["report", "--site", "{site}", "--from", "2026-06-01", "--until",
+                                              "2026-06-02", "--store", "{db}", "--state-dir", "{state}", "--format",
+                                              "pdf", "-o", "{dir}/x.html"],
+         "--output {dir}/x.html: the name says html, --format says pdf"),
+        ("report-state-dir-typo", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
+                                   "--store", "{db}", "--state-dir", "{dir}/nothing-report"],
+         "--state-dir {dir}/nothing-report: no such directory: give the --state-dir of the alert service"),
+        ("report-state-dir-without-book", ["report", "--site", "{site}", "--from", "2026-06-01", "--until",
+                                           "2026-06-02", "--store", "{db}", "--state-dir", "{empty-state}"],
+         "--state-dir {empty-state}: no work-order book (alerts.db) there"),
+        ("archive-state-dir-without-book", ["archive", "--site", "{site}", "--from", "2026-06-01", "--until",
+                                            "2026-06-02", "--store", "{db}", "--state-dir", "{empty-state}", "-o",
+                                            "{dir}/a.zip"], "no work-order book (alerts.db) there"),
     ]
 
 
@@ -245,7 +364,7 @@ CASES = _cases()
 
 
 @pytest.mark.parametrize(("args", "expected"), [(a, e) for _, a, e in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_and_exit_2(files: dict[str, Path], args: list[str], expected: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(files: dict[str, object], args: list[str], expected: str) -> None:
     real = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
     result = CliRunner().invoke(app, real, catch_exceptions=False)
     text = result.output
@@ -257,9 +376,9 @@ def test_bad_input_is_one_line_and_exit_2(files: dict[str, Path], args: list[str
 
 
 def test_a_typo_never_creates_directories(files: dict[str, Path]) -> None:
-    assert not (files["dir"] / "nonexist").exists()
-    assert not (files["dir"] / "none").exists()
-    assert not (files["dir"] / "nothing").exists()
+    for name in ("nonexist", "none", "nothing", "nothing-users", "nothing-web", "nothing-report", "ia.db", "x.docx",
+                 "x.html", "a.zip"):
+        assert not (files["dir"] / name).exists(), name
 
 
 def test_a_garbage_row_in_a_demo_rain_file_is_skipped_with_its_reason_as_replay_does(tmp_path: Path) -> None:
@@ -339,3 +458,55 @@ def test_a_garbage_row_in_a_demo_rain_file_is_told_once(tmp_path: Path) -> None:
     skip = f"{path}:3: 1 fields, need at least 2"
     assert done.stdout.count(skip) == 1 and f"rain file: 1 row skipped; first: {skip}" in done.stdout
     assert skip not in done.stderr
+
+
+def test_users_add_without_a_terminal_says_password_stdin_in_one_line(files: dict[str, Path]) -> None:
+    """No terminal to hide a password on (a script, a pipe, a container without -t; here: no
+    controlling terminal and standard input from /dev/null): one line naming --password-stdin,
+    exit 2 -- not getpass's GetPassWarning, "Warning: Password input may be echoed." and "Aborted."."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "stormwatch", "users", "add", "ina", "--role", "smo", "--state-dir",
+                           str(files["state"])], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60, check=False, start_new_session=True)  # a new session: no /dev/tty
+    assert done.returncode == 2, done
+    assert done.stdout == ""
+    assert done.stderr.startswith("error: no terminal to ask the password on: give it on standard input with "
+                                  "--password-stdin") and done.stderr.count("\n") == 1, done.stderr
+    assert "ina" not in subprocess.run([sys.executable, "-m", "stormwatch", "users", "list", "--state-dir",
+                                        str(files["state"])], capture_output=True, text=True, timeout=60,
+                                       env={**os.environ}, check=False).stdout
+
+
+def test_a_state_directory_is_started_one_level_deep_and_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                                  ) -> None:
+    """The one rule for --state-dir (stormwatch.cliutil.use_state_dir, README): a command that starts
+    a state makes the directory in a parent that exists and says so; one that reads a state never
+    creates it; a missing parent is refused by both."""
+    from stormwatch.cliutil import use_state_dir
+    from stormwatch.errors import InputError
+
+    made = use_state_dir(tmp_path / "alerts", create=True)
+    assert made.is_dir() and capsys.readouterr().err == f"--state-dir {made}: created (a new state directory)\n"
+    assert use_state_dir(made, create=True) == made and capsys.readouterr().err == ""  # there already: silent
+    with pytest.raises(InputError, match=r"directory .*/var does not exist"):
+        use_state_dir(tmp_path / "var" / "alerts", create=True)
+    with pytest.raises(InputError, match="no such directory"):
+        use_state_dir(tmp_path / "alretrs", create=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alerts"]
+
+
+def test_a_timeline_says_whose_gap_and_why(tmp_path: Path) -> None:
+    """data_gap lines name the rain gauge and the reason (its message, without the note every gap
+    carries), as the alert service logs them -- not "no data since ..." alone."""
+    rain = tmp_path / "polls.csv"  # 1-minute polls, then 10 minutes without a row
+    rows = [f"2024-06-01T00:{m:02d}:00Z,0\n" for m in (*range(0, 10), *range(20, 30))]
+    rain.write_text("time,rain\n" + "".join(rows), encoding="utf-8")
+    result = CliRunner().invoke(app, ["replay", str(rain), "--tip-mm", "0.2", "--silence", "gap"],
+                                catch_exceptions=False)
+    gaps = [line for line in result.output.splitlines() if " data_gap " in line]
+    assert gaps and all("rain gauge rain " in line for line in gaps), result.output
+    assert any("silent for more than" in line for line in gaps) and any("reported again" in line for line in gaps)
+    assert not any("unknown, not zero" in line for line in gaps)

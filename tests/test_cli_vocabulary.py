@@ -177,3 +177,51 @@ def test_quiet_by_default_verbose_on_request_and_a_log_file(tmp_path) -> None:  
     site = resources.example_site()
     checked = CliRunner().invoke(app, ["gateway", "--check", "--site", str(site)], catch_exceptions=False)
     assert checked.exit_code == 0 and checked.output.startswith("ok: site riverside-commons"), checked.output
+
+
+def _examples(text: str) -> Iterator[str]:
+    """Every ``stormwatch COMMAND ...`` example in ``text`` (README, docs, a command's --help), its
+    backslash-continued lines joined (a --help example may go on on the next indented line)."""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        while line.rstrip().endswith("\\") and i + 1 < len(lines):
+            i += 1
+            line = line.rstrip()[:-1] + " " + lines[i].strip()
+        for rest in re.split(r"(?:^|(?<=[ `$(|'\"]))stormwatch ", line)[1:]:
+            yield "stormwatch " + rest.split("#")[0].split("`")[0]
+        i += 1
+
+
+def _visible_options() -> dict[str, set[str]]:
+    root = {n for _, g in GROUPS if _ == "" for p in g.params for n in (*p.opts, *p.secondary_opts)}
+    return {path: root | {n for p in cmd.params if not getattr(p, "hidden", False)
+                          for n in (*p.opts, *p.secondary_opts)} for path, cmd in ALL}
+
+
+def test_every_example_in_the_docs_and_the_help_uses_the_current_option_names() -> None:
+    """An example a newcomer copies works: each ``stormwatch COMMAND --option`` in README.md,
+    docs/*.md and every command's --help is an option that command shows -- never an older hidden
+    name (``demo --workdir``, ``users add --site``) or another command's option."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    visible = _visible_options()
+    sources = {str(p.relative_to(repo)): p.read_text(encoding="utf-8")
+               for p in [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]}
+    for path, cmd in ALL:
+        sources[f"stormwatch {path} --help"] = cmd.help or ""
+    wrong = []
+    for where, text in sources.items():
+        for example in _examples(text):
+            words = example.split()[1:]
+            names = [w for w in words if not w.startswith("-")]
+            command = next((" ".join(names[:n]) for n in (2, 1) if " ".join(names[:n]) in visible), None)
+            if command is None:
+                continue
+            for word in words:
+                option = word.split("=")[0]
+                if re.fullmatch(r"--?[a-z][a-z0-9-]*", option) and option not in visible[command]:
+                    wrong.append(f"{where}: stormwatch {command} ... {option}")
+    assert wrong == []

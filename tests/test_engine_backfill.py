@@ -129,3 +129,26 @@ def test_reevaluation_with_nothing_new_emits_nothing_and_in_bound_disorder_is_id
     # a stale redelivery of a reading the engine already has: no new or changed event
     replayed = readings[101].model_copy(update={"seq": 10**6})  # one more upstream 20 NTU: medians unchanged
     assert engine.feed(replayed) == [] and engine.counts["reevaluated"] == 1
+
+
+def test_a_window_of_millennia_reads_only_the_stored_days_and_gives_the_same_events(tmp_path: Path) -> None:
+    """`evaluate --from 0001-01-01 --until 9999-12-31` over 10 hours of data: the backfill reads the
+    chunks that hold readings (here 1 day; by hand: T0 + 10 h stays inside one day-chunk counted from
+    its boundary), not 3.65 million empty days, and every event is the narrow window's -- the
+    stretches before and after are data gaps, as before (rain UNKNOWN, never dry)."""
+    from datetime import UTC, datetime
+
+    cfg = site("ch133")
+    store = SqliteStore(tmp_path / "store.db")
+    store.write_readings(scenario(Feeder()))
+    chunks: list[int] = []
+    narrow = evaluate(cfg, ProfileLibrary(), store, T0, T0 + timedelta(hours=HOURS))
+    start, end = datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC)
+    wide = evaluate(cfg, ProfileLibrary(), store, start, end, on_rows=lambda rows: chunks.append(1))
+    store.close()
+    assert len(chunks) <= 2
+    assert [e.to_wire() for e in wide.events if e.kind != "data_gap"] == \
+        [e.to_wire() for e in narrow.events if e.kind != "data_gap"]
+    assert wide.readings == narrow.readings == HOURS * 60 * 4
+    assert wide.gaps[0].start == start and wide.gaps[-1].end is None  # before the data, after it: unknown
+    assert "rain UNKNOWN" in wide.summary()

@@ -244,7 +244,7 @@ def test_station_import_evaluate_and_report_name_the_station(tmp_path: Path) -> 
         ("2018-09-23T16:59:00Z", "2018-09-23T19:00:00Z", f"station {STATION}")]
 
     csv_out = tmp_path / "report.csv"
-    run_cli("report", "--site", str(site), "--store", url, "--state-dir", str(tmp_path / "none"),
+    run_cli("report", "--site", str(site), "--store", url, "--no-work-orders",
             "--from", "2018-09-22", "--until", "2018-09-25", "-o", str(csv_out))
     report = list(csv.DictReader(io.StringIO(csv_out.read_text(encoding="utf-8"))))
     storm = [r for r in report if r["section"] == "storm" and r["qualifying"] == "yes"]

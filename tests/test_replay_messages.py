@@ -69,3 +69,24 @@ def test_import_and_evaluate_print_mm_depths(tmp_path: Path) -> None:
             "UTC, last tip Sat 01 Jun 2024 13:02 UTC; below the inspection threshold so far") in evaluated.output
     assert "qualified=" not in evaluated.output and "None" not in evaluated.output
     assert "0.50 in" not in evaluated.output
+
+
+def test_rejected_rows_and_cells_without_a_value_are_never_complete_data(tmp_path: Path) -> None:
+    """A rain file with 5 rows no reading can be made of (text, a negative depth, 0.3 mm that is no
+    whole 0.2 mm tip, 1e308) and 3 empty cells: the replay says its data is NOT complete and why,
+    never "rain-gauge data complete"; the same file without them is complete."""
+    rows = ["0.2", "abc", "-1", "xyz", "0.3", "1e308", "", "", "", "0.2"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,rain\n" + "".join(f"2024-06-01T00:0{i}:00Z,{v}\n" for i, v in enumerate(rows)),
+                   encoding="utf-8")
+    result = CliRunner().invoke(app, ["replay", str(bad), "--tip-mm", "0.2"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    last = result.output.splitlines()[-1]
+    assert last.startswith("10 rows, 2 tips = 0.4 mm (0.015 in), 5 rows rejected;"), last
+    assert last.endswith("rain-gauge data NOT complete: 5 rows rejected and 3 cells without a value: the rain then "
+                         "is unknown"), last
+    assert "data complete" not in last.replace("data NOT complete", "")
+    good = tmp_path / "good.csv"
+    good.write_text("time,rain\n2024-06-01T00:00:00Z,0.2\n2024-06-01T00:09:00Z,0.2\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["replay", str(good), "--tip-mm", "0.2"], catch_exceptions=False)
+    assert result.output.splitlines()[-1].endswith("; rain-gauge data complete")

@@ -50,8 +50,8 @@ def test_gauge_gap_is_unknown_never_dry(tmp_path: Path) -> None:
     site = tmp_path / "site.yaml"
     site.write_text(SITE, encoding="utf-8")
     _store(tmp_path / "store.db")
-    common = ["report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--state-dir",
-              str(tmp_path / "none"), "--from", "2026-06-10", "--until", "2026-06-11"]
+    common = ["report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
+              "--from", "2026-06-10", "--until", "2026-06-11"]
     out = tmp_path / "r.csv"
     run_cli(*common, "-o", str(out))
     rows = list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"))))
@@ -66,4 +66,4 @@ def test_gauge_gap_is_unknown_never_dry(tmp_path: Path) -> None:
     run_cli(*common, "-o", str(pdf))
     text = pdf_words(pdf)
     assert "UNKNOWN" in text and "5 h 01 min" in text and ">= 7 tips = 0.07 in" in text
-    assert "no work-order state file" in text
+    assert "no work-order state (--no-work-orders)" in text

@@ -70,7 +70,7 @@ def test_tharandt_season_report(tmp_path: Path) -> None:
     run_cli("import", str(data_file("tharandt_davis_tips_Sensor1.csv")), "--site", str(site), "--device", "rain-1",
             "--store", url, "--delimiter", ";", "--time-format", "%d.%m.%Y %H:%M", "--tip-mm", "0.2",
             "--tz", "Europe/Berlin", "--silence", "dry")
-    common = ["report", "--site", str(site), "--store", url, "--state-dir", str(tmp_path / "none"),
+    common = ["report", "--site", str(site), "--store", url, "--no-work-orders",
               "--from", "2018-07-01", "--until", "2019-05-05"]
     out = tmp_path / "season.csv"
     run_cli(*common, "-o", str(out))

@@ -142,6 +142,11 @@ def test_a_site_file_with_one_pair_and_one_basin_names_neither() -> None:
     (contrast,) = [e for e in events + engine.flush() if e.kind == "turbidity_contrast"]
     assert contrast.occurrence == "turbidity:2026-06-01T12:00:00Z" and "discharge_point" not in contrast.to_wire()
     assert contrast.message.startswith("possible turbidity violation")
+    # what the SMO reads says what the criterion allows, by hand: 26 > 20 + 5 under a 20 NTU background
+    # (WAC 173-201A-200's 5 NTU over a background of at most 50) -- never the criterion's code name
+    assert contrast.message.startswith("possible turbidity violation: downstream median 26.0 NTU > allowed 25.0 NTU "
+                                       "(background 20.0 NTU + 5 NTU) for "), contrast.message
+    assert "washington" not in contrast.message
 
 
 @pytest.mark.parametrize(("change", "problem"), [
@@ -152,7 +157,7 @@ def test_a_site_file_with_one_pair_and_one_basin_names_neither() -> None:
     ({"discharge_points": [{"id": "trap-a", "downstream": "down-1"}]}, "['trap-a'] given twice"),
     ({"discharge_points": [{"id": "down-2", "downstream": "down-1"}]}, "discharge point ids ['down-2'] are also "
                                                                        "device ids"),
-    ({"discharge_points": [{"id": "o1", "upstream": "up-1"}]}, "discharge_points.0: Value error, an upstream"),
+    ({"discharge_points": [{"id": "o1", "upstream": "up-1"}]}, "discharge_points.0: an upstream"),
     ({"discharge_points": [{"id": "o1", "downstream": "nope"}]}, "discharge_points.0.downstream: no device 'nope'"),
     ({"discharge_points": [{"id": "o1", "downstream": "rain"}]},
      "discharge_points.0.downstream: device 'rain' (tipping_bucket_modbus_counter) does not report turbidity"),

@@ -70,10 +70,16 @@ def _turbidity_range(library: ProfileLibrary) -> tuple[float, float] | None:
     return point.valid_range
 
 
-def _listing(*args: str, env: dict[str, str] | None = None) -> dict[str, list[str]]:
+def _listing(*args: str, env: dict[str, str] | None = None, broken: int = 0) -> dict[str, list[str]]:
+    """The listing by name; ``broken``: how many entries must be BROKEN (then exit 2 and one error line)."""
     result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return {line.split()[0]: line.split(None, 3)[1:] for line in result.output.splitlines()}
+    assert result.exit_code == (2 if broken else 0), result.output
+    lines = result.output.splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    what = {"profiles": "device profiles", "packs": "rule packs"}[args[-2]]
+    expected = [f"error: {broken} of the {len(lines) - 1} {what} cannot be used (BROKEN above)"] if broken else []
+    assert errors == expected, result.output
+    return {line.split()[0]: line.split(None, 3)[1:] for line in lines if not line.startswith("error: ")}
 
 
 def test_the_option_beats_the_variable_beats_the_built_in_for_packs(tmp_path: Path,
@@ -129,7 +135,7 @@ def test_a_pack_or_profile_that_cannot_load_is_listed_as_broken_with_the_reason(
     text = (resources.builtin_packs_dir() / "ch133.yaml").read_text(encoding="utf-8")
     (packs / "ch999.yaml").write_text(text.replace("name: ch133", "name: ch998"), encoding="utf-8")
     (packs / "broken.yaml").write_text("name: [broken\n", encoding="utf-8")
-    listed = _listing("--packs", str(packs), "packs", "list")
+    listed = _listing("--packs", str(packs), "packs", "list", broken=2)
     assert listed["ch999"] == ["user", str(packs / "ch999.yaml"),
                                "BROKEN: name: 'ch998' must equal the file name 'ch999'"]
     assert listed["broken"][0] == "user" and listed["broken"][2].startswith("BROKEN: ")
@@ -139,5 +145,27 @@ def test_a_pack_or_profile_that_cannot_load_is_listed_as_broken_with_the_reason(
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     (profiles / "acme_nothing.yaml").write_text("model: acme_nothing\n", encoding="utf-8")
-    listed = _listing("--profiles", str(profiles), "profiles", "list")
+    listed = _listing("--profiles", str(profiles), "profiles", "list", broken=1)
     assert listed["acme_nothing"][0] == "user" and listed["acme_nothing"][2].startswith("BROKEN: ")
+
+
+def test_a_file_that_is_no_profile_or_pack_is_named_so_and_fails_nothing(tmp_path: Path) -> None:
+    """A site file and binary data in a profile or pack directory are not BROKEN profiles: each is
+    listed as not one (and why), and the listing exits 0 -- unless such a file hides a built-in of
+    its name (then it is BROKEN: the library would read it)."""
+    from stormwatch.resources import example_site
+
+    for option, command, what in (("--profiles", "profiles", "DEVICE PROFILE"), ("--packs", "packs", "RULE PACK")):
+        user = tmp_path / command
+        user.mkdir()
+        (user / "site.yaml").write_text(example_site().read_text(encoding="utf-8"), encoding="utf-8")
+        (user / "blob.yaml").write_bytes(b"\x7fELF\x02\x01" + bytes(64))
+        listed = _listing(option, str(user), command, "list")
+        assert listed["site"] == ["user", str(user / "site.yaml"),
+                                  f"NOT A {what}: a site file (site:, devices:) (ignored; move it out of {user})"]
+        assert listed["blob"][2] == f"NOT A {what}: binary data (ignored; move it out of {user})"
+    hiding = tmp_path / "hiding"
+    hiding.mkdir()
+    (hiding / "maxbotix_hrxl.yaml").write_text(example_site().read_text(encoding="utf-8"), encoding="utf-8")
+    listed = _listing("--profiles", str(hiding), "profiles", "list", broken=1)
+    assert listed["maxbotix_hrxl"][2].startswith("(replaces ") and "BROKEN: " in listed["maxbotix_hrxl"][2]

@@ -43,6 +43,8 @@ from typing import Literal, cast
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
+from stormwatch.contract import check_person_name
+
 Role = Literal["inspector", "smo", "contractor"]
 
 #: The roles, as ``stormwatch users add --role`` accepts them.
@@ -185,6 +187,11 @@ class Accounts:
         if not _NAME.match(name):
             raise AccountError(f"user name {name!r}: letters, digits and . _ @ - only (up to 64), starting with "
                                "a letter or digit")
+        if display_name.strip():
+            try:
+                display_name = check_person_name(display_name, "the name history records (--name)")
+            except ValueError as exc:
+                raise AccountError(str(exc)) from None
         if role not in ROLES:
             raise AccountError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
         if role != "smo" and not sites:

@@ -237,8 +237,8 @@ def turbidity_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None)
     """Upstream (background) and downstream turbidity with the criterion's allowed band; probe gaps hatched."""
     pair = site.cfg.turbidity_pair
     gaps = [*s.gaps.get(pair.upstream, []), *s.gaps.get(pair.downstream, [])] if pair else []
-    name = site.criterion.name if site.criterion else ""
-    return chart(f"Turbidity: downstream vs upstream ({name} criterion)", s.start, s.end, site.tz,
+    name = f" (allowed: {site.criterion.label})" if site.criterion else ""
+    return chart(f"Turbidity: downstream vs upstream{name}", s.start, s.end, site.tz,
                  lines=[Line("upstream (background)", s.upstream, "#2e8b57"),
                         Line("downstream", s.downstream, "#c0392b")],
                  bands=[Band("allowed band", s.allowed, "rgba(46,139,87,0.14)")],

@@ -10,15 +10,20 @@ from pathlib import Path
 import typer
 
 from stormwatch import resources
-from stormwatch.cliutil import fail
+from stormwatch.cliutil import fail, listen_socket, use_state_dir
 
 log = logging.getLogger(__name__)
 
 DEFAULT_STATE_DIR = "./var/alerts"
 
 _STATE_DIR_OPT = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
-                              help="The alert service's state directory: alerts.db (work orders) is read there, "
-                                   "web.db (accounts, sessions, sent notifications) is kept beside it.")
+                              help="The alert service's state directory (it must exist; never created here): "
+                                   "alerts.db (work orders) is read there, web.db (accounts, sessions, sent "
+                                   "notifications) is kept beside it.")
+
+#: Whose directory ``--state-dir`` is, for the line that refuses a missing one (never created here).
+_STATE_HINT = ("the alert service's state directory, made by `stormwatch alerts --state-dir DIR` or "
+               "`stormwatch demo --state-dir DIR`; check the path, or create it first")
 
 users_app = typer.Typer(
     help="Accounts of the web desk: inspectors (act on their sites), the SMO (reads every site, verifies "
@@ -77,13 +82,15 @@ def web_cmd(
     """Serve the inspector's desk: portfolio, site pages with charts, work orders (acknowledge, complete
     with photos, verify), over the same store and work-order state as the services.
 
-    Create accounts first with `stormwatch users add`. Example, after `stormwatch demo --workdir var/demo`:
+    Create accounts first with `stormwatch users add`. Example, after `stormwatch demo --state-dir var/demo`:
 
-        stormwatch users add jane --role inspector --site riverside-commons --state-dir var/demo
+        stormwatch users add jane --role inspector --site-id riverside-commons --state-dir var/demo
         stormwatch web --store sqlite:///var/demo/stormwatch.db --state-dir var/demo
     """
     from stormwatch.web.server import DeskSettings, DeskSetupError, WebServer, open_desk
 
+    use_state_dir(state_dir, create=False, hint=_STATE_HINT)
+    sock = listen_socket(host, port)  # before anything is printed: a port in use is one line
     broker_settings = None
     if broker:
         from stormwatch.mqtt import BrokerUrlError, parse_broker_url
@@ -122,9 +129,9 @@ def web_cmd(
             fail(f"--broker: {exc}", 2)
         watch.start()
         desk.gateways = watch.statuses
-    server = WebServer(desk, host, port)
+    server = WebServer(desk, host, port, sock)
     if not desk.accounts.list():
-        typer.echo(f"no accounts yet: add one with `stormwatch users add NAME --role inspector --site SITE "
+        typer.echo(f"no accounts yet: add one with `stormwatch users add NAME --role inspector --site-id SITE_ID "
                    f"--state-dir {state_dir}`", err=True)
     typer.echo(f"stormwatch web: {len(desk.sites)} site(s) on {server.url} (Ctrl-C to stop)", err=True)
     signal.signal(signal.SIGTERM, lambda *_: setattr(server.server, "should_exit", True))
@@ -141,15 +148,52 @@ def web_cmd(
 
 
 def _password(password_stdin: bool) -> str:
+    """The password: one line of standard input (``--password-stdin``), else asked twice, hidden,
+    on the terminal -- never asked where there is no terminal to hide it on (a script, a pipe, a
+    container without ``-t``): that is one line saying to use ``--password-stdin``."""
+    import getpass
+    import warnings
+
     if password_stdin:
-        return sys.stdin.readline().rstrip("\n")
-    return str(typer.prompt("Password", hide_input=True, confirmation_prompt=True))
+        return sys.stdin.readline().rstrip("\r\n")
+    no_terminal = ("no terminal to ask the password on: give it on standard input with --password-stdin, e.g. "
+                   "`printf '%s\\n' \"$PASSWORD\" | stormwatch users ... --password-stdin`")
+    if not _terminal():
+        fail(no_terminal)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", getpass.GetPassWarning)  # getpass found no terminal: it would echo
+        try:
+            return str(typer.prompt("Password", hide_input=True, confirmation_prompt=True))
+        except getpass.GetPassWarning:
+            fail(no_terminal)
+        except typer.Abort:
+            fail("no password given (the prompt was closed): give it on standard input with --password-stdin")
+
+
+def _terminal() -> bool:
+    """Whether a hidden prompt has a terminal: standard input is one, or the process has one
+    (``/dev/tty``, where getpass asks). Standard input without a file descriptor (a test
+    harness's) is left to the prompt itself."""
+    import os
+
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, ValueError, OSError):
+        return True
+    if os.isatty(fd):
+        return True
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        return False
+    return True
 
 
 def _accounts(state_dir: Path):  # type: ignore[no-untyped-def]
     from stormwatch.web.accounts import AccountError, Accounts
     from stormwatch.web.server import WEB_FILE
 
+    use_state_dir(state_dir, create=False, hint=_STATE_HINT)
     try:
         return Accounts(state_dir / WEB_FILE)
     except (AccountError, OSError) as exc:

@@ -8,6 +8,7 @@ in the demo's state directory, and their passwords printed: ``inspector`` (the d
 from __future__ import annotations
 
 import secrets
+import socket
 import threading
 from pathlib import Path
 
@@ -26,12 +27,14 @@ class DemoDesk:
         site_id: its id (the inspector's site).
         workdir: the demo's state directory.
         port: TCP port on 127.0.0.1 (0: a free one).
+        sock: a socket already listening there (:func:`stormwatch.cliutil.listen_socket`).
 
     Raises:
         DeskSetupError: the desk cannot open the demo's files.
     """
 
-    def __init__(self, site_file: Path, site_id: str, workdir: Path, port: int) -> None:
+    def __init__(self, site_file: Path, site_id: str, workdir: Path, port: int,
+                 sock: socket.socket | None = None) -> None:
         self.passwords: dict[str, str] = {}
         accounts = Accounts(workdir / WEB_FILE)
         try:
@@ -47,7 +50,7 @@ class DemoDesk:
             accounts.close()
         desk = open_desk(DeskSettings(sites=[site_file], store_url=f"sqlite:///{(workdir / 'stormwatch.db').resolve()}",
                                       state_dir=workdir, create_store=True))
-        self.server = WebServer(desk, "127.0.0.1", port)
+        self.server = WebServer(desk, "127.0.0.1", port, sock)
 
     def start(self) -> str:
         """Serve in the background; returns the lines telling the user where and how to log in."""

@@ -346,7 +346,7 @@ def _turbidity(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], ev
                      f"since {local_time(r2[-1].event_time, site.tz)}; allowed ≤ {allowed:.1f} {unit}")
     if float(down.last_value) > allowed:
         return Shown(values, "warn", f"above the allowed {allowed:.1f} {unit} (not yet sustained)")
-    return Shown(values, "ok", f"allowed ≤ {allowed:.1f} {unit} ({site.criterion.name})")
+    return Shown(values, "ok", f"allowed ≤ {allowed:.1f} {unit} ({site.criterion.allowance(float(up.last_value))})")
 
 
 def _basin(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now: datetime) -> Shown:

@@ -188,12 +188,15 @@ class WebServer:
     Args:
         desk: what to serve.
         host, port: where (port 0: a free port, see :attr:`url`).
+        sock: a socket already listening there, served instead of binding again.
     """
 
-    def __init__(self, desk: Desk, host: str = "127.0.0.1", port: int = 8080) -> None:
+    def __init__(self, desk: Desk, host: str = "127.0.0.1", port: int = 8080,
+                 sock: socket.socket | None = None) -> None:
         self.desk = desk
         self.host = host
-        self.port = port or free_port(host)
+        self.sock = sock  # already listening (stormwatch.cliutil.listen_socket): its port wins
+        self.port = int(sock.getsockname()[1]) if sock is not None else port or free_port(host)
         config = uvicorn.Config(create_app(desk), host=host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off", server_header=False)
         self.server = uvicorn.Server(config)
@@ -205,7 +208,7 @@ class WebServer:
 
     def serve(self) -> None:
         """Serve in the foreground until interrupted (Ctrl-C / SIGTERM)."""
-        self.server.run()
+        self.server.run(sockets=[self.sock] if self.sock is not None else None)
 
     def start(self, timeout_s: float = 15.0) -> None:
         """Serve in a background thread; returns once it accepts connections.
@@ -213,7 +216,7 @@ class WebServer:
         Raises:
             RuntimeError: it did not start within ``timeout_s``.
         """
-        self._thread = threading.Thread(target=self.server.run, name="web", daemon=True)
+        self._thread = threading.Thread(target=self.serve, name="web", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self.server.started:

@@ -32,6 +32,16 @@ class Criterion(Protocol):
         """Whether :meth:`allowed_ntu` needs the upstream background."""
         ...
 
+    @property
+    def label(self) -> str:
+        """What the criterion allows, in words a person reads (``background + 5 NTU, + 10 % above
+        50 NTU``): the SMO-facing name of the method, never its code name."""
+        ...
+
+    def allowance(self, background_ntu: float | None) -> str:
+        """The part of :attr:`label` in effect at this background (``background + 5 NTU``)."""
+        ...
+
     def allowed_ntu(self, background_ntu: float | None) -> float:
         """Highest compliant downstream turbidity for this background (NTU)."""
         ...
@@ -43,12 +53,16 @@ class Washington:
 
     name: str = "washington"
     needs_background: bool = True
+    label: str = "background + 5 NTU (background ≤ 50 NTU), else + 10 %"
 
     def allowed_ntu(self, background_ntu: float | None) -> float:
         assert background_ntu is not None
         if background_ntu <= 50.0:
             return background_ntu + 5.0
         return background_ntu + background_ntu / 10.0
+
+    def allowance(self, background_ntu: float | None) -> str:
+        return "background + 5 NTU" if background_ntu is None or background_ntu <= 50.0 else "background + 10 %"
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,19 @@ class California:
 
     name: str = "california"
     needs_background: bool = True
+    label: str = "CDFW bands: 2 NTU below a 1 NTU background, + 1 NTU to 5, + 20 % to 50, + 10 NTU to 100, + 10 %"
+
+    def allowance(self, background_ntu: float | None) -> str:
+        b = background_ntu
+        if b is None:
+            return self.label
+        if b < 1.0:
+            return "at most 2 NTU (background < 1 NTU)"
+        if b <= 5.0:
+            return "background + 1 NTU"
+        if b <= 50.0:
+            return "background + 20 %"
+        return "background + 10 NTU" if b <= 100.0 else "background + 10 %"
 
     def allowed_ntu(self, background_ntu: float | None) -> float:
         assert background_ntu is not None
@@ -79,6 +106,13 @@ class Absolute:
     limit_ntu: float
     name: str = "absolute"
     needs_background: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"at most {self.limit_ntu:g} NTU at any background"
+
+    def allowance(self, background_ntu: float | None) -> str:
+        return f"at most {self.limit_ntu:g} NTU"
 
     def allowed_ntu(self, background_ntu: float | None) -> float:
         return self.limit_ntu

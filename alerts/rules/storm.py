@@ -91,6 +91,16 @@ from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
+#: What every data_gap message says after its times (GapDetails.headline leaves it out of a timeline).
+UNKNOWN_NOTE = "; rain in that period is unknown, not zero"
+
+#: The longest dry gap that still separates storms: 168 h (a week). The packs use 6 h (ch133,
+#: EPA CGP) to 48 h (CA CGP); the longest separation in US practice is the 72 h between
+#: "measurable storm events" of storm-water sampling (40 CFR 122.21(g)(7)(ii),
+#: docs/reference/hydrology.md). A gap beyond the routine inspection week would merge a month of
+#: rain into one "storm" whose inspection is due weeks after its first tip (docs/rules.md R1).
+MAX_DRY_GAP_HOURS = 168.0
+
 
 class StormRule(RuleParams):
     """R1: inspection within 24 h of a storm producing ≥ 0.5 in (rules.md R1).
@@ -116,7 +126,7 @@ class StormRule(RuleParams):
 
     kind: Literal["storm"]
     threshold_in: str = "0.5"
-    dry_gap_hours: float = Field(default=6.0, gt=0)
+    dry_gap_hours: float = Field(default=6.0, gt=0, le=MAX_DRY_GAP_HOURS)
     inspection_within_hours: float = Field(default=24.0, gt=0)
     clock_from: Literal["last_tip", "threshold"] = "last_tip"
     definition: Literal["dry_gap", "rolling"] = "dry_gap"
@@ -355,7 +365,7 @@ class StormRuleState:
                                station_depth_in=float(station_in) if filled and station_in is not None else None),
             message=(f"rain gauge {self.gauge} {why}: no data from {self._when(start)}"
                      + (f" to {self._when(end)}" if end else "")
-                     + "; rain in that period is unknown, not zero" + filled),
+                     + UNKNOWN_NOTE + filled),
         )
 
     def _qualifying(self, storm: _Storm, t: datetime, tips: int, size: TipResolution,
@@ -793,6 +803,12 @@ class GapDetails(EventDetails):
         if self.source and self.station_depth_in is not None:
             text += f"; {self.source} reported {inches(self.station_depth_in)} in it"
         return text
+
+    def headline(self, event: Event, tz: ZoneInfo) -> str:
+        """The message up to its note: which gauge, why and when (``rain gauge rain-1 silent for more
+        than 120 s: no data from ...``) -- a timeline of gaps says whose and why."""
+        head, note, rest = event.message.partition(UNKNOWN_NOTE)
+        return head + rest if note and head else self.summary(tz)
 
     def span(self) -> tuple[datetime, datetime] | None:
         return (self.gap_start, self.gap_end) if self.gap_end is not None else None

@@ -277,6 +277,14 @@ class TurbidityRuleState:
                                               discharge_point=self.point),
                      **extra)
 
+    def _allowance(self, r: _Result) -> str:
+        """What the allowed value is, in words (``background 7.9 NTU + 5 NTU``): the criterion's
+        rule at this background, never its code name (docs/rules.md R2)."""
+        rule = self.criterion.allowance(r.up_median)
+        if r.up_median is None or not self.criterion.needs_background:
+            return rule
+        return rule.replace("background", f"background {turbidity(r.up_median, r.unit)}", 1)
+
     def _step(self, r: _Result) -> list[Event]:
         out: list[Event] = []
         if self.trace is not None:
@@ -291,9 +299,8 @@ class TurbidityRuleState:
                 self._in_violation = first
                 out.append(self._event(
                     "turbidity_contrast", r, f"turbidity:{self._key}{format_time(first.start)}",
-                    f"possible turbidity violation ({self.criterion.name}): downstream median "
-                    f"{turbidity(r.down_median, r.unit)} > allowed {turbidity(r.allowed, r.unit)} (background "
-                    f"{turbidity(r.up_median, r.unit)}) for "
+                    f"possible turbidity violation: downstream median {turbidity(r.down_median, r.unit)} > "
+                    f"allowed {turbidity(r.allowed, r.unit)} ({self._allowance(r)}) for "
                     f"{(r.end - first.start).total_seconds() / 60:g} min since {local_time(first.start, self.tz)}; "
                     "for the SMO to confirm",
                     due_at=r.end + timedelta(hours=self.params.confirm_within_hours),
@@ -310,9 +317,9 @@ class TurbidityRuleState:
                     self._ok = 0
                     out.append(self._event(
                         "turbidity_cleared", r, f"turbidity:{self._key}{format_time(first.start)}",
-                        f"turbidity back within {self.criterion.name} criterion for "
-                        f"{self.params.clear_min:g} min (downstream {turbidity(r.down_median, r.unit)}, allowed "
-                        f"{turbidity(r.allowed, r.unit)})",
+                        f"turbidity back within the allowed for {self.params.clear_min:g} min (downstream "
+                        f"{turbidity(r.down_median, r.unit)}, allowed {turbidity(r.allowed, r.unit)}: "
+                        f"{self._allowance(r)})",
                         evidence=[r.evidence()],
                     ))
             return out

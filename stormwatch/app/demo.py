@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import socket
 import sys
 import tempfile
 from datetime import datetime
@@ -22,7 +23,7 @@ import typer
 
 from stormwatch import resources
 from stormwatch.app.workdir import prepare_workdir
-from stormwatch.cliutil import fail, load_site_file
+from stormwatch.cliutil import fail, listen_socket, load_site_file
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
 from stormwatch.display import counts, describe_event, local_time
@@ -176,6 +177,16 @@ def demo(
             fail(f"--{'influx' if influx else 'store'} {redact(given_store or '')}: {exc}")
     if broker is not None:
         parse_broker_url(broker)
+    if store_url is not None:
+        from stormwatch.app.pipeline import earlier_readings
+
+        try:
+            earlier = earlier_readings(cfg, sc, store_url)
+        except PipelineError as exc:
+            fail(str(exc), 1)
+        if earlier:
+            fail(earlier)
+    sock = listen_socket("127.0.0.1", web_port, port_option="--web-port") if web else None
     try:
         removed = prepare_workdir(state_dir) if state_dir is not None else []
     except OSError as exc:
@@ -220,7 +231,7 @@ def demo(
     desk = None
     try:
         if web:
-            desk = _start_desk(site, cfg.site.id, work, web_port)
+            desk = _start_desk(site, cfg.site.id, work, web_port, sock)
         result = Pipeline(
             cfg, profiles, sc, work, speed=speed, broker_url=broker, store_url=store_url,
             on_event=on_event, on_progress=on_progress,
@@ -228,7 +239,8 @@ def demo(
         progress.clear()
         if not as_json:
             typer.echo("")
-            typer.echo(_summary(result, zone, state_dir))
+            typer.echo(_summary(result, zone, state_dir, temporary=tmp is not None and store_url is None,
+                                speed=speed))
         if desk is not None:
             typer.echo(f"the run is over; {desk.server.url} still serves it (Ctrl-C to stop)", err=as_json)
             desk.wait()
@@ -242,13 +254,13 @@ def demo(
             tmp.cleanup()
 
 
-def _start_desk(site: Path, site_id: str, work: Path, port: int) -> DemoDesk:
+def _start_desk(site: Path, site_id: str, work: Path, port: int, sock: socket.socket | None) -> DemoDesk:
     """Start ``--web``; prints where and how to log in (stderr, so ``--json`` stays clean)."""
     from stormwatch.web.demo_desk import DemoDesk
     from stormwatch.web.server import DeskSetupError
 
     try:
-        desk = DemoDesk(site, site_id, work, port)
+        desk = DemoDesk(site, site_id, work, port, sock)
         typer.echo(desk.start() + "\n", err=True)
     except (DeskSetupError, RuntimeError, OSError) as exc:
         fail(f"--web: {exc}", 1)
@@ -259,7 +271,8 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None) -> str:
+def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None, temporary: bool = False,
+             speed: float = 1.0) -> str:
     lines = ["Summary"]
     depth = result.resolution.depth_in(result.stored_tips)
     lines.append(
@@ -275,6 +288,10 @@ def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None) -> st
     for e in result.events:
         kinds[e.kind] = kinds.get(e.kind, 0) + 1
     lines.append("  events: " + ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items())))
+    if result.missed_slots:
+        lines.append(f"  gaps: the gateway skipped {result.missed_slots} poll slot(s) because this machine fell "
+                     f"behind at {speed:g}x -- real gaps in the data, never made up (the data_gap events); a lower "
+                     "--speed avoids them")
     open_orders = [w for w in result.workorders if w.status != "completed"]
     ended = result.ended_at
     overdue = sum(1 for w in open_orders if w.is_overdue(ended))
@@ -282,9 +299,10 @@ def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None) -> st
     for w in open_orders:
         late = "  overdue" if w.is_overdue(ended) else ""
         lines.append(f"    {w.id}  {w.kind:<20} due {_local(w.due_at, tz):<26} [{w.citation}]  {w.status}{late}")
-    lines.append(
-        f"  ran {result.sim_hours:.0f} simulated hours in {result.wall_seconds:.0f} s; store: {result.store_url}"
-    )
+    where = (f"store: {result.store_url}" if not temporary else
+             "store and work orders: in a temporary directory, deleted when the demo ends (--state-dir DIR keeps "
+             "them)")
+    lines.append(f"  ran {result.sim_hours:.0f} simulated hours in {result.wall_seconds:.0f} s; {where}")
     if state_dir is not None:
         lines.append(f"  the work orders, at the simulated time the run reached: "
                      f"stormwatch workorders list --state-dir {state_dir}")

@@ -63,6 +63,28 @@ class Progress:
     events: int
 
 
+def earlier_readings(cfg: SiteConfig, scenario: Scenario, store_url: str) -> str | None:
+    """Why ``store_url`` cannot take a run of ``scenario`` -- it already holds readings of the
+    site in the scenario's window (an earlier run: this run would count that rain twice) -- or
+    ``None``. ``stormwatch demo`` asks before it prints anything (bad input, exit 2).
+
+    Raises:
+        PipelineError: the store refuses the query.
+    """
+    store = open_store(store_url)
+    try:
+        earlier = store.query_readings(cfg.site.id, scenario.start, scenario.end)
+    except StoreError as exc:
+        raise PipelineError(f"cannot use the store {redact(store_url)}: {exc}") from None
+    finally:
+        store.close()
+    if not earlier:
+        return None
+    return (f"--store {redact(store_url)}: already holds {len(earlier)} readings of site {cfg.site.id} between "
+            f"{scenario.start.isoformat()} and {scenario.end.isoformat()} (an earlier run?): this run would count "
+            "that rain twice; use a new database or remove them")
+
+
 @dataclass
 class PipelineResult:
     """What a run produced.
@@ -293,7 +315,7 @@ class Pipeline:
 
         A run replays its scenario at the same simulated times every time: readings of an earlier
         run in the store would be counted with this run's (the same storm twice), so that store
-        is refused instead (``stormwatch demo --workdir`` starts its own SQLite store clean,
+        is refused instead (``stormwatch demo --state-dir`` starts its own SQLite store clean,
         :mod:`stormwatch.app.workdir`).
 
         Raises:
@@ -306,19 +328,9 @@ class Pipeline:
                 socket.create_connection((broker.host, broker.port), timeout=5).close()
             except OSError as exc:
                 raise PipelineError(f"cannot reach the MQTT broker at {broker.safe_url()}: {exc}") from None
-        store = open_store(self.store_url)
-        try:
-            earlier = store.query_readings(self.cfg.site.id, self.scenario.start, self.scenario.end)
-        except StoreError as exc:
-            raise PipelineError(f"cannot use the store {redact(self.store_url)}: {exc}") from None
-        finally:
-            store.close()
+        earlier = earlier_readings(self.cfg, self.scenario, self.store_url)
         if earlier:
-            raise PipelineError(
-                f"the store {redact(self.store_url)} already holds {len(earlier)} readings of site "
-                f"{self.cfg.site.id} between {self.scenario.start.isoformat()} and {self.scenario.end.isoformat()} "
-                "(an earlier run?): this run would count that rain twice; use a new database or remove them"
-            )
+            raise PipelineError(earlier)
 
     def _workorders(self, clock: ScenarioClock) -> tuple[list[WorkOrder], datetime]:
         """The site's work orders and the simulated time the alert engine recorded at its stop."""

@@ -42,12 +42,16 @@ def prepare_workdir(path: Path) -> list[str]:
         The names of the previous run's entries that were removed (empty for a new directory).
 
     Raises:
-        WorkdirError: ``path`` is not a directory, or is a non-empty directory the demo did not make.
+        WorkdirError: ``path`` is not a directory, its parent does not exist, or it is a non-empty
+            directory the demo did not make.
         OSError: the directory cannot be created or cleaned.
     """
     if path.exists() and not path.is_dir():
         raise WorkdirError(f"--state-dir {path}: not a directory")
-    path.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():  # the one rule of every command (stormwatch.cliutil.use_state_dir)
+        raise WorkdirError(f"--state-dir {path}: directory {path.parent} does not exist (create it first: a typo "
+                           "never creates directories)")
+    path.mkdir(exist_ok=True)
     marker = path / MARKER
     if not marker.is_file():
         if any(path.iterdir()):
