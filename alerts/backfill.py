@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -191,6 +192,7 @@ CHUNK = timedelta(days=1)
 _TICK = timedelta(microseconds=1)
 #: What the engine checks before a rule sees a reading: a reading flagged ``late`` is data, not a trigger.
 _LATE = "late"
+_VALUE, _FLAGS = itemgetter(1), itemgetter(3)  # of a StoredRow
 
 
 def site_series(cfg: SiteConfig, profiles: ProfileLibrary) -> list[tuple[str, str]]:
@@ -213,6 +215,8 @@ def site_series(cfg: SiteConfig, profiles: ProfileLibrary) -> list[tuple[str, st
 def _accepted(engine: Engine, site: str, device: str, quantity: str, rows: list[StoredRow]) -> list[StoredRow]:
     """``rows`` without those the engine refuses before any rule (a ``late`` flag, a value physics
     forbids), each of those given to :meth:`Engine.feed` so it is counted and logged as live."""
+    if not rows or (not any(map(_FLAGS, rows)) and (quantity not in NON_NEGATIVE or min(map(_VALUE, rows)) >= 0)):
+        return rows  # nearly every chunk: nothing flagged, nothing negative (checked at C speed)
     bounded = quantity in NON_NEGATIVE
     refused = [r for r in rows if (r[3] and _LATE in r[3].split(",")) or (bounded and r[1] < 0)]
     if not refused:

@@ -22,8 +22,10 @@ as a lower bound.
 from __future__ import annotations
 
 import base64
+import bisect
 import io
 import logging
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -70,6 +72,7 @@ TAIL_MARGIN = timedelta(hours=1)
 
 _UNDECIDED = ("undetermined", "needs_verification")
 _US = timedelta(microseconds=1)
+_TIME = operator.itemgetter(0)  # of a StoredRow
 
 
 class _Window(NamedTuple):
@@ -133,22 +136,22 @@ class CoverageCounter:
             if found and device in self._devices:
                 by_device.setdefault(device, []).append(found)
         for device, lists in by_device.items():
-            times = [r[0] for r in lists[0]] if len(lists) == 1 else sorted(r[0] for x in lists for r in x)
+            times = list(map(_TIME, lists[0])) if len(lists) == 1 else sorted(r[0] for x in lists for r in x)
+            times = times[bisect.bisect_left(times, start):bisect.bisect_left(times, end)]
+            if not times:
+                continue
             d = self._devices[device]
             allowance = d.allowance // _US
             last = None if d.last is None else us_of(d.last)
             prev = start if last is None else last
-            count = 0
-            for t in times:
-                if t < start or t >= end or t == last:
-                    continue
-                if t - prev > allowance:
-                    d.gaps.append(Interval(time_of_us(prev), time_of_us(t)))
-                prev = last = t
-                count += 1
-            d.count += count
-            if last is not None:
-                d.last = time_of_us(last)
+            # sorted: a reading time seen before is the previous one (or the last of the chunk before)
+            d.count += len(set(times)) - (times[0] == last)
+            if times[0] - prev > allowance or max(map(operator.sub, times[1:], times[:-1]), default=0) > allowance:
+                for t in times:  # a gap in this chunk (rare): find it
+                    if t - prev > allowance:
+                        d.gaps.append(Interval(time_of_us(prev), time_of_us(t)))
+                    prev = t
+            d.last = time_of_us(times[-1])
 
     def gaps(self, device: str) -> list[Interval]:
         """The device's gaps, the one up to the period's end included."""
@@ -423,6 +426,9 @@ def _days(ev: Evaluation, c: Collector, tz: ZoneInfo, start: datetime, end: date
 def _turbidity(events: list[Event], c: Collector, by_id: dict[str, WorkOrder], sources: Sources,
                start: datetime, end: datetime) -> list[TurbidityRow]:
     cleared = {e.occurrence: e.event_time for e in events if e.kind == "turbidity_cleared"}
+    violating = sorted((w.start, w.downstream) for w in c.windows
+                       if w.status == "violating" and w.downstream is not None)
+    starts = [v[0] for v in violating]
     rows = []
     for e in events:
         if e.kind != "turbidity_contrast":
@@ -432,8 +438,8 @@ def _turbidity(events: list[Event], c: Collector, by_id: dict[str, WorkOrder], s
         if first >= end or (until is not None and until < start):
             continue
         stop = until or end
-        peak = max((w.downstream for w in c.windows if w.status == "violating" and first <= w.start < stop
-                    and w.downstream is not None), default=None)
+        peak = max((v for _, v in violating[bisect.bisect_left(starts, first):bisect.bisect_left(starts, stop)]),
+                   default=None)
         evidence = e.evidence[-1] if e.evidence else {}
         allowed = evidence.get("allowed_ntu")
         order = by_id.get(e.work_order) if e.work_order else _find(by_id, e.site, e.rule, e.occurrence)
