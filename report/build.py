@@ -14,9 +14,10 @@ the distinct reading times in the period against one per poll interval of the si
 stretch longer than two poll intervals (the engine's silence allowance) without a reading.
 
 A gap in the data is never a dry spell: rain-gauge gaps (the storm rule's own, from
-:func:`~stormwatch.alerts.backfill.evaluate`), turbidity windows R2 could not judge and basin
-level gaps are listed as UNKNOWN with their durations, and a day with a gauge gap shows its total
-as a lower bound.
+:func:`~stormwatch.alerts.backfill.evaluate`), turbidity windows R2 could not judge, the silence of
+a probe where R2 judged no window at all (before its first or after its last: data that stop
+before the period's end) and basin level gaps are listed as UNKNOWN with their durations, and a
+day with a gauge gap shows its total as a lower bound (a day without any gauge data: UNKNOWN alone).
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate, inches_cut
-from stormwatch.alerts.packs import load_site_pack
+from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules.basin import BasinDetails
+from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.storm import GapDetails, StormDetails
 from stormwatch.alerts.rules.turbidity import TurbidityDetails
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
-from stormwatch.config import SiteConfig
+from stormwatch.config import SiteConfig, TurbidityPair
 from stormwatch.contract import Event
 from stormwatch.display import inches, local_time
 from stormwatch.profiles import ProfileLibrary
@@ -275,7 +277,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     report.days = _days(ev, collector, tz, start, end)
     report.turbidity = _turbidity(ev.events, collector, by_id, sources, start, end)
     report.basin = _basin(ev.events, by_id, sources, start, end)
-    report.unknown = _unknown(cfg, ev, collector, coverage, start, end)
+    report.unknown = _unknown(cfg, ev, collector, coverage, start, end, background=_needs_background(pack))
     report.orders = [OrderRow(o, tuple(sources.book.history(o.id)), _thumbnails(sources.book, o.id))
                      for o in orders] if sources.book else []
     if report.storm is None and charts:
@@ -473,8 +475,39 @@ def _basin(events: list[Event], by_id: dict[str, WorkOrder], sources: Sources, s
     return rows
 
 
+def _needs_background(pack: RulePack) -> bool:
+    """Whether the pack's R2 criterion compares against the upstream probe (an absolute limit does not)."""
+    rule = pack.turbidity()
+    return rule is None or criterion_named(rule[1].criterion, rule[1].absolute_limit_ntu).needs_background
+
+
+def _unjudged_probes(pair: TurbidityPair, background: bool, c: Collector, coverage: CoverageCounter,
+                     start: datetime, end: datetime) -> list[UnknownRow]:
+    """The silence of each probe R2 needs where R2 judged no window at all: before its first judged
+    window and after its last (R2 judges a window once a later reading arrives, so when every device
+    goes quiet until the period's end, or the probes start late, no window covers that time and
+    the windows R2 could not judge do not show it). A probe's silence is its coverage gap (no
+    reading for more than two poll intervals), cut to those uncovered stretches."""
+    if c.windows:
+        first, last = min(w.start for w in c.windows), max(w.end for w in c.windows)
+        uncovered = [Interval(start, first), Interval(last, end)]
+    else:
+        uncovered = [Interval(start, end)]
+    probes = ([(pair.upstream, "upstream (background)")] if background else []) + \
+        [(pair.downstream, "downstream (compliance)")]
+    rows = []
+    for device, role in probes:
+        for gap in coverage.gaps(device):
+            for u in uncovered:
+                span = _clip(gap.start, gap.end, u.start, u.end)
+                if span is not None:
+                    rows.append(UnknownRow("turbidity contrast", device, span,
+                                           f"no reading from the {role} probe: R2 could not judge"))
+    return rows
+
+
 def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCounter, start: datetime,
-             end: datetime) -> list[UnknownRow]:
+             end: datetime, *, background: bool = True) -> list[UnknownRow]:
     rows: list[UnknownRow] = []
     why = {e.details.gap_start: e.message for e in reversed(ev.events) if isinstance(e.details, GapDetails)}
     filled = {e.details.gap_start: e.details for e in ev.events
@@ -505,6 +538,7 @@ def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCo
                 run = None
             if w is not None and w.status in _UNDECIDED:
                 run, run_end = w, w.end
+        rows += _unjudged_probes(cfg.turbidity_pair, background, c, coverage, start, end)
     if cfg.basin:
         for gap in coverage.gaps(cfg.basin.device):
             rows.append(UnknownRow("basin level", cfg.basin.device, gap,
