@@ -86,7 +86,10 @@ def hours(h: float) -> str:
 
 
 def day_depth(d: DayTotal) -> str:
-    """A day's rain: the exact depth, ``>=`` it when part of the day has no gauge data."""
+    """A day's rain: the exact depth, ``>=`` it when part of the day has no gauge data, ``UNKNOWN``
+    when none of it has (never ``>= 0 tips``)."""
+    if d.no_data:
+        return "UNKNOWN"
     return f">= {d.depth}" if d.unknown else d.depth
 
 

@@ -131,3 +131,36 @@ def test_probes_starting_late_are_unknown_from_the_period_start(tmp_path: Path) 
     assert _unknown_rows(tmp_path, "2026-06-01", "2026-06-02") == [
         ("turbidity contrast", "turb-down", "2026-06-01T00:00:00-04:00", "2026-06-01T06:00:00-04:00", "6 h 00 min"),
         ("turbidity contrast", "turb-up", "2026-06-01T00:00:00-04:00", "2026-06-01T06:00:00-04:00", "6 h 00 min")]
+
+
+def test_a_day_without_any_gauge_data_is_unknown_not_zero(tmp_path: Path) -> None:
+    # The gauge polls every minute from 10 June on and sends nothing on 11 June (local). By hand:
+    # the gap runs from 10 June 23:59 to 12 June 00:00, so 11 June (24 h) has no gauge data at all:
+    # its rain is UNKNOWN -- no ">= 0 tips = 0.00 in" lower bound, no tip count -- while 10 June
+    # (1 min of it in the gap) keeps its lower bound.
+    day = datetime(2026, 6, 10, tzinfo=NY)
+    readings, t, seq = [], day, 0
+    while t < day + timedelta(days=6):  # past the period's end and the storm rule's dry gap after it
+        if t.astimezone(NY).day != 11:
+            seq += 1
+            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=0, unit=TIP_UNIT,
+                                    time=t, gateway="gw-1", boot="b1", seq=seq))
+        t += timedelta(minutes=1)
+    with SqliteStore(tmp_path / "store.db") as store:
+        store.write_readings(readings)
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE, encoding="utf-8")
+    common = ["report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--state-dir",
+              str(tmp_path / "none"), "--from", "2026-06-10", "--until", "2026-06-13"]
+    run_cli(*common, "-o", str(tmp_path / "r.csv"))
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text(encoding="utf-8"))))
+    days = {r["id"]: (r["tips"], r["depth"], r["depth_in"], r["duration"], r["status"])
+            for r in rows if r["section"] == "day"}
+    assert days == {"2026-06-10": ("0", ">= 0 tips = 0.00 in", "0.00", "1 min", ""),
+                    "2026-06-11": ("", "UNKNOWN", "", "1 d 0 h 00 min", "UNKNOWN"),
+                    "2026-06-12": ("0", "0 tips = 0.00 in", "0.00", "", "")}
+    run_cli(*common, "-o", str(tmp_path / "r.html"))
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    row = html[html.index("<td>Thu 11 Jun 2026</td>"):]
+    row = row[:row.index("</tr>")]
+    assert '<td class="unknown">UNKNOWN</td>' in row and "tips" not in row and "UNKNOWN 1 d 0 h 00 min" in row
