@@ -322,9 +322,12 @@ def import_archive_cmd(
     finally:
         opened.close()
         book.close()
+    members = manifest["members"]
+    events = (f"{counts.events} new events (of {members['events.jsonl']['rows']})" if counts.events_known
+              else f"{counts.events} events written (this store cannot tell which were new)")
     typer.echo(f"{bundle}: site {manifest['site']['id']} from {manifest['from']} until {manifest['until']}: "
-               f"{counts.readings} new readings (of {manifest['members']['readings.csv']['rows']}), "
-               f"{counts.events} events, {counts.orders} work orders added")
+               f"{counts.readings} new readings (of {members['readings.csv']['rows']}), {events}, "
+               f"{counts.orders} work orders added (of {members['workorders.jsonl']['rows']})")
 
 
 def register(app: typer.Typer) -> None:
