@@ -69,7 +69,7 @@ class ArchiveError(ValueError):
 
 @runtime_checkable
 class EventReader(Protocol):
-    """A store that can read its events back (SQLite, InfluxDB 1.x)."""
+    """A store that can read its events back (SQLite, InfluxDB 1.x and 2.x)."""
 
     def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
         ...
