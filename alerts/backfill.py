@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
@@ -44,7 +45,7 @@ from stormwatch.physics import NON_NEGATIVE
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import PRECIPITATION, TipResolution
 from stormwatch.stores.base import ReadingStore, StoredRow
-from stormwatch.stores.rows import row_reading, series_rows, stored_series, time_of_us
+from stormwatch.stores.rows import row_reading, series_chunks, stored_series, time_of_us
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -305,38 +306,14 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     log.info("%s: evaluating stored readings from %s to %s", site, format_time(start), format_time(end))
     events: list[Event] = []
     count = 0
+    windows = []
     t = start
     while t < end:
-        upto = min(end, t + CHUNK)
-        stored = series_rows(store, site, series, t, upto)
-        rows: dict[tuple[str, str], list[StoredRow]] = {}
-        firsts: list[tuple[tuple[str, str], StoredRow]] = []
-        newest: int | None = None
-        if on_rows is not None:
-            on_rows(stored)
-        for (device, quantity), found in stored.items():
-            count += len(found)
-            kept = _accepted(engine, site, device, quantity, found)
-            rows[(device, quantity)] = kept
-            if kept:
-                firsts.append(((device, quantity), kept[0]))
-                newest = kept[-1][0] if newest is None else max(newest, kept[-1][0])
-        first = min(firsts, key=_order) if firsts else None
-        chunk = Chunk(site, rows, None if newest is None else time_of_us(newest),
-                      None if first is None else row_reading(site, first[0][0], first[0][1], first[1]))
-        if chunk.watermark is not None:
-            found_events: list[list[Event]] = []
-            for rule in engine.rules:
-                replay = getattr(rule, "replay", None)
-                out = replay(chunk) if replay is not None else _fed_one_by_one(rule, chunk)
-                w = chunk.watermark
-                if rule.next_due is not None and rule.next_due <= w:
-                    out += rule.advance_to(w)
-                if hasattr(rule, "on_watermark"):
-                    out += rule.on_watermark(w)
-                found_events.append(out)
-            events += map(engine.stamp, heapq.merge(*found_events, key=lambda e: e.event_time))
-        t = upto
+        windows.append((t, min(end, t + CHUNK)))
+        t += CHUNK
+    with closing(series_chunks(store, site, series, windows)) as chunks:
+        for stored in chunks:
+            count += _evaluate_chunk(engine, site, stored, on_rows, events)
     storm = engine.storm
     note = storm.assumed_note() if storm is not None else None
     if note is not None:
@@ -345,6 +322,42 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     return Evaluation(site, start, end, count, events, engine.in_progress(),
                       _gaps(engine, start, end), has_gauge=engine.storm is not None,
                       resolution=gauge_resolution(cfg, profiles))
+
+
+def _evaluate_chunk(engine: Engine, site: str, stored: Mapping[tuple[str, str], list[StoredRow]],
+                    on_rows: Callable[[Mapping[tuple[str, str], list[StoredRow]]], None] | None,
+                    events: list[Event]) -> int:
+    """One chunk of stored rows through the engine's rules (:func:`evaluate`); its events appended to
+    ``events``; returns how many rows it had."""
+    count = 0
+    rows: dict[tuple[str, str], list[StoredRow]] = {}
+    firsts: list[tuple[tuple[str, str], StoredRow]] = []
+    newest: int | None = None
+    if on_rows is not None:
+        on_rows(stored)
+    for (device, quantity), found in stored.items():
+        count += len(found)
+        kept = _accepted(engine, site, device, quantity, found)
+        rows[(device, quantity)] = kept
+        if kept:
+            firsts.append(((device, quantity), kept[0]))
+            newest = kept[-1][0] if newest is None else max(newest, kept[-1][0])
+    first = min(firsts, key=_order) if firsts else None
+    chunk = Chunk(site, rows, None if newest is None else time_of_us(newest),
+                  None if first is None else row_reading(site, first[0][0], first[0][1], first[1]))
+    if chunk.watermark is not None:
+        found_events: list[list[Event]] = []
+        for rule in engine.rules:
+            replay = getattr(rule, "replay", None)
+            out = replay(chunk) if replay is not None else _fed_one_by_one(rule, chunk)
+            w = chunk.watermark
+            if rule.next_due is not None and rule.next_due <= w:
+                out += rule.advance_to(w)
+            if hasattr(rule, "on_watermark"):
+                out += rule.on_watermark(w)
+            found_events.append(out)
+        events += map(engine.stamp, heapq.merge(*found_events, key=lambda e: e.event_time))
+    return count
 
 
 def _gaps(engine: Engine, start: datetime, end: datetime) -> list[GapSummary]:

@@ -34,13 +34,11 @@ size the site file gives for their time and logs a WARNING saying how many and w
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import operator
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -48,6 +46,7 @@ from typing import Any
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE
+from stormwatch.stores import sqlite_reader
 from stormwatch.stores.base import DeadLetter, SeriesSummary, SiteInfo, StoredRow, StoreError
 from stormwatch.stores.lineprotocol import from_ns, time_ns
 from stormwatch.wire import format_time
@@ -116,15 +115,6 @@ CREATE TABLE IF NOT EXISTS sites (
 _READING_FIELDS = ("site", "device", "quantity", "value", "unit", "time_us", "gateway", "boot", "seq", "raw", "flags",
                    "tip_size")
 _READING_COLUMNS = ", ".join(_READING_FIELDS)
-
-
-_TIME, _FLAGS = operator.itemgetter(0), operator.itemgetter(3)  # of a StoredRow
-
-
-def _engine_order(row: StoredRow) -> tuple[int, str, str, int]:
-    """(time, gateway, boot, seq): the alert engine's order of readings (SQLite's BINARY collation of
-    UTF-8 text is the order of Python's ``str``)."""
-    return (row[0], row[4], row[5], row[6])
 
 
 def _us(value: datetime) -> int:
@@ -371,33 +361,42 @@ class SqliteStore:
     def query_series(self, site: str, series: Sequence[tuple[str, str]], start: datetime, end: datetime,
                      ) -> dict[tuple[str, str], list[StoredRow]]:
         """See :meth:`stormwatch.stores.base.SeriesStore.query_series`: one index range per series
-        (``(site, device, quantity, time_us)``), rows as SQLite returns them (no model objects).
-
-        The index gives the rows in time order; rows of one series at the same instant (rare: two
-        gateways, or a reboot) are put in (gateway, boot, seq) order here -- an ``ORDER BY`` of all
-        four columns would sort every row in a temporary B-tree (about a third of the read time of
-        ``benchmarks/report.py``).
+        (``(site, device, quantity, time_us)``), rows as SQLite returns them (no model objects;
+        :func:`stormwatch.stores.sqlite_reader.series_rows`).
 
         Raises:
             StoreError: the query failed.
         """
-        a, b = _us(start), _us(end)
-        out: dict[tuple[str, str], list[StoredRow]] = {}
-        for device, quantity in series:
-            rows: list[Any] = self._select(
-                "SELECT time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, gateway, boot, seq,"
-                " COALESCE(tip_size, '')"
-                " FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
-                " ORDER BY time_us", [site, device, quantity, a, b])
-            if any(map(_FLAGS, rows)):
-                for i, row in enumerate(rows):
-                    if row[3]:  # flagged (rare): the JSON list comma-joined, as StoredRow has it
-                        rows[i] = (*row[:3], ",".join(json.loads(row[3])), *row[4:])
-            times = list(map(_TIME, rows))
-            if any(map(operator.eq, times, itertools.islice(times, 1, None))):  # an instant twice
-                rows.sort(key=_engine_order)
-            out[(device, quantity)] = rows
-        return out
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            try:
+                return sqlite_reader.series_rows(self._conn, site, series, _us(start), _us(end))
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite query on {self.path} failed: {exc}") from exc
+
+    def series_chunks(self, site: str, series: Sequence[tuple[str, str]], windows: Sequence[tuple[datetime, datetime]],
+                      ) -> Generator[dict[tuple[str, str], list[StoredRow]], None, None]:
+        """:meth:`query_series` of each window in turn, read ahead by a second process while the caller
+        works on the window before (:func:`stormwatch.stores.sqlite_reader.read_ahead`: a backfill's
+        reading beside its rules); in this process for an in-memory database or when the reading
+        process cannot start.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        if self.path == ":memory:" or len(windows) < 2:
+            for a, b in windows:
+                yield self.query_series(site, series, a, b)
+            return
+        try:
+            yield from sqlite_reader.read_ahead(self.path, site, series, [(_us(a), _us(b)) for a, b in windows])
+        except OSError as exc:
+            log.warning("%s: cannot start the reading process (%s): reading in this process", self.path, exc)
+            for a, b in windows:
+                yield self.query_series(site, series, a, b)
+        except sqlite_reader.ReadAheadError as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
 
     def late_identities(self, site: str) -> set[tuple[str, str, int]]:
         """Identities ``(gateway, boot, seq)`` of ``site``'s readings stored as late.

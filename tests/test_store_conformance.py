@@ -32,7 +32,7 @@ import pytest
 from stormwatch.app import servers
 from stormwatch.contract import Event, Reading
 from stormwatch.stores.base import DeadLetter, ReadingStore, SiteInfo
-from stormwatch.stores.rows import series_rows, us_of
+from stormwatch.stores.rows import series_chunks, series_rows, us_of
 from stormwatch.stores.urls import open_store
 from tests.names import RUN
 
@@ -215,6 +215,10 @@ def test_series_rows_are_the_readings_of_each_series(subject: Subject) -> None:
     }
     assert all(type(row[1]) is int for row in got[("rain-1", "rain_tips")])
     assert series_rows(_ReadingsOnly(subject.store), "riverside", series, T0, T0 + 3 * M) == got
+    # window after window (a backfill's reading; SQLite: read ahead by a second process), the same rows
+    windows = [(T0 + k * M, T0 + (k + 1) * M) for k in range(3)]
+    assert list(series_chunks(subject.store, "riverside", series, windows)) == [
+        series_rows(subject.store, "riverside", series, a, b) for a, b in windows]
     assert subject.store.stored_series("riverside") == [("rain-1", "rain_tips"), ("turb-down", "turbidity")]  # type: ignore[attr-defined]
 
 

@@ -247,28 +247,28 @@ class TurbidityRuleState:
         while end <= t:
             idx = self._next
             self._next += 1
-            out += self._step(self._evaluate(start, end, self._windows.pop(idx, _Window())))
+            w = self._windows.pop(idx, None)
+            out += self._step(self._evaluate(start, end, _Window() if w is None else w))
             start, end = end, end + self.window
         self.next_due = end
         return out
 
     def _evaluate(self, start: datetime, end: datetime, w: _Window) -> _Result:
-        base: dict[str, Any] = {"start": start, "end": end, "up": w.up, "down": w.down}
+        def undecided(status: Status, reason: str, down_median: float | None = None) -> _Result:
+            return _Result(start, end, status, reason, down_median=down_median, up=w.up, down=w.down)
+
         if not w.down:
             if w.down_flagged:
-                return _Result(status="needs_verification", reason="downstream readings carry QC flags", **base)
-            return _Result(status="undetermined", reason="no downstream reading", **base)
+                return undecided("needs_verification", "downstream readings carry QC flags")
+            return undecided("undetermined", "no downstream reading")
         down_median = _median(map(_VALUE, w.down))
         if self.criterion.needs_background:
             if not w.up:
                 if w.up_flagged:
-                    return _Result(status="needs_verification", reason="upstream (background) readings carry QC flags",
-                                   down_median=down_median, **base)
-                return _Result(status="undetermined", reason="no upstream (background) reading",
-                               down_median=down_median, **base)
+                    return undecided("needs_verification", "upstream (background) readings carry QC flags", down_median)
+                return undecided("undetermined", "no upstream (background) reading", down_median)
             if w.up_units != w.down_units or len(w.up_units) != 1:
-                return _Result(status="undetermined",
-                               reason=f"probe units differ ({sorted(w.up_units)} vs {sorted(w.down_units)})", **base)
+                return undecided("undetermined", f"probe units differ ({sorted(w.up_units)} vs {sorted(w.down_units)})")
             up_median: float | None = _median(map(_VALUE, w.up))
         else:
             up_median = _median(map(_VALUE, w.up)) if w.up else None
