@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -142,6 +143,23 @@ def storm_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     return report
 
 
+def _load_renderers(kind: str) -> None:
+    """Import matplotlib (charts) and, for a PDF, WeasyPrint in a background thread while the rules run
+    (about a second of imports): the evaluation mostly waits for the process reading the store ahead
+    (:mod:`stormwatch.stores.sqlite_reader`), and an import finished meanwhile is not paid after it."""
+    def load() -> None:
+        try:
+            import matplotlib.backends.backend_svg
+            import matplotlib.figure  # noqa: F401
+
+            if kind == "pdf":
+                import weasyprint  # noqa: F401
+        except Exception:  # the same import in the main thread says what is wrong
+            return
+
+    threading.Thread(target=load, name="report-renderers", daemon=True).start()
+
+
 def report_cmd(
     site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
     start: str | None = typer.Option(None, "--from", metavar="TIME",
@@ -200,6 +218,8 @@ def report_cmd(
     opened = _open_store(store)
     book, as_of, what, state_text = _book(state_dir, wall_time)
     sources = Sources(opened, book, as_of, what, state_text)
+    if kind != "csv":
+        _load_renderers(kind)
     try:
         if storm is not None:
             report = storm_report(cfg, profiles, sources, storm)
