@@ -166,6 +166,9 @@ class SqliteStore:
         StoreError: the file cannot be opened or initialised.
     """
 
+    #: :meth:`series_chunks` reads ahead in a second process from this many windows (days) on.
+    read_ahead_from = 8
+
     def __init__(self, path: str | Path, clock: Clock | None = None, busy_timeout_s: float = 10.0) -> None:
         self.path = str(path)
         self.clock: Clock = clock or WallClock()
@@ -379,13 +382,14 @@ class SqliteStore:
                       ) -> Generator[dict[tuple[str, str], list[StoredRow]], None, None]:
         """:meth:`query_series` of each window in turn, read ahead by a second process while the caller
         works on the window before (:func:`stormwatch.stores.sqlite_reader.read_ahead`: a backfill's
-        reading beside its rules); in this process for an in-memory database or when the reading
-        process cannot start.
+        reading beside its rules) from :attr:`read_ahead_from` windows on (a shorter read is not worth
+        starting a process); in this process for an in-memory database or when the reading process
+        cannot start.
 
         Raises:
             StoreError: the store cannot be read.
         """
-        if self.path == ":memory:" or len(windows) < 2:
+        if self.path == ":memory:" or len(windows) < self.read_ahead_from:
             for a, b in windows:
                 yield self.query_series(site, series, a, b)
             return

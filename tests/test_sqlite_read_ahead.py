@@ -39,6 +39,7 @@ def test_read_ahead_gives_the_rows_of_each_day_in_order(tmp_path: Path) -> None:
     _store(tmp_path / "s.db", 3)
     windows = [(T0 + timedelta(days=d), T0 + timedelta(days=d + 1)) for d in range(4)]  # the last one empty
     with SqliteStore(tmp_path / "s.db") as store:
+        store.read_ahead_from = 2  # (a real backfill: from 8 days on)
         got = list(series_chunks(store, "s1", SERIES, windows))
         assert got == [store.query_series("s1", SERIES, a, b) for a, b in windows]
     assert [len(c[("rain-1", "rain_tips")]) for c in got] == [1440, 1440, 1440, 0]
@@ -51,6 +52,7 @@ def test_an_unreadable_file_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     windows = [(T0, T0 + timedelta(days=1)), (T0 + timedelta(days=1), T0 + timedelta(days=2))]
     with SqliteStore(path) as store:
+        store.read_ahead_from = 2
         for extra in ("-wal", "-shm"):
             Path(f"{path}{extra}").unlink(missing_ok=True)
         path.write_bytes(b"this is not SQLite" * 100)
