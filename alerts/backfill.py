@@ -23,10 +23,12 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -43,7 +45,7 @@ from stormwatch.physics import NON_NEGATIVE
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import PRECIPITATION, TipResolution
 from stormwatch.stores.base import ReadingStore, StoredRow
-from stormwatch.stores.rows import row_reading, series_rows, stored_series, time_of_us
+from stormwatch.stores.rows import row_reading, series_chunks, stored_series, time_of_us
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -199,6 +201,7 @@ CHUNK = timedelta(days=1)
 _TICK = timedelta(microseconds=1)
 #: What the engine checks before a rule sees a reading: a reading flagged ``late`` is data, not a trigger.
 _LATE = "late"
+_VALUE, _FLAGS = itemgetter(1), itemgetter(3)  # of a StoredRow
 
 
 def site_series(cfg: SiteConfig, profiles: ProfileLibrary) -> list[tuple[str, str]]:
@@ -221,6 +224,8 @@ def site_series(cfg: SiteConfig, profiles: ProfileLibrary) -> list[tuple[str, st
 def _accepted(engine: Engine, site: str, device: str, quantity: str, rows: list[StoredRow]) -> list[StoredRow]:
     """``rows`` without those the engine refuses before any rule (a ``late`` flag, a value physics
     forbids), each of those given to :meth:`Engine.feed` so it is counted and logged as live."""
+    if not rows or (not any(map(_FLAGS, rows)) and (quantity not in NON_NEGATIVE or min(map(_VALUE, rows)) >= 0)):
+        return rows  # nearly every chunk: nothing flagged, nothing negative (checked at C speed)
     bounded = quantity in NON_NEGATIVE
     refused = [r for r in rows if (r[3] and _LATE in r[3].split(",")) or (bounded and r[1] < 0)]
     if not refused:
@@ -316,39 +321,15 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     events: list[Event] = []
     count = 0
     t, stop = _stored_span(store, site, series, start, end)
+    windows = []
     while t < stop:
-        upto = min(end, t + CHUNK)
-        stored = series_rows(store, site, series, t, upto)
-        rows: dict[tuple[str, str], list[StoredRow]] = {}
-        firsts: list[tuple[tuple[str, str], StoredRow]] = []
-        newest: int | None = None
-        if on_rows is not None:
-            on_rows(stored)
-        for (device, quantity), found in stored.items():
-            count += len(found)
-            kept = _accepted(engine, site, device, quantity, found)
-            rows[(device, quantity)] = kept
-            if kept:
-                firsts.append(((device, quantity), kept[0]))
-                newest = kept[-1][0] if newest is None else max(newest, kept[-1][0])
-        first = min(firsts, key=_order) if firsts else None
-        chunk = Chunk(site, rows, None if newest is None else time_of_us(newest),
-                      None if first is None else row_reading(site, first[0][0], first[0][1], first[1]))
-        if chunk.watermark is not None:
-            found_events: list[list[Event]] = []
-            for rule in engine.rules:
-                replay = getattr(rule, "replay", None)
-                out = replay(chunk) if replay is not None else _fed_one_by_one(rule, chunk)
-                w = chunk.watermark
-                if rule.next_due is not None and rule.next_due <= w:
-                    out += rule.advance_to(w)
-                if hasattr(rule, "on_watermark"):
-                    out += rule.on_watermark(w)
-                found_events.append(out)
-            events += map(engine.stamp, heapq.merge(*found_events, key=lambda e: e.event_time))
-        t = upto
-        if progress is not None:
-            progress((min(t, stop) - start) / (stop - start) if stop > start else 1.0)
+        windows.append((t, min(end, t + CHUNK)))
+        t += CHUNK
+    with closing(series_chunks(store, site, series, windows)) as chunks:
+        for (_, upto), stored in zip(windows, chunks, strict=False):
+            count += _evaluate_chunk(engine, site, stored, on_rows, events)
+            if progress is not None:
+                progress((min(upto, stop) - start) / (stop - start) if stop > start else 1.0)
     storm = engine.storm
     note = storm.assumed_note() if storm is not None else None
     if note is not None:
@@ -378,6 +359,42 @@ def _stored_span(store: ReadingStore, site: str, series: list[tuple[str, str]], 
     first = min(s.first_time for s in found)
     last = max(s.last_time for s in found)
     return start + ((first - start) // CHUNK) * CHUNK, min(end, last + _TICK)
+
+
+def _evaluate_chunk(engine: Engine, site: str, stored: Mapping[tuple[str, str], list[StoredRow]],
+                    on_rows: Callable[[Mapping[tuple[str, str], list[StoredRow]]], None] | None,
+                    events: list[Event]) -> int:
+    """One chunk of stored rows through the engine's rules (:func:`evaluate`); its events appended to
+    ``events``; returns how many rows it had."""
+    count = 0
+    rows: dict[tuple[str, str], list[StoredRow]] = {}
+    firsts: list[tuple[tuple[str, str], StoredRow]] = []
+    newest: int | None = None
+    if on_rows is not None:
+        on_rows(stored)
+    for (device, quantity), found in stored.items():
+        count += len(found)
+        kept = _accepted(engine, site, device, quantity, found)
+        rows[(device, quantity)] = kept
+        if kept:
+            firsts.append(((device, quantity), kept[0]))
+            newest = kept[-1][0] if newest is None else max(newest, kept[-1][0])
+    first = min(firsts, key=_order) if firsts else None
+    chunk = Chunk(site, rows, None if newest is None else time_of_us(newest),
+                  None if first is None else row_reading(site, first[0][0], first[0][1], first[1]))
+    if chunk.watermark is not None:
+        found_events: list[list[Event]] = []
+        for rule in engine.rules:
+            replay = getattr(rule, "replay", None)
+            out = replay(chunk) if replay is not None else _fed_one_by_one(rule, chunk)
+            w = chunk.watermark
+            if rule.next_due is not None and rule.next_due <= w:
+                out += rule.advance_to(w)
+            if hasattr(rule, "on_watermark"):
+                out += rule.on_watermark(w)
+            found_events.append(out)
+        events += map(engine.stamp, heapq.merge(*found_events, key=lambda e: e.event_time))
+    return count
 
 
 def _gaps(engine: Engine, start: datetime, end: datetime) -> list[GapSummary]:

@@ -547,6 +547,41 @@ class WorkOrders:
         orders = [self._row(r) for r in rows]
         return orders if overdue_at is None else [o for o in orders if o.is_overdue(overdue_at)]
 
+    def current(self, sites: Collection[str] | None = None, *,
+                completed_since: datetime | None = None) -> builtins.list[WorkOrder]:
+        """The orders not completed yet (open or acknowledged) and, with ``completed_since``, those
+        completed at or after it; oldest event first. What a page or a notifier scan needs from a
+        book that keeps every order of years: read through the ``(site, rule, completed_at)`` index
+        -- each site's rules found by index seeks, then each rule's orders without a completion and
+        completed since the time -- so the cost grows with the orders returned, not the orders kept
+        (``benchmarks/web.py``).
+
+        Args:
+            sites: only these sites' orders (``None``: every site in the book).
+            completed_since: also the orders completed at or after this time (``None``: none completed).
+        """
+        if sites is not None and not sites:
+            return []
+        cols = ", ".join(f"w.{c.strip()}" for c in _COLUMNS.split(","))
+        wanted = ("SELECT DISTINCT value FROM json_each(?)" if sites is not None else
+                  "SELECT MIN(site) FROM work_orders UNION ALL SELECT (SELECT MIN(site) FROM work_orders"
+                  " WHERE site > wanted.site) FROM wanted WHERE site IS NOT NULL")
+        sql = (f"WITH RECURSIVE wanted(site) AS ({wanted}),"
+               " keys(site, rule) AS (SELECT site, (SELECT MIN(rule) FROM work_orders WHERE site = wanted.site)"
+               " FROM wanted WHERE site IS NOT NULL"
+               " UNION ALL SELECT site, (SELECT MIN(rule) FROM work_orders WHERE site = keys.site AND rule > keys.rule)"
+               " FROM keys WHERE rule IS NOT NULL)"
+               f" SELECT {cols} FROM keys JOIN work_orders w ON w.site = keys.site AND w.rule = keys.rule"
+               " WHERE keys.rule IS NOT NULL AND w.completed_at IS NULL")
+        args: builtins.list[Any] = [json.dumps(sorted(set(sites)))] if sites is not None else []
+        if completed_since is not None:
+            sql += (f" UNION ALL SELECT {cols} FROM keys JOIN work_orders w ON w.site = keys.site AND"
+                    " w.rule = keys.rule WHERE keys.rule IS NOT NULL AND w.completed_at >= ?")
+            args.append(_ts(completed_since))
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY 7, 1", args).fetchall()  # event_time, id
+        return [self._row(r) for r in rows]
+
     def history(self, oid: str) -> builtins.list[Change]:
         """Every change of order ``oid``, oldest first.
 

@@ -7,9 +7,15 @@ by default), a storm in progress at every tenth site, and one open work order pe
 as the SMO (who sees every site) and renders ``/`` ``--renders`` times through the real application
 (Starlette's test client: no network), counting the store and work-order queries each page makes.
 The same is measured for ``N // 10`` sites: a constant number of queries per page, not one per site
-(on InfluxDB also the HTTP requests to the server per page).
+(on InfluxDB also the HTTP requests to the server per page). Then the work-order book gets the
+completed orders of years (``--history-orders``, default 50,000: storm inspections spread over the
+five years before, each completed a day after its storm) and the full portfolio is measured again:
+its time must stay flat, because a page reads the orders not completed and those completed in its
+window (:meth:`stormwatch.alerts.workorders.WorkOrders.current`), never the whole book; the query
+the portfolio and the notifier's scan make is timed against reading the whole book (``list()``).
 
     python benchmarks/web.py [--sites 500] [--poll-s 300] [--renders 30] [--store sqlite|influx1]
+                             [--history-orders 50000]
 
 Prints the machine and the figures; the last line is one JSON object.
 """
@@ -32,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml
 
 from benchmarks.machine import describe, machine
-from stormwatch.alerts.workorders import WorkOrders
+from stormwatch.alerts.workorders import WorkOrders, order_id
 from stormwatch.clock import ScenarioClock, WallClock
 from stormwatch.contract import Event, Reading
 from stormwatch.resources import example_site
@@ -133,7 +139,7 @@ def measure(root: Path, sites_dir: Path, n_sites: int, renders: int, store_url: 
     if hasattr(desk.store, "_request"):  # InfluxDB 1.x: count the HTTP requests too
         desk.store._request = requests.__getattr__("_request")  # type: ignore[attr-defined]
     store = Counting(desk.store, ("summarize", "query_tips", "query_site_events", "query_readings"))
-    book = Counting(desk.book, ("list", "get", "history", "engine_clock"))
+    book = Counting(desk.book, ("list", "current", "get", "history", "engine_clock"))
     desk.store = store  # type: ignore[assignment]
     desk.book = book  # type: ignore[assignment]
     desk.clock.book = book  # type: ignore[assignment]
@@ -158,12 +164,66 @@ def measure(root: Path, sites_dir: Path, n_sites: int, renders: int, store_url: 
             "page_kb": round(len(r.content) / 1024)}
 
 
+def add_history(root: Path, n_sites: int, n_orders: int) -> int:
+    """``n_orders`` completed storm inspections over the five years before :data:`NOW`, round-robin over
+    the sites, each with its history (opened, completed a day later); returns the book's size."""
+    def ts(t: datetime) -> str:
+        return t.astimezone(UTC).isoformat(timespec="microseconds")
+
+    book = WorkOrders(root / "alerts.db", WallClock())
+    span = timedelta(days=5 * 365)
+    records = []
+    for k in range(n_orders):
+        sid = f"site-{k % n_sites:04d}"
+        t = NOW - timedelta(days=3) - span * (k / max(n_orders, 1))
+        occurrence = f"storm:{ts(t)}"
+        done = t + timedelta(days=1)
+        records.append({
+            "id": order_id(sid, "R1", occurrence), "site": sid, "kind": "storm_inspection", "rule": "R1",
+            "citation": "Ch. 133 §133-7A(2)", "occurrence": occurrence, "event_time": ts(t), "opened_at": ts(t),
+            "due_at": ts(t + timedelta(hours=24)), "status": "completed", "message": "storm of 0.50 in",
+            "evidence": "[]", "inspector": "Pat Inspector", "notes": "inspected", "completed_at": ts(done),
+            "timezone": "America/New_York",
+            "history": [{"at": ts(t), "by": "alert engine", "action": "opened", "status": "open", "notes": ""},
+                        {"at": ts(done), "by": "Pat Inspector", "action": "completed", "status": "completed",
+                         "notes": "inspected"}]})
+        if len(records) == 5000:
+            book.import_records(records)
+            records = []
+    book.import_records(records)
+    size = len(book.list())
+    book.close()
+    return size
+
+
+def book_queries(root: Path, n_sites: int) -> dict[str, float]:
+    """Milliseconds (median of 5) of the portfolio's and the notifier's order query, and of ``list()``."""
+    book = WorkOrders(root / "alerts.db", WallClock())
+    sites = [f"site-{i:04d}" for i in range(n_sites)]
+
+    def ms(call: Any) -> float:
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            call()
+            runs.append(time.perf_counter() - t0)
+        return round(statistics.median(runs) * 1000, 1)
+
+    out = {"list_all_ms": ms(book.list),
+           "portfolio_query_ms": ms(lambda: book.current(sites, completed_since=NOW - timedelta(days=7))),
+           "notifier_query_ms": ms(lambda: book.current(sites))}
+    book.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sites", type=int, default=500)
     ap.add_argument("--poll-s", type=int, default=300)
     ap.add_argument("--renders", type=int, default=30)
     ap.add_argument("--store", choices=("sqlite", "influx1"), default="sqlite")
+    ap.add_argument("--history-orders", type=int, default=50_000,
+                    help="completed orders of earlier years added to the book before a last measurement (0: none)")
     args = ap.parse_args()
     log(f"machine: {describe()}")
     with tempfile.TemporaryDirectory(prefix="stormwatch-web-bench-") as tmp:
@@ -201,9 +261,23 @@ def run(root: Path, args: argparse.Namespace, store_url: str) -> dict[str, Any]:
     constant = all(small[k] == full[k] for k in ("store_queries_per_page", "book_queries_per_page",
                                                   "http_requests_per_page"))
     log(f"queries per page independent of the number of sites: {constant}")
-    return {"benchmark": "web_portfolio", "store": args.store, "readings": readings, "poll_s": args.poll_s,
-            "renders": args.renders, "full": full, "tenth": small, "constant_queries": constant,
-            "machine": machine()}
+    result = {"benchmark": "web_portfolio", "store": args.store, "readings": readings, "poll_s": args.poll_s,
+              "renders": args.renders, "full": full, "tenth": small, "constant_queries": constant,
+              "machine": machine()}
+    if args.history_orders > 0:
+        small_book = book_queries(root, args.sites)
+        orders = add_history(root, args.sites, args.history_orders)
+        big_book = book_queries(root, args.sites)
+        log(f"work-order book of {orders:,} orders ({args.history_orders:,} completed over 5 years): "
+            f"list() {big_book['list_all_ms']} ms (was {small_book['list_all_ms']} ms with {args.sites}); the "
+            f"portfolio's query {big_book['portfolio_query_ms']} ms (was {small_book['portfolio_query_ms']} ms), "
+            f"the notifier's {big_book['notifier_query_ms']} ms (was {small_book['notifier_query_ms']} ms)")
+        big = measure(root, sites_dir, args.sites, args.renders, store_url)
+        log(f"portfolio of {big['sites']} sites over that book: p50 {big['p50_ms']} ms, p95 {big['p95_ms']} ms "
+            f"(was p50 {full['p50_ms']} ms); work-order queries {big['book_queries_per_page']}")
+        result.update({"history_orders": args.history_orders, "book_orders": orders, "full_big_book": big,
+                       "book_queries_small": small_book, "book_queries_big": big_book})
+    return result
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ is a ZIP file anyone can open without stormwatch:
 :func:`load_bundle` verifies every checksum before it writes anything, then loads the readings
 (with their late flag), events and work orders into a store and a work-order book: the round trip
 gives back equal records. Loading twice adds nothing (readings are deduplicated by identity,
-events by occurrence, orders by id).
+events by ``(site, kind, occurrence)`` -- an event the store already holds is not written again --
+orders by id), and what loading added is counted as added, not as read.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class ArchiveError(ValueError):
 
 @runtime_checkable
 class EventReader(Protocol):
-    """A store that can read its events back (SQLite, InfluxDB 1.x)."""
+    """A store that can read its events back (SQLite, InfluxDB 1.x and 2.x)."""
 
     def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
         ...
@@ -76,11 +77,16 @@ class EventReader(Protocol):
 
 @dataclass(frozen=True)
 class Counts:
-    """What a bundle holds (or what loading it added)."""
+    """What a bundle holds (or what loading it added).
+
+    ``events_known``: when loading into a store that cannot read its events back (no
+    :class:`EventReader`), every event is written and ``events`` is how many were written, not
+    how many were new."""
 
     readings: int
     events: int
     orders: int
+    events_known: bool = True
 
 
 class _Hashing:
@@ -259,8 +265,9 @@ def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tup
                 if rest:
                     added += store.write_readings(rest, late=late)
         events = [Event.model_validate(json.loads(line)) for line in zf.read("events.jsonl").splitlines() if line]
-        if events:
-            store.write_events(events)
+        new_events, known = _new_events(store, manifest, events)
+        if new_events:
+            store.write_events(new_events)
         orders = [json.loads(line) for line in zf.read("workorders.jsonl").splitlines() if line]
         new_orders = 0
         if orders:
@@ -270,4 +277,24 @@ def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tup
                 for p in o.get("photos", []):
                     p["data"] = base64.b64decode(p["data"])
             new_orders, _present = book.import_records(orders)
-    return manifest, Counts(added, len(events), new_orders)
+    return manifest, Counts(added, len(new_events), new_orders, known)
+
+
+def _new_events(store: ReadingStore, manifest: dict[str, Any], events: list[Event]) -> tuple[list[Event], bool]:
+    """The bundle's events the store does not hold yet -- by ``(site, kind, occurrence)``, an event's
+    identity in every store -- and True; or all of them and False for a store that cannot read its
+    events back.
+
+    Raises:
+        stormwatch.stores.base.StoreError: the store cannot be read.
+    """
+    if not events:
+        return [], True
+    if not isinstance(store, EventReader):
+        return events, False
+    held: set[tuple[str, str, str]] = set()
+    start = min(datetime.fromisoformat(manifest["from"]), *(e.event_time for e in events))
+    end = max(datetime.fromisoformat(manifest["until"]), *(e.event_time for e in events)) + timedelta(microseconds=1)
+    for site in sorted({e.site for e in events}):
+        held |= {(e.site, e.kind, e.occurrence) for e in store.query_events(site, start, end)}
+    return [e for e in events if (e.site, e.kind, e.occurrence) not in held], True

@@ -14,16 +14,19 @@ the distinct reading times in the period against one per poll interval of the si
 stretch longer than two poll intervals (the engine's silence allowance) without a reading.
 
 A gap in the data is never a dry spell: rain-gauge gaps (the storm rule's own, from
-:func:`~stormwatch.alerts.backfill.evaluate`), turbidity windows R2 could not judge and basin
-level gaps are listed as UNKNOWN with their durations, and a day with a gauge gap shows its total
-as a lower bound.
+:func:`~stormwatch.alerts.backfill.evaluate`), turbidity windows R2 could not judge, the silence of
+a probe where R2 judged no window at all (before its first or after its last: data that stop
+before the period's end) and basin level gaps are listed as UNKNOWN with their durations, and a
+day with a gauge gap shows its total as a lower bound (a day without any gauge data: UNKNOWN alone).
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import io
 import logging
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,12 +35,13 @@ from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate, inches_cut
-from stormwatch.alerts.packs import load_site_pack
+from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules.basin import BasinDetails
+from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.storm import GapDetails, StormDetails
 from stormwatch.alerts.rules.turbidity import TurbidityDetails
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
-from stormwatch.config import SiteConfig
+from stormwatch.config import SiteConfig, TurbidityPair
 from stormwatch.contract import Event
 from stormwatch.display import inches, local_time
 from stormwatch.profiles import ProfileLibrary
@@ -70,6 +74,7 @@ TAIL_MARGIN = timedelta(hours=1)
 
 _UNDECIDED = ("undetermined", "needs_verification")
 _US = timedelta(microseconds=1)
+_TIME = operator.itemgetter(0)  # of a StoredRow
 
 
 class _Window(NamedTuple):
@@ -133,22 +138,22 @@ class CoverageCounter:
             if found and device in self._devices:
                 by_device.setdefault(device, []).append(found)
         for device, lists in by_device.items():
-            times = [r[0] for r in lists[0]] if len(lists) == 1 else sorted(r[0] for x in lists for r in x)
+            times = list(map(_TIME, lists[0])) if len(lists) == 1 else sorted(r[0] for x in lists for r in x)
+            times = times[bisect.bisect_left(times, start):bisect.bisect_left(times, end)]
+            if not times:
+                continue
             d = self._devices[device]
             allowance = d.allowance // _US
             last = None if d.last is None else us_of(d.last)
             prev = start if last is None else last
-            count = 0
-            for t in times:
-                if t < start or t >= end or t == last:
-                    continue
-                if t - prev > allowance:
-                    d.gaps.append(Interval(time_of_us(prev), time_of_us(t)))
-                prev = last = t
-                count += 1
-            d.count += count
-            if last is not None:
-                d.last = time_of_us(last)
+            # sorted: a reading time seen before is the previous one (or the last of the chunk before)
+            d.count += len(set(times)) - (times[0] == last)
+            if times[0] - prev > allowance or max(map(operator.sub, times[1:], times[:-1]), default=0) > allowance:
+                for t in times:  # a gap in this chunk (rare): find it
+                    if t - prev > allowance:
+                        d.gaps.append(Interval(time_of_us(prev), time_of_us(t)))
+                    prev = t
+            d.last = time_of_us(times[-1])
 
     def gaps(self, device: str) -> list[Interval]:
         """The device's gaps, the one up to the period's end included."""
@@ -272,7 +277,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     report.days = _days(ev, collector, tz, start, end)
     report.turbidity = _turbidity(ev.events, collector, by_id, sources, start, end)
     report.basin = _basin(ev.events, by_id, sources, start, end)
-    report.unknown = _unknown(cfg, ev, collector, coverage, start, end)
+    report.unknown = _unknown(cfg, ev, collector, coverage, start, end, background=_needs_background(pack))
     report.orders = [OrderRow(o, tuple(sources.book.history(o.id)), _thumbnails(sources.book, o.id))
                      for o in orders] if sources.book else []
     if report.storm is None and charts:
@@ -423,6 +428,9 @@ def _days(ev: Evaluation, c: Collector, tz: ZoneInfo, start: datetime, end: date
 def _turbidity(events: list[Event], c: Collector, by_id: dict[str, WorkOrder], sources: Sources,
                start: datetime, end: datetime) -> list[TurbidityRow]:
     cleared = {e.occurrence: e.event_time for e in events if e.kind == "turbidity_cleared"}
+    violating = sorted((w.start, w.downstream) for w in c.windows
+                       if w.status == "violating" and w.downstream is not None)
+    starts = [v[0] for v in violating]
     rows = []
     for e in events:
         if e.kind != "turbidity_contrast":
@@ -432,8 +440,8 @@ def _turbidity(events: list[Event], c: Collector, by_id: dict[str, WorkOrder], s
         if first >= end or (until is not None and until < start):
             continue
         stop = until or end
-        peak = max((w.downstream for w in c.windows if w.status == "violating" and first <= w.start < stop
-                    and w.downstream is not None), default=None)
+        peak = max((v for _, v in violating[bisect.bisect_left(starts, first):bisect.bisect_left(starts, stop)]),
+                   default=None)
         evidence = e.evidence[-1] if e.evidence else {}
         allowed = evidence.get("allowed_ntu")
         order = by_id.get(e.work_order) if e.work_order else _find(by_id, e.site, e.rule, e.occurrence)
@@ -467,8 +475,39 @@ def _basin(events: list[Event], by_id: dict[str, WorkOrder], sources: Sources, s
     return rows
 
 
+def _needs_background(pack: RulePack) -> bool:
+    """Whether the pack's R2 criterion compares against the upstream probe (an absolute limit does not)."""
+    rule = pack.turbidity()
+    return rule is None or criterion_named(rule[1].criterion, rule[1].absolute_limit_ntu).needs_background
+
+
+def _unjudged_probes(pair: TurbidityPair, background: bool, c: Collector, coverage: CoverageCounter,
+                     start: datetime, end: datetime) -> list[UnknownRow]:
+    """The silence of each probe R2 needs where R2 judged no window at all: before its first judged
+    window and after its last (R2 judges a window once a later reading arrives, so when every device
+    goes quiet until the period's end, or the probes start late, no window covers that time and
+    the windows R2 could not judge do not show it). A probe's silence is its coverage gap (no
+    reading for more than two poll intervals), cut to those uncovered stretches."""
+    if c.windows:
+        first, last = min(w.start for w in c.windows), max(w.end for w in c.windows)
+        uncovered = [Interval(start, first), Interval(last, end)]
+    else:
+        uncovered = [Interval(start, end)]
+    probes = ([(pair.upstream, "upstream (background)")] if background else []) + \
+        [(pair.downstream, "downstream (compliance)")]
+    rows = []
+    for device, role in probes:
+        for gap in coverage.gaps(device):
+            for u in uncovered:
+                span = _clip(gap.start, gap.end, u.start, u.end)
+                if span is not None:
+                    rows.append(UnknownRow("turbidity contrast", device, span,
+                                           f"no reading from the {role} probe: R2 could not judge"))
+    return rows
+
+
 def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCounter, start: datetime,
-             end: datetime) -> list[UnknownRow]:
+             end: datetime, *, background: bool = True) -> list[UnknownRow]:
     rows: list[UnknownRow] = []
     why = {e.details.gap_start: e.message for e in reversed(ev.events) if isinstance(e.details, GapDetails)}
     filled = {e.details.gap_start: e.details for e in ev.events
@@ -499,6 +538,7 @@ def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCo
                 run = None
             if w is not None and w.status in _UNDECIDED:
                 run, run_end = w, w.end
+        rows += _unjudged_probes(cfg.turbidity_pair, background, c, coverage, start, end)
     if cfg.basin:
         for gap in coverage.gaps(cfg.basin.device):
             rows.append(UnknownRow("basin level", cfg.basin.device, gap,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -154,6 +155,23 @@ def storm_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     return report
 
 
+def _load_renderers(kind: str) -> None:
+    """Import matplotlib (charts) and, for a PDF, WeasyPrint in a background thread while the rules run
+    (about a second of imports): the evaluation mostly waits for the process reading the store ahead
+    (:mod:`stormwatch.stores.sqlite_reader`), and an import finished meanwhile is not paid after it."""
+    def load() -> None:
+        try:
+            import matplotlib.backends.backend_svg
+            import matplotlib.figure  # noqa: F401
+
+            if kind == "pdf":
+                import weasyprint  # noqa: F401
+        except Exception:  # the same import in the main thread says what is wrong
+            return
+
+    threading.Thread(target=load, name="report-renderers", daemon=True).start()
+
+
 def report_cmd(
     site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
     start: str | None = typer.Option(None, "--from", metavar="TIME",
@@ -216,6 +234,8 @@ def report_cmd(
     book, as_of, what, state_text = _book(state_dir, wall_time, no_work_orders)
     opened = _open_store(store, book)
     sources = Sources(opened, book, as_of, what, state_text)
+    if kind != "csv":
+        _load_renderers(kind)
     try:
         if storm is not None:
             report = storm_report(cfg, profiles, sources, storm)
@@ -339,9 +359,12 @@ def import_archive_cmd(
     finally:
         opened.close()
         book.close()
+    members = manifest["members"]
+    events = (f"{counts.events} new events (of {members['events.jsonl']['rows']})" if counts.events_known
+              else f"{counts.events} events written (this store cannot tell which were new)")
     typer.echo(f"{bundle}: site {manifest['site']['id']} from {manifest['from']} until {manifest['until']}: "
-               f"{counts.readings} new readings (of {manifest['members']['readings.csv']['rows']}), "
-               f"{counts.events} events, {counts.orders} work orders added")
+               f"{counts.readings} new readings (of {members['readings.csv']['rows']}), {events}, "
+               f"{counts.orders} work orders added (of {members['workorders.jsonl']['rows']})")
 
 
 def register(app: typer.Typer) -> None:

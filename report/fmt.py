@@ -11,7 +11,7 @@ filters, :data:`FILTERS`) and the CSV writer, so both carry the same digits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -86,8 +86,27 @@ def hours(h: float) -> str:
 
 
 def day_depth(d: DayTotal) -> str:
-    """A day's rain: the exact depth, ``>=`` it when part of the day has no gauge data."""
+    """A day's rain: the exact depth, ``>=`` it when part of the day has no gauge data, ``UNKNOWN``
+    when none of it has (never ``>= 0 tips``)."""
+    if d.no_data:
+        return "UNKNOWN"
     return f">= {d.depth}" if d.unknown else d.depth
+
+
+def month_rows(days: Sequence[DayTotal]) -> list[tuple[str, list[tuple[DayTotal, DayTotal | None]]]]:
+    """The daily totals by calendar month, ``("March 2025", rows)``: each month's days in two
+    halves side by side (the first half down the left, the rest down the right), a row holding
+    one day of each -- the report's two-column table of a month."""
+    months: dict[tuple[int, int], list[DayTotal]] = {}
+    for d in days:
+        months.setdefault((d.day.year, d.day.month), []).append(d)
+    out = []
+    for month in months.values():
+        half = (len(month) + 1) // 2
+        left, right = month[:half], month[half:]
+        out.append((month[0].day.strftime("%B %Y"),
+                    [(a, right[i] if i < len(right) else None) for i, a in enumerate(left)]))
+    return out
 
 
 def order_verdict(o: WorkOrder, as_of: datetime) -> str:
@@ -104,5 +123,5 @@ def order_verdict(o: WorkOrder, as_of: datetime) -> str:
 
 FILTERS: dict[str, Callable[..., Any]] = {
     "when": when, "duration": duration, "pct": pct, "ntu": ntu, "inches": inches, "feet": feet, "hours": hours,
-    "day_depth": day_depth, "verdict": order_verdict,
+    "day_depth": day_depth, "verdict": order_verdict, "month_rows": month_rows,
 }

@@ -115,6 +115,12 @@ class DayTotal:
     depth_in: float
     unknown: timedelta
 
+    @property
+    def no_data(self) -> bool:
+        """The gauge gave no data all day (its part of the period): the rain is UNKNOWN, not a
+        lower bound of 0."""
+        return self.tips == 0 and self.unknown >= timedelta(hours=self.hours)
+
 
 @dataclass(frozen=True)
 class TurbidityRow:

@@ -78,10 +78,12 @@ def to_csv(report: Report) -> str:
             due=iso(s.due_at), done_at=iso(o.order.completed_at) if o and o.order else "", done_by=o.done if o else "",
             verdict=o.verdict if o else "", note="; ".join(s.notes))
     for d in report.days:
-        row("day", id=d.day.isoformat(), item=f"{fmt.hours(d.hours)} h", tips=d.tips, depth=fmt.day_depth(d),
-            depth_in=fmt.inches(d.depth_in), duration_min=fmt.minutes(d.unknown) if d.unknown else "",
-            duration=fmt.duration(d.unknown) if d.unknown else "",
-            note="rain UNKNOWN for part of the day: total is a lower bound" if d.unknown else "")
+        row("day", id=d.day.isoformat(), item=f"{fmt.hours(d.hours)} h", tips="" if d.no_data else d.tips,
+            depth=fmt.day_depth(d), depth_in="" if d.no_data else fmt.inches(d.depth_in),
+            duration_min=fmt.minutes(d.unknown) if d.unknown else "",
+            duration=fmt.duration(d.unknown) if d.unknown else "", status="UNKNOWN" if d.no_data else "",
+            note="no rain-gauge data all day: rain UNKNOWN" if d.no_data
+            else "rain UNKNOWN for part of the day: total is a lower bound" if d.unknown else "")
     for t in report.turbidity:
         o = t.outcome
         row("turbidity", id=o.order.id if o and o.order else t.occurrence, item=t.occurrence, start=iso(t.start),

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 _REJECT_STATUSES = frozenset({400, 413, 422})
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: The last instant a Flux time holds (int64 nanoseconds: 2262-04-11T23:47:16.854775807Z); ``range``'s
+#: stop is exclusive.
+_FLUX_MAX_NS = 2**63 - 1
 #: Columns of a pivoted Flux record that are not tags.
 _NOT_TAGS = frozenset({"result", "table", "stormwatch_ns"})
 
@@ -205,6 +208,28 @@ class Influx2Store(LineProtocolWrites):
             raise StoreError(f"InfluxDB {self.url} Flux query failed: {exc}") from exc
         rows = ((rec.values, time_ns(rec.get_time())) for table in tables for rec in table.records)
         return influx_readings(rows, late=late)
+
+    def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
+        """Events of ``site`` with ``start <= event_time < end`` in event-time order (from the
+        ``wire`` field: the full ``Event.to_wire()`` JSON, ``docs/influxdb-schema.md``), as
+        :meth:`stormwatch.stores.influx1.Influx1Store.query_events` reads them: one Flux query,
+        the window exact to the nanosecond (``start`` absent: the epoch; ``end`` absent: the last
+        instant Flux can hold), each point's time as integer ns (``stormwatch_ns``) to order them
+        (the events of each ``kind``/``rule`` come back as a table of their own).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        start_ns = time_ns(start) if start is not None else 0
+        stop_ns = time_ns(end) if end is not None else _FLUX_MAX_NS
+        flux = (f"from(bucket: {flux_string(self.bucket)})"
+                f" |> range(start: time(v: {start_ns}), stop: time(v: {stop_ns}))"
+                f" |> filter(fn: (r) => r._measurement == {flux_string(EVENTS)} and r.site == {flux_string(site)}"
+                ' and r._field == "wire")'
+                " |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))")
+        points = sorted((int(row["stormwatch_ns"]), str(row["_value"]))
+                        for row in self._flux(flux) if row.get("_value"))
+        return [Event.model_validate(json.loads(wire)) for _, wire in points]
 
     # -- many sites at once (stormwatch.stores.base.OverviewStore) -------------------------------
 

@@ -9,7 +9,7 @@ builds the reading. :func:`influx_readings` decodes the InfluxDB field encoding 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -74,6 +74,24 @@ def series_rows(store: ReadingStore, site: str, series: Sequence[tuple[str, str]
     for rows in out.values():
         rows.sort(key=_order)
     return out
+
+
+def series_chunks(store: ReadingStore, site: str, series: Sequence[tuple[str, str]],
+                  windows: Sequence[tuple[datetime, datetime]],
+                  ) -> Generator[dict[tuple[str, str], list[StoredRow]], None, None]:
+    """:func:`series_rows` of each window in turn: the store's own ``series_chunks`` when it has one
+    (SQLite: read ahead by a second process, :mod:`stormwatch.stores.sqlite_reader`), else window by
+    window. Close the iterator when stopping early.
+
+    Raises:
+        StoreError: the store cannot be read.
+    """
+    chunks = getattr(store, "series_chunks", None)
+    if chunks is not None:
+        yield from chunks(site, series, windows)
+        return
+    for a, b in windows:
+        yield series_rows(store, site, series, a, b)
 
 
 def stored_reading(row: Mapping[str, Any], ns: int, *, value: int | float, raw: Any,

@@ -39,7 +39,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from typing import Any
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Event, Reading
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE
+from stormwatch.stores import sqlite_reader
 from stormwatch.stores.base import (
     Conflict,
     DeadLetter,
@@ -175,6 +176,9 @@ class SqliteStore:
     Raises:
         StoreError: the file cannot be opened or initialised.
     """
+
+    #: :meth:`series_chunks` reads ahead in a second process from this many windows (days) on.
+    read_ahead_from = 8
 
     def __init__(self, path: str | Path, clock: Clock | None = None, busy_timeout_s: float = 10.0) -> None:
         self.path = str(path)
@@ -457,24 +461,43 @@ class SqliteStore:
     def query_series(self, site: str, series: Sequence[tuple[str, str]], start: datetime, end: datetime,
                      ) -> dict[tuple[str, str], list[StoredRow]]:
         """See :meth:`stormwatch.stores.base.SeriesStore.query_series`: one index range per series
-        (``(site, device, quantity, time_us)``), rows as SQLite returns them (no model objects).
+        (``(site, device, quantity, time_us)``), rows as SQLite returns them (no model objects;
+        :func:`stormwatch.stores.sqlite_reader.series_rows`).
 
         Raises:
             StoreError: the query failed.
         """
-        a, b = _us(start), _us(end)
-        out: dict[tuple[str, str], list[StoredRow]] = {}
-        for device, quantity in series:
-            rows: list[Any] = self._select(
-                "SELECT time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, gateway, boot, seq,"
-                " COALESCE(tip_size, '')"
-                " FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
-                " ORDER BY time_us, gateway, boot, seq", [site, device, quantity, a, b])
-            for i, row in enumerate(rows):
-                if row[3]:  # flagged (rare): the JSON list comma-joined, as StoredRow has it
-                    rows[i] = (*row[:3], ",".join(json.loads(row[3])), *row[4:])
-            out[(device, quantity)] = rows
-        return out
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            try:
+                return sqlite_reader.series_rows(self._conn, site, series, _us(start), _us(end))
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite query on {self.path} failed: {exc}") from exc
+
+    def series_chunks(self, site: str, series: Sequence[tuple[str, str]], windows: Sequence[tuple[datetime, datetime]],
+                      ) -> Generator[dict[tuple[str, str], list[StoredRow]], None, None]:
+        """:meth:`query_series` of each window in turn, read ahead by a second process while the caller
+        works on the window before (:func:`stormwatch.stores.sqlite_reader.read_ahead`: a backfill's
+        reading beside its rules) from :attr:`read_ahead_from` windows on (a shorter read is not worth
+        starting a process); in this process for an in-memory database or when the reading process
+        cannot start.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        if self.path == ":memory:" or len(windows) < self.read_ahead_from:
+            for a, b in windows:
+                yield self.query_series(site, series, a, b)
+            return
+        try:
+            yield from sqlite_reader.read_ahead(self.path, site, series, [(_us(a), _us(b)) for a, b in windows])
+        except OSError as exc:
+            log.warning("%s: cannot start the reading process (%s): reading in this process", self.path, exc)
+            for a, b in windows:
+                yield self.query_series(site, series, a, b)
+        except sqlite_reader.ReadAheadError as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
 
     def late_identities(self, site: str) -> set[tuple[str, str, int]]:
         """Identities ``(gateway, boot, seq)`` of ``site``'s readings stored as late.

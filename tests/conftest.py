@@ -28,6 +28,26 @@ def _need(binary: str) -> None:
         pytest.skip(msg)
 
 
+#: Where tests keep what a person looks at afterwards (browser screenshots): ``STORMWATCH_TEST_ARTIFACTS``,
+#: default ``test-artifacts/`` in the checkout (git-ignored; ``.ci/run`` prints where it is).
+ARTIFACTS_ENV = "STORMWATCH_TEST_ARTIFACTS"
+
+
+def artifacts_dir(name: str) -> Path:
+    """The directory ``name`` of the test artifacts (created, emptied of a previous run's files).
+
+    Raises:
+        OSError: it cannot be created.
+    """
+    root = Path(os.environ.get(ARTIFACTS_ENV) or REPO / "test-artifacts")
+    out = root / name
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.iterdir():
+        if old.is_file():
+            old.unlink()
+    return out
+
+
 def data_file(name: str) -> Path:
     """A file of ``tests/data`` (listed in its ``SOURCES.md``).
 

@@ -67,3 +67,100 @@ def test_gauge_gap_is_unknown_never_dry(tmp_path: Path) -> None:
     text = pdf_words(pdf)
     assert "UNKNOWN" in text and "5 h 01 min" in text and ">= 7 tips = 0.07 in" in text
     assert "no work-order state (--no-work-orders)" in text
+
+
+PAIR_SITE = """
+site: {id: pair-site, name: Pair Site, jurisdiction: ch133, timezone: America/New_York}
+gateway_id: gw-1
+devices:
+  - {id: rain-1, profile: tipping_bucket_modbus_counter, transport: {kind: modbus-tcp, host: 127.0.0.1}}
+  - {id: turb-up, profile: yosemitech_y511, transport: {kind: modbus-tcp, host: 127.0.0.1, unit_id: 2}}
+  - {id: turb-down, profile: yosemitech_y511, transport: {kind: modbus-tcp, host: 127.0.0.1, unit_id: 3}}
+rain_gauge: rain-1
+turbidity_pair: {upstream: turb-up, downstream: turb-down}
+"""
+
+
+def _pair_store(path: Path, rain: tuple[datetime, datetime], probes: tuple[datetime, datetime]) -> None:
+    """Every minute: the gauge's 0 tips in ``[rain)``, both probes' 12.0 NTU in ``[probes)``."""
+    readings, seq = [], 0
+    for device, quantity, value, unit, (t, stop) in (("rain-1", "rain_tips", 0, TIP_UNIT, rain),
+                                                      ("turb-up", "turbidity", 12.0, "NTU", probes),
+                                                      ("turb-down", "turbidity", 12.0, "NTU", probes)):
+        while t < stop:
+            seq += 1
+            readings.append(Reading(site="pair-site", device=device, quantity=quantity, value=value, unit=unit,
+                                    time=t, gateway="gw-1", boot="b1", seq=seq))
+            t += timedelta(minutes=1)
+    with SqliteStore(path) as store:
+        store.write_readings(readings)
+
+
+def _unknown_rows(tmp_path: Path, *period: str) -> list[tuple[str, str, str, str, str]]:
+    site = tmp_path / "site.yaml"
+    site.write_text(PAIR_SITE, encoding="utf-8")
+    out = tmp_path / "r.csv"
+    run_cli("report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
+            "--from", period[0], "--until", period[1], "-o", str(out))
+    rows = list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"))))
+    return sorted((r["item"], r["id"], r["start"], r["end"], r["duration"]) for r in rows if r["section"] == "unknown")
+
+
+def test_every_device_silent_to_the_end_is_unknown_turbidity_too(tmp_path: Path) -> None:
+    # The demo's ending: every device's last reading at 07:59 EDT on 2 June, the period to 3 June
+    # 00:00 EDT. By hand: 07:59 -> 24:00 is 16 h 01 min without any reading -- rain unknown, and R2
+    # judged no window after its last one (no later reading to close it): both probes unknown.
+    day = datetime(2026, 6, 1, tzinfo=NY)
+    last = day + timedelta(days=1, hours=7, minutes=59)
+    _pair_store(tmp_path / "store.db", (day - timedelta(days=1), last + timedelta(minutes=1)),
+                (day - timedelta(days=1), last + timedelta(minutes=1)))
+    end = "2026-06-03T00:00:00-04:00"
+    assert _unknown_rows(tmp_path, "2026-06-01", "2026-06-03") == [
+        ("rain", "rain-1", "2026-06-02T07:59:00-04:00", end, "16 h 01 min"),
+        ("turbidity contrast", "turb-down", "2026-06-02T07:59:00-04:00", end, "16 h 01 min"),
+        ("turbidity contrast", "turb-up", "2026-06-02T07:59:00-04:00", end, "16 h 01 min")]
+
+
+def test_probes_starting_late_are_unknown_from_the_period_start(tmp_path: Path) -> None:
+    # The gauge reports all day; the probes' first readings come at 06:00 EDT on the period's first
+    # day and run past its end. By hand: 00:00 -> 06:00 is 6 h 00 min with no probe reading and no
+    # window R2 judged (it starts with its first reading); nothing else is unknown.
+    day = datetime(2026, 6, 1, tzinfo=NY)
+    _pair_store(tmp_path / "store.db", (day - timedelta(days=1), day + timedelta(days=2)),
+                (day + timedelta(hours=6), day + timedelta(days=2)))
+    assert _unknown_rows(tmp_path, "2026-06-01", "2026-06-02") == [
+        ("turbidity contrast", "turb-down", "2026-06-01T00:00:00-04:00", "2026-06-01T06:00:00-04:00", "6 h 00 min"),
+        ("turbidity contrast", "turb-up", "2026-06-01T00:00:00-04:00", "2026-06-01T06:00:00-04:00", "6 h 00 min")]
+
+
+def test_a_day_without_any_gauge_data_is_unknown_not_zero(tmp_path: Path) -> None:
+    # The gauge polls every minute from 10 June on and sends nothing on 11 June (local). By hand:
+    # the gap runs from 10 June 23:59 to 12 June 00:00, so 11 June (24 h) has no gauge data at all:
+    # its rain is UNKNOWN -- no ">= 0 tips = 0.00 in" lower bound, no tip count -- while 10 June
+    # (1 min of it in the gap) keeps its lower bound.
+    day = datetime(2026, 6, 10, tzinfo=NY)
+    readings, t, seq = [], day, 0
+    while t < day + timedelta(days=6):  # past the period's end and the storm rule's dry gap after it
+        if t.astimezone(NY).day != 11:
+            seq += 1
+            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=0, unit=TIP_UNIT,
+                                    time=t, gateway="gw-1", boot="b1", seq=seq))
+        t += timedelta(minutes=1)
+    with SqliteStore(tmp_path / "store.db") as store:
+        store.write_readings(readings)
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE, encoding="utf-8")
+    common = ["report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
+              "--from", "2026-06-10", "--until", "2026-06-13"]
+    run_cli(*common, "-o", str(tmp_path / "r.csv"))
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text(encoding="utf-8"))))
+    days = {r["id"]: (r["tips"], r["depth"], r["depth_in"], r["duration"], r["status"])
+            for r in rows if r["section"] == "day"}
+    assert days == {"2026-06-10": ("0", ">= 0 tips = 0.00 in", "0.00", "1 min", ""),
+                    "2026-06-11": ("", "UNKNOWN", "", "1 d 0 h 00 min", "UNKNOWN"),
+                    "2026-06-12": ("0", "0 tips = 0.00 in", "0.00", "", "")}
+    run_cli(*common, "-o", str(tmp_path / "r.html"))
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    row = html[html.index("<td>Thu 11 Jun 2026</td>"):]
+    row = row[:row.index("</tr>")]
+    assert '<td class="unknown">UNKNOWN</td>' in row and "tips" not in row and "UNKNOWN 1 d 0 h 00 min" in row

@@ -237,3 +237,92 @@ def test_an_influxdb_store_away_or_misnamed_is_told_in_one_line(tmp_path: Path, 
         open_desk(DeskSettings(store_url=own_influx.store_url("desk"), **settings))  # type: ignore[arg-type]
     own_influx.start()
     assert client(world).get("/login").status_code == 200
+
+
+def test_the_site_page_shows_a_window_ending_when_asked(world: dict[str, object]) -> None:
+    # The site page's window ends now by default, or at a site-local time (until=). By hand: 12 h
+    # ending 2026-06-02 09:00 EDT (13:00 UTC, not included) hold the readings of 01:00-13:00 UTC and
+    # no tip (the storm's 50 tips fall in 13:00-13:50 UTC); 12 h ending 12:00 EDT (NOW) hold all 50.
+    c = client(world)
+    login(c, "sam")
+    now = c.get(f"/sites/{A}?hours=12").text
+    earlier = c.get(f"/sites/{A}?hours=12&until=2026-06-02T09:00").text
+    assert 'value="2026-06-02T09:00"' in earlier and "up to now" in earlier
+    assert "hours=24&amp;until=2026-06-02T09:00" in earlier  # the other windows keep the end
+    assert earlier.count("<polyline") >= 3 and now.count("<polyline") >= 3  # data in both windows
+    cumulative = re.compile(r'<polyline points="([^"]+)" fill="none" stroke="#173f73"')
+    last_now = float(cumulative.search(now).group(1).split()[-1].split(",")[1])  # type: ignore[union-attr]
+    last_earlier = float(cumulative.search(earlier).group(1).split()[-1].split(",")[1])  # type: ignore[union-attr]
+    assert last_now < last_earlier  # a higher cumulative line (smaller y) now: the storm is in this window only
+    same = c.get(f"/sites/{A}?hours=12&until=2026-06-02T13:00:00%2B00:00").text  # an offset is taken as given
+    assert 'value="2026-06-02T09:00"' in same
+    bad = c.get(f"/sites/{A}?until=yesterday")
+    assert bad.status_code == 400 and "not a time like 2026-06-02T08:00" in bad.text
+
+
+def test_pages_list_the_pending_and_recent_orders_not_the_whole_book(world: dict[str, object]) -> None:
+    # A's overdue storm inspection is open; two older orders of A were completed: one 30 days
+    # before NOW (outside the portfolio's week and the site page's 48 h), one 2 h before NOW.
+    from datetime import timedelta
+
+    from stormwatch.contract import Event
+    from tests.web_support import NOW
+
+    book = _book(world)
+    ids = []
+    for days, occurrence in ((30, "basin:old"), (0, "basin:recent")):
+        e = Event(kind="basin_cleanout_due", site=A, event_time=NOW - timedelta(days=days, hours=5), rule="R3",
+                  citation="Ch. 133 §133-7A(1)", occurrence=occurrence, due_at=NOW)
+        order = book.open_for(e, timezone="America/New_York")[0]
+        book.complete(order.id, "Ina Inspector", "dredged", at=NOW - timedelta(days=days, hours=2))
+        ids.append(order.id)
+    book.close()
+    old, recent = ids
+    c = client(world)
+    login(c, "sam")
+    for page in ("/", f"/sites/{A}"):
+        html = c.get(page).text
+        assert world["orders"][A] in html and recent in html and old not in html, page  # type: ignore[index]
+    assert old in c.get(f"/sites/{A}?hours=24&until=2026-05-03T12:00").text  # its window: listed
+
+
+def test_the_portfolio_says_now_in_the_zones_of_its_sites(world: dict[str, object]) -> None:
+    # NOW is 16:00 UTC. Both sites in New York: one time, 12:00 EDT. Hilltop moved to Denver: the
+    # SMO sees both zones' clocks, west to east (due times on the page are in each site's zone).
+    c = client(world)
+    login(c, "sam")
+    now = re.search(r'<p class="clock" id="now">(.*?)</p>', c.get("/").text, re.S)
+    assert now and "<strong>Tue 02 Jun 2026 12:00 EDT</strong>" in now.group(1) and "UTC" not in now.group(1)
+    hilltop = Path(str(world["sites"][1]))  # type: ignore[index]
+    hilltop.write_text(hilltop.read_text().replace("America/New_York", "America/Denver"))
+    c = client(world)
+    login(c, "sam")
+    now = re.search(r'<p class="clock" id="now">(.*?)</p>', c.get("/").text, re.S)
+    assert now and re.sub(r"<[^>]+>", "", now.group(1)).startswith(
+        "Now: Tue 02 Jun 2026 10:00 MDT America/Denver · Tue 02 Jun 2026 12:00 EDT America/New_York")
+    site = c.get(f"/sites/{A}").text  # a site's page: its own zone
+    assert "Now: <strong>Tue 02 Jun 2026 12:00 EDT</strong>" in site
+
+
+def test_chart_legends_never_overlap_their_titles(world: dict[str, object]) -> None:
+    # Each legend item starts after the title's width (13 px bold: at most 8 px a character) on the
+    # title's row, or sits on a row of its own under it; every item ends inside the chart.
+    from stormwatch.web.charts import LEFT, TITLE_CHAR, W
+
+    c = client(world)
+    login(c, "sam")
+    html = c.get(f"/sites/{A}").text
+    svgs = re.findall(r"<svg .*?</svg>", html, re.S)
+    assert len(svgs) == 3
+    rows = set()
+    for svg in svgs:
+        title = re.search(r'class="chart-title">([^<]+)</text>', svg).group(1)  # type: ignore[union-attr]
+        keys = [(float(x), float(y)) for x, y in re.findall(r'<rect x="([\d.]+)" y="([\d.]+)"[^>]*class="legend-key"',
+                                                                 svg)]
+        labels = re.findall(r'class="legend">([^<]+)</text>', svg)
+        assert keys and len(keys) == len(labels)
+        for (x, y), label in zip(keys, labels, strict=True):
+            assert y > 16 or x >= LEFT + TITLE_CHAR * len(title.replace("&amp;", "&")), (title, label)
+            assert x + 14 + 6.4 * len(label) <= W, (title, label)
+        rows.add(keys[0][1] > 16)
+    assert rows == {False, True}  # the short titles keep their legend beside them, the turbidity one not

@@ -2,8 +2,10 @@
 driven by Selenium) against `stormwatch demo --web` and then `stormwatch web` over the demo's state.
 
 An inspector logs in, sees the overdue storm inspection of the demo run, acknowledges it, completes it
-with a photo, and sees it completed in the portfolio. Screenshots of the portfolio, the site page and
-the order page are kept in the pytest temporary directory (the path is printed).
+with a photo, and sees it completed in the portfolio. Screenshots of the portfolio, the site page (the
+demo's window, its charts with data) and the order page are kept as test artifacts in
+``$STORMWATCH_TEST_ARTIFACTS/web-browser`` (default ``test-artifacts/`` in the checkout, git-ignored;
+the path is printed, and ``.ci/run`` lists them at its end).
 
 Skipped without Chromium, except under CI=true (.ci/run installs it).
 """
@@ -19,11 +21,14 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from PIL import Image
 
+from stormwatch.simulators.scenario import load_scenario
 from stormwatch.web.server import free_port
+from tests.conftest import artifacts_dir
 from tests.waits import wait_until
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -121,7 +126,7 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     from selenium.webdriver.support.ui import WebDriverWait
 
     d: WebDriver = browser  # type: ignore[assignment]
-    shots = tmp_path_factory.mktemp("screenshots")
+    shots = artifacts_dir("web-browser")
     print(f"\nscreenshots: {shots}")
     # a form POST navigates: an element found on the old page may go stale while the wait polls
     wait = WebDriverWait(d, 30, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException))
@@ -141,6 +146,23 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     d.find_element(By.LINK_TEXT, "Riverside Commons, Phase 2").click()
     wait.until(lambda d: d.find_elements(By.ID, "chart-rain"))
     assert len(d.find_elements(By.CSS_SELECTOR, "figure svg.chart")) == 3
+    # the desk judges at today's date (--wall-time): the last 48 h hold no reading of the June demo.
+    # Ask for the 48 h ending at the demo's end (site-local), through the page's own form.
+    scenario = load_scenario("default")
+    until = d.find_element(By.ID, "until")
+    d.execute_script("arguments[0].value = arguments[1]", until,
+                     scenario.end.astimezone(ZoneInfo("America/New_York")).strftime("%Y-%m-%dT%H:%M"))
+    d.find_element(By.ID, "show-window").click()
+    wait.until(lambda d: "until=" in d.current_url and d.find_elements(By.ID, "chart-basin"))
+    assert "hours=48" in d.current_url and "up to now" in d.find_element(By.CSS_SELECTOR, "nav.windows").text
+    charts = {f.get_attribute("id"): f.find_element(By.CSS_SELECTOR, "svg.chart")
+              for f in d.find_elements(By.CSS_SELECTOR, "figure[id^=chart-]")}
+    assert set(charts) == {"chart-rain", "chart-turbidity", "chart-basin"}
+    for name, svg in charts.items():  # every chart has data: a line through many points
+        points = [len(p.get_attribute("points").split()) for p in svg.find_elements(By.TAG_NAME, "polyline")]
+        assert points and max(points) > 10, (name, points)
+    bars = charts["chart-rain"].find_elements(By.CSS_SELECTOR, 'rect[fill="#3b7dd8"]')
+    assert bars, "no rain bar: the demo's storm is not in the window"
     d.save_screenshot(str(shots / "2-site.png"))
 
     link = d.find_element(By.XPATH, "//tr[@class='order'][td[contains(., 'storm inspection')]]//a")

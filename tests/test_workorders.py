@@ -84,3 +84,41 @@ def test_non_opening_event_is_rejected(tmp_path: Path) -> None:
     ev = storm_due().model_copy(update={"kind": "storm_started"})
     with pytest.raises(WorkOrderError):
         book.open_for(ev)
+
+
+def test_current_orders_are_the_pending_and_the_recently_completed(tmp_path: Path) -> None:
+    # Three sites, two rules each; per site an order completed two days ago, one completed ten days
+    # ago, one open and one acknowledged. By hand, with completed_since = now - 7 d: per site the
+    # open, the acknowledged and the one completed two days ago; without it, the two pending only.
+    clock = ManualClock(T0)
+    book = WorkOrders(tmp_path / "state.db", clock)
+    expected: dict[str, set[str]] = {"pending": set(), "recent": set()}
+    for site in ("s1", "s2", "s3"):
+        orders = []
+        for k, (rule, kind) in enumerate((("R1", "storm_inspection_due"), ("R1", "storm_inspection_due"),
+                                          ("R3", "basin_cleanout_due"), ("R3", "basin_cleanout_due"))):
+            e = Event(kind=kind, site=site, event_time=T0 + timedelta(hours=k), rule=rule,  # type: ignore[arg-type]
+                      citation="Ch. 133 §133-7A(2)", occurrence=f"{kind}:{k}", due_at=T0 + timedelta(days=1))
+            orders.append(book.open_for(e)[0])
+        old, recent, pending, acked = orders
+        clock.set(T0 + timedelta(days=2))
+        book.complete(old.id, "ann", "done early")
+        clock.set(T0 + timedelta(days=10))
+        book.complete(recent.id, "ann", "done late")
+        book.acknowledge(acked.id, "bob")
+        clock.set(T0)
+        expected["pending"] |= {pending.id, acked.id}
+        expected["recent"] |= {recent.id}
+    now = T0 + timedelta(days=12)
+    got = book.current(["s1", "s2", "s3"], completed_since=now - timedelta(days=7))
+    assert {o.id for o in got} == expected["pending"] | expected["recent"]
+    assert [o.event_time for o in got] == sorted(o.event_time for o in got)  # oldest event first
+    assert {o.id for o in book.current(None, completed_since=now - timedelta(days=7))} == {o.id for o in got}
+    assert {o.id for o in book.current(["s2", "s2"])} == {o.id for o in got if o.site == "s2"
+                                                          and o.status != "completed"}
+    assert {o.status for o in book.current()} == {"open", "acknowledged"}
+    assert book.current([]) == [] and book.current(["nowhere"]) == []
+    # the same as the whole book filtered
+    every = book.list()
+    assert {o.id for o in got} == {o.id for o in every
+                                   if o.completed_at is None or o.completed_at >= now - timedelta(days=7)}

@@ -27,7 +27,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -155,6 +155,18 @@ def _templates() -> Jinja2Templates:
     env.filters["local"] = lambda t, tz=None: local_time(t, tz)
     env.filters["kind"] = lambda k: str(k).replace("_", " ")
     return Jinja2Templates(env=env)
+
+
+#: At most this many zones in the portfolio's "Now" line (more: UTC, and a note).
+MAX_NOW_ZONES = 6
+
+
+def now_zones(zones: list[str], now: datetime) -> list[str]:
+    """The zones the portfolio shows "Now" in: every zone of the sites on it (an SMO watching sites
+    in several zones reads each site's due times in that site's zone), west to east; ``UTC`` alone
+    when there are none or more than :data:`MAX_NOW_ZONES`."""
+    distinct = sorted(set(zones), key=lambda z: (now.astimezone(ZoneInfo(z)).utcoffset() or timedelta(0), z))
+    return distinct if 0 < len(distinct) <= MAX_NOW_ZONES else ["UTC"]
 
 
 class Forbidden(HTTPException):
@@ -288,26 +300,40 @@ def create_app(desk: Desk) -> Starlette:
         t0 = time.perf_counter()
         now = desk.clock.now()
         ids = visible_sites(session.user, list(desk.sites))
-        visible = set(ids)
-        orders = [o for o in desk.book.list() if o.site in visible]
+        week = now - timedelta(days=7)
+        # the orders not completed and those completed in the last week: what the page shows (an
+        # index-backed query, not the whole book of every year)
+        orders = desk.book.current(ids, completed_since=week)
         result = portfolio([desk.sites[i] for i in ids], desk.store, orders, now,
                            clock_note=desk.clock.current()[1], gateways=desk.gateways() if desk.gateways else None)
         name = "_portfolio_table.html" if request.headers.get("HX-Request") else "portfolio.html"
-        week = now - timedelta(days=7)
         recent = [o for o in orders if o.status != "completed" or (o.completed_at and o.completed_at >= week)]
         recent.sort(key=lambda o: (o.status == "completed", o.due_at or o.event_time))
-        response = render(request, name, {"portfolio": result, "recent_orders": recent})
+        response = render(request, name, {"portfolio": result, "recent_orders": recent,
+                                          "now_zones": now_zones([desk.sites[i].cfg.site.timezone for i in ids], now)})
         desk.metrics.render_s.labels("portfolio").observe(time.perf_counter() - t0)
         return response
 
-    def window(request: Request, now: datetime) -> tuple[datetime, datetime, int]:
+    def window(request: Request, now: datetime, tz: ZoneInfo) -> tuple[datetime, datetime, int, str]:
+        """``(start, end, hours, until)``: the last ``hours`` (bounded) before ``until`` -- a site-local
+        time of the query (``2026-06-02T08:00``, a date is its midnight) -- or before now."""
         try:
             hours = int(request.query_params.get("hours", DEFAULT_HOURS))
         except ValueError:
             raise HTTPException(400, "hours must be a whole number") from None
         hours = min(max(hours, MIN_HOURS), MAX_HOURS)
-        end = now + timedelta(microseconds=1)
-        return end - timedelta(hours=hours), end, hours
+        until = request.query_params.get("until", "").strip()
+        if until:
+            try:
+                at = datetime.fromisoformat(until)
+            except ValueError:
+                raise HTTPException(400, f"until {until[:40]!r}: not a time like 2026-06-02T08:00 "
+                                         f"(site-local, {tz.key})") from None
+            end = (at if at.tzinfo is not None else at.replace(tzinfo=tz)).astimezone(UTC)
+            until = end.astimezone(tz).strftime("%Y-%m-%dT%H:%M")
+        else:
+            end = now + timedelta(microseconds=1)
+        return end - timedelta(hours=hours), end, hours, until
 
     async def site_page(request: Request, session: Session) -> Response:
         return site_response(request, session)
@@ -317,13 +343,14 @@ def create_app(desk: Desk) -> Starlette:
         t0 = time.perf_counter()
         site = site_of(session.user, request.path_params["site"])
         now = desk.clock.now()
-        start, end, hours = window(request, now)
+        tz = ZoneInfo(site.cfg.site.timezone)
+        start, end, hours, until = window(request, now, tz)
         readings = desk.store.query_readings(site.id, start, end)
         series = site_series(site, readings, desk.store.query_site_events(start, end, [site.id]), start, end)
-        orders = desk.book.list(site=site.id)
-        tz = ZoneInfo(site.cfg.site.timezone)
+        orders = desk.book.current([site.id], completed_since=start)  # not completed, or since the window's start
         response = render(request, "site.html", {
-            "site": site, "series": series, "hours": hours, "orders": orders,
+            "site": site, "series": series, "hours": hours, "until": until, "window_start": start,
+            "orders": orders,
             "rain_chart": charts.rain_chart(site, series, now) if site.cfg.rain_gauge else None,
             "turbidity_chart": charts.turbidity_chart(site, series, now) if site.cfg.turbidity_pair else None,
             "basin_chart": charts.basin_chart(site, series, now) if site.basin else None,

@@ -23,6 +23,9 @@ from stormwatch.web.overview import Gap, SiteModel, SiteSeries
 
 W, H = 880, 230
 LEFT, RIGHT, TOP, BOTTOM = 58, 62, 26, 34
+#: Widths (px) the legend is laid out with: a title character (13 px bold), a legend character
+#: (11 px), the key box and the space after an item; and the height of a legend row of its own.
+TITLE_CHAR, LEGEND_CHAR, LEGEND_GAP, LEGEND_ROW = 8.0, 6.4, 24.0, 16
 
 Point = tuple[datetime, float]
 
@@ -120,7 +123,15 @@ def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Se
         y_max: at least this top for the left axis (e.g. the 50 % line must show).
         now: a "now" marker.
     """
-    x0, x1, y0, y1 = LEFT, W - RIGHT, H - BOTTOM, TOP
+    items = [(ln.label, ln.color) for ln in lines] + [(b.label, b.color) for b in bands]
+    if gaps:
+        items.append(("no data", "url(#hatch)"))
+    # the legend beside the title when both fit in the plot's width, else on a row of its own under it
+    # (widths over-estimated: 13 px bold title, 11 px legend text, in whatever sans-serif the browser has)
+    legend_w = sum(LEGEND_GAP + LEGEND_CHAR * len(label) for label, _ in items)
+    beside = LEFT + TITLE_CHAR * len(title) + LEGEND_GAP + legend_w <= W - RIGHT
+    legend_x, legend_y = (LEFT + TITLE_CHAR * len(title) + LEGEND_GAP, 7) if beside else (LEFT, 7 + LEGEND_ROW)
+    x0, x1, y0, y1 = LEFT, W - RIGHT, H - BOTTOM, TOP + (0 if beside or not items else LEGEND_ROW)
     span = max((end - start).total_seconds(), 1.0)
 
     def x(t: datetime) -> float:
@@ -203,14 +214,12 @@ def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Se
     if now is not None and start <= now <= end:
         out.append(f'<line x1="{x(now):.1f}" x2="{x(now):.1f}" y1="{y1}" y2="{y0}" class="now"/>')
     out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" class="frame"/>')
-    items = [(ln.label, ln.color) for ln in lines] + [(b.label, b.color) for b in bands]
-    if gaps:
-        items.append(("no data", "url(#hatch)"))
-    lx = x0 + 7.2 * len(title) + 24.0
+    lx = legend_x
     for label, color in items:
-        out.append(f'<rect x="{lx:.0f}" y="7" width="10" height="10" fill="{color}" stroke="#999" stroke-width="0.5"/>')
-        out.append(f'<text x="{lx + 14:.0f}" y="16" class="legend">{e(label)}</text>')
-        lx += 24 + 6.2 * len(label)
+        out.append(f'<rect x="{lx:.0f}" y="{legend_y}" width="10" height="10" fill="{color}" stroke="#999" '
+                   'stroke-width="0.5" class="legend-key"/>')
+        out.append(f'<text x="{lx + 14:.0f}" y="{legend_y + 9}" class="legend">{e(label)}</text>')
+        lx += LEGEND_GAP + LEGEND_CHAR * len(label)
     out.append("</svg>")
     return Markup("".join(out))
 

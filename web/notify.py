@@ -311,7 +311,7 @@ class Notifier:
             known: dict[str, set[str]] = {}
             for oid, kind in self._db.execute("SELECT order_id, kind FROM notifications"):
                 known.setdefault(oid, set()).add(kind)
-        for order in self.book.list():
+        for order in self.book.current(list(self.sites)):  # the orders not completed (index-backed)
             kind = self.stage(order, now)
             site = self.sites.get(order.site)
             if kind is None or site is None:

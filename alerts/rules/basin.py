@@ -39,10 +39,12 @@ from stormwatch.config import M_PER_FT, Basin
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import UTC_ZONE, local_time
 from stormwatch.profiles import LevelSpec
-from stormwatch.stores.rows import time_of_us
+from stormwatch.stores.rows import time_of_us, us_of
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
+
+_US = timedelta(microseconds=1)
 
 
 class BasinRule(RuleParams):
@@ -107,7 +109,9 @@ class BasinRuleState:
         self.level = level
         self.storage = storage
         self.settle = timedelta(minutes=params.settle_minutes)
-        self._recent: deque[tuple[datetime, float]] = deque()
+        self._settle_us = self.settle // _US
+        #: the usable depths of the last :attr:`settle`, ``(event time in µs since the epoch, ft)``
+        self._recent: deque[tuple[int, float]] = deque()
         self._sorted: list[float] = []  # the depths of _recent, sorted (running median)
         self._last_settled: float | None = None
         self._warned = False
@@ -152,7 +156,7 @@ class BasinRuleState:
             log.warning("%s: basin reading %s=%r %s at %s is not a usable level: skipped", self.site,
                         reading.quantity, reading.value, reading.unit, format_time(reading.time))
             return []
-        return self._settle(reading.time, depth)
+        return self._settle(us_of(reading.time), depth)
 
     def replay(self, chunk: Chunk) -> list[Event]:
         """The level device's rows of a backfill chunk (:class:`~stormwatch.alerts.rules.Chunk`): what
@@ -172,7 +176,7 @@ class BasinRuleState:
             return out
         quantity, rows = series[0]
         out = []
-        depth_of, settle, times = self.depth_of, self._settle, chunk.times
+        depth_of, settle = self.depth_of, self._settle
         depths: dict[tuple[float, str], float | None] = {}  # a level sensor repeats its few values
         for row in rows:
             depth = None
@@ -185,20 +189,17 @@ class BasinRuleState:
             if depth is None:
                 out += self.feed(chunk.reading(device, quantity, row))
                 continue
-            t = times.get(row[0])
-            if t is None:
-                t = times[row[0]] = time_of_us(row[0])
-            found = settle(t, depth)
+            found = settle(row[0], depth)
             if found:
                 out += found
         return out
 
-    def _settle(self, t: datetime, depth: float) -> list[Event]:
-        """A usable depth at ``t`` into the running median of the last :attr:`settle`; the events of a new
-        settled depth."""
+    def _settle(self, t_us: int, depth: float) -> list[Event]:
+        """A usable depth at ``t_us`` (µs since the epoch) into the running median of the last
+        :attr:`settle`; the events of a new settled depth."""
         recent = self._recent
-        recent.append((t, depth))
-        edge = t - self.settle
+        recent.append((t_us, depth))
+        edge = t_us - self._settle_us
         if recent[0][0] <= edge and recent[0][1] == depth and recent[1][0] > edge:
             # exactly one depth leaves the window and it equals the new one: the sorted depths, hence the
             # median, are those after the previous reading, which decided already (nothing new)
@@ -216,6 +217,7 @@ class BasinRuleState:
             return []  # the same median decides the same (_step is idempotent for a repeated value)
         self._last_settled = settled
         lost = lost_capacity(self.storage, settled)
+        t = time_of_us(t_us)
         if self.trace is not None:
             self.trace.basin_settled(t, settled, lost)
         return self._step(t, settled, lost)
@@ -230,7 +232,8 @@ class BasinRuleState:
                      occurrence=f"basin:{self.basin.id}:{format_time(self._cycle_start)}", message=message,
                      details=BasinDetails(lost_capacity=lost, sediment_depth_ft=depth,
                                           basin=self.basin.id if self.named else None),
-                     evidence=[{"time": format_time(x), "sediment_depth_ft": d} for x, d in self._recent], **extra)
+                     evidence=[{"time": format_time(time_of_us(x)), "sediment_depth_ft": d} for x, d in self._recent],
+                     **extra)
 
     def _step(self, t: datetime, depth: float, lost: float) -> list[Event]:
         p = self.params

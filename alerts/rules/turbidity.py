@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import logging
 import math
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -36,7 +39,7 @@ from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import UTC_ZONE, local_time, names, turbidity
-from stormwatch.stores.rows import time_of_us
+from stormwatch.stores.rows import time_of_us, us_of
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -67,7 +70,7 @@ Status = Literal["compliant", "violating", "undetermined", "needs_verification"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _median(values: list[float]) -> float:
+def _median(values: Iterable[float]) -> float:
     """The median of ``values`` (non-empty), computed exactly as :func:`statistics.median` does."""
     data = sorted(values)
     n = len(data)
@@ -78,12 +81,16 @@ def _median(values: list[float]) -> float:
 
 
 _US = timedelta(microseconds=1)
+_TIME, _VALUE, _UNIT, _FLAGS = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # of a StoredRow
 
 
 @dataclass
 class _Window:
-    up: list[tuple[datetime, float]] = field(default_factory=list)
-    down: list[tuple[datetime, float]] = field(default_factory=list)
+    """The clean readings of one window, ``(event time in µs since the epoch, value)`` (a datetime
+    is made only for the evidence of an event), and how many carried QC flags."""
+
+    up: list[tuple[int, float]] = field(default_factory=list)
+    down: list[tuple[int, float]] = field(default_factory=list)
     up_flagged: int = 0
     down_flagged: int = 0
     up_units: set[str] = field(default_factory=set)
@@ -99,16 +106,16 @@ class _Result(NamedTuple):
     down_median: float | None = None
     allowed: float | None = None
     unit: str = "NTU"
-    up: tuple[tuple[datetime, float], ...] = ()
-    down: tuple[tuple[datetime, float], ...] = ()
+    up: Sequence[tuple[int, float]] = ()
+    down: Sequence[tuple[int, float]] = ()
 
     def evidence(self) -> dict[str, Any]:
         return {
             "window_start": format_time(self.start), "window_end": format_time(self.end),
             "upstream_median_ntu": self.up_median, "downstream_median_ntu": self.down_median,
             "allowed_ntu": self.allowed, "unit": self.unit, "status": self.status, "reason": self.reason,
-            "upstream": [[format_time(t), v] for t, v in self.up],
-            "downstream": [[format_time(t), v] for t, v in self.down],
+            "upstream": [[format_time(time_of_us(t)), v] for t, v in self.up],
+            "downstream": [[format_time(time_of_us(t)), v] for t, v in self.down],
         }
 
 
@@ -183,7 +190,7 @@ class TurbidityRuleState:
             else:
                 w.down_flagged += 1
             return []
-        (w.up if up else w.down).append((reading.time, float(reading.value)))
+        (w.up if up else w.down).append((us_of(t), float(reading.value)))
         (w.up_units if up else w.down_units).add(reading.unit)
         return []
 
@@ -202,72 +209,74 @@ class TurbidityRuleState:
             idx = min(rows[0][0] for rows in (up, down) if rows) // window
             self._next = idx
             self.next_due = self._start(idx + 1)
-        times = chunk.times
+        windows, first = self._windows, self._next
         for rows, is_up in ((up, True), (down, False)):
-            windows, first = self._windows, self._next
-            w: _Window | None = None
-            current = -1
-            for row in rows:
-                idx = row[0] // window
-                if idx != current:
-                    if idx < first:
+            # the rows are in time order: take them a window at a time
+            times = list(map(_TIME, rows))
+            i, n = 0, len(rows)
+            while i < n:
+                idx = times[i] // window
+                j = bisect_left(times, (idx + 1) * window, i)
+                if idx < first:
+                    for us in times[i:j]:
                         log.warning("%s: turbidity reading at %s is in an already evaluated window: ignored",
-                                    self.site, format_time(time_of_us(row[0])))
-                        continue
-                    current = idx
-                    w = windows.get(idx)
-                    if w is None:
-                        w = windows[idx] = _Window()
-                assert w is not None
-                if row[3]:
-                    if is_up:
-                        w.up_flagged += 1
-                    else:
-                        w.down_flagged += 1
+                                    self.site, format_time(time_of_us(us)))
+                    i = j
                     continue
-                t = times.get(row[0])
-                if t is None:
-                    t = times[row[0]] = time_of_us(row[0])
-                (w.up if is_up else w.down).append((t, float(row[1])))
-                (w.up_units if is_up else w.down_units).add(row[2])
+                w = windows.get(idx)
+                if w is None:
+                    w = windows[idx] = _Window()
+                part = rows[i:j]
+                i = j
+                if any(map(_FLAGS, part)):
+                    clean = [r for r in part if not r[3]]
+                    if is_up:
+                        w.up_flagged += len(part) - len(clean)
+                    else:
+                        w.down_flagged += len(part) - len(clean)
+                    part = clean
+                (w.up if is_up else w.down).extend(zip(map(_TIME, part), map(float, map(_VALUE, part)), strict=True))
+                (w.up_units if is_up else w.down_units).update(map(_UNIT, part))
         return []
 
     def advance_to(self, t: datetime) -> list[Event]:
         out: list[Event] = []
-        while self._next is not None and self._start(self._next + 1) <= t:
+        if self._next is None:
+            return out
+        start = self._start(self._next)
+        end = start + self.window
+        while end <= t:
             idx = self._next
             self._next += 1
-            out += self._step(self._evaluate(idx, self._windows.pop(idx, _Window())))
-        if self._next is not None:
-            self.next_due = self._start(self._next + 1)
+            w = self._windows.pop(idx, None)
+            out += self._step(self._evaluate(start, end, _Window() if w is None else w))
+            start, end = end, end + self.window
+        self.next_due = end
         return out
 
-    def _evaluate(self, idx: int, w: _Window) -> _Result:
-        start, end = self._start(idx), self._start(idx + 1)
-        base: dict[str, Any] = {"start": start, "end": end, "up": tuple(w.up), "down": tuple(w.down)}
+    def _evaluate(self, start: datetime, end: datetime, w: _Window) -> _Result:
+        def undecided(status: Status, reason: str, down_median: float | None = None) -> _Result:
+            return _Result(start, end, status, reason, down_median=down_median, up=w.up, down=w.down)
+
         if not w.down:
             if w.down_flagged:
-                return _Result(status="needs_verification", reason="downstream readings carry QC flags", **base)
-            return _Result(status="undetermined", reason="no downstream reading", **base)
-        down_median = _median([v for _, v in w.down])
+                return undecided("needs_verification", "downstream readings carry QC flags")
+            return undecided("undetermined", "no downstream reading")
+        down_median = _median(map(_VALUE, w.down))
         if self.criterion.needs_background:
             if not w.up:
                 if w.up_flagged:
-                    return _Result(status="needs_verification", reason="upstream (background) readings carry QC flags",
-                                   down_median=down_median, **base)
-                return _Result(status="undetermined", reason="no upstream (background) reading",
-                               down_median=down_median, **base)
+                    return undecided("needs_verification", "upstream (background) readings carry QC flags", down_median)
+                return undecided("undetermined", "no upstream (background) reading", down_median)
             if w.up_units != w.down_units or len(w.up_units) != 1:
-                return _Result(status="undetermined",
-                               reason=f"probe units differ ({names(w.up_units)} vs {names(w.down_units)})", **base)
-            up_median: float | None = _median([v for _, v in w.up])
+                return undecided("undetermined", f"probe units differ ({names(w.up_units)} vs {names(w.down_units)})")
+            up_median: float | None = _median(map(_VALUE, w.up))
         else:
-            up_median = _median([v for _, v in w.up]) if w.up else None
+            up_median = _median(map(_VALUE, w.up)) if w.up else None
         allowed = self.criterion.allowed_ntu(up_median)
         status: Status = "violating" if down_median > allowed else "compliant"
         unit = next(iter(w.down_units)) if len(w.down_units) == 1 else "NTU"
-        return _Result(status=status, reason=self.criterion.name, up_median=up_median, down_median=down_median,
-                       allowed=allowed, unit=unit, **base)
+        return _Result(start, end, status, self.criterion.name, up_median, down_median, allowed, unit, w.up, w.down)
 
     def _event(self, kind: EventKind, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
         return Event(kind=kind, site=self.site, event_time=r.end, rule=self.rule_id, citation=self.params.citation,

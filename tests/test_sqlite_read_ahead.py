@@ -1,0 +1,94 @@
+"""The SQLite store's read-ahead (stormwatch.stores.sqlite_reader): a backfill's series rows read by a
+second process give exactly the rows read in process, an unreadable file is a one-line StoreError,
+and a reader stopped early leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.stores.base import StoreError
+from stormwatch.stores.rows import series_chunks
+from stormwatch.stores.sqlite import SqliteStore
+from stormwatch.stores.sqlite_reader import read_ahead
+
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+SERIES = [("rain-1", "rain_tips"), ("turb-down", "turbidity")]
+
+
+def _store(path: Path, days: int) -> None:
+    readings, seq = [], 0
+    for minute in range(days * 1440):
+        t = T0 + timedelta(minutes=minute)
+        seq += 1
+        readings.append(Reading(site="s1", device="rain-1", quantity="rain_tips", value=minute % 3, unit=TIP_UNIT,
+                                time=t, gateway="gw-1", boot="b1", seq=seq))
+        seq += 1
+        readings.append(Reading(site="s1", device="turb-down", quantity="turbidity", value=10.0 + minute % 7,
+                                unit="NTU", time=t, gateway="gw-1", boot="b1", seq=seq,
+                                flags=("spike",) if minute % 500 == 0 else ()))
+    with SqliteStore(path) as store:
+        store.write_readings(readings)
+
+
+def test_read_ahead_gives_the_rows_of_each_day_in_order(tmp_path: Path) -> None:
+    _store(tmp_path / "s.db", 3)
+    windows = [(T0 + timedelta(days=d), T0 + timedelta(days=d + 1)) for d in range(4)]  # the last one empty
+    with SqliteStore(tmp_path / "s.db") as store:
+        store.read_ahead_from = 2  # (a real backfill: from 8 days on)
+        got = list(series_chunks(store, "s1", SERIES, windows))
+        assert got == [store.query_series("s1", SERIES, a, b) for a, b in windows]
+    assert [len(c[("rain-1", "rain_tips")]) for c in got] == [1440, 1440, 1440, 0]
+    assert got[0][("turb-down", "turbidity")][0][3] == "spike"  # flags as StoredRow has them
+
+
+def test_an_unreadable_file_is_a_store_error(tmp_path: Path) -> None:
+    # the store's file damaged, then removed, under an open store: the reading process says so, and
+    # never creates a file
+    path = tmp_path / "s.db"
+    windows = [(T0, T0 + timedelta(days=1)), (T0 + timedelta(days=1), T0 + timedelta(days=2))]
+    with SqliteStore(path) as store:
+        store.read_ahead_from = 2
+        for extra in ("-wal", "-shm"):
+            Path(f"{path}{extra}").unlink(missing_ok=True)
+        path.write_bytes(b"this is not SQLite" * 100)
+        with pytest.raises(StoreError, match=r"s\.db: SQLite query on .*s\.db failed: file is not a database"):
+            list(store.series_chunks("s1", SERIES, windows))
+        path.unlink()
+        with pytest.raises(StoreError, match="unable to open database file"):
+            list(store.series_chunks("s1", SERIES, windows))
+        assert not path.exists()
+
+
+def test_a_reader_stopped_early_leaves_no_process(tmp_path: Path) -> None:
+    _store(tmp_path / "s.db", 2)
+    windows = [(T0 + timedelta(hours=h), T0 + timedelta(hours=h + 1)) for h in range(48)]
+    rows = read_ahead(str(tmp_path / "s.db"), "s1", SERIES, [(_us(a), _us(b)) for a, b in windows])
+    first = next(rows)
+    assert len(first[("rain-1", "rain_tips")]) == 60
+    children = _children()
+    assert children, "no reading process"
+    rows.close()
+    assert not (_children() & children)
+
+
+def _us(t: datetime) -> int:
+    return (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+def _children() -> set[int]:
+    """Process ids whose parent is this process (Linux /proc)."""
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid() and fields[0] != "Z":
+                out.add(int(entry.name))
+    return out
