@@ -7,8 +7,8 @@ messages waiting, clock time) after every connect, readings at QoS 1 on its read
 retained ``{"state":"offline","reason":"stopped"}`` before a clean DISCONNECT at the end -- but the
 sessions share one thread: paho-mqtt's external-loop interface (``loop_read``/``loop_write``/
 ``loop_misc`` driven by a :mod:`selectors` loop; one thread per gateway would cost a thousand
-threads). A lost connection is retried with backoff (1 s doubling to 10 s), trying the next node of a
-broker cluster each time (:attr:`stormwatch.mqtt.BrokerSettings.endpoints`); messages not yet
+threads). A lost connection, or an attempt the broker closes before accepting it, is retried with
+backoff (1 s doubling to 10 s), trying the next node of a broker cluster each time (:attr:`stormwatch.mqtt.BrokerSettings.endpoints`); messages not yet
 acknowledged stay in paho's session state and are sent again on reconnect (a real gateway keeps them
 in its outbox, :mod:`stormwatch.gateway.outbox`).
 
@@ -246,8 +246,11 @@ class MqttFleet:
                        _props: Any) -> None:
         was = session.connected
         session.connected = False
-        if session.reconnect_at is None and was and not self._closing:
-            self._retry_later(session, f"connection lost ({reason_code})")
+        if session.reconnect_at is None and not self._closing:
+            # a connection lost, or an attempt the broker closed before accepting it (a cluster node
+            # that cannot restore the session yet): both are retried, on the next node
+            self._retry_later(session, f"connection lost ({reason_code})" if was
+                              else f"broker node closed the connection attempt ({reason_code})")
 
     def _on_publish(self, _client: mqtt.Client, session: FleetSession, mid: int, _reason: Any, _props: Any) -> None:
         if mid in session.readings_mids:
