@@ -99,7 +99,7 @@ def test_fleet_publishes_what_gateways_would(tmp_path: Path, mosquitto_server: s
             assert len({r.time for r in rs}) == 1 and len(rs) >= 5, [r.device for r in rs]
         readings_by_gw[rs[0].gateway] += rs
     assert sum(len(v) for v in readings_by_gw.values()) == summary["readings"]
-    assert summary["acknowledged"] == summary["messages"]
+    assert summary["acknowledged"] == summary["messages"] and summary["readings_acknowledged"] == summary["readings"]
 
     for index, (site_id, cfg) in enumerate(sorted(sites.items()), start=1):
         rs = readings_by_gw[cfg.gateway_id]
