@@ -215,13 +215,16 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
                 polled += 1
                 if polled % _PUMP_EVERY == 0:
                     fleet.pump(0)
+                    if should_stop() or time.monotonic() >= next_progress:
+                        break  # a fleet far behind still stops and reports promptly (the outer loop)
             wait = 0.05 if not due else (due[0][0] - clock.now()).total_seconds() / options.speed
             fleet.pump(min(0.05, max(0.0, wait)))
             if time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + options.progress_s
-                log.info("fleet sim %s: %d readings in %d messages, %d waiting for PUBACK, %d reconnects, "
-                         "at most %.2f s behind schedule", clock.now().isoformat(timespec="seconds"), result.readings,
-                         result.messages, fleet.waiting, fleet.reconnects, result.max_behind_s)
+                log.info("fleet sim %s: %d readings in %d messages (polls up to %s), %d waiting for PUBACK, "
+                         "%d reconnects, at most %.2f s behind schedule", clock.now().isoformat(timespec="seconds"),
+                         result.readings, result.messages, due[0][0].isoformat(timespec="seconds") if due else "end",
+                         fleet.waiting, fleet.reconnects, result.max_behind_s)
         result.real_s = time.time() - clock.wall_start
     except KeyboardInterrupt:
         result.stopped_early = True
