@@ -13,7 +13,7 @@ SQLite store, as in the field) all connect to the node that leads ``$MQTT_msgs``
 listing all three nodes; an event listener sits on another node. The fleet starts once the
 services' JetStream consumers exist. One simulated hour in, with storms raining and four still to
 reach the 0.5-in threshold, that node is SIGKILLed; everyone moves to the surviving nodes. Alerts
-runs with an allowed lateness of 40 real seconds (``--lateness-s``): at 240x the seconds a failover
+runs with an allowed lateness of 15 real seconds (``--lateness-s``): at 240x the seconds a failover
 takes are hours of event time, and a service on the wall clock has its default 120 s for them.
 
 Checked against independent sources -- the fleet's own count and each gateway's gap-free sequence,
@@ -65,7 +65,7 @@ KILL_AT = START + timedelta(hours=1)
 THRESHOLD_IN = Fraction(1, 2)  # R1 of both fleet packs (ch133, ch196): 0.5 in
 STORM_KINDS = ("storm_started", "storm_qualified")
 #: The alert engine's allowed lateness, event-time seconds: LATE_REAL_S real seconds at SPEED.
-LATE_REAL_S = 40.0
+LATE_REAL_S = 15.0
 #: Real seconds from the fleet's clock to its first poll: the services connect and subscribe meanwhile.
 START_DELAY_S = 45.0
 LATENESS_S = LATE_REAL_S * SPEED
@@ -125,6 +125,7 @@ def test_a_node_lost_mid_storm_loses_and_duplicates_nothing(tmp_path: Path, nats
     victim = next(i for i, n in enumerate(nats_cluster.nodes) if n.name == leader)
     sites = tmp_path / "sites"
     write_fleet_sites(sites, SITES)
+    expected = _expected_storm_events(sites)
     clock_file = tmp_path / "clock.json"
     db = tmp_path / "stormwatch.db"  # one store, as ingest and alerts share one in the field
     tag = uuid.uuid4().hex[:6]
@@ -157,13 +158,12 @@ def test_a_node_lost_mid_storm_loses_and_duplicates_nothing(tmp_path: Path, nats
 
         # at-least-once: what the broker redelivers after its ack wait (30 s) lands within a minute
         wait_until(lambda: stored() >= published["readings"], 90, every_s=0.5, fail=False)
-        expected = _expected_storm_events(sites)
-        wait_until(lambda: set(expected) <= {(s, k) for s, k, _ in listener.keys()}, 30, every_s=0.5, fail=False)
     finally:
-        stop(ingest, alerts)
+        stop(ingest, alerts)  # alerts decides the last hour (its lateness) as it stops, and publishes it
         if sim.poll() is None:
             sim.kill()
             sim.wait()
+        wait_until(lambda: set(expected) <= {(s, k) for s, k, _ in listener.keys()}, 15, every_s=0.2, fail=False)
         listener.close()
 
     with sqlite3.connect(db) as con:
@@ -186,7 +186,9 @@ def test_a_node_lost_mid_storm_loses_and_duplicates_nothing(tmp_path: Path, nats
         "killed": f"{nats_cluster.nodes[victim].name} ($MQTT_msgs leader) at {killed_at:%H:%M} simulated",
         "published": published["readings"], "acknowledged_messages": published["acknowledged"],
         "messages": published["messages"], "gateway_reconnects": published["reconnects"],
-        "stored": len(rows), "missing": {gw: seqs for gw, seqs in missing.items() if seqs},
+        "readings_acknowledged": published["readings_acknowledged"], "stored": len(rows),
+        "acknowledged_not_delivered": published["readings_acknowledged"] - len(rows),
+        "missing": {gw: seqs for gw, seqs in missing.items() if seqs},
         "redelivered_dead_lettered": letters.get("duplicate", 0),
         "other_dead_letters": {k: v for k, v in letters.items() if k != "duplicate"},
         "store_delay_real_s": {"p50": round(delays[len(delays) // 2], 2),
@@ -212,7 +214,7 @@ def test_a_node_lost_mid_storm_loses_and_duplicates_nothing(tmp_path: Path, nats
     assert len(after_loss) >= 3, after_loss
     assert Counter((site, kind, occ) for site, kind, occ, _, _ in stored_events).most_common(1)[0][1] == 1
     held = len(rows) == published["readings"] and got == expected and set(heard) == set(expected)
-    if not held and (measured["missing"] or measured["consumer_create_failures"]):
+    if not held and (measured["acknowledged_not_delivered"] > 0 or measured["consumer_create_failures"]):
         # The broker's: messages it acknowledged to a gateway and never delivered to ingest's persistent
         # session (ingest received, stored or dead-lettered every message it got: the assert above),
         # or subscriptions it could not restore. Recorded, not hidden: docs/scaling.md.
