@@ -93,6 +93,7 @@ class FleetResult:
     Attributes:
         sites: number of gateways; readings: readings published; messages: readings messages;
         acknowledged: of them, acknowledged by the broker (``messages`` when nothing is waiting);
+        readings_acknowledged: the readings in the acknowledged messages (what the broker took over);
         readings_by_site: site id → readings published; stories: story kind → sites;
         reconnects: sessions re-established after a lost connection;
         max_behind_s: most real seconds a poll cycle was published after its simulated time;
@@ -103,6 +104,7 @@ class FleetResult:
     readings: int = 0
     messages: int = 0
     acknowledged: int = 0
+    readings_acknowledged: int = 0
     readings_by_site: dict[str, int] = field(default_factory=dict)
     stories: dict[str, int] = field(default_factory=dict)
     reconnects: int = 0
@@ -113,7 +115,8 @@ class FleetResult:
     def to_json(self) -> dict[str, object]:
         """JSON-ready summary (without the per-site counts)."""
         return {"sites": self.sites, "readings": self.readings, "messages": self.messages,
-                "acknowledged": self.acknowledged, "stories": self.stories, "reconnects": self.reconnects,
+                "acknowledged": self.acknowledged, "readings_acknowledged": self.readings_acknowledged,
+                "stories": self.stories, "reconnects": self.reconnects,
                 "max_behind_s": round(self.max_behind_s, 3), "real_s": round(self.real_s, 1),
                 "stopped_early": self.stopped_early}
 
@@ -200,7 +203,7 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
                 # catches up evenly, every gateway keeps publishing (and its session alive)
                 readings = gateway.poll(slot)
                 for t, count, payload in messages_of(readings, options.form):
-                    fleet.publish(session, payload)
+                    fleet.publish(session, payload, count)
                     result.messages += 1
                     result.readings += count
                     result.readings_by_site[gateway.site] = result.readings_by_site.get(gateway.site, 0) + count
@@ -212,13 +215,16 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
                 polled += 1
                 if polled % _PUMP_EVERY == 0:
                     fleet.pump(0)
+                    if should_stop() or time.monotonic() >= next_progress:
+                        break  # a fleet far behind still stops and reports promptly (the outer loop)
             wait = 0.05 if not due else (due[0][0] - clock.now()).total_seconds() / options.speed
             fleet.pump(min(0.05, max(0.0, wait)))
             if time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + options.progress_s
-                log.info("fleet sim %s: %d readings in %d messages, %d waiting for PUBACK, %d reconnects, "
-                         "at most %.2f s behind schedule", clock.now().isoformat(timespec="seconds"), result.readings,
-                         result.messages, fleet.waiting, fleet.reconnects, result.max_behind_s)
+                log.info("fleet sim %s: %d readings in %d messages (polls up to %s), %d waiting for PUBACK, "
+                         "%d reconnects, at most %.2f s behind schedule", clock.now().isoformat(timespec="seconds"),
+                         result.readings, result.messages, due[0][0].isoformat(timespec="seconds") if due else "end",
+                         fleet.waiting, fleet.reconnects, result.max_behind_s)
         result.real_s = time.time() - clock.wall_start
     except KeyboardInterrupt:
         result.stopped_early = True
@@ -232,6 +238,7 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
         if log_file is not None:
             log_file.close()
     result.acknowledged = sum(s.acknowledged for s in sessions)
+    result.readings_acknowledged = sum(s.readings_acknowledged for s in sessions)
     result.reconnects = fleet.reconnects
     log.info("fleet %s: %d readings in %d messages from %d gateways, %d acknowledged%s; %d reconnects",
              "stopped" if result.stopped_early else "done", result.readings, result.messages, result.sites,

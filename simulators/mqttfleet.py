@@ -7,10 +7,11 @@ messages waiting, clock time) after every connect, readings at QoS 1 on its read
 retained ``{"state":"offline","reason":"stopped"}`` before a clean DISCONNECT at the end -- but the
 sessions share one thread: paho-mqtt's external-loop interface (``loop_read``/``loop_write``/
 ``loop_misc`` driven by a :mod:`selectors` loop; one thread per gateway would cost a thousand
-threads). A lost connection is retried with backoff (1 s doubling to 10 s), trying the next node of a
-broker cluster each time (:attr:`stormwatch.mqtt.BrokerSettings.endpoints`); messages not yet
-acknowledged stay in paho's session state and are sent again on reconnect (a real gateway keeps them
-in its outbox, :mod:`stormwatch.gateway.outbox`).
+threads). A lost connection, or an attempt the broker closes before accepting it, is retried with
+backoff (1 s doubling to 10 s), trying the next node of a broker cluster each time
+(:attr:`stormwatch.mqtt.BrokerSettings.endpoints`); messages not yet acknowledged stay in paho's
+session state and are sent again on reconnect (a real gateway keeps them in its outbox,
+:mod:`stormwatch.gateway.outbox`).
 
 Real-time waits here are transport pacing, not event time.
 """
@@ -46,7 +47,8 @@ class FleetSession:
     Attributes:
         site, gateway, boot: the gateway's identity.
         client: its paho client (external loop).
-        published: readings messages handed over; acknowledged: PUBACKs received for them.
+        published: readings messages handed over; acknowledged: PUBACKs received for them;
+        readings_acknowledged: the readings those acknowledged messages carried.
         connects: accepted connections (the first one and every reconnect).
     """
 
@@ -58,12 +60,13 @@ class FleetSession:
     status_topic: str
     published: int = 0
     acknowledged: int = 0
+    readings_acknowledged: int = 0
     connects: int = 0
     connected: bool = False
     node: int = 0
     reconnect_at: float | None = None
     backoff_s: float = RECONNECT_MIN_S
-    readings_mids: set[int] = field(default_factory=set)
+    readings_mids: dict[int, int] = field(default_factory=dict)  # packet id -> readings in the message
 
     @property
     def waiting(self) -> int:
@@ -127,10 +130,11 @@ class MqttFleet:
             raise TimeoutError(f"{missing} of {len(self.sessions)} gateway sessions not accepted by "
                                f"{self.broker.safe_url()} within {timeout_s:.0f} s")
 
-    def publish(self, session: FleetSession, payload: bytes) -> None:
-        """Publish one readings message at QoS 1 (kept by paho for resending until acknowledged)."""
+    def publish(self, session: FleetSession, payload: bytes, readings: int = 1) -> None:
+        """Publish one readings message (holding ``readings`` readings) at QoS 1 (kept by paho for
+        resending until acknowledged)."""
         info = session.client.publish(session.readings_topic, payload, qos=1)
-        session.readings_mids.add(info.mid)
+        session.readings_mids[info.mid] = readings
         session.published += 1
         self._flush(session)
 
@@ -246,13 +250,17 @@ class MqttFleet:
                        _props: Any) -> None:
         was = session.connected
         session.connected = False
-        if session.reconnect_at is None and was and not self._closing:
-            self._retry_later(session, f"connection lost ({reason_code})")
+        if session.reconnect_at is None and not self._closing:
+            # a connection lost, or an attempt the broker closed before accepting it (a cluster node
+            # that cannot restore the session yet): both are retried, on the next node
+            self._retry_later(session, f"connection lost ({reason_code})" if was
+                              else f"broker node closed the connection attempt ({reason_code})")
 
     def _on_publish(self, _client: mqtt.Client, session: FleetSession, mid: int, _reason: Any, _props: Any) -> None:
-        if mid in session.readings_mids:
-            session.readings_mids.discard(mid)
+        readings = session.readings_mids.pop(mid, None)
+        if readings is not None:
             session.acknowledged += 1
+            session.readings_acknowledged += readings
 
 
 def raise_fd_limit(needed: int) -> None:

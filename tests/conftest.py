@@ -113,3 +113,15 @@ def own_influx(tmp_path: Path) -> Iterator[servers.InfluxDB1]:
     srv.start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture()
+def nats_cluster(tmp_path: Path) -> Iterator[servers.NatsCluster]:
+    """A 3-node NATS cluster (JetStream, MQTT listeners) of this test alone; a node may be killed."""
+    _need("nats-server")
+    cluster = servers.nats_cluster(tmp_path / "nats", 3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

@@ -99,7 +99,7 @@ def test_fleet_publishes_what_gateways_would(tmp_path: Path, mosquitto_server: s
             assert len({r.time for r in rs}) == 1 and len(rs) >= 5, [r.device for r in rs]
         readings_by_gw[rs[0].gateway] += rs
     assert sum(len(v) for v in readings_by_gw.values()) == summary["readings"]
-    assert summary["acknowledged"] == summary["messages"]
+    assert summary["acknowledged"] == summary["messages"] and summary["readings_acknowledged"] == summary["readings"]
 
     for index, (site_id, cfg) in enumerate(sorted(sites.items()), start=1):
         rs = readings_by_gw[cfg.gateway_id]
@@ -139,3 +139,38 @@ def test_a_dead_fleet_leaves_its_gateways_last_wills(tmp_path: Path, mosquitto_s
             proc.kill()
         proc.communicate()
         listener.stop()
+
+
+def test_an_attempt_the_broker_closes_before_accepting_it_is_retried_on_the_next_node(
+        mosquitto_server: servers.Mosquitto) -> None:
+    """A cluster node that accepts the TCP connection and closes it before CONNACK (NATS 2.9 does when it
+    cannot restore the session's JetStream consumers in time) must not leave the gateway silent."""
+    import socket
+    import threading
+
+    from stormwatch.mqtt import parse_broker_url
+    from stormwatch.simulators.mqttfleet import MqttFleet
+
+    closer = socket.create_server(("127.0.0.1", 0))
+    attempts: list[int] = []
+
+    def close_each() -> None:
+        while True:
+            try:
+                conn, _ = closer.accept()
+            except OSError:
+                return
+            attempts.append(1)
+            conn.recv(1024)  # the CONNECT
+            conn.close()
+
+    threading.Thread(target=close_each, daemon=True).start()
+    try:
+        broker = parse_broker_url(f"mqtt://127.0.0.1:{closer.getsockname()[1]},127.0.0.1:{mosquitto_server.port}")
+        fleet = MqttFleet(broker, 30, lambda: "2026-06-01T04:00:00Z")
+        session = fleet.add(f"fleet-retry-{next(ids)}", "gw-retry", "b0")
+        fleet.connect_all(timeout_s=20)
+        assert session.connected and session.connects == 1 and attempts == [1]
+        fleet.close(timeout_s=5)
+    finally:
+        closer.close()

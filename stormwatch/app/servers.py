@@ -254,6 +254,7 @@ cluster {{
 }}
 mqtt {{
   listen: 127.0.0.1:{port}
+  stream_replicas: {replicas}
 }}
 """
 
@@ -282,9 +283,11 @@ class NatsCluster:
     """A cluster of ``nats-server`` nodes with JetStream and MQTT (3 nodes: one may be lost).
 
     JetStream keeps MQTT sessions, retained messages and QoS 1 messages in streams replicated to
-    every node (up to 3), so a persistent session lives on when the node its client was connected
-    to dies; the client reconnects to another node (a broker URL listing every node,
-    :attr:`stormwatch.mqtt.BrokerSettings.endpoints`).
+    every node (``stream_replicas``, up to 3; each QoS 1 subscription is a durable consumer with the
+    same replicas), so a persistent session is meant to live on when the node its client was
+    connected to dies; the client reconnects to another node (a broker URL listing every node,
+    :attr:`stormwatch.mqtt.BrokerSettings.endpoints`). How well nats-server 2.9 keeps that promise
+    is measured in tests/test_broker_cluster.py (docs/scaling.md).
     """
 
     nodes: list[NatsNode]
@@ -356,6 +359,6 @@ def nats_cluster(data_dir: Path, size: int = 3) -> NatsCluster:
         conf = node_dir / "nats.conf"
         conf.write_text(NATS_CONF.format(
             name=name, client_port=free_port(), http_port=http_port, data=node_dir, route_port=routes[i], port=port,
-            routes=", ".join(f"nats-route://127.0.0.1:{r}" for r in routes)))
+            routes=", ".join(f"nats-route://127.0.0.1:{r}" for r in routes), replicas=min(size, 3)))
         nodes.append(NatsNode(name, [binary, "-c", str(conf)], port, node_dir, http_port=http_port))
     return NatsCluster(nodes)
