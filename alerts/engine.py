@@ -405,6 +405,47 @@ class Engine:
             seen.forget(last)
         return [self._with_order(e) for e in self._record(out)] if out else out
 
+    def catch_up(self, readings: Sequence[Reading]) -> list[Event]:
+        """Take readings read back from the store after a stretch the broker may not have delivered
+        (a session that came back empty, a reconnect; issue 18): the ones this engine has not seen.
+
+        Those after the watermark are fed as live readings (:meth:`feed`). Those at or before it are
+        late: with ``reevaluate_late`` they are re-evaluated *together* -- one re-run from the snapshot
+        before the oldest of them, not one per reading -- and every event that was not emitted before,
+        or differs from what was, is emitted with ``late_detection_s``. Readings this engine saw, readings
+        flagged late (stored data, never a live trigger) and values physics forbids are skipped.
+        Readings older than the re-evaluation horizon are only logged (run ``stormwatch evaluate``).
+        """
+        late: list[Reading] = []
+        fresh: list[Reading] = []
+        w = self._watermark
+        for r in readings:
+            if r.site != self.site or (r.flags and "late" in r.flags) \
+                    or impossible_value(r.quantity, r.value) is not None:
+                continue
+            if (r.gateway, r.boot, r.seq) in self._seen:
+                continue
+            (late if w is not None and r.time <= w else fresh).append(r)
+        out: list[Event] = []
+        if late:
+            assert w is not None
+            late.sort(key=_order_key)
+            snaps = self._snapshots
+            i = bisect_right([s.time for s in snaps], late[0].time) - 1
+            if not self.reevaluate_late or i < 0:
+                log.warning("%s: %d reading(s) from the store the engine never received, from %s (watermark %s): %s",
+                            self.site, len(late), format_time(late[0].time), format_time(w),
+                            "older than the re-evaluation horizon: run `stormwatch evaluate`" if self.reevaluate_late
+                            else "stored data, no live trigger")
+            else:
+                self.counts["late"] += len(late)
+                for r in late:
+                    self._seen.add(r.identity, r.time)
+                out += self._reevaluate(i, late, w)
+        for r in sorted(fresh, key=_order_key):
+            out += self.feed(r)
+        return out
+
     def flush(self) -> list[Event]:
         """Release every buffered reading and evaluate up to the newest event time seen.
 

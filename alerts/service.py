@@ -10,21 +10,33 @@ bad reading does not cost the others. Retained readings are data, never live tri
 
 Each site has one :class:`stormwatch.alerts.engine.Engine`; its events are published as JSON
 (:meth:`stormwatch.contract.Event.to_wire`) on ``stormwatch/v1/<site>/events`` at QoS 1, written
-to the store (``write_events``) and passed to ``on_event``. Work orders live in the SQLite state
+to the store (``write_events``) and passed to ``on_event``. Events the store cannot take (it is
+away) are kept in the state file, in order, and written when it returns -- retried every few
+seconds for as long as it takes, never dropped (:mod:`stormwatch.alerts.servicestate`); one ERROR
+when the store becomes unavailable, the retries at DEBUG, one INFO when it is back. Work orders live in the SQLite state
 file; overdue orders are checked against the clock and announced as ``inspection_overdue`` (once:
 the state records it). The service records its clock in the state file at start, about once a
 real second and at stop, so ``stormwatch workorders`` reads the orders at the engine's time
 (simulated time after a demo; :class:`stormwatch.alerts.workorders.EngineClock`).
 
 On start, when a store is given, each engine is warmed up from the store's readings of the last
-``warmup_days`` (the same code as live, then flushed; orders dedupe; warm-up events are not
-re-published), so a restart does not forget a storm in progress or the weekly cadence and does not
-repeat events. Late readings are re-evaluated against the store (:mod:`stormwatch.alerts.engine`, late data).
-A gateway status ``offline`` (its MQTT last will) opens a rain-gauge ``data_gap``; a status
-``online`` (live or retained) never closes or prevents one -- only a gauge reading closes a gap,
-and a gauge silent for two poll intervals of event time opens one whatever the status says
-(failure-kinds.md #11). Events may also
-be POSTed to a webhook with retries (:mod:`stormwatch.alerts.webhook`).
+``warmup_days`` (the same code as live, then flushed; orders dedupe), so a restart does not forget
+a storm in progress or the weekly cadence. The state file records, per site, the watermark up to
+which every event was emitted (after each emission and about once a real second): the events of
+stored readings up to it are known and not published again; those after it -- the time the engine
+was away, when the broker may have lost what it queued for this session -- are emitted as live
+ones would have been. After every reconnection to the broker, and a first connection to a session
+the broker did not keep, the engine also reads the store again from the watermark it had when the
+connection was lost (or it started), a few times over the next minutes
+(:data:`CATCH_UP_AFTER_S`: ingest may store what the broker lost for this session after a
+gateway re-sent it, :mod:`stormwatch.gateway.publisher`): readings it never received are fed, or
+re-evaluated together when they are late (:meth:`stormwatch.alerts.engine.Engine.catch_up`), so a
+broker crash never changes an ordinance answer (issue 18). Late readings are re-evaluated against
+the store (:mod:`stormwatch.alerts.engine`, late data). A gateway status ``offline`` (its MQTT last
+will) opens a rain-gauge ``data_gap``; a status ``online`` (live or retained) never closes or
+prevents one -- only a gauge reading closes a gap, and a gauge silent for two poll intervals of
+event time opens one whatever the status says (failure-kinds.md #11). Events may also be POSTed to
+a webhook with retries (:mod:`stormwatch.alerts.webhook`).
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ from stormwatch.alerts.engine import DEFAULT_LATENESS_S, RECENT_WITH_STORE_S, En
 from stormwatch.alerts.grafana import GrafanaAnnotations
 from stormwatch.alerts.packs import PackError
 from stormwatch.alerts.presence import GatewayPresence
+from stormwatch.alerts.servicestate import ServiceState
 from stormwatch.alerts.webhook import BackgroundSender, Webhook
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.clock import Clock
@@ -56,6 +69,7 @@ from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
 from stormwatch.timebounds import TimeBounds
+from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +78,41 @@ def _filters(site: str) -> list[str]:
     """A site's subscriptions: its gateways' readings and status topics."""
     return [f"{topics.ROOT}/{site}/+/{leaf}" for leaf in ("readings", "status")]
 
-#: Real seconds between records of the service's clock in the state file.
+#: Real seconds between records of the service's clock (and the engines' progress) in the state file.
 CLOCK_RECORD_REAL_S = 1.0
+#: Real seconds after a connection to the broker at which the store is read for readings the broker
+#: may not have delivered (the last read about seven minutes on: what a gateway re-sends after a
+#: broker crash reaches the store within its grace and probe times, stormwatch.gateway.publisher).
+CATCH_UP_AFTER_S = (0.0, 5.0, 15.0, 45.0, 135.0, 405.0)
+#: Kept events written per store call, and the real seconds between attempts while the store is away.
+KEPT_CHUNK = 500
+RETRY_MIN_S, RETRY_MAX_S = 1.0, 5.0
+#: The longest real wait of the service loop (overdue checks, kept events, catch-ups, clock records).
+_TICK_S = 1.0
+
+
+class _StoreOutage:
+    """One ERROR when the store becomes unavailable, one INFO when it answers again (per service)."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.failures = 0
+
+    def failed(self, what: str, exc: Exception) -> None:
+        self.failures += 1
+        if self.since is None:
+            self.since = time.monotonic()
+            log.error("store unavailable (%s: %s); retrying, logged at DEBUG (events are kept in the state file "
+                      "meanwhile and written when it returns)", what, exc)
+        else:
+            log.debug("store still unavailable (%s: %s)", what, exc)
+
+    def answered(self, note: str = "") -> None:
+        if self.since is not None:
+            log.info("store is available again after %.0f s (%d failed attempts)%s", time.monotonic() - self.since,
+                     self.failures, note)
+            self.since = None
+            self.failures = 0
 
 
 def overdue_event(order: WorkOrder, now: datetime) -> Event:
@@ -131,6 +178,14 @@ class AlertService:
         #: Overdue checks completed so far (each looked at every open order at the clock's time).
         self.overdue_checks = 0
         self.workorders = WorkOrders(state_path, clock)
+        self.state = ServiceState(state_path)  # after the work-order book: it creates and checks the file
+        self._outage = _StoreOutage()
+        self._next_retry = 0.0
+        self._retry_s = RETRY_MIN_S
+        self._emitting = 0  # threads between making events (under the lock) and emitting them
+        self._lost_at: dict[str, datetime | None] | None = None  # watermarks when the connection was lost
+        self._catch_up_from: dict[str, datetime | None] = {}
+        self._catch_up_at: list[float] = []
         self.profiles = profiles
         self.lateness_s = lateness_s
         self.reevaluate_late = reevaluate_late
@@ -147,19 +202,22 @@ class AlertService:
         self._stop = threading.Event()
         self.connected = threading.Event()
         self._client = SessionClient(self.broker, SessionOptions(
-            client_id=client_id, keepalive_s=keepalive_s, manual_ack=True, reconnect_min_s=1, reconnect_max_s=30,
+            client_id=client_id, keepalive_s=keepalive_s, manual_ack=True, reconnect_min_s=1, reconnect_max_s=10,
             duplicate_hint="Are two alert services running with one --client-id? Give each its own."), log,
-            on_session=self._on_session, on_lost=self.connected.clear)
+            on_session=self._on_session, on_lost=self._on_lost)
         self._client.on_message = self._on_message
         self._client.on_subscribe = self._on_subscribe
         self._subscribe_mid: int | None = None
+        # No client-side limit on outgoing events (paho 2.2 strands in-flight messages behind a queued
+        # one on reconnect, client.py _handle_connack).
+        self._client.max_inflight_messages_set(0)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def run(self) -> None:
         """Warm up, connect and process messages until :meth:`stop`; then flush and disconnect.
 
-        An unreachable broker is retried forever (1 s doubling to 30 s) and logged at ERROR once per
+        An unreachable broker is retried forever (1 s doubling to 10 s) and logged at ERROR once per
         outage, then at DEBUG (:class:`stormwatch.mqtt.ConnectFailureLog`); INFO "connected" when it answers.
         """
         self.workorders.record_clock(self.clock)
@@ -168,21 +226,31 @@ class AlertService:
         log.info("watching %s on %s as %s", shown, self.broker.safe_url(), self.client_id)
         self._client.start()
         recorded = time.monotonic()
+        overdue_every = max(0.05, self.clock_real(self.overdue_check_s))
+        next_overdue = time.monotonic() + overdue_every
         try:
-            while not self._stop.wait(timeout=max(0.05, self.clock_real(self.overdue_check_s))):
-                self._check_overdue()
-                self.overdue_checks += 1
-                if time.monotonic() - recorded >= CLOCK_RECORD_REAL_S:
+            while not self._stop.wait(timeout=min(_TICK_S, overdue_every)):
+                now = time.monotonic()
+                if now >= next_overdue:
+                    self._check_overdue()
+                    self.overdue_checks += 1
+                    next_overdue = now + overdue_every
+                self._catch_up(now)
+                self._write_kept(now)
+                if now - recorded >= CLOCK_RECORD_REAL_S:
                     self.workorders.record_clock(self.clock)
-                    recorded = time.monotonic()
+                    self._record_progress()
+                    recorded = now
         finally:
             with self._lock:
                 events = [e for eng in self.engines.values() for e in eng.flush()]
-            for info in self._emit(events):
+                done = {site: eng.watermark for site, eng in self.engines.items()}
+            for info in self._emit(events, done):
                 try:
                     info.wait_for_publish(timeout=5.0)
                 except (RuntimeError, ValueError) as exc:
                     log.error("event not confirmed by the broker before stop: %s", exc)
+            self._write_kept(time.monotonic(), final=True)
             for eng in self.engines.values():
                 for storm in eng.in_progress():
                     log.info("%s: storm in progress at stop: %d tips (%.2f in) since %s, qualified=%s",
@@ -192,6 +260,7 @@ class AlertService:
                 output.close()
             self.workorders.record_clock(self.clock, stopped=True)
             self.workorders.close()
+            self.state.close()
             log.info("alert service stopped after %d readings", self.readings_seen)
 
     def stop(self) -> None:
@@ -238,24 +307,45 @@ class AlertService:
     def _warm_up(self) -> None:
         for site, engine in list(self.engines.items()):
             with self._lock:
-                self._warm_up_engine(site, engine)
+                events = self._warm_up_engine(site, engine)
+                done = {site: engine.watermark}
+            self._emit(events, done)
 
-    def _warm_up_engine(self, site: str, engine: Engine) -> None:
-        """Feed ``engine`` the store's readings of the last ``warmup_days`` (events already known: not re-published)."""
+    def _warm_up_engine(self, site: str, engine: Engine) -> list[Event]:
+        """Feed ``engine`` the store's readings of the last ``warmup_days``; returns the events of the
+        readings after the recorded progress (the engine was away then: they were never emitted).
+
+        Without a recorded progress (a first start) every stored reading counts as known.
+        """
         if self.store is None:
-            return
+            return []
         start = self.clock.now() - self.warmup
         try:
             readings = self.store.query_readings(site, start=start)
         except StoreError as exc:
             log.error("%s: warm-up from the store failed (%s): starting from live data only", site, exc)
-            return
+            return []
+        known_until = self.state.progress(site)
+        known = [r for r in readings if known_until is None or r.time <= known_until]
+        later = [] if known_until is None else [r for r in readings if r.time > known_until]
         n = 0
-        for r in readings:
+        for r in known:
             n += len(engine.feed(r))
-        n += len(engine.flush())
+        if known_until is not None:
+            n += len(engine.advance_to(known_until))
+        new: list[Event] = []
+        for r in later:
+            new += engine.feed(r)
+        if known_until is None:
+            n += len(engine.flush())
+        else:
+            new += engine.flush()
         log.info("%s: warmed up from %d stored readings since %s (%d events already known, not re-published)",
                  site, len(readings), start.isoformat(), n)
+        if new or later:
+            log.info("%s: %d stored readings after %s, when the engine was away: %d events from them", site,
+                     len(later), format_time(known_until) if known_until else "-", len(new))
+        return new
 
     def apply_sites(self, sites: Mapping[str, SiteConfig]) -> None:
         """Watch exactly ``sites`` from now on (``--sites DIR``: site files added, changed, removed; issue 17).
@@ -282,8 +372,9 @@ class AlertService:
                 log.error("%s: cannot be watched: %s (%s)", sid, exc,
                           "keeping the configuration watched so far" if sid in current else "not watched")
                 continue
-            self._warm_up_engine(sid, engine)
+            flushed_new = self._warm_up_engine(sid, engine)
             built[sid] = engine
+            self._emit(flushed_new, {sid: engine.watermark})
         flushed: list[Event] = []
         with self._lock:
             for sid in removed:
@@ -307,12 +398,26 @@ class AlertService:
 
     # -- MQTT --------------------------------------------------------------------------------
 
-    def _on_session(self, _session_present: bool) -> None:
+    def _on_session(self, session_present: bool) -> None:
         filters = self.filters
         if not filters:
             self.connected.set()  # no site (yet): nothing to subscribe to
-            return
-        _rc, self._subscribe_mid = self._client.subscribe([(f, 1) for f in filters])
+        else:
+            _rc, self._subscribe_mid = self._client.subscribe([(f, 1) for f in filters])
+        with self._lock:
+            lost, self._lost_at = self._lost_at, None
+            if lost is None and session_present:
+                return  # the first connection, to the session the broker kept: it delivers what it queued
+            for site, engine in self.engines.items():
+                since = lost.get(site, engine.watermark) if lost is not None else engine.watermark
+                if site in self._catch_up_from:
+                    before = self._catch_up_from[site]
+                    since = None if before is None or since is None else min(before, since)
+                self._catch_up_from[site] = since
+            now = time.monotonic()
+            self._catch_up_at = [now + d for d in CATCH_UP_AFTER_S]
+        log.info("%s: reading the store for what the broker may not have delivered meanwhile",
+                 "session came back empty" if not session_present else "reconnected")
 
     def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, mid: int, reason_codes: list[Any],
                       _props: Any) -> None:
@@ -324,6 +429,12 @@ class AlertService:
             return
         if mid == self._subscribe_mid:
             self.connected.set()
+
+    def _on_lost(self) -> None:
+        self.connected.clear()
+        with self._lock:
+            if self._lost_at is None:
+                self._lost_at = {site: engine.watermark for site, engine in self.engines.items()}
 
     def _on_message(self, client: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
         try:
@@ -369,7 +480,13 @@ class AlertService:
                     log.warning("reading of %s/%s on topic %s: dropped", r.site, r.gateway, msg.topic)
                     continue
                 events += engine.feed(r, retained=bool(msg.retain) and self.retained_is_late)
-        self._emit(events)
+            done = {site: engine.watermark}
+            self._emitting += 1
+        try:
+            self._emit(events, done if events else None)
+        finally:
+            with self._lock:
+                self._emitting -= 1
 
     def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:
         try:
@@ -393,30 +510,121 @@ class AlertService:
         elif state == "offline":
             with self._lock:
                 events = self.engines[site].source_offline(gateway, self.clock.now())
-            self._emit(events)
+                self._emitting += 1
+            try:
+                self._emit(events)
+            finally:
+                with self._lock:
+                    self._emitting -= 1
 
     # -- output ------------------------------------------------------------------------------
 
-    def _emit(self, events: list[Event]) -> list[mqtt.MQTTMessageInfo]:
+    def _emit(self, events: list[Event], done: Mapping[str, datetime | None] | None = None,
+              ) -> list[mqtt.MQTTMessageInfo]:
+        """Publish, record (or keep for the store) and hand out ``events``; then record ``done``, the
+        watermarks up to which every event of those sites has now been emitted."""
         infos: list[mqtt.MQTTMessageInfo] = []
-        if not events:
-            return infos
         for e in events:
             payload = json.dumps(e.to_wire(), separators=(",", ":"), ensure_ascii=False)
             infos.append(self._client.publish(topics.events(e.site), payload, qos=1))
             log.info("%s %s %s: %s", e.site, e.kind, e.citation, e.message)
-        if self.store is not None:
-            try:
-                self.store.write_events(events)
-            except StoreError as exc:
-                log.error("could not record %d events in the store: %s", len(events), exc)
+        if events and self.store is not None:
+            if self.state.kept_count:  # behind the ones kept before: the store gets them in order
+                self.state.keep(events, self.clock.now())
+            else:
+                try:
+                    self.store.write_events(events)
+                except StoreError as exc:
+                    self.state.keep(events, self.clock.now())
+                    self._outage.failed(f"could not record {len(events)} events", exc)
+                    self._next_retry = time.monotonic() + self._retry_s
         for output in self.outputs:
             for e in events:
                 output.send(e)
         if self.on_event is not None:
             for e in events:
                 self.on_event(e)
+        if done:
+            self.state.record_progress(done)
         return infos
+
+    def _write_kept(self, now: float, *, final: bool = False) -> None:
+        """Write the events kept for the store, oldest first, while it takes them (never dropped)."""
+        if self.store is None or not self.state.kept_count or (now < self._next_retry and not final):
+            return
+        written = 0
+        first_kept: str | None = None
+        while self.state.kept_count:
+            events, upto, kept_at = self.state.kept(KEPT_CHUNK)
+            first_kept = first_kept or kept_at
+            try:
+                self.store.write_events(events)
+            except StoreError as exc:
+                self._outage.failed(f"{self.state.kept_count} events kept", exc)
+                self._next_retry = now + self._retry_s
+                self._retry_s = min(RETRY_MAX_S, self._retry_s * 2)
+                if final:
+                    log.warning("store unavailable at stop: %d events stay kept in %s and are written after the "
+                                "next start", self.state.kept_count, self.state.path)
+                return
+            self.state.drop_kept(upto)
+            written += len(events)
+        self._retry_s = RETRY_MIN_S
+        if self._outage.since is not None:
+            self._outage.answered(f"; recorded the {written} events kept since {first_kept}")
+        elif written:
+            log.info("recorded the %d events kept in the state file since %s", written, first_kept)
+
+    def _record_progress(self) -> None:
+        """Record every engine's watermark, unless a thread holds events it has not emitted yet."""
+        with self._lock:
+            if self._emitting:
+                return
+            done = {site: engine.watermark for site, engine in self.engines.items()}
+        self.state.record_progress(done)
+
+    def _catch_up(self, now: float) -> None:
+        """Read the store again for readings the broker may not have delivered (after a connection)."""
+        if self.store is None:
+            return
+        with self._lock:
+            schedule = self._catch_up_at
+            if not schedule or now < schedule[0]:
+                return
+            sites = dict(self._catch_up_from)
+        lateness = timedelta(seconds=self.lateness_s)
+        found = 0
+        for site, since in sites.items():
+            start = (since - lateness) if since is not None else self.clock.now() - self.warmup
+            try:
+                readings = self.store.query_readings(site, start=start)
+            except StoreError as exc:
+                self._outage.failed(f"{site}: reading the store to catch up", exc)
+                with self._lock:
+                    if self._catch_up_at is schedule:
+                        schedule[0] = now + RETRY_MAX_S  # retried; the later reads follow it
+                return
+            with self._lock:
+                engine = self.engines.get(site)
+                if engine is None:
+                    continue
+                events = engine.catch_up(readings)
+                done = {site: engine.watermark}
+                self._emitting += 1
+            try:
+                self._emit(events, done if events else None)
+            finally:
+                with self._lock:
+                    self._emitting -= 1
+            found += len(events)
+        self._outage.answered()
+        if found:
+            log.info("caught up from the store: %d events from readings the broker had not delivered", found)
+        with self._lock:
+            if self._catch_up_at is schedule:
+                schedule.pop(0)
+                if not schedule:
+                    self._catch_up_from = {}
 
     def _check_overdue(self) -> None:
         now = self.clock.now()

@@ -1,33 +1,46 @@
-"""Gateway benchmark (issue 7): resident memory and CPU per 1,000 polls, and the outbox replay rate.
+"""Gateway benchmark (issue 7, issue 18): resident memory and CPU per 1,000 polls, the outbox replay
+rate, and how long a reading waits for ingest's stored-acknowledgement.
 
-Run: ``python benchmarks/gateway.py`` (not a test; loopback only; bounded to ~2 minutes).
+Run: ``python benchmarks/gateway.py`` (not a test; loopback only; bounded to ~3 minutes).
 
 1. Polling: a simulator PROCESS serves 10 Modbus TCP devices (Keller Acculevel register maps,
-   unit ids 1..10 on one pymodbus server); the gateway runs as its own process
-   (wall clock, outbox and QC on) polling each device once a second and publishing to a real
-   Mosquitto. It is started as ``stormwatch gateway --site ...``, which validates the site,
-   writes ``plan.json`` and execs (same pid) the lean field process ``python -m stormwatch.gateway --plan
-   plan.json`` (no pydantic, no typer); the benchmark checks ``/proc/<pid>/cmdline`` before it
-   measures. RSS (VmRSS) and CPU
-   time (utime + stime) come from ``/proc/<gateway pid>``; CPU is measured over a window after a
-   warm-up and scaled to 1,000 polls.
+   unit ids 1..10 on one pymodbus server); the gateway runs as its own process (wall clock, outbox
+   and QC on) polling each device once a second and publishing to a real Mosquitto, where a
+   ``stormwatch ingest`` process stores the readings in SQLite and confirms them
+   (``stormwatch/v1/<site>/<gateway>/stored``): a reading leaves the outbox only then (the
+   gateway's default ``--confirm stored``). The gateway is started as ``stormwatch gateway --site ...``,
+   which validates the site, writes ``plan.json`` and execs (same pid) the lean field process
+   ``python -m stormwatch.gateway --plan plan.json`` (no pydantic, no typer); the benchmark checks
+   ``/proc/<pid>/cmdline`` before it measures. RSS (VmRSS) and CPU time (utime + stime) come from
+   ``/proc/<gateway pid>``; CPU is measured over a window after a warm-up and scaled to 1,000 polls.
+   Meanwhile the benchmark's own MQTT client sees each reading on the readings topic and its
+   confirmation on the stored topic: the confirmation lag (p50, p95, max, in ms) is the time between
+   the two (ingest's batch window, its SQLite commit, two broker hops).
 2. Replay: an outbox filled with 24 h × 60 × 10 readings (a 24-hour outage at 1-minute polling
-   of 10 devices) is drained by the gateway's publisher to Mosquitto; readings/s to PUBACK.
+   of 10 devices) is drained by the gateway's publisher to Mosquitto while the ingest process stores
+   and confirms them: readings/s until the broker acknowledged every one (``outbox_replay_per_s``,
+   the publishing rate, the figure of issue 7) and until ingest confirmed every one and the outbox
+   is empty (``outbox_replay_confirmed_per_s``, end to end; bounded by ingest's SQLite writes).
 
-Last line: one JSON object ``{"rss_mb", "cpu_s_per_1000_polls", "outbox_replay_per_s", ...}``.
+Last line: one JSON object ``{"rss_mb", "cpu_s_per_1000_polls", "confirm_lag_ms", "outbox_replay_per_s",
+"outbox_replay_confirmed_per_s", ...}``.
 Bar (issue 7): ≤ 32 MB, ≤ 2.2 CPU-s per 1,000 polls, ≥ 2,000 readings/s.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 # This file is named like the package it measures: keep its own directory off the import path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -39,6 +52,8 @@ DEVICES = 10
 WARMUP_S = 8.0
 MEASURE_S = 40.0
 REPLAY_READINGS = 24 * 60 * DEVICES
+POLL_SITE = f"bench-{uuid.uuid4().hex[:6]}"
+REPLAY_SITE = f"bench-replay-{uuid.uuid4().hex[:6]}"
 
 
 def serve(port: int) -> None:
@@ -72,52 +87,134 @@ def lean_imports() -> None:
         raise RuntimeError("the lean gateway process imports pydantic")
 
 
-def polling(work: Path, broker_url: str) -> dict[str, float]:
-    from stormwatch.app import servers
+def site_doc(site: str, gateway: str, port: int, units: range) -> dict[str, Any]:
+    """A site of Keller Acculevel devices ``level-<u>`` on one Modbus TCP server."""
+    return {
+        "site": {"id": site, "jurisdiction": "ch133"}, "gateway_id": gateway,
+        "devices": [{"id": f"level-{u}", "profile": "keller_acculevel", "poll_interval_s": 1,
+                     "transport": {"kind": "modbus-tcp", "host": "127.0.0.1", "port": port, "unit_id": max(1, u)}}
+                    for u in units],
+    }
 
-    port = servers.free_port()
-    sim = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
+
+class LagWatch:
+    """Sees each reading of a gateway on the broker and its stored-acknowledgement: the lag between."""
+
+    def __init__(self, port: int, site: str, gateway: str) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        from stormwatch import storedack, topics
+
+        self._decode = storedack.decode
+        self.readings_topic, self.stored_topic = topics.readings(site, gateway), topics.stored(site, gateway)
+        self.seen: dict[tuple[str, int], float] = {}
+        self.lags: list[float] = []
+        self.lock = threading.Lock()
+        ready = threading.Event()
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"lag-{uuid.uuid4().hex[:6]}")
+        self.client.on_message = self._on_message
+        self.client.on_subscribe = lambda *_a: ready.set()
+        self.client.connect("127.0.0.1", port)
+        self.client.subscribe([(self.readings_topic, 0), (self.stored_topic, 0)])
+        self.client.loop_start()
+        if not ready.wait(10):
+            raise RuntimeError("lag watcher: no SUBACK")
+
+    def _on_message(self, _c: object, _u: object, msg: Any) -> None:
+        now = time.monotonic()
+        if msg.topic == self.readings_topic:
+            doc = json.loads(msg.payload)
+            with self.lock:
+                for r in doc.get("readings", [doc]):
+                    self.seen.setdefault((r["boot"], r["seq"]), now)
+            return
+        with self.lock:
+            for boot, first, last in self._decode(bytes(msg.payload)):
+                for seq in range(first, last + 1):
+                    t = self.seen.pop((boot, seq), None)
+                    if t is not None:
+                        self.lags.append(now - t)
+
+    def figures(self) -> dict[str, float]:
+        """``{"p50", "p95", "max"}`` in ms and ``n`` readings confirmed."""
+        with self.lock:
+            lags = sorted(self.lags)
+        if not lags:
+            return {}
+        return {"p50": round(1000 * statistics.median(lags), 1),
+                "p95": round(1000 * lags[int(0.95 * (len(lags) - 1))], 1), "max": round(1000 * lags[-1], 1),
+                "n": len(lags)}
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def start_ingest(work: Path, broker_url: str, sites: list[Path]) -> subprocess.Popen[bytes]:
+    """A ``stormwatch ingest`` process storing to SQLite (it confirms what it stored); waits for its subscription."""
+    log = work / "ingest.log"
+    args = [sys.executable, "-m", "stormwatch", "ingest", "--broker", broker_url, "--store",
+            f"sqlite:///{work / 'ingest.db'}", "--client-id", f"bench-ingest-{uuid.uuid4().hex[:6]}"]
+    for site in sites:
+        args += ["--site", str(site)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while "subscribed to" not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"ingest did not subscribe:\n{log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.1)
+    return proc
+
+
+def outbox_depth(path: Path) -> int:
+    """Rows left in a gateway's outbox (SQL)."""
+    con = sqlite3.connect(str(path))
     try:
-        servers.wait_port(port, 20)
-        site = {
-            "site": {"id": f"bench-{uuid.uuid4().hex[:6]}", "jurisdiction": "ch133"}, "gateway_id": "gw-bench",
-            "devices": [{"id": f"level-{u}", "profile": "keller_acculevel", "poll_interval_s": 1,
-                         "transport": {"kind": "modbus-tcp", "host": "127.0.0.1", "port": port, "unit_id": u}}
-                        for u in range(1, DEVICES + 1)],
-        }
-        site_path = work / "site.json"  # JSON is YAML
-        site_path.write_text(json.dumps(site))
-        gw = subprocess.Popen([sys.executable, "-m", "stormwatch", "gateway", "--site", str(site_path),
-                               "--broker", broker_url, "--state-dir", str(work / "gw")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            print(f"polling: gateway pid {gw.pid}, {DEVICES} devices at 1 Hz; warm-up {WARMUP_S:.0f} s", flush=True)
-            time.sleep(WARMUP_S)
-            cmdline = Path(f"/proc/{gw.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            print(f"polling: measuring `{cmdline}`", flush=True)
-            if "-m stormwatch.gateway --plan" not in cmdline:
-                raise RuntimeError(f"the gateway did not exec the lean process: {cmdline}")
-            _, _, cpu0 = process_usage(gw.pid)
-            t0 = time.monotonic()
-            time.sleep(MEASURE_S)
-            rss, hwm, cpu1 = process_usage(gw.pid)
-            elapsed = time.monotonic() - t0
-            if gw.poll() is not None:
-                raise RuntimeError(f"gateway exited with {gw.returncode}")
-        finally:
-            gw.terminate()
-            gw.wait(30)
+        return int(con.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
     finally:
-        sim.terminate()
-        sim.wait(10)
+        con.close()
+
+
+def polling(work: Path, broker_url: str, broker_port: int, sites: list[Path], sim_port: int) -> dict[str, Any]:
+    """CPU and memory of the gateway process polling ``DEVICES`` devices at 1 Hz, and the confirmation lag."""
+    watch = LagWatch(broker_port, POLL_SITE, "gw-bench")
+    gw = subprocess.Popen([sys.executable, "-m", "stormwatch", "gateway", "--site", str(sites[0]),
+                           "--broker", broker_url, "--state-dir", str(work / "gw")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        print(f"polling: gateway pid {gw.pid}, {DEVICES} devices at 1 Hz (port {sim_port}), an ingest process "
+              f"confirming; warm-up {WARMUP_S:.0f} s", flush=True)
+        time.sleep(WARMUP_S)
+        cmdline = Path(f"/proc/{gw.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        print(f"polling: measuring `{cmdline}`", flush=True)
+        if "-m stormwatch.gateway --plan" not in cmdline:
+            raise RuntimeError(f"the gateway did not exec the lean process: {cmdline}")
+        _, _, cpu0 = process_usage(gw.pid)
+        t0 = time.monotonic()
+        time.sleep(MEASURE_S)
+        rss, hwm, cpu1 = process_usage(gw.pid)
+        elapsed = time.monotonic() - t0
+        if gw.poll() is not None:
+            raise RuntimeError(f"gateway exited with {gw.returncode}")
+    finally:
+        gw.terminate()
+        gw.wait(30)
+        watch.close()
+    lag = watch.figures()
+    left = outbox_depth(work / "gw" / "gateway.sqlite3")
     polls = DEVICES * elapsed  # one poll per device per second
     cpu_per_1000 = (cpu1 - cpu0) / polls * 1000
     print(f"polling: {polls:.0f} polls in {elapsed:.1f} s; CPU {cpu1 - cpu0:.2f} s; RSS {rss:.1f} MB "
-          f"(peak {hwm:.1f} MB)", flush=True)
-    return {"rss_mb": round(rss, 1), "peak_rss_mb": round(hwm, 1), "cpu_s_per_1000_polls": round(cpu_per_1000, 3)}
+          f"(peak {hwm:.1f} MB); confirmation lag {lag} ms; {left} readings in the outbox after its stop",
+          flush=True)
+    return {"rss_mb": round(rss, 1), "peak_rss_mb": round(hwm, 1), "cpu_s_per_1000_polls": round(cpu_per_1000, 3),
+            "confirm_lag_ms": lag}
 
 
-def replay(work: Path, broker_url: str) -> float:
+def replay(work: Path, broker_url: str) -> tuple[float, float]:
+    """(readings/s to the broker's PUBACK, readings/s to ingest's confirmation: the outbox empty)."""
     from stormwatch.clock import WallClock
     from stormwatch.gateway.outbox import Outbox
     from stormwatch.gateway.publisher import MqttPublisher
@@ -125,36 +222,43 @@ def replay(work: Path, broker_url: str) -> float:
     from stormwatch.wire import WireReading
 
     box = Outbox(work / "replay.sqlite3", max_age_s=None)
-    t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    # before now: ingest runs on the wall clock and refuses readings from the future or older than 90 days
+    t0 = (datetime.now(UTC) - timedelta(days=2)).replace(second=0, microsecond=0)
     boot = uuid.uuid4().hex
     seq = 0
     batch: list[WireReading] = []
     fill0 = time.monotonic()
     for minute in range(24 * 60):
         for d in range(DEVICES):
-            batch.append(WireReading(site="bench", device=f"level-{d}", quantity="pressure", value=0.0421, unit="bar",
-                                 time=t0 + timedelta(minutes=minute), gateway="gw-replay", boot=boot, seq=seq,
-                                 raw=[15660, 27263]))
+            batch.append(WireReading(site=REPLAY_SITE, device=f"level-{d}", quantity="pressure", value=0.0421,
+                                     unit="bar", time=t0 + timedelta(minutes=minute), gateway="gw-replay", boot=boot,
+                                     seq=seq, raw=[15660, 27263]))
             seq += 1
         if len(batch) >= 600:
             box.add(batch)
             batch = []
     box.add(batch)
     print(f"replay: outbox filled with {box.depth()} readings in {time.monotonic() - fill0:.1f} s", flush=True)
-    pub = MqttPublisher(parse_broker_url(broker_url), "bench", "gw-replay", boot, box, WallClock())
+    pub = MqttPublisher(parse_broker_url(broker_url), REPLAY_SITE, "gw-replay", boot, box, WallClock())
     start = time.monotonic()
     pub.start()
-    deadline = start + 60
+    deadline = start + 120
+    acked_at: float | None = None
     while box.depth() > 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    elapsed = time.monotonic() - start
-    done = REPLAY_READINGS - box.depth()
+        if acked_at is None and pub.acknowledged >= REPLAY_READINGS:
+            acked_at = time.monotonic()
+        time.sleep(0.02)
+    done_at = time.monotonic()
+    acked_at = acked_at or done_at
+    confirmed = REPLAY_READINGS - box.depth()
     pub.close()
     box.close()
-    rate = done / elapsed
-    print(f"replay: {done} readings to PUBACK in {elapsed:.2f} s = {rate:.0f} readings/s "
-          f"(connect included)", flush=True)
-    return rate
+    to_puback = pub.acknowledged / (acked_at - start)
+    to_stored = confirmed / (done_at - start)
+    print(f"replay: {pub.acknowledged} readings to PUBACK in {acked_at - start:.2f} s = {to_puback:.0f} readings/s; "
+          f"{confirmed} confirmed stored by ingest in {done_at - start:.2f} s = {to_stored:.0f} readings/s "
+          f"({pub.resent_rows} re-sent; connect included)", flush=True)
+    return to_puback, to_stored
 
 
 def main() -> None:
@@ -166,10 +270,25 @@ def main() -> None:
         work = Path(tmp)
         broker = servers.mosquitto(work / "mosquitto")
         broker.start()
+        port = servers.free_port()
+        sim = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
+        ingest: subprocess.Popen[bytes] | None = None
         try:
-            figures = polling(work, broker.url)
-            figures["outbox_replay_per_s"] = round(replay(work, broker.url))
+            servers.wait_port(port, 20)
+            sites = [work / "site.json", work / "replay-site.json"]  # JSON is YAML
+            sites[0].write_text(json.dumps(site_doc(POLL_SITE, "gw-bench", port, range(1, DEVICES + 1))))
+            sites[1].write_text(json.dumps(site_doc(REPLAY_SITE, "gw-replay", port, range(DEVICES))))
+            ingest = start_ingest(work, broker.url, sites)
+            figures = polling(work, broker.url, broker.port, sites, port)
+            to_puback, to_stored = replay(work, broker.url)
+            figures["outbox_replay_per_s"] = round(to_puback)
+            figures["outbox_replay_confirmed_per_s"] = round(to_stored)
         finally:
+            if ingest is not None:
+                ingest.terminate()
+                ingest.wait(30)
+            sim.terminate()
+            sim.wait(10)
             broker.stop()
     figures["bar"] = {"rss_mb": 32, "cpu_s_per_1000_polls": 2.2, "outbox_replay_per_s": 2000}
     figures["machine"] = describe()

@@ -21,6 +21,10 @@ Node-RED with npm into ``~/.cache/stormwatch-bench`` when it is not there (``STO
 overrides); without npm or network the Node-RED contenders are skipped (``null``). Every
 contender is bounded (``CONTENDER_TIMEOUT_S``). The last output line is one JSON object.
 ``--only stormwatch_1_worker,raw`` runs a subset (for profiling; the others are ``null``).
+Beside the rates, ``stormwatch_*_cpu_s_per_10k``: the ingest processes' CPU seconds (utime + stime from
+``/proc``, after their start-up) per 10,000 readings stored, median of the rounds -- a cost that a
+machine shared with other work disturbs far less than a rate (issue 18 measured the confirmations'
+cost with it).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import describe  # noqa: E402
+from benchmarks.machine import describe, process_usage  # noqa: E402
 from stormwatch import topics  # noqa: E402
 from stormwatch.app import servers  # noqa: E402
 from stormwatch.contract import Reading, dump_readings  # noqa: E402
@@ -186,7 +190,9 @@ def wait_for_line(proc: subprocess.Popen[bytes], needle: str, timeout_s: float, 
 
 
 def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto, work: Path,
-                   payload_file: Path, site: Path, tag: str) -> tuple[float, int]:
+                   payload_file: Path, site: Path, tag: str, cpu: list[float]) -> tuple[float, int]:
+    """One stormwatch run; appends to ``cpu`` the workers' CPU seconds (utime + stime, from /proc, after
+    their start-up) per 10,000 readings stored -- a cost figure a loaded machine disturbs less than a rate."""
     db = f"stormwatch_{workers}_{tag}"
     create_db(srv, db)
     log(f"stormwatch ingest, {workers} worker(s) -> database {db}")
@@ -203,7 +209,13 @@ def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto
             if not wait_for_line(p, "subscribed to", 30, work / f"stormwatch-{workers}-{tag}-{w}.log"):
                 raise RuntimeError(f"stormwatch worker {w} did not connect (see {work})")
         time.sleep(0.5)  # SUBACK
-        return measure(srv, db, mosq, payload_file, lambda: all(p.poll() is None for p in procs))
+        cpu0 = sum(process_usage(p.pid)[2] for p in procs)
+        rate, count = measure(srv, db, mosq, payload_file, lambda: all(p.poll() is None for p in procs))
+        if count and all(p.poll() is None for p in procs):
+            used = sum(process_usage(p.pid)[2] for p in procs) - cpu0
+            cpu.append(used / count * 10_000)
+            log(f"  ingest CPU {used:.2f} s = {cpu[-1]:.3f} s per 10,000 readings")
+        return rate, count
     finally:
         stop_procs(procs)
 
@@ -317,6 +329,7 @@ def main(only: set[str] | None = None) -> None:
     results: dict[str, object] = {}
     stored: dict[str, list[int]] = {}
     rates: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {"stormwatch_1_worker": [], "stormwatch_2_workers": []}
     with tempfile.TemporaryDirectory(prefix="stormwatch-bench-") as tmp:
         work = Path(tmp)
         payload_file = work / "payloads.jsonl"
@@ -331,8 +344,10 @@ def main(only: set[str] | None = None) -> None:
             binary = node_red_bin()
         Run = Callable[[servers.Mosquitto, str], tuple[float, int]]
         contenders: dict[str, tuple[int, Run]] = {
-            "stormwatch_1_worker": (ROUNDS, lambda mq, tag: run_stormwatch(1, srv, mq, work, payload_file, site, tag)),
-            "stormwatch_2_workers": (ROUNDS, lambda mq, tag: run_stormwatch(2, srv, mq, work, payload_file, site, tag)),
+            "stormwatch_1_worker": (ROUNDS, lambda mq, tag: run_stormwatch(1, srv, mq, work, payload_file, site, tag,
+                                                                           cpu["stormwatch_1_worker"])),
+            "stormwatch_2_workers": (ROUNDS, lambda mq, tag: run_stormwatch(2, srv, mq, work, payload_file, site, tag,
+                                                                            cpu["stormwatch_2_workers"])),
             "raw": (ROUNDS, lambda mq, tag: run_raw(srv, mq, payload_file, tag)),
         }
         if binary is not None:
@@ -371,6 +386,11 @@ def main(only: set[str] | None = None) -> None:
         results[key] = round(statistics.median(runs)) if runs else None
         if runs:
             log(f"{key}: median {results[key]:,}/s of {[round(r) for r in runs]}; stored {stored.get(key)}")
+    for key, values in cpu.items():
+        results[f"{key}_cpu_s_per_10k"] = round(statistics.median(values), 3) if values else None
+        if values:
+            log(f"{key}: CPU median {results[f'{key}_cpu_s_per_10k']} s per 10,000 readings of "
+                f"{[round(v, 3) for v in values]}")
     per_message = stored.get("node_red_per_message")
     results["node_red_per_message_stored"] = per_message[0] if per_message else None
     results["stormwatch_rows_verified"] = all(

@@ -3,7 +3,8 @@
 ::
 
     python -m stormwatch.gateway --plan STATE_DIR/plan.json [--broker URL] [--state-dir DIR]
-                      [--clock-file PATH] [--until ISO] [--clock-floor DATE]
+                      [--clock-file PATH] [--until ISO] [--clock-floor DATE] [--batch]
+                      [--confirm stored|broker] [--stats-interval-s SECONDS]
     python -m stormwatch.gateway --site SITE.yaml [--profiles DIR] [...same options]
 
 ``--plan`` runs a plan compiled by ``stormwatch gateway`` (:mod:`stormwatch.gateway.plan`) and never imports
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                                               "(default: the build date, for the wall clock)")
     parser.add_argument("--profiles", type=Path, help="device profile directory (with --site)")
     parser.add_argument("--batch", action="store_true", help="one message per poll cycle (all its readings)")
+    parser.add_argument("--confirm", choices=("stored", "broker"), default="stored",
+                        help="a reading leaves the outbox when ingest confirms it stored (default) or on the "
+                             "broker's acknowledgement")
+    parser.add_argument("--stats-interval-s", type=float, default=60.0, help="seconds between counter lines")
     args = parser.parse_args(argv)
     setup_logging()
     try:
@@ -67,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
         floor = parse_floor(args.clock_floor) if args.clock_floor else None
         clock = service_clock(args.clock_file)
-        run_plan(plan, clock, args.broker, state_dir, until, floor, args.batch)
+        if args.stats_interval_s <= 0:
+            raise ValueError("--stats-interval-s must be > 0")
+        run_plan(plan, clock, args.broker, state_dir, until, floor, args.batch, confirm=args.confirm,
+                 stats_interval_s=args.stats_interval_s)
     except (PlanError, ValueError) as exc:  # ConfigError, ProfileError, BrokerUrlError are ValueErrors
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,8 @@
 ::
 
     stormwatch gateway --site SITE.yaml --broker mqtt://127.0.0.1:1883 --state-dir ./var/gateway
-                       [--clock-file PATH] [--until ISO] [--clock-floor DATE] [--check] [--no-exec]
+                       [--clock-file PATH] [--until ISO] [--clock-floor DATE] [--confirm stored|broker]
+                       [--check] [--no-exec]
     stormwatch decode --type float32 --order CDAB 0x0000 0x3FC0        # → 1.5
 
 ``--clock-file`` (or ``$STORMWATCH_CLOCK_FILE``): the simulated clock written by ``stormwatch simulate``
@@ -13,6 +14,10 @@
 ``--clock-floor``: while the clock reads before this date the gateway polls and stamps nothing
 (one ERROR, one INFO when the clock is set); default: the build date for the wall clock
 (:mod:`stormwatch.gateway.clockfloor`).
+
+``--confirm``: when a reading leaves the outbox -- ``stored`` (default): when ingest confirms the store
+holds it (:mod:`stormwatch.storedack`; nothing is lost even when the broker crashes); ``broker``: on the
+broker's PUBACK (a consumer other than stormwatch ingest).
 
 ``--check`` accepts several ``--site`` files or a directory of them and also refuses two sites
 whose gateways share a gateway id or an MQTT client id (:mod:`stormwatch.gateway.fleet`).
@@ -45,6 +50,7 @@ from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
 from stormwatch.gateway.fieldtool import FieldToolError, decode_text
 from stormwatch.gateway.fleet import fleet_conflicts, site_files
 from stormwatch.gateway.plan import GatewayPlan, PlanError, compile_plan
+from stormwatch.gateway.publisher import CONFIRM_MODES
 from stormwatch.gateway.run import run_plan, write_plan
 from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary
@@ -82,6 +88,13 @@ def gateway_command(
     batch: bool = typer.Option(False, "--batch/--single",
                                help="Publish one message per poll cycle holding all its readings (the contract's "
                                     "batch form; for a county's broker, docs/scaling.md), or one per reading."),
+    confirm: str = typer.Option("stored", "--confirm", metavar="stored|broker",
+                                help="When a reading leaves the outbox: stored = when ingest confirms the store "
+                                     "holds it (survives a broker crash), broker = on the broker's acknowledgement "
+                                     "(a consumer other than stormwatch ingest)."),
+    stats_interval_s: float = typer.Option(60.0, "--stats-interval-s", min=1, metavar="SECONDS",
+                                           help="Seconds between the counter log lines (readings made, published, "
+                                                "confirmed)."),
     check: bool = typer.Option(False, "--check", help="Check the site file, its profiles and rule pack and the "
                                                       "broker URL, print what would be polled, and exit."),
     no_exec: bool = typer.Option(
@@ -90,11 +103,13 @@ def gateway_command(
 ) -> None:
     """Poll the site's devices and publish their readings to MQTT; nothing is lost while the uplink is down.
 
-    Each reading is published at QoS 1 and kept in the outbox under --state-dir until the broker
-    acknowledges it, across restarts. Rain-gauge counters become tips (resets and wraps handled);
+    Each reading is published at QoS 1 and kept in the outbox under --state-dir until ingest confirms
+    it stored (re-sent while it is not), across restarts. Rain-gauge counters become tips (resets and wraps handled);
     values get quality flags. The polling process is lean (a few MB): the site is checked and
     compiled first, then that process takes over (same process id).
     """
+    if confirm not in CONFIRM_MODES:
+        fail(f"--confirm: expected stored or broker, got {confirm!r}")
     profiles = ProfileLibrary(profiles_dir)
     try:
         files = site_files(site)
@@ -145,7 +160,8 @@ def gateway_command(
     except (ValueError, OSError) as exc:
         fail(str(exc))
     if no_exec:
-        run_plan(plan, clock, broker, state_dir, until_dt, floor_dt, batch)
+        run_plan(plan, clock, broker, state_dir, until_dt, floor_dt, batch, confirm=confirm,
+                 stats_interval_s=stats_interval_s)
         return
     argv = [sys.executable, "-m", "stormwatch.gateway", "--plan", str(plan_path), "--broker", broker,
             "--state-dir", str(state_dir)]
@@ -157,6 +173,7 @@ def gateway_command(
         argv += ["--clock-floor", clock_floor]
     if batch:
         argv.append("--batch")
+    argv += ["--confirm", confirm, "--stats-interval-s", repr(stats_interval_s)]
     # glibc gives every thread its own malloc arena; the gateway's threads (one per link, paho's
     # loop, the outbox pump) are I/O-bound, so two arenas suffice and save ~0.5 MB of RSS.
     env = {"MALLOC_ARENA_MAX": "2", **os.environ, **child_log_env()}

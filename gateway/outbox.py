@@ -1,15 +1,18 @@
 """Durable store-and-forward outbox (SQLite, WAL) -- design-notes.md "Delivery".
 
-read → **outbox (committed)** → publish QoS 1 → PUBACK → delete. A reading is committed here
-before it is handed to the MQTT client, and deleted only after the broker acknowledged it, so a
-broker outage or a gateway crash at any point yields at worst a duplicate (same identity
-``(gateway, boot, seq)``, removed by consumers), never a loss (failure-kinds.md #8).
+read → **outbox (committed)** → publish QoS 1 → PUBACK → ingest's stored-acknowledgement → delete.
+A reading is committed here before it is handed to the MQTT client and deleted only once ingest
+confirmed that the store holds it (:meth:`Outbox.confirm`, :mod:`stormwatch.storedack`) -- or, with
+the publisher's ``confirm="broker"``, once the broker acknowledged it (:meth:`Outbox.delete`). A
+broker that crashes and forgets what it held, a broker outage or a gateway crash at any point yields
+at worst a duplicate (same identity ``(gateway, boot, seq)``, removed by consumers), never a loss
+(failure-kinds.md #8; issue 18).
 
 fsync policy: ``journal_mode=WAL`` with ``synchronous=FULL``. In WAL mode ``NORMAL`` survives an
 application crash but may lose the last committed transactions on power loss or an OS crash;
 field gateways lose power (solar/battery, generator swaps), and an acknowledged-as-stored reading
 that vanishes is exactly the loss the outbox exists to prevent. The cost is one WAL fsync per
-commit: one per poll and one per batch of acknowledgements -- negligible at sensor rates.
+commit: one per poll and one per batch of confirmations -- negligible at sensor rates.
 
 Bounded by size and by age (drop policy):
 
@@ -24,7 +27,12 @@ Every drop is logged at ERROR with its counts (rain tips are the compliance-crit
 storm's total decides inspections). Defaults: 2,000,000 rows / 512 MB / 30 days -- a month of a
 10-device site at 1-minute polling (~430,000 readings) fits with room to spare.
 
-Replay order: event time, then insertion order (which is ``seq`` order within a boot).
+Replay order: commit order (the row ``id``; within a boot that is ``seq`` order, and for each device
+event-time order). The publisher reads the rows after the last one it handed over
+(:meth:`Outbox.pending` with ``after``), so a row a slow link thread commits while publishing is
+under way -- an older poll slot than rows already sent -- is sent once, not skipped and not doubled.
+Each row also records when it was committed (``added_at``, Unix seconds), so the age of the oldest
+unconfirmed reading is known across restarts (:meth:`Outbox.head`).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -119,9 +128,12 @@ class Outbox:
             " id INTEGER PRIMARY KEY AUTOINCREMENT,"
             " gateway TEXT NOT NULL, boot TEXT NOT NULL, seq INTEGER NOT NULL,"
             " device TEXT NOT NULL, quantity TEXT NOT NULL, event_time TEXT NOT NULL,"
-            " is_rain INTEGER NOT NULL, payload BLOB NOT NULL,"
+            " is_rain INTEGER NOT NULL, payload BLOB NOT NULL, added_at REAL NOT NULL DEFAULT 0,"
             " UNIQUE (gateway, boot, seq))"
         )
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(outbox)")}
+        if "added_at" not in columns:  # an outbox written before stored-acknowledgements (issue 18)
+            self._db.execute("ALTER TABLE outbox ADD COLUMN added_at REAL NOT NULL DEFAULT 0")
         self._db.execute("CREATE INDEX IF NOT EXISTS outbox_order ON outbox (event_time, id)")
         ensure_schema(self._db)
         self.dropped = 0
@@ -142,10 +154,11 @@ class Outbox:
         """
         if not readings and not counter_states:
             return
+        now = time.time()
         rows = [
             (
                 r.gateway, r.boot, r.seq, r.device, r.quantity, _sort_time(r.time),
-                int(r.quantity == RAIN_QUANTITY), dump_payload([r.to_wire()]),
+                int(r.quantity == RAIN_QUANTITY), dump_payload([r.to_wire()]), now,
             )
             for r in readings
         ]
@@ -155,8 +168,8 @@ class Outbox:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
-                    "INSERT INTO outbox (gateway, boot, seq, device, quantity, event_time, is_rain, payload)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO outbox (gateway, boot, seq, device, quantity, event_time, is_rain, payload, added_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 self._rows += len(rows)
@@ -225,20 +238,71 @@ class Outbox:
                 break
         return (non_rain, rain)
 
-    def pending(self, limit: int, exclude: set[int] | frozenset[int] = frozenset()) -> list[OutboxRow]:
-        """Up to ``limit`` rows not in ``exclude`` (rows already in flight), in replay order."""
+    def pending(self, limit: int, exclude: set[int] | frozenset[int] = frozenset(), *,
+                after: int | None = None, upto: int | None = None) -> list[OutboxRow]:
+        """Up to ``limit`` rows not in ``exclude`` (rows already in flight), in replay (commit) order;
+        only rows with an ``id`` above ``after`` and at most ``upto`` when given."""
         if limit <= 0:
             return []
+        low = -1 if after is None else after
+        high = (1 << 62) if upto is None else upto
         with self._lock:
             cur = self._db.execute(
-                "SELECT id, payload, event_time, seq FROM outbox ORDER BY event_time, id LIMIT ?",
-                (limit + len(exclude),),
+                "SELECT id, payload, event_time, seq FROM outbox WHERE id > ? AND id <= ? ORDER BY id LIMIT ?",
+                (low, high, limit + len(exclude)),
             )
             rows = [OutboxRow(int(i), bytes(p), t, int(s)) for i, p, t, s in cur.fetchall()]
         return [r for r in rows if r.id not in exclude][:limit]
 
+    def head(self) -> tuple[int, float] | None:
+        """The first row in replay order -- its ``id`` and when it was committed (Unix seconds; 0 for a
+        row kept from before ``added_at`` was recorded) -- or ``None`` when the outbox is empty."""
+        with self._lock:
+            row = self._db.execute("SELECT id, added_at FROM outbox ORDER BY id LIMIT 1").fetchone()
+        return None if row is None else (int(row[0]), float(row[1]))
+
+    def confirm(self, gateway: str, confirmed: Sequence[tuple[str, int, int]]) -> tuple[int, int | None]:
+        """Delete the rows of ``gateway`` that ingest confirmed stored (one committed transaction).
+
+        Args:
+            gateway: the gateway id of this outbox's rows.
+            confirmed: ``(boot, first seq, last seq)`` runs, inclusive (:func:`stormwatch.storedack.decode`);
+                rows already gone are ignored.
+
+        Returns:
+            ``(rows deleted, the highest id among them or None)``.
+
+        Raises:
+            sqlite3.Error: the commit failed (nothing is deleted).
+        """
+        if not confirmed:
+            return 0, None
+        top: int | None = None
+        with self._lock:
+            rows_before, bytes_before = self._rows, self._bytes
+            deleted = 0
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for boot, first, last in confirmed:
+                    gone = self._db.execute(
+                        "DELETE FROM outbox WHERE gateway = ? AND boot = ? AND seq BETWEEN ? AND ?"
+                        " RETURNING LENGTH(payload), id", (gateway, boot, first, last)).fetchall()
+                    for size, row_id in gone:
+                        self._rows -= 1
+                        self._bytes -= int(size)
+                        if top is None or row_id > top:
+                            top = int(row_id)
+                    deleted += len(gone)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                self._rows, self._bytes = rows_before, bytes_before
+                raise
+        return deleted, top
+
     def delete(self, ids: list[int]) -> None:
-        """Delete acknowledged rows (one committed transaction); unknown ids are ignored."""
+        """Delete rows the broker acknowledged (``confirm="broker"``; one committed transaction);
+        unknown ids are ignored."""
         if not ids:
             return
         with self._lock:
@@ -258,12 +322,12 @@ class Outbox:
                 raise
 
     def depth(self) -> int:
-        """Rows waiting for a PUBACK (kept in memory: no table scan)."""
+        """Rows not yet confirmed (kept in memory: no table scan)."""
         with self._lock:
             return self._rows
 
     def size_bytes(self) -> int:
-        """Payload bytes waiting for a PUBACK."""
+        """Payload bytes of the rows not yet confirmed."""
         with self._lock:
             return self._bytes
 

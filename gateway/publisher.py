@@ -1,30 +1,56 @@
-"""MQTT publisher: drains the outbox at QoS 1 and deletes rows only on PUBACK (paho-mqtt 2.x).
+"""MQTT publisher: drains the outbox at QoS 1; a row leaves it when ingest confirms it stored (paho-mqtt 2.x).
 
 * Persistent session: fixed client id ``stormwatch-<site>-<gateway>``, ``clean_session=False``,
   MQTT 3.1.1 (also what the amqtt embedded broker speaks).
 * Last will ``{"state":"offline"}`` retained at QoS 1 on ``topics.status(site, gateway)``; on every
-  connect a retained ``{"state":"online","boot":...,"outbox_depth":N,"session_takeovers":N,"time":...}``
-  (``session_takeovers``: connections this process lost so far to another client with its client id,
-  :mod:`stormwatch.mqtttakeover` -- the gateway's counterpart of ingest's
+  connect a retained ``{"state":"online","boot":...,"outbox_depth":N,"confirm_lag_s":S,"session_takeovers":N,
+  "time":...}`` (``session_takeovers``: connections this process lost so far to another client with its
+  client id, :mod:`stormwatch.mqtttakeover` -- the gateway's counterpart of ingest's
   ``stormwatch_ingest_mqtt_session_takeovers_total``; a takeover ends in a reconnect, so each new
   status carries the count so far).
 * One MQTT session set-up for every stormwatch client (:class:`stormwatch.mqttsession.SessionClient`):
   credentials/TLS, will, keep-alive that finds a dead link, automatic reconnect with backoff.
-* Flow control: at most ``window`` messages handed to paho and not yet acknowledged, at most
-  ``max_rate_per_s`` new publishes per real second (a replay after an outage does not flood the
-  broker), and nothing new is handed over while disconnected -- the outbox, not the client's
+* Flow control: at most ``window`` messages handed to paho and not yet acknowledged by the broker,
+  at most ``max_rate_per_s`` new publishes per real second (a replay after an outage does not flood
+  the broker), and nothing new is handed over while disconnected -- the outbox, not the client's
   memory, holds the backlog (failure-kinds.md #8). Messages already handed to paho when the link
-  drops are resent by paho on reconnect (same mid, DUP set) and their rows deleted on PUBACK.
-* ``on_publish`` runs in paho's thread holding paho's message lock, so it only queues the mid;
-  the pump thread maps mids to outbox rows and deletes them in batches.
+  drops are resent by paho on reconnect (same mid, DUP set).
+* ``on_publish``/``on_message`` run in paho's thread holding its locks, so they only queue; the
+  pump thread maps mids to outbox rows and applies acknowledgements in batches.
 * Message form (``batch``): one message per reading (the default), or one message per poll cycle
   -- the readings of one event time, every device's, as ``{"readings": [...]}`` (the contract's
   batch form, docs/asyncapi.yaml; identity per reading kept) -- after gathering the cycle's rows
   for ``batch_gather_s``. A county's broker then carries one message per gateway a minute instead
-  of one per reading (docs/scaling.md). The outbox keeps a row per reading either way; a message's
-  PUBACK deletes all of its rows.
+  of one per reading (docs/scaling.md). The outbox keeps a row per reading either way.
 
-Real-time waits here (rate, timeouts) are transport pacing, not event time.
+End-to-end confirmation (``confirm="stored"``, the default; issue 18). The broker's PUBACK only says
+the broker holds the message, and a broker that crashes before it saved its state (Mosquitto writes
+its persistence file every ``autosave_interval``) forgets what it held for a consumer that was
+away. So a row stays in the outbox after its PUBACK until ingest confirms it durably stored: ingest
+publishes per batch which ``(boot, seq)`` runs it stored on ``stormwatch/v1/<site>/<gateway>/stored``
+(:mod:`stormwatch.storedack`), this publisher subscribes to that topic and deletes the confirmed
+rows (:meth:`stormwatch.gateway.outbox.Outbox.confirm`). What stays unconfirmed is sent again -- a
+*sweep* over the outbox from its oldest row up to a limit, beside the forward pass that publishes new
+rows -- when:
+
+* the broker lost this gateway's session (a reconnect with ``session present: False`` after
+  something was sent): every row sent so far;
+* ingest confirms rows sent after rows it has not confirmed, which were sent more than
+  ``resend_grace_s`` ago (a hole: the broker lost them, or a shared-subscription worker that died
+  holds them): the rows sent before that grace. After a sweep nothing is judged lost again for a
+  grace; while the oldest row stays unconfirmed sweep after sweep, that quiet time doubles (up to
+  ``probe_max_s``);
+* nothing at all was confirmed for ``probe_after_s`` (doubling to ``probe_max_s``) while sent rows
+  wait: the oldest row alone is sent again as a probe -- not the whole backlog, which may simply be
+  queued for an ingest that is down -- and when its confirmation comes back, a sweep follows.
+
+A re-sent reading that the store already holds is removed by identity there and confirmed again.
+When the oldest unconfirmed reading was committed more than ``confirm_alarm_s`` real seconds ago the
+publisher logs one ERROR (and one INFO when confirmations catch up again) and republishes its status
+with ``confirm_lag_s``. ``confirm="broker"`` keeps the older contract: a PUBACK deletes the rows
+(a consumer other than stormwatch ingest, or a broker whose persistence is trusted).
+
+Real-time waits here (rate, timeouts, grace, probes) are transport pacing, not event time.
 """
 
 from __future__ import annotations
@@ -34,13 +60,14 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
-from stormwatch import topics
+from stormwatch import storedack, topics
 from stormwatch.clock import Clock
 from stormwatch.gateway.outbox import Outbox, OutboxRow
 from stormwatch.mqtt import BrokerSettings
@@ -48,6 +75,9 @@ from stormwatch.mqttsession import SessionClient, SessionOptions, Will
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
+
+#: When a row leaves the outbox: ``stored`` (ingest confirmed it durably stored) or ``broker`` (the PUBACK).
+CONFIRM_MODES = ("stored", "broker")
 
 
 def client_id(site: str, gateway: str) -> str:
@@ -59,6 +89,11 @@ def client_id(site: str, gateway: str) -> str:
 #: Most readings in one batched message (a poll cycle of a large site; ~115 KB, well under the
 #: brokers' 1 MB packet limit, stormwatch.app.servers).
 MAX_BATCH_READINGS = 500
+
+#: Real seconds between checks of the confirmation lag.
+_ALARM_CHECK_S = 1.0
+#: A sweep starting less than this many real seconds after the previous one ended is logged at DEBUG.
+_SWEEP_EPISODE_S = 300.0
 
 
 def messages(rows: list[OutboxRow], batch: bool) -> list[tuple[tuple[int, ...], bytes]]:
@@ -82,6 +117,16 @@ def messages(rows: list[OutboxRow], batch: bool) -> list[tuple[tuple[int, ...], 
     return out
 
 
+class _Sweep:
+    """A pass over the outbox re-sending the rows with ids after ``after`` up to ``upto`` (inclusive)."""
+
+    def __init__(self, upto: int, why: str) -> None:
+        self.after: int | None = None
+        self.upto = upto
+        self.why = why
+        self.rows = 0
+
+
 class MqttPublisher:
     """Publishes outbox rows of one gateway.
 
@@ -91,13 +136,23 @@ class MqttPublisher:
         boot: this process's boot id (in the online status).
         outbox: the durable outbox to drain.
         clock: stamps the status ``time``.
-        window: unacknowledged messages allowed in flight.
-        max_rate_per_s: new publishes per real second.
+        window: messages handed to paho and not yet acknowledged by the broker, at most.
+        max_rate_per_s: publishes per real second (new and re-sent).
         reconnect_min_s, reconnect_max_s: reconnect backoff (real seconds, rounded to whole seconds).
         keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive, :mod:`stormwatch.mqttsession`).
         batch: publish one message per poll cycle (see the module docstring).
         batch_gather_s: real seconds to wait after new rows before publishing a batch (the devices
             of one poll cycle are read by separate link threads).
+        confirm: ``"stored"`` (a row leaves the outbox when ingest confirms it stored) or ``"broker"``
+            (on the PUBACK); see the module docstring.
+        resend_grace_s: real seconds a sent row may wait for its confirmation before a later
+            confirmation makes it count as lost.
+        probe_after_s, probe_max_s: real seconds without any confirmation before the oldest sent row
+            is sent again as a probe; the wait doubles up to ``probe_max_s`` while probes go unanswered.
+        confirm_alarm_s: real seconds the oldest reading may stay unconfirmed before the ERROR.
+
+    Raises:
+        ValueError: an unknown ``confirm`` mode or a non-positive wait.
     """
 
     def __init__(
@@ -116,7 +171,16 @@ class MqttPublisher:
         *,
         batch: bool = False,
         batch_gather_s: float = 0.2,
+        confirm: str = "stored",
+        resend_grace_s: float = 10.0,
+        probe_after_s: float = 30.0,
+        probe_max_s: float = 600.0,
+        confirm_alarm_s: float = 900.0,
     ) -> None:
+        if confirm not in CONFIRM_MODES:
+            raise ValueError(f"confirm must be one of {', '.join(CONFIRM_MODES)}, got {confirm!r}")
+        if min(resend_grace_s, probe_after_s, probe_max_s, confirm_alarm_s) <= 0:
+            raise ValueError("resend_grace_s, probe_after_s, probe_max_s and confirm_alarm_s must be > 0")
         self.broker = broker
         self.site = site
         self.gateway = gateway
@@ -127,8 +191,15 @@ class MqttPublisher:
         self.max_rate_per_s = max_rate_per_s
         self.readings_topic = topics.readings(site, gateway)
         self.status_topic = topics.status(site, gateway)
+        self.stored_topic = topics.stored(site, gateway)
         self.client_id = client_id(site, gateway)
+        self.confirm = confirm
+        self.resend_grace_s = resend_grace_s
+        self.probe_after_s = probe_after_s
+        self.probe_max_s = probe_max_s
+        self.confirm_alarm_s = confirm_alarm_s
         self._acks: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._confirmations: queue.SimpleQueue[list[storedack.Confirmed]] = queue.SimpleQueue()
         self._inflight: dict[int, tuple[int, ...]] = {}  # mid -> its outbox row ids (pump thread only)
         self.batch = batch
         self.batch_gather_s = batch_gather_s
@@ -137,8 +208,30 @@ class MqttPublisher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._pump_thread: threading.Thread | None = None
+        # pump-thread state of the forward pass and of re-sending (module docstring)
+        self._cursor: int | None = None  # the last row the forward pass handed over
+        self._marks: deque[tuple[float, int]] = deque()  # (monotonic time, cursor then)
+        self._sweep: _Sweep | None = None
+        self._quiet_until = 0.0  # no hole sweep before this (monotonic)
+        self._quiet_s = resend_grace_s
+        self._swept_head: int | None = None  # the oldest row when the last hole sweep started
+        self._confirmed_top: int | None = None  # the latest row confirmed since the last hole check
+        self._last_sweep_end = float("-inf")
+        self._probe_wait = probe_after_s
+        self._next_probe = float("inf")
+        self._probing = False
+        self._session_lost = threading.Event()  # set in paho's thread: the broker forgot our session
+        self._drain_asked = threading.Event()
+        self._next_alarm_check = 0.0
+        self._started_wall = time.time()
+        self.alarmed = False
         self.published = 0
+        self.published_rows = 0
+        self.resent_rows = 0
         self.acknowledged = 0
+        self.confirmed = 0
+        self.confirmations = 0  # stored-acknowledgement messages received
+        self._bad_confirmations = 0
         self._client = self._make_client(reconnect_min_s, reconnect_max_s, keepalive_s)
 
     # -- paho set-up and callbacks -------------------------------------------------------------
@@ -159,22 +252,53 @@ class MqttPublisher:
         client.max_inflight_messages_set(0)
         client.max_queued_messages_set(0)
         client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
         return client
 
-    def _on_session(self, _session_present: bool) -> None:
-        status = {
+    def _status(self) -> dict[str, Any]:
+        return {
             "state": "online",
             "boot": self.boot,
             "outbox_depth": self.outbox.depth(),
+            "confirm_lag_s": round(self.confirm_lag_s()),
             "session_takeovers": self._client.takeovers,
             "time": format_time(self.clock.now()),
         }
-        self._client.publish(self.status_topic, json.dumps(status), qos=1, retain=True)
+
+    def _on_session(self, session_present: bool) -> None:
+        if self.confirm == "stored":
+            self._client.subscribe(self.stored_topic, qos=1)
+            if not session_present and self.published:
+                self._session_lost.set()
+        self._client.publish(self.status_topic, json.dumps(self._status()), qos=1, retain=True)
         self._connected.set()
         self._wake.set()
 
+    def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, _mid: int, reason_codes: list[Any],
+                      _props: Any) -> None:
+        if any(rc.is_failure for rc in reason_codes):
+            log.error("the broker refused the subscription to %s: ingest's confirmations cannot reach this gateway, "
+                      "so its outbox keeps every reading and re-sends them; grant this gateway `topic read %s` "
+                      "(deploy/mosquitto/acl, docs/deployment.md)", self.stored_topic, self.stored_topic)
+
     def _on_publish(self, _client: mqtt.Client, _userdata: Any, mid: int, _reason: Any, _props: Any) -> None:
         self._acks.put(mid)
+        self._wake.set()
+
+    def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        if msg.topic != self.stored_topic:  # amqtt may deliver retained messages nobody subscribed to
+            return
+        try:
+            confirmed = storedack.decode(bytes(msg.payload))
+        except storedack.StoredAckError as exc:
+            self._bad_confirmations += 1
+            log.log(logging.WARNING if self._bad_confirmations == 1 else logging.DEBUG,
+                    "ignoring a malformed stored-acknowledgement on %s (%s)%s", msg.topic, exc,
+                    "; further ones logged at DEBUG" if self._bad_confirmations == 1 else "")
+            return
+        self.confirmations += 1
+        self._confirmations.put(confirmed)
         self._wake.set()
 
     # -- public API ---------------------------------------------------------------------------
@@ -190,7 +314,9 @@ class MqttPublisher:
 
     def start(self) -> None:
         """Connect in the background (retrying until the broker answers) and start pumping."""
-        log.info("publishing to %s on %s", self.broker.safe_url(), self.readings_topic)
+        log.info("publishing to %s on %s (a reading leaves the outbox when %s)", self.broker.safe_url(),
+                 self.readings_topic, "ingest confirms it stored" if self.confirm == "stored"
+                 else "the broker acknowledges it")
         self._client.start()
         self._pump_thread = threading.Thread(target=self._pump, name=f"mqtt-pump-{self.gateway}", daemon=True)
         self._pump_thread.start()
@@ -200,8 +326,21 @@ class MqttPublisher:
         self._rows_added = time.monotonic()
         self._wake.set()
 
+    def confirm_lag_s(self) -> float:
+        """Real seconds since the oldest reading still in the outbox was committed (0 when it is empty)."""
+        head = self.outbox.head()
+        if head is None:
+            return 0.0
+        added = head[1] or self._started_wall
+        return max(0.0, time.time() - added)
+
     def wait_drained(self, timeout_s: float, should_stop: Callable[[], bool] = lambda: False) -> bool:
-        """Wait (real time) until the outbox is empty; True if it emptied within ``timeout_s``."""
+        """Wait (real time) until the outbox is empty; True if it emptied within ``timeout_s``.
+
+        With ``confirm="stored"``, the oldest row unconfirmed for longer than the grace is sent again
+        at once as a probe (its confirmation brings the rest, module docstring).
+        """
+        self._drain_asked.set()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not should_stop():
             if self.outbox.depth() == 0:
@@ -220,6 +359,7 @@ class MqttPublisher:
         if self._pump_thread is not None:
             self._pump_thread.join(timeout_s)
         self._apply_acks()
+        self._apply_confirmations(time.monotonic())
         if self._connected.is_set():
             info = self._client.publish(
                 self.status_topic, json.dumps({"state": "offline", "reason": "stopped"}), qos=1, retain=True
@@ -230,10 +370,13 @@ class MqttPublisher:
                 log.warning("offline status not confirmed: %s", exc)
         self._client.stop()
         self._apply_acks()
+        self._apply_confirmations(time.monotonic())
         session = self._client
-        log.info("publisher stopped: %d published, %d acknowledged; MQTT session: %d connects, %d losses, "
-                 "%d takeovers, %d dead links", self.published, self.acknowledged, session.connects, session.losses,
-                 session.takeovers, session.dead_links)
+        by = " stored by ingest" if self.confirm == "stored" else " (on the broker's acknowledgement)"
+        log.info("publisher stopped: %d messages published (%d readings, %d of them re-sent), %d readings "
+                 "acknowledged by the broker, %d confirmed%s; MQTT session: %d connects, %d losses, %d takeovers, "
+                 "%d dead links", self.published, self.published_rows, self.resent_rows, self.acknowledged,
+                 self.confirmed, by, session.connects, session.losses, session.takeovers, session.dead_links)
 
     # -- pump ---------------------------------------------------------------------------------
 
@@ -248,17 +391,176 @@ class MqttPublisher:
             if rows is not None:
                 done.extend(rows)
         if done:
-            self.outbox.delete(done)
             self.acknowledged += len(done)
+            if self.confirm == "broker":
+                self.outbox.delete(done)
+                self.confirmed += len(done)
+
+    def _apply_confirmations(self, now: float) -> None:
+        """Delete what ingest confirmed; a confirmation may show rows lost (module docstring)."""
+        runs: list[storedack.Confirmed] = []
+        while True:
+            try:
+                runs += self._confirmations.get_nowait()
+            except queue.Empty:
+                break
+        if not runs:
+            return
+        deleted, top = self.outbox.confirm(self.gateway, runs)
+        self.confirmed += deleted
+        self._probe_wait = self.probe_after_s
+        self._next_probe = now + self.probe_after_s
+        if self._probing:
+            self._probing = False
+            if deleted:
+                self._want_sweep(now, self._stale_cursor(now), "ingest answered after a silence", force=True)
+            return
+        if top is not None and (self._confirmed_top is None or top > self._confirmed_top):
+            self._confirmed_top = top
+
+    def _holes(self, now: float) -> None:
+        """Rows sent a grace ago or more stay unconfirmed while later ones were confirmed: re-send them."""
+        top = self._confirmed_top
+        if top is None or self._sweep is not None or now < self._quiet_until:
+            return
+        head = self.outbox.head()
+        if head is None or head[0] >= top:  # nothing older than what was confirmed is missing
+            self._confirmed_top = None
+            return
+        stale = self._stale_cursor(now)
+        if stale is None or head[0] > stale:  # still within its grace: looked at again later
+            return
+        self._confirmed_top = None
+        self._want_sweep(now, stale, "ingest confirmed later readings but not these (lost on the way?)")
+
+    def _stale_cursor(self, now: float) -> int | None:
+        """The forward cursor as it was ``resend_grace_s`` ago (rows up to it had time to be confirmed)."""
+        limit = now - self.resend_grace_s
+        found: int | None = None
+        for at, key in self._marks:
+            if at > limit:
+                break
+            found = key
+        return found
+
+    def _mark(self, now: float) -> None:
+        assert self._cursor is not None
+        marks = self._marks
+        if marks and now - marks[-1][0] < 0.5:
+            marks[-1] = (marks[-1][0], self._cursor)
+        else:
+            marks.append((now, self._cursor))
+        limit = now - self.resend_grace_s
+        while len(marks) > 1 and marks[1][0] <= limit:
+            marks.popleft()
+
+    def _want_sweep(self, now: float, upto: int | None, why: str, *, force: bool = False) -> None:
+        """Re-send every unconfirmed row up to ``upto`` (a sweep in progress is extended)."""
+        if upto is None:
+            return
+        if self._sweep is not None:
+            self._sweep.upto = max(self._sweep.upto, upto)
+            return
+        if not force and now < self._quiet_until:
+            return
+        head = self.outbox.head()
+        if head is None or head[0] > upto:
+            return
+        self._quiet_s = min(self.probe_max_s, self._quiet_s * 2) if head[0] == self._swept_head else self.resend_grace_s
+        self._swept_head = head[0]
+        self._sweep = _Sweep(upto, why)
+        level = logging.DEBUG if now - self._last_sweep_end < _SWEEP_EPISODE_S else logging.INFO
+        log.log(level, "re-sending the readings not yet confirmed stored (%s); %d in the outbox", why,
+                self.outbox.depth())
+
+    def _plan_resend(self, now: float) -> None:
+        if self._session_lost.is_set():
+            self._session_lost.clear()
+            self._want_sweep(now, self._cursor, "the broker had lost this gateway's session", force=True)
+        if self._drain_asked.is_set():  # stopping: a probe now rather than in up to probe_max_s
+            self._drain_asked.clear()
+            self._next_probe = now
+        self._holes(now)
+        if self._sweep is not None or self._cursor is None:
+            return
+        if self._next_probe == float("inf"):
+            self._next_probe = now + self._probe_wait
+        if now < self._next_probe:
+            return
+        head = self.outbox.head()
+        stale = self._stale_cursor(now)
+        if head is None or stale is None or head[0] > stale:
+            self._next_probe = now + self._probe_wait
+            return
+        log.debug("no stored-acknowledgement for %.0f s: re-sending the oldest unconfirmed reading as a probe",
+                  self._probe_wait)
+        self._probing = True
+        self._sweep = _Sweep(head[0], "probe")
+        self._probe_wait = min(self.probe_max_s, self._probe_wait * 2)
+        self._next_probe = now + self._probe_wait
+
+    def _check_alarm(self, now: float) -> None:
+        if now < self._next_alarm_check:
+            return
+        self._next_alarm_check = now + _ALARM_CHECK_S
+        lag = self.confirm_lag_s()
+        by = "ingest" if self.confirm == "stored" else "the broker"
+        if not self.alarmed and lag >= self.confirm_alarm_s:
+            self.alarmed = True
+            log.error("readings not confirmed %s for %.0f s: %d in the outbox (kept, re-sent when unconfirmed); "
+                      "is the broker reachable and ingest running and storing?", "stored by ingest"
+                      if self.confirm == "stored" else "by the broker", lag, self.outbox.depth())
+            self._publish_status()
+        elif self.alarmed and lag < self.confirm_alarm_s:
+            self.alarmed = False
+            log.info("readings are confirmed by %s again: %d in the outbox, the oldest unconfirmed for %.0f s", by,
+                     self.outbox.depth(), lag)
+            self._publish_status()
+
+    def _publish_status(self) -> None:
+        if self._connected.is_set():
+            self._client.publish(self.status_topic, json.dumps(self._status()), qos=1, retain=True)
+
+    def _send(self, rows: list[OutboxRow], room: int, next_slot: float, *, resend: bool
+              ) -> tuple[int, int | None, bool, float]:
+        """Publish the messages of ``rows`` (at most ``room``); returns (messages sent, id of the last row
+        sent, whether every message of ``rows`` went out, the next rate slot)."""
+        msgs = messages(rows, self.batch)
+        interval = 1.0 / self.max_rate_per_s
+        sent, last = 0, None  # rows come in id order: a message's last id is its highest
+        for ids, payload in msgs[:room]:
+            if self._stop.is_set() or not self._connected.is_set():
+                return sent, last, False, next_slot
+            now = time.monotonic()
+            if now < next_slot:
+                time.sleep(next_slot - now)
+            next_slot = max(now, next_slot) + interval
+            info = self._client.publish(self.readings_topic, payload, qos=1)
+            if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE:
+                return sent, last, False, next_slot
+            # NO_CONN still queues the message inside paho (resent on reconnect).
+            self._inflight[info.mid] = ids
+            self.published += 1
+            self.published_rows += len(ids)
+            if resend:
+                self.resent_rows += len(ids)
+            sent += 1
+            last = ids[-1]
+        return sent, last, sent == len(msgs), next_slot
 
     def _pump(self) -> None:
         next_slot = time.monotonic()
-        interval = 1.0 / self.max_rate_per_s
+        per_message = MAX_BATCH_READINGS if self.batch else 1
         while not self._stop.is_set():
             self._wake.wait(0.1)
             self._wake.clear()
             try:
+                now = time.monotonic()
                 self._apply_acks()
+                if self.confirm == "stored":
+                    self._apply_confirmations(now)
+                    self._plan_resend(now)
+                self._check_alarm(now)
                 if not self._connected.is_set():
                     continue
                 room = self.window - len(self._inflight)
@@ -266,23 +568,40 @@ class MqttPublisher:
                     gather = self._rows_added + self.batch_gather_s - time.monotonic()
                     if gather > 0 and self._stop.wait(gather):
                         break
-                sending = frozenset(i for ids in self._inflight.values() for i in ids)
-                rows = self.outbox.pending(room * (MAX_BATCH_READINGS if self.batch else 1), exclude=sending)
-                for ids, payload in messages(rows, self.batch)[:room]:
-                    if self._stop.is_set() or not self._connected.is_set():
-                        break
-                    now = time.monotonic()
-                    if now < next_slot:
-                        time.sleep(next_slot - now)
-                    next_slot = max(now, next_slot) + interval
-                    info = self._client.publish(self.readings_topic, payload, qos=1)
-                    if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE:
-                        break
-                    # NO_CONN still queues the message inside paho (resent on reconnect).
-                    self._inflight[info.mid] = ids
-                    self.published += 1
-                if rows:
+                more = False
+                sweep = self._sweep
+                if sweep is not None and room > 0:
+                    sending = frozenset(i for ids in self._inflight.values() for i in ids)
+                    asked = room * per_message
+                    rows = self.outbox.pending(asked, exclude=sending, after=sweep.after, upto=sweep.upto)
+                    n, last, complete, next_slot = self._send(rows, room, next_slot, resend=True)
+                    room -= n
+                    sweep.rows += n
+                    if last is not None:
+                        sweep.after = last
+                    if complete and len(rows) < asked:  # nothing more in its range
+                        self._end_sweep(time.monotonic())
+                    else:
+                        more = True
+                if room > 0:
+                    sending = frozenset(i for ids in self._inflight.values() for i in ids)
+                    rows = self.outbox.pending(room * per_message, exclude=sending, after=self._cursor)
+                    n, last, complete, next_slot = self._send(rows, room, next_slot, resend=False)
+                    if last is not None:
+                        self._cursor = last
+                        self._mark(time.monotonic())
+                    more = more or bool(rows)
+                if more:
                     self._wake.set()
             except Exception:
                 log.exception("publisher pump error (will retry)")
                 self._stop.wait(0.5)
+
+    def _end_sweep(self, now: float) -> None:
+        sweep = self._sweep
+        assert sweep is not None
+        self._sweep = None
+        self._last_sweep_end = now
+        if sweep.why != "probe":
+            self._quiet_until = now + self._quiet_s
+            log.debug("re-sent %d message(s) (%s)", sweep.rows, sweep.why)

@@ -28,12 +28,15 @@ log = logging.getLogger(__name__)
 
 
 def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, until: datetime | None,
-             clock_floor: datetime | None = None, batch: bool = False) -> None:
+             clock_floor: datetime | None = None, batch: bool = False, *, confirm: str = "stored",
+             stats_interval_s: float = 60.0) -> None:
     """Run a compiled plan in this process until ``until`` (clock time) or a SIGTERM/SIGINT.
 
     ``clock_floor``: no reading before the clock reaches it (default: the build date for the wall
-    clock; :mod:`stormwatch.gateway.clockfloor`). ``batch``: one message per poll cycle
-    (:class:`stormwatch.gateway.publisher.MqttPublisher`).
+    clock; :mod:`stormwatch.gateway.clockfloor`). ``batch``: one message per poll cycle; ``confirm``:
+    a reading leaves the outbox when ingest confirms it ``stored`` or on the ``broker``'s PUBACK
+    (:class:`stormwatch.gateway.publisher.MqttPublisher`). ``stats_interval_s``: real seconds between
+    the counter lines.
 
     Raises:
         whatever :meth:`stormwatch.gateway.service.Gateway.from_plan` raises (unsupported device, broker URL).
@@ -43,7 +46,8 @@ def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, unti
     # The gateway reports device failures itself (one ERROR per outage, stormwatch.gateway.health); pymodbus
     # would log an ERROR for every timed-out request of a dead device.
     logging.getLogger("pymodbus").setLevel(logging.CRITICAL)
-    gw = Gateway.from_plan(plan, clock, broker, state_dir, clock_floor=clock_floor, batch=batch)
+    gw = Gateway.from_plan(plan, clock, broker, state_dir, clock_floor=clock_floor, batch=batch, confirm=confirm,
+                           stats_interval_s=stats_interval_s)
     if threading.current_thread() is threading.main_thread():
         def _on_signal(signum: int, _frame: object) -> None:
             log.info("signal %d: stopping the gateway", signum)

@@ -1,4 +1,4 @@
-"""The gateway service: poll → counter/QC → outbox (committed) → MQTT QoS 1 → PUBACK → delete.
+"""The gateway service: poll → counter/QC → outbox (committed) → MQTT QoS 1 → confirmed stored → delete.
 
 Scheduling: each device is polled on the grid ``anchor + k × poll_interval_s`` in CLOCK time
 (``anchor`` = the scenario clock's ``sim_start``, else the Unix epoch, so wall-clock polls land on
@@ -27,6 +27,11 @@ The service runs a compiled :class:`stormwatch.gateway.plan.GatewayPlan` and imp
 with :meth:`Gateway.from_plan` (the lean ``python -m stormwatch.gateway --plan`` process), or pass the
 validated site and profiles to :class:`Gateway` (compiled here; in-process use and tests).
 Payloads are built by :mod:`stormwatch.wire`, the contract's stdlib encoder.
+
+A reading leaves the outbox when ingest confirms it durably stored (``confirm="stored"``, the default;
+:mod:`stormwatch.gateway.publisher`), or on the broker's PUBACK (``confirm="broker"``). Every
+``stats_interval_s`` real seconds and at stop one INFO line counts the readings made, published
+(and re-sent) and confirmed, and what the outbox holds.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,11 +102,14 @@ class Gateway:
         state_dir: directory for ``gateway.sqlite3`` (outbox + counter baselines); created.
         anchor: grid origin for poll slots (default: ``clock.sim_start`` if the clock has one,
             else the Unix epoch).
-        drain_timeout_s: real seconds :meth:`run` waits at the end for outstanding PUBACKs.
+        drain_timeout_s: real seconds :meth:`run` waits at the end for the outbox to empty (every reading
+            confirmed).
         outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
             :mod:`stormwatch.gateway.outbox`).
-        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s, batch: see :class:`MqttPublisher`
-            (``batch``: one message per poll cycle instead of one per reading).
+        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s, batch, confirm, resend_grace_s,
+            probe_after_s, confirm_alarm_s: see :class:`MqttPublisher` (``batch``: one message per poll cycle
+            instead of one per reading; ``confirm``: ``"stored"`` or ``"broker"``).
+        stats_interval_s: real seconds between the INFO counter lines.
         clock_floor: no reading is polled or stamped while the clock reads before this date/time
             (:mod:`stormwatch.gateway.clockfloor`); default: the build date for the wall clock, none
             for a scenario clock.
@@ -155,6 +164,11 @@ class Gateway:
         clock_floor: date | datetime | None = None,
         keepalive_s: int = 30,
         batch: bool = False,
+        confirm: str = "stored",
+        resend_grace_s: float = 10.0,
+        probe_after_s: float = 30.0,
+        confirm_alarm_s: float = 900.0,
+        stats_interval_s: float = 60.0,
     ) -> None:
         self.plan = plan
         self.clock = clock
@@ -190,8 +204,10 @@ class Gateway:
         self.publisher = MqttPublisher(
             broker, self.site, self.gateway_id, self.boot, self.outbox, clock,
             window=publish_window, max_rate_per_s=max_publish_rate_per_s, reconnect_max_s=reconnect_max_s,
-            keepalive_s=keepalive_s, batch=batch,
+            keepalive_s=keepalive_s, batch=batch, confirm=confirm, resend_grace_s=resend_grace_s,
+            probe_after_s=probe_after_s, confirm_alarm_s=confirm_alarm_s,
         )
+        self.stats_interval_s = stats_interval_s
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()
         self._stop = threading.Event()
@@ -210,7 +226,7 @@ class Gateway:
         INFO when the clock is set; :mod:`stormwatch.gateway.clockfloor`). Slots at or after
         ``until`` are not polled. At the end waits up to ``drain_timeout_s`` (real time) for the
         outbox to empty, publishes a retained offline status and disconnects. Whatever is not
-        acknowledged stays in the outbox for the next run.
+        confirmed stays in the outbox for the next run.
         """
         self._running.set()
         log.info(
@@ -229,18 +245,31 @@ class Gateway:
             ]
             for t in threads:
                 t.start()
+            next_stats = time.monotonic() + self.stats_interval_s
             for t in threads:
                 while t.is_alive():
                     t.join(0.2)
+                    if time.monotonic() >= next_stats:
+                        self.log_stats()
+                        next_stats = time.monotonic() + self.stats_interval_s
             drained = self.publisher.wait_drained(self.drain_timeout_s)
             if not drained:
-                log.warning("stopping with %d readings still in the outbox (sent on next start)", self.outbox.depth())
+                log.warning("stopping with %d readings still in the outbox, not yet confirmed (sent again on the "
+                            "next start)", self.outbox.depth())
         finally:
             self._close()
             self._finished.set()
 
+    def log_stats(self, stopped: bool = False) -> None:
+        """One INFO line: readings made, published (re-sent), confirmed; the outbox and how late it is."""
+        pub = self.publisher
+        log.info("gateway %s/%s%s: readings made=%d published=%d resent=%d confirmed=%d outbox=%d "
+                 "oldest_unconfirmed_s=%.0f missed_slots=%d", self.site, self.gateway_id,
+                 " stopped" if stopped else "", self.readings_made, pub.published_rows, pub.resent_rows,
+                 pub.confirmed, self.outbox.depth(), pub.confirm_lag_s(), self.missed_slots)
+
     def stop(self, timeout_s: float | None = None) -> None:
-        """Stop polling, flush outstanding PUBACKs (up to ``drain_timeout_s``), disconnect.
+        """Stop polling, wait for outstanding confirmations (up to ``drain_timeout_s``), disconnect.
 
         Safe from any thread; blocks until :meth:`run` has finished (at most
         ``drain_timeout_s + 10`` s by default). Without a running :meth:`run` it just closes.
@@ -270,7 +299,7 @@ class Gateway:
                 if isinstance(link, ModbusLink) and link.discarded}
 
     def outbox_depth(self) -> int:
-        """Readings committed and not yet acknowledged by the broker."""
+        """Readings committed and not yet confirmed (stored by ingest, or PUBACKed with ``confirm="broker"``)."""
         return self.outbox.depth()
 
     # -- internals ----------------------------------------------------------------------------
@@ -281,6 +310,7 @@ class Gateway:
         self._closed = True
         try:
             self.publisher.close()
+            self.log_stats(stopped=True)
         finally:
             for r in self._runners:
                 try:

@@ -1,4 +1,4 @@
-"""The ingest consumer: MQTT readings -> validate -> durable store write -> THEN acknowledge.
+"""The ingest consumer: MQTT readings -> validate -> durable store write -> THEN acknowledge and confirm.
 
 Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
 
@@ -7,9 +7,16 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
   :data:`stormwatch.topics.READINGS_FILTER` (or ``$share/<group>/...`` with ``share_group``),
   ``manual_ack=True``: PUBACK is sent only after the batch is committed to the store. A crash at any
   point means redelivery (a duplicate, removed by identity in the store), never a loss.
+* After each durable batch write, one QoS 1 stored-acknowledgement per gateway on
+  ``stormwatch/v1/<site>/<gateway>/stored`` names the ``(boot, seq)`` runs of that gateway's readings
+  the batch handled -- stored, already stored, or kept as a dead letter (:mod:`stormwatch.storedack`):
+  only then does the gateway forget them (:mod:`stormwatch.gateway.publisher`), so a broker that
+  crashes and forgets what it held for this consumer costs a re-send, never a reading.
 * Messages are batched (``batch_size`` messages or ``batch_ms`` after the first one) and written
   by one worker thread. While the store raises :class:`~stormwatch.stores.base.StoreError` nothing is
-  acknowledged and the same batch is retried with exponential backoff. At most ``max_inflight``
+  acknowledged and the same batch is retried with exponential backoff (``retry_backoff_s`` doubling
+  to ``max_backoff_s``, 2 s: a store that returns is written to within seconds). One ERROR when the
+  store becomes unavailable, the retries at DEBUG, one INFO when it is writable again. At most ``max_inflight``
   messages are ever unacknowledged: the broker's window (Mosquitto ``max_inflight_messages``,
   configured in :mod:`stormwatch.app.servers`) plus a client-side hold (paho's network thread stops
   reading at the limit), so memory stays bounded during a database outage and the rest waits in
@@ -24,7 +31,8 @@ Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
 * Dead letters are stored (``store.write_deadletters``), published to
   :data:`stormwatch.topics.DEADLETTER` as JSON ``{reason, detail, topic, payload, payload_encoding,
   received_at}`` (payload as UTF-8 text, or base64 when it is not UTF-8), counted by reason, logged
-  at WARNING -- and acknowledged (they are handled). Every dead letter takes that one path, whichever
+  at WARNING -- and acknowledged (they are handled); duplicates -- redeliveries and a gateway's re-sends -- in one INFO
+  line per batch. Every dead letter takes that one path, whichever
   stage refused it: validation, a duplicate, or the store itself (``store.write_checked``: a
   ``conflicting_value`` -- the identity is stored with another measurement -- or a
   ``store_rejected`` line InfluxDB refused with HTTP 400). A message is acknowledged once every
@@ -59,7 +67,7 @@ from typing import Any, NamedTuple
 
 import paho.mqtt.client as mqtt
 
-from stormwatch import topics
+from stormwatch import storedack, topics
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, dump_readings
 from stormwatch.ingest.mqttclient import make_client
@@ -118,6 +126,15 @@ def send_pubacks(client: mqtt.Client, mids: list[int]) -> None:
     queue_packet(0x40, blob, mids[-1], 1)
 
 
+def _settled(info: mqtt.MQTTMessageInfo) -> bool:
+    """The broker acknowledged the message -- or its handle will never tell: paho leaves the handle of a
+    message published while disconnected at ``NO_CONN`` (it still sends the message on reconnect)."""
+    try:
+        return info.is_published()
+    except (RuntimeError, ValueError):
+        return True
+
+
 def _duplicate_letter(reading: Reading, topic: str, received_at: datetime, why: str) -> DeadLetter:
     """Dead letter ``duplicate`` for a reading whose identity ``(gateway, boot, seq)`` was seen (#9)."""
     gateway, boot, seq = reading.identity
@@ -150,7 +167,8 @@ class Ingest:
         sites: subscribe to these sites' readings topics only, instead of every site's (a partition
             of the sites, on brokers without shared subscriptions; :meth:`set_sites` changes it).
         stats_interval_s: seconds between INFO counter lines.
-        retry_backoff_s, max_backoff_s: store-outage backoff (real seconds, doubling).
+        retry_backoff_s, max_backoff_s: store-outage backoff (real seconds, doubling; the store's own HTTP
+            retries come on top of each attempt).
         stop_flush_timeout_s: how long :meth:`stop` keeps retrying the final flush.
         retained_is_late: store retained messages as late (``False`` behind amqtt, see above).
         max_inflight: most messages delivered and not yet acknowledged; at the limit paho's network
@@ -167,6 +185,7 @@ class Ingest:
         ignored: messages outside the subscription.
         dead_lettered: reason -> count.
         acked: messages acknowledged.
+        confirmations: stored-acknowledgements published (one per gateway and batch).
         store_errors: failed store write attempts (each retried; nothing acked meanwhile).
         last_event_time: newest event time among the live readings written (``None`` before any).
         peak_unacked: most messages ever delivered but not yet acknowledged (at most
@@ -189,7 +208,7 @@ class Ingest:
         *,
         stats_interval_s: float = 60.0,
         retry_backoff_s: float = 0.5,
-        max_backoff_s: float = 30.0,
+        max_backoff_s: float = 2.0,
         stop_flush_timeout_s: float = 10.0,
         keepalive_s: int = 30,
         retained_is_late: bool = True,
@@ -228,6 +247,7 @@ class Ingest:
         self.duplicates = 0
         self.ignored = 0
         self.acked = 0
+        self.confirmations = 0
         self.store_errors = 0
         self.dead_lettered: Counter[str] = Counter()
         self.last_event_time: datetime | None = None
@@ -248,6 +268,8 @@ class Ingest:
         self._run_ident: int | None = None
         self._stop_deadline = float("inf")
         self._pending_publishes: list[mqtt.MQTTMessageInfo] = []
+        self._stored_topics: dict[str, str | None] = {}  # readings topic -> its stored-acknowledgement topic
+        self._sites_failing = False
         self._client = self._make_client()
 
     # -- MQTT ------------------------------------------------------------------------------
@@ -255,11 +277,15 @@ class Ingest:
     def _make_client(self) -> SessionClient:
         client = make_client(self.broker, SessionOptions(
             client_id=self.client_id, keepalive_s=self.keepalive_s, manual_ack=True, reconnect_min_s=1,
-            reconnect_max_s=30, duplicate_hint="Are two ingest processes running with one --client-id? Give each "
+            reconnect_max_s=10, duplicate_hint="Are two ingest processes running with one --client-id? Give each "
             "its own (a shared subscription group splits the load)."), log,
             on_session=self._on_session, on_lost=self._connected.clear)
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
+        # No client-side limit on outgoing QoS 1 messages (confirmations, dead letters): with one,
+        # paho 2.2 parks messages as "queued" and on reconnect stops resending at the first queued one
+        # (client.py _handle_connack), stranding those in flight behind it for good.
+        client.max_inflight_messages_set(0)
         return client
 
     def _on_session(self, _session_present: bool) -> None:
@@ -369,7 +395,7 @@ class Ingest:
         """Consume until :meth:`stop`; then flush, acknowledge and disconnect.
 
         Connection failures are retried forever (paho reconnects with backoff, 1 s doubling to
-        30 s); an unreachable broker is logged at ERROR once per outage, then at DEBUG
+        10 s); an unreachable broker is logged at ERROR once per outage, then at DEBUG
         (:class:`stormwatch.mqtt.ConnectFailureLog`), and INFO "connected" when it answers.
         """
         self._run_ident = threading.get_ident()
@@ -393,7 +419,7 @@ class Ingest:
             if batch:
                 self._process(batch)
             for info in self._pending_publishes:
-                if not info.is_published():
+                if not _settled(info):
                     info.wait_for_publish(timeout=1.0)
         finally:
             self._client.stop()
@@ -409,8 +435,11 @@ class Ingest:
         try:
             self.store.write_sites(sites, self.clock.now().replace(minute=0, second=0, microsecond=0))
         except StoreError as exc:
-            log.warning("cannot record the site list in the store (%s); retrying in 60 s", exc)
+            log.log(logging.DEBUG if self._sites_failing else logging.WARNING,
+                    "cannot record the site list in the store (%s); retrying every 60 s", exc)
+            self._sites_failing = True
             return False
+        self._sites_failing = False
         return True
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -454,8 +483,9 @@ class Ingest:
         """One INFO line with the counters (also exported as Prometheus metrics, :mod:`stormwatch.ingest.metrics`)."""
         lag = self.lag_s()
         log.info("ingest: received=%d written=%d late=%d duplicates=%d ignored=%d acked=%d unacked=%d "
-                 "store_retries=%d lag_s=%s dead_lettered=%s", self.received, self.written, self.late,
-                 self.duplicates, self.ignored, self.acked, self.unacked, self.store_retries,
+                 "confirmations=%d store_retries=%d lag_s=%s dead_lettered=%s", self.received, self.written,
+                 self.late, self.duplicates, self.ignored, self.acked, self.unacked, self.confirmations,
+                 self.store_retries,
                  "-" if lag is None else f"{lag:.1f}", dict(self.dead_lettered) or "{}")
 
     # -- batching --------------------------------------------------------------------------
@@ -494,12 +524,21 @@ class Ingest:
             batch.append(self._inbox.popleft())
         return batch
 
+    def _stored_topic(self, readings_topic: str) -> str | None:
+        topic = self._stored_topics.get(readings_topic, "")
+        if topic == "":
+            if len(self._stored_topics) > 100_000:  # topics of unknown gateways must not grow it forever
+                self._stored_topics.clear()
+            topic = self._stored_topics[readings_topic] = topics.stored_for(readings_topic)
+        return topic
+
     def _process(self, batch: list[_Message]) -> None:
         accepted: list[Reading] = []
         late: list[Reading] = []
         dead: list[DeadLetter] = []
         in_batch: dict[tuple[str, str, int], Reading] = {}
         topic_of: dict[tuple[str, str, int], str] = {}
+        handled: dict[str, dict[str, list[int]]] = {}  # stored-ack topic -> boot -> seqs handled
         received_at = self.clock.now()
         for msg in batch:
             result = self._validate(msg.topic, msg.payload, msg.retain, received_at)
@@ -520,6 +559,14 @@ class Ingest:
                     topic_of.setdefault(reading.identity, msg.topic)
                     target.append(reading)
             dead += result.dead
+            ack_topic = self._stored_topic(msg.topic)
+            if ack_topic is not None:
+                seqs = handled.setdefault(ack_topic, {})
+                for part in (result.accepted, result.late, result.duplicates):
+                    for reading in part:
+                        seqs.setdefault(reading.boot, []).append(reading.seq)
+                for _gateway, boot, seq in result.refused:
+                    seqs.setdefault(boot, []).append(seq)
         stored = self._write_until_durable(accepted, late, dead, lambda r: topic_of.get(r.identity, ""), received_at)
         if stored is None:
             log.error("store still unavailable at shutdown: %d message(s) left unacknowledged; the broker will "
@@ -535,18 +582,34 @@ class Ingest:
             if self.last_event_time is None or newest > self.last_event_time:
                 self.last_event_time = newest
         self._dead_lettered(dead)
-        self._pending_publishes = [i for i in self._pending_publishes if not i.is_published()][-1000:]
+        self._confirm(handled)
+        self._pending_publishes = [i for i in self._pending_publishes if not _settled(i)][-1000:]
         self._ack(batch)
 
     def _dead_lettered(self, letters: list[DeadLetter]) -> None:
         """The one place every dead letter passes once the store holds it, whichever stage refused it
         (validation, a duplicate, a conflict, the store's server): counted by reason, logged at
-        WARNING, published on :data:`stormwatch.topics.DEADLETTER`."""
+        WARNING (duplicates in one INFO line), published on :data:`stormwatch.topics.DEADLETTER`."""
+        duplicates = 0
         for letter in letters:
             self.dead_lettered[letter.reason] += 1
-            log.warning("dead letter (%s): %s [topic %s]", letter.reason, letter.detail, letter.topic)
+            if letter.reason == "duplicate":
+                duplicates += 1
+            else:
+                log.warning("dead letter (%s): %s [topic %s]", letter.reason, letter.detail, letter.topic)
             info = self._client.publish(topics.DEADLETTER, deadletter_json(letter), qos=1)
             self._pending_publishes.append(info)
+        if duplicates:
+            log.info("%d duplicate reading(s) dead-lettered: already stored (a redelivery, or a gateway re-sending "
+                     "what it had not seen confirmed)", duplicates)
+
+    def _confirm(self, handled: dict[str, dict[str, list[int]]]) -> None:
+        """Publish one stored-acknowledgement per gateway for what the batch durably handled."""
+        for topic, seqs in handled.items():
+            if seqs:
+                self._pending_publishes.append(
+                    self._client.publish(topic, storedack.encode(self.client_id, seqs), qos=1))
+                self.confirmations += 1
 
     def _ack(self, batch: list[_Message]) -> None:
         with self._gen_lock:
@@ -576,6 +639,7 @@ class Ingest:
                              ) -> tuple[WriteOutcome, WriteOutcome] | None:
         """Write the three parts, retrying each until it succeeds; ``None`` if stopped while failing.
 
+        One ERROR when the store fails, the retries at DEBUG, one INFO when it is writable again.
         The readings the store refuses (a conflict, a line its server refuses) become dead letters
         appended to ``dead`` (on their message's topic) and are written with the others.
         """
@@ -584,6 +648,8 @@ class Ingest:
         dead_done = False
         delay = self.retry_backoff_s
         outage_since: datetime | None = None
+        outage_t0 = 0.0
+        attempts = 0
         while True:
             try:
                 if live is None:
@@ -597,17 +663,21 @@ class Ingest:
                         self.store.write_deadletters(dead)
                     dead_done = True
                 if outage_since is not None:
-                    log.warning("store is writable again (outage since %s); acknowledging", format_time(outage_since))
+                    log.info("store is writable again after %.0f s (unavailable since %s, %d failed attempts); "
+                             "acknowledging", time.monotonic() - outage_t0, format_time(outage_since), attempts)
                 return live, stale
             except Exception as exc:  # StoreError, or a store bug: either way not durable -> no ack, retry
                 if not isinstance(exc, StoreError):
                     log.exception("unexpected store failure (treated as not written)")
                 self.store_errors += 1
+                attempts += 1
                 if outage_since is None:
                     outage_since = self.clock.now()
-                    log.error("store write failed, not acknowledging until it succeeds: %s", exc)
+                    outage_t0 = time.monotonic()
+                    log.error("store unavailable, not acknowledging until a write succeeds (retrying every %.0f s "
+                              "at most; retries logged at DEBUG): %s", self.max_backoff_s, exc)
                 else:
-                    log.info("store still failing (retry in %.1fs): %s", delay, exc)
+                    log.debug("store still failing (retry in %.1fs): %s", delay, exc)
                 if self._stop.is_set():
                     remaining = self._stop_deadline - time.monotonic()
                     if remaining <= 0:

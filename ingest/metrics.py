@@ -13,6 +13,8 @@ name                                type    meaning
 ``dead_lettered_total{reason}``     counter dead letters by reason (``stormwatch.ingest.validate`` table,
                                             ``duplicate``, ``store_rejected``, ``internal_error``)
 ``acked_total``                     counter messages acknowledged after a durable write
+``confirmations_total``             counter stored-acknowledgements published to gateways (one per
+                                            gateway and batch, :mod:`stormwatch.storedack`)
 ``retries_total``                   counter store retries (batch retries + HTTP retries)
 ``mqtt_connects_total``             counter MQTT connections the broker accepted
 ``mqtt_disconnects_total``          counter MQTT connections lost (a deliberate stop not counted)
@@ -57,6 +59,7 @@ class IngestCollector(Collector):
             ("late", "readings stored flagged late (retained or stale)", ing.late),
             ("duplicates", "readings the store already held", ing.duplicates),
             ("acked", "messages acknowledged after a durable write", ing.acked),
+            ("confirmations", "stored-acknowledgements published to gateways", ing.confirmations),
             ("retries", "store retries (failed batch writes and HTTP retries)", ing.store_retries),
             ("mqtt_connects", "MQTT connections the broker accepted", ing.session.connects),
             ("mqtt_disconnects", "MQTT connections lost (a deliberate stop not counted)", ing.session.losses),

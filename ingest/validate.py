@@ -111,12 +111,17 @@ class ValidationResult:
         late: readings to store flagged ``late`` (retained, or older than ``late_after_s``).
         duplicates: readings whose identity was already stored (count them; do not store again).
         dead: dead letters, one per rejected reading (or one for an unparseable message).
+        refused: the identities ``(gateway, boot, seq)`` of the readings among ``dead`` that parsed
+            (refused for what they say, not for their form): once the dead letters are stored, they
+            are handled, and ingest confirms them to the gateway like stored readings
+            (:mod:`stormwatch.storedack`).
     """
 
     accepted: list[Reading] = field(default_factory=list)
     late: list[Reading] = field(default_factory=list)
     duplicates: list[Reading] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
+    refused: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 class Validator:
@@ -261,6 +266,7 @@ class Validator:
             problem = self._check(reading, topic_site, topic_gateway, now)
             if problem is not None:
                 reject(problem[0], prefix + problem[1], body)
+                result.refused.append(reading.identity)
                 continue
             if reading.quantity == RAIN_TIPS and reading.gateway != MANUAL_GATEWAY:
                 reading = self._describe(reading)
@@ -269,6 +275,7 @@ class Validator:
                 result.duplicates.append(reading)
             elif isinstance(seen, tuple):  # the identity was stored with another measurement
                 reject("conflicting_value", prefix + Conflict(reading, *seen).detail(), body)
+                result.refused.append(reading.identity)  # durably dead-lettered: handled, confirmed
             elif retained or (self.late_after is not None and reading.time < now - self.late_after):
                 result.late.append(reading)
             else:

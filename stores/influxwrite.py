@@ -214,7 +214,8 @@ class LineProtocolWrites:
                 pause = delay
             else:
                 pause = wait if max_wait_s is None else min(max_wait_s, wait)
-            self._log.info("InfluxDB %s: %s; retrying in %.2fs", where, problem, pause)
+            # DEBUG: the service calling the store reports the outage once (ERROR) and its end (INFO).
+            self._log.debug("InfluxDB %s: %s; retrying in %.2fs", where, problem, pause)
             self.retries_total += 1
             self._sleep(pause)
             delay = min(self.max_backoff_s, delay * 2)

@@ -182,6 +182,8 @@ OPTIONS: dict[str, OptionName] = {
     "--check": OptionName("validate the input, then exit"),
     "--clock-floor": OptionName("stamp no reading while the clock reads before this date", ("DATE",)),
     "--no-exec": OptionName("run the gateway in this process (debugging)"),
+    "--confirm": OptionName("when a reading leaves the gateway's outbox: stored (ingest confirms it) or broker",
+                            ("stored|broker",)),
     "--type": OptionName("a register data type", ("TYPE",)),
     "--order": OptionName("a register word order", ("ORDER",)),
     "--scale": OptionName("engineering = raw × scale + offset: the scale", ("FACTOR",)),

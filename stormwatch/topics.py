@@ -3,6 +3,8 @@
 * ``stormwatch/v1/<site>/<gateway>/readings`` -- a reading or ``{"readings": [...]}``; QoS 1.
 * ``stormwatch/v1/<site>/<gateway>/status`` -- ``{"state": "online"|"offline", ...}``; QoS 1,
   retained; the gateway's last will is ``offline``.
+* ``stormwatch/v1/<site>/<gateway>/stored`` -- ingest's stored-acknowledgements of that gateway's readings
+  (``{"stored": [{"boot", "seqs": [[first, last], ...]}], "by"}``, :mod:`stormwatch.storedack`); QoS 1.
 * ``stormwatch/v1/<site>/events`` -- ordinance events from the alert engine; QoS 1.
 * ``stormwatch/v1/deadletter`` -- ``{"reason", "detail", "topic", "payload"}``; QoS 1.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 ROOT = "stormwatch/v1"
 READINGS_FILTER = f"{ROOT}/+/+/readings"
 STATUS_FILTER = f"{ROOT}/+/+/status"
+STORED_FILTER = f"{ROOT}/+/+/stored"
 EVENTS_FILTER = f"{ROOT}/+/events"
 DEADLETTER = f"{ROOT}/deadletter"
 
@@ -24,6 +27,18 @@ def readings(site: str, gateway: str) -> str:
 def status(site: str, gateway: str) -> str:
     """Retained gateway status topic (also its last will)."""
     return f"{ROOT}/{site}/{gateway}/status"
+
+
+def stored(site: str, gateway: str) -> str:
+    """Topic ingest confirms a gateway's durably stored readings on (the gateway subscribes to it)."""
+    return f"{ROOT}/{site}/{gateway}/stored"
+
+
+def stored_for(readings_topic: str) -> str | None:
+    """The stored-acknowledgement topic that answers a readings topic, or ``None`` if it is not one."""
+    if not readings_topic.endswith("/readings") or parse_readings_topic(readings_topic) is None:
+        return None
+    return readings_topic[: -len("readings")] + "stored"
 
 
 def events(site: str) -> str:

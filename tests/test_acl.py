@@ -102,6 +102,7 @@ class Client:
         self.acked = threading.Condition()
         self.received: list[str] = []
         self.subscribed = threading.Event()
+        self.suback: list[ReasonCode] = []
         self.c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"acl-{uuid.uuid4().hex[:8]}",
                              protocol=mqtt.MQTTv5)
         if user is not None:
@@ -109,7 +110,7 @@ class Client:
         self.c.on_connect = self._on_connect
         self.c.on_publish = self._on_publish
         self.c.on_message = lambda _c, _u, msg: self.received.append(msg.topic)
-        self.c.on_subscribe = lambda *_a: self.subscribed.set()
+        self.c.on_subscribe = self._on_subscribe
         self.c.connect("127.0.0.1", port, keepalive=10)
         self.c.loop_start()
         assert self.connected.wait(10), "no CONNACK"
@@ -117,6 +118,10 @@ class Client:
     def _on_connect(self, _c: mqtt.Client, _u: object, _f: object, rc: ReasonCode, _p: object) -> None:
         self.connack = rc
         self.connected.set()
+
+    def _on_subscribe(self, _c: mqtt.Client, _u: object, _mid: int, codes: list[ReasonCode], _p: object) -> None:
+        self.suback = list(codes)
+        self.subscribed.set()
 
     def _on_publish(self, _c: mqtt.Client, _u: object, mid: int, rc: ReasonCode, _p: object) -> None:
         with self.acked:
@@ -162,6 +167,37 @@ def test_gateway_publishes_only_under_its_own_site(broker: servers.Mosquitto) ->
             deadline.wait(0.1)
         assert ingest.received == [own]  # nothing refused was delivered
     finally:
+        gw.close()
+        ingest.close()
+
+
+def test_a_gateway_hears_ingests_confirmations_of_its_own_readings_and_cannot_forge_them(
+        broker: servers.Mosquitto) -> None:
+    """Issue 18: ingest publishes stored-acknowledgements on stormwatch/v1/<site>/<gateway>/stored; the
+    gateway may subscribe to its own (else its outbox would never empty), to no other, and may not
+    publish there (a confirmation it wrote itself would make it forget readings nobody stored)."""
+    env = env_example()
+    ingest = Client(broker.port, "ingest", env["MQTT_INGEST_PASSWORD"])
+    gw = Client(broker.port, GW_A, env["MQTT_GATEWAY_PASSWORD"])
+    web = Client(broker.port, "web", env["MQTT_WEB_PASSWORD"])
+    own, other = topics.stored(SITE_A, GW_A), topics.stored(SITE_B, "gw-hilltop-1")
+    try:
+        gw.c.subscribe([(own, 1), (other, 1)])
+        assert gw.subscribed.wait(10)
+        # Mosquitto 2.0 grants both and applies the ACL to what it delivers (below)
+        assert not gw.suback[0].is_failure
+        assert ingest.publish(own) in ACCEPTED
+        assert ingest.publish(other) in ACCEPTED
+        assert gw.publish(own) == NOT_AUTHORIZED
+        assert web.publish(own) == NOT_AUTHORIZED
+        wait = threading.Event()
+        for _ in range(50):
+            if gw.received:
+                break
+            wait.wait(0.1)
+        assert gw.received == [own]
+    finally:
+        web.close()
         gw.close()
         ingest.close()
 

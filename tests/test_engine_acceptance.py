@@ -62,7 +62,7 @@ def test_type_ii_storm_with_broker_away_at_the_peak_gives_one_inspection_due(own
                            client_id="accept-alerts", lateness_s=600, on_event=seen.append, overdue_check_s=3600)
     svc_thread = threading.Thread(target=service.run, daemon=True)
     gateway = Gateway(cfg, profiles, clock, own_mosquitto.url, tmp_path / "gw", reconnect_max_s=1.0,
-                      drain_timeout_s=30.0)
+                      drain_timeout_s=30.0, confirm="broker")
     site.start()
     svc_thread.start()
     try:

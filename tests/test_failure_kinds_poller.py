@@ -87,7 +87,7 @@ def test_fifty_consecutive_modbus_errors_then_readings_resume_by_themselves(
     until = SIM_START + timedelta(seconds=POLL_S * (recovery_slot + 7))
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
-        gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw")
+        gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
         gw.run(until=until)  # no restart anywhere: one run() across the outage
         made = gw.readings_made
         got = sub.wait_for(made, timeout_s=15)

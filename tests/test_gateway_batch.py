@@ -93,7 +93,7 @@ def test_a_batching_gateway_publishes_one_message_per_poll_cycle(tmp_path: Path,
     listener.subscribe(topics.readings(site_id, "gw-batch"), qos=1)
     listener.loop_start()
     until = SCENARIO.start + timedelta(minutes=60)
-    gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", batch=True)
+    gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", batch=True, confirm="broker")
     try:
         gw.run(until=until)
         wait_until(lambda: sum(len(m) for m in got) >= gw.readings_made, 15, "every reading")

@@ -77,7 +77,8 @@ def test_a_gateway_whose_clock_reads_1970_stamps_nothing_until_the_clock_is_set(
     clock = LyingClock()
     caplog.set_level(logging.INFO, logger="stormwatch.gateway")
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
-    gw = Gateway(_site(site_id, srv.port, 1.0), ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw")
+    gw = Gateway(_site(site_id, srv.port, 1.0), ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw",
+                 confirm="broker")
     t = threading.Thread(target=gw.run, daemon=True)
     t.start()
     try:
@@ -117,7 +118,7 @@ def test_a_configured_floor_holds_a_scenario_clock(mosquitto_server, tmp_path: P
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
         gw = Gateway(_site(site_id, srv.port, 60.0), ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw",
-                     clock_floor=floor)
+                     clock_floor=floor, confirm="broker")
         gw.run(until=floor + timedelta(minutes=4))
         got = sub.wait_for(3)
     finally:

@@ -53,7 +53,7 @@ def test_counter_reset_after_ten_hours_is_a_gap_not_639_inches(mosquitto_server,
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-r"), f"sub-{site_id}")
     try:
         clock = ScenarioClock(sim_start=SIM_START, speed=600.0, wall_start=time.time() + 0.3)
-        gw = Gateway(cfg, profiles, clock, mosquitto_server.url, state_dir)
+        gw = Gateway(cfg, profiles, clock, mosquitto_server.url, state_dir, confirm="broker")
         gw.run(until=SIM_START + timedelta(seconds=180))
         got = sorted(sub.wait_for(3), key=lambda r: r.seq)
     finally:

@@ -61,7 +61,7 @@ def test_y511_turbidity_over_modbus_tcp_reaches_mqtt(mosquitto_server, tmp_path:
     )
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
-        gw = Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, tmp_path / "gw")
+        gw = Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, tmp_path / "gw", confirm="broker")
         gw.run(until=SIM_START + timedelta(seconds=180))  # slots 0, 60, 120 s
         got = sub.wait_for(6)
     finally:
@@ -97,7 +97,7 @@ def test_y511_error_register_and_out_of_range_flags(mosquitto_server, tmp_path: 
     )
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
-        Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, tmp_path / "gw").run(
+        Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, tmp_path / "gw", confirm="broker").run(
             until=SIM_START + timedelta(seconds=60)
         )
         got = sub.wait_for(2)
@@ -125,12 +125,12 @@ def test_rain_counter_restart_creates_no_rain_and_failing_device_recovers(mosqui
     state = tmp_path / "gw"
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
-        Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, state).run(
+        Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, state, confirm="broker").run(
             until=SIM_START + timedelta(seconds=120)
         )
         first = sub.wait_for(2)
         # Restart: the counter still reads 1,420.
-        gw2 = Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, state)
+        gw2 = Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, state, confirm="broker")
         gw2.run(until=SIM_START + timedelta(seconds=120))
         got = sub.wait_for(4)
     finally:
@@ -158,7 +158,7 @@ def test_device_failing_then_answering_resumes(mosquitto_server, tmp_path: Path)
         site_id,
     )
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
-    gw = Gateway(cfg, ProfileLibrary(), clock(speed=3000), mosquitto_server.url, tmp_path / "gw")
+    gw = Gateway(cfg, ProfileLibrary(), clock(speed=3000), mosquitto_server.url, tmp_path / "gw", confirm="broker")
     t = threading.Thread(target=gw.run, kwargs={"until": SIM_START + timedelta(hours=12)})
     t.start()
     srv2: RegisterServer | None = None

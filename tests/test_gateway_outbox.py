@@ -43,7 +43,7 @@ def test_broker_away_ten_readings_all_arrive_exactly_once(own_mosquitto, tmp_pat
     clock = ScenarioClock(sim_start=SIM_START, speed=600.0, wall_start=time.time() + 0.3)
     until = SIM_START + timedelta(minutes=10)  # slots 0..9 -> 10 readings
     gw = Gateway(cfg, ProfileLibrary(), clock, own_mosquitto.url, tmp_path / "gw",
-                 drain_timeout_s=30.0, reconnect_max_s=2.0)
+                 drain_timeout_s=30.0, reconnect_max_s=2.0, confirm="broker")
     t = threading.Thread(target=gw.run, kwargs={"until": until})
     t.start()
     try:
@@ -94,11 +94,53 @@ def test_outbox_bound_drops_non_rain_first(tmp_path: Path) -> None:
     box.close()
 
 
-def test_outbox_replay_order_is_event_time_then_seq(tmp_path: Path) -> None:
+def test_outbox_replay_order_is_commit_order(tmp_path: Path) -> None:
+    """Commit order (seq order within a boot): a row a slow link commits for an older slot after newer
+    rows were sent comes after them, so the publisher's cursor neither skips nor repeats it."""
     box = Outbox(tmp_path / "o.sqlite3")
     box.add([_reading(7, "turbidity", 5), _reading(8, "turbidity", 1), _reading(9, "turbidity", 1)])
-    assert [r.seq for r in box.pending(10)] == [8, 9, 7]
-    assert [r.seq for r in box.pending(10, exclude={box.pending(1)[0].id})] == [9, 7]
+    assert [r.seq for r in box.pending(10)] == [7, 8, 9]
+    assert [r.seq for r in box.pending(10, exclude={box.pending(1)[0].id})] == [8, 9]
     box.delete([r.id for r in box.pending(2)])
     assert box.depth() == 1
+    box.close()
+
+
+def test_outbox_cursor_and_confirmations(tmp_path: Path) -> None:
+    """What the publisher's forward pass and re-sends read (gateway/publisher.py): rows after an id and up
+    to one, and rows confirmed by (boot, seq) runs."""
+    box = Outbox(tmp_path / "o.sqlite3")
+    box.add([_reading(s, "turbidity", s) for s in range(6)])
+    rows = box.pending(10)
+    assert [r.seq for r in box.pending(10, after=rows[1].id)] == [2, 3, 4, 5]
+    assert [r.seq for r in box.pending(10, after=rows[1].id, upto=rows[3].id)] == [2, 3]
+    head = box.head()
+    assert head is not None and head[0] == rows[0].id and abs(head[1] - time.time()) < 60
+    # ingest confirmed seq 1..2 and 4 (and 9, which is not here): those leave, the rest stays
+    assert box.confirm("g", [("b", 1, 2), ("b", 4, 4), ("b", 9, 9), ("other-boot", 0, 5)]) == (3, rows[4].id)
+    assert [r.seq for r in box.pending(10)] == [0, 3, 5] and box.depth() == 3
+    assert box.confirm("another-gateway", [("b", 0, 5)]) == (0, None)
+    # an older slot committed after the cursor passed rows[5]: it comes after the cursor
+    box.add([_reading(6, "turbidity", -1)])
+    assert [r.seq for r in box.pending(10, after=rows[5].id)] == [6]
+    box.close()
+
+
+def test_outbox_of_an_older_version_gains_its_commit_times(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(str(path))
+    db.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, gateway TEXT NOT NULL, boot TEXT NOT NULL,"
+               " seq INTEGER NOT NULL, device TEXT NOT NULL, quantity TEXT NOT NULL, event_time TEXT NOT NULL,"
+               " is_rain INTEGER NOT NULL, payload BLOB NOT NULL, UNIQUE (gateway, boot, seq))")
+    db.execute("INSERT INTO outbox (gateway, boot, seq, device, quantity, event_time, is_rain, payload)"
+               " VALUES ('g', 'b', 0, 'd', 'turbidity', '2026-06-01T12:00:00.000000Z', 0, x'7b7d')")
+    db.commit()
+    db.close()
+    box = Outbox(path)
+    head = box.head()
+    assert box.depth() == 1 and head is not None and head[1] == 0.0  # unknown: the publisher counts from its start
+    box.add([_reading(1, "turbidity", 1)])
+    assert [r.seq for r in box.pending(10)] == [0, 1]
     box.close()

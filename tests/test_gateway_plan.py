@@ -180,7 +180,7 @@ def test_gateway_from_a_plan_file_counts_tips_from_a_real_counter(mosquitto_serv
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-plan"), f"sub-{site_id}")
     try:
         clock = ScenarioClock(sim_start=SIM_START, speed=600.0, wall_start=time.time() + 0.3)
-        gw = Gateway.from_plan(plan, clock, mosquitto_server.url, tmp_path / "gw")
+        gw = Gateway.from_plan(plan, clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
         gw.run(until=SIM_START + timedelta(seconds=180))
         got = sorted(sub.wait_for(3), key=lambda r: r.seq)
     finally:

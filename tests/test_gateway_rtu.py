@@ -172,7 +172,7 @@ def test_three_devices_on_one_rtu_line_and_a_failing_one(mosquitto_server, tmp_p
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     caplog.set_level(logging.INFO, logger="stormwatch.gateway")
     try:
-        gw = Gateway(gw_cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw")
+        gw = Gateway(gw_cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
         gw.run(until=SCENARIO.start + timedelta(minutes=20))
         got = sub.wait_for(10 * 5)
     finally:
@@ -231,7 +231,7 @@ def test_unplugged_rtu_adapter_reopens_with_backoff_others_keep_polling(mosquitt
     loop.run(rtu.start())
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     caplog.set_level(logging.DEBUG, logger="stormwatch.gateway")
-    gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw")
+    gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
     t = threading.Thread(target=gw.run, kwargs={"until": SCENARIO.start + timedelta(minutes=30)})
     t.start()
     try:

@@ -276,7 +276,7 @@ def test_gateway_publishes_b_true_values_and_nothing_for_a(
     start = datetime(2026, 6, 1, tzinfo=UTC)
     clock = ScenarioClock(sim_start=start, speed=30.0, wall_start=time.time() + 0.2)  # a 60 s slot per 2 real s
     sub = Collector(mosquitto_server.port, topics.readings(site, "gw-late"), f"sub-{site}")
-    gw = Gateway.from_plan(plan, clock, mosquitto_server.url, tmp_path / "gw")
+    gw = Gateway.from_plan(plan, clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
     try:
         gw.run(until=start + timedelta(minutes=4))
         got = sub.wait_for(4 * 10)

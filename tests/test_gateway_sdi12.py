@@ -124,7 +124,7 @@ def test_rainvue_tips_since_last_measurement_reach_mqtt(loop: LoopThread, mosqui
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     clock = ScenarioClock(sim_start=SIM_START, speed=120.0, wall_start=time.time() + 0.3)
     try:
-        Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw").run(
+        Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker").run(
             until=SIM_START + timedelta(seconds=240)
         )
         got = sorted(sub.wait_for(4), key=lambda r: r.seq)

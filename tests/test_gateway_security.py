@@ -53,7 +53,8 @@ def test_password_in_the_url_never_appears_in_logs(mosquitto_server, tmp_path: P
     clock = ScenarioClock(sim_start=start, speed=600.0, wall_start=time.time() + 0.3)
     url = f"mqtt://gateway:{SECRET}@127.0.0.1:{mosquitto_server.port}"
     try:
-        Gateway(cfg, ProfileLibrary(), clock, url, tmp_path / "gw").run(until=start + timedelta(seconds=60))
+        Gateway(cfg, ProfileLibrary(), clock, url, tmp_path / "gw", confirm="broker").run(
+            until=start + timedelta(seconds=60))
         got = sub.wait_for(1)
     finally:
         sub.close()

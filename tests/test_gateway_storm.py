@@ -101,7 +101,7 @@ def test_outage_mid_storm_every_reading_arrives_once_in_order(own_mosquitto, tmp
     span = (SCENARIO.end - SCENARIO.start).total_seconds() / SPEED
     proxy = TcpProxy(own_mosquitto.port).start()
     broker_url = f"mqtt://127.0.0.1:{proxy.port}" if outage == "uplink_cut" else own_mosquitto.url
-    gw = Gateway(cfg, ProfileLibrary(), clock, broker_url, tmp_path / "gw", drain_timeout_s=20)
+    gw = Gateway(cfg, ProfileLibrary(), clock, broker_url, tmp_path / "gw", drain_timeout_s=20, confirm="broker")
     t = threading.Thread(target=gw.run, kwargs={"until": SCENARIO.end})
     t.start()
     try:
@@ -155,7 +155,8 @@ def test_outage_mid_storm_every_reading_arrives_once_in_order(own_mosquitto, tmp
 def _run_gateway(cfg_path: Path, broker: str, state: Path, clock_file: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "stormwatch"), "gateway", "--site", str(cfg_path), "--broker", broker,
-         "--state-dir", str(state), "--clock-file", str(clock_file), "--until", SCENARIO.end.isoformat()],
+         "--state-dir", str(state), "--clock-file", str(clock_file), "--until", SCENARIO.end.isoformat(),
+         "--confirm", "broker"],  # no ingest here: the broker's PUBACK is the confirmation
         stdout=log.open("ab"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 

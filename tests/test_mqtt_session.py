@@ -69,7 +69,7 @@ def test_dead_link_is_found_within_one_and_a_half_keepalive_and_every_client_car
     # The gateway's publisher, for site s1 / gateway gw (the alert test site).
     outbox = Outbox(tmp_path / "outbox.db")
     publisher = MqttPublisher(parse_broker_url(url), "s1", "gw", "boot-dead-link", outbox, ManualClock(T0),
-                              keepalive_s=KEEPALIVE_S)
+                              keepalive_s=KEEPALIVE_S, confirm="broker")
     # Ingest, for the example site.
     store = SqliteStore(tmp_path / "store.db")
     clock = ManualClock(INGEST_NOW, on_sleep="wait")
@@ -187,7 +187,8 @@ def test_two_gateways_and_two_ingests_with_one_client_id_for_60_s(
     )
     clock = ScenarioClock(sim_start=T0, speed=10.0, wall_start=time.time())  # a poll every 6 real s
     store = SqliteStore(tmp_path / "store.db")
-    gateways = [Gateway(cfg, profiles, clock, own_mosquitto.url, tmp_path / f"gw{i}") for i in (1, 2)]
+    gateways = [Gateway(cfg, profiles, clock, own_mosquitto.url, tmp_path / f"gw{i}", confirm="broker")
+                for i in (1, 2)]
     threads = [threading.Thread(target=gw.run, daemon=True) for gw in gateways]
     ingests: list[Running] = []
     metrics = None

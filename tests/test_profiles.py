@@ -163,7 +163,8 @@ def test_made_up_profile_is_read_right_with_no_code_change(mosquitto_server, tmp
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     clock = ScenarioClock(sim_start=SIM_START, speed=600.0, wall_start=time.time() + 0.3)
     try:
-        Gateway(cfg, lib, clock, mosquitto_server.url, tmp_path / "gw").run(until=SIM_START + timedelta(seconds=60))
+        Gateway(cfg, lib, clock, mosquitto_server.url, tmp_path / "gw", confirm="broker").run(
+            until=SIM_START + timedelta(seconds=60))
         got = {r.quantity: r for r in sub.wait_for(6)}
     finally:
         sub.close()
