@@ -91,7 +91,7 @@ def contrast(events: list[Event]) -> Event:
 
 def check_contrast(e: Event) -> None:
     assert e.event_time == T0 + 15 * MIN  # the end of the third violating window
-    assert "downstream median 13.0 NTU > allowed 12.5 NTU (background 7.5 NTU) for 15 min" in e.message
+    assert "downstream median 13.0 NTU > allowed 12.5 NTU (background 7.5 NTU + 5 NTU) for 15 min" in e.message
     assert [w["downstream_median_ntu"] for w in e.evidence] == [13.0, 13.0, 13.0]
     assert [w["upstream_median_ntu"] for w in e.evidence] == [7.5, 7.5, 7.5]
     assert [[v for _, v in w["downstream"]] for w in e.evidence] == [[12.0, 14.0]] * 3  # 2 samples each

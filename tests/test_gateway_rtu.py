@@ -221,7 +221,7 @@ def test_unplugged_rtu_adapter_reopens_with_backoff_others_keep_polling(mosquitt
             {"id": "turb-down", "profile": "yosemitech_y511", "poll_interval_s": 60,
              "transport": {"kind": "modbus-rtu", "port": link, "unit_id": 1, "timeout_s": 0.2}},
         ],
-        "rain_gauge": "rain-1", "turbidity_pair": {"upstream": "turb-down", "downstream": "turb-down"},
+        "rain_gauge": "rain-1", "discharge_points": [{"id": "outfall-1", "downstream": "turb-down"}],
     }, "unplug-site", ProfileLibrary())
     speed = 200.0  # simulated seconds per real second
     clock = ScenarioClock(sim_start=SCENARIO.start, speed=speed, wall_start=time.time() + 0.5)
