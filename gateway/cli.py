@@ -42,7 +42,6 @@ from pathlib import Path
 import typer
 
 from stormwatch.alerts.packs import PackError
-from stormwatch.cliutil import child_log_env, fail, load_site_file, use_state_dir
 from stormwatch.clock import CLOCK_FILE_ENV, WallClock, service_clock
 from stormwatch.config import ConfigError, SiteConfig
 from stormwatch.gateway.clockfloor import parse_floor
@@ -52,8 +51,9 @@ from stormwatch.gateway.fleet import fleet_conflicts, site_files
 from stormwatch.gateway.plan import GatewayPlan, PlanError, compile_plan
 from stormwatch.gateway.publisher import CONFIRM_MODES
 from stormwatch.gateway.run import run_plan, write_plan
-from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileError, ProfileLibrary
+from stormwatch.runtime.cliutil import child_log_env, fail, load_site_file, use_state_dir
+from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
 
 log = logging.getLogger(__name__)
 

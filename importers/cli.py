@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import typer
 
 from stormwatch.alerts.rules.storm import MAX_DRY_GAP_HOURS
-from stormwatch.cliutil import fail, load_site_file
 from stormwatch.display import counts
 from stormwatch.importers.options import (
     ImportOptions,
@@ -23,6 +22,7 @@ from stormwatch.importers.options import (
     parse_gap_values,
     parse_select,
 )
+from stormwatch.runtime.cliutil import fail, load_site_file
 
 if TYPE_CHECKING:
     from stormwatch.importers.load import ImportSummary

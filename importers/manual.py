@@ -49,8 +49,8 @@ from stormwatch.contract import (
 from stormwatch.errors import InputError
 from stormwatch.importers.identity import import_seq
 from stormwatch.ingest.validate import Validator
-from stormwatch.mqtt import BrokerSettings, apply_credentials
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.mqtt import BrokerSettings, apply_credentials
 from stormwatch.stores.base import Conflict, DeadLetter, ReadingStore
 
 log = logging.getLogger(__name__)

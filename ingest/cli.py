@@ -9,16 +9,16 @@ from pathlib import Path
 import typer
 
 from stormwatch.alerts.packs import PackError
-from stormwatch.cliutil import fail, load_site_file, max_age_option, max_future_option
 from stormwatch.clock import CLOCK_FILE_ENV, service_clock
 from stormwatch.config import ConfigError, SiteConfig
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.validate import Validator
-from stormwatch.mqtt import BrokerUrlError
-from stormwatch.partition import Partition
 from stormwatch.profiles import ProfileError, ProfileLibrary
-from stormwatch.sitedir import ServiceSites
+from stormwatch.runtime.cliutil import fail, load_site_file, max_age_option, max_future_option
+from stormwatch.runtime.mqtt import BrokerUrlError
+from stormwatch.runtime.partition import Partition
+from stormwatch.runtime.sitedir import ServiceSites
 from stormwatch.stores.base import StoreError
 from stormwatch.stores.urls import StoreUrlError, open_store, redact
 

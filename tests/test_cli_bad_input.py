@@ -482,11 +482,11 @@ def test_users_add_without_a_terminal_says_password_stdin_in_one_line(files: dic
 
 def test_a_state_directory_is_started_one_level_deep_and_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                                                   ) -> None:
-    """The one rule for --state-dir (stormwatch.cliutil.use_state_dir, README): a command that starts
+    """The one rule for --state-dir (stormwatch.runtime.cliutil.use_state_dir, README): a command that starts
     a state makes the directory in a parent that exists and says so; one that reads a state never
     creates it; a missing parent is refused by both."""
-    from stormwatch.cliutil import use_state_dir
     from stormwatch.errors import InputError
+    from stormwatch.runtime.cliutil import use_state_dir
 
     made = use_state_dir(tmp_path / "alerts", create=True)
     assert made.is_dir() and capsys.readouterr().err == f"--state-dir {made}: created (a new state directory)\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from stormwatch import __version__, resources
-from stormwatch.cliutil import closed_stdout, fail, standardize
+from stormwatch.runtime.cliutil import closed_stdout, fail, standardize
 
 app = typer.Typer(
     name="stormwatch",

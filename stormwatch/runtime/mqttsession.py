@@ -4,20 +4,21 @@
 
 * MQTT 3.1.1 (what the amqtt demo broker speaks), a fixed client id and a persistent session
   (``clean_session=False``), QoS 1 in-flight state kept across reconnects;
-* credentials and TLS from :class:`stormwatch.mqtt.BrokerSettings` (:func:`stormwatch.mqtt.apply_credentials`);
+* credentials and TLS from :class:`stormwatch.runtime.mqtt.BrokerSettings`
+  (:func:`stormwatch.runtime.mqtt.apply_credentials`);
 * an optional last will (:class:`Will`);
 * automatic reconnect in paho's network thread with exponential backoff
   (``reconnect_min_s`` doubling to ``reconnect_max_s``);
 * a keep-alive that finds a dead connection (below);
-* broker clusters: a URL listing several nodes (:attr:`stormwatch.mqtt.BrokerSettings.endpoints`)
+* broker clusters: a URL listing several nodes (:attr:`stormwatch.runtime.mqtt.BrokerSettings.endpoints`)
   connects to the first; after a lost connection or a failed attempt the next node is tried (the
   persistent session lives on in a cluster that replicates sessions, docs/scaling.md);
-* takeover detection (:mod:`stormwatch.mqtttakeover`): a second process with the same client id
+* takeover detection (:mod:`stormwatch.runtime.mqtttakeover`): a second process with the same client id
   is reported by one ERROR naming the client id and the likely cause, each takeover doubles the
   reconnect delay (capped at ``takeover_max_s``) and is counted (:attr:`SessionClient.takeovers`);
 * one set of log lines for the three services, in the service's own logger: INFO "connected to
   <url> as <id> (session present: ...)"; a broker that cannot be reached or refuses the
-  connection, one ERROR per outage (:class:`stormwatch.mqtt.ConnectFailureLog`); a lost
+  connection, one ERROR per outage (:class:`stormwatch.runtime.mqtt.ConnectFailureLog`); a lost
   connection, WARNING with the reason; a deliberate :meth:`SessionClient.stop`, nothing above DEBUG.
 
 The service gets its own work done through two hooks, both called in paho's network thread:
@@ -61,8 +62,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion, _ConnectionState
 
-from stormwatch.mqtt import BrokerSettings, ConnectFailureLog, apply_credentials
-from stormwatch.mqtttakeover import SESSION_TAKEN_OVER, TakeoverGuard
+from stormwatch.runtime.mqtt import BrokerSettings, ConnectFailureLog, apply_credentials
+from stormwatch.runtime.mqtttakeover import SESSION_TAKEN_OVER, TakeoverGuard
 
 #: A connection is dead when the broker has sent nothing for this many keep-alive periods.
 DEAD_AFTER = 1.25
@@ -139,7 +140,7 @@ class SessionClient(mqtt.Client):
     between. ``on_connect``, ``on_disconnect`` and ``on_connect_fail`` belong to the session.
 
     Args:
-        broker: where to connect (:func:`stormwatch.mqtt.parse_broker_url`).
+        broker: where to connect (:func:`stormwatch.runtime.mqtt.parse_broker_url`).
         options: client id, keep-alive, will, acknowledgement mode, reconnect backoff, log wording.
         logger: the owning service's logger (every session log line goes there).
         on_session: called with ``session_present`` after every accepted connection.
@@ -148,7 +149,7 @@ class SessionClient(mqtt.Client):
     Attributes (counters, read from any thread):
         connects: connections the broker accepted.
         losses: connections lost, not counting :meth:`stop`.
-        takeovers: losses counted as session takeovers (:mod:`stormwatch.mqtttakeover`).
+        takeovers: losses counted as session takeovers (:mod:`stormwatch.runtime.mqtttakeover`).
         dead_links: connections found dead by the keep-alive check.
 
     Raises:

@@ -47,8 +47,8 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from typer.models import DefaultPlaceholder
 
 from stormwatch.errors import InputError
-from stormwatch.logs import setup_logging
 from stormwatch.numbers import NumberError, parse_float, parse_int
+from stormwatch.runtime.logs import setup_logging
 from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S
 
 if TYPE_CHECKING:
