@@ -13,10 +13,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import describe_event, local_time, turbidity
-from stormwatch.runtime.cliutil import fail, load_site_file, max_age_option, max_future_option, progress, use_state_dir
+from stormwatch.runtime.cliutil import fail, max_age_option, max_future_option, progress, use_state_dir
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.runtime.cliutil import fail, load_site_file
+from stormwatch.alerts.sitefile import load_site_file
+from stormwatch.runtime.cliutil import fail
 
 #: The option of each manual quantity (errors name the option the value came from).
 OPTION_OF = {"transparency": "--transparency-cm", "turbidity": "--turbidity-ntu", "ph": "--ph"}

@@ -207,11 +207,11 @@ def report_cmd(
     from stormwatch.alerts.cli import parse_when
     from stormwatch.alerts.engine import EngineError
     from stormwatch.alerts.packs import PackError
+    from stormwatch.alerts.sitefile import load_site_file
     from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.report.build import Sources, build_report
     from stormwatch.report.render import to_csv, to_html, to_pdf
-    from stormwatch.runtime.cliutil import load_site_file
     from stormwatch.stores.base import StoreError
 
     kind = _format(fmt, output)
@@ -287,10 +287,10 @@ def archive_cmd(
     """
     from stormwatch.alerts.cli import parse_when
     from stormwatch.alerts.packs import PackError
+    from stormwatch.alerts.sitefile import load_site_file
     from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.report.archive import write_bundle
-    from stormwatch.runtime.cliutil import load_site_file
     from stormwatch.stores.base import StoreError
     from stormwatch.stores.urls import redact
 

@@ -97,6 +97,10 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "not a text site file in UTF-8: byte 0xe9"),
         ("gateway-unknown-pack", ["gateway", "--check", "--site", "{ch999}"],
          "{ch999}: site.jurisdiction: no rule pack 'ch999'"),
+        ("ingest-unknown-pack", ["ingest", "--site", "{ch999}", "--store", "sqlite:///{dir}/never.db"],
+         "{ch999}: site.jurisdiction: no rule pack 'ch999'"),
+        ("ingest-bad-override", ["ingest", "--site", "{bad-override}", "--store", "sqlite:///{dir}/never.db"],
+         "{bad-override}: rules.R1.dry_gap_hours: Input should be greater than 0"),
         ("gateway-missing-site", ["gateway", "--check", "--site", "{dir}/nope.yaml"],
          "--site {dir}/nope.yaml: no such file"),
         ("gateway-broken-yaml", ["gateway", "--check", "--site", "{broken}"],
@@ -377,7 +381,7 @@ def test_bad_input_is_one_line_and_exit_2(files: dict[str, object], args: list[s
 
 def test_a_typo_never_creates_directories(files: dict[str, Path]) -> None:
     for name in ("nonexist", "none", "nothing", "nothing-users", "nothing-web", "nothing-report", "ia.db", "x.docx",
-                 "x.html", "a.zip"):
+                 "x.html", "a.zip", "never.db"):
         assert not (files["dir"] / name).exists(), name
 
 

@@ -22,12 +22,12 @@ import yaml
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import PackError, load_site_pack
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.runtime.cliutil import load_site_file
 from tests.test_alerts_support import T0, Feeder, site_doc
 
 MIN = timedelta(minutes=1)

@@ -203,8 +203,8 @@ def _accounts(state_dir: Path):  # type: ignore[no-untyped-def]
 def _check_site_ids(site_ids: list[str], sites_dir: Path | None) -> None:
     """Refuse a ``--site-id`` that is not a site id, or (with ``--sites DIR``) not a site of that
     directory. Exit 2 with one line naming the option."""
+    from stormwatch.alerts.sitefile import load_site_file
     from stormwatch.contract import check_identifier
-    from stormwatch.runtime.cliutil import load_site_file
     from stormwatch.runtime.sitedir import ServiceSites
 
     for sid in site_ids:

@@ -123,8 +123,8 @@ def _site_directory(path: Path, profiles: ProfileLibrary) -> SiteDirectory:
     Raises:
         DeskSetupError: ``path`` is not a directory.
     """
+    from stormwatch.alerts.sitefile import load_site_file
     from stormwatch.errors import InputError
-    from stormwatch.runtime.cliutil import load_site_file
 
     directory = SiteDirectory(path, lambda p: load_site_file(p, profiles))
     try:

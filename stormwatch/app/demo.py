@@ -22,12 +22,13 @@ from zoneinfo import ZoneInfo
 import typer
 
 from stormwatch import resources
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.app.workdir import prepare_workdir
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
 from stormwatch.display import counts, describe_event, local_time
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.runtime.cliutil import fail, listen_socket, load_site_file
+from stormwatch.runtime.cliutil import fail, listen_socket
 from stormwatch.simulators import cli as simcli
 
 if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs

@@ -81,9 +81,9 @@ class SiteDirectory:
 
     Args:
         directory: where the site files are.
-        load: reads and validates one site file (``stormwatch.runtime.cliutil.load_site_file``: the file, its
-            profiles, its rule pack); raises :class:`stormwatch.errors.InputError` (or ``ValueError``)
-            for a file to refuse.
+        load: reads and validates one site file (:func:`stormwatch.runtime.cliutil.site_loader` or
+            :func:`stormwatch.alerts.sitefile.load_site_file`: the file, its profiles, its rule pack);
+            raises :class:`stormwatch.errors.InputError` (or ``ValueError``) for a file to refuse.
         partition: which sites this process owns (default: all).
         interval_s: real seconds between looks (:meth:`watch`).
 
