@@ -1,9 +1,11 @@
-"""One MQTT session for every stormwatch client: the gateway publisher, ingest and the alert service.
+"""One MQTT session for every stormwatch client: the gateway publisher, ingest and the alert service
+(and the one-shot publisher of manual readings, :func:`publish_once`).
 
-:class:`SessionClient` is a paho-mqtt 2.x client (callback API VERSION2) set up once for all three:
+:class:`SessionClient` is a paho-mqtt 2.x client (callback API VERSION2) set up once for all of them:
 
 * MQTT 3.1.1 (what the amqtt demo broker speaks), a fixed client id and a persistent session
-  (``clean_session=False``), QoS 1 in-flight state kept across reconnects;
+  (``clean_session=False``; a one-shot client asks for a clean one), QoS 1 in-flight state kept
+  across reconnects;
 * credentials and TLS from :class:`stormwatch.runtime.mqtt.BrokerSettings`
   (:func:`stormwatch.runtime.mqtt.apply_credentials`);
 * an optional last will (:class:`Will`);
@@ -54,6 +56,7 @@ Real-time waits here are transport pacing, not event time.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,6 +112,9 @@ class SessionOptions:
         duplicate_hint: what a duplicate client id most likely means for this service, in a sentence
             or two (in the takeover ERROR), e.g. "Are two gateways configured with gateway id 'gw'?".
         lost_note: appended to the WARNING of a lost connection (e.g. "the outbox keeps the readings").
+        clean_session: ask the broker for a clean session that ends with the connection: for a
+            one-shot client (:func:`publish_once`) whose random client id would otherwise leave a
+            persistent session behind on the broker for every message.
 
     Raises:
         ValueError: a negative keep-alive, or reconnect delays below 1 s or out of order.
@@ -123,6 +129,7 @@ class SessionOptions:
     takeover_max_s: int = 120
     duplicate_hint: str = "Are two processes configured with the same client id?"
     lost_note: str = ""
+    clean_session: bool = False
 
     def __post_init__(self) -> None:
         if self.keepalive_s < 0:
@@ -158,7 +165,7 @@ class SessionClient(mqtt.Client):
 
     def __init__(self, broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,
                  on_session: Callable[[bool], None] | None = None, on_lost: Callable[[], None] | None = None) -> None:
-        super().__init__(CallbackAPIVersion.VERSION2, client_id=options.client_id, clean_session=False,
+        super().__init__(CallbackAPIVersion.VERSION2, client_id=options.client_id, clean_session=options.clean_session,
                          protocol=MQTTProtocolVersion.MQTTv311, manual_ack=options.manual_ack)
         self.broker = broker
         self.options = options
@@ -174,6 +181,8 @@ class SessionClient(mqtt.Client):
         self._dead_reason: str | None = None  # set by the keep-alive check for the disconnect that follows
         self._stopping = False
         self._node = 0  # index of the cluster node in use (broker.endpoints)
+        self._answered = threading.Event()  # the broker answered a CONNECT (accepted or refused)
+        self._refusal: str | None = None  # the reason of the last refused connection
         if options.will is not None:
             w = options.will
             self.will_set(w.topic, w.payload, qos=w.qos, retain=w.retain)
@@ -212,6 +221,40 @@ class SessionClient(mqtt.Client):
             self._host, self._port = nodes[self._node]  # what paho's reconnect() connects to
             self.log.debug("next connection attempt to broker node %s", self.node)
 
+    def connect_now(self, timeout_s: float) -> None:
+        """Connect in this thread, trying each node of the broker (:attr:`BrokerSettings.endpoints`)
+        once in order, start paho's network thread and return once the broker accepted the
+        connection: for a one-shot client that must tell its user at once that nothing was sent
+        (:func:`publish_once`); a service calls :meth:`start` instead.
+
+        Raises:
+            OSError: no node could be reached (the last node's error); ``ConnectionRefusedError``:
+                the broker refused the connection (its reason, e.g. "Not authorized");
+                ``TimeoutError``: no answer to CONNECT within ``timeout_s``.
+        """
+        self._stopping = False
+        self._answered.clear()
+        error: OSError | None = None
+        for i, (host, port) in enumerate(self.broker.endpoints):
+            try:
+                self.connect(host, port, keepalive=self.options.keepalive_s)
+            except OSError as exc:
+                error = exc
+                continue
+            self._node = i
+            break
+        else:
+            assert error is not None
+            raise error
+        self.loop_start()
+        if not self._answered.wait(timeout_s):
+            self.stop()
+            raise TimeoutError(f"no answer to CONNECT within {timeout_s:g} s")
+        if self.connects == 0:
+            self.stop()
+            raise ConnectionRefusedError(f"the broker refused the connection as {self.options.client_id}: "
+                                         f"{self._refusal}")
+
     def _connect_failed(self, client: mqtt.Client, userdata: object) -> None:
         self._outage.on_connect_fail(client, userdata)
         self._next_node()
@@ -230,6 +273,8 @@ class SessionClient(mqtt.Client):
         if len(self.broker.endpoints) > 1:
             url = f"{url} (node {self.node})"
         if reason_code.is_failure:
+            self._refusal = str(reason_code)
+            self._answered.set()
             level = logging.DEBUG if self._refused else logging.ERROR
             self._refused = True
             self.log.log(level, "broker %s refused the connection as %s: %s; retrying%s", url, cid, reason_code,
@@ -243,6 +288,7 @@ class SessionClient(mqtt.Client):
         self.log.log(logging.DEBUG if self._guard.in_episode else logging.INFO,
                      "connected to %s as %s (session present: %s%s)", url, cid, present,
                      f"; after {failed} failed attempts" if failed else "")
+        self._answered.set()
         if self._on_session is not None:
             self._on_session(present)
 
@@ -393,3 +439,39 @@ class SessionClient(mqtt.Client):
         with self._msgtime_mutex:
             if now > self._last_bytes_received:
                 self._last_bytes_received = now
+
+
+class PublishUnconfirmed(Exception):
+    """A message of :func:`publish_once` that the broker did not acknowledge (it may have arrived)."""
+
+
+def publish_once(broker: BrokerSettings, topic: str, payload: bytes, logger: logging.Logger, *,
+                 client_id: str, timeout_s: float = 10.0) -> None:
+    """Publish one message at QoS 1 through a :class:`SessionClient` (credentials, TLS, cluster nodes
+    as every stormwatch client) with a clean session, and wait for the broker's PUBACK.
+
+    Args:
+        broker: where to publish (:func:`stormwatch.runtime.mqtt.parse_broker_url`).
+        topic, payload: the message.
+        logger: the caller's logger (the session's log lines).
+        client_id: a client id of its own (e.g. ``stormwatch-manual-<random>``): with one of a
+            service, the broker would hand this client that service's session (a takeover).
+        timeout_s: real seconds to wait for the connection, then again for the PUBACK.
+
+    Raises:
+        OSError: nothing was sent: the broker cannot be reached, refused the connection, or did not
+            answer (:meth:`SessionClient.connect_now`).
+        PublishUnconfirmed: sent, but the broker did not acknowledge within ``timeout_s`` (it may
+            have the message) or the client refused it (paho's error).
+    """
+    client = SessionClient(broker, SessionOptions(client_id=client_id, clean_session=True), logger)
+    client.connect_now(timeout_s)
+    try:
+        info = client.publish(topic, payload, qos=1)
+        info.wait_for_publish(timeout_s)
+        if not info.is_published():
+            raise PublishUnconfirmed(f"did not acknowledge within {timeout_s:g} s")
+    except (RuntimeError, ValueError) as exc:  # paho: not connected any more, or its queue is full
+        raise PublishUnconfirmed(f"did not take the message: {exc}") from None
+    finally:
+        client.stop()
