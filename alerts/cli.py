@@ -13,10 +13,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
-from stormwatch.cliutil import fail, load_site_file, max_age_option, max_future_option, progress, use_state_dir
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import describe_event, local_time, turbidity
+from stormwatch.runtime.cliutil import fail, max_age_option, max_future_option, progress, use_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +92,9 @@ def alerts_cmd(
     from stormwatch.alerts.packs import PackError
     from stormwatch.alerts.service import AlertService
     from stormwatch.config import ConfigError
-    from stormwatch.partition import Partition
     from stormwatch.profiles import ProfileLibrary
-    from stormwatch.sitedir import ServiceSites
+    from stormwatch.runtime.partition import Partition
+    from stormwatch.runtime.sitedir import ServiceSites
     from stormwatch.timebounds import TimeBounds
 
     profiles = ProfileLibrary()

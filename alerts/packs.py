@@ -365,6 +365,23 @@ def load_site_pack(cfg: SiteConfig, directory: Path | Sequence[Path] | None = No
     return load_pack(cfg.site.jurisdiction, cfg.rules, directory, source=source, options=cfg.options)
 
 
+def check_site_pack(cfg: SiteConfig, path: Path) -> None:
+    """Check the site file at ``path`` (loaded as ``cfg``) against its pack: its ``jurisdiction``
+    names a pack on the search path, its ``options`` choices and ``rules`` overrides apply
+    (:func:`load_site_pack`). A :data:`stormwatch.runtime.cliutil.SiteCheck`, the one every command runs.
+
+    Raises:
+        PackError: as :func:`load_pack`; an unknown pack names the site file and its key
+            (``site.yaml: site.jurisdiction: no rule pack 'ch999' in ... (known: ...)``).
+    """
+    try:
+        load_site_pack(cfg, source=str(path))
+    except PackError as exc:
+        if str(exc).startswith("no rule pack"):  # name the site file and its key, not only the pack directory
+            raise PackError(f"{path}: site.jurisdiction: {exc}") from None
+        raise
+
+
 def apply_options(pack: RulePack, chosen: dict[str, str] | None, source: str = "site") -> RulePack:
     """A copy of ``pack`` with the rule parameters of each option's choice set (the site's, else the
     default). A parameter a choice sets keeps its pack verification mark unless the choice's value

@@ -64,9 +64,9 @@ from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, parse_parts
 from stormwatch.display import local_time
-from stormwatch.mqtt import parse_broker_url
-from stormwatch.mqttsession import SessionClient, SessionOptions
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.mqtt import parse_broker_url
+from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 from stormwatch.stores.base import ReadingStore, StoreError
 from stormwatch.timebounds import TimeBounds
 from stormwatch.wire import format_time
@@ -146,7 +146,8 @@ class AlertService:
         webhook_url: POST every event there too (optional; retried with backoff).
         grafana: push every event as a Grafana annotation too (optional; :mod:`stormwatch.alerts.grafana`).
         reevaluate_late: re-evaluate late readings from the store (see :mod:`stormwatch.alerts.engine`).
-        keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive, :mod:`stormwatch.mqttsession`).
+        keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive,
+            :mod:`stormwatch.runtime.mqttsession`).
         bounds: the plausible event times around ``clock`` -- ingest's ``--max-future-s``/``--max-age-s``
             (:class:`stormwatch.timebounds.TimeBounds`; the same defaults): a reading outside them is
             ignored (ingest dead-letters it) and no engine's watermark passes the clock.
@@ -218,7 +219,7 @@ class AlertService:
         """Warm up, connect and process messages until :meth:`stop`; then flush and disconnect.
 
         An unreachable broker is retried forever (1 s doubling to 10 s) and logged at ERROR once per
-        outage, then at DEBUG (:class:`stormwatch.mqtt.ConnectFailureLog`); INFO "connected" when it answers.
+        outage, then at DEBUG (:class:`stormwatch.runtime.mqtt.ConnectFailureLog`); INFO "connected" when it answers.
         """
         self.workorders.record_clock(self.clock)
         self._warm_up()

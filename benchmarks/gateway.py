@@ -218,7 +218,7 @@ def replay(work: Path, broker_url: str) -> tuple[float, float]:
     from stormwatch.clock import WallClock
     from stormwatch.gateway.outbox import Outbox
     from stormwatch.gateway.publisher import MqttPublisher
-    from stormwatch.mqtt import parse_broker_url
+    from stormwatch.runtime.mqtt import parse_broker_url
     from stormwatch.wire import WireReading
 
     box = Outbox(work / "replay.sqlite3", max_age_s=None)

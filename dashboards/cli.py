@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.cliutil import fail, output_path
 from stormwatch.dashboards.build import JSON_DIR, build_all
+from stormwatch.runtime.cliutil import fail, output_path
 
 dashboards_app = typer.Typer(help="Grafana dashboards for SMOs: one site's readings and events, and a portfolio "
                                   "of sites with their work orders.",

@@ -26,7 +26,7 @@ from stormwatch.clock import service_clock
 from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.plan import GatewayPlan, PlanError
 from stormwatch.gateway.run import read_plan, run_plan
-from stormwatch.logs import setup_logging
+from stormwatch.runtime.logs import setup_logging
 
 
 def _site_plan(site: Path, profiles_dir: Path | None) -> GatewayPlan:

@@ -41,10 +41,9 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.alerts.packs import PackError
-from stormwatch.cliutil import child_log_env, fail, load_site_file, use_state_dir
 from stormwatch.clock import CLOCK_FILE_ENV, WallClock, service_clock
-from stormwatch.config import ConfigError, SiteConfig
+from stormwatch.config import SiteConfig
+from stormwatch.errors import InputError
 from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
 from stormwatch.gateway.fieldtool import FieldToolError, decode_text
@@ -52,8 +51,9 @@ from stormwatch.gateway.fleet import fleet_conflicts, site_files
 from stormwatch.gateway.plan import GatewayPlan, PlanError, compile_plan
 from stormwatch.gateway.publisher import CONFIRM_MODES
 from stormwatch.gateway.run import run_plan, write_plan
-from stormwatch.mqtt import BrokerUrlError, parse_broker_url
-from stormwatch.profiles import ProfileError, ProfileLibrary
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.cliutil import child_log_env, fail, site_loader, use_state_dir
+from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +120,14 @@ def gateway_command(
     checked: list[tuple[Path, SiteConfig, GatewayPlan]] = []
     try:
         parse_broker_url(broker, os.environ)
+        load_site_file = site_loader(profiles)  # the file, its profiles, its rule pack (stormwatch.app.cli)
         for path in files:
-            cfg = load_site_file(path, profiles)
+            cfg = load_site_file(path)
             plan = compile_plan(cfg, profiles)
             for device in plan.devices:
                 build_driver(device, plan.profile(device), WallClock(), {})
             checked.append((path, cfg, plan))
-    except (ConfigError, ProfileError, PackError, PlanError, UnsupportedDevice, BrokerUrlError) as exc:
+    except (InputError, PlanError, UnsupportedDevice, BrokerUrlError) as exc:  # InputError: site, profile, pack
         fail(str(exc))
     conflicts = fleet_conflicts([(path, cfg) for path, cfg, _ in checked])
     if conflicts:

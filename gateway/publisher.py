@@ -5,10 +5,10 @@
 * Last will ``{"state":"offline"}`` retained at QoS 1 on ``topics.status(site, gateway)``; on every
   connect a retained ``{"state":"online","boot":...,"outbox_depth":N,"confirm_lag_s":S,"session_takeovers":N,
   "time":...}`` (``session_takeovers``: connections this process lost so far to another client with its
-  client id, :mod:`stormwatch.mqtttakeover` -- the gateway's counterpart of ingest's
+  client id, :mod:`stormwatch.runtime.mqtttakeover` -- the gateway's counterpart of ingest's
   ``stormwatch_ingest_mqtt_session_takeovers_total``; a takeover ends in a reconnect, so each new
   status carries the count so far).
-* One MQTT session set-up for every stormwatch client (:class:`stormwatch.mqttsession.SessionClient`):
+* One MQTT session set-up for every stormwatch client (:class:`stormwatch.runtime.mqttsession.SessionClient`):
   credentials/TLS, will, keep-alive that finds a dead link, automatic reconnect with backoff.
 * Flow control: at most ``window`` messages handed to paho and not yet acknowledged by the broker,
   at most ``max_rate_per_s`` new publishes per real second (a replay after an outage does not flood
@@ -70,8 +70,8 @@ from paho.mqtt.enums import MQTTErrorCode
 from stormwatch import storedack, topics
 from stormwatch.clock import Clock
 from stormwatch.gateway.outbox import Outbox, OutboxRow
-from stormwatch.mqtt import BrokerSettings
-from stormwatch.mqttsession import SessionClient, SessionOptions, Will
+from stormwatch.runtime.mqtt import BrokerSettings
+from stormwatch.runtime.mqttsession import SessionClient, SessionOptions, Will
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ CONFIRM_MODES = ("stored", "broker")
 
 def client_id(site: str, gateway: str) -> str:
     """The gateway's fixed MQTT client id, ``stormwatch-<site>-<gateway>`` (one per gateway: two
-    processes with one id take the session from each other, :mod:`stormwatch.mqtttakeover`)."""
+    processes with one id take the session from each other, :mod:`stormwatch.runtime.mqtttakeover`)."""
     return f"stormwatch-{site}-{gateway}"
 
 
@@ -131,7 +131,7 @@ class MqttPublisher:
     """Publishes outbox rows of one gateway.
 
     Args:
-        broker: connection settings (:func:`stormwatch.mqtt.parse_broker_url`).
+        broker: connection settings (:func:`stormwatch.runtime.mqtt.parse_broker_url`).
         site, gateway: topic levels.
         boot: this process's boot id (in the online status).
         outbox: the durable outbox to drain.
@@ -139,7 +139,8 @@ class MqttPublisher:
         window: messages handed to paho and not yet acknowledged by the broker, at most.
         max_rate_per_s: publishes per real second (new and re-sent).
         reconnect_min_s, reconnect_max_s: reconnect backoff (real seconds, rounded to whole seconds).
-        keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive, :mod:`stormwatch.mqttsession`).
+        keepalive_s: MQTT keep-alive (a dead link is found within 1.25 × keepalive,
+            :mod:`stormwatch.runtime.mqttsession`).
         batch: publish one message per poll cycle (see the module docstring).
         batch_gather_s: real seconds to wait after new rows before publishing a batch (the devices
             of one poll cycle are read by separate link threads).

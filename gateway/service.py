@@ -62,7 +62,7 @@ from stormwatch.gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFA
 from stormwatch.gateway.plan import DevicePlan, GatewayPlan, ProfilePlan, compile_plan
 from stormwatch.gateway.publisher import MqttPublisher
 from stormwatch.gateway.readings import DeviceReadings
-from stormwatch.mqtt import parse_broker_url
+from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.wire import WireReading
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class Gateway:
         profiles: device profiles.
         clock: event-time clock (WallClock in production, ScenarioClock in simulation).
         broker_url: ``mqtt://host:port`` or ``mqtts://host:port`` (credentials from the URL or
-            ``STORMWATCH_MQTT_USERNAME``/``_PASSWORD``; see :mod:`stormwatch.mqtt`).
+            ``STORMWATCH_MQTT_USERNAME``/``_PASSWORD``; see :mod:`stormwatch.runtime.mqtt`).
         state_dir: directory for ``gateway.sqlite3`` (outbox + counter baselines); created.
         anchor: grid origin for poll slots (default: ``clock.sim_start`` if the clock has one,
             else the Unix epoch).
@@ -118,7 +118,7 @@ class Gateway:
         stormwatch.gateway.drivers.build.UnsupportedDevice: a device the gateway cannot poll.
         profiles.ProfileError: a missing/invalid profile.
         stormwatch.gateway.plan.PlanError: a device whose readings would break the contract.
-        stormwatch.mqtt.BrokerUrlError: a bad broker URL.
+        stormwatch.runtime.mqtt.BrokerUrlError: a bad broker URL.
     """
 
     def __init__(
@@ -139,7 +139,7 @@ class Gateway:
 
         Raises:
             stormwatch.gateway.drivers.build.UnsupportedDevice, stormwatch.gateway.plan.PlanError,
-            stormwatch.mqtt.BrokerUrlError: as for :class:`Gateway`.
+            stormwatch.runtime.mqtt.BrokerUrlError: as for :class:`Gateway`.
         """
         gw = cls.__new__(cls)
         gw.cfg = None

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from stormwatch.alerts.rules.storm import MAX_DRY_GAP_HOURS
-from stormwatch.cliutil import fail, load_site_file
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.display import counts
 from stormwatch.importers.options import (
     ImportOptions,
@@ -23,6 +23,7 @@ from stormwatch.importers.options import (
     parse_gap_values,
     parse_select,
 )
+from stormwatch.runtime.cliutil import fail
 
 if TYPE_CHECKING:
     from stormwatch.importers.load import ImportSummary

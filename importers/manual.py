@@ -32,9 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
-
 from stormwatch import topics
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
@@ -49,8 +46,9 @@ from stormwatch.contract import (
 from stormwatch.errors import InputError
 from stormwatch.importers.identity import import_seq
 from stormwatch.ingest.validate import Validator
-from stormwatch.mqtt import BrokerSettings, apply_credentials
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime import mqttsession as session
+from stormwatch.runtime.mqtt import BrokerSettings
 from stormwatch.stores.base import Conflict, DeadLetter, ReadingStore
 
 log = logging.getLogger(__name__)
@@ -158,29 +156,21 @@ class Recorded:
 
 
 def publish_once(broker: BrokerSettings, topic: str, payload: bytes, timeout_s: float = 10.0) -> None:
-    """Publish one message at QoS 1 and wait for the broker's PUBACK.
+    """Publish one message at QoS 1 and wait for the broker's PUBACK, through the MQTT session every
+    stormwatch client uses (:func:`stormwatch.runtime.mqttsession.publish_once`: credentials, TLS,
+    the nodes of a broker cluster), with a clean session of its own client id.
 
     Raises:
         ManualEntryError: the broker cannot be reached or does not acknowledge in ``timeout_s``.
     """
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"stormwatch-manual-{uuid.uuid4().hex[:12]}")
     try:
-        apply_credentials(client, broker)
-        client.connect(broker.host, broker.port, keepalive=30)
+        session.publish_once(broker, topic, payload, log, client_id=f"stormwatch-manual-{uuid.uuid4().hex[:12]}",
+                             timeout_s=timeout_s)
     except OSError as exc:
         raise ManualEntryError(f"broker {broker.safe_url()}: {exc} (nothing sent)") from None
-    client.loop_start()
-    try:
-        info = client.publish(topic, payload, qos=1)
-        info.wait_for_publish(timeout_s)
-        if not info.is_published():
-            raise ManualEntryError(f"broker {broker.safe_url()} did not acknowledge within {timeout_s:g} s "
-                                   "(the reading may not have arrived; sending it again stores it once)")
-    except (RuntimeError, ValueError) as exc:
-        raise ManualEntryError(f"broker {broker.safe_url()}: {exc}") from None
-    finally:
-        client.disconnect()
-        client.loop_stop()
+    except session.PublishUnconfirmed as exc:
+        raise ManualEntryError(f"broker {broker.safe_url()} {exc} (the reading may not have arrived; sending it "
+                               "again stores it once)") from None
 
 
 def record_manual(entry: ManualEntry, cfg: SiteConfig, profiles: ProfileLibrary, clock: Clock, *,

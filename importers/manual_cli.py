@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.cliutil import fail, load_site_file
+from stormwatch.alerts.sitefile import load_site_file
+from stormwatch.runtime.cliutil import fail
 
 #: The option of each manual quantity (errors name the option the value came from).
 OPTION_OF = {"transparency": "--transparency-cm", "turbidity": "--turbidity-ntu", "ph": "--ph"}
@@ -78,8 +79,8 @@ def add_command(
         manual_readings,
         record_manual,
     )
-    from stormwatch.mqtt import BrokerUrlError, parse_broker_url
     from stormwatch.profiles import ProfileLibrary
+    from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
     from stormwatch.stores.base import StoreError
     from stormwatch.stores.urls import StoreUrlError, open_store, redact
 

@@ -8,17 +8,16 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.alerts.packs import PackError
-from stormwatch.cliutil import fail, load_site_file, max_age_option, max_future_option
 from stormwatch.clock import CLOCK_FILE_ENV, service_clock
-from stormwatch.config import ConfigError, SiteConfig
+from stormwatch.config import SiteConfig
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.validate import Validator
-from stormwatch.mqtt import BrokerUrlError
-from stormwatch.partition import Partition
-from stormwatch.profiles import ProfileError, ProfileLibrary
-from stormwatch.sitedir import ServiceSites
+from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.cliutil import fail, max_age_option, max_future_option, site_loader
+from stormwatch.runtime.mqtt import BrokerUrlError
+from stormwatch.runtime.partition import Partition
+from stormwatch.runtime.sitedir import ServiceSites
 from stormwatch.stores.base import StoreError
 from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
@@ -92,12 +91,13 @@ def ingest_command(
     profiles = ProfileLibrary()
     try:
         parts = Partition.parse(partition, site_ids)
-        watched = ServiceSites(site, sites_dir, lambda p: load_site_file(p, profiles), parts)
+        # each file checked as every command checks it: itself, its profiles, its rule pack (stormwatch.app.cli)
+        watched = ServiceSites(site, sites_dir, site_loader(profiles), parts)
         sites = list(watched.load().values())
         clock = service_clock(clock_file)
         validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
                                         max_age_s=max_age_s, late_after_s=late_after_s)
-    except (ConfigError, ProfileError, PackError, ValueError) as exc:
+    except ValueError as exc:  # InputError (the site file, a profile, the rule pack, the options)
         fail(str(exc))
     try:
         sink = open_store(store, clock=clock)

@@ -72,8 +72,8 @@ from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, dump_readings
 from stormwatch.ingest.mqttclient import make_client
 from stormwatch.ingest.validate import ValidationResult, Validator
-from stormwatch.mqtt import parse_broker_url
-from stormwatch.mqttsession import SessionClient, SessionOptions
+from stormwatch.runtime.mqtt import parse_broker_url
+from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 from stormwatch.stores.base import (
     DeadLetter,
     ReadingStore,
@@ -305,7 +305,7 @@ class Ingest:
         if failed:
             log.error("broker refused the subscription to %s: %s", self.subscription, failed)
             return
-        # INFO once; every reconnect already logs "connected" (stormwatch.mqttsession).
+        # INFO once; every reconnect already logs "connected" (stormwatch.runtime.mqttsession).
         log.log(logging.DEBUG if self._subscribed_once else logging.INFO, "subscribed to %s (QoS 1)",
                 self.subscription)
         self._subscribed_once = True
@@ -369,7 +369,7 @@ class Ingest:
         machine sent a 1,001st message while 1,000 were unacknowledged (both seen in
         tests/test_ingest_delivery.py). So nothing more is read until a message is settled, however
         long the store is away; meanwhile the session writes a PINGREQ every half keep-alive from
-        this thread (:meth:`~stormwatch.mqttsession.SessionClient.keep_alive_unread`), so the broker
+        this thread (:meth:`~stormwatch.runtime.mqttsession.SessionClient.keep_alive_unread`), so the broker
         keeps it (tests/test_mqtt_session.py). Only a paho without the internals that needs
         (``can_hold`` false) lets one more message in per quarter keep-alive, so its own loop pings.
         """
@@ -396,7 +396,7 @@ class Ingest:
 
         Connection failures are retried forever (paho reconnects with backoff, 1 s doubling to
         10 s); an unreachable broker is logged at ERROR once per outage, then at DEBUG
-        (:class:`stormwatch.mqtt.ConnectFailureLog`), and INFO "connected" when it answers.
+        (:class:`stormwatch.runtime.mqtt.ConnectFailureLog`), and INFO "connected" when it answers.
         """
         self._run_ident = threading.get_ident()
         log.info("ingest starting: broker %s, client id %r, subscription %s (QoS 1), store %r", self.broker.safe_url(),

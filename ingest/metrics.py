@@ -19,9 +19,9 @@ name                                type    meaning
 ``mqtt_connects_total``             counter MQTT connections the broker accepted
 ``mqtt_disconnects_total``          counter MQTT connections lost (a deliberate stop not counted)
 ``mqtt_session_takeovers_total``    counter connections lost to another client with the same client id
-                                            (:mod:`stormwatch.mqtttakeover`)
+                                            (:mod:`stormwatch.runtime.mqtttakeover`)
 ``mqtt_dead_connections_total``     counter connections found dead by the keep-alive check
-                                            (:mod:`stormwatch.mqttsession`)
+                                            (:mod:`stormwatch.runtime.mqttsession`)
 ``unacked``                         gauge   messages delivered and not yet acknowledged
 ``lag_seconds``                     gauge   clock now - event time of the newest live reading written
                                             (absent before the first write)

@@ -12,10 +12,10 @@ and writes -- our PUBACKs -- get their turn; bytes left over are handled at the 
 ``select()``, which cannot see them). Parsing, acknowledgements and callbacks are paho's own. The buffer is emptied
 whenever the socket is closed or replaced, so bytes of an old connection never reach a new one.
 
-It is a :class:`stormwatch.mqttsession.SessionClient` (credentials, TLS, keep-alive, reconnect are
+It is a :class:`stormwatch.runtime.mqttsession.SessionClient` (credentials, TLS, keep-alive, reconnect are
 set up there, once for every stormwatch client) and relies on paho internals (``_sock_recv``,
 ``_sock_close``, ``_loop``) present in paho-mqtt 2.x; :func:`make_client` falls back to the plain
-:class:`~stormwatch.mqttsession.SessionClient` when they are missing.
+:class:`~stormwatch.runtime.mqttsession.SessionClient` when they are missing.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
-from stormwatch.mqtt import BrokerSettings
-from stormwatch.mqttsession import SessionClient, SessionOptions
+from stormwatch.runtime.mqtt import BrokerSettings
+from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 
 #: Bytes asked of the socket at once.
 CHUNK_BYTES = 65536
@@ -37,7 +37,7 @@ MAX_PACKETS_PER_WAKE = 256
 
 
 class ChunkedReadClient(SessionClient):
-    """:class:`~stormwatch.mqttsession.SessionClient` with chunked socket reads (module docstring)."""
+    """:class:`~stormwatch.runtime.mqttsession.SessionClient` with chunked socket reads (module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -91,7 +91,7 @@ class ChunkedReadClient(SessionClient):
 def make_client(broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,
                 on_session: Callable[[bool], None] | None = None,
                 on_lost: Callable[[], None] | None = None) -> SessionClient:
-    """A :class:`ChunkedReadClient` (or a plain :class:`~stormwatch.mqttsession.SessionClient` on a paho
+    """A :class:`ChunkedReadClient` (or a plain :class:`~stormwatch.runtime.mqttsession.SessionClient` on a paho
     without the internals it uses); arguments (``on_session``, ``on_lost``) as for ``SessionClient``."""
     if all(hasattr(mqtt.Client, name) for name in ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect")):
         return ChunkedReadClient(broker, options, logger, on_session=on_session, on_lost=on_lost)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from stormwatch.cliutil import fail, output_path, use_state_dir
+from stormwatch.runtime.cliutil import fail, output_path, use_state_dir
 
 if TYPE_CHECKING:
     from stormwatch.alerts.workorders import WorkOrders
@@ -207,7 +207,7 @@ def report_cmd(
     from stormwatch.alerts.cli import parse_when
     from stormwatch.alerts.engine import EngineError
     from stormwatch.alerts.packs import PackError
-    from stormwatch.cliutil import load_site_file
+    from stormwatch.alerts.sitefile import load_site_file
     from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.report.build import Sources, build_report
@@ -287,7 +287,7 @@ def archive_cmd(
     """
     from stormwatch.alerts.cli import parse_when
     from stormwatch.alerts.packs import PackError
-    from stormwatch.cliutil import load_site_file
+    from stormwatch.alerts.sitefile import load_site_file
     from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
     from stormwatch.report.archive import write_bundle

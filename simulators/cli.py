@@ -11,11 +11,12 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.cliutil import fail, load_site_file
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.clock import CLOCK_FILE_ENV, ScenarioClock, write_clock_file
 from stormwatch.config import device_profiles
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import parse_tip_size
+from stormwatch.runtime.cliutil import fail
 from stormwatch.simulators.scenario import RainRecordSpec, Scenario, ScenarioError, SiteScenario, load_scenario
 from stormwatch.simulators.site import SimulatedSite
 

@@ -34,8 +34,8 @@ from typing import Literal, TextIO
 
 from stormwatch.clock import ScenarioClock, write_clock_file
 from stormwatch.config import load_site
-from stormwatch.mqtt import BrokerSettings
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.mqtt import BrokerSettings
 from stormwatch.simulators.fleetgateway import FleetGateway
 from stormwatch.simulators.fleetsites import site_story, write_fleet_sites
 from stormwatch.simulators.mqttfleet import MqttFleet, raise_fd_limit
@@ -253,9 +253,9 @@ def fleet_command(n: int, sites_dir: Path | None, broker_url: str, speed: float,
     import json
     import signal
 
-    from stormwatch.cliutil import fail
     from stormwatch.config import ConfigError
-    from stormwatch.mqtt import BrokerUrlError, parse_broker_url
+    from stormwatch.runtime.cliutil import fail
+    from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
     from stormwatch.simulators.scenario import load_scenario
 
     if n < 1:

@@ -9,7 +9,7 @@ sessions share one thread: paho-mqtt's external-loop interface (``loop_read``/``
 ``loop_misc`` driven by a :mod:`selectors` loop; one thread per gateway would cost a thousand
 threads). A lost connection, or an attempt the broker closes before accepting it, is retried with
 backoff (1 s doubling to 10 s), trying the next node of a broker cluster each time
-(:attr:`stormwatch.mqtt.BrokerSettings.endpoints`); messages not yet acknowledged stay in paho's
+(:attr:`stormwatch.runtime.mqtt.BrokerSettings.endpoints`); messages not yet acknowledged stay in paho's
 session state and are sent again on reconnect (a real gateway keeps them in its outbox,
 :mod:`stormwatch.gateway.outbox`).
 
@@ -31,7 +31,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from stormwatch import topics
 from stormwatch.gateway.publisher import client_id
-from stormwatch.mqtt import BrokerSettings, apply_credentials
+from stormwatch.runtime.mqtt import BrokerSettings, apply_credentials
 
 log = logging.getLogger(__name__)
 

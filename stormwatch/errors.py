@@ -2,7 +2,7 @@
 
 Every error whose message names the file or option and says what is wrong with it -- a site file,
 a profile, a rule pack, a store or broker URL, an import option, a work-order change -- derives
-from :class:`InputError`. The command line (:mod:`stormwatch.cliutil`) turns any of them that
+from :class:`InputError`. The command line (:mod:`stormwatch.runtime.cliutil`) turns any of them that
 reaches it into one line ``error: <message>`` and exit status 2, whichever command raised it, so a
 new command gets that behaviour without its own ``try``.
 """

@@ -15,7 +15,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from stormwatch import topics
-from stormwatch.mqtt import parse_broker_url
+from stormwatch.runtime.mqtt import parse_broker_url
 from tests.ingest_support import ids
 
 START = datetime(2026, 6, 1, 4, tzinfo=UTC)

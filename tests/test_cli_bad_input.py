@@ -97,6 +97,10 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "not a text site file in UTF-8: byte 0xe9"),
         ("gateway-unknown-pack", ["gateway", "--check", "--site", "{ch999}"],
          "{ch999}: site.jurisdiction: no rule pack 'ch999'"),
+        ("ingest-unknown-pack", ["ingest", "--site", "{ch999}", "--store", "sqlite:///{dir}/never.db"],
+         "{ch999}: site.jurisdiction: no rule pack 'ch999'"),
+        ("ingest-bad-override", ["ingest", "--site", "{bad-override}", "--store", "sqlite:///{dir}/never.db"],
+         "{bad-override}: rules.R1.dry_gap_hours: Input should be greater than 0"),
         ("gateway-missing-site", ["gateway", "--check", "--site", "{dir}/nope.yaml"],
          "--site {dir}/nope.yaml: no such file"),
         ("gateway-broken-yaml", ["gateway", "--check", "--site", "{broken}"],
@@ -377,7 +381,7 @@ def test_bad_input_is_one_line_and_exit_2(files: dict[str, object], args: list[s
 
 def test_a_typo_never_creates_directories(files: dict[str, Path]) -> None:
     for name in ("nonexist", "none", "nothing", "nothing-users", "nothing-web", "nothing-report", "ia.db", "x.docx",
-                 "x.html", "a.zip"):
+                 "x.html", "a.zip", "never.db"):
         assert not (files["dir"] / name).exists(), name
 
 
@@ -482,11 +486,11 @@ def test_users_add_without_a_terminal_says_password_stdin_in_one_line(files: dic
 
 def test_a_state_directory_is_started_one_level_deep_and_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                                                   ) -> None:
-    """The one rule for --state-dir (stormwatch.cliutil.use_state_dir, README): a command that starts
+    """The one rule for --state-dir (stormwatch.runtime.cliutil.use_state_dir, README): a command that starts
     a state makes the directory in a parent that exists and says so; one that reads a state never
     creates it; a missing parent is refused by both."""
-    from stormwatch.cliutil import use_state_dir
     from stormwatch.errors import InputError
+    from stormwatch.runtime.cliutil import use_state_dir
 
     made = use_state_dir(tmp_path / "alerts", create=True)
     assert made.is_dir() and capsys.readouterr().err == f"--state-dir {made}: created (a new state directory)\n"

@@ -1,5 +1,5 @@
 """One vocabulary (issue 12 item 5): every option of every command is in the one table of names
-(stormwatch/cliutil.py OPTIONS) with its metavar, has help text, and no option shows a type name or
+(stormwatch/runtime/cliutil.py OPTIONS) with its metavar, has help text, and no option shows a type name or
 a Python repr as its metavar; older names are hidden aliases that still parse; `--help` works for
 every command and `stormwatch --version` prints the version."""
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from stormwatch import __version__
 from stormwatch.app.cli import app
-from stormwatch.cliutil import ALIASES, OPTIONS, rewrite_aliases
+from stormwatch.runtime.cliutil import ALIASES, OPTIONS, rewrite_aliases
 
 #: What a metavar may look like: words (FILE, URL, NAME=QUANTITY[:UNIT], NAME|FILE, dry|gap, WORD...).
 METAVAR = re.compile(r"^[A-Za-z][A-Za-z0-9_]*([=:|]?\[?:?[A-Za-z0-9_]+\]?)*(\.\.\.)?$")
@@ -77,7 +77,7 @@ def test_every_option_is_in_the_one_table_with_help_and_a_word_metavar(path: str
             continue  # older names (documented in cliutil) and --state FILE, --influx, --database
         assert param.help, f"{path}: {names} has no help text"
         for name in names:
-            assert name in OPTIONS, f"{path}: {name} is not in stormwatch.cliutil.OPTIONS (one name per thing)"
+            assert name in OPTIONS, f"{path}: {name} is not in stormwatch.runtime.cliutil.OPTIONS (one name per thing)"
         entry = OPTIONS[names[0]]
         flag = getattr(param, "is_flag", False) or getattr(param, "count", False)
         if flag:
@@ -116,7 +116,7 @@ def test_every_group_shows_its_options_by_words_and_its_commands(path: str, grou
         if getattr(param, "hidden", False):
             continue
         for name in (*param.opts, *param.secondary_opts):
-            assert name in OPTIONS, f"{path or 'stormwatch'}: {name} is not in stormwatch.cliutil.OPTIONS"
+            assert name in OPTIONS, f"{path or 'stormwatch'}: {name} is not in stormwatch.runtime.cliutil.OPTIONS"
     result = CliRunner().invoke(app, [*path.split(), "--help"], terminal_width=200)
     assert result.exit_code == 0, result.output
     text = result.output

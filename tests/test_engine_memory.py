@@ -17,8 +17,8 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.contract import Event, Reading, parse_readings
-from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.simulators.fleet import FleetOptions, build_gateways, messages_of
 from stormwatch.stores.sqlite import SqliteStore
 

@@ -5,7 +5,7 @@ as a broker redeployed without its volume), so no subscription survives and a cl
 subscribed only when ``session present`` was false the first time would hear nothing again.
 
 Every stormwatch client subscribes again on every connect, whatever the session flag
-(stormwatch/mqttsession.py ``on_session``). On a real Mosquitto: 50 readings before, the broker
+(stormwatch/runtime/mqttsession.py ``on_session``). On a real Mosquitto: 50 readings before, the broker
 stopped, ``mosquitto.db`` deleted, the broker started on the same port; both services reconnect
 by themselves (reporting ``session present: False``); 50 readings after. Ingest stores all 100,
 once each (its own store, its own counter), and the alert service hands all 100 to its engine

@@ -1,7 +1,7 @@
 """An unreachable broker is reported (failure-kinds.md #8, "Broker away", seen from the consumers):
 ``Ingest`` and ``AlertService`` pointed at a closed port log ONE ERROR "cannot reach broker <url
 without password>: <reason>; retrying" within seconds, the further attempts at DEBUG, and INFO
-"connected" once the broker answers (paho 2.x ``on_connect_fail``, stormwatch.mqtt.ConnectFailureLog).
+"connected" once the broker answers (paho 2.x ``on_connect_fail``, stormwatch.runtime.mqtt.ConnectFailureLog).
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def test_an_attempt_the_broker_closes_before_accepting_it_is_retried_on_the_next
     import socket
     import threading
 
-    from stormwatch.mqtt import parse_broker_url
+    from stormwatch.runtime.mqtt import parse_broker_url
     from stormwatch.simulators.mqttfleet import MqttFleet
 
     closer = socket.create_server(("127.0.0.1", 0))

@@ -1,4 +1,4 @@
-"""MQTT credentials and TLS settings (stormwatch/mqtt.py) and secrets never logged."""
+"""MQTT credentials and TLS settings (stormwatch/runtime/mqtt.py) and secrets never logged."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
-from stormwatch.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
 from tests.test_gateway_support import Collector, RegisterServer
 
 SECRET = "s3cr3t-Pa55w0rd"

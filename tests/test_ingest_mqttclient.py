@@ -14,8 +14,8 @@ import pytest
 
 from stormwatch.app import servers
 from stormwatch.ingest.mqttclient import CHUNK_BYTES, MAX_PACKETS_PER_WAKE, ChunkedReadClient, make_client
-from stormwatch.mqtt import parse_broker_url
-from stormwatch.mqttsession import SessionOptions
+from stormwatch.runtime.mqtt import parse_broker_url
+from stormwatch.runtime.mqttsession import SessionOptions
 from tests.ingest_support import Publisher, ids
 from tests.waits import wait_until
 

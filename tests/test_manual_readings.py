@@ -137,3 +137,50 @@ def test_sent_live_on_the_sites_readings_topic_and_ingest_accepts_it(mosquitto_s
     cfg = parse_site(ca_doc(), "ca-site.yaml", ProfileLibrary())
     checked = Validator.for_sites([cfg], ProfileLibrary(), ManualClock(datetime(2026, 6, 3, 17, tzinfo=UTC)))
     assert checked.validate(topic, payload).accepted == [reading]  # what ingest does with it
+
+
+def _closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_broker_that_cannot_be_reached_is_one_line_and_nothing_sent(tmp_path: Path) -> None:
+    """Published through the one MQTT session (stormwatch.runtime.mqttsession.publish_once): a broker
+    nobody answers at says so at once, naming the broker, with nothing sent."""
+    port = _closed_port()
+    result = add("--site", str(site_file(tmp_path)), "--by", INSPECTOR, "--point", "outfall-1", "--ph", "6.1",
+                 "--broker", f"mqtt://127.0.0.1:{port}")
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output
+    assert result.output.startswith(f"error: broker mqtt://127.0.0.1:{port}: ") and "(nothing sent)" in result.output
+
+
+def test_a_broker_cluster_url_reaches_the_node_that_answers(mosquitto_server: Any, tmp_path: Path) -> None:
+    """As for every stormwatch client, a URL listing several nodes tries them in order: the first is
+    down, the reading reaches the broker through the second (what the raw client it replaced could not)."""
+    got: list[bytes] = []
+    sub = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=run_unique("manual-cluster-test-sub"))
+    sub.on_message = lambda _c, _u, msg: got.append(msg.payload)
+    subscribed = threading.Event()
+    sub.on_subscribe = lambda *_a: subscribed.set()
+    sub.connect("127.0.0.1", mosquitto_server.port)
+    sub.loop_start()
+    try:
+        sub.subscribe(f"stormwatch/v1/s1/{MANUAL_GATEWAY}/readings", qos=1)
+        assert subscribed.wait(10)
+        result = add("--site", str(site_file(tmp_path)), "--by", INSPECTOR, "--point", "outfall-1", "--sampled-at",
+                     "2026-06-03T09:30", "--ph", "6.4", "--broker",
+                     f"mqtt://127.0.0.1:{_closed_port()},127.0.0.1:{mosquitto_server.port}")
+        assert result.exit_code == 0, result.output
+        assert "(QoS 1, acknowledged)" in result.output
+        wait_until(lambda: bool(got), timeout_s=10, what="the manual reading on the broker")
+    finally:
+        sub.loop_stop()
+        sub.disconnect()
+    (reading,) = parse_readings(got[0])
+    pdt_0930 = datetime(2026, 6, 3, 16, 30, tzinfo=UTC)
+    assert (reading.quantity, reading.value, reading.time) == ("ph", 6.4, pdt_0930)

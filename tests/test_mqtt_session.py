@@ -1,4 +1,4 @@
-"""The MQTT session every stormwatch client shares (``stormwatch/mqttsession.py``), on a real Mosquitto.
+"""The MQTT session every stormwatch client shares (``stormwatch/runtime/mqttsession.py``), on a real Mosquitto.
 
 Duplicate client ids (issue 12.1): two gateways and two ingest workers, each pair with one client
 id, run for 60 s: each process connects at most ~10 times, logs one ERROR naming the client id,
@@ -37,8 +37,8 @@ from stormwatch.gateway.publisher import MqttPublisher
 from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
-from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.stores.influx1 import Influx1Store
 from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import INGEST_NOW, REPO, T0, Publisher, Running, make_validator, wire

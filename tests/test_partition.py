@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stormwatch.partition import Partition, jump_hash, site_bucket
+from stormwatch.runtime.partition import Partition, jump_hash, site_bucket
 
 
 def test_jump_hash_gives_the_published_buckets() -> None:

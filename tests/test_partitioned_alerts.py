@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from stormwatch.app import servers
-from stormwatch.partition import Partition
+from stormwatch.runtime.partition import Partition
 from stormwatch.simulators.fleetsites import write_fleet_sites
 from tests.fleet_support import EventListener, fleet, service, stop, summary
 from tests.waits import wait_until

@@ -22,8 +22,8 @@ import yaml
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import PackError, load_site_pack
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import WorkOrders
-from stormwatch.cliutil import load_site_file
 from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Event

@@ -15,14 +15,14 @@ import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import resources, topics
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.app import servers
-from stormwatch.cliutil import load_site_file
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Reading, dump_readings
 from stormwatch.errors import InputError
-from stormwatch.partition import Partition
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.sitedir import ServiceSites, SiteDirectory
+from stormwatch.runtime.partition import Partition
+from stormwatch.runtime.sitedir import ServiceSites, SiteDirectory
 from tests.fleet_support import service, stop
 from tests.waits import wait_until
 

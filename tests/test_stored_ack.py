@@ -25,7 +25,7 @@ from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.publisher import MqttPublisher
-from stormwatch.mqtt import parse_broker_url
+from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.wire import WireReading
 from tests.ingest_support import GW, INGEST_NOW, REPO, SITE, T0, Running, ids

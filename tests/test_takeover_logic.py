@@ -1,4 +1,4 @@
-"""Logic of session takeovers (``stormwatch/mqtttakeover.py``) and of the alert service's gateway
+"""Logic of session takeovers (``stormwatch/runtime/mqtttakeover.py``) and of the alert service's gateway
 presence lines (``alerts/presence.py``), on a manual clock (real MQTT runs are in test_mqtt_session.py).
 
 Expected values are worked by hand from the rules in the module docstrings.
@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from stormwatch.alerts.presence import GatewayPresence
-from stormwatch.mqtttakeover import TakeoverGuard
+from stormwatch.runtime.mqtttakeover import TakeoverGuard
 
 
 class Tick:

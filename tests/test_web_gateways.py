@@ -12,7 +12,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import topics
-from stormwatch.mqtt import parse_broker_url
+from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.web.gateways import GatewayWatch
 from tests.waits import wait_until
 from tests.web_support import A, B, build, client, login

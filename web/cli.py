@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from stormwatch import resources
-from stormwatch.cliutil import fail, listen_socket, use_state_dir
+from stormwatch.runtime.cliutil import fail, listen_socket, use_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def web_cmd(
     sock = listen_socket(host, port)  # before anything is printed: a port in use is one line
     broker_settings = None
     if broker:
-        from stormwatch.mqtt import BrokerUrlError, parse_broker_url
+        from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
 
         try:
             broker_settings = parse_broker_url(broker)
@@ -203,9 +203,9 @@ def _accounts(state_dir: Path):  # type: ignore[no-untyped-def]
 def _check_site_ids(site_ids: list[str], sites_dir: Path | None) -> None:
     """Refuse a ``--site-id`` that is not a site id, or (with ``--sites DIR``) not a site of that
     directory. Exit 2 with one line naming the option."""
-    from stormwatch.cliutil import load_site_file
+    from stormwatch.alerts.sitefile import load_site_file
     from stormwatch.contract import check_identifier
-    from stormwatch.sitedir import ServiceSites
+    from stormwatch.runtime.sitedir import ServiceSites
 
     for sid in site_ids:
         try:

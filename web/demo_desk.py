@@ -27,7 +27,7 @@ class DemoDesk:
         site_id: its id (the inspector's site).
         workdir: the demo's state directory.
         port: TCP port on 127.0.0.1 (0: a free one).
-        sock: a socket already listening there (:func:`stormwatch.cliutil.listen_socket`).
+        sock: a socket already listening there (:func:`stormwatch.runtime.cliutil.listen_socket`).
 
     Raises:
         DeskSetupError: the desk cannot open the demo's files.

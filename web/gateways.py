@@ -18,8 +18,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 
 from stormwatch import topics
-from stormwatch.mqtt import BrokerSettings
-from stormwatch.mqttsession import SessionClient, SessionOptions
+from stormwatch.runtime.mqtt import BrokerSettings
+from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 from stormwatch.web.overview import GatewayStatus
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class GatewayWatch:
     """Keeps the last status of every gateway (thread-safe).
 
     Args:
-        broker: the MQTT broker (:func:`stormwatch.mqtt.parse_broker_url`).
+        broker: the MQTT broker (:func:`stormwatch.runtime.mqtt.parse_broker_url`).
         client_id: the session's client id (one per web process).
     """
 

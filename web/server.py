@@ -23,9 +23,9 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import WallClock
 from stormwatch.config import SiteConfig
 from stormwatch.importers.manual import ManualEntry, Recorded, record_manual
-from stormwatch.mqtt import BrokerSettings
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.sitedir import SiteChanges, SiteDirectory
+from stormwatch.runtime.mqtt import BrokerSettings
+from stormwatch.runtime.sitedir import SiteChanges, SiteDirectory
 from stormwatch.stores.base import OverviewStore
 from stormwatch.stores.urls import open_store, redact
 from stormwatch.web.accounts import Accounts
@@ -123,7 +123,7 @@ def _site_directory(path: Path, profiles: ProfileLibrary) -> SiteDirectory:
     Raises:
         DeskSetupError: ``path`` is not a directory.
     """
-    from stormwatch.cliutil import load_site_file
+    from stormwatch.alerts.sitefile import load_site_file
     from stormwatch.errors import InputError
 
     directory = SiteDirectory(path, lambda p: load_site_file(p, profiles))
@@ -195,7 +195,7 @@ class WebServer:
                  sock: socket.socket | None = None) -> None:
         self.desk = desk
         self.host = host
-        self.sock = sock  # already listening (stormwatch.cliutil.listen_socket): its port wins
+        self.sock = sock  # already listening (stormwatch.runtime.cliutil.listen_socket): its port wins
         self.port = int(sock.getsockname()[1]) if sock is not None else port or free_port(host)
         config = uvicorn.Config(create_app(desk), host=host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off", server_header=False)

@@ -10,7 +10,7 @@
 #
 # env: SITE_FILE (default /etc/stormwatch/site.yaml), SIM_SPEED (default 60), SIM_START_DELAY_S
 #      (default 5), STORMWATCH_BROKER, STORMWATCH_MQTT_USERNAME / STORMWATCH_MQTT_PASSWORD
-#      (stormwatch/mqtt.py), STATE_DIR.
+#      (stormwatch/runtime/mqtt.py), STATE_DIR.
 set -eu
 site="${SITE_FILE:-/etc/stormwatch/site.yaml}"
 state="${STATE_DIR:-/var/lib/stormwatch}"

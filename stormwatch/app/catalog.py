@@ -13,9 +13,9 @@ from pathlib import Path
 import typer
 
 from stormwatch import resources
-from stormwatch.cliutil import fail
 from stormwatch.errors import InputError
 from stormwatch.resources import Found
+from stormwatch.runtime.cliutil import fail
 
 
 def _not_one(path: Path, key: str) -> str | None:

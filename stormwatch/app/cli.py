@@ -15,7 +15,8 @@ from pathlib import Path
 import typer
 
 from stormwatch import __version__, resources
-from stormwatch.cliutil import closed_stdout, fail, standardize
+from stormwatch.config import SiteConfig
+from stormwatch.runtime.cliutil import closed_stdout, fail, provide_site_checks, standardize
 
 app = typer.Typer(
     name="stormwatch",
@@ -68,6 +69,16 @@ def _prepend_env(option: str, variable: str, directories: list[Path]) -> None:
         os.environ[variable] = os.pathsep.join([*(str(d) for d in directories), *([rest] if rest else [])])
 
 
+def _check_site_pack(cfg: SiteConfig, path: Path) -> None:
+    """Every command checks a site file against its jurisdiction's rule pack, the services below the
+    alert engine (gateway, ingest) included: they never import the packs, the composition hands them
+    this check (:func:`stormwatch.runtime.cliutil.provide_site_checks`). Imported when a site file is
+    loaded, not for ``--help``."""
+    from stormwatch.alerts.packs import check_site_pack
+
+    check_site_pack(cfg, path)
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -93,6 +104,7 @@ def _root(
     if log_level is not None and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise typer.BadParameter(f"{log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", param_hint="--log-level")
     ctx.meta["stormwatch.log_level"] = log_level
+    provide_site_checks(ctx, _check_site_pack)
     _prepend_env("--profiles", resources.PROFILES_ENV, profiles)
     _prepend_env("--packs", resources.PACKS_ENV, packs)
 

@@ -22,12 +22,13 @@ from zoneinfo import ZoneInfo
 import typer
 
 from stormwatch import resources
+from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.app.workdir import prepare_workdir
-from stormwatch.cliutil import fail, listen_socket, load_site_file
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
 from stormwatch.display import counts, describe_event, local_time
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.cliutil import fail, listen_socket
 from stormwatch.simulators import cli as simcli
 
 if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs
@@ -142,12 +143,12 @@ def demo(
     """
     from stormwatch.app.pipeline import Pipeline, PipelineError, Progress
     from stormwatch.config import device_profiles
-    from stormwatch.mqtt import parse_broker_url
+    from stormwatch.runtime.mqtt import parse_broker_url
     from stormwatch.simulators.cli import build_scenario
     from stormwatch.simulators.scenario import SiteScenario
 
     # Everything a user can get wrong is checked here, before any service starts (InputErrors
-    # become one line and exit 2: stormwatch.cliutil).
+    # become one line and exit 2: stormwatch.runtime.cliutil).
     profiles = ProfileLibrary()
     sc = build_scenario(
         scenario, storm_depth_in=storm_depth_in, rain_file=rain_file, rain_tip_mm=tip_mm,

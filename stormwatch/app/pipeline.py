@@ -34,9 +34,9 @@ from stormwatch.contract import Event
 from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.validate import Validator
-from stormwatch.mqtt import parse_broker_url
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
+from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.simulators.scenario import Scenario, SiteScenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
 from stormwatch.stores.base import StoreError

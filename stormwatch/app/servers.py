@@ -286,7 +286,7 @@ class NatsCluster:
     every node (``stream_replicas``, up to 3; each QoS 1 subscription is a durable consumer with the
     same replicas), so a persistent session is meant to live on when the node its client was
     connected to dies; the client reconnects to another node (a broker URL listing every node,
-    :attr:`stormwatch.mqtt.BrokerSettings.endpoints`). How well nats-server 2.9 keeps that promise
+    :attr:`stormwatch.runtime.mqtt.BrokerSettings.endpoints`). How well nats-server 2.9 keeps that promise
     is measured in tests/test_broker_cluster.py (docs/scaling.md).
     """
 

@@ -48,7 +48,7 @@ def prepare_workdir(path: Path) -> list[str]:
     """
     if path.exists() and not path.is_dir():
         raise WorkdirError(f"--state-dir {path}: not a directory")
-    if not path.parent.is_dir():  # the one rule of every command (stormwatch.cliutil.use_state_dir)
+    if not path.parent.is_dir():  # the one rule of every command (stormwatch.runtime.cliutil.use_state_dir)
         raise WorkdirError(f"--state-dir {path}: directory {path.parent} does not exist (create it first: a typo "
                            "never creates directories)")
     path.mkdir(exist_ok=True)

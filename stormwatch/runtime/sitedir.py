@@ -15,7 +15,7 @@ changed -- so a site file added, changed or removed is picked up without a resta
   configuration until it is mended or removed (a typo while editing must not stop a site's
   monitoring); a new file that is broken is simply not watched until it is mended.
 
-A site whose id a :class:`stormwatch.partition.Partition` does not give to this process is left out
+A site whose id a :class:`stormwatch.runtime.partition.Partition` does not give to this process is left out
 (partitioned services, docs/scaling.md). Writers should replace files atomically (write a
 temporary name, then rename): a half-written file would be refused until it is complete, which
 the next look mends.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from stormwatch.config import SiteConfig
 from stormwatch.errors import InputError
-from stormwatch.partition import Partition
+from stormwatch.runtime.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +81,9 @@ class SiteDirectory:
 
     Args:
         directory: where the site files are.
-        load: reads and validates one site file (``stormwatch.cliutil.load_site_file``: the file, its
-            profiles, its rule pack); raises :class:`stormwatch.errors.InputError` (or ``ValueError``)
-            for a file to refuse.
+        load: reads and validates one site file (:func:`stormwatch.runtime.cliutil.site_loader` or
+            :func:`stormwatch.alerts.sitefile.load_site_file`: the file, its profiles, its rule pack);
+            raises :class:`stormwatch.errors.InputError` (or ``ValueError``) for a file to refuse.
         partition: which sites this process owns (default: all).
         interval_s: real seconds between looks (:meth:`watch`).
 
@@ -224,7 +224,7 @@ class SiteDirectory:
 
 class ServiceSites:
     """The sites of one service: ``--site`` files (loaded once) and a ``--sites`` directory (kept current),
-    both cut to the service's :class:`~stormwatch.partition.Partition`.
+    both cut to the service's :class:`~stormwatch.runtime.partition.Partition`.
 
     Args:
         files: ``--site`` files.

@@ -1,23 +1,26 @@
-"""One MQTT session for every stormwatch client: the gateway publisher, ingest and the alert service.
+"""One MQTT session for every stormwatch client: the gateway publisher, ingest and the alert service
+(and the one-shot publisher of manual readings, :func:`publish_once`).
 
-:class:`SessionClient` is a paho-mqtt 2.x client (callback API VERSION2) set up once for all three:
+:class:`SessionClient` is a paho-mqtt 2.x client (callback API VERSION2) set up once for all of them:
 
 * MQTT 3.1.1 (what the amqtt demo broker speaks), a fixed client id and a persistent session
-  (``clean_session=False``), QoS 1 in-flight state kept across reconnects;
-* credentials and TLS from :class:`stormwatch.mqtt.BrokerSettings` (:func:`stormwatch.mqtt.apply_credentials`);
+  (``clean_session=False``; a one-shot client asks for a clean one), QoS 1 in-flight state kept
+  across reconnects;
+* credentials and TLS from :class:`stormwatch.runtime.mqtt.BrokerSettings`
+  (:func:`stormwatch.runtime.mqtt.apply_credentials`);
 * an optional last will (:class:`Will`);
 * automatic reconnect in paho's network thread with exponential backoff
   (``reconnect_min_s`` doubling to ``reconnect_max_s``);
 * a keep-alive that finds a dead connection (below);
-* broker clusters: a URL listing several nodes (:attr:`stormwatch.mqtt.BrokerSettings.endpoints`)
+* broker clusters: a URL listing several nodes (:attr:`stormwatch.runtime.mqtt.BrokerSettings.endpoints`)
   connects to the first; after a lost connection or a failed attempt the next node is tried (the
   persistent session lives on in a cluster that replicates sessions, docs/scaling.md);
-* takeover detection (:mod:`stormwatch.mqtttakeover`): a second process with the same client id
+* takeover detection (:mod:`stormwatch.runtime.mqtttakeover`): a second process with the same client id
   is reported by one ERROR naming the client id and the likely cause, each takeover doubles the
   reconnect delay (capped at ``takeover_max_s``) and is counted (:attr:`SessionClient.takeovers`);
 * one set of log lines for the three services, in the service's own logger: INFO "connected to
   <url> as <id> (session present: ...)"; a broker that cannot be reached or refuses the
-  connection, one ERROR per outage (:class:`stormwatch.mqtt.ConnectFailureLog`); a lost
+  connection, one ERROR per outage (:class:`stormwatch.runtime.mqtt.ConnectFailureLog`); a lost
   connection, WARNING with the reason; a deliberate :meth:`SessionClient.stop`, nothing above DEBUG.
 
 The service gets its own work done through two hooks, both called in paho's network thread:
@@ -53,6 +56,7 @@ Real-time waits here are transport pacing, not event time.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,8 +65,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion, _ConnectionState
 
-from stormwatch.mqtt import BrokerSettings, ConnectFailureLog, apply_credentials
-from stormwatch.mqtttakeover import SESSION_TAKEN_OVER, TakeoverGuard
+from stormwatch.runtime.mqtt import BrokerSettings, ConnectFailureLog, apply_credentials
+from stormwatch.runtime.mqtttakeover import SESSION_TAKEN_OVER, TakeoverGuard
 
 #: A connection is dead when the broker has sent nothing for this many keep-alive periods.
 DEAD_AFTER = 1.25
@@ -108,6 +112,9 @@ class SessionOptions:
         duplicate_hint: what a duplicate client id most likely means for this service, in a sentence
             or two (in the takeover ERROR), e.g. "Are two gateways configured with gateway id 'gw'?".
         lost_note: appended to the WARNING of a lost connection (e.g. "the outbox keeps the readings").
+        clean_session: ask the broker for a clean session that ends with the connection: for a
+            one-shot client (:func:`publish_once`) whose random client id would otherwise leave a
+            persistent session behind on the broker for every message.
 
     Raises:
         ValueError: a negative keep-alive, or reconnect delays below 1 s or out of order.
@@ -122,6 +129,7 @@ class SessionOptions:
     takeover_max_s: int = 120
     duplicate_hint: str = "Are two processes configured with the same client id?"
     lost_note: str = ""
+    clean_session: bool = False
 
     def __post_init__(self) -> None:
         if self.keepalive_s < 0:
@@ -139,7 +147,7 @@ class SessionClient(mqtt.Client):
     between. ``on_connect``, ``on_disconnect`` and ``on_connect_fail`` belong to the session.
 
     Args:
-        broker: where to connect (:func:`stormwatch.mqtt.parse_broker_url`).
+        broker: where to connect (:func:`stormwatch.runtime.mqtt.parse_broker_url`).
         options: client id, keep-alive, will, acknowledgement mode, reconnect backoff, log wording.
         logger: the owning service's logger (every session log line goes there).
         on_session: called with ``session_present`` after every accepted connection.
@@ -148,7 +156,7 @@ class SessionClient(mqtt.Client):
     Attributes (counters, read from any thread):
         connects: connections the broker accepted.
         losses: connections lost, not counting :meth:`stop`.
-        takeovers: losses counted as session takeovers (:mod:`stormwatch.mqtttakeover`).
+        takeovers: losses counted as session takeovers (:mod:`stormwatch.runtime.mqtttakeover`).
         dead_links: connections found dead by the keep-alive check.
 
     Raises:
@@ -157,7 +165,7 @@ class SessionClient(mqtt.Client):
 
     def __init__(self, broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,
                  on_session: Callable[[bool], None] | None = None, on_lost: Callable[[], None] | None = None) -> None:
-        super().__init__(CallbackAPIVersion.VERSION2, client_id=options.client_id, clean_session=False,
+        super().__init__(CallbackAPIVersion.VERSION2, client_id=options.client_id, clean_session=options.clean_session,
                          protocol=MQTTProtocolVersion.MQTTv311, manual_ack=options.manual_ack)
         self.broker = broker
         self.options = options
@@ -173,6 +181,8 @@ class SessionClient(mqtt.Client):
         self._dead_reason: str | None = None  # set by the keep-alive check for the disconnect that follows
         self._stopping = False
         self._node = 0  # index of the cluster node in use (broker.endpoints)
+        self._answered = threading.Event()  # the broker answered a CONNECT (accepted or refused)
+        self._refusal: str | None = None  # the reason of the last refused connection
         if options.will is not None:
             w = options.will
             self.will_set(w.topic, w.payload, qos=w.qos, retain=w.retain)
@@ -211,6 +221,40 @@ class SessionClient(mqtt.Client):
             self._host, self._port = nodes[self._node]  # what paho's reconnect() connects to
             self.log.debug("next connection attempt to broker node %s", self.node)
 
+    def connect_now(self, timeout_s: float) -> None:
+        """Connect in this thread, trying each node of the broker (:attr:`BrokerSettings.endpoints`)
+        once in order, start paho's network thread and return once the broker accepted the
+        connection: for a one-shot client that must tell its user at once that nothing was sent
+        (:func:`publish_once`); a service calls :meth:`start` instead.
+
+        Raises:
+            OSError: no node could be reached (the last node's error); ``ConnectionRefusedError``:
+                the broker refused the connection (its reason, e.g. "Not authorized");
+                ``TimeoutError``: no answer to CONNECT within ``timeout_s``.
+        """
+        self._stopping = False
+        self._answered.clear()
+        error: OSError | None = None
+        for i, (host, port) in enumerate(self.broker.endpoints):
+            try:
+                self.connect(host, port, keepalive=self.options.keepalive_s)
+            except OSError as exc:
+                error = exc
+                continue
+            self._node = i
+            break
+        else:
+            assert error is not None
+            raise error
+        self.loop_start()
+        if not self._answered.wait(timeout_s):
+            self.stop()
+            raise TimeoutError(f"no answer to CONNECT within {timeout_s:g} s")
+        if self.connects == 0:
+            self.stop()
+            raise ConnectionRefusedError(f"the broker refused the connection as {self.options.client_id}: "
+                                         f"{self._refusal}")
+
     def _connect_failed(self, client: mqtt.Client, userdata: object) -> None:
         self._outage.on_connect_fail(client, userdata)
         self._next_node()
@@ -229,6 +273,8 @@ class SessionClient(mqtt.Client):
         if len(self.broker.endpoints) > 1:
             url = f"{url} (node {self.node})"
         if reason_code.is_failure:
+            self._refusal = str(reason_code)
+            self._answered.set()
             level = logging.DEBUG if self._refused else logging.ERROR
             self._refused = True
             self.log.log(level, "broker %s refused the connection as %s: %s; retrying%s", url, cid, reason_code,
@@ -242,6 +288,7 @@ class SessionClient(mqtt.Client):
         self.log.log(logging.DEBUG if self._guard.in_episode else logging.INFO,
                      "connected to %s as %s (session present: %s%s)", url, cid, present,
                      f"; after {failed} failed attempts" if failed else "")
+        self._answered.set()
         if self._on_session is not None:
             self._on_session(present)
 
@@ -392,3 +439,39 @@ class SessionClient(mqtt.Client):
         with self._msgtime_mutex:
             if now > self._last_bytes_received:
                 self._last_bytes_received = now
+
+
+class PublishUnconfirmed(Exception):
+    """A message of :func:`publish_once` that the broker did not acknowledge (it may have arrived)."""
+
+
+def publish_once(broker: BrokerSettings, topic: str, payload: bytes, logger: logging.Logger, *,
+                 client_id: str, timeout_s: float = 10.0) -> None:
+    """Publish one message at QoS 1 through a :class:`SessionClient` (credentials, TLS, cluster nodes
+    as every stormwatch client) with a clean session, and wait for the broker's PUBACK.
+
+    Args:
+        broker: where to publish (:func:`stormwatch.runtime.mqtt.parse_broker_url`).
+        topic, payload: the message.
+        logger: the caller's logger (the session's log lines).
+        client_id: a client id of its own (e.g. ``stormwatch-manual-<random>``): with one of a
+            service, the broker would hand this client that service's session (a takeover).
+        timeout_s: real seconds to wait for the connection, then again for the PUBACK.
+
+    Raises:
+        OSError: nothing was sent: the broker cannot be reached, refused the connection, or did not
+            answer (:meth:`SessionClient.connect_now`).
+        PublishUnconfirmed: sent, but the broker did not acknowledge within ``timeout_s`` (it may
+            have the message) or the client refused it (paho's error).
+    """
+    client = SessionClient(broker, SessionOptions(client_id=client_id, clean_session=True), logger)
+    client.connect_now(timeout_s)
+    try:
+        info = client.publish(topic, payload, qos=1)
+        info.wait_for_publish(timeout_s)
+        if not info.is_published():
+            raise PublishUnconfirmed(f"did not acknowledge within {timeout_s:g} s")
+    except (RuntimeError, ValueError) as exc:  # paho: not connected any more, or its queue is full
+        raise PublishUnconfirmed(f"did not take the message: {exc}") from None
+    finally:
+        client.stop()

@@ -4,7 +4,7 @@ Broker URLs: ``mqtt://[user[:password]@]host[:port]`` or ``mqtts://...`` (TLS); 
 ``ssl://`` are accepted as aliases, and a bare ``host:port`` means ``mqtt://host:port``. The nodes of
 a broker cluster are listed with commas, ``mqtt://node1:1883,node2:1883,node3:1883``: a client
 connects to the first and, when a connection is lost or refused, tries the next
-(:class:`stormwatch.mqttsession.SessionClient`; docs/scaling.md).
+(:class:`stormwatch.runtime.mqttsession.SessionClient`; docs/scaling.md).
 
 Credentials may also come from the environment: ``STORMWATCH_MQTT_USERNAME``,
 ``STORMWATCH_MQTT_PASSWORD`` (URL values win); ``STORMWATCH_MQTT_CA_FILE`` names a CA bundle for

@@ -29,6 +29,7 @@ input (arguments, options, files); 130 interrupted. Standard output closed by it
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -37,7 +38,7 @@ import socket
 import sys
 import time
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -47,8 +48,8 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from typer.models import DefaultPlaceholder
 
 from stormwatch.errors import InputError
-from stormwatch.logs import setup_logging
 from stormwatch.numbers import NumberError, parse_float, parse_int
+from stormwatch.runtime.logs import setup_logging
 from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S
 
 if TYPE_CHECKING:
@@ -374,27 +375,71 @@ def listen_socket(host: str, port: int, host_option: str = "--host", port_option
     return sock
 
 
-def load_site_file(path: Path, profiles: ProfileLibrary | None = None) -> SiteConfig:
-    """The site file at ``path`` validated as every command validates it: the file, its devices'
-    profiles and roles (:func:`stormwatch.config.load_site`), and its ``jurisdiction`` and rule
-    overrides against the rule pack (errors name the site file; docs/rules.md).
+#: A check of a loaded site file beyond the file and its profiles, made by a layer above the services
+#: (the rule packs: :func:`stormwatch.alerts.packs.check_site_pack`): ``check(cfg, path)`` raises an
+#: :class:`~stormwatch.errors.InputError` naming the site file and key. The service runtime and the
+#: services below the alert engine never import those layers: the composition root
+#: (:mod:`stormwatch.app.cli`) hands the checks to every command (:func:`provide_site_checks`).
+SiteCheck = Callable[["SiteConfig", Path], None]
+
+#: The key of the site checks in the ``stormwatch`` command's context (click's ``meta``, shared by
+#: the root and every sub-command's context).
+SITE_CHECKS_META = "stormwatch.site_checks"
+
+#: The site checks of the command running in this thread/task, set by the common-options wrapper of
+#: every command (:func:`_with_common_options`) from :data:`SITE_CHECKS_META` for the length of the
+#: command (typer has no public ``get_current_context``; a context variable, as click's own stack is).
+_RUNNING_SITE_CHECKS: contextvars.ContextVar[tuple[SiteCheck, ...]] = contextvars.ContextVar(
+    "stormwatch_site_checks", default=())
+
+
+def provide_site_checks(ctx: typer.Context, *checks: SiteCheck) -> None:
+    """Make ``checks`` part of loading a site file in the command ``ctx`` runs (:func:`site_loader`);
+    called by the composition root, once per invocation."""
+    ctx.meta[SITE_CHECKS_META] = (*ctx.meta.get(SITE_CHECKS_META, ()), *checks)
+
+
+def site_checks() -> tuple[SiteCheck, ...]:
+    """The site checks the composition root gave the running ``stormwatch`` command; none outside one
+    (a command function called directly checks only the file and its profiles)."""
+    return _RUNNING_SITE_CHECKS.get()
+
+
+def load_site_file(path: Path, profiles: ProfileLibrary | None = None,
+                   checks: Sequence[SiteCheck] = ()) -> SiteConfig:
+    """The site file at ``path`` validated: the file, its devices' profiles and roles
+    (:func:`stormwatch.config.load_site`), then each of ``checks`` (in order).
+
+    Every command validates a site file the same way: the services below the alert engine (gateway,
+    ingest) with :func:`site_loader` (the checks of the composition root), the alert engine and the
+    layers above with :func:`stormwatch.alerts.sitefile.load_site_file` (the rule-pack check, named).
 
     Raises:
         stormwatch.config.ConfigError: an invalid site file.
-        stormwatch.alerts.packs.PackError: an unknown pack, or an override naming an unknown rule or parameter.
+        stormwatch.errors.InputError: from a check (an unknown rule pack, an override naming an unknown
+            rule or parameter: :class:`stormwatch.alerts.packs.PackError`).
     """
-    from stormwatch.alerts.packs import PackError, load_site_pack
     from stormwatch.config import load_site
     from stormwatch.profiles import ProfileLibrary
 
     cfg = load_site(path, profiles or ProfileLibrary())
-    try:
-        load_site_pack(cfg, source=str(path))
-    except PackError as exc:
-        if str(exc).startswith("no rule pack"):  # name the site file and its key, not only the pack directory
-            raise PackError(f"{path}: site.jurisdiction: {exc}") from None
-        raise
+    for check in checks:
+        check(cfg, path)
     return cfg
+
+
+def site_loader(profiles: ProfileLibrary | None = None) -> Callable[[Path], SiteConfig]:
+    """Load a site file as the running command does (:func:`load_site_file` with :func:`site_checks`).
+
+    The checks are taken now, in the command, so the loader keeps them in another thread (a
+    ``--sites`` directory watched, :mod:`stormwatch.runtime.sitedir`).
+    """
+    checks = site_checks()
+
+    def load(path: Path) -> SiteConfig:
+        return load_site_file(path, profiles, checks)
+
+    return load
 
 
 def rewrite_aliases(command: str, args: list[str]) -> list[str]:
@@ -651,10 +696,13 @@ def _with_common_options(callback: Callable[..., Any]) -> Callable[..., Any]:
             _no_file(option, kwargs.get(name))
         root = sw_ctx.find_root()
         _logging_for(_command_name(sw_ctx), sw_verbose, sw_log_file, root.meta.get("stormwatch.log_level"))
+        running = _RUNNING_SITE_CHECKS.set(tuple(root.meta.get(SITE_CHECKS_META, ())))
         try:
             return callback(*args, **kwargs)
         except InputError as exc:
             fail(str(exc), 2)
+        finally:
+            _RUNNING_SITE_CHECKS.reset(running)
 
     wrapper.__signature__ = signature.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {**callback.__annotations__, "sw_verbose": int, "sw_log_file": Path | None,
