@@ -34,7 +34,7 @@ from zoneinfo import ZoneInfo
 from pydantic import Field
 
 from stormwatch.alerts.packs import RuleParams
-from stormwatch.alerts.rules import Chunk, RuleTrace
+from stormwatch.alerts.rules import Chunk, RuleTrace, occurrence
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
@@ -143,7 +143,6 @@ class TurbidityRuleState:
         self.downstream = downstream
         self.point = point
         self._where = f"discharge point {point}: " if point else ""
-        self._key = f"{point}:" if point else ""
         self.criterion = criterion_named(params.criterion, params.absolute_limit_ntu)
         self.window = timedelta(minutes=params.median_window_min)
         self.need = math.ceil(params.sustained_min / params.median_window_min - 1e-9)
@@ -307,7 +306,7 @@ class TurbidityRuleState:
                 first = self._run[0]
                 self._in_violation = first
                 out.append(self._event(
-                    "turbidity_contrast", r, f"turbidity:{self._key}{format_time(first.start)}",
+                    "turbidity_contrast", r, occurrence("turbidity", first.start, self.point),
                     f"possible turbidity violation: downstream median {turbidity(r.down_median, r.unit)} > "
                     f"allowed {turbidity(r.allowed, r.unit)} ({self._allowance(r)}) for "
                     f"{(r.end - first.start).total_seconds() / 60:g} min since {local_time(first.start, self.tz)}; "
@@ -325,7 +324,7 @@ class TurbidityRuleState:
                     self._in_violation = None
                     self._ok = 0
                     out.append(self._event(
-                        "turbidity_cleared", r, f"turbidity:{self._key}{format_time(first.start)}",
+                        "turbidity_cleared", r, occurrence("turbidity", first.start, self.point),
                         f"turbidity back within the allowed for {self.params.clear_min:g} min (downstream "
                         f"{turbidity(r.down_median, r.unit)}, allowed {turbidity(r.allowed, r.unit)}: "
                         f"{self._allowance(r)})",
@@ -338,7 +337,7 @@ class TurbidityRuleState:
                 "turbidity_undetermined" if r.status == "undetermined" else "turbidity_needs_verification"
             )
             out.append(self._event(
-                kind, r, f"{kind}:{self._key}{format_time(r.start)}",
+                kind, r, occurrence(kind, r.start, self.point),
                 f"turbidity {r.status.replace('_', ' ')} from {local_time(r.start, self.tz)}: {r.reason}",
                 evidence=[r.evidence()],
             ))
