@@ -150,12 +150,13 @@ class RuleTrace(Protocol):
         ...
 
     def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,
-                         downstream: float | None, allowed: float | None) -> None:
-        """R2 judged the window ``[start, end)``: ``status`` ``compliant``, ``violating``,
-        ``undetermined`` or ``needs_verification``; window medians and the allowed value (NTU/FNU)."""
+                         downstream: float | None, allowed: float | None, point: str | None = None) -> None:
+        """R2 judged the window ``[start, end)`` of discharge point ``point`` (``None``: the site file's
+        one ``turbidity_pair``): ``status`` ``compliant``, ``violating``, ``undetermined`` or
+        ``needs_verification``; window medians and the allowed value (NTU/FNU)."""
         ...
 
-    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float) -> None:
-        """R3's settled sediment depth changed at ``t``: ``depth_ft`` above the floor and the fraction
-        0..1 of the design storage volume it takes."""
+    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float, basin: str | None = None) -> None:
+        """R3's settled sediment depth of basin ``basin`` (its id) changed at ``t``: ``depth_ft``
+        above the floor and the fraction 0..1 of the design storage volume it takes."""
         ...

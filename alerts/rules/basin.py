@@ -219,7 +219,7 @@ class BasinRuleState:
         lost = lost_capacity(self.storage, settled)
         t = time_of_us(t_us)
         if self.trace is not None:
-            self.trace.basin_settled(t, settled, lost)
+            self.trace.basin_settled(t, settled, lost, basin=self.basin.id)
         return self._step(t, settled, lost)
 
     def advance_to(self, t: datetime) -> list[Event]:

@@ -37,6 +37,7 @@ from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import Chunk, RuleTrace, occurrence
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
+from stormwatch.config import DischargePoint
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import UTC_ZONE, local_time, names, turbidity
 from stormwatch.stores.rows import time_of_us, us_of
@@ -296,7 +297,8 @@ class TurbidityRuleState:
     def _step(self, r: _Result) -> list[Event]:
         out: list[Event] = []
         if self.trace is not None:
-            self.trace.turbidity_window(r.start, r.end, r.status, r.reason, r.up_median, r.down_median, r.allowed)
+            self.trace.turbidity_window(r.start, r.end, r.status, r.reason, r.up_median, r.down_median, r.allowed,
+                                        point=self.point)
         changed = r.status != self._last_status
         self._last_status = r.status
         if r.status == "violating":
@@ -365,6 +367,12 @@ class TurbidityDetails(EventDetails):
                 f"{turbidity(self.upstream_ntu, unit)}")
 
 
+def watches(point: DischargePoint, needs_background: bool) -> bool:
+    """Whether R2 runs at ``point``: it has a compliance probe and, under a criterion that compares
+    against background (``needs_background``), a background probe too."""
+    return point.downstream is not None and (point.upstream is not None or not needs_background)
+
+
 def build(ctx: RuleContext) -> list[TurbidityRuleState]:
     """R2 on each discharge point's probes: its upstream/downstream pair, or its single compliance
     probe when the criterion needs no background (``absolute``); a point without a compliance probe
@@ -376,7 +384,7 @@ def build(ctx: RuleContext) -> list[TurbidityRuleState]:
     for point in ctx.cfg.points:
         if point.downstream is None:
             continue
-        if point.upstream is None and needs_background:
+        if not watches(point, needs_background):
             log.info("%s: %s (%s criterion) needs a background probe; discharge point %s has only a compliance "
                      "probe: not watched there", ctx.site, ctx.rule_id, ctx.params.criterion, point.id)
             continue
