@@ -305,7 +305,7 @@ KIND = RuleKind(
     events=(
         EventKindSpec("basin_capacity_warning", BasinDetails, "sediment reached the warning fraction"),
         EventKindSpec("basin_cleanout_due", BasinDetails, "sediment reached the cleanout fraction: due by due_at",
-                      opens="basin_cleanout"),
+                      opens="basin_cleanout", chart="basin"),
         EventKindSpec("basin_cleanout_done", BasinDetails, "a measured drop below warning after a cleanout"),
     ),
 )

@@ -166,5 +166,5 @@ KIND = RuleKind(
     kind="routine", params=RoutineRule, build=build,
     summary="R1w: routine inspection every seven days, rain or not (§133-7A(2), §196-9B)",
     events=(EventKindSpec("routine_inspection_due", summary="a routine inspection period opened: due by due_at",
-                          opens="routine_inspection", inspection=True),),
+                          opens="routine_inspection", inspection=True, chart="rain"),),
 )

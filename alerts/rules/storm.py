@@ -845,7 +845,7 @@ KIND = RuleKind(
         EventKindSpec("storm_started", StormDetails, "the first tip of a storm"),
         EventKindSpec("storm_qualified", StormDetails, "the tip that reaches the threshold: an inspection will be due"),
         EventKindSpec("storm_inspection_due", StormDetails, "a qualifying storm ended: inspection due by due_at",
-                      opens="storm_inspection", inspection=True),
+                      opens="storm_inspection", inspection=True, chart="rain"),
         EventKindSpec("data_gap", GapDetails, "the rain gauge is silent (gap_end absent) or reported again"),
     ),
 )

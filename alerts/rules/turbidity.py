@@ -400,7 +400,7 @@ KIND = RuleKind(
            Role("turbidity_downstream", "turbidity", "compliance probe (turbidity_pair.downstream)")),
     events=(
         EventKindSpec("turbidity_contrast", TurbidityDetails, "a sustained possible violation, for the SMO to confirm",
-                      opens="turbidity_review"),
+                      opens="turbidity_review", chart="turbidity"),
         EventKindSpec("turbidity_cleared", TurbidityDetails, "back within the criterion (hysteresis)"),
         EventKindSpec("turbidity_undetermined", TurbidityDetails, "no clean background or downstream data"),
         EventKindSpec("turbidity_needs_verification", TurbidityDetails, "the window's only data carry QC flags"),
