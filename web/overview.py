@@ -31,7 +31,7 @@ from stormwatch.alerts.rules.criteria import Criterion, criterion_named
 from stormwatch.alerts.rules.storm import StormDetails, StormRule
 from stormwatch.alerts.rules.turbidity import TurbidityDetails, watches
 from stormwatch.alerts.workorders import WorkOrder
-from stormwatch.config import DischargePoint, SiteConfig, load_site
+from stormwatch.config import LEGACY_POINT, DischargePoint, SiteConfig, load_site
 from stormwatch.contract import Event, Reading
 from stormwatch.display import local_time
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE
@@ -115,9 +115,15 @@ class SiteModel:
                     (self.id, self.cfg.turbidity_pair.downstream, "turbidity")]
         for point in self.points:
             out += [(self.id, d, "turbidity") for d in (point.upstream, point.downstream) if d is not None]
-        for b in (self.basin,) if self.basin is not None else self.basins:
+        for b in self.basin_states:
             out.append((self.id, b.basin.device, b.level.quantity))
         return list(dict.fromkeys(out))  # a background probe two points share, once
+
+    @property
+    def basin_states(self) -> tuple[BasinRuleState, ...]:
+        """Every basin's R3 state: the site file's one ``basin`` or each of its ``basins`` (empty:
+        no basin, or a pack without a basin rule)."""
+        return (self.basin,) if self.basin is not None else self.basins
 
     def depth_in(self, tips: int) -> Fraction | None:
         """``tips`` of the gauge in service now, in inches (``None``: no gauge)."""
@@ -502,6 +508,49 @@ class Gap:
 
 
 @dataclass
+class PointSeries:
+    """One discharge point's turbidity over the window, ready to chart.
+
+    Attributes:
+        point: the point's id (:data:`stormwatch.config.LEGACY_POINT` for a site file's one
+            ``turbidity_pair``, charted as before points had ids).
+        label: how people call it (``name (id)``).
+        upstream_device, downstream_device: its background and compliance probes (``None``: none).
+        upstream, downstream: turbidity points ``(time, NTU)`` without QC flags.
+        allowed: the criterion's maximum at each upstream point (at each downstream point when the
+            criterion needs no background and the point has no background probe); empty without a
+            criterion.
+        unit: the downstream probe's unit.
+    """
+
+    point: str
+    label: str
+    upstream_device: str | None
+    downstream_device: str | None
+    upstream: list[tuple[datetime, float]] = field(default_factory=list)
+    downstream: list[tuple[datetime, float]] = field(default_factory=list)
+    allowed: list[tuple[datetime, float]] = field(default_factory=list)
+    unit: str = "NTU"
+
+    @property
+    def legacy(self) -> bool:
+        """The site file's one ``turbidity_pair`` (no point id to show)."""
+        return self.point == LEGACY_POINT
+
+
+@dataclass
+class BasinSeries:
+    """One basin's storage lost over the window: ``lost`` is ``(time, fraction of design storage
+    lost)``, from ``device``'s level readings without QC flags; ``named``: the site has ``basins``
+    (show the id), not the site file's one ``basin``."""
+
+    basin: str
+    device: str
+    named: bool
+    lost: list[tuple[datetime, float]] = field(default_factory=list)
+
+
+@dataclass
 class SiteSeries:
     """One site's readings over ``[start, end)``, ready to chart.
 
@@ -510,9 +559,9 @@ class SiteSeries:
         rain_depth_bins: ``(bin start, inches)`` per interval: each reading's tips × its own tip size
             (a bin across a gauge replacement adds both sizes); readings flagged
             ``rain_beyond_envelope`` are not rain, in neither list.
-        upstream, downstream: turbidity points ``(time, NTU)``; ``allowed``: the criterion's maximum
-            at each upstream point.
-        basin_lost: ``(time, fraction of design storage lost)``.
+        points: every discharge point with a compliance probe, in the site file's order (a site
+            file's ``turbidity_pair``: one, :attr:`PointSeries.legacy`).
+        basins: every basin the pack's basin rule watches, in the site file's order.
         gaps: per device, the stretches with no reading (longer than the silence allowance).
     """
 
@@ -521,13 +570,22 @@ class SiteSeries:
     bin: timedelta
     rain_bins: list[tuple[datetime, int]] = field(default_factory=list)
     rain_depth_bins: list[tuple[datetime, Fraction]] = field(default_factory=list)
-    upstream: list[tuple[datetime, float]] = field(default_factory=list)
-    downstream: list[tuple[datetime, float]] = field(default_factory=list)
-    allowed: list[tuple[datetime, float]] = field(default_factory=list)
-    turbidity_unit: str = "NTU"
-    basin_lost: list[tuple[datetime, float]] = field(default_factory=list)
+    points: list[PointSeries] = field(default_factory=list)
+    basins: list[BasinSeries] = field(default_factory=list)
     gaps: dict[str, list[Gap]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+
+    def point(self, point_id: str | None) -> PointSeries | None:
+        """The series of discharge point ``point_id`` (``None``: the site's only point, if it has one)."""
+        if point_id is None:
+            return self.points[0] if len(self.points) == 1 else None
+        return next((p for p in self.points if p.point == point_id), None)
+
+    def basin(self, basin_id: str | None) -> BasinSeries | None:
+        """The series of basin ``basin_id`` (``None``: the site's only basin, if it has one)."""
+        if basin_id is None:
+            return self.basins[0] if len(self.basins) == 1 else None
+        return next((b for b in self.basins if b.basin == basin_id), None)
 
 
 def gaps_of(times: Sequence[datetime], start: datetime, end: datetime, allowance: timedelta,
@@ -575,21 +633,33 @@ def site_series(site: SiteModel, readings: Sequence[Reading], events: Sequence[E
                 depths[i] += site.reading_depth_in(r)
         out.rain_bins = [(start + i * out.bin, n) for i, n in enumerate(tips)]
         out.rain_depth_bins = [(start + i * out.bin, d) for i, d in enumerate(depths)]
-    pair = site.cfg.turbidity_pair
-    if pair is not None:
-        for r in by_device.get(pair.upstream, []):
-            if r.quantity == "turbidity" and not r.flags:
-                out.upstream.append((r.time, float(r.value)))
-                if site.criterion is not None:
-                    out.allowed.append((r.time, site.criterion.allowed_ntu(float(r.value))))
-        for r in by_device.get(pair.downstream, []):
-            if r.quantity == "turbidity" and not r.flags:
-                out.downstream.append((r.time, float(r.value)))
-                out.turbidity_unit = r.unit
-    if site.basin is not None:
-        for r in by_device.get(site.basin.basin.device, []):
-            if site.basin.wants(r) and not r.flags:
-                depth = site.basin.depth_ft(r)
+    for point in site.cfg.points:
+        if point.downstream is not None:
+            out.points.append(_point_series(site, point, by_device))
+    for state in site.basin_states:
+        b = BasinSeries(state.basin.id, state.basin.device, state.named)
+        for r in by_device.get(state.basin.device, []):
+            if state.wants(r) and not r.flags:
+                depth = state.depth_ft(r)
                 if depth is not None:
-                    out.basin_lost.append((r.time, lost_capacity(site.basin.storage, depth)))
+                    b.lost.append((r.time, lost_capacity(state.storage, depth)))
+        out.basins.append(b)
+    return out
+
+
+def _point_series(site: SiteModel, point: DischargePoint, by_device: dict[str, list[Reading]]) -> PointSeries:
+    """One discharge point's probes' turbidity (readings without QC flags) and the allowed band."""
+    out = PointSeries(point.id, point.label, point.upstream, point.downstream)
+    for r in by_device.get(point.upstream, []) if point.upstream is not None else []:
+        if r.quantity == "turbidity" and not r.flags:
+            out.upstream.append((r.time, float(r.value)))
+            if site.criterion is not None:
+                out.allowed.append((r.time, site.criterion.allowed_ntu(float(r.value))))
+    assert point.downstream is not None
+    for r in by_device.get(point.downstream, []):
+        if r.quantity == "turbidity" and not r.flags:
+            out.downstream.append((r.time, float(r.value)))
+            out.unit = r.unit
+            if point.upstream is None and site.criterion is not None and not site.criterion.needs_background:
+                out.allowed.append((r.time, site.criterion.allowed_ntu(None)))
     return out
