@@ -245,7 +245,8 @@ def rain_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> M
 
 def turbidity_chart(site: SiteModel, s: SiteSeries, point: PointSeries, now: datetime | None = None) -> Markup:
     """One discharge point's upstream (background) and downstream turbidity with the criterion's
-    allowed band; its probes' gaps hatched. A named point's title names it (a site file's one
+    allowed band (none at a point R2 does not judge: no criterion, or no background probe under a
+    criterion that needs one); its probes' gaps hatched. A named point's title names it (a site file's one
     ``turbidity_pair``: the title without an id)."""
     gaps = [g for d in (point.upstream_device, point.downstream_device) if d is not None for g in s.gaps.get(d, [])]
     name = f" (allowed: {site.criterion.label})" if site.criterion else ""
@@ -254,8 +255,10 @@ def turbidity_chart(site: SiteModel, s: SiteSeries, point: PointSeries, now: dat
     if point.upstream_device is not None:
         lines.insert(0, Line("upstream (background)", point.upstream, "#2e8b57"))
     what = "downstream vs upstream" if point.upstream_device is not None else "downstream"
+    # the band where R2 judges the point: a background probe, or a criterion that needs none
+    judged = site.criterion is not None and (point.upstream_device is not None or not site.criterion.needs_background)
     return chart(f"Turbidity{at}: {what}{name}", s.start, s.end, site.tz, lines=lines,
-                 bands=[Band("allowed band", point.allowed, "rgba(46,139,87,0.14)")] if site.criterion else [],
+                 bands=[Band("allowed band", point.allowed, "rgba(46,139,87,0.14)")] if judged else [],
                  gaps=gaps, left=point.unit, now=now)
 
 
