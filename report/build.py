@@ -36,12 +36,13 @@ from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate, inches_cut
 from stormwatch.alerts.packs import RulePack, load_site_pack
+from stormwatch.alerts.rules import parse_occurrence
 from stormwatch.alerts.rules.basin import BasinDetails
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.storm import GapDetails, StormDetails
-from stormwatch.alerts.rules.turbidity import TurbidityDetails
+from stormwatch.alerts.rules.turbidity import TurbidityDetails, watches
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
-from stormwatch.config import SiteConfig, TurbidityPair
+from stormwatch.config import DischargePoint, SiteConfig
 from stormwatch.contract import Event
 from stormwatch.display import inches, local_time
 from stormwatch.profiles import ProfileLibrary
@@ -85,6 +86,7 @@ class _Window(NamedTuple):
     upstream: float | None
     downstream: float | None
     allowed: float | None
+    point: str | None  # the discharge point's id (None: the site file's one turbidity_pair)
 
 
 @dataclass
@@ -94,7 +96,7 @@ class Collector:
     rain: list[tuple[datetime, int, Fraction]] = field(default_factory=list)  # (time, tips, inches)
     storms: list[tuple[datetime, datetime, int, bool, bool, Fraction]] = field(default_factory=list)
     windows: list[_Window] = field(default_factory=list)
-    basin: list[tuple[datetime, float, float]] = field(default_factory=list)
+    basin: list[tuple[datetime, float, float, str | None]] = field(default_factory=list)  # ..., basin id
 
     def rain_counted(self, t: datetime, tips: int, depth_in: Fraction) -> None:
         self.rain.append((t, tips, depth_in))
@@ -104,13 +106,17 @@ class Collector:
         self.storms.append((start, last_tip, tips, qualified, confirmed, depth_in))
 
     def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,
-                         downstream: float | None, allowed: float | None) -> None:
+                         downstream: float | None, allowed: float | None, point: str | None = None) -> None:
         # a long compliant stretch is kept as its windows (charts need them); memory: a year of
-        # 5-minute windows is 105,120 small records
-        self.windows.append(_Window(start, end, status, reason, upstream, downstream, allowed))
+        # 5-minute windows is 105,120 small records (per discharge point)
+        self.windows.append(_Window(start, end, status, reason, upstream, downstream, allowed, point))
 
-    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float) -> None:
-        self.basin.append((t, depth_ft, lost_fraction))
+    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float, basin: str | None = None) -> None:
+        self.basin.append((t, depth_ft, lost_fraction, basin))
+
+    def windows_of(self, point: str | None) -> list[_Window]:
+        """The windows R2 judged at one discharge point (``None``: the site file's one pair)."""
+        return [w for w in self.windows if w.point == point]
 
 
 @dataclass
@@ -174,14 +180,24 @@ class CoverageCounter:
 
 
 def _roles(cfg: SiteConfig) -> dict[str, str]:
+    """What each device is for; on a site with ``discharge_points``, of which point (a background
+    probe shared by two points names both)."""
     roles: dict[str, str] = {}
     if cfg.rain_gauge:
         roles[cfg.rain_gauge] = "rain gauge (R1)"
     if cfg.turbidity_pair:
         roles[cfg.turbidity_pair.upstream] = "turbidity, upstream background (R2)"
         roles[cfg.turbidity_pair.downstream] = "turbidity, downstream compliance (R2)"
-    if cfg.basin:
-        roles[cfg.basin.device] = f"basin level, {cfg.basin.id} (R3)"
+    else:
+        served: dict[tuple[str, str], list[str]] = {}
+        for point in cfg.discharge_points:
+            for device, role in ((point.upstream, "upstream background"), (point.downstream, "downstream compliance")):
+                if device is not None:
+                    served.setdefault((device, role), []).append(point.id)
+        for (device, role), ids in served.items():
+            roles[device] = f"turbidity, {role} of {', '.join(ids)} (R2)"
+    for basin in cfg.all_basins:
+        roles[basin.device] = f"basin level, {basin.id} (R3)"
     return roles
 
 
@@ -197,11 +213,6 @@ def outcome_of(order: WorkOrder | None, due: datetime | None, as_of: datetime, m
     if due is not None and as_of > due:
         return Outcome(order, f"OVERDUE by {duration(as_of - due)}: not completed")
     return Outcome(order, f"{order.status}, not completed yet")
-
-
-def _time_of(occurrence: str) -> datetime:
-    """The time in an occurrence key (``storm:2026-06-01T05:00:00Z``, ``turbidity:...``)."""
-    return datetime.fromisoformat(occurrence.split(":", 1)[1]).astimezone(UTC)
 
 
 def _clip(a: datetime, b: datetime, start: datetime, end: datetime) -> Interval | None:
@@ -264,8 +275,14 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
         citations=citations, state=sources.state,
     )
     basin_rule = pack.basin()
-    if basin_rule and cfg.basin:
+    if basin_rule and cfg.all_basins:
         report.basin_limits = (basin_rule[1].warning_fraction, basin_rule[1].cleanout_fraction)
+    background = _needs_background(pack)
+    watched = _watched_points(cfg, pack, background)
+    if cfg.discharge_points:
+        report.points = tuple((p.id, p.label) for p in watched)
+    if cfg.basins:
+        report.basins = tuple((b.id, b.id) for b in cfg.basins)
     routine = pack.routine()
     report.inspector_citation = storm_rule[1].citation if storm_rule else routine[1].citation if routine else ""
     report.coverage = coverage.result(cfg, profiles)
@@ -277,7 +294,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     report.days = _days(ev, collector, tz, start, end)
     report.turbidity = _turbidity(ev.events, collector, by_id, sources, start, end)
     report.basin = _basin(ev.events, by_id, sources, start, end)
-    report.unknown = _unknown(cfg, ev, collector, coverage, start, end, background=_needs_background(pack))
+    report.unknown = _unknown(cfg, ev, collector, coverage, start, end, watched, background=background)
     report.orders = [OrderRow(o, tuple(sources.book.history(o.id)), _thumbnails(sources.book, o.id))
                      for o in orders] if sources.book else []
     if report.storm is None and charts:
@@ -428,19 +445,23 @@ def _days(ev: Evaluation, c: Collector, tz: ZoneInfo, start: datetime, end: date
 def _turbidity(events: list[Event], c: Collector, by_id: dict[str, WorkOrder], sources: Sources,
                start: datetime, end: datetime) -> list[TurbidityRow]:
     cleared = {e.occurrence: e.event_time for e in events if e.kind == "turbidity_cleared"}
-    violating = sorted((w.start, w.downstream) for w in c.windows
-                       if w.status == "violating" and w.downstream is not None)
-    starts = [v[0] for v in violating]
+    violating: dict[str | None, list[tuple[datetime, float]]] = {}
+    for w in c.windows:
+        if w.status == "violating" and w.downstream is not None:
+            violating.setdefault(w.point, []).append((w.start, w.downstream))
     rows = []
     for e in events:
         if e.kind != "turbidity_contrast":
             continue
-        first = _time_of(e.occurrence)
+        first = parse_occurrence(e.occurrence).time
         until = cleared.get(e.occurrence)
         if first >= end or (until is not None and until < start):
             continue
         stop = until or end
-        peak = max((v for _, v in violating[bisect.bisect_left(starts, first):bisect.bisect_left(starts, stop)]),
+        point = e.details.discharge_point if isinstance(e.details, TurbidityDetails) else None
+        runs = sorted(violating.get(point, []))
+        starts = [v[0] for v in runs]
+        peak = max((v for _, v in runs[bisect.bisect_left(starts, first):bisect.bisect_left(starts, stop)]),
                    default=None)
         evidence = e.evidence[-1] if e.evidence else {}
         allowed = evidence.get("allowed_ntu")
@@ -452,7 +473,8 @@ def _turbidity(events: list[Event], c: Collector, by_id: dict[str, WorkOrder], s
             downstream=e.details.downstream_ntu if isinstance(e.details, TurbidityDetails) else None,
             allowed=float(allowed) if isinstance(allowed, int | float) else None, peak_downstream=peak, unit=unit,
             outcome=outcome_of(order, e.due_at, sources.as_of,
-                               "no work-order state given" if sources.book is None else "no review order recorded")))
+                               "no work-order state given" if sources.book is None else "no review order recorded"),
+            point=point))
     return rows
 
 
@@ -471,7 +493,7 @@ def _basin(events: list[Event], by_id: dict[str, WorkOrder], sources: Sources, s
         lost = d.lost_capacity if d else None
         rows.append(BasinRow(e.kind.removeprefix("basin_").replace("_", " "), e.event_time,
                              d.sediment_depth_ft if d else None, None if lost is None else 100 * lost, e.due_at,
-                             outcome))
+                             outcome, basin=d.basin if d else None))
     return rows
 
 
@@ -481,20 +503,28 @@ def _needs_background(pack: RulePack) -> bool:
     return rule is None or criterion_named(rule[1].criterion, rule[1].absolute_limit_ntu).needs_background
 
 
-def _unjudged_probes(pair: TurbidityPair, background: bool, c: Collector, coverage: CoverageCounter,
-                     start: datetime, end: datetime) -> list[UnknownRow]:
+def _watched_points(cfg: SiteConfig, pack: RulePack, background: bool) -> list[DischargePoint]:
+    """The discharge points R2 runs at (:func:`stormwatch.alerts.rules.turbidity.watches`), none
+    without a turbidity rule."""
+    if pack.turbidity() is None:
+        return []
+    return [p for p in cfg.points if watches(p, background)]
+
+
+def _unjudged_probes(point: DischargePoint, background: bool, windows: Sequence[_Window], coverage: CoverageCounter,
+                     start: datetime, end: datetime, named: str | None) -> list[UnknownRow]:
     """The silence of each probe R2 needs where R2 judged no window at all: before its first judged
     window and after its last (R2 judges a window once a later reading arrives, so when every device
     goes quiet until the period's end, or the probes start late, no window covers that time and
     the windows R2 could not judge do not show it). A probe's silence is its coverage gap (no
     reading for more than two poll intervals), cut to those uncovered stretches."""
-    if c.windows:
-        first, last = min(w.start for w in c.windows), max(w.end for w in c.windows)
+    if windows:
+        first, last = min(w.start for w in windows), max(w.end for w in windows)
         uncovered = [Interval(start, first), Interval(last, end)]
     else:
         uncovered = [Interval(start, end)]
-    probes = ([(pair.upstream, "upstream (background)")] if background else []) + \
-        [(pair.downstream, "downstream (compliance)")]
+    probes = ([(point.upstream, "upstream (background)")] if background and point.upstream else []) + \
+        ([(point.downstream, "downstream (compliance)")] if point.downstream else [])
     rows = []
     for device, role in probes:
         for gap in coverage.gaps(device):
@@ -502,12 +532,12 @@ def _unjudged_probes(pair: TurbidityPair, background: bool, c: Collector, covera
                 span = _clip(gap.start, gap.end, u.start, u.end)
                 if span is not None:
                     rows.append(UnknownRow("turbidity contrast", device, span,
-                                           f"no reading from the {role} probe: R2 could not judge"))
+                                           f"no reading from the {role} probe: R2 could not judge", named))
     return rows
 
 
 def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCounter, start: datetime,
-             end: datetime, *, background: bool = True) -> list[UnknownRow]:
+             end: datetime, watched: Sequence[DischargePoint], *, background: bool = True) -> list[UnknownRow]:
     rows: list[UnknownRow] = []
     why = {e.details.gap_start: e.message for e in reversed(ev.events) if isinstance(e.details, GapDetails)}
     filled = {e.details.gap_start: e.details for e in ev.events
@@ -522,10 +552,13 @@ def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCo
                     if station is not None else "")
             rows.append(UnknownRow("rain", g.device, span,
                                    f"{reason}; rain in that time is unknown, not zero{used}"))
-    if cfg.turbidity_pair:
+    for point in watched:
+        named = None if cfg.turbidity_pair else point.id  # the rule's own key of the point's windows
+        windows = c.windows_of(named)
+        assert point.downstream is not None  # watches() holds
         run: _Window | None = None
         run_end = start
-        for w in [*c.windows, None]:
+        for w in [*windows, None]:
             if w is not None and w.status in _UNDECIDED and run is not None and w.start == run_end \
                     and w.reason == run.reason:
                 run_end = w.end
@@ -533,15 +566,16 @@ def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCo
             if run is not None:
                 span = _clip(run.start, run_end, start, end)
                 if span is not None:
-                    rows.append(UnknownRow("turbidity contrast", cfg.turbidity_pair.downstream, span,
-                                           f"{run.reason.replace('_', ' ')}: R2 could not judge"))
+                    rows.append(UnknownRow("turbidity contrast", point.downstream, span,
+                                           f"{run.reason.replace('_', ' ')}: R2 could not judge", named))
                 run = None
             if w is not None and w.status in _UNDECIDED:
                 run, run_end = w, w.end
-        rows += _unjudged_probes(cfg.turbidity_pair, background, c, coverage, start, end)
-    if cfg.basin:
-        for gap in coverage.gaps(cfg.basin.device):
-            rows.append(UnknownRow("basin level", cfg.basin.device, gap,
-                                   "no level reading for more than two poll intervals"))
-    rows.sort(key=lambda u: (u.interval.start, u.what))
+        rows += _unjudged_probes(point, background, windows, coverage, start, end, named)
+    for basin in cfg.all_basins:
+        for gap in coverage.gaps(basin.device):
+            rows.append(UnknownRow("basin level", basin.device, gap,
+                                   "no level reading for more than two poll intervals",
+                                   basin.id if cfg.basins else None))
+    rows.sort(key=lambda u: (u.interval.start, u.what, u.point or ""))
     return rows

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from stormwatch.report.build import Collector
+    from stormwatch.report.build import Collector, _Window
 
 MAX_POINTS = 1500
 _W, _H = 7.2, 2.3  # inches: the text width of a Letter page
@@ -88,10 +88,15 @@ def charts_of(report: Report, c: Collector, rain_unknown: Sequence[Interval]) ->
     out = []
     if report.resolution is not None:
         out.append(_rain(report, c, rain_unknown))
-    if c.windows:
-        out.append(_turbidity(report, c))
-    if c.basin:
-        out.append(_basin(report, c))
+    # one chart per discharge point and per basin, in the site file's order, on a site with several
+    for i, (point, label) in enumerate(report.points or ((None, ""),)):
+        windows = c.windows_of(point)
+        if windows:
+            out.append(_turbidity(report, windows, point, label, f"turbidity{i or ''}"))
+    for i, (basin, label) in enumerate(report.basins or ((None, ""),)):
+        settled = [(t, lost) for t, _d, lost, b in c.basin if basin is None or b == basin]
+        if settled:
+            out.append(_basin(report, settled, label, f"basin{i or ''}"))
     return out
 
 
@@ -135,9 +140,9 @@ def _reduce(windows: Sequence[object], n: int) -> list[object]:
     return out
 
 
-def _turbidity(report: Report, c: Collector) -> Chart:
+def _turbidity(report: Report, windows: Sequence[_Window], point: str | None, where: str, svg_id: str) -> Chart:
     fig, ax = _figure()
-    inside = [w for w in c.windows if report.start <= w.start < report.end]
+    inside = [w for w in windows if report.start <= w.start < report.end]
     shown = _reduce(inside, MAX_POINTS)
     judged = [w for w in shown if w.allowed is not None]  # type: ignore[attr-defined]
     if judged:
@@ -149,20 +154,23 @@ def _turbidity(report: Report, c: Collector) -> Chart:
         if pts:
             ax.plot([_x(p[0]) for p in pts], [p[1] for p in pts], color=color, linewidth=0.8, label=label,
                     drawstyle="steps-post")
-    _hatch(ax, [u.interval for u in report.unknown if u.what == "turbidity contrast"], "not judged: UNKNOWN")
-    unit = report.turbidity[0].unit if report.turbidity else "NTU"
+    _hatch(ax, [u.interval for u in report.unknown if u.what == "turbidity contrast" and u.point == point],
+           "not judged: UNKNOWN")
+    rows = report.turbidity_of(point)
+    unit = rows[0].unit if rows else "NTU"
     _time_axis(ax, report)
     ax.set_ylabel(unit)
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", frameon=False, ncol=2)
-    return Chart("Turbidity: downstream against background", _svg(fig, "turbidity"),
+    at = f" at {where}" if where else ""
+    return Chart(f"Turbidity{at}: downstream against background", _svg(fig, svg_id),
                  "Window medians R2 judged (5-min windows); green: values the criterion allows; hatched: windows "
                  "without clean readings of a probe (unknown).")
 
 
-def _basin(report: Report, c: Collector) -> Chart:
+def _basin(report: Report, settled: Sequence[tuple[datetime, float]], label: str, svg_id: str) -> Chart:
     fig, ax = _figure()
-    pts = [(t, lost * 100) for t, _d, lost in c.basin if t < report.end]
+    pts = [(t, lost * 100) for t, lost in settled if t < report.end]
     before = [p for p in pts if p[0] < report.start]
     pts = ([(report.start, before[-1][1])] if before else []) + [p for p in pts if p[0] >= report.start]
     if pts:
@@ -177,5 +185,6 @@ def _basin(report: Report, c: Collector) -> Chart:
     ax.set_ylabel("% of design volume")
     ax.set_ylim(0, 100)
     ax.legend(loc="upper left", frameon=False)
-    return Chart("Sediment basin: storage taken by sediment", _svg(fig, "basin"),
+    name = f" {label}" if label else ""
+    return Chart(f"Sediment basin{name}: storage taken by sediment", _svg(fig, svg_id),
                  "R3's settled sediment depth as a share of the design storage volume (stage-storage geometry).")

@@ -116,6 +116,7 @@ def storm_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
         typer.Exit: no such storm (a one-line error).
     """
     from stormwatch.alerts.cli import parse_when
+    from stormwatch.alerts.rules import parse_occurrence
     from stormwatch.alerts.workorders import WorkOrderError
     from stormwatch.report.build import build_report
 
@@ -126,9 +127,13 @@ def storm_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
             order = sources.book.get(storm)
         except WorkOrderError as exc:
             fail(f"--storm {storm}: {exc}")
-        if not order.occurrence.startswith("storm:"):
+        try:
+            occurrence = parse_occurrence(order.occurrence)
+        except ValueError:
+            occurrence = None
+        if occurrence is None or occurrence.kind != "storm":
             fail(f"--storm {storm}: work order {order.id} is a {order.kind.replace('_', ' ')}, not a storm inspection")
-        at = datetime.fromisoformat(order.occurrence.split(":", 1)[1]).astimezone(UTC)
+        at = occurrence.time
     else:
         try:
             at = parse_when(storm, cfg.site.timezone, "--storm").astimezone(UTC)

@@ -131,6 +131,7 @@ class TurbidityRow:
         cleared_at: when the criterion was met again for the clearing time (``None``: not in the data).
         upstream, downstream, allowed: window medians when it was detected.
         peak_downstream: the highest downstream window median of the run.
+        point: the discharge point's id (``None``: the site file's one ``turbidity_pair``).
     """
 
     occurrence: str
@@ -143,6 +144,7 @@ class TurbidityRow:
     peak_downstream: float | None
     unit: str
     outcome: Outcome | None
+    point: str | None = None
 
     @property
     def duration(self) -> timedelta | None:
@@ -151,7 +153,8 @@ class TurbidityRow:
 
 @dataclass(frozen=True)
 class BasinRow:
-    """A basin event (R3): capacity warning, cleanout due, cleanout done (measured drop)."""
+    """A basin event (R3): capacity warning, cleanout due, cleanout done (measured drop); ``basin``:
+    the basin's id on a site with ``basins`` (``None``: the site file's one ``basin``)."""
 
     kind: str
     at: datetime
@@ -159,6 +162,7 @@ class BasinRow:
     lost_percent: float | None
     due_at: datetime | None
     outcome: Outcome | None
+    basin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -166,13 +170,20 @@ class UnknownRow:
     """An interval where a rule could not decide: shown as UNKNOWN with its duration.
 
     ``what``: ``rain`` (R1: no rain-gauge data), ``turbidity contrast`` (R2: a window without
-    clean readings of a probe) or ``basin level`` (R3: no level readings).
+    clean readings of a probe) or ``basin level`` (R3: no level readings). ``point``: the discharge
+    point or basin it is of, on a site with several (``None``: the site's one, or rain).
     """
 
     what: str
     device: str
     interval: Interval
     why: str
+    point: str | None = None
+
+    @property
+    def item(self) -> str:
+        """``what``, with the point or basin it is of (``turbidity contrast at outfall-2``)."""
+        return self.what if self.point is None else f"{self.what} at {self.point}"
 
 
 @dataclass(frozen=True)
@@ -236,6 +247,18 @@ class Report:
     basin_limits: tuple[float, float] | None = None
     #: who signs (the storm rule's wording of the inspector) and under which section
     inspector_citation: str = ""
+    #: ``(id, label)`` of each discharge point R2 watches and of each basin, on a site with
+    #: ``discharge_points`` / ``basins`` (empty: the site file's one ``turbidity_pair`` / ``basin``)
+    points: tuple[tuple[str, str], ...] = ()
+    basins: tuple[tuple[str, str], ...] = ()
+
+    def turbidity_of(self, point: str | None) -> list[TurbidityRow]:
+        """The turbidity contrasts of one discharge point (``None``: all of a single-point site)."""
+        return [t for t in self.turbidity if point is None or t.point == point]
+
+    def basin_of(self, basin: str | None) -> list[BasinRow]:
+        """The basin events of one basin (``None``: all of a single-basin site)."""
+        return [b for b in self.basin if basin is None or b.basin == basin]
 
     @property
     def tz(self) -> ZoneInfo:

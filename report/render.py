@@ -4,8 +4,10 @@ HTML comes from one Jinja2 template (``templates/report.html``, autoescaped); th
 HTML laid out by WeasyPrint (print CSS: Letter pages, running header, page numbers), so the two can
 never disagree. The CSV carries the same numbers, one row per item with a ``section`` column
 (``sensor``, ``sensor_gap``, ``storm``, ``day``, ``turbidity``, ``basin``, ``unknown``,
-``work_order``, ``photo``, ``history``): the same depth texts, the same percentages and turbidity values at
-the same decimals (:mod:`stormwatch.report.fmt`), times as ISO 8601 in the site's zone.
+``work_order``, ``photo``, ``history``) and, on a site with several discharge points or basins,
+the ``point`` (or basin) a turbidity, basin or unknown row is of: the same depth texts, the same
+percentages and turbidity values at the same decimals (:mod:`stormwatch.report.fmt`), times as
+ISO 8601 in the site's zone.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def to_pdf(report: Report) -> bytes:
 
 CSV_COLUMNS = ("section", "id", "item", "start", "end", "duration_min", "duration", "tips", "depth", "depth_in",
                "qualifying", "status", "due", "done_at", "done_by", "verdict", "upstream", "downstream",
-               "allowed", "peak_downstream", "unit", "expected", "received", "percent", "note")
+               "allowed", "peak_downstream", "unit", "expected", "received", "percent", "note", "point")
 
 
 def to_csv(report: Report) -> str:
@@ -93,17 +95,17 @@ def to_csv(report: Report) -> str:
             allowed=fmt.ntu_number(t.allowed), peak_downstream=fmt.ntu_number(t.peak_downstream), unit=t.unit,
             due=iso(o.order.due_at) if o and o.order else "",
             done_at=iso(o.order.completed_at) if o and o.order else "", done_by=o.done if o else "",
-            verdict=o.verdict if o else "", note=f"detected {iso(t.detected_at)}")
+            verdict=o.verdict if o else "", note=f"detected {iso(t.detected_at)}", point=t.point)
     for b in report.basin:
         o = b.outcome
         row("basin", id=o.order.id if o and o.order else "", item=b.kind, start=iso(b.at),
             depth=fmt.feet(b.depth_ft), percent=fmt.pct_number(b.lost_percent), due=iso(b.due_at),
             done_at=iso(o.order.completed_at) if o and o.order else "", done_by=o.done if o else "",
-            verdict=o.verdict if o else "")
+            verdict=o.verdict if o else "", point=b.basin)
     for u in report.unknown:
         row("unknown", id=u.device, item=u.what, start=iso(u.interval.start), end=iso(u.interval.end),
             duration_min=fmt.minutes(u.interval.duration), duration=fmt.duration(u.interval.duration),
-            status="UNKNOWN", note=u.why)
+            status="UNKNOWN", note=u.why, point=u.point)
     for r in report.orders:
         wo = r.order
         row("work_order", id=wo.id, item=wo.kind, start=iso(wo.event_time), status=wo.status, due=iso(wo.due_at),

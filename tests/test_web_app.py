@@ -326,3 +326,18 @@ def test_chart_legends_never_overlap_their_titles(world: dict[str, object]) -> N
             assert x + 14 + 6.4 * len(label) <= W, (title, label)
         rows.add(keys[0][1] > 16)
     assert rows == {False, True}  # the short titles keep their legend beside them, the turbidity one not
+
+
+def test_a_single_pair_sites_charts_keep_their_ids_and_titles(world: dict[str, object]) -> None:
+    # A site file's one turbidity_pair and basin (issue 16 added discharge points and basins by id):
+    # its charts are as before -- no id in the title, no caption, the element ids the pages always had.
+    c = client(world)
+    login(c, "sam")
+    figures = dict(re.findall(r'<figure id="([^"]+)">(.*?)</figure>', c.get(f"/sites/{A}").text, re.S))
+    assert list(figures) == ["chart-rain", "chart-turbidity", "chart-basin"]
+    assert 'class="chart-title">Turbidity: downstream vs upstream (allowed: ' in figures["chart-turbidity"]
+    assert 'class="chart-title">Basin: design storage lost to sediment' in figures["chart-basin"]
+    assert not any("<figcaption>" in f for f in figures.values())
+    # the overdue storm inspection's evidence: the rain chart (the storm rule's opening event names it)
+    order = c.get(f"/orders/{world['orders'][A]}").text  # type: ignore[index]
+    assert re.search(r'<figure id="chart-evidence"><svg [^>]*aria-label="Rain per 15 min and cumulative depth"', order)

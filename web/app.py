@@ -34,6 +34,7 @@ from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import jinja2
+from markupsafe import Markup
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
@@ -46,6 +47,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from stormwatch.alerts.rules import parse_occurrence
+from stormwatch.alerts.rules.registry import EvidenceChart, rule_kinds
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
 from stormwatch.config import LEGACY_POINT, SiteConfig
@@ -58,7 +61,7 @@ from stormwatch.stores.base import OverviewStore, StoreError
 from stormwatch.web import charts
 from stormwatch.web.accounts import Accounts, Session, User, can_act, can_verify, can_view, visible_sites
 from stormwatch.web.excerpts import excerpt
-from stormwatch.web.overview import GatewayStatus, SiteModel, portfolio, site_series
+from stormwatch.web.overview import GatewayStatus, PointSeries, SiteModel, portfolio, site_series
 from stormwatch.web.photos import DEFAULT_MAX_BYTES, PhotoError, check_photo, size_text
 
 log = logging.getLogger(__name__)
@@ -68,11 +71,6 @@ LOGIN_CSRF_COOKIE = "stormwatch_login_csrf"
 
 #: Site page windows (hours): the default and the bounds a query may ask.
 DEFAULT_HOURS, MIN_HOURS, MAX_HOURS = 48, 6, 336
-
-#: Order kinds → which chart is their evidence.
-EVIDENCE_CHART = {"storm_inspection": "rain", "routine_inspection": "rain", "inspection_report": "rain",
-                  "turbidity_review": "turbidity", "basin_cleanout": "basin"}
-
 
 class EngineTime:
     """A :class:`~stormwatch.clock.Clock` that reads the alert engine's recorded clock at each call.
@@ -352,8 +350,10 @@ def create_app(desk: Desk) -> Starlette:
             "site": site, "series": series, "hours": hours, "until": until, "window_start": start,
             "orders": orders,
             "rain_chart": charts.rain_chart(site, series, now) if site.cfg.rain_gauge else None,
-            "turbidity_chart": charts.turbidity_chart(site, series, now) if site.cfg.turbidity_pair else None,
-            "basin_chart": charts.basin_chart(site, series, now) if site.basin else None,
+            "turbidity_charts": [_figure("turbidity", p.point, p.legacy, _probes_caption(p),
+                                         charts.turbidity_chart(site, series, p, now)) for p in series.points],
+            "basin_charts": [_figure("basin", b.basin, not b.named, f"{b.basin}: level sensor {b.device}",
+                                     charts.basin_chart(site, series, b, now)) for b in series.basins],
             "can_act": can_act(session.user, site.id), "takes_readings": desk.record is not None,
             "manual": [r for r in readings if r.gateway == MANUAL_GATEWAY][::-1],
             "places": sample_places(site.cfg), "quantities": MANUAL_QUANTITIES, "message": message,
@@ -387,6 +387,24 @@ def create_app(desk: Desk) -> Starlette:
                                  "entry is corrected with `stormwatch readings add --correct`.", 409, form)
         return RedirectResponse(f"/sites/{site.id}?done=reading", status_code=303)
 
+    def evidence_of(order: WorkOrder) -> tuple[EvidenceChart | None, str | None]:
+        """The chart an order's page shows as evidence and the discharge point or basin it is of
+        (its occurrence key's; ``None``: the site's one). The rule kind that opens the order names
+        the chart (``EventKindSpec.chart``); an order the book opens after another (an
+        ``inspection_report``, ``parent`` set) shows its parent's."""
+        which = rule_kinds().evidence_charts().get(order.kind)
+        if which is None and order.parent is not None:
+            try:
+                order = desk.book.get(order.parent)
+            except WorkOrderError:
+                return None, None
+            which = rule_kinds().evidence_charts().get(order.kind)
+        try:
+            key = parse_occurrence(order.occurrence).key
+        except ValueError:  # an occurrence keyed by a day or an order id: the site's one point or basin
+            key = None
+        return which, key
+
     def order_context(session: Session, order: WorkOrder) -> dict[str, Any]:
         now = desk.clock.now()
         site = desk.sites.get(order.site)
@@ -400,13 +418,14 @@ def create_app(desk: Desk) -> Starlette:
             end = min(max(order.due_at or order.event_time, order.event_time + timedelta(hours=6)), now)
             end = max(end, start + timedelta(hours=6)) + timedelta(microseconds=1)
             series = site_series(site, desk.store.query_readings(site.id, start, end), [], start, end)
-            which = EVIDENCE_CHART.get(order.kind)
+            which, key = evidence_of(order)
+            point, basin = series.point(key), series.basin(key)
             if which == "rain" and site.cfg.rain_gauge:
                 chart = charts.rain_chart(site, series, now)
-            elif which == "turbidity" and site.cfg.turbidity_pair:
-                chart = charts.turbidity_chart(site, series, now)
-            elif which == "basin" and site.basin:
-                chart = charts.basin_chart(site, series, now)
+            elif which == "turbidity" and point is not None:
+                chart = charts.turbidity_chart(site, series, point, now)
+            elif which == "basin" and basin is not None:
+                chart = charts.basin_chart(site, series, basin, now)
         history = desk.book.history(order.id)
         verified = [c for c in history if c.action == "verified"]
         return {"order": order, "site": site, "tz": tz, "excerpt": excerpt(order.citation),
@@ -548,6 +567,28 @@ def create_app(desk: Desk) -> Starlette:
     app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=upload_limit)])
     app.state.desk = desk
     return app
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A chart as the site page shows it: its element ``id`` (``chart-turbidity-outfall-1``; a site
+    file's one pair or basin: ``chart-turbidity`` / ``chart-basin``, as before points had ids), a
+    ``caption`` naming the point or basin and its devices (``""``: none) and the SVG."""
+
+    id: str
+    caption: str
+    svg: Markup
+
+
+def _figure(kind: str, key: str, legacy: bool, caption: str, svg: Markup) -> Figure:
+    return Figure(f"chart-{kind}" if legacy else f"chart-{kind}-{key}", "" if legacy else caption, svg)
+
+
+def _probes_caption(point: PointSeries) -> str:
+    """``Outfall 1 (outfall-1): upstream turb-up, downstream turb-down-1``."""
+    roles = (("upstream", point.upstream_device), ("downstream", point.downstream_device))
+    probes = [f"{role} {d}" for role, d in roles if d is not None]
+    return f"{point.label}: {', '.join(probes)}"
 
 
 def _evidence_rows(order: WorkOrder, tz: str) -> list[dict[str, str]]:

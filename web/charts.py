@@ -3,8 +3,9 @@
 One function, :func:`chart`, draws a time axis in the site's zone, a left value axis (and an
 optional right one), lines, step bars, shaded bands, horizontal reference lines and hatched
 *no data* stretches (gaps are shown as unknown, never as zero). Every text is escaped.
-:func:`rain_chart`, :func:`turbidity_chart` and :func:`basin_chart` build the three charts of the
-site and work-order pages from :class:`stormwatch.web.overview.SiteSeries`.
+:func:`rain_chart`, :func:`turbidity_chart` (one per discharge point) and :func:`basin_chart` (one
+per basin) build the charts of the site and work-order pages from
+:class:`stormwatch.web.overview.SiteSeries`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
 
-from stormwatch.web.overview import Gap, SiteModel, SiteSeries
+from stormwatch.web.overview import BasinSeries, Gap, PointSeries, SiteModel, SiteSeries
 
 W, H = 880, 230
 LEFT, RIGHT, TOP, BOTTOM = 58, 62, 26, 34
@@ -242,26 +243,35 @@ def rain_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> M
                  now=now)
 
 
-def turbidity_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> Markup:
-    """Upstream (background) and downstream turbidity with the criterion's allowed band; probe gaps hatched."""
-    pair = site.cfg.turbidity_pair
-    gaps = [*s.gaps.get(pair.upstream, []), *s.gaps.get(pair.downstream, [])] if pair else []
+def turbidity_chart(site: SiteModel, s: SiteSeries, point: PointSeries, now: datetime | None = None) -> Markup:
+    """One discharge point's upstream (background) and downstream turbidity with the criterion's
+    allowed band (none at a point R2 does not judge: no criterion, or no background probe under a
+    criterion that needs one); its probes' gaps hatched. A named point's title names it (a site file's one
+    ``turbidity_pair``: the title without an id)."""
+    gaps = [g for d in (point.upstream_device, point.downstream_device) if d is not None for g in s.gaps.get(d, [])]
     name = f" (allowed: {site.criterion.label})" if site.criterion else ""
-    return chart(f"Turbidity: downstream vs upstream{name}", s.start, s.end, site.tz,
-                 lines=[Line("upstream (background)", s.upstream, "#2e8b57"),
-                        Line("downstream", s.downstream, "#c0392b")],
-                 bands=[Band("allowed band", s.allowed, "rgba(46,139,87,0.14)")],
-                 gaps=gaps, left=s.turbidity_unit, now=now)
+    at = "" if point.legacy else f" at {point.point}"
+    lines = [Line("downstream", point.downstream, "#c0392b")]
+    if point.upstream_device is not None:
+        lines.insert(0, Line("upstream (background)", point.upstream, "#2e8b57"))
+    what = "downstream vs upstream" if point.upstream_device is not None else "downstream"
+    # the band where R2 judges the point: a background probe, or a criterion that needs none
+    judged = site.criterion is not None and (point.upstream_device is not None or not site.criterion.needs_background)
+    return chart(f"Turbidity{at}: {what}{name}", s.start, s.end, site.tz, lines=lines,
+                 bands=[Band("allowed band", point.allowed, "rgba(46,139,87,0.14)")] if judged else [],
+                 gaps=gaps, left=point.unit, now=now)
 
 
-def basin_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> Markup:
-    """Sediment as % of design storage volume lost, with the cleanout (50 %) and warning lines."""
+def basin_chart(site: SiteModel, s: SiteSeries, basin: BasinSeries, now: datetime | None = None) -> Markup:
+    """One basin's sediment as % of design storage volume lost, with the cleanout (50 %) and warning
+    lines; its level sensor's gaps hatched. A site with ``basins``: the title names the basin."""
     rule = site.basin_rule
     cleanout = (rule.cleanout_fraction if rule else 0.5) * 100
     rules = [Rule(f"cleanout {cleanout:.0f} % (by volume)", cleanout, "#c0392b")]
     if rule is not None:
         rules.append(Rule(f"warning {rule.warning_fraction * 100:.0f} %", rule.warning_fraction * 100, "#d68910"))
-    device = site.basin.basin.device if site.basin else ""
-    return chart("Basin: design storage lost to sediment", s.start, s.end, site.tz,
-                 lines=[Line("lost capacity", [(t, v * 100) for t, v in s.basin_lost], "#7d5a3c")],
-                 rules=rules, gaps=s.gaps.get(device, []), left="% of design volume", y_max=cleanout + 10, now=now)
+    which = f" {basin.basin}" if basin.named else ""
+    return chart(f"Basin{which}: design storage lost to sediment", s.start, s.end, site.tz,
+                 lines=[Line("lost capacity", [(t, v * 100) for t, v in basin.lost], "#7d5a3c")],
+                 rules=rules, gaps=s.gaps.get(basin.device, []), left="% of design volume", y_max=cleanout + 10,
+                 now=now)

@@ -29,8 +29,9 @@ from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules.basin import BasinRule, BasinRuleState
 from stormwatch.alerts.rules.criteria import Criterion, criterion_named
 from stormwatch.alerts.rules.storm import StormDetails, StormRule
+from stormwatch.alerts.rules.turbidity import TurbidityDetails, watches
 from stormwatch.alerts.workorders import WorkOrder
-from stormwatch.config import SiteConfig, load_site
+from stormwatch.config import LEGACY_POINT, DischargePoint, SiteConfig, load_site
 from stormwatch.contract import Event, Reading
 from stormwatch.display import local_time
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE
@@ -78,6 +79,10 @@ class SiteModel:
     basin: BasinRuleState | None
     basin_rule: BasinRule | None
     sizes: TipSizes | None = None
+    #: on a site with ``discharge_points`` / ``basins`` (issue 16): the points R2 watches and every
+    #: basin's R3 state, each shown apart under its id (empty: the site file's one pair / basin)
+    points: tuple[DischargePoint, ...] = ()
+    basins: tuple[BasinRuleState, ...] = ()
 
     @property
     def id(self) -> str:
@@ -108,9 +113,17 @@ class SiteModel:
         if self.cfg.turbidity_pair is not None:
             out += [(self.id, self.cfg.turbidity_pair.upstream, "turbidity"),
                     (self.id, self.cfg.turbidity_pair.downstream, "turbidity")]
-        if self.basin is not None:
-            out.append((self.id, self.basin.basin.device, self.basin.level.quantity))
-        return out
+        for point in self.points:
+            out += [(self.id, d, "turbidity") for d in (point.upstream, point.downstream) if d is not None]
+        for b in self.basin_states:
+            out.append((self.id, b.basin.device, b.level.quantity))
+        return list(dict.fromkeys(out))  # a background probe two points share, once
+
+    @property
+    def basin_states(self) -> tuple[BasinRuleState, ...]:
+        """Every basin's R3 state: the site file's one ``basin`` or each of its ``basins`` (empty:
+        no basin, or a pack without a basin rule)."""
+        return (self.basin,) if self.basin is not None else self.basins
 
     def depth_in(self, tips: int) -> Fraction | None:
         """``tips`` of the gauge in service now, in inches (``None``: no gauge)."""
@@ -153,19 +166,24 @@ def site_model(cfg: SiteConfig, profiles: ProfileLibrary, source: str) -> SiteMo
     storm = pack.storm()
     turbidity = pack.turbidity()
     criterion = None
-    if turbidity is not None and cfg.turbidity_pair is not None:
+    points: tuple[DischargePoint, ...] = ()
+    if turbidity is not None and (cfg.turbidity_pair is not None or cfg.discharge_points):
         criterion = criterion_named(turbidity[1].criterion, turbidity[1].absolute_limit_ntu)
+        points = tuple(p for p in cfg.discharge_points if watches(p, criterion.needs_background))
     basin_rule = pack.basin()
-    basin = None
-    if basin_rule is not None and cfg.basin is not None:
-        level = profiles.get(cfg.device(cfg.basin.device).profile).level
+    states = []
+    for b in cfg.all_basins if basin_rule is not None else ():
+        assert basin_rule is not None
+        level = profiles.get(cfg.device(b.device).profile).level
         if level is None:
-            raise SiteSetupError(f"{source}: basin device {cfg.basin.device!r} is not a level sensor")
-        basin = BasinRuleState(cfg.site.id, basin_rule[0], basin_rule[1], cfg.basin, level,
-                               stage_storage_of(cfg.basin))
+            raise SiteSetupError(f"{source}: basin device {b.device!r} is not a level sensor")
+        states.append(BasinRuleState(cfg.site.id, basin_rule[0], basin_rule[1], b, level, stage_storage_of(b),
+                                     named=cfg.basin is None))
+    basin = states[0] if cfg.basin is not None and states else None
     sizes = TipSizes.of(cfg, profiles, cfg.rain_gauge) if resolution is not None and cfg.rain_gauge else None
     return SiteModel(cfg=cfg, pack=pack, resolution=resolution, storm=storm[1] if storm else None,
-                     criterion=criterion, basin=basin, basin_rule=basin_rule[1] if basin_rule else None, sizes=sizes)
+                     criterion=criterion, basin=basin, basin_rule=basin_rule[1] if basin_rule else None, sizes=sizes,
+                     points=points, basins=tuple(states) if cfg.basins else ())
 
 
 def load_sites(paths: Iterable[Path], profiles: ProfileLibrary) -> dict[str, SiteModel]:
@@ -321,46 +339,75 @@ def _storm(site: SiteModel, events: list[Event], tips: list[Reading], now: datet
     return Shown(f"{depth} ({n} tips)", "warn", f"since {since}; below {float(site.storm.threshold):.2f} in so far")
 
 
+def _each(shown: Sequence[tuple[str, Shown]]) -> Shown:
+    """One cell of several discharge points' or basins' values, each named by its id; the worst state."""
+    return Shown("; ".join(f"{name}: {s.text}" for name, s in shown), max((s.state for _, s in shown),
+                                                                          key=lambda x: _RANK[x], default="ok"),
+                 "; ".join(f"{name}: {s.detail}" for name, s in shown if s.detail))
+
+
 def _turbidity(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], events: list[Event],
                now: datetime) -> Shown:
+    if site.points:
+        return _each([(p.id, _turbidity_at(site, p.upstream, p.downstream, series,
+                                           [e for e in events if isinstance(e.details, TurbidityDetails)
+                                            and e.details.discharge_point == p.id], now))
+                      for p in site.points if p.downstream is not None])
     pair = site.cfg.turbidity_pair
     if pair is None or site.criterion is None:
         return Shown("-", "ok", "no turbidity pair")
-    up = series.get((pair.upstream, "turbidity"))
-    down = series.get((pair.downstream, "turbidity"))
-    silent = [d for d, s in ((pair.upstream, up), (pair.downstream, down))
-              if site.silent(d, s.last_time if s else None, now)]
+    return _turbidity_at(site, pair.upstream, pair.downstream, series, events, now)
+
+
+def _turbidity_at(site: SiteModel, upstream: str | None, downstream: str, series: dict[tuple[str, str], SeriesSummary],
+                  events: list[Event], now: datetime) -> Shown:
+    """R2's state at one discharge point: its probes' last values against the allowed value."""
+    assert site.criterion is not None
+    up = series.get((upstream, "turbidity")) if upstream is not None else None
+    down = series.get((downstream, "turbidity"))
+    probes = ([(upstream, up)] if upstream is not None else []) + [(downstream, down)]
+    silent = [d for d, s in probes if site.silent(d, s.last_time if s else None, now)]
     r2 = [e for e in events if e.kind in ("turbidity_contrast", "turbidity_cleared")]
     in_contrast = bool(r2) and r2[-1].kind == "turbidity_contrast"
     if silent:
-        last = {d: local_time(s.last_time, site.tz) if s else "none in 24 h"
-                for d, s in ((pair.upstream, up), (pair.downstream, down))}
+        last = {d: local_time(s.last_time, site.tz) if s else "none in 24 h" for d, s in probes}
         detail = "; ".join(f"{d} last reading {last[d]}" for d in silent)
         return Shown(UNKNOWN, "unknown", ("contrast reported earlier; " if in_contrast else "") + detail)
-    assert up is not None and down is not None
+    assert down is not None
     unit = down.unit
-    allowed = site.criterion.allowed_ntu(float(up.last_value))
-    values = f"down {float(down.last_value):.1f} / up {float(up.last_value):.1f} {unit}"
+    background = float(up.last_value) if up is not None else None
+    allowed = site.criterion.allowed_ntu(background)
+    values = f"down {float(down.last_value):.1f} / up {float(up.last_value):.1f} {unit}" if up is not None else \
+        f"down {float(down.last_value):.1f} {unit}"
     if in_contrast:
         return Shown(f"contrast: {values}", "alert",
                      f"since {local_time(r2[-1].event_time, site.tz)}; allowed ≤ {allowed:.1f} {unit}")
     if float(down.last_value) > allowed:
         return Shown(values, "warn", f"above the allowed {allowed:.1f} {unit} (not yet sustained)")
-    return Shown(values, "ok", f"allowed ≤ {allowed:.1f} {unit} ({site.criterion.allowance(float(up.last_value))})")
+    return Shown(values, "ok", f"allowed ≤ {allowed:.1f} {unit} ({site.criterion.allowance(background)})")
 
 
 def _basin(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now: datetime) -> Shown:
+    if site.basins and site.basin_rule is not None:
+        return _each([(b.basin.id, _basin_of(site, b, series, now)) for b in site.basins])
     if site.basin is None or site.basin_rule is None:
         return Shown("-", "ok", "no basin")
-    device = site.basin.basin.device
-    s = series.get((device, site.basin.level.quantity))
+    return _basin_of(site, site.basin, series, now)
+
+
+def _basin_of(site: SiteModel, basin: BasinRuleState, series: dict[tuple[str, str], SeriesSummary],
+              now: datetime) -> Shown:
+    """One basin's storage lost at its last level reading, against the pack's fractions."""
+    assert site.basin_rule is not None
+    device = basin.basin.device
+    s = series.get((device, basin.level.quantity))
     if s is None:
         return Shown(UNKNOWN, "unknown", f"{device}: no reading in the last 24 h")
-    depth = site.basin.depth_of(s.quantity, float(s.last_value), s.unit)
+    depth = basin.depth_of(s.quantity, float(s.last_value), s.unit)
     if depth is None or s.last_flags:
         why = ", ".join(s.last_flags) or "no target"
         return Shown(UNKNOWN, "unknown", f"{device}: last reading not usable ({why})")
-    lost = lost_capacity(site.basin.storage, depth)
+    lost = lost_capacity(basin.storage, depth)
     if site.silent(device, s.last_time, now):
         return Shown(UNKNOWN, "unknown", f"{percent(lost)} at its last reading, {local_time(s.last_time, site.tz)}")
     state: State = "alert" if lost >= site.basin_rule.cleanout_fraction else \
@@ -461,6 +508,49 @@ class Gap:
 
 
 @dataclass
+class PointSeries:
+    """One discharge point's turbidity over the window, ready to chart.
+
+    Attributes:
+        point: the point's id (:data:`stormwatch.config.LEGACY_POINT` for a site file's one
+            ``turbidity_pair``, charted as before points had ids).
+        label: how people call it (``name (id)``).
+        upstream_device, downstream_device: its background and compliance probes (``None``: none).
+        upstream, downstream: turbidity points ``(time, NTU)`` without QC flags.
+        allowed: the criterion's maximum at each upstream point (at each downstream point when the
+            criterion needs no background and the point has no background probe); empty without a
+            criterion.
+        unit: the downstream probe's unit.
+    """
+
+    point: str
+    label: str
+    upstream_device: str | None
+    downstream_device: str | None
+    upstream: list[tuple[datetime, float]] = field(default_factory=list)
+    downstream: list[tuple[datetime, float]] = field(default_factory=list)
+    allowed: list[tuple[datetime, float]] = field(default_factory=list)
+    unit: str = "NTU"
+
+    @property
+    def legacy(self) -> bool:
+        """The site file's one ``turbidity_pair`` (no point id to show)."""
+        return self.point == LEGACY_POINT
+
+
+@dataclass
+class BasinSeries:
+    """One basin's storage lost over the window: ``lost`` is ``(time, fraction of design storage
+    lost)``, from ``device``'s level readings without QC flags; ``named``: the site has ``basins``
+    (show the id), not the site file's one ``basin``."""
+
+    basin: str
+    device: str
+    named: bool
+    lost: list[tuple[datetime, float]] = field(default_factory=list)
+
+
+@dataclass
 class SiteSeries:
     """One site's readings over ``[start, end)``, ready to chart.
 
@@ -469,9 +559,9 @@ class SiteSeries:
         rain_depth_bins: ``(bin start, inches)`` per interval: each reading's tips × its own tip size
             (a bin across a gauge replacement adds both sizes); readings flagged
             ``rain_beyond_envelope`` are not rain, in neither list.
-        upstream, downstream: turbidity points ``(time, NTU)``; ``allowed``: the criterion's maximum
-            at each upstream point.
-        basin_lost: ``(time, fraction of design storage lost)``.
+        points: every discharge point with a compliance probe, in the site file's order (a site
+            file's ``turbidity_pair``: one, :attr:`PointSeries.legacy`).
+        basins: every basin the pack's basin rule watches, in the site file's order.
         gaps: per device, the stretches with no reading (longer than the silence allowance).
     """
 
@@ -480,13 +570,22 @@ class SiteSeries:
     bin: timedelta
     rain_bins: list[tuple[datetime, int]] = field(default_factory=list)
     rain_depth_bins: list[tuple[datetime, Fraction]] = field(default_factory=list)
-    upstream: list[tuple[datetime, float]] = field(default_factory=list)
-    downstream: list[tuple[datetime, float]] = field(default_factory=list)
-    allowed: list[tuple[datetime, float]] = field(default_factory=list)
-    turbidity_unit: str = "NTU"
-    basin_lost: list[tuple[datetime, float]] = field(default_factory=list)
+    points: list[PointSeries] = field(default_factory=list)
+    basins: list[BasinSeries] = field(default_factory=list)
     gaps: dict[str, list[Gap]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+
+    def point(self, point_id: str | None) -> PointSeries | None:
+        """The series of discharge point ``point_id`` (``None``: the site's only point, if it has one)."""
+        if point_id is None:
+            return self.points[0] if len(self.points) == 1 else None
+        return next((p for p in self.points if p.point == point_id), None)
+
+    def basin(self, basin_id: str | None) -> BasinSeries | None:
+        """The series of basin ``basin_id`` (``None``: the site's only basin, if it has one)."""
+        if basin_id is None:
+            return self.basins[0] if len(self.basins) == 1 else None
+        return next((b for b in self.basins if b.basin == basin_id), None)
 
 
 def gaps_of(times: Sequence[datetime], start: datetime, end: datetime, allowance: timedelta,
@@ -534,21 +633,33 @@ def site_series(site: SiteModel, readings: Sequence[Reading], events: Sequence[E
                 depths[i] += site.reading_depth_in(r)
         out.rain_bins = [(start + i * out.bin, n) for i, n in enumerate(tips)]
         out.rain_depth_bins = [(start + i * out.bin, d) for i, d in enumerate(depths)]
-    pair = site.cfg.turbidity_pair
-    if pair is not None:
-        for r in by_device.get(pair.upstream, []):
-            if r.quantity == "turbidity" and not r.flags:
-                out.upstream.append((r.time, float(r.value)))
-                if site.criterion is not None:
-                    out.allowed.append((r.time, site.criterion.allowed_ntu(float(r.value))))
-        for r in by_device.get(pair.downstream, []):
-            if r.quantity == "turbidity" and not r.flags:
-                out.downstream.append((r.time, float(r.value)))
-                out.turbidity_unit = r.unit
-    if site.basin is not None:
-        for r in by_device.get(site.basin.basin.device, []):
-            if site.basin.wants(r) and not r.flags:
-                depth = site.basin.depth_ft(r)
+    for point in site.cfg.points:
+        if point.downstream is not None:
+            out.points.append(_point_series(site, point, by_device))
+    for state in site.basin_states:
+        b = BasinSeries(state.basin.id, state.basin.device, state.named)
+        for r in by_device.get(state.basin.device, []):
+            if state.wants(r) and not r.flags:
+                depth = state.depth_ft(r)
                 if depth is not None:
-                    out.basin_lost.append((r.time, lost_capacity(site.basin.storage, depth)))
+                    b.lost.append((r.time, lost_capacity(state.storage, depth)))
+        out.basins.append(b)
+    return out
+
+
+def _point_series(site: SiteModel, point: DischargePoint, by_device: dict[str, list[Reading]]) -> PointSeries:
+    """One discharge point's probes' turbidity (readings without QC flags) and the allowed band."""
+    out = PointSeries(point.id, point.label, point.upstream, point.downstream)
+    for r in by_device.get(point.upstream, []) if point.upstream is not None else []:
+        if r.quantity == "turbidity" and not r.flags:
+            out.upstream.append((r.time, float(r.value)))
+            if site.criterion is not None:
+                out.allowed.append((r.time, site.criterion.allowed_ntu(float(r.value))))
+    assert point.downstream is not None
+    for r in by_device.get(point.downstream, []):
+        if r.quantity == "turbidity" and not r.flags:
+            out.downstream.append((r.time, float(r.value)))
+            out.unit = r.unit
+            if point.upstream is None and site.criterion is not None and not site.criterion.needs_background:
+                out.allowed.append((r.time, site.criterion.allowed_ntu(None)))
     return out

@@ -11,13 +11,61 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from stormwatch.contract import Event, Reading
 from stormwatch.stores.base import StoredRow
 from stormwatch.stores.rows import row_reading, time_of_us
+from stormwatch.wire import format_time
+
+
+class Occurrence(NamedTuple):
+    """The parts of a timed occurrence key (:func:`occurrence`): ``kind``, the discharge point,
+    basin or gauge it is of (``key``; ``None``: the site's one), and its time (UTC)."""
+
+    kind: str
+    key: str | None
+    time: datetime
+
+
+def occurrence(kind: str, at: datetime, key: str | None = None) -> str:
+    """The occurrence key of a timed event: ``<kind>:<time>`` or ``<kind>:<key>:<time>``, the time
+    as :func:`stormwatch.wire.format_time` gives it (``storm:2026-06-01T05:00:00Z``,
+    ``turbidity:outfall-2:2026-06-01T14:35:00Z``, ``basin:trap-2:2026-06-01T00:00:00Z``).
+
+    The key of an event's work order (``(site, rule, occurrence)``), so one string for a condition
+    forever: every rule that keys an event by a time builds it here, and
+    :func:`parse_occurrence` reads it back. ``kind`` has no ``:``; ``key`` is an id, which may
+    (:data:`stormwatch.contract.IDENTIFIER_RULE`): the time -- always ``HH:MM:SS`` and ``Z`` -- is
+    read from the right, so a key with colons is read right too.
+    """
+    if ":" in kind:
+        raise ValueError(f"occurrence kind {kind!r} must not contain ':'")
+    return f"{kind}:{format_time(at)}" if key is None else f"{kind}:{key}:{format_time(at)}"
+
+
+def parse_occurrence(text: str) -> Occurrence:
+    """The parts of an occurrence key :func:`occurrence` built.
+
+    Raises:
+        ValueError: ``text`` is not ``<kind>[:<key>]:<RFC 3339 UTC time>`` (an occurrence keyed by a
+            day or a work-order id, say ``R6:outfall-1:week:2026-06-01``).
+    """
+    head, sep, rest = text.partition(":")
+    parts = rest.rsplit(":", 3)  # [key,] YYYY-MM-DDTHH, MM, SS[.ffffff]Z
+    if not sep or len(parts) < 3:
+        raise ValueError(f"occurrence {text!r} has no time")
+    when = ":".join(parts[-3:])
+    key = parts[0] if len(parts) == 4 else None
+    try:
+        t = datetime.fromisoformat(when).astimezone(UTC)
+    except ValueError:
+        raise ValueError(f"occurrence {text!r} has no time") from None
+    if format_time(t) != when:
+        raise ValueError(f"occurrence {text!r} has no time")
+    return Occurrence(head, key, t)
 
 
 class Rule(Protocol):
@@ -102,12 +150,13 @@ class RuleTrace(Protocol):
         ...
 
     def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,
-                         downstream: float | None, allowed: float | None) -> None:
-        """R2 judged the window ``[start, end)``: ``status`` ``compliant``, ``violating``,
-        ``undetermined`` or ``needs_verification``; window medians and the allowed value (NTU/FNU)."""
+                         downstream: float | None, allowed: float | None, point: str | None = None) -> None:
+        """R2 judged the window ``[start, end)`` of discharge point ``point`` (``None``: the site file's
+        one ``turbidity_pair``): ``status`` ``compliant``, ``violating``, ``undetermined`` or
+        ``needs_verification``; window medians and the allowed value (NTU/FNU)."""
         ...
 
-    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float) -> None:
-        """R3's settled sediment depth changed at ``t``: ``depth_ft`` above the floor and the fraction
-        0..1 of the design storage volume it takes."""
+    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float, basin: str | None = None) -> None:
+        """R3's settled sediment depth of basin ``basin`` (its id) changed at ``t``: ``depth_ft``
+        above the floor and the fraction 0..1 of the design storage volume it takes."""
         ...

@@ -33,7 +33,7 @@ from pydantic import Field
 
 from stormwatch.alerts.geometry import StageStorage, lost_capacity, stage_storage_of
 from stormwatch.alerts.packs import RuleParams
-from stormwatch.alerts.rules import Chunk, RuleTrace
+from stormwatch.alerts.rules import Chunk, RuleTrace, occurrence
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import M_PER_FT, Basin
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
@@ -219,7 +219,7 @@ class BasinRuleState:
         lost = lost_capacity(self.storage, settled)
         t = time_of_us(t_us)
         if self.trace is not None:
-            self.trace.basin_settled(t, settled, lost)
+            self.trace.basin_settled(t, settled, lost, basin=self.basin.id)
         return self._step(t, settled, lost)
 
     def advance_to(self, t: datetime) -> list[Event]:
@@ -229,7 +229,7 @@ class BasinRuleState:
     def _event(self, kind: EventKind, t: datetime, depth: float, lost: float, message: str, **extra: Any) -> Event:
         assert self._cycle_start is not None
         return Event(kind=kind, site=self.site, event_time=t, rule=self.rule_id, citation=self.params.citation,
-                     occurrence=f"basin:{self.basin.id}:{format_time(self._cycle_start)}", message=message,
+                     occurrence=occurrence("basin", self._cycle_start, self.basin.id), message=message,
                      details=BasinDetails(lost_capacity=lost, sediment_depth_ft=depth,
                                           basin=self.basin.id if self.named else None),
                      evidence=[{"time": format_time(time_of_us(x)), "sediment_depth_ft": d} for x, d in self._recent],
@@ -305,7 +305,7 @@ KIND = RuleKind(
     events=(
         EventKindSpec("basin_capacity_warning", BasinDetails, "sediment reached the warning fraction"),
         EventKindSpec("basin_cleanout_due", BasinDetails, "sediment reached the cleanout fraction: due by due_at",
-                      opens="basin_cleanout"),
+                      opens="basin_cleanout", chart="basin"),
         EventKindSpec("basin_cleanout_done", BasinDetails, "a measured drop below warning after a cleanout"),
     ),
 )

@@ -44,13 +44,13 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
 
 from stormwatch.alerts.packs import RuleParams
+from stormwatch.alerts.rules import occurrence
 from stormwatch.alerts.rules.daily_average import day_start
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, RuleContext, RuleKind
 from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.config import LEGACY_POINT, DischargePoint
 from stormwatch.contract import Event, EventDetails, Reading, manual_inspector
 from stormwatch.display import local_time
-from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +371,7 @@ class BenchmarkState:
         if action is None:
             again = "" if started else " (still beyond it)"
             return Event(kind=kind, site=self.site, event_time=reading.time, rule=self.rule_id, citation=p.citation,
-                         occurrence=f"{self.rule_id}:{self.key}:{format_time(reading.time)}",
+                         occurrence=occurrence(self.rule_id, reading.time, self.key),
                          message=f"{where}{sample} is beyond the benchmark ({level}){again}",
                          details=BenchmarkDetails(**details), evidence=[reading.to_wire()])
         due = action.due(reading.time, self.tz)

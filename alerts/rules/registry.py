@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from stormwatch.contract import EVENT_KINDS, EventDetails, NoDetails
 from stormwatch.errors import InputError
@@ -55,6 +55,10 @@ log = logging.getLogger(__name__)
 RULES_ENV = "STORMWATCH_RULES"
 #: Package the user's rule modules are loaded under.
 USER_PACKAGE = "stormwatch_user_rules"
+
+
+#: The charts a work order's evidence can be (:attr:`EventKindSpec.chart`).
+EvidenceChart = Literal["rain", "turbidity", "basin"]
 
 
 class RegistryError(InputError):
@@ -75,6 +79,10 @@ class EventKindSpec:
         closes: the work-order kind it completes (``sampling``): the open order of the same
             ``(site, rule, occurrence)`` is completed at the event's time -- the work the order asked
             for was done and a reading shows it (a recorded sample closes its reminder); or ``None``.
+        chart: the chart the order it opens shows as evidence (the web desk's order page): ``rain``
+            (the site's gauge), ``turbidity`` (the discharge point its occurrence key names,
+            :func:`stormwatch.alerts.rules.occurrence`; no key: the site's one point) or ``basin``
+            (the basin its key names); ``None``: no chart.
     """
 
     kind: str
@@ -83,6 +91,7 @@ class EventKindSpec:
     opens: str | None = None
     inspection: bool = False
     closes: str | None = None
+    chart: EvidenceChart | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +194,10 @@ class Registry:
     def closing_kinds(self) -> dict[str, str]:
         """event kind → work-order kind, for the events that complete an order (``closes``)."""
         return {e.kind: e.closes for e in self.events.values() if e.closes is not None}
+
+    def evidence_charts(self) -> dict[str, EvidenceChart]:
+        """work-order kind → the chart its page shows as evidence (:attr:`EventKindSpec.chart`)."""
+        return {e.opens: e.chart for e in self.events.values() if e.opens is not None and e.chart is not None}
 
     def inspection_orders(self) -> tuple[str, ...]:
         """Work-order kinds that are inspections."""

@@ -25,11 +25,10 @@ from zoneinfo import ZoneInfo
 from pydantic import Field
 
 from stormwatch.alerts.packs import RuleParams
-from stormwatch.alerts.rules import Chunk
+from stormwatch.alerts.rules import Chunk, occurrence
 from stormwatch.alerts.rules.registry import EventKindSpec, RuleContext, RuleKind
 from stormwatch.contract import Event, Reading
 from stormwatch.display import local_time
-from stormwatch.wire import format_time
 
 
 class RoutineRule(RuleParams):
@@ -86,7 +85,7 @@ class RoutineRuleState:
         self.next_due = self._due
         return Event(
             kind="routine_inspection_due", site=self.site, event_time=start, rule=self.rule_id,
-            citation=self.params.citation, occurrence=f"routine:{format_time(self._due)}", due_at=self._due,
+            citation=self.params.citation, occurrence=occurrence("routine", self._due), due_at=self._due,
             message=f"routine inspection (every {self.params.every_days:g} days, {why}) "
                     f"due by {local_time(self._due, self.tz)}",
         )
@@ -167,5 +166,5 @@ KIND = RuleKind(
     kind="routine", params=RoutineRule, build=build,
     summary="R1w: routine inspection every seven days, rain or not (§133-7A(2), §196-9B)",
     events=(EventKindSpec("routine_inspection_due", summary="a routine inspection period opened: due by due_at",
-                          opens="routine_inspection", inspection=True),),
+                          opens="routine_inspection", inspection=True, chart="rain"),),
 )

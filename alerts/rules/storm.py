@@ -76,7 +76,7 @@ from zoneinfo import ZoneInfo
 from pydantic import Field, field_validator, model_validator
 
 from stormwatch.alerts.packs import RuleParams
-from stormwatch.alerts.rules import Chunk, RuleTrace
+from stormwatch.alerts.rules import Chunk, RuleTrace, occurrence
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import FallbackGauge
 from stormwatch.contract import TIP_UNIT, Event, EventDetails, EventKind, Reading, UtcDatetime
@@ -196,7 +196,7 @@ class _Storm:
 
     @property
     def occurrence(self) -> str:
-        return f"storm:{format_time(self.start)}"
+        return occurrence("storm", self.start)
 
 
 @dataclass(frozen=True)
@@ -357,7 +357,7 @@ class StormRuleState:
                       "counted for R1 in the gauge's place")
         return Event(
             kind="data_gap", site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
-            occurrence=f"gap:{self.gauge}:{format_time(start)}",
+            occurrence=occurrence("gap", start, self.gauge),
             details=GapDetails(gap_start=start, gap_end=end, storm_start=s.start if s else None,
                                tips=s.tips if s else None,
                                source=f"station {fb.station}" if filled and fb else None,
@@ -845,7 +845,7 @@ KIND = RuleKind(
         EventKindSpec("storm_started", StormDetails, "the first tip of a storm"),
         EventKindSpec("storm_qualified", StormDetails, "the tip that reaches the threshold: an inspection will be due"),
         EventKindSpec("storm_inspection_due", StormDetails, "a qualifying storm ended: inspection due by due_at",
-                      opens="storm_inspection", inspection=True),
+                      opens="storm_inspection", inspection=True, chart="rain"),
         EventKindSpec("data_gap", GapDetails, "the rain gauge is silent (gap_end absent) or reported again"),
     ),
 )

@@ -34,9 +34,10 @@ from zoneinfo import ZoneInfo
 from pydantic import Field
 
 from stormwatch.alerts.packs import RuleParams
-from stormwatch.alerts.rules import Chunk, RuleTrace
+from stormwatch.alerts.rules import Chunk, RuleTrace, occurrence
 from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
+from stormwatch.config import DischargePoint
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import UTC_ZONE, local_time, names, turbidity
 from stormwatch.stores.rows import time_of_us, us_of
@@ -143,7 +144,6 @@ class TurbidityRuleState:
         self.downstream = downstream
         self.point = point
         self._where = f"discharge point {point}: " if point else ""
-        self._key = f"{point}:" if point else ""
         self.criterion = criterion_named(params.criterion, params.absolute_limit_ntu)
         self.window = timedelta(minutes=params.median_window_min)
         self.need = math.ceil(params.sustained_min / params.median_window_min - 1e-9)
@@ -297,7 +297,8 @@ class TurbidityRuleState:
     def _step(self, r: _Result) -> list[Event]:
         out: list[Event] = []
         if self.trace is not None:
-            self.trace.turbidity_window(r.start, r.end, r.status, r.reason, r.up_median, r.down_median, r.allowed)
+            self.trace.turbidity_window(r.start, r.end, r.status, r.reason, r.up_median, r.down_median, r.allowed,
+                                        point=self.point)
         changed = r.status != self._last_status
         self._last_status = r.status
         if r.status == "violating":
@@ -307,7 +308,7 @@ class TurbidityRuleState:
                 first = self._run[0]
                 self._in_violation = first
                 out.append(self._event(
-                    "turbidity_contrast", r, f"turbidity:{self._key}{format_time(first.start)}",
+                    "turbidity_contrast", r, occurrence("turbidity", first.start, self.point),
                     f"possible turbidity violation: downstream median {turbidity(r.down_median, r.unit)} > "
                     f"allowed {turbidity(r.allowed, r.unit)} ({self._allowance(r)}) for "
                     f"{(r.end - first.start).total_seconds() / 60:g} min since {local_time(first.start, self.tz)}; "
@@ -325,7 +326,7 @@ class TurbidityRuleState:
                     self._in_violation = None
                     self._ok = 0
                     out.append(self._event(
-                        "turbidity_cleared", r, f"turbidity:{self._key}{format_time(first.start)}",
+                        "turbidity_cleared", r, occurrence("turbidity", first.start, self.point),
                         f"turbidity back within the allowed for {self.params.clear_min:g} min (downstream "
                         f"{turbidity(r.down_median, r.unit)}, allowed {turbidity(r.allowed, r.unit)}: "
                         f"{self._allowance(r)})",
@@ -338,7 +339,7 @@ class TurbidityRuleState:
                 "turbidity_undetermined" if r.status == "undetermined" else "turbidity_needs_verification"
             )
             out.append(self._event(
-                kind, r, f"{kind}:{self._key}{format_time(r.start)}",
+                kind, r, occurrence(kind, r.start, self.point),
                 f"turbidity {r.status.replace('_', ' ')} from {local_time(r.start, self.tz)}: {r.reason}",
                 evidence=[r.evidence()],
             ))
@@ -366,6 +367,12 @@ class TurbidityDetails(EventDetails):
                 f"{turbidity(self.upstream_ntu, unit)}")
 
 
+def watches(point: DischargePoint, needs_background: bool) -> bool:
+    """Whether R2 runs at ``point``: it has a compliance probe and, under a criterion that compares
+    against background (``needs_background``), a background probe too."""
+    return point.downstream is not None and (point.upstream is not None or not needs_background)
+
+
 def build(ctx: RuleContext) -> list[TurbidityRuleState]:
     """R2 on each discharge point's probes: its upstream/downstream pair, or its single compliance
     probe when the criterion needs no background (``absolute``); a point without a compliance probe
@@ -377,7 +384,7 @@ def build(ctx: RuleContext) -> list[TurbidityRuleState]:
     for point in ctx.cfg.points:
         if point.downstream is None:
             continue
-        if point.upstream is None and needs_background:
+        if not watches(point, needs_background):
             log.info("%s: %s (%s criterion) needs a background probe; discharge point %s has only a compliance "
                      "probe: not watched there", ctx.site, ctx.rule_id, ctx.params.criterion, point.id)
             continue
@@ -393,7 +400,7 @@ KIND = RuleKind(
            Role("turbidity_downstream", "turbidity", "compliance probe (turbidity_pair.downstream)")),
     events=(
         EventKindSpec("turbidity_contrast", TurbidityDetails, "a sustained possible violation, for the SMO to confirm",
-                      opens="turbidity_review"),
+                      opens="turbidity_review", chart="turbidity"),
         EventKindSpec("turbidity_cleared", TurbidityDetails, "back within the criterion (hysteresis)"),
         EventKindSpec("turbidity_undetermined", TurbidityDetails, "no clean background or downstream data"),
         EventKindSpec("turbidity_needs_verification", TurbidityDetails, "the window's only data carry QC flags"),
