@@ -87,8 +87,17 @@ class TimeParser:
         formats: candidate :func:`~datetime.datetime.strptime` formats (or :data:`ISO`); the first
             one that parses a row is then used for the whole file (a file has one format).
         zone: the zone of times that carry no offset (an IANA zone, or a fixed offset such as
-            HOBOware's ``GMT-04:00``). Ambiguous local times (the repeated hour when clocks go back)
-            are taken as the first occurrence (``fold=0``).
+            HOBOware's ``GMT-04:00``).
+
+    Local times at a daylight-saving change (times without an offset, in a zone with DST):
+
+    * the repeated hour when clocks go back (01:30 twice in New York on the first Sunday of
+      November) is the first occurrence, unless that would put the row before the one read just
+      before it -- a logger writing in order has gone on into the second occurrence (01:59 EDT,
+      then 01:00 is 01:00 EST, an hour later, not an hour earlier);
+    * a time in the hour skipped when clocks go forward (02:30 in New York on the second Sunday of
+      March) never happened on that clock: it is refused (``ValueError``; an import rejects the row
+      ``bad_time``) rather than shifted to a time the logger never wrote.
     """
 
     def __init__(self, formats: Sequence[str], zone: tzinfo) -> None:
@@ -97,6 +106,7 @@ class TimeParser:
         self.formats = list(formats)
         self.zone = zone
         self._locked: str | None = None
+        self._previous: datetime | None = None  # the UTC instant of the row parsed before
 
     @property
     def format(self) -> str | None:
@@ -132,8 +142,23 @@ class TimeParser:
                 tried = ", ".join(repr(f) for f in self.formats)
                 raise ValueError(f"time {text!r} matches none of the formats {tried}")
         if when.tzinfo is None:
-            when = when.replace(tzinfo=self.zone)
-        return when.astimezone(UTC)
+            when = self._local(when, cell)
+        utc = when.astimezone(UTC)
+        self._previous = utc
+        return utc
+
+    def _local(self, naive: datetime, cell: str) -> datetime:
+        """``naive`` read on the file's zone's clock (the class docstring: DST changes)."""
+        first = naive.replace(tzinfo=self.zone, fold=0)
+        second = naive.replace(tzinfo=self.zone, fold=1)
+        if first.utcoffset() == second.utcoffset():
+            return first  # no DST change at this time (or a fixed-offset zone)
+        if first.astimezone(UTC).astimezone(self.zone).replace(tzinfo=None) != naive:
+            raise ValueError(f"time {cell!r} does not exist in {self.zone}: the clocks went forward over it "
+                             "(daylight saving time); a logger on that clock never wrote it")
+        if self._previous is not None and first.astimezone(UTC) < self._previous <= second.astimezone(UTC):
+            return second
+        return first
 
 
 @dataclass(frozen=True)
