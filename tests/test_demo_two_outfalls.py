@@ -61,7 +61,9 @@ def test_two_outfalls_two_basins_separate_events_and_work_orders(tmp_path: Path)
 
     up, down1, down2 = series("turb-up"), series("turb-down-1"), series("turb-down-2")
     common = set(up) & set(down2)
-    assert len(common) > 1500  # 32 h of 60-s polls (1,920), less slots a loaded machine skipped
+    # 32 h of 60-s polls (1,920), less slots a loaded machine skipped (a quarter of them with both
+    # cores busy at --speed 2000): enough common slots for the medians below
+    assert len(common) > 960
     # 1 NTU apart, up to the background's drift between the two probes' reads of one slot (at most
     # 0.06 NTU a simulated minute: 0.4·(0.6·2π/97 + 0.4·2π/23); each device answers when asked)
     excess = sorted(down2[t] - up[t] for t in common)

@@ -43,8 +43,10 @@ def site(devices: list[dict], site_id: str) -> object:
 
 
 def clock(speed: float = 600.0) -> ScenarioClock:
-    # Simulated time starts 0.3 s from now: the first poll slot is exactly SIM_START.
-    return ScenarioClock(sim_start=SIM_START, speed=speed, wall_start=time.time() + 0.3)
+    # Simulated time starts 1.5 s from now: the first poll slot is exactly SIM_START. The lead is the
+    # time the test has to build and start the gateway before that slot (0.3 s was not enough with
+    # both cores busy: the run's `until` had passed before the first poll, and nothing was read).
+    return ScenarioClock(sim_start=SIM_START, speed=speed, wall_start=time.time() + 1.5)
 
 
 def test_y511_turbidity_over_modbus_tcp_reaches_mqtt(mosquitto_server, tmp_path: Path) -> None:
