@@ -59,6 +59,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     _site_variant(doc_of(site), d / "low-sensor.yaml", lambda x: x["basin"].update(sensor_mount_height_ft=2))
     _site_variant(doc_of(site), d / "huge-deadline.yaml",
                   lambda x: x.update(rules={"R1": {"inspection_within_hours": 1e308}}))
+    (d / "twice-id.yaml").write_text(site.read_text(encoding="utf-8").replace("site:\n", "site:\n  id: other\n", 1),
+                                     encoding="utf-8")  # site.id written twice: the next line is the file's own
     used = open_store(f"sqlite:///{d / 'used.db'}", WallClock())  # holds a reading inside the demo's window
     used.write_readings([Reading(site="riverside-commons", device="rain-1", quantity="rain_tips", value=0,
                                  unit=TIP_UNIT, time=datetime(2026, 6, 1, 5, 0, tzinfo=UTC), gateway="gw",
@@ -74,7 +76,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
             "tharandt": data_file("tharandt_davis_tips_Sensor1.csv"), "empty-state": d / "empty-state",
             "a-dir-db": d / "a-dir.db", "used": d / "used.db",
             **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
-                                                     "low-sensor", "huge-deadline")}}
+                                                     "low-sensor", "huge-deadline", "twice-id")}}
     busy.close()
 
 
@@ -318,6 +320,10 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("site-sensor-below-the-design-height", ["evaluate", "--site", "{low-sensor}", "--from", "2026-06-01",
                                                  "--until", "2026-06-02", "--store", "{db}"],
          "basin.sensor_mount_height_ft: 2 ft is not above the basin's design height 4 ft"),
+        ("site-key-twice", ["gateway", "--check", "--site", "{twice-id}"],
+         "{twice-id}:5:3: not valid YAML: key 'id' given twice, at lines 4 and 5 (YAML would keep only the last"),
+        ("site-key-twice-evaluate", ["evaluate", "--site", "{twice-id}", "--from", "2026-06-01", "--until",
+                                     "2026-06-02", "--store", "{db}"], "key 'id' given twice, at lines 4 and 5"),
         ("workorders-by-newline", ["workorders", "ack", "WO-x", "--by", "ina\nx", "--state-dir", "{state}"],
          "the name of who acknowledges (--by) 'ina\\nx': character 4 '\\n' is not allowed"),
         ("readings-by-bell", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann\x07",

@@ -77,3 +77,36 @@ def test_distance_down_sensor_needs_its_mount_height(tmp_path: Path) -> None:
     del doc["basin"]["sensor_mount_height_ft"]
     with pytest.raises(ConfigError, match=r"basin\.sensor_mount_height_ft: required"):
         load_site(_write(tmp_path, doc), ProfileLibrary())
+
+
+def test_a_key_written_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
+    """PyYAML keeps the last of a repeated key silently; the loader of site files, profiles and
+    packs (stormwatch.errors.load_yaml) refuses it, naming the key and both lines."""
+    text = EXAMPLE.read_text()
+    path = tmp_path / "site.yaml"
+    path.write_text(text.replace("site:\n", "site:\n  id: riverside-north\n", 1))
+    line = text.splitlines().index("site:") + 2  # the line added; the example's own id is the next one
+    with pytest.raises(ConfigError) as err:
+        load_site(path, ProfileLibrary())
+    assert str(err.value) == (f"{path}:{line + 1}:3: not valid YAML: key 'id' given twice, at lines {line} and "
+                              f"{line + 1} (YAML would keep only the last; remove one)")
+
+
+def test_a_merge_key_is_not_a_repeated_key(tmp_path: Path) -> None:
+    from stormwatch.errors import load_yaml
+
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  x: 3\n")
+    assert load_yaml(path) == {"base": {"x": 1, "y": 2}, "m": {"x": 3, "y": 2}}
+
+
+def test_a_profile_with_a_key_written_twice_is_refused(tmp_path: Path) -> None:
+    from stormwatch.profiles import ProfileError, load_profile_file
+
+    source = REPO / "device_profiles" / "campbell_rainvue10.yaml"
+    text = source.read_text()
+    first = text.splitlines()[next(i for i, t in enumerate(text.splitlines()) if t.startswith("model:"))]
+    path = tmp_path / "campbell_rainvue10.yaml"
+    path.write_text(text.replace(first + "\n", f"{first}\n{first}\n", 1))
+    with pytest.raises(ProfileError, match=r"not valid YAML: key 'model' given twice, at lines \d+ and \d+"):
+        load_profile_file(path)
