@@ -200,26 +200,60 @@ class DischargePoint(_Strict):
 LEGACY_POINT = "turbidity_pair"
 
 
+#: Plausible bounds of a sediment basin or trap (docs/reference/hydrology.md, "Plausible basin
+#: dimensions"). A temporary sediment basin is sized at about 3,600 ft³ per acre drained (the EPA
+#: CGP's storage for a basin without a 2-year storm calculation) and drains at most some 100
+#: acres: some 360,000 ft³, e.g. 300 × 300 ft at 4 ft deep. The bounds are an order of magnitude
+#: and more beyond that, so no real basin meets them -- they exist to refuse what no basin is
+#: (``.inf``, ``1e308``, a typo of several digits), which made V(H) infinite and turned R3 off.
+MAX_BASIN_SIDE_FT = 5000.0
+#: Design height, stage and sensor mount height (ft): an embankment that high is a dam, not a sediment basin.
+MAX_BASIN_HEIGHT_FT = 100.0
+#: Side slope z (horizontal : 1 vertical); basins are built 2:1 to 4:1, 100:1 is a flat field.
+MAX_SIDE_SLOPE_Z = 100.0
+#: Storage volume (ft³) of a stage-storage row: ~23,000 acre-ft, thousands of times a large basin.
+MAX_BASIN_VOLUME_FT3 = 1e9
+
+
 class BasinGeometry(_Strict):
     """Rectangular basin with sloped sides (hydrology.md, "Stage–storage").
 
+    Every dimension is finite and within the plausible bounds (:data:`MAX_BASIN_SIDE_FT`,
+    :data:`MAX_SIDE_SLOPE_Z`, :data:`MAX_BASIN_HEIGHT_FT`).
+
     Attributes:
-        bottom_length_ft, bottom_width_ft: floor dimensions.
-        side_slope_z: horizontal run per unit rise (z:1).
-        design_height_ft: design storage height H above the floor.
+        bottom_length_ft, bottom_width_ft: floor dimensions (0 < ft ≤ 5,000).
+        side_slope_z: horizontal run per unit rise (z:1; 0 ≤ z ≤ 100).
+        design_height_ft: design storage height H above the floor (0 < ft ≤ 100).
     """
 
-    bottom_length_ft: float = Field(gt=0)
-    bottom_width_ft: float = Field(gt=0)
-    side_slope_z: float = Field(ge=0)
-    design_height_ft: float = Field(gt=0)
+    bottom_length_ft: float = Field(gt=0, le=MAX_BASIN_SIDE_FT, allow_inf_nan=False)
+    bottom_width_ft: float = Field(gt=0, le=MAX_BASIN_SIDE_FT, allow_inf_nan=False)
+    side_slope_z: float = Field(ge=0, le=MAX_SIDE_SLOPE_Z, allow_inf_nan=False)
+    design_height_ft: float = Field(gt=0, le=MAX_BASIN_HEIGHT_FT, allow_inf_nan=False)
+
+
+StageFt = Annotated[float, Field(ge=0, le=MAX_BASIN_HEIGHT_FT, allow_inf_nan=False)]
+VolumeFt3 = Annotated[float, Field(ge=0, le=MAX_BASIN_VOLUME_FT3, allow_inf_nan=False)]
+
+
+def _interpolate(rows: tuple[tuple[float, float], ...], stage_ft: float) -> float:
+    """The volume (ft³) at ``stage_ft`` of stage-storage ``rows``, linear between rows (as
+    :class:`stormwatch.alerts.geometry.StageStorageTable`; ``stage_ft`` within the table)."""
+    for (s0, v0), (s1, v1) in pairwise(rows):
+        if s0 <= stage_ft <= s1:
+            return v0 + (v1 - v0) * (stage_ft - s0) / (s1 - s0)
+    return rows[-1][1]
 
 
 class Basin(_Strict):
     """The sediment trap/basin watched for cleanout (rules.md R3).
 
-    Either ``geometry`` or ``stage_storage`` (rows of ``[stage_ft, volume_ft3]``, increasing,
-    starting at ``[0, 0]``; ``design_height_ft`` then required).
+    Either ``geometry`` or ``stage_storage`` (rows of ``[stage_ft, volume_ft3]`` starting at
+    ``[0, 0]``, stages strictly increasing, volumes never decreasing, each finite and within
+    :data:`MAX_BASIN_HEIGHT_FT` / :data:`MAX_BASIN_VOLUME_FT3`; ``design_height_ft`` then required,
+    at most the last stage, with a positive storage below it -- the lost capacity V(s)/V(H) of R3
+    divides by it).
 
     Attributes:
         id: basin name.
@@ -229,10 +263,10 @@ class Basin(_Strict):
 
     id: str = "basin-1"
     device: str
-    sensor_mount_height_ft: float | None = Field(default=None, gt=0)
+    sensor_mount_height_ft: float | None = Field(default=None, gt=0, le=MAX_BASIN_HEIGHT_FT, allow_inf_nan=False)
     geometry: BasinGeometry | None = None
-    stage_storage: tuple[tuple[float, float], ...] | None = None
-    design_height_ft: float | None = Field(default=None, gt=0)
+    stage_storage: tuple[tuple[StageFt, VolumeFt3], ...] | None = None
+    design_height_ft: float | None = Field(default=None, gt=0, le=MAX_BASIN_HEIGHT_FT, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Basin:
@@ -249,6 +283,11 @@ class Basin(_Strict):
                     raise ValueError("stage_storage rows must increase in stage and not decrease in volume")
             if self.design_height_ft > rows[-1][0]:
                 raise ValueError("design_height_ft is above the last stage_storage row")
+            design = _interpolate(rows, self.design_height_ft)
+            if not design > 0:
+                raise ValueError(f"stage_storage holds {design:g} ft³ below design_height_ft "
+                                 f"{self.design_height_ft:g} ft: a basin with no design storage has no "
+                                 "capacity to lose (R3 divides by it); give the volumes of the plan's table")
         return self
 
     @property

@@ -59,6 +59,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     _site_variant(doc_of(site), d / "low-sensor.yaml", lambda x: x["basin"].update(sensor_mount_height_ft=2))
     _site_variant(doc_of(site), d / "huge-deadline.yaml",
                   lambda x: x.update(rules={"R1": {"inspection_within_hours": 1e308}}))
+    _site_variant(doc_of(site), d / "infinite-basin.yaml",
+                  lambda x: x["basin"]["geometry"].update(bottom_length_ft=float("inf")))
+    _site_variant(doc_of(site), d / "wide-basin.yaml", lambda x: x["basin"]["geometry"].update(bottom_width_ft=1e308))
+    _site_variant(doc_of(site), d / "flat-table.yaml", lambda x: x["basin"].update(
+        geometry=None, stage_storage=[[0, 0], [1, 0], [4, 0]], design_height_ft=4))
+    _site_variant(doc_of(site), d / "huge-table.yaml", lambda x: x["basin"].update(
+        geometry=None, stage_storage=[[0, 0], [1, 1e300], [4, 1e301]], design_height_ft=4))
     (d / "twice-id.yaml").write_text(site.read_text(encoding="utf-8").replace("site:\n", "site:\n  id: other\n", 1),
                                      encoding="utf-8")  # site.id written twice: the next line is the file's own
     used = open_store(f"sqlite:///{d / 'used.db'}", WallClock())  # holds a reading inside the demo's window
@@ -76,7 +83,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
             "tharandt": data_file("tharandt_davis_tips_Sensor1.csv"), "empty-state": d / "empty-state",
             "a-dir-db": d / "a-dir.db", "used": d / "used.db",
             **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
-                                                     "low-sensor", "huge-deadline", "twice-id")}}
+                                                     "low-sensor", "huge-deadline", "twice-id", "infinite-basin",
+                                                     "wide-basin", "flat-table", "huge-table")}}
     busy.close()
 
 
@@ -320,6 +328,19 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("site-sensor-below-the-design-height", ["evaluate", "--site", "{low-sensor}", "--from", "2026-06-01",
                                                  "--until", "2026-06-02", "--store", "{db}"],
          "basin.sensor_mount_height_ft: 2 ft is not above the basin's design height 4 ft"),
+        ("site-infinite-basin", ["gateway", "--check", "--site", "{infinite-basin}"],
+         "{infinite-basin}: basin.geometry.bottom_length_ft: Input should be a finite number (line "),
+        ("site-1e308-basin", ["gateway", "--check", "--site", "{wide-basin}"],
+         "{wide-basin}: basin.geometry.bottom_width_ft: Input should be less than or equal to 5000 (line "),
+        ("site-1e308-basin-evaluate", ["evaluate", "--site", "{wide-basin}", "--from", "2026-06-01", "--until",
+                                       "2026-06-02", "--store", "{db}"], "bottom_width_ft: Input should be less than"),
+        ("site-flat-stage-storage", ["gateway", "--check", "--site", "{flat-table}"],
+         "{flat-table}: basin: stage_storage holds 0 ft³ below design_height_ft 4 ft: a basin with no design storage "
+         "has no capacity to lose (R3 divides by it)"),
+        ("site-flat-stage-storage-evaluate", ["evaluate", "--site", "{flat-table}", "--from", "2026-06-01", "--until",
+                                              "2026-06-02", "--store", "{db}"], "stage_storage holds 0 ft³ below"),
+        ("site-huge-stage-storage", ["gateway", "--check", "--site", "{huge-table}"],
+         "{huge-table}: basin.stage_storage.1.1: Input should be less than or equal to 1000000000 (line "),
         ("site-key-twice", ["gateway", "--check", "--site", "{twice-id}"],
          "{twice-id}:5:3: not valid YAML: key 'id' given twice, at lines 4 and 5 (YAML would keep only the last"),
         ("site-key-twice-evaluate", ["evaluate", "--site", "{twice-id}", "--from", "2026-06-01", "--until",
