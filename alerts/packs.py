@@ -50,7 +50,7 @@ import math
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -110,6 +110,21 @@ class RuleParams(BaseModel):
     citation: str = Field(min_length=1)
     enabled: bool = True
     unverified: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        """A numeric parameter is never a YAML boolean (``dry_gap_hours: true`` is not 1 hour):
+        ``true``/``false``/``yes``/``no``/``on``/``off`` load as ``bool``, which Python counts as 1
+        and 0. Parameters whose type admits a bool (``enabled``) take one; other types say their own."""
+        if isinstance(value, bool):
+            field = cls.model_fields.get(info.field_name or "")
+            annotation = field.annotation if field is not None else None
+            types = {annotation, *get_args(annotation)}
+            if types & {int, float} and bool not in types:
+                raise ValueError(f"{str(value).lower()} is a yes/no value, not a number (YAML reads true/false, "
+                                 "yes/no and on/off so); give the number")
+        return value
 
     @field_validator("*")
     @classmethod

@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from stormwatch.contract import Identifier
 from stormwatch.errors import InputError, load_yaml, problems_message, yaml_line
@@ -32,32 +41,64 @@ Jurisdiction = str  # a rule-pack name, e.g. "ch133", "ch196" (alerts/packs/<nam
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _not_a_bool(value: object) -> object:
+    """A number of a site file is never a YAML boolean: ``true``/``false`` (and YAML 1.1's
+    ``yes``/``no``/``on``/``off``) load as ``bool``, which Python counts as 1 and 0 -- so
+    ``poll_interval_s: true`` was a poll every second.
+
+    Raises:
+        ValueError: ``value`` is a bool.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{str(value).lower()} is a yes/no value, not a number (YAML reads true/false, yes/no "
+                         "and on/off so); give the number")
+    return value
+
+
+#: A number of a site file: finite (``_Strict`` refuses ``.inf``/``.nan``), never a boolean.
+Number = Annotated[float, BeforeValidator(_not_a_bool)]
+#: An integer of a site file, never a boolean.
+Integer = Annotated[int, BeforeValidator(_not_a_bool)]
+
+#: The longest poll interval, s: one day. A rain gauge polled more rarely cannot date a storm's
+#: start to the day the rules count in (R1's 24-hour windows), and a poll interval is also the
+#: silence after which a device is reported missing (twice the interval): more than a day of
+#: silence unnoticed is no watch at all. Bounded too so event-time arithmetic never overflows
+#: (``poll_interval_s: 1e308`` overflowed ``timedelta`` in the storm rule).
+MAX_POLL_INTERVAL_S = 86_400.0
+#: The longest reply timeout, s: a Modbus slave answers within a second or so (the Modbus serial
+#: line guide's typical response timeout is 1 s; pymodbus defaults to 3 s) and a serial-line
+#: instrument streams a line every few seconds; ten minutes of waiting is a dead link, and one
+#: device's wait holds up every other device on the bus.
+MAX_TIMEOUT_S = 600.0
 
 
 class ModbusTcp(_Strict):
     kind: Literal["modbus-tcp"]
     host: str
-    port: int = Field(default=502, ge=1, le=65535)
-    unit_id: int = Field(default=1, ge=0, le=247)
-    timeout_s: float = Field(default=1.0, gt=0)
+    port: Integer = Field(default=502, ge=1, le=65535)
+    unit_id: Integer = Field(default=1, ge=0, le=247)
+    timeout_s: Number = Field(default=1.0, gt=0, le=MAX_TIMEOUT_S)
 
 
 class ModbusRtu(_Strict):
     kind: Literal["modbus-rtu"]
     port: str
-    baud: int = 9600
-    unit_id: int = Field(default=1, ge=1, le=247)
+    baud: Integer = 9600
+    unit_id: Integer = Field(default=1, ge=1, le=247)
     parity: Literal["N", "E", "O"] = "N"
-    stopbits: Literal[1, 2] = 1
-    timeout_s: float = Field(default=1.0, gt=0)
+    stopbits: Annotated[Literal[1, 2], BeforeValidator(_not_a_bool)] = 1
+    timeout_s: Number = Field(default=1.0, gt=0, le=MAX_TIMEOUT_S)
 
 
 class Serial(_Strict):
     kind: Literal["serial"]
     port: str
-    baud: int = 9600
-    timeout_s: float = Field(default=1.0, gt=0)
+    baud: Integer = 9600
+    timeout_s: Number = Field(default=1.0, gt=0, le=MAX_TIMEOUT_S)
 
 
 Transport = Annotated[ModbusTcp | ModbusRtu | Serial, Field(discriminator="kind")]
@@ -110,7 +151,7 @@ class Device(_Strict):
         id: device id, unique within the site (the id grammar of :func:`stormwatch.contract.check_identifier`).
         profile: profile model name (``device_profiles/<profile>.yaml``).
         transport: how to reach it.
-        poll_interval_s: seconds between polls (event time).
+        poll_interval_s: seconds between polls (event time), 0 < s ≤ 86,400 (:data:`MAX_POLL_INTERVAL_S`).
         sdi12_address: SDI-12 address for SDI-12 profiles.
         replaced_gauges: earlier rain gauges of this device id, oldest first (:class:`ReplacedGauge`);
             the profile describes the gauge in service since the last one's ``until``.
@@ -119,7 +160,7 @@ class Device(_Strict):
     id: Identifier
     profile: str
     transport: Transport
-    poll_interval_s: float = Field(default=60.0, gt=0)
+    poll_interval_s: Number = Field(default=60.0, gt=0, le=MAX_POLL_INTERVAL_S)
     sdi12_address: str | None = None
     replaced_gauges: tuple[ReplacedGauge, ...] = ()
 
@@ -227,14 +268,14 @@ class BasinGeometry(_Strict):
         design_height_ft: design storage height H above the floor (0 < ft ≤ 100).
     """
 
-    bottom_length_ft: float = Field(gt=0, le=MAX_BASIN_SIDE_FT, allow_inf_nan=False)
-    bottom_width_ft: float = Field(gt=0, le=MAX_BASIN_SIDE_FT, allow_inf_nan=False)
-    side_slope_z: float = Field(ge=0, le=MAX_SIDE_SLOPE_Z, allow_inf_nan=False)
-    design_height_ft: float = Field(gt=0, le=MAX_BASIN_HEIGHT_FT, allow_inf_nan=False)
+    bottom_length_ft: Number = Field(gt=0, le=MAX_BASIN_SIDE_FT)
+    bottom_width_ft: Number = Field(gt=0, le=MAX_BASIN_SIDE_FT)
+    side_slope_z: Number = Field(ge=0, le=MAX_SIDE_SLOPE_Z)
+    design_height_ft: Number = Field(gt=0, le=MAX_BASIN_HEIGHT_FT)
 
 
-StageFt = Annotated[float, Field(ge=0, le=MAX_BASIN_HEIGHT_FT, allow_inf_nan=False)]
-VolumeFt3 = Annotated[float, Field(ge=0, le=MAX_BASIN_VOLUME_FT3, allow_inf_nan=False)]
+StageFt = Annotated[Number, Field(ge=0, le=MAX_BASIN_HEIGHT_FT)]
+VolumeFt3 = Annotated[Number, Field(ge=0, le=MAX_BASIN_VOLUME_FT3)]
 
 
 def _interpolate(rows: tuple[tuple[float, float], ...], stage_ft: float) -> float:
@@ -263,10 +304,10 @@ class Basin(_Strict):
 
     id: str = "basin-1"
     device: str
-    sensor_mount_height_ft: float | None = Field(default=None, gt=0, le=MAX_BASIN_HEIGHT_FT, allow_inf_nan=False)
+    sensor_mount_height_ft: Number | None = Field(default=None, gt=0, le=MAX_BASIN_HEIGHT_FT)
     geometry: BasinGeometry | None = None
     stage_storage: tuple[tuple[StageFt, VolumeFt3], ...] | None = None
-    design_height_ft: float | None = Field(default=None, gt=0, le=MAX_BASIN_HEIGHT_FT, allow_inf_nan=False)
+    design_height_ft: Number | None = Field(default=None, gt=0, le=MAX_BASIN_HEIGHT_FT)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Basin:
@@ -339,8 +380,8 @@ class FallbackGauge(_Strict):
 
     station: Identifier
     name: str = ""
-    distance_km: float | None = Field(default=None, ge=0)
-    interval_minutes: int = Field(gt=0, le=1440)
+    distance_km: Number | None = Field(default=None, ge=0, le=20_037.5)  # half the Earth's circumference
+    interval_minutes: Integer = Field(gt=0, le=1440)
 
     @property
     def label(self) -> str:

@@ -66,6 +66,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
         geometry=None, stage_storage=[[0, 0], [1, 0], [4, 0]], design_height_ft=4))
     _site_variant(doc_of(site), d / "huge-table.yaml", lambda x: x["basin"].update(
         geometry=None, stage_storage=[[0, 0], [1, 1e300], [4, 1e301]], design_height_ft=4))
+    _site_variant(doc_of(site), d / "poll-true.yaml", lambda x: x["devices"][0].update(poll_interval_s=True))
+    _site_variant(doc_of(site), d / "poll-1e308.yaml", lambda x: x["devices"][0].update(poll_interval_s=1e308))
+    _site_variant(doc_of(site), d / "override-true.yaml", lambda x: x.update(rules={"R1": {"dry_gap_hours": True}}))
     (d / "twice-id.yaml").write_text(site.read_text(encoding="utf-8").replace("site:\n", "site:\n  id: other\n", 1),
                                      encoding="utf-8")  # site.id written twice: the next line is the file's own
     used = open_store(f"sqlite:///{d / 'used.db'}", WallClock())  # holds a reading inside the demo's window
@@ -84,7 +87,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
             "a-dir-db": d / "a-dir.db", "used": d / "used.db",
             **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
                                                      "low-sensor", "huge-deadline", "twice-id", "infinite-basin",
-                                                     "wide-basin", "flat-table", "huge-table")}}
+                                                     "wide-basin", "flat-table", "huge-table", "poll-true",
+                                                     "poll-1e308", "override-true")}}
     busy.close()
 
 
@@ -341,6 +345,17 @@ def _cases() -> list[tuple[str, list[str], str]]:
                                               "2026-06-02", "--store", "{db}"], "stage_storage holds 0 ft³ below"),
         ("site-huge-stage-storage", ["gateway", "--check", "--site", "{huge-table}"],
          "{huge-table}: basin.stage_storage.1.1: Input should be less than or equal to 1000000000 (line "),
+        ("site-poll-interval-true", ["gateway", "--check", "--site", "{poll-true}"],
+         "{poll-true}: devices.0.poll_interval_s: true is a yes/no value, not a number (YAML reads true/false, yes/no "
+         "and on/off so); give the number (device rain-1, line "),
+        ("site-poll-interval-true-ingest", ["ingest", "--site", "{poll-true}"], "true is a yes/no value, not a number"),
+        ("site-poll-interval-1e308", ["gateway", "--check", "--site", "{poll-1e308}"],
+         "{poll-1e308}: devices.0.poll_interval_s: Input should be less than or equal to 86400 (device rain-1, line "),
+        ("site-poll-interval-1e308-evaluate", ["evaluate", "--site", "{poll-1e308}", "--from", "2026-06-01", "--until",
+                                               "2026-06-02", "--store", "{db}"],
+         "devices.0.poll_interval_s: Input should be less than or equal to 86400"),
+        ("site-override-true", ["gateway", "--check", "--site", "{override-true}"],
+         "{override-true}: rules.R1.dry_gap_hours: true is a yes/no value, not a number"),
         ("site-key-twice", ["gateway", "--check", "--site", "{twice-id}"],
          "{twice-id}:5:3: not valid YAML: key 'id' given twice, at lines 4 and 5 (YAML would keep only the last"),
         ("site-key-twice-evaluate", ["evaluate", "--site", "{twice-id}", "--from", "2026-06-01", "--until",

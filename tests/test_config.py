@@ -40,6 +40,20 @@ def test_example_site_loads_with_its_profiles() -> None:
         (lambda d: d["devices"][0].update(poll_interval_s=0), "devices.0.poll_interval_s"),
         (lambda d: d["devices"][1].update(profile="no_such_model"), "devices.1.profile: no profile 'no_such_model'"),
         (lambda d: d.update(unknown_key=1), "unknown_key: Extra inputs are not permitted"),
+        # a YAML boolean is not a number (Python counts True as 1: a poll every second, stop bits 1)
+        (lambda d: d["devices"][0].update(poll_interval_s=True),
+         "devices.0.poll_interval_s: true is a yes/no value, not a number"),
+        (lambda d: d["devices"][2]["transport"].update(stopbits=True),
+         "devices.2.transport.modbus-rtu.stopbits: true is a yes/no value, not a number (YAML reads true/false"),
+        (lambda d: d["devices"][0]["transport"].update(unit_id=False), "transport.modbus-tcp.unit_id: false is a "),
+        (lambda d: d["basin"]["geometry"].update(side_slope_z=False), "basin.geometry.side_slope_z: false is a yes"),
+        (lambda d: d["basin"].update(sensor_mount_height_ft=True), "basin.sensor_mount_height_ft: true is a yes/no"),
+        # durations a clock can add: a poll at most daily, a reply timeout at most 10 minutes
+        (lambda d: d["devices"][0].update(poll_interval_s=86_401),
+         "devices.0.poll_interval_s: Input should be less than or equal to 86400 (device rain-1, line "),
+        (lambda d: d["devices"][0]["transport"].update(timeout_s=1e9),
+         "devices.0.transport.modbus-tcp.timeout_s: Input should be less than or equal to 600"),
+        (lambda d: d["devices"][0]["transport"].update(timeout_s=float("nan")), "timeout_s: Input should be a finite"),
     ],
 )
 def test_errors_name_the_file_and_the_key(tmp_path: Path, mutate, expected: str) -> None:
