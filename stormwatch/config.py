@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -31,7 +32,8 @@ from pydantic import (
 
 from stormwatch.contract import Identifier
 from stormwatch.errors import InputError, load_yaml, problems_message, yaml_line
-from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary, ValueSpec
+from stormwatch.hosts import host_problem
+from stormwatch.profiles import Baud, DeviceProfile, ProfileError, ProfileLibrary, ValueSpec
 from stormwatch.rain import tip_size_of
 
 #: 1 ft = 0.3048 m exactly (international foot).
@@ -76,18 +78,35 @@ MAX_POLL_INTERVAL_S = 86_400.0
 MAX_TIMEOUT_S = 600.0
 
 
+def _host(value: str) -> str:
+    """``value`` when it is an IP address or an RFC 1123 host name (:func:`stormwatch.hosts.host_problem`).
+
+    Raises:
+        ValueError: it is neither (a space, ``!``, an empty label ...).
+    """
+    problem = host_problem(value)
+    if problem is not None:
+        raise ValueError(f"{value!r} is not a host: {problem}")
+    return value
+
+
 class ModbusTcp(_Strict):
+    """A Modbus TCP device: ``host`` (an IP address or an RFC 1123 host name) and ``port``."""
+
     kind: Literal["modbus-tcp"]
-    host: str
+    host: Annotated[str, AfterValidator(_host)]
     port: Integer = Field(default=502, ge=1, le=65535)
     unit_id: Integer = Field(default=1, ge=0, le=247)
     timeout_s: Number = Field(default=1.0, gt=0, le=MAX_TIMEOUT_S)
 
 
 class ModbusRtu(_Strict):
+    """A Modbus RTU device on a serial port; ``baud`` one of the standard rates
+    (:data:`stormwatch.profiles.STANDARD_BAUD_RATES`)."""
+
     kind: Literal["modbus-rtu"]
     port: str
-    baud: Integer = 9600
+    baud: Annotated[Baud, BeforeValidator(_not_a_bool)] = 9600
     unit_id: Integer = Field(default=1, ge=1, le=247)
     parity: Literal["N", "E", "O"] = "N"
     stopbits: Annotated[Literal[1, 2], BeforeValidator(_not_a_bool)] = 1
@@ -95,9 +114,12 @@ class ModbusRtu(_Strict):
 
 
 class Serial(_Strict):
+    """A device on a serial port (a line per reading, or an SDI-12 adapter); ``baud`` one of the
+    standard rates (:data:`stormwatch.profiles.STANDARD_BAUD_RATES`)."""
+
     kind: Literal["serial"]
     port: str
-    baud: Integer = 9600
+    baud: Annotated[Baud, BeforeValidator(_not_a_bool)] = 9600
     timeout_s: Number = Field(default=1.0, gt=0, le=MAX_TIMEOUT_S)
 
 

@@ -31,9 +31,9 @@ import re
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stormwatch import resources
 from stormwatch.codec import DataType, WordOrder
@@ -105,6 +105,32 @@ REGISTER_COUNT: dict[str, int] = {
     "int16": 1, "uint16": 1, "int32": 2, "uint32": 2, "float32": 2,
     "int64": 4, "uint64": 4, "float64": 4,
 }
+
+
+#: The baud rates a serial port can be set to: the POSIX termios rates (``B50`` .. ``B38400``,
+#: termios.h), Linux's ``B57600`` .. ``B921600`` (pyserial's ``SerialBase.BAUDRATES`` lists the
+#: same and more), and 14400 / 28800 of Windows' ``CBR_`` rates, which some loggers use. The
+#: Modbus serial line guide (Modbus over Serial Line V1.02, 2.5.1) requires 9600 and 19200 and
+#: lets others be offered; SDI-12 adapters talk to the host at one of these. 12345 is no rate:
+#: a port opened at it talks to nothing.
+STANDARD_BAUD_RATES = (50, 75, 110, 134, 150, 200, 300, 600, 1200, 1800, 2400, 4800, 9600, 14400, 19200, 28800,
+                       38400, 57600, 115200, 230400, 460800, 921600)
+
+
+def _standard_baud(value: int) -> int:
+    """``value`` when it is one of :data:`STANDARD_BAUD_RATES`.
+
+    Raises:
+        ValueError: any other rate (the message lists the common ones).
+    """
+    if value not in STANDARD_BAUD_RATES:
+        raise ValueError(f"{value} is not a standard baud rate (the common ones: 1200, 2400, 4800, 9600, 19200, "
+                         "38400, 57600, 115200; see the device's manual)")
+    return value
+
+
+#: A serial port's baud rate, one of :data:`STANDARD_BAUD_RATES`.
+Baud = Annotated[int, AfterValidator(_standard_baud)]
 
 
 class _Strict(BaseModel):
@@ -250,7 +276,7 @@ class ModbusSpec(_Strict):
     commands: tuple[ModbusCommand, ...] = ()
     warmup_s: float = Field(default=0.0, ge=0)
     default_unit_id: int = Field(default=1, ge=0, le=247)
-    default_baud: int = 9600
+    default_baud: Baud = 9600
 
     def wire_address(self, address: int, table: str) -> int:
         """The wire address of ``address`` written in this profile's notation, for ``table``.
@@ -327,7 +353,7 @@ class SerialLineSpec(_Strict):
 
     pattern: str
     terminator: str = "\r"
-    baud: int = 9600
+    baud: Baud = 9600
     bytesize: Literal[7, 8] = 8
     parity: Literal["N", "E", "O"] = "N"
     stopbits: Literal[1, 2] = 1
@@ -366,7 +392,7 @@ class Sdi12Spec(_Strict):
 
     default_address: str = Field(default="0", pattern=r"^[0-9a-zA-Z]$")
     measure_command: str = Field(default="M", pattern=r"^M[1-9]?$")
-    baud: int = 9600
+    baud: Baud = 9600
     bytesize: Literal[7, 8] = 8
     parity: Literal["N", "E", "O"] = "N"
     stopbits: Literal[1, 2] = 1

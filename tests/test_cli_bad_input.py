@@ -69,6 +69,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     _site_variant(doc_of(site), d / "poll-true.yaml", lambda x: x["devices"][0].update(poll_interval_s=True))
     _site_variant(doc_of(site), d / "poll-1e308.yaml", lambda x: x["devices"][0].update(poll_interval_s=1e308))
     _site_variant(doc_of(site), d / "override-true.yaml", lambda x: x.update(rules={"R1": {"dry_gap_hours": True}}))
+    _site_variant(doc_of(site), d / "bad-host.yaml", lambda x: x["devices"][0]["transport"].update(host="not a host!!"))
+    _site_variant(doc_of(site), d / "odd-baud.yaml", lambda x: x["devices"][2]["transport"].update(baud=12345))
     (d / "twice-id.yaml").write_text(site.read_text(encoding="utf-8").replace("site:\n", "site:\n  id: other\n", 1),
                                      encoding="utf-8")  # site.id written twice: the next line is the file's own
     used = open_store(f"sqlite:///{d / 'used.db'}", WallClock())  # holds a reading inside the demo's window
@@ -88,7 +90,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
             **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
                                                      "low-sensor", "huge-deadline", "twice-id", "infinite-basin",
                                                      "wide-basin", "flat-table", "huge-table", "poll-true",
-                                                     "poll-1e308", "override-true")}}
+                                                     "poll-1e308", "override-true", "bad-host", "odd-baud")}}
     busy.close()
 
 
@@ -356,6 +358,22 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "devices.0.poll_interval_s: Input should be less than or equal to 86400"),
         ("site-override-true", ["gateway", "--check", "--site", "{override-true}"],
          "{override-true}: rules.R1.dry_gap_hours: true is a yes/no value, not a number"),
+        ("site-bad-host", ["gateway", "--check", "--site", "{bad-host}"],
+         "{bad-host}: devices.0.transport.modbus-tcp.host: 'not a host!!' is not a host: ' ' is not allowed in a host "
+         "name (letters, digits, '-' and '.'; RFC 1123) nor is it an IP address (device rain-1, line "),
+        ("site-odd-baud", ["gateway", "--check", "--site", "{odd-baud}"],
+         "{odd-baud}: devices.2.transport.modbus-rtu.baud: 12345 is not a standard baud rate (the common ones: 1200, "
+         "2400, 4800, 9600, 19200, 38400, 57600, 115200; see the device's manual) (device turb-down, line "),
+        ("alerts-broker-host-with-a-space", ["alerts", "--site", "{site}", "--broker", "mqtt://bad host",
+                                             "--state-dir", "{dir}/never-alerts"],
+         "--broker: bad broker URL: host 'bad host' is not a host: ' ' is not allowed in a host name"),
+        ("ingest-broker-host-with-a-space", ["ingest", "--site", "{site}", "--broker", "mqtt://bad host", "--store",
+                                             "sqlite:///{dir}/never.db"], "--broker: bad broker URL: host 'bad host'"),
+        ("gateway-broker-host-with-a-space", ["gateway", "--check", "--site", "{site}", "--broker", "mqtt://bad host"],
+         "bad broker URL: host 'bad host' is not a host"),
+        ("alerts-broker-cluster-node-with-a-space", ["alerts", "--site", "{site}", "--broker", "mqtt://a:1883,b c:1883",
+                                                     "--state-dir", "{dir}/never-alerts"],
+         "--broker: bad broker URL node 'b c:1883': host 'b c' is not a host"),
         ("site-key-twice", ["gateway", "--check", "--site", "{twice-id}"],
          "{twice-id}:5:3: not valid YAML: key 'id' given twice, at lines 4 and 5 (YAML would keep only the last"),
         ("site-key-twice-evaluate", ["evaluate", "--site", "{twice-id}", "--from", "2026-06-01", "--until",
@@ -423,7 +441,7 @@ def test_bad_input_is_one_line_and_exit_2(files: dict[str, object], args: list[s
 
 def test_a_typo_never_creates_directories(files: dict[str, Path]) -> None:
     for name in ("nonexist", "none", "nothing", "nothing-users", "nothing-web", "nothing-report", "ia.db", "x.docx",
-                 "x.html", "a.zip", "never.db"):
+                 "x.html", "a.zip", "never.db", "never-alerts"):
         assert not (files["dir"] / name).exists(), name
 
 
