@@ -50,7 +50,7 @@ import math
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -65,6 +65,7 @@ from pydantic import (
 
 from stormwatch import resources
 from stormwatch.errors import InputError, load_yaml, problems_message
+from stormwatch.profiles import bool_for_number
 
 if TYPE_CHECKING:
     from stormwatch.alerts.rules.basin import BasinRule
@@ -117,13 +118,10 @@ class RuleParams(BaseModel):
         """A numeric parameter is never a YAML boolean (``dry_gap_hours: true`` is not 1 hour):
         ``true``/``false``/``yes``/``no``/``on``/``off`` load as ``bool``, which Python counts as 1
         and 0. Parameters whose type admits a bool (``enabled``) take one; other types say their own."""
-        if isinstance(value, bool):
-            field = cls.model_fields.get(info.field_name or "")
-            annotation = field.annotation if field is not None else None
-            types = {annotation, *get_args(annotation)}
-            if types & {int, float} and bool not in types:
-                raise ValueError(f"{str(value).lower()} is a yes/no value, not a number (YAML reads true/false, "
-                                 "yes/no and on/off so); give the number")
+        field = cls.model_fields.get(info.field_name or "")
+        problem = bool_for_number(field.annotation if field is not None else None, value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("*")

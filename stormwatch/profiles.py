@@ -31,9 +31,18 @@ import re
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from stormwatch import resources
 from stormwatch.codec import DataType, WordOrder
@@ -133,8 +142,36 @@ def _standard_baud(value: int) -> int:
 Baud = Annotated[int, AfterValidator(_standard_baud)]
 
 
+def bool_for_number(annotation: object, value: object) -> str | None:
+    """Why ``value`` must not fill a field of type ``annotation``: a YAML boolean (``true``/``false``,
+    YAML 1.1's ``yes``/``no``/``on``/``off``) given for a number -- Python counts it as 1 or 0, so
+    ``stopbits: true`` would be 1 stop bit -- or ``None`` (not a bool, or a field that takes one;
+    other types say their own error)."""
+    if not isinstance(value, bool):
+        return None
+    types = {annotation, *get_args(annotation)}
+    if bool in types:
+        return None
+    numeric = any(t in (int, float) or (get_origin(t) is Literal and all(
+        isinstance(a, int | float) and not isinstance(a, bool) for a in get_args(t))) for t in types)
+    if not numeric:
+        return None
+    return (f"{str(value).lower()} is a yes/no value, not a number (YAML reads true/false, yes/no and on/off so); "
+            "give the number")
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        """No YAML boolean for a number of a profile (:func:`bool_for_number`)."""
+        field = cls.model_fields.get(info.field_name or "")
+        problem = bool_for_number(field.annotation if field is not None else None, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class QcSpec(_Strict):
@@ -528,7 +565,8 @@ def load_profile_file(path: Path) -> DeviceProfile:
         profile = DeviceProfile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(problems_message(str(path), [
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()])) from exc
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors()])) from exc
     if profile.model != path.stem:
         raise ProfileError(f"{path}: model: {profile.model!r} must equal the file name {path.stem!r}")
     return profile

@@ -124,3 +124,22 @@ def test_a_profile_with_a_key_written_twice_is_refused(tmp_path: Path) -> None:
     path.write_text(text.replace(first + "\n", f"{first}\n{first}\n", 1))
     with pytest.raises(ProfileError, match=r"not valid YAML: key 'model' given twice, at lines \d+ and \d+"):
         load_profile_file(path)
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("  baud: 9600\n", "  baud: 12345\n", "serial_line.baud: 12345 is not a standard baud rate (the common ones: 1200"),
+    ("  baud: 9600\n", "  baud: 9600\n  stopbits: true\n",
+     "serial_line.stopbits: true is a yes/no value, not a number (YAML reads true/false, yes/no and on/off so)"),
+    ("  baud: 9600\n", "  baud: on\n", "serial_line.baud: true is a yes/no value, not a number"),  # YAML 1.1: on
+])
+def test_a_profile_number_is_a_number(tmp_path: Path, old: str, new: str, expected: str) -> None:
+    """Device profiles are read by every command that loads a site file: the same rules for numbers."""
+    from stormwatch.profiles import ProfileError, load_profile_file
+
+    text = (REPO / "device_profiles" / "maxbotix_hrxl.yaml").read_text()
+    assert text.count(old) == 1
+    path = tmp_path / "maxbotix_hrxl.yaml"
+    path.write_text(text.replace(old, new))
+    with pytest.raises(ProfileError) as err:
+        load_profile_file(path)
+    assert expected in str(err.value)
