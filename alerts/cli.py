@@ -108,6 +108,12 @@ def alerts_cmd(
         clock = service_clock(clock_file)
     except ClockFileError as exc:
         fail(str(exc), 2)
+    from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
+
+    try:
+        parse_broker_url(broker)  # before anything is opened or created: a typo starts nothing
+    except BrokerUrlError as exc:
+        fail(f"--broker: {exc}", 2)
     opened = None
     if store:
         from stormwatch.stores.base import StoreError

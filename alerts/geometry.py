@@ -15,6 +15,7 @@ V(d) = ½·V(H) is *above* H/2 (40 × 20 ft, 3:1, H = 4 ft: d ≈ 2.56 ft; at 2 
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Protocol
@@ -89,8 +90,17 @@ def lost_capacity(ss: StageStorage, sediment_depth_ft: float) -> float:
     """V(s) / V(H): the fraction of design storage filled by sediment at depth ``s`` (ft).
 
     0 for s ≤ 0; may exceed 1 when sediment is above the design height.
+
+    Raises:
+        ValueError: the design storage V(H) is not a positive finite volume (a flat stage-storage
+            table; site files are refused that, :class:`stormwatch.config.Basin`) -- never a
+            ``ZeroDivisionError`` nor a fraction of an infinite basin.
     """
-    return ss.volume_ft3(sediment_depth_ft) / ss.volume_ft3(ss.design_height_ft)
+    design = ss.volume_ft3(ss.design_height_ft)
+    if not 0 < design < math.inf:
+        raise ValueError(f"design storage V(H) at {ss.design_height_ft:g} ft is {design:g} ft³: "
+                         "a basin without a positive finite design storage has no capacity to lose")
+    return ss.volume_ft3(sediment_depth_ft) / design
 
 
 def depth_for_fraction(ss: StageStorage, fraction: float, tol_ft: float = 1e-9) -> float:

@@ -65,6 +65,7 @@ from pydantic import (
 
 from stormwatch import resources
 from stormwatch.errors import InputError, load_yaml, problems_message
+from stormwatch.profiles import bool_for_number
 
 if TYPE_CHECKING:
     from stormwatch.alerts.rules.basin import BasinRule
@@ -110,6 +111,18 @@ class RuleParams(BaseModel):
     citation: str = Field(min_length=1)
     enabled: bool = True
     unverified: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        """A numeric parameter is never a YAML boolean (``dry_gap_hours: true`` is not 1 hour):
+        ``true``/``false``/``yes``/``no``/``on``/``off`` load as ``bool``, which Python counts as 1
+        and 0. Parameters whose type admits a bool (``enabled``) take one; other types say their own."""
+        field = cls.model_fields.get(info.field_name or "")
+        problem = bool_for_number(field.annotation if field is not None else None, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("*")
     @classmethod

@@ -15,7 +15,7 @@ from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.cliutil import fail, max_age_option, max_future_option, site_loader
-from stormwatch.runtime.mqtt import BrokerUrlError
+from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
 from stormwatch.runtime.partition import Partition
 from stormwatch.runtime.sitedir import ServiceSites
 from stormwatch.stores.base import StoreError
@@ -99,6 +99,10 @@ def ingest_command(
                                         max_age_s=max_age_s, late_after_s=late_after_s)
     except ValueError as exc:  # InputError (the site file, a profile, the rule pack, the options)
         fail(str(exc))
+    try:
+        parse_broker_url(broker)  # before the store is opened (or created): a typo starts nothing
+    except BrokerUrlError as exc:
+        fail(f"--broker: {exc}")
     try:
         sink = open_store(store, clock=clock)
     except StoreUrlError as exc:

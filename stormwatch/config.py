@@ -18,11 +18,22 @@ from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from stormwatch.contract import Identifier
 from stormwatch.errors import InputError, load_yaml, problems_message, yaml_line
-from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary, ValueSpec
+from stormwatch.hosts import host_problem
+from stormwatch.profiles import Baud, DeviceProfile, ProfileError, ProfileLibrary, ValueSpec
 from stormwatch.rain import tip_size_of
 
 #: 1 ft = 0.3048 m exactly (international foot).
@@ -32,32 +43,84 @@ Jurisdiction = str  # a rule-pack name, e.g. "ch133", "ch196" (alerts/packs/<nam
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _not_a_bool(value: object) -> object:
+    """A number of a site file is never a YAML boolean: ``true``/``false`` (and YAML 1.1's
+    ``yes``/``no``/``on``/``off``) load as ``bool``, which Python counts as 1 and 0 -- so
+    ``poll_interval_s: true`` was a poll every second.
+
+    Raises:
+        ValueError: ``value`` is a bool.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{str(value).lower()} is a yes/no value, not a number (YAML reads true/false, yes/no "
+                         "and on/off so); give the number")
+    return value
+
+
+#: A number of a site file: finite (``_Strict`` refuses ``.inf``/``.nan``), never a boolean.
+Number = Annotated[float, BeforeValidator(_not_a_bool)]
+#: An integer of a site file, never a boolean.
+Integer = Annotated[int, BeforeValidator(_not_a_bool)]
+
+#: The longest poll interval, s: one day. A rain gauge polled more rarely cannot date a storm's
+#: start to the day the rules count in (R1's 24-hour windows), and a poll interval is also the
+#: silence after which a device is reported missing (twice the interval): more than a day of
+#: silence unnoticed is no watch at all. Bounded too so event-time arithmetic never overflows
+#: (``poll_interval_s: 1e308`` overflowed ``timedelta`` in the storm rule).
+MAX_POLL_INTERVAL_S = 86_400.0
+#: The longest reply timeout, s: a Modbus slave answers within a second or so (the Modbus serial
+#: line guide's typical response timeout is 1 s; pymodbus defaults to 3 s) and a serial-line
+#: instrument streams a line every few seconds; ten minutes of waiting is a dead link, and one
+#: device's wait holds up every other device on the bus.
+MAX_TIMEOUT_S = 600.0
+
+
+def _host(value: str) -> str:
+    """``value`` when it is an IP address or an RFC 1123 host name (:func:`stormwatch.hosts.host_problem`).
+
+    Raises:
+        ValueError: it is neither (a space, ``!``, an empty label ...).
+    """
+    problem = host_problem(value)
+    if problem is not None:
+        raise ValueError(f"{value!r} is not a host: {problem}")
+    return value
 
 
 class ModbusTcp(_Strict):
+    """A Modbus TCP device: ``host`` (an IP address or an RFC 1123 host name) and ``port``."""
+
     kind: Literal["modbus-tcp"]
-    host: str
-    port: int = Field(default=502, ge=1, le=65535)
-    unit_id: int = Field(default=1, ge=0, le=247)
-    timeout_s: float = Field(default=1.0, gt=0)
+    host: Annotated[str, AfterValidator(_host)]
+    port: Integer = Field(default=502, ge=1, le=65535)
+    unit_id: Integer = Field(default=1, ge=0, le=247)
+    timeout_s: Number = Field(default=1.0, gt=0, le=MAX_TIMEOUT_S)
 
 
 class ModbusRtu(_Strict):
+    """A Modbus RTU device on a serial port; ``baud`` one of the standard rates
+    (:data:`stormwatch.profiles.STANDARD_BAUD_RATES`)."""
+
     kind: Literal["modbus-rtu"]
     port: str
-    baud: int = 9600
-    unit_id: int = Field(default=1, ge=1, le=247)
+    baud: Annotated[Baud, BeforeValidator(_not_a_bool)] = 9600
+    unit_id: Integer = Field(default=1, ge=1, le=247)
     parity: Literal["N", "E", "O"] = "N"
-    stopbits: Literal[1, 2] = 1
-    timeout_s: float = Field(default=1.0, gt=0)
+    stopbits: Annotated[Literal[1, 2], BeforeValidator(_not_a_bool)] = 1
+    timeout_s: Number = Field(default=1.0, gt=0, le=MAX_TIMEOUT_S)
 
 
 class Serial(_Strict):
+    """A device on a serial port (a line per reading, or an SDI-12 adapter); ``baud`` one of the
+    standard rates (:data:`stormwatch.profiles.STANDARD_BAUD_RATES`)."""
+
     kind: Literal["serial"]
     port: str
-    baud: int = 9600
-    timeout_s: float = Field(default=1.0, gt=0)
+    baud: Annotated[Baud, BeforeValidator(_not_a_bool)] = 9600
+    timeout_s: Number = Field(default=1.0, gt=0, le=MAX_TIMEOUT_S)
 
 
 Transport = Annotated[ModbusTcp | ModbusRtu | Serial, Field(discriminator="kind")]
@@ -110,7 +173,7 @@ class Device(_Strict):
         id: device id, unique within the site (the id grammar of :func:`stormwatch.contract.check_identifier`).
         profile: profile model name (``device_profiles/<profile>.yaml``).
         transport: how to reach it.
-        poll_interval_s: seconds between polls (event time).
+        poll_interval_s: seconds between polls (event time), 0 < s ≤ 86,400 (:data:`MAX_POLL_INTERVAL_S`).
         sdi12_address: SDI-12 address for SDI-12 profiles.
         replaced_gauges: earlier rain gauges of this device id, oldest first (:class:`ReplacedGauge`);
             the profile describes the gauge in service since the last one's ``until``.
@@ -119,7 +182,7 @@ class Device(_Strict):
     id: Identifier
     profile: str
     transport: Transport
-    poll_interval_s: float = Field(default=60.0, gt=0)
+    poll_interval_s: Number = Field(default=60.0, gt=0, le=MAX_POLL_INTERVAL_S)
     sdi12_address: str | None = None
     replaced_gauges: tuple[ReplacedGauge, ...] = ()
 
@@ -200,26 +263,60 @@ class DischargePoint(_Strict):
 LEGACY_POINT = "turbidity_pair"
 
 
+#: Plausible bounds of a sediment basin or trap (docs/reference/hydrology.md, "Plausible basin
+#: dimensions"). A temporary sediment basin is sized at about 3,600 ft³ per acre drained (the EPA
+#: CGP's storage for a basin without a 2-year storm calculation) and drains at most some 100
+#: acres: some 360,000 ft³, e.g. 300 × 300 ft at 4 ft deep. The bounds are an order of magnitude
+#: and more beyond that, so no real basin meets them -- they exist to refuse what no basin is
+#: (``.inf``, ``1e308``, a typo of several digits), which made V(H) infinite and turned R3 off.
+MAX_BASIN_SIDE_FT = 5000.0
+#: Design height, stage and sensor mount height (ft): an embankment that high is a dam, not a sediment basin.
+MAX_BASIN_HEIGHT_FT = 100.0
+#: Side slope z (horizontal : 1 vertical); basins are built 2:1 to 4:1, 100:1 is a flat field.
+MAX_SIDE_SLOPE_Z = 100.0
+#: Storage volume (ft³) of a stage-storage row: ~23,000 acre-ft, thousands of times a large basin.
+MAX_BASIN_VOLUME_FT3 = 1e9
+
+
 class BasinGeometry(_Strict):
     """Rectangular basin with sloped sides (hydrology.md, "Stage–storage").
 
+    Every dimension is finite and within the plausible bounds (:data:`MAX_BASIN_SIDE_FT`,
+    :data:`MAX_SIDE_SLOPE_Z`, :data:`MAX_BASIN_HEIGHT_FT`).
+
     Attributes:
-        bottom_length_ft, bottom_width_ft: floor dimensions.
-        side_slope_z: horizontal run per unit rise (z:1).
-        design_height_ft: design storage height H above the floor.
+        bottom_length_ft, bottom_width_ft: floor dimensions (0 < ft ≤ 5,000).
+        side_slope_z: horizontal run per unit rise (z:1; 0 ≤ z ≤ 100).
+        design_height_ft: design storage height H above the floor (0 < ft ≤ 100).
     """
 
-    bottom_length_ft: float = Field(gt=0)
-    bottom_width_ft: float = Field(gt=0)
-    side_slope_z: float = Field(ge=0)
-    design_height_ft: float = Field(gt=0)
+    bottom_length_ft: Number = Field(gt=0, le=MAX_BASIN_SIDE_FT)
+    bottom_width_ft: Number = Field(gt=0, le=MAX_BASIN_SIDE_FT)
+    side_slope_z: Number = Field(ge=0, le=MAX_SIDE_SLOPE_Z)
+    design_height_ft: Number = Field(gt=0, le=MAX_BASIN_HEIGHT_FT)
+
+
+StageFt = Annotated[Number, Field(ge=0, le=MAX_BASIN_HEIGHT_FT)]
+VolumeFt3 = Annotated[Number, Field(ge=0, le=MAX_BASIN_VOLUME_FT3)]
+
+
+def _interpolate(rows: tuple[tuple[float, float], ...], stage_ft: float) -> float:
+    """The volume (ft³) at ``stage_ft`` of stage-storage ``rows``, linear between rows (as
+    :class:`stormwatch.alerts.geometry.StageStorageTable`; ``stage_ft`` within the table)."""
+    for (s0, v0), (s1, v1) in pairwise(rows):
+        if s0 <= stage_ft <= s1:
+            return v0 + (v1 - v0) * (stage_ft - s0) / (s1 - s0)
+    return rows[-1][1]
 
 
 class Basin(_Strict):
     """The sediment trap/basin watched for cleanout (rules.md R3).
 
-    Either ``geometry`` or ``stage_storage`` (rows of ``[stage_ft, volume_ft3]``, increasing,
-    starting at ``[0, 0]``; ``design_height_ft`` then required).
+    Either ``geometry`` or ``stage_storage`` (rows of ``[stage_ft, volume_ft3]`` starting at
+    ``[0, 0]``, stages strictly increasing, volumes never decreasing, each finite and within
+    :data:`MAX_BASIN_HEIGHT_FT` / :data:`MAX_BASIN_VOLUME_FT3`; ``design_height_ft`` then required,
+    at most the last stage, with a positive storage below it -- the lost capacity V(s)/V(H) of R3
+    divides by it).
 
     Attributes:
         id: basin name.
@@ -229,10 +326,10 @@ class Basin(_Strict):
 
     id: str = "basin-1"
     device: str
-    sensor_mount_height_ft: float | None = Field(default=None, gt=0)
+    sensor_mount_height_ft: Number | None = Field(default=None, gt=0, le=MAX_BASIN_HEIGHT_FT)
     geometry: BasinGeometry | None = None
-    stage_storage: tuple[tuple[float, float], ...] | None = None
-    design_height_ft: float | None = Field(default=None, gt=0)
+    stage_storage: tuple[tuple[StageFt, VolumeFt3], ...] | None = None
+    design_height_ft: Number | None = Field(default=None, gt=0, le=MAX_BASIN_HEIGHT_FT)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Basin:
@@ -249,6 +346,11 @@ class Basin(_Strict):
                     raise ValueError("stage_storage rows must increase in stage and not decrease in volume")
             if self.design_height_ft > rows[-1][0]:
                 raise ValueError("design_height_ft is above the last stage_storage row")
+            design = _interpolate(rows, self.design_height_ft)
+            if not design > 0:
+                raise ValueError(f"stage_storage holds {design:g} ft³ below design_height_ft "
+                                 f"{self.design_height_ft:g} ft: a basin with no design storage has no "
+                                 "capacity to lose (R3 divides by it); give the volumes of the plan's table")
         return self
 
     @property
@@ -300,8 +402,8 @@ class FallbackGauge(_Strict):
 
     station: Identifier
     name: str = ""
-    distance_km: float | None = Field(default=None, ge=0)
-    interval_minutes: int = Field(gt=0, le=1440)
+    distance_km: Number | None = Field(default=None, ge=0, le=20_037.5)  # half the Earth's circumference
+    interval_minutes: Integer = Field(gt=0, le=1440)
 
     @property
     def label(self) -> str:

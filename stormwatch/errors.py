@@ -51,8 +51,12 @@ def read_text(path: str | Path, error: type[InputError] = InputError, *, encodin
 def load_yaml(path: str | Path, error: type[InputError] = InputError, *, what: str = "YAML file") -> object:
     """The YAML document of a file the user named (:func:`read_text`, then one-line YAML errors).
 
+    A key written twice in one mapping is an error (:func:`_unique_keys`): PyYAML keeps the last
+    value silently, so ``site:`` with ``id:`` twice would name a site nobody meant.
+
     Raises:
-        InputError: (``error``) as :func:`read_text`, or not valid YAML: ``<path>:<line>:<column>: <problem>``.
+        InputError: (``error``) as :func:`read_text`, or not valid YAML: ``<path>:<line>:<column>: <problem>``
+            (a repeated key: ``<path>:<line>:<column>: not valid YAML: key 'id' given twice, at lines 2 and 3 ...``).
     """
     import yaml  # here, not at the top: the lean gateway imports this module and never parses YAML
 
@@ -60,17 +64,55 @@ def load_yaml(path: str | Path, error: type[InputError] = InputError, *, what: s
     fast = getattr(yaml, "CSafeLoader", None)
     if fast is not None:  # libyaml: a directory of thousands of site files loads ~10x faster
         try:
-            return yaml.load(text, Loader=fast)
+            return yaml.load(text, Loader=_unique_keys(fast))
         except yaml.YAMLError:
             pass  # the pure-Python parser below says what is wrong (the same documents fail in both)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_keys(yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         raise error(f"{path}{where}: not valid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise error(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def _unique_keys(base: type) -> type:
+    """A subclass of the PyYAML loader ``base`` (``SafeLoader`` or libyaml's ``CSafeLoader``: the
+    constructor is Python in both) that refuses a mapping with a key written twice.
+
+    YAML 1.2 (section 3.2.1.1) requires mapping keys to be unique; PyYAML keeps the last value
+    without a word. Merge keys (``<<: *defaults``) are not duplicates: a key given beside a merge
+    overrides the merged one, as YAML's merge type says.
+
+    Raises (when loading):
+        yaml.constructor.ConstructorError: the key, the line of both, marked at the second.
+    """
+    import yaml
+
+    class UniqueKeyLoader(base):  # type: ignore[misc]
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[object, yaml.Node] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        first = seen.get(key)
+                    except TypeError:
+                        continue  # an unhashable key: the base constructor says what is wrong
+                    if first is not None:
+                        raise yaml.constructor.ConstructorError(
+                            None, None,
+                            f"key {key!r} given twice, at lines {first.start_mark.line + 1} and "
+                            f"{key_node.start_mark.line + 1} (YAML would keep only the last; remove one)",
+                            key_node.start_mark)
+                    seen[key] = key_node
+            result: dict[object, object] = super().construct_mapping(node, deep=deep)
+            return result
+
+    return UniqueKeyLoader
 
 
 def problems_message(source: str, problems: list[str]) -> str:

@@ -31,9 +31,18 @@ import re
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from stormwatch import resources
 from stormwatch.codec import DataType, WordOrder
@@ -107,8 +116,62 @@ REGISTER_COUNT: dict[str, int] = {
 }
 
 
+#: The baud rates a serial port can be set to: the POSIX termios rates (``B50`` .. ``B38400``,
+#: termios.h), Linux's ``B57600`` .. ``B921600`` (pyserial's ``SerialBase.BAUDRATES`` lists the
+#: same and more), and 14400 / 28800 of Windows' ``CBR_`` rates, which some loggers use. The
+#: Modbus serial line guide (Modbus over Serial Line V1.02, 2.5.1) requires 9600 and 19200 and
+#: lets others be offered; SDI-12 adapters talk to the host at one of these. 12345 is no rate:
+#: a port opened at it talks to nothing.
+STANDARD_BAUD_RATES = (50, 75, 110, 134, 150, 200, 300, 600, 1200, 1800, 2400, 4800, 9600, 14400, 19200, 28800,
+                       38400, 57600, 115200, 230400, 460800, 921600)
+
+
+def _standard_baud(value: int) -> int:
+    """``value`` when it is one of :data:`STANDARD_BAUD_RATES`.
+
+    Raises:
+        ValueError: any other rate (the message lists the common ones).
+    """
+    if value not in STANDARD_BAUD_RATES:
+        raise ValueError(f"{value} is not a standard baud rate (the common ones: 1200, 2400, 4800, 9600, 19200, "
+                         "38400, 57600, 115200; see the device's manual)")
+    return value
+
+
+#: A serial port's baud rate, one of :data:`STANDARD_BAUD_RATES`.
+Baud = Annotated[int, AfterValidator(_standard_baud)]
+
+
+def bool_for_number(annotation: object, value: object) -> str | None:
+    """Why ``value`` must not fill a field of type ``annotation``: a YAML boolean (``true``/``false``,
+    YAML 1.1's ``yes``/``no``/``on``/``off``) given for a number -- Python counts it as 1 or 0, so
+    ``stopbits: true`` would be 1 stop bit -- or ``None`` (not a bool, or a field that takes one;
+    other types say their own error)."""
+    if not isinstance(value, bool):
+        return None
+    types = {annotation, *get_args(annotation)}
+    if bool in types:
+        return None
+    numeric = any(t in (int, float) or (get_origin(t) is Literal and all(
+        isinstance(a, int | float) and not isinstance(a, bool) for a in get_args(t))) for t in types)
+    if not numeric:
+        return None
+    return (f"{str(value).lower()} is a yes/no value, not a number (YAML reads true/false, yes/no and on/off so); "
+            "give the number")
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        """No YAML boolean for a number of a profile (:func:`bool_for_number`)."""
+        field = cls.model_fields.get(info.field_name or "")
+        problem = bool_for_number(field.annotation if field is not None else None, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class QcSpec(_Strict):
@@ -250,7 +313,7 @@ class ModbusSpec(_Strict):
     commands: tuple[ModbusCommand, ...] = ()
     warmup_s: float = Field(default=0.0, ge=0)
     default_unit_id: int = Field(default=1, ge=0, le=247)
-    default_baud: int = 9600
+    default_baud: Baud = 9600
 
     def wire_address(self, address: int, table: str) -> int:
         """The wire address of ``address`` written in this profile's notation, for ``table``.
@@ -327,7 +390,7 @@ class SerialLineSpec(_Strict):
 
     pattern: str
     terminator: str = "\r"
-    baud: int = 9600
+    baud: Baud = 9600
     bytesize: Literal[7, 8] = 8
     parity: Literal["N", "E", "O"] = "N"
     stopbits: Literal[1, 2] = 1
@@ -366,7 +429,7 @@ class Sdi12Spec(_Strict):
 
     default_address: str = Field(default="0", pattern=r"^[0-9a-zA-Z]$")
     measure_command: str = Field(default="M", pattern=r"^M[1-9]?$")
-    baud: int = 9600
+    baud: Baud = 9600
     bytesize: Literal[7, 8] = 8
     parity: Literal["N", "E", "O"] = "N"
     stopbits: Literal[1, 2] = 1
@@ -502,7 +565,8 @@ def load_profile_file(path: Path) -> DeviceProfile:
         profile = DeviceProfile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(problems_message(str(path), [
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()])) from exc
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors()])) from exc
     if profile.model != path.stem:
         raise ProfileError(f"{path}: model: {profile.model!r} must equal the file name {path.stem!r}")
     return profile

@@ -59,6 +59,20 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     _site_variant(doc_of(site), d / "low-sensor.yaml", lambda x: x["basin"].update(sensor_mount_height_ft=2))
     _site_variant(doc_of(site), d / "huge-deadline.yaml",
                   lambda x: x.update(rules={"R1": {"inspection_within_hours": 1e308}}))
+    _site_variant(doc_of(site), d / "infinite-basin.yaml",
+                  lambda x: x["basin"]["geometry"].update(bottom_length_ft=float("inf")))
+    _site_variant(doc_of(site), d / "wide-basin.yaml", lambda x: x["basin"]["geometry"].update(bottom_width_ft=1e308))
+    _site_variant(doc_of(site), d / "flat-table.yaml", lambda x: x["basin"].update(
+        geometry=None, stage_storage=[[0, 0], [1, 0], [4, 0]], design_height_ft=4))
+    _site_variant(doc_of(site), d / "huge-table.yaml", lambda x: x["basin"].update(
+        geometry=None, stage_storage=[[0, 0], [1, 1e300], [4, 1e301]], design_height_ft=4))
+    _site_variant(doc_of(site), d / "poll-true.yaml", lambda x: x["devices"][0].update(poll_interval_s=True))
+    _site_variant(doc_of(site), d / "poll-1e308.yaml", lambda x: x["devices"][0].update(poll_interval_s=1e308))
+    _site_variant(doc_of(site), d / "override-true.yaml", lambda x: x.update(rules={"R1": {"dry_gap_hours": True}}))
+    _site_variant(doc_of(site), d / "bad-host.yaml", lambda x: x["devices"][0]["transport"].update(host="not a host!!"))
+    _site_variant(doc_of(site), d / "odd-baud.yaml", lambda x: x["devices"][2]["transport"].update(baud=12345))
+    (d / "twice-id.yaml").write_text(site.read_text(encoding="utf-8").replace("site:\n", "site:\n  id: other\n", 1),
+                                     encoding="utf-8")  # site.id written twice: the next line is the file's own
     used = open_store(f"sqlite:///{d / 'used.db'}", WallClock())  # holds a reading inside the demo's window
     used.write_readings([Reading(site="riverside-commons", device="rain-1", quantity="rain_tips", value=0,
                                  unit=TIP_UNIT, time=datetime(2026, 6, 1, 5, 0, tzinfo=UTC), gateway="gw",
@@ -74,7 +88,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
             "tharandt": data_file("tharandt_davis_tips_Sensor1.csv"), "empty-state": d / "empty-state",
             "a-dir-db": d / "a-dir.db", "used": d / "used.db",
             **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
-                                                     "low-sensor", "huge-deadline")}}
+                                                     "low-sensor", "huge-deadline", "twice-id", "infinite-basin",
+                                                     "wide-basin", "flat-table", "huge-table", "poll-true",
+                                                     "poll-1e308", "override-true", "bad-host", "odd-baud")}}
     busy.close()
 
 
@@ -318,6 +334,50 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("site-sensor-below-the-design-height", ["evaluate", "--site", "{low-sensor}", "--from", "2026-06-01",
                                                  "--until", "2026-06-02", "--store", "{db}"],
          "basin.sensor_mount_height_ft: 2 ft is not above the basin's design height 4 ft"),
+        ("site-infinite-basin", ["gateway", "--check", "--site", "{infinite-basin}"],
+         "{infinite-basin}: basin.geometry.bottom_length_ft: Input should be a finite number (line "),
+        ("site-1e308-basin", ["gateway", "--check", "--site", "{wide-basin}"],
+         "{wide-basin}: basin.geometry.bottom_width_ft: Input should be less than or equal to 5000 (line "),
+        ("site-1e308-basin-evaluate", ["evaluate", "--site", "{wide-basin}", "--from", "2026-06-01", "--until",
+                                       "2026-06-02", "--store", "{db}"], "bottom_width_ft: Input should be less than"),
+        ("site-flat-stage-storage", ["gateway", "--check", "--site", "{flat-table}"],
+         "{flat-table}: basin: stage_storage holds 0 ft³ below design_height_ft 4 ft: a basin with no design storage "
+         "has no capacity to lose (R3 divides by it)"),
+        ("site-flat-stage-storage-evaluate", ["evaluate", "--site", "{flat-table}", "--from", "2026-06-01", "--until",
+                                              "2026-06-02", "--store", "{db}"], "stage_storage holds 0 ft³ below"),
+        ("site-huge-stage-storage", ["gateway", "--check", "--site", "{huge-table}"],
+         "{huge-table}: basin.stage_storage.1.1: Input should be less than or equal to 1000000000 (line "),
+        ("site-poll-interval-true", ["gateway", "--check", "--site", "{poll-true}"],
+         "{poll-true}: devices.0.poll_interval_s: true is a yes/no value, not a number (YAML reads true/false, yes/no "
+         "and on/off so); give the number (device rain-1, line "),
+        ("site-poll-interval-true-ingest", ["ingest", "--site", "{poll-true}"], "true is a yes/no value, not a number"),
+        ("site-poll-interval-1e308", ["gateway", "--check", "--site", "{poll-1e308}"],
+         "{poll-1e308}: devices.0.poll_interval_s: Input should be less than or equal to 86400 (device rain-1, line "),
+        ("site-poll-interval-1e308-evaluate", ["evaluate", "--site", "{poll-1e308}", "--from", "2026-06-01", "--until",
+                                               "2026-06-02", "--store", "{db}"],
+         "devices.0.poll_interval_s: Input should be less than or equal to 86400"),
+        ("site-override-true", ["gateway", "--check", "--site", "{override-true}"],
+         "{override-true}: rules.R1.dry_gap_hours: true is a yes/no value, not a number"),
+        ("site-bad-host", ["gateway", "--check", "--site", "{bad-host}"],
+         "{bad-host}: devices.0.transport.modbus-tcp.host: 'not a host!!' is not a host: ' ' is not allowed in a host "
+         "name (letters, digits, '-' and '.'; RFC 1123) nor is it an IP address (device rain-1, line "),
+        ("site-odd-baud", ["gateway", "--check", "--site", "{odd-baud}"],
+         "{odd-baud}: devices.2.transport.modbus-rtu.baud: 12345 is not a standard baud rate (the common ones: 1200, "
+         "2400, 4800, 9600, 19200, 38400, 57600, 115200; see the device's manual) (device turb-down, line "),
+        ("alerts-broker-host-with-a-space", ["alerts", "--site", "{site}", "--broker", "mqtt://bad host",
+                                             "--state-dir", "{dir}/never-alerts"],
+         "--broker: bad broker URL: host 'bad host' is not a host: ' ' is not allowed in a host name"),
+        ("ingest-broker-host-with-a-space", ["ingest", "--site", "{site}", "--broker", "mqtt://bad host", "--store",
+                                             "sqlite:///{dir}/never.db"], "--broker: bad broker URL: host 'bad host'"),
+        ("gateway-broker-host-with-a-space", ["gateway", "--check", "--site", "{site}", "--broker", "mqtt://bad host"],
+         "bad broker URL: host 'bad host' is not a host"),
+        ("alerts-broker-cluster-node-with-a-space", ["alerts", "--site", "{site}", "--broker", "mqtt://a:1883,b c:1883",
+                                                     "--state-dir", "{dir}/never-alerts"],
+         "--broker: bad broker URL node 'b c:1883': host 'b c' is not a host"),
+        ("site-key-twice", ["gateway", "--check", "--site", "{twice-id}"],
+         "{twice-id}:5:3: not valid YAML: key 'id' given twice, at lines 4 and 5 (YAML would keep only the last"),
+        ("site-key-twice-evaluate", ["evaluate", "--site", "{twice-id}", "--from", "2026-06-01", "--until",
+                                     "2026-06-02", "--store", "{db}"], "key 'id' given twice, at lines 4 and 5"),
         ("workorders-by-newline", ["workorders", "ack", "WO-x", "--by", "ina\nx", "--state-dir", "{state}"],
          "the name of who acknowledges (--by) 'ina\\nx': character 4 '\\n' is not allowed"),
         ("readings-by-bell", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann\x07",
@@ -381,7 +441,7 @@ def test_bad_input_is_one_line_and_exit_2(files: dict[str, object], args: list[s
 
 def test_a_typo_never_creates_directories(files: dict[str, Path]) -> None:
     for name in ("nonexist", "none", "nothing", "nothing-users", "nothing-web", "nothing-report", "ia.db", "x.docx",
-                 "x.html", "a.zip", "never.db"):
+                 "x.html", "a.zip", "never.db", "never-alerts"):
         assert not (files["dir"] / name).exists(), name
 
 

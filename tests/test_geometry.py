@@ -55,3 +55,12 @@ def test_table_interpolates_linearly_and_inverts() -> None:
 def test_table_rejects_bad_rows() -> None:
     with pytest.raises(ValueError):
         StageStorageTable(((0.0, 0.0), (1.0, 10.0), (0.5, 20.0)), design_height_ft=1.0)
+
+
+def test_lost_capacity_of_a_flat_table_is_a_clear_error_not_a_zero_division() -> None:
+    flat = StageStorageTable(((0.0, 0.0), (1.0, 0.0), (4.0, 0.0)), design_height_ft=4.0)  # storage never rises
+    with pytest.raises(ValueError, match=r"design storage V\(H\) at 4 ft is 0 ft³: a basin without a positive"):
+        lost_capacity(flat, 1.0)
+    infinite = SlopedRectangle(float("inf"), 20.0, 3.0, 4.0)
+    with pytest.raises(ValueError, match="is inf ft³"):
+        lost_capacity(infinite, 1.0)

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import paho.mqtt.client as mqtt
 
 from stormwatch.errors import InputError
+from stormwatch.hosts import host_problem
 
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
 _ALIASES = {"tcp": "mqtt", "ssl": "mqtts"}
@@ -78,7 +79,8 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
     """Parse ``url`` (see the module docstring).
 
     Raises:
-        BrokerUrlError: unknown scheme, missing host or a bad port.
+        BrokerUrlError: unknown scheme, a missing host or one that is neither an IP address nor an
+            RFC 1123 host name, or a bad port.
     """
     env = os.environ if env is None else env
     text = url if "://" in url else f"mqtt://{url}"
@@ -94,6 +96,7 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
         raise BrokerUrlError(f"broker URL must start with mqtt:// or mqtts://, got scheme {parts.scheme!r}")
     if not parts.hostname:
         raise BrokerUrlError("broker URL has no host (expected mqtt://host:port)")
+    _check_host(parts.hostname, "")
     others = tuple(_node(node, DEFAULT_PORTS[scheme]) for node in others_text)
     username = unquote(parts.username) if parts.username else env.get("STORMWATCH_MQTT_USERNAME") or None
     password = unquote(parts.password) if parts.password else env.get("STORMWATCH_MQTT_PASSWORD") or None
@@ -130,6 +133,18 @@ def _check_port(port: int | None, where: str) -> None:
         raise BrokerUrlError(f"bad broker URL{where}: port {port} is not a TCP port (1-65535)")
 
 
+def _check_host(host: str, where: str) -> None:
+    """A host the URL names must be an IP address or an RFC 1123 host name (:mod:`stormwatch.hosts`):
+    ``mqtt://bad host`` can never be resolved, so it is refused at start, not retried forever.
+
+    Raises:
+        BrokerUrlError: any other text.
+    """
+    problem = host_problem(host)
+    if problem is not None:
+        raise BrokerUrlError(f"bad broker URL{where}: host {host!r} is not a host: {problem}")
+
+
 def _first_node(url: str) -> tuple[str, list[str]]:
     """``url`` with only the first of its comma-separated nodes, and the other nodes' ``host[:port]``."""
     scheme, _, rest = url.partition("://")
@@ -153,6 +168,7 @@ def _node(text: str, default_port: int) -> tuple[str, int]:
     _check_port(port, f" node {text!r}")
     if not parts.hostname or parts.username is not None or parts.path or parts.query:
         raise BrokerUrlError(f"bad broker URL node {text!r}: expected host or host:port after a comma")
+    _check_host(parts.hostname, f" node {text!r}")
     return parts.hostname, port or default_port
 
 
