@@ -22,7 +22,8 @@ readings_app = typer.Typer(help="Readings entered by hand: transparency tube, gr
 def add_command(
     site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
     point: str = typer.Option(..., "--point", metavar="POINT",
-                              help="Where the sample was taken: a discharge point's id (or a device's id)."),
+                              help="Where the sample was taken: a discharge point's id (turbidity_pair: a site "
+                                   "file's one pair; devices are not sampling places)."),
     by: str = typer.Option(..., "--by", metavar="NAME", help="The inspector who took the sample."),
     sampled_at: str | None = typer.Option(None, "--sampled-at", metavar="TIME",
                                           help="When the sample was taken, ISO 8601 (without an offset: the site's "
@@ -76,6 +77,7 @@ def add_command(
         ManualEntry,
         ManualEntryError,
         ManualValueError,
+        check_sample_place,
         manual_readings,
         record_manual,
     )
@@ -94,7 +96,8 @@ def add_command(
               if v is not None}
     entry = ManualEntry(cfg.site.id, point, when, by, values)
     try:
-        manual_readings(entry)  # the values, before a store is opened (or created) for them
+        check_sample_place(cfg, point)  # where, and the values, before a store is opened (or created) for them
+        manual_readings(entry)
     except ManualValueError as exc:
         fail(f"{OPTION_OF[exc.quantity]} {exc.value:g}: {exc.reason}")
     except ManualEntryError as exc:

@@ -255,8 +255,12 @@ def _cases() -> list[tuple[str, list[str], str]]:
                             "--ph", "15", "--store", "sqlite:///{dir}/m.db"], "--ph 15: outside 0 to 14 [pH]"),
         ("readings-unknown-point", ["readings", "add", "--site", "{site}", "--point", "outfall-9", "--by", "ann",
                                     "--ph", "7", "--store", "sqlite:///{dir}/m.db"],
-         "'outfall-9' is neither a discharge point nor a device of site 'riverside-commons' (points: "
-         "turbidity_pair; devices: basin-level, rain-1, turb-down, turb-up)"),
+         "'outfall-9' is not a discharge point of site 'riverside-commons': samples are taken where "
+         "stormwater leaves the site (its points: turbidity_pair)"),
+        ("readings-at-a-device", ["readings", "add", "--site", "{site}", "--point", "rain-1", "--by", "ann",
+                                  "--ph", "7", "--store", "sqlite:///{dir}/m.db"],
+         "'rain-1' is a device of site 'riverside-commons', not a discharge point: samples are taken where "
+         "stormwater leaves the site (its points: turbidity_pair)"),
         # accounts of the desk
         ("users-unknown-site", ["users", "add", "bob", "--role", "inspector", "--site-id", "nowhere", "--sites",
                                 "{sites}", "--password-stdin", "--state-dir", "{dir}/users"],

@@ -51,10 +51,16 @@ from stormwatch.alerts.rules import parse_occurrence
 from stormwatch.alerts.rules.registry import EvidenceChart, rule_kinds
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
-from stormwatch.config import LEGACY_POINT, SiteConfig
+from stormwatch.config import SiteConfig
 from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES
 from stormwatch.display import local_time
-from stormwatch.importers.manual import ManualEntry, ManualEntryError, Recorded
+from stormwatch.importers.manual import (
+    ManualEntry,
+    ManualEntryError,
+    Recorded,
+    check_sample_place,
+    sample_places,
+)
 from stormwatch.numbers import NumberError, parse_float
 from stormwatch.resources import builtin_dir
 from stormwatch.stores.base import OverviewStore, StoreError
@@ -616,22 +622,17 @@ def _evidence_rows(order: WorkOrder, tz: str) -> list[dict[str, str]]:
     return rows
 
 
-def sample_places(cfg: SiteConfig) -> list[tuple[str, str]]:
-    """Where a field sample may be taken: ``(id, label)`` of the site's discharge points (as the site
-    file names them), then its devices."""
-    points = [(p.id, p.label) for p in cfg.points if p.id != LEGACY_POINT]
-    return points + [(d.id, f"{d.id} ({d.profile})") for d in cfg.devices]
-
-
 def manual_entry(cfg: SiteConfig, form: dict[str, str], inspector: str) -> ManualEntry:
     """The manual entry of the site page's form (``sampled_at`` local to the site, as a
     ``datetime-local`` input sends it).
 
     Raises:
-        ManualEntryError: no place, no time, a value that is not a number.
+        ManualEntryError: no place or not a discharge point of the site, no time, a value that is not a
+            number.
     """
     if not form.get("point"):
         raise ManualEntryError("choose where the sample was taken")
+    check_sample_place(cfg, form["point"])
     try:
         when = datetime.fromisoformat(form.get("sampled_at", ""))
     except ValueError:
