@@ -67,6 +67,7 @@ from stormwatch.stores.base import OverviewStore, StoreError
 from stormwatch.web import charts
 from stormwatch.web.accounts import Accounts, Session, User, can_act, can_verify, can_view, visible_sites
 from stormwatch.web.excerpts import excerpt
+from stormwatch.web.forms import read_form
 from stormwatch.web.overview import GatewayStatus, PointSeries, SiteModel, portfolio, site_series
 from stormwatch.web.photos import DEFAULT_MAX_BYTES, PhotoError, check_photo, size_text
 
@@ -214,7 +215,7 @@ def create_app(desk: Desk) -> Starlette:
                 return response
             request.state.session = session
             if post:
-                form = await request.form(max_files=8, max_fields=20)
+                form = await read_form(request, max_files=8, max_fields=20)
                 request.state.form = form
                 sent = request.headers.get("X-CSRF-Token") or str(form.get("csrf_token") or "")
                 if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
@@ -251,7 +252,7 @@ def create_app(desk: Desk) -> Starlette:
         return response
 
     async def login(request: Request) -> Response:
-        form = await request.form(max_files=0, max_fields=5)
+        form = await read_form(request, max_files=0, max_fields=5)
         token = request.cookies.get(LOGIN_CSRF_COOKIE, "")
         sent = str(form.get("csrf_token") or "")
         target = str(form.get("next") or "/")
