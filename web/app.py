@@ -10,7 +10,8 @@ Pages (every one needs a session; every one checks the user's right to the site 
   ``/orders/{id}/print`` is the same on paper.
 * ``POST /orders/{id}/acknowledge|complete|photos|verify`` -- the actions; every POST carries the
   session's CSRF token (form field ``csrf_token`` or header ``X-CSRF-Token``).
-* ``/login``, ``POST /logout``; ``/metrics`` (Prometheus text: notifications, page renders).
+* ``/login``, ``POST /logout``; ``/metrics`` (Prometheus text: notifications, page renders), only when
+  asked (``Desk.serve_metrics``, ``stormwatch web --metrics``): it is served without a login, for a scraper.
 
 "Now" is the alert engine's clock as it recorded it in the work-order state
 (:meth:`stormwatch.alerts.workorders.EngineClock.reader_clock`): the wall clock for a live
@@ -137,6 +138,8 @@ class Desk:
         gateways: the last gateway statuses, if a broker is watched (``(site, gateway)`` →
             status), else ``None``.
         record: how the site page's manual field readings are recorded.
+        serve_metrics: serve ``/metrics`` (Prometheus text, without a login: a scraper has no session);
+            off by default, so a desk on a network answers nothing to a stranger but its login page.
     """
 
     sites: dict[str, SiteModel]
@@ -152,6 +155,7 @@ class Desk:
     #: records a manual field reading of a site (:func:`stormwatch.importers.manual.record_manual`: into
     #: the store, or published to the broker); ``None``: the desk takes no readings
     record: Callable[[ManualEntry, SiteConfig], Recorded] | None = None
+    serve_metrics: bool = False
 
 
 def _templates() -> Jinja2Templates:
@@ -568,7 +572,7 @@ def create_app(desk: Desk) -> Starlette:
         Route("/orders/{oid}/complete", page(complete, post=True), methods=["POST"]),
         Route("/orders/{oid}/photos", page(add_photo, post=True), methods=["POST"]),
         Route("/orders/{oid}/verify", page(verify, post=True), methods=["POST"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        *([Route("/metrics", metrics, methods=["GET"])] if desk.serve_metrics else []),
         Mount("/static", StaticFiles(directory=str(builtin_dir("stormwatch.web", "static"))), name="static"),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=upload_limit)])

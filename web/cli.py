@@ -54,6 +54,10 @@ def web_cmd(
                                        help="Largest photo an inspector may upload (MiB)."),
     secure_cookies: bool = typer.Option(False, "--secure-cookies",
                                         help="Send cookies only over HTTPS (set this behind a TLS proxy)."),
+    metrics: bool = typer.Option(False, "--metrics/--no-metrics",
+                                 help="Serve Prometheus metrics (page renders, refusals, notifications) on "
+                                      "/metrics, WITHOUT a login (a scraper has no session): turn on only where the "
+                                      "port is reachable by your monitoring alone (default: off, /metrics is 404)."),
     session_minutes: float = typer.Option(480.0, "--session-minutes", min=1.0, metavar="MINUTES",
                                           help="Log a browser out after this long without a request."),
     smtp: str | None = typer.Option(None, "--smtp", envvar="STORMWATCH_SMTP", metavar="URL",
@@ -105,7 +109,8 @@ def web_cmd(
         desk = open_desk(DeskSettings(sites=site, sites_dir=sites_dir, store_url=store, state_dir=state_dir,
                                       wall_time=wall_time,
                                       max_photo_bytes=int(max_photo_mb * 1048576), secure_cookies=secure_cookies,
-                                      idle_minutes=session_minutes, manual_broker=broker_settings))
+                                      idle_minutes=session_minutes, manual_broker=broker_settings,
+                                      metrics=metrics))
     except DeskSetupError as exc:
         fail(str(exc), 2)
     notifier = None
