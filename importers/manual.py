@@ -44,6 +44,7 @@ from stormwatch.contract import (
     check_person_name,
     dump_readings,
 )
+from stormwatch.display import amount, number
 from stormwatch.errors import InputError
 from stormwatch.importers.identity import import_seq
 from stormwatch.ingest.validate import Validator
@@ -74,7 +75,7 @@ class ManualValueError(ManualEntryError):
 
     def __init__(self, quantity: str, value: float, reason: str) -> None:
         self.quantity, self.value, self.reason = quantity, value, reason
-        super().__init__(f"{quantity} {value:g}: {reason}")
+        super().__init__(f"{quantity} {number(value)}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -280,8 +281,9 @@ def _correct(store: ReadingStore, conflicts: tuple[Conflict, ...], topic: str, c
             continue
         now = clock.now()
         store.write_deadletters([DeadLetter(
-            "superseded", f"manual {new.quantity} {old.value:g} {new.unit} at {new.site}/{new.device} sampled "
-                          f"{new.time.isoformat()} (entered by {old.raw}) corrected to {new.value:g} {new.unit} by "
+            "superseded", f"manual {new.quantity} {amount(old.value, new.unit)} at {new.site}/{new.device} sampled "
+                          f"{new.time.isoformat()} (entered by {old.raw}) corrected to "
+                          f"{amount(new.value, new.unit)} by "
                           f"{new.raw} at {now.isoformat()} (stormwatch readings add --correct)",
             topic, dump_readings([old]), now)])
         log.info("manual %s at %s/%s sampled %s corrected: %g -> %g %s by %s (the replaced reading is kept as a "

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from stormwatch.alerts.sitefile import load_site_file
+from stormwatch.display import amount, number
 from stormwatch.runtime.cliutil import fail
 
 #: The option of each manual quantity (errors name the option the value came from).
@@ -99,7 +100,7 @@ def add_command(
         check_sample_place(cfg, point)  # where, and the values, before a store is opened (or created) for them
         manual_readings(entry)
     except ManualValueError as exc:
-        fail(f"{OPTION_OF[exc.quantity]} {exc.value:g}: {exc.reason}")
+        fail(f"{OPTION_OF[exc.quantity]} {number(exc.value)}: {exc.reason}")
     except ManualEntryError as exc:
         fail(str(exc))
     opened = None
@@ -153,7 +154,8 @@ def add_command(
     if result.conflicts:
         tz = cfg.site.tz
         fail("\n".join(
-            f"{OPTION_OF[c.reading.quantity]} {c.reading.value:g}: refused (conflicting_value): {c.reading.device} "
+            f"{OPTION_OF[c.reading.quantity]} {number(c.reading.value)}: refused (conflicting_value): "
+            f"{c.reading.device} "
             f"{c.reading.quantity} sampled {c.reading.time.astimezone(tz):%Y-%m-%d %H:%M %Z} by {c.reading.raw} is "
-            f"already recorded as {c.stored_value:g} {c.stored_unit}, which is kept; if that was mistyped, enter "
+            f"already recorded as {amount(c.stored_value, c.stored_unit)}, which is kept; if that was mistyped, enter "
             f"the right value with --correct" for c in result.conflicts))

@@ -195,6 +195,12 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("archive-binary-store", ["archive", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
                                   "--store", "sqlite:///{bin}", "--state-dir", "{state}", "-o", "{dir}/b.zip"],
          "{bin} is not an SQLite database"),
+        ("import-archive-not-a-zip", ["import-archive", "{rain}", "--store", "sqlite:///{dir}/ia2.db", "--state-dir",
+                                      "{state}"],
+         "error: {rain}: not a readable archive: File is not a zip file"),  # the path said once
+        ("readings-huge-turbidity", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann",
+                                     "--turbidity-ntu", "1e6", "--store", "sqlite:///{dir}/m.db"],
+         "error: --turbidity-ntu 1000000: outside 0 to 4000 NTU"),  # a number for people, not 1e+06
         ("import-archive-missing-bundle", ["import-archive", "{dir}/none.zip", "--store", "sqlite:///{dir}/ia.db",
                                           "--state-dir", "{dir}/ia"], "{dir}/none.zip: no such file"),
         # store URLs: one vocabulary, one line for a malformed one

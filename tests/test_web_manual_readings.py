@@ -63,6 +63,10 @@ def test_refused_entries_say_why_and_store_nothing(tmp_path: Path) -> None:
     r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turbidity_pair",
                                              "sampled_at": "2026-06-02T11:30"})
     assert r.status_code == 400 and "nothing to record" in r.text
+    r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turbidity_pair",
+                                             "sampled_at": "2026-06-02T11:30", "turbidity": "1e6"})
+    assert r.status_code == 400  # a number for people: 1000000, never 1e+06
+    assert "Not recorded: turbidity 1000000: outside 0 to 4000 NTU" in r.text and "1e+06" not in r.text
     assert manual(world) == []
 
 

@@ -54,7 +54,7 @@ from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES
-from stormwatch.display import local_time
+from stormwatch.display import amount, local_time
 from stormwatch.importers.manual import (
     ManualEntry,
     ManualEntryError,
@@ -391,8 +391,8 @@ def create_app(desk: Desk) -> Starlette:
             return site_response(request, session, f"Not recorded, the store failed: {exc}. Enter it again "
                                  "(it is recorded once).", 503, form)
         if recorded.conflicts:  # a second value for a sample already recorded: refused, the first kept
-            refused = "; ".join(f"{c.reading.quantity} {c.reading.value:g} {c.reading.unit}: this sample is already "
-                                f"recorded as {c.stored_value:g} {c.stored_unit}, which is kept"
+            refused = "; ".join(f"{c.reading.quantity} {amount(c.reading.value, c.reading.unit)}: this sample is "
+                                f"already recorded as {amount(c.stored_value, c.stored_unit)}, which is kept"
                                 for c in recorded.conflicts)
             return site_response(request, session, f"Not recorded (conflicting_value): {refused}. A mistyped "
                                  "entry is corrected with `stormwatch readings add --correct`.", 409, form)
