@@ -39,7 +39,9 @@ _COMMON = {
     "due_at": "Deadline where the law sets one (RFC 3339 UTC).",
     "message": "One human sentence for the timeline.",
     "late_detection_s": "Set when the event was found late: seconds after event_time + lateness.",
-    "evidence": "The readings (or window medians) that triggered it.",
+    "evidence": "The readings (or window medians) that triggered it. A turbidity window: window_start, window_end, "
+                "upstream_median_ntu, downstream_median_ntu, allowed_ntu, unit, status, criterion (the R2 criterion "
+                "judged by, e.g. washington), reason (why a window was not judged; only then), upstream, downstream.",
 }
 
 

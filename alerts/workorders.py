@@ -888,3 +888,25 @@ class WorkOrders:
                 self._log_change(oid, at, ENGINE, "overdue", status, f"due {_text(_t(due), zone)} passed")
             self._db.execute("COMMIT")
         return [self.get(r[0]) for r in rows]
+
+
+def recorded_sites(path: Path) -> list[str]:
+    """The site ids an alert service's state file ``path`` (``alerts.db``) records: sites the engine
+    has watched (its progress) and sites with work orders, sorted; ``[]`` when the file does not
+    exist or holds neither table. Read only: the file is never created or changed.
+
+    Raises:
+        sqlite3.Error: the file exists but cannot be read as a database.
+    """
+    if not path.is_file():
+        return []
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        found: set[str] = set()
+        for table in ("engine_progress", "work_orders"):
+            if table in tables:
+                found.update(str(row[0]) for row in db.execute(f"SELECT DISTINCT site FROM {table}"))
+        return sorted(found)
+    finally:
+        db.close()

@@ -27,7 +27,7 @@ from stormwatch.alerts.backfill import depth_text
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Reading, dump_readings
-from stormwatch.display import counts, names
+from stormwatch.display import amount, counts, names
 from stormwatch.errors import InputError
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY
@@ -314,8 +314,9 @@ def _write_batch(validator: Validator, store: ReadingStore, topic: str, batch: S
             for c in outcome.conflicts:  # a row whose time is already stored with another value: its row, refused
                 line = lines.get((c.reading.boot, c.reading.seq), 0)
                 summary.rejects.append(RowReject(line, "conflicting_value", (
-                    f"{summary.path}:{line}: {c.reading.quantity} {c.reading.value:g} {c.reading.unit} at "
-                    f"{format_time(c.reading.time)}: the store already holds {c.stored_value:g} {c.stored_unit} for "
+                    f"{summary.path}:{line}: {c.reading.quantity} {amount(c.reading.value, c.reading.unit)} at "
+                    f"{format_time(c.reading.time)}: the store already holds "
+                    f"{amount(c.stored_value, c.stored_unit)} for "
                     "this time (imported before from another file?); the stored value is kept")))
                 summary.rejected_rows["conflicting_value"] = summary.rejected_rows.get("conflicting_value", 0) + 1
             letters = refusal_letters(WriteOutcome(refused=outcome.refused), validator.clock.now(), lambda _r: topic)

@@ -1,14 +1,15 @@
 """Manual field readings (issue 16): a transparency tube in cm, a grab sample's NTU and pH from hand meters.
 
-An inspector enters what they measured at a discharge point (or at a device's location) and when
-they sampled it (``stormwatch readings add``, or the form on the web desk's site page). Each value
-becomes one :class:`~stormwatch.contract.Reading` that says where it came from:
+An inspector enters what they measured at a discharge point (where stormwater leaves the site, the
+place samples are taken: :func:`check_sample_place`) and when they sampled it (``stormwatch
+readings add``, or the form on the web desk's site page). Each value becomes one
+:class:`~stormwatch.contract.Reading` that says where it came from:
 
 * ``gateway`` = :data:`stormwatch.contract.MANUAL_GATEWAY` (``source: manual``);
 * ``raw`` = the inspector's name;
 * ``time`` = when the sample was taken (event time: the rules judge it then, however late it is
   entered);
-* ``device`` = the discharge point's id (or a device id), ``quantity``/``unit`` one of
+* ``device`` = the discharge point's id (``turbidity_pair`` for a site file's one pair), ``quantity``/``unit`` one of
   :data:`stormwatch.contract.MANUAL_QUANTITIES` (``transparency`` cm, ``turbidity`` NTU, ``ph`` [pH]);
 * identity: ``boot`` from the site, point, quantity and inspector, ``seq`` = the sampling time in
   microseconds -- entering the same sample twice stores it once. Entering it again with ANOTHER
@@ -34,7 +35,7 @@ from datetime import datetime
 
 from stormwatch import topics
 from stormwatch.clock import Clock
-from stormwatch.config import SiteConfig
+from stormwatch.config import LEGACY_POINT, SiteConfig
 from stormwatch.contract import (
     MANUAL_GATEWAY,
     MANUAL_QUANTITIES,
@@ -43,6 +44,7 @@ from stormwatch.contract import (
     check_person_name,
     dump_readings,
 )
+from stormwatch.display import amount, number
 from stormwatch.errors import InputError
 from stormwatch.importers.identity import import_seq
 from stormwatch.ingest.validate import Validator
@@ -73,7 +75,7 @@ class ManualValueError(ManualEntryError):
 
     def __init__(self, quantity: str, value: float, reason: str) -> None:
         self.quantity, self.value, self.reason = quantity, value, reason
-        super().__init__(f"{quantity} {value:g}: {reason}")
+        super().__init__(f"{quantity} {number(value)}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ class ManualEntry:
 
     Attributes:
         site: site id.
-        point: discharge point id (or device id) where the sample was taken.
+        point: discharge point id where the sample was taken (:func:`check_sample_place`).
         sampled_at: when it was taken (aware; stored in UTC).
         inspector: who took it.
         values: quantity -> value (``transparency`` cm, ``turbidity`` NTU, ``ph``).
@@ -93,6 +95,35 @@ class ManualEntry:
     sampled_at: datetime
     inspector: str
     values: Mapping[str, float]
+
+
+def sample_places(cfg: SiteConfig) -> list[tuple[str, str]]:
+    """Where a field sample of site ``cfg`` is taken: ``(id, label)`` of its discharge points, in
+    the site file's order (a site file with one ``turbidity_pair``: that point, id
+    :data:`~stormwatch.config.LEGACY_POINT`). Devices are not sampling places: a pH entered
+    against the rain gauge is no sample of the discharge."""
+    return [(p.id, "the site's discharge point (turbidity_pair)" if p.id == LEGACY_POINT else p.label)
+            for p in cfg.points]
+
+
+def check_sample_place(cfg: SiteConfig, point: str) -> None:
+    """Refuse ``point`` unless it is one of the discharge points of site ``cfg`` (:func:`sample_places`).
+
+    Raises:
+        ManualEntryError: ``point`` is a device or unknown (the message lists the points), or the
+            site has no discharge point at all.
+    """
+    places = [pid for pid, _ in sample_places(cfg)]
+    if point in places:
+        return
+    site = cfg.site.id
+    what = (f"{point!r} is a device of site {site!r}, not a discharge point"
+            if any(d.id == point for d in cfg.devices) else f"{point!r} is not a discharge point of site {site!r}")
+    if not places:
+        raise ManualEntryError(f"{what}, and the site has no discharge point to sample (give it discharge_points or "
+                               "a turbidity_pair)")
+    raise ManualEntryError(f"{what}: samples are taken where stormwater leaves the site (its points: "
+                           f"{', '.join(places)})")
 
 
 def manual_boot(site: str, point: str, quantity: str, inspector: str) -> str:
@@ -197,6 +228,7 @@ def record_manual(entry: ManualEntry, cfg: SiteConfig, profiles: ProfileLibrary,
     if correct and store is None:
         raise ManualEntryError("--correct replaces a value in the store: give --store (the live alert service has "
                                "already judged the recorded value; re-run `stormwatch evaluate` after correcting)")
+    check_sample_place(cfg, entry.point)
     readings = manual_readings(entry)
     # a field notebook may be entered long after the sampling: no age bound (the future stays refused)
     validator = Validator.for_sites([cfg], profiles, clock, max_age_s=None)
@@ -249,8 +281,9 @@ def _correct(store: ReadingStore, conflicts: tuple[Conflict, ...], topic: str, c
             continue
         now = clock.now()
         store.write_deadletters([DeadLetter(
-            "superseded", f"manual {new.quantity} {old.value:g} {new.unit} at {new.site}/{new.device} sampled "
-                          f"{new.time.isoformat()} (entered by {old.raw}) corrected to {new.value:g} {new.unit} by "
+            "superseded", f"manual {new.quantity} {amount(old.value, new.unit)} at {new.site}/{new.device} sampled "
+                          f"{new.time.isoformat()} (entered by {old.raw}) corrected to "
+                          f"{amount(new.value, new.unit)} by "
                           f"{new.raw} at {now.isoformat()} (stormwatch readings add --correct)",
             topic, dump_readings([old]), now)])
         log.info("manual %s at %s/%s sampled %s corrected: %g -> %g %s by %s (the replaced reading is kept as a "

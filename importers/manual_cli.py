@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from stormwatch.alerts.sitefile import load_site_file
+from stormwatch.display import amount, number
 from stormwatch.runtime.cliutil import fail
 
 #: The option of each manual quantity (errors name the option the value came from).
@@ -22,7 +23,8 @@ readings_app = typer.Typer(help="Readings entered by hand: transparency tube, gr
 def add_command(
     site: Path = typer.Option(..., "--site", metavar="FILE", help="The site's YAML file."),
     point: str = typer.Option(..., "--point", metavar="POINT",
-                              help="Where the sample was taken: a discharge point's id (or a device's id)."),
+                              help="Where the sample was taken: a discharge point's id (turbidity_pair: a site "
+                                   "file's one pair; devices are not sampling places)."),
     by: str = typer.Option(..., "--by", metavar="NAME", help="The inspector who took the sample."),
     sampled_at: str | None = typer.Option(None, "--sampled-at", metavar="TIME",
                                           help="When the sample was taken, ISO 8601 (without an offset: the site's "
@@ -76,6 +78,7 @@ def add_command(
         ManualEntry,
         ManualEntryError,
         ManualValueError,
+        check_sample_place,
         manual_readings,
         record_manual,
     )
@@ -94,9 +97,10 @@ def add_command(
               if v is not None}
     entry = ManualEntry(cfg.site.id, point, when, by, values)
     try:
-        manual_readings(entry)  # the values, before a store is opened (or created) for them
+        check_sample_place(cfg, point)  # where, and the values, before a store is opened (or created) for them
+        manual_readings(entry)
     except ManualValueError as exc:
-        fail(f"{OPTION_OF[exc.quantity]} {exc.value:g}: {exc.reason}")
+        fail(f"{OPTION_OF[exc.quantity]} {number(exc.value)}: {exc.reason}")
     except ManualEntryError as exc:
         fail(str(exc))
     opened = None
@@ -150,7 +154,8 @@ def add_command(
     if result.conflicts:
         tz = cfg.site.tz
         fail("\n".join(
-            f"{OPTION_OF[c.reading.quantity]} {c.reading.value:g}: refused (conflicting_value): {c.reading.device} "
+            f"{OPTION_OF[c.reading.quantity]} {number(c.reading.value)}: refused (conflicting_value): "
+            f"{c.reading.device} "
             f"{c.reading.quantity} sampled {c.reading.time.astimezone(tz):%Y-%m-%d %H:%M %Z} by {c.reading.raw} is "
-            f"already recorded as {c.stored_value:g} {c.stored_unit}, which is kept; if that was mistyped, enter "
+            f"already recorded as {amount(c.stored_value, c.stored_unit)}, which is kept; if that was mistyped, enter "
             f"the right value with --correct" for c in result.conflicts))

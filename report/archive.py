@@ -235,8 +235,9 @@ def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tup
     """
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise ArchiveError(f"{path}: not a readable archive: {exc}") from exc
+    except (zipfile.BadZipFile, OSError) as exc:  # the caller names the path: said once
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ArchiveError(f"not a readable archive: {detail}") from exc
     with zf:
         manifest = read_manifest(zf)
         added = 0

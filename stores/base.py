@@ -44,6 +44,7 @@ from typing import Protocol, TypeAlias
 
 from stormwatch import topics
 from stormwatch.contract import Event, Reading, dump_readings
+from stormwatch.display import amount
 from stormwatch.reasons import check_reason
 
 log = logging.getLogger(__name__)
@@ -99,8 +100,8 @@ class Conflict:
         """One sentence for a dead letter or an error line: the identity, both values, what happens."""
         r = self.reading
         gateway, boot, seq = r.identity
-        said = f"{r.value:g} {r.unit}"
-        held = f"{self.stored_value:g} {self.stored_unit}"
+        said = amount(r.value, r.unit)
+        held = amount(self.stored_value, self.stored_unit)
         if self.stored_time != r.time:
             said += f" at {r.time.isoformat()}"
             held += f" at {self.stored_time.isoformat()}"

@@ -651,3 +651,22 @@ class SqliteStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def recorded_sites(path: Path) -> list[str]:
+    """The configured site ids a SQLite store file ``path`` records (table ``sites``, written by
+    :meth:`SqliteStore.write_sites`), sorted; ``[]`` when the file does not exist or has no such
+    table. Read only: the file is never created or changed.
+
+    Raises:
+        sqlite3.Error: the file exists but cannot be read as a database.
+    """
+    if not path.is_file():
+        return []
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sites'").fetchone() is None:
+            return []
+        return sorted(str(row[0]) for row in db.execute("SELECT site FROM sites"))
+    finally:
+        db.close()

@@ -7,7 +7,10 @@ work-order commands, ``replay``/``evaluate`` and the event messages.
   the display resolution of field turbidity meters, finer than the accuracy of the bundled probes
   (Yosemitech Y511: ±5 % or 0.3 NTU; Campbell ClariVUE10: ±2 % or 0.5 FNU; docs/reference/sensors.md),
   so the digit shown is one the instrument can vouch for;
-* rain: inches to 2 decimals (the 0.01-in gauges' resolution) next to the exact tip count.
+* rain: inches to 2 decimals (the 0.01-in gauges' resolution) next to the exact tip count;
+* units: as people write them -- the wire's UCUM annotation ``{tip}`` is ``tips`` (``1 tip``),
+  never the raw placeholder (:func:`unit_text`, :func:`amount`);
+* numbers in messages: plain decimals (``1000000``, ``0.25``), not ``1e+06`` (:func:`number`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,37 @@ def turbidity(value: float | None, unit: str = "NTU") -> str:
     if value is None:
         return "unknown"
     return f"{value:.{TURBIDITY_DECIMALS}f} {unit}"
+
+
+def unit_text(unit: str, value: float | None = None) -> str:
+    """A unit as people write it: a UCUM annotation unit ``{tip}`` (the wire's tip count) is
+    ``tips``, or ``tip`` when ``value`` is exactly 1; any other ``{...}`` annotation loses its braces;
+    other units (``NTU``, ``cm``, ``[pH]``, ``ft``) as they are."""
+    if unit.startswith("{") and unit.endswith("}") and len(unit) > 2:
+        word = unit[1:-1]
+        return word if value is not None and value == 1 else f"{word}s"
+    return unit
+
+
+def number(value: float) -> str:
+    """A number for a person: a value a field instrument or a person could write in plain digits
+    (below 10^15, from 10^-6) without an exponent -- an integer without a point (``1000000``, never
+    ``1e+06``), else the shortest decimal that reads back as the value (``0.25``, ``41.5``); an
+    absurd magnitude (``1e+308``, a typo's or a corrupt file's) keeps its exponent, shorter to read."""
+    if not math.isfinite(value) or abs(value) >= 1e15 or (value != 0 and abs(value) < 1e-6):
+        return f"{value:g}"
+    if value == int(value):
+        return str(int(value))
+    text = repr(float(value))
+    if "e" in text:
+        text = f"{value:.12f}".rstrip("0").rstrip(".")
+    return text
+
+
+def amount(value: float, unit: str) -> str:
+    """``value`` and its unit for a person: ``3 tips``, ``1 tip``, ``41.5 NTU``, ``1000000 NTU``."""
+    shown = unit_text(unit, value)
+    return f"{number(value)} {shown}" if shown else number(value)
 
 
 def describe_event(e: Event, tz: ZoneInfo) -> str:

@@ -211,6 +211,12 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("archive-binary-store", ["archive", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
                                   "--store", "sqlite:///{bin}", "--state-dir", "{state}", "-o", "{dir}/b.zip"],
          "{bin} is not an SQLite database"),
+        ("import-archive-not-a-zip", ["import-archive", "{rain}", "--store", "sqlite:///{dir}/ia2.db", "--state-dir",
+                                      "{state}"],
+         "error: {rain}: not a readable archive: File is not a zip file"),  # the path said once
+        ("readings-huge-turbidity", ["readings", "add", "--site", "{site}", "--point", "turbidity_pair", "--by", "ann",
+                                     "--turbidity-ntu", "1e6", "--store", "sqlite:///{dir}/m.db"],
+         "error: --turbidity-ntu 1000000: outside 0 to 4000 NTU"),  # a number for people, not 1e+06
         ("import-archive-missing-bundle", ["import-archive", "{dir}/none.zip", "--store", "sqlite:///{dir}/ia.db",
                                           "--state-dir", "{dir}/ia"], "{dir}/none.zip: no such file"),
         # store URLs: one vocabulary, one line for a malformed one
@@ -271,8 +277,12 @@ def _cases() -> list[tuple[str, list[str], str]]:
                             "--ph", "15", "--store", "sqlite:///{dir}/m.db"], "--ph 15: outside 0 to 14 [pH]"),
         ("readings-unknown-point", ["readings", "add", "--site", "{site}", "--point", "outfall-9", "--by", "ann",
                                     "--ph", "7", "--store", "sqlite:///{dir}/m.db"],
-         "'outfall-9' is neither a discharge point nor a device of site 'riverside-commons' (points: "
-         "turbidity_pair; devices: basin-level, rain-1, turb-down, turb-up)"),
+         "'outfall-9' is not a discharge point of site 'riverside-commons': samples are taken where "
+         "stormwater leaves the site (its points: turbidity_pair)"),
+        ("readings-at-a-device", ["readings", "add", "--site", "{site}", "--point", "rain-1", "--by", "ann",
+                                  "--ph", "7", "--store", "sqlite:///{dir}/m.db"],
+         "'rain-1' is a device of site 'riverside-commons', not a discharge point: samples are taken where "
+         "stormwater leaves the site (its points: turbidity_pair)"),
         # accounts of the desk
         ("users-unknown-site", ["users", "add", "bob", "--role", "inspector", "--site-id", "nowhere", "--sites",
                                 "{sites}", "--password-stdin", "--state-dir", "{dir}/users"],

@@ -94,7 +94,12 @@ def test_refusals_are_one_line_and_store_nothing(tmp_path: Path) -> None:
         (["--point", "outfall-1", "--ph", "14.5"], "--ph 14.5: outside 0 to 14 [pH] (grab sample, hand pH meter)"),
         (["--point", "outfall-1", "--transparency-cm", "-3"], "--transparency-cm -3: outside 0 to 120 cm"),
         (["--point", "outfall-1", "--turbidity-ntu", "4000.5"], "--turbidity-ntu 4000.5: outside 0 to 4000 NTU"),
-        (["--point", "outfall-9", "--ph", "7"], "unknown_device: 'outfall-9' is neither a discharge point nor a"),
+        (["--point", "outfall-9", "--ph", "7"], "error: 'outfall-9' is not a discharge point of site 's1': "
+                                                "samples are taken where stormwater leaves the site (its points: "
+                                                "outfall-1, outfall-2)"),
+        (["--point", "turb-1", "--ph", "7"], "error: 'turb-1' is a device of site 's1', not a discharge "
+                                             "point: samples are taken where stormwater leaves the site (its "
+                                             "points: outfall-1, outfall-2)"),
         (["--point", "outfall-1"], "nothing to record: give at least one of transparency (cm)"),
         (["--point", "outfall-1", "--ph", "7", "--sampled-at", "2999-01-01T00:00"], "future_time"),
     ]

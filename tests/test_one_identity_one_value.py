@@ -83,7 +83,7 @@ def _values(url: str, device: str) -> list[tuple[str, float]]:
 
 
 def _add(url: str, value: str, *extra: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["readings", "add", "--site", str(EXAMPLE), "--point", "turb-down", "--by",
+    result = CliRunner().invoke(app, ["readings", "add", "--site", str(EXAMPLE), "--point", "turbidity_pair", "--by",
                                       "J. Rivera", "--sampled-at", "2026-06-01T10:30", "--turbidity-ntu", value,
                                       "--store", url, *extra])
     return result.exit_code, result.stdout, result.stderr
@@ -97,17 +97,17 @@ def test_readings_add_refuses_a_second_value_and_corrects_it_explicitly(store_ur
     assert "already recorded" not in out.replace("0 already recorded", "")
     assert "stored: 0 new, 0 already recorded, 1 refused" in out
     assert err.strip().splitlines() == [
-        "error: --turbidity-ntu 50: refused (conflicting_value): turb-down turbidity sampled 2026-06-01 10:30 EDT "
+        "error: --turbidity-ntu 50: refused (conflicting_value): turbidity_pair turbidity sampled 2026-06-01 10:30 EDT "
         "by J. Rivera is already recorded as 41.5 NTU, which is kept; if that was mistyped, enter the right value "
         "with --correct"]
-    assert _values(store_url, "turb-down") == [("2026-06-01T14:30:00+00:00", 41.5)]
+    assert _values(store_url, "turbidity_pair") == [("2026-06-01T14:30:00+00:00", 41.5)]
     code, out, _ = _add(store_url, "41.5")  # the same value again: an idempotent duplicate
     assert code == 0 and "stored: 0 new, 1 already recorded" in out
 
     code, out, err = _add(store_url, "50", "--correct")
     assert code == 0, err
     assert "corrected: turbidity 41.5 -> 50 NTU" in out
-    assert _values(store_url, "turb-down") == [("2026-06-01T14:30:00+00:00", 50.0)]
+    assert _values(store_url, "turbidity_pair") == [("2026-06-01T14:30:00+00:00", 50.0)]
     ((reason, detail, payload),) = _deadletters(store_url)
     assert reason == "superseded"
     assert payload["value"] == 41.5 and payload["raw"] == "J. Rivera" and payload["gateway"] == "manual"

@@ -40,6 +40,10 @@ def test_26_over_20_for_20_min_is_a_possible_violation() -> None:
     assert len(ev.evidence) == 3
     assert [v for _, v in ev.evidence[0]["upstream"]] == [20.0] * 5
     assert [v for _, v in ev.evidence[0]["downstream"]] == [26.0] * 5
+    # Ch. 133 §133-6C is the Washington-style criterion (background + 5 NTU below 50 NTU): named as
+    # the criterion, never as a "reason" (it is no cause of anything)
+    assert [(x["criterion"], x["status"], x["allowed_ntu"], "reason" in x) for x in ev.evidence] == \
+        [("washington", "violating", 25.0, False)] * 3
     assert ev.due_at == ev.event_time + timedelta(hours=24)
 
 
@@ -72,6 +76,9 @@ def test_missing_upstream_is_undetermined_never_violation() -> None:
     events = run(30, lambda i: None, lambda i: 300.0)
     assert [e.kind for e in events] == ["turbidity_undetermined"]
     assert "upstream" in events[0].message
+    (window,) = events[0].evidence  # a window not judged says why, and by which criterion it would be
+    assert (window["criterion"], window["status"], window["reason"]) == \
+        ("washington", "undetermined", "no upstream (background) reading")
 
 
 def test_upstream_goes_missing_mid_violation_breaks_the_run() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from starlette.testclient import TestClient
 
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.app import servers
@@ -341,3 +342,47 @@ def test_a_single_pair_sites_charts_keep_their_ids_and_titles(world: dict[str, o
     # the overdue storm inspection's evidence: the rain chart (the storm rule's opening event names it)
     order = c.get(f"/orders/{world['orders'][A]}").text  # type: ignore[index]
     assert re.search(r'<figure id="chart-evidence"><svg [^>]*aria-label="Rain per 15 min and cumulative depth"', order)
+
+
+def test_form_bodies_are_decoded_per_their_charset(world: dict[str, object]) -> None:
+    """A url-encoded body that is not percent-encoded is text in its charset (UTF-8 when the
+    Content-Type names none, the WHATWG URL Standard), not Latin-1: ``notes=café`` is stored as
+    café, never cafÃ©; a percent-encoded é (%C3%A9) is the same é; Latin-1 when the body says so."""
+    c = client(world)
+    token = login(c, "ina")
+    oid = world["orders"][A]  # type: ignore[index]
+    for content_type, body, stored in (
+            ("application/x-www-form-urlencoded; charset=utf-8", f"csrf_token={token}&notes=café".encode(),
+             "café"),
+            ("application/x-www-form-urlencoded", f"csrf_token={token}&notes=caf%C3%A9+cr%C3%A8me".encode(),
+             "café crème"),
+            ("application/x-www-form-urlencoded; charset=ISO-8859-1",
+             f"csrf_token={token}&notes=Überlauf".encode("latin-1"), "Überlauf")):
+        r = c.post(f"/orders/{oid}/acknowledge", content=body, headers={"Content-Type": content_type})
+        assert r.status_code == 303, r.text
+        book = _book(world)
+        assert book.history(oid)[-1].notes == stored
+        book.close()
+    r = c.post(f"/orders/{oid}/acknowledge", content=f"csrf_token={token}&notes=caf\xe9".encode("latin-1"),
+               headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
+    assert r.status_code == 400 and "the form is not utf-8 text (its Content-Type says charset=utf-8)" in r.text
+
+
+def test_metrics_are_served_only_when_asked_and_then_without_a_login(world: dict[str, object]) -> None:
+    """/metrics is not there by default (404, not even a login redirect); with metrics on, a
+    scraper without a session reads the Prometheus text, counting the page renders made."""
+    c = client(world)
+    assert c.get("/metrics").status_code == 404
+    on = client(world, metrics=True)
+    login(on, "ina")
+    scraper = TestClient(on.app, follow_redirects=False)  # the same desk, no session cookie
+
+    def portfolio_renders() -> float:
+        r = scraper.get("/metrics")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+        found = re.search(r'^stormwatch_web_render_seconds_count\{page="portfolio"\} (\S+)$', r.text, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    before = portfolio_renders()
+    assert on.get("/").status_code == 200 and on.get("/").status_code == 200
+    assert portfolio_renders() == before + 2

@@ -30,14 +30,14 @@ def test_an_inspector_records_field_readings_on_the_site_page(tmp_path: Path) ->
     page = c.get(f"/sites/{A}").text
     assert 'action="/sites/riverside-commons/readings"' in page and "Record as Ina Inspector" in page
     # 11:30 EDT = 15:30 UTC, half an hour before the desk's clock
-    form = {"csrf_token": token, "point": "turb-down", "sampled_at": "2026-06-02T11:30", "transparency": "28",
+    form = {"csrf_token": token, "point": "turbidity_pair", "sampled_at": "2026-06-02T11:30", "transparency": "28",
             "turbidity": "41.5", "ph": "7.9"}
     r = c.post(f"/sites/{A}/readings", data=form)
     assert r.status_code == 303 and r.headers["location"] == f"/sites/{A}?done=reading"
     at = datetime(2026, 6, 2, 15, 30, tzinfo=UTC)
-    assert sorted(manual(world)) == [("turb-down", "ph", 7.9, "[pH]", at, "Ina Inspector"),
-                                     ("turb-down", "transparency", 28.0, "cm", at, "Ina Inspector"),
-                                     ("turb-down", "turbidity", 41.5, "NTU", at, "Ina Inspector")]
+    assert sorted(manual(world)) == [("turbidity_pair", "ph", 7.9, "[pH]", at, "Ina Inspector"),
+                                     ("turbidity_pair", "transparency", 28.0, "cm", at, "Ina Inspector"),
+                                     ("turbidity_pair", "turbidity", 41.5, "NTU", at, "Ina Inspector")]
     shown = c.get(f"/sites/{A}?done=reading").text
     assert "Recorded." in shown and "turbidity 41.5 NTU" in shown and "Ina Inspector" in shown
     # the same sample again is recorded once
@@ -55,20 +55,46 @@ def test_refused_entries_say_why_and_store_nothing(tmp_path: Path) -> None:
     world = build(tmp_path)
     c = client(world)
     token = login(c, "ina")
-    r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turb-down",
+    r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turbidity_pair",
                                              "sampled_at": "2026-06-02T11:30", "ph": "15"})
     assert r.status_code == 400
     assert "Not recorded: ph 15: outside 0 to 14 [pH] (grab sample, hand pH meter)" in r.text
     assert 'value="15"' in r.text  # the form keeps what was typed
-    r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turb-down",
+    r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turbidity_pair",
                                              "sampled_at": "2026-06-02T11:30"})
     assert r.status_code == 400 and "nothing to record" in r.text
+    r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": "turbidity_pair",
+                                             "sampled_at": "2026-06-02T11:30", "turbidity": "1e6"})
+    assert r.status_code == 400  # a number for people: 1000000, never 1e+06
+    assert "Not recorded: turbidity 1000000: outside 0 to 4000 NTU" in r.text and "1e+06" not in r.text
+    assert manual(world) == []
+
+
+def test_samples_are_taken_only_at_the_sites_discharge_points(tmp_path: Path) -> None:
+    """The "Where" list offers the site's one discharge point (its turbidity_pair), never a device;
+    a pH posted against the rain gauge (or a probe) is refused with the site's points, nothing stored."""
+    import re
+
+    world = build(tmp_path)
+    c = client(world)
+    token = login(c, "ina")
+    page = c.get(f"/sites/{A}").text
+    select = page[page.index('name="point"'):]
+    select = select[:select.index("</select>")]
+    assert re.findall(r'<option value="([^"]*)"', select) == ["", "turbidity_pair"] or \
+        re.findall(r'<option value="([^"]*)"', select) == ["turbidity_pair"]
+    for device in ("rain-1", "turb-down", "basin-level"):
+        r = c.post(f"/sites/{A}/readings", data={"csrf_token": token, "point": device,
+                                                 "sampled_at": "2026-06-02T11:30", "ph": "7"})
+        assert r.status_code == 400, device
+        assert (f"Not recorded: &#39;{device}&#39; is a device of site &#39;riverside-commons&#39;, not a discharge "
+                "point: samples are taken where stormwater leaves the site (its points: turbidity_pair)") in r.text
     assert manual(world) == []
 
 
 def test_only_the_sites_inspectors_may_post_and_only_with_the_token(tmp_path: Path) -> None:
     world = build(tmp_path)
-    data = {"point": "turb-down", "sampled_at": "2026-06-02T11:30", "ph": "7.0"}
+    data = {"point": "turbidity_pair", "sampled_at": "2026-06-02T11:30", "ph": "7.0"}
     ina = client(world)
     token = login(ina, "ina")
     assert ina.post(f"/sites/{A}/readings", data={"csrf_token": "forged", **data}).status_code == 403

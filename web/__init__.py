@@ -8,6 +8,7 @@ and work-order state as the services, and the e-mail notifications of work order
 * :mod:`stormwatch.web.charts` -- server-side SVG charts (no internet, no JavaScript needed).
 * :mod:`stormwatch.web.excerpts` -- the ordinance text a citation enforces (``web/ordinances/``).
 * :mod:`stormwatch.web.photos` -- inspection photos: size limit and image type checks.
+* :mod:`stormwatch.web.forms` -- form bodies decoded per their charset (UTF-8 by default).
 * :mod:`stormwatch.web.app` -- the Starlette application (Jinja2 templates, htmx, CSRF).
 * :mod:`stormwatch.web.notify` -- e-mail over SMTP when an order opens, is due soon, goes overdue.
 * :mod:`stormwatch.web.cli` -- ``stormwatch web``, ``stormwatch users``, ``stormwatch notify``.

@@ -81,6 +81,32 @@ class AccountError(ValueError):
     """An account operation that cannot be done (the message says why, for a person)."""
 
 
+def check_account(name: str, role: str, sites: Sequence[str], *, email: str = "", display_name: str = "") -> str:
+    """Check the fields of a new account (before anything is asked or stored); return the display
+    name as history will record it (``""``: the login name).
+
+    Raises:
+        AccountError: a login name outside ASCII letters, digits and ``. _ @ -`` (up to 64), an
+            unknown role, an inspector or contractor without a site, a malformed e-mail address or
+            display name.
+    """
+    if not _NAME.match(name):
+        raise AccountError(f"user name {name!r}: ASCII letters and digits and . _ @ - only (up to 64), starting "
+                           "with an ASCII letter or digit")
+    if display_name.strip():
+        try:
+            display_name = check_person_name(display_name, "the name history records (--name)")
+        except ValueError as exc:
+            raise AccountError(str(exc)) from None
+    if role not in ROLES:
+        raise AccountError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+    if role != "smo" and not sites:
+        raise AccountError(f"an account with role {role} needs at least one site (--site-id SITE_ID)")
+    if email and not re.match(r"^[^@\s]+@[^@\s]+$", email):
+        raise AccountError(f"{email!r} is not an e-mail address")
+    return display_name
+
+
 @dataclass(frozen=True)
 class User:
     """One account.
@@ -184,20 +210,7 @@ class Accounts:
             AccountError: bad name or role, a name already taken, a short password, an inspector or
                 contractor without a site.
         """
-        if not _NAME.match(name):
-            raise AccountError(f"user name {name!r}: letters, digits and . _ @ - only (up to 64), starting with "
-                               "a letter or digit")
-        if display_name.strip():
-            try:
-                display_name = check_person_name(display_name, "the name history records (--name)")
-            except ValueError as exc:
-                raise AccountError(str(exc)) from None
-        if role not in ROLES:
-            raise AccountError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
-        if role != "smo" and not sites:
-            raise AccountError(f"an account with role {role} needs at least one site (--site-id SITE_ID)")
-        if email and not re.match(r"^[^@\s]+@[^@\s]+$", email):
-            raise AccountError(f"{email!r} is not an e-mail address")
+        display_name = check_account(name, role, sites, email=email, display_name=display_name)
         self._check_password(password)
         stamp = self.now()
         digest = self._hasher.hash(password)

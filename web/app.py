@@ -10,7 +10,8 @@ Pages (every one needs a session; every one checks the user's right to the site 
   ``/orders/{id}/print`` is the same on paper.
 * ``POST /orders/{id}/acknowledge|complete|photos|verify`` -- the actions; every POST carries the
   session's CSRF token (form field ``csrf_token`` or header ``X-CSRF-Token``).
-* ``/login``, ``POST /logout``; ``/metrics`` (Prometheus text: notifications, page renders).
+* ``/login``, ``POST /logout``; ``/metrics`` (Prometheus text: notifications, page renders), only when
+  asked (``Desk.serve_metrics``, ``stormwatch web --metrics``): it is served without a login, for a scraper.
 
 "Now" is the alert engine's clock as it recorded it in the work-order state
 (:meth:`stormwatch.alerts.workorders.EngineClock.reader_clock`): the wall clock for a live
@@ -51,16 +52,23 @@ from stormwatch.alerts.rules import parse_occurrence
 from stormwatch.alerts.rules.registry import EvidenceChart, rule_kinds
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
-from stormwatch.config import LEGACY_POINT, SiteConfig
+from stormwatch.config import SiteConfig
 from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES
-from stormwatch.display import local_time
-from stormwatch.importers.manual import ManualEntry, ManualEntryError, Recorded
+from stormwatch.display import amount, local_time
+from stormwatch.importers.manual import (
+    ManualEntry,
+    ManualEntryError,
+    Recorded,
+    check_sample_place,
+    sample_places,
+)
 from stormwatch.numbers import NumberError, parse_float
 from stormwatch.resources import builtin_dir
 from stormwatch.stores.base import OverviewStore, StoreError
 from stormwatch.web import charts
 from stormwatch.web.accounts import Accounts, Session, User, can_act, can_verify, can_view, visible_sites
 from stormwatch.web.excerpts import excerpt
+from stormwatch.web.forms import read_form
 from stormwatch.web.overview import GatewayStatus, PointSeries, SiteModel, portfolio, site_series
 from stormwatch.web.photos import DEFAULT_MAX_BYTES, PhotoError, check_photo, size_text
 
@@ -130,6 +138,8 @@ class Desk:
         gateways: the last gateway statuses, if a broker is watched (``(site, gateway)`` →
             status), else ``None``.
         record: how the site page's manual field readings are recorded.
+        serve_metrics: serve ``/metrics`` (Prometheus text, without a login: a scraper has no session);
+            off by default, so a desk on a network answers nothing to a stranger but its login page.
     """
 
     sites: dict[str, SiteModel]
@@ -145,6 +155,7 @@ class Desk:
     #: records a manual field reading of a site (:func:`stormwatch.importers.manual.record_manual`: into
     #: the store, or published to the broker); ``None``: the desk takes no readings
     record: Callable[[ManualEntry, SiteConfig], Recorded] | None = None
+    serve_metrics: bool = False
 
 
 def _templates() -> Jinja2Templates:
@@ -208,7 +219,7 @@ def create_app(desk: Desk) -> Starlette:
                 return response
             request.state.session = session
             if post:
-                form = await request.form(max_files=8, max_fields=20)
+                form = await read_form(request, max_files=8, max_fields=20)
                 request.state.form = form
                 sent = request.headers.get("X-CSRF-Token") or str(form.get("csrf_token") or "")
                 if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
@@ -245,7 +256,7 @@ def create_app(desk: Desk) -> Starlette:
         return response
 
     async def login(request: Request) -> Response:
-        form = await request.form(max_files=0, max_fields=5)
+        form = await read_form(request, max_files=0, max_fields=5)
         token = request.cookies.get(LOGIN_CSRF_COOKIE, "")
         sent = str(form.get("csrf_token") or "")
         target = str(form.get("next") or "/")
@@ -380,8 +391,8 @@ def create_app(desk: Desk) -> Starlette:
             return site_response(request, session, f"Not recorded, the store failed: {exc}. Enter it again "
                                  "(it is recorded once).", 503, form)
         if recorded.conflicts:  # a second value for a sample already recorded: refused, the first kept
-            refused = "; ".join(f"{c.reading.quantity} {c.reading.value:g} {c.reading.unit}: this sample is already "
-                                f"recorded as {c.stored_value:g} {c.stored_unit}, which is kept"
+            refused = "; ".join(f"{c.reading.quantity} {amount(c.reading.value, c.reading.unit)}: this sample is "
+                                f"already recorded as {amount(c.stored_value, c.stored_unit)}, which is kept"
                                 for c in recorded.conflicts)
             return site_response(request, session, f"Not recorded (conflicting_value): {refused}. A mistyped "
                                  "entry is corrected with `stormwatch readings add --correct`.", 409, form)
@@ -561,7 +572,7 @@ def create_app(desk: Desk) -> Starlette:
         Route("/orders/{oid}/complete", page(complete, post=True), methods=["POST"]),
         Route("/orders/{oid}/photos", page(add_photo, post=True), methods=["POST"]),
         Route("/orders/{oid}/verify", page(verify, post=True), methods=["POST"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        *([Route("/metrics", metrics, methods=["GET"])] if desk.serve_metrics else []),
         Mount("/static", StaticFiles(directory=str(builtin_dir("stormwatch.web", "static"))), name="static"),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=upload_limit)])
@@ -616,22 +627,17 @@ def _evidence_rows(order: WorkOrder, tz: str) -> list[dict[str, str]]:
     return rows
 
 
-def sample_places(cfg: SiteConfig) -> list[tuple[str, str]]:
-    """Where a field sample may be taken: ``(id, label)`` of the site's discharge points (as the site
-    file names them), then its devices."""
-    points = [(p.id, p.label) for p in cfg.points if p.id != LEGACY_POINT]
-    return points + [(d.id, f"{d.id} ({d.profile})") for d in cfg.devices]
-
-
 def manual_entry(cfg: SiteConfig, form: dict[str, str], inspector: str) -> ManualEntry:
     """The manual entry of the site page's form (``sampled_at`` local to the site, as a
     ``datetime-local`` input sends it).
 
     Raises:
-        ManualEntryError: no place, no time, a value that is not a number.
+        ManualEntryError: no place or not a discharge point of the site, no time, a value that is not a
+            number.
     """
     if not form.get("point"):
         raise ManualEntryError("choose where the sample was taken")
+    check_sample_place(cfg, form["point"])
     try:
         when = datetime.fromisoformat(form.get("sampled_at", ""))
     except ValueError:

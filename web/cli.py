@@ -54,6 +54,10 @@ def web_cmd(
                                        help="Largest photo an inspector may upload (MiB)."),
     secure_cookies: bool = typer.Option(False, "--secure-cookies",
                                         help="Send cookies only over HTTPS (set this behind a TLS proxy)."),
+    metrics: bool = typer.Option(False, "--metrics/--no-metrics",
+                                 help="Serve Prometheus metrics (page renders, refusals, notifications) on "
+                                      "/metrics, WITHOUT a login (a scraper has no session): turn on only where the "
+                                      "port is reachable by your monitoring alone (default: off, /metrics is 404)."),
     session_minutes: float = typer.Option(480.0, "--session-minutes", min=1.0, metavar="MINUTES",
                                           help="Log a browser out after this long without a request."),
     smtp: str | None = typer.Option(None, "--smtp", envvar="STORMWATCH_SMTP", metavar="URL",
@@ -105,7 +109,8 @@ def web_cmd(
         desk = open_desk(DeskSettings(sites=site, sites_dir=sites_dir, store_url=store, state_dir=state_dir,
                                       wall_time=wall_time,
                                       max_photo_bytes=int(max_photo_mb * 1048576), secure_cookies=secure_cookies,
-                                      idle_minutes=session_minutes, manual_broker=broker_settings))
+                                      idle_minutes=session_minutes, manual_broker=broker_settings,
+                                      metrics=metrics))
     except DeskSetupError as exc:
         fail(str(exc), 2)
     notifier = None
@@ -200,31 +205,63 @@ def _accounts(state_dir: Path):  # type: ignore[no-untyped-def]
         fail(str(exc), 2)
 
 
-def _check_site_ids(site_ids: list[str], sites_dir: Path | None) -> None:
-    """Refuse a ``--site-id`` that is not a site id, or (with ``--sites DIR``) not a site of that
-    directory. Exit 2 with one line naming the option."""
+#: The file name of a SQLite store kept in a state directory (``stormwatch demo --state-dir`` keeps
+#: its store there, beside ``alerts.db``).
+_STATE_STORE_FILE = "stormwatch.db"
+
+
+def _known_sites(sites_dir: Path | None, state_dir: Path) -> tuple[list[str], str]:
+    """The site ids the desk knows, and where they come from (for the refusal line): the site files
+    of ``--sites DIR`` when given, else the sites recorded in ``--state-dir`` -- the work-order book
+    (``alerts.db``: sites the engine watched or opened orders for) and a SQLite store kept there
+    (``stormwatch.db``: the configured sites). ``([], ...)`` when no source names a site."""
+    import sqlite3
+
     from stormwatch.alerts.sitefile import load_site_file
-    from stormwatch.contract import check_identifier
+    from stormwatch.alerts.workorders import recorded_sites as book_sites
     from stormwatch.runtime.sitedir import ServiceSites
+    from stormwatch.stores.sqlite import recorded_sites as store_sites
+    from stormwatch.web.server import ALERTS_FILE
+
+    if sites_dir is not None:
+        return list(ServiceSites([], sites_dir, load_site_file).load()), f"--sites {sites_dir}"
+    use_state_dir(state_dir, create=False, hint=_STATE_HINT)
+    found: set[str] = set()
+    for path, read in ((state_dir / ALERTS_FILE, book_sites), (state_dir / _STATE_STORE_FILE, store_sites)):
+        try:
+            found.update(read(path))
+        except sqlite3.Error as exc:
+            fail(f"--state-dir {state_dir}: {path.name}: not readable ({exc})")
+    return sorted(found), f"--state-dir {state_dir}"
+
+
+def _check_site_ids(site_ids: list[str], sites_dir: Path | None, state_dir: Path) -> None:
+    """Refuse a ``--site-id`` that is not a site id, or not a site the desk knows
+    (:func:`_known_sites`); with no source of sites at all, refuse and ask for ``--sites`` (a
+    site id is never taken on trust). Exit 2 with one line naming the option."""
+    from stormwatch.contract import check_identifier
 
     for sid in site_ids:
         try:
             check_identifier(sid)
         except ValueError as exc:
             fail(f"--site-id {exc}")
-    if sites_dir is None:
+    if not site_ids:
         return
-    known = ServiceSites([], sites_dir, load_site_file).load()
+    known, source = _known_sites(sites_dir, state_dir)
     if not known:
-        fail(f"--sites {sites_dir}: no site file there (*.yaml)")
+        if sites_dir is not None:
+            fail(f"--sites {sites_dir}: no site file there (*.yaml)")
+        fail(f"--site-id: no sites recorded in --state-dir {state_dir} to check {', '.join(site_ids)} against "
+             f"(no work orders or store yet): pass --sites DIR, the site files the desk serves")
     unknown = [sid for sid in site_ids if sid not in known]
     if unknown:
-        fail(f"--site-id {', '.join(unknown)}: no such site in --sites {sites_dir} (its sites: {', '.join(known)})")
+        fail(f"--site-id {', '.join(unknown)}: no such site in {source} (its sites: {', '.join(known)})")
 
 
 @users_app.command("add")
 def users_add(
-    name: str = typer.Argument(..., metavar="NAME", help="Login name (letters, digits, . _ @ -)."),
+    name: str = typer.Argument(..., metavar="NAME", help="Login name (ASCII letters and digits, . _ @ -)."),
     role: str = typer.Option(..., "--role", metavar="ROLE", help="inspector, smo or contractor."),
     site: list[str] = typer.Option([], "--site-id", metavar="SITE_ID",
                                    help="A site the user works on (repeatable; needed for inspector, contractor)."),
@@ -234,17 +271,24 @@ def users_add(
     password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
     sites_dir: Path | None = typer.Option(None, "--sites", metavar="DIR", file_okay=False,
                                           help="The directory of site files the desk serves (`stormwatch web --sites "
-                                               "DIR`): every --site-id must be a site of it."),
+                                               "DIR`): every --site-id must be a site of it (default: the "
+                                               "sites recorded in --state-dir)."),
     state_dir: Path = _STATE_DIR_OPT,
 ) -> None:
     """Add a user (the password is asked twice, hidden).
 
-    Each --site-id must be a site id (the site files' grammar); with --sites DIR, one of the sites
-    in that directory -- a typo never gives an inspector a site that does not exist.
+    Each --site-id must be a site the desk knows: with --sites DIR, one of the site files there;
+    without, one of the sites recorded in --state-dir (its work orders and the engine's progress in
+    alerts.db, the configured sites of a stormwatch.db store kept there). With neither, the command
+    refuses and asks for --sites -- a typo never gives an inspector a site that does not exist.
     """
-    from stormwatch.web.accounts import AccountError
+    from stormwatch.web.accounts import AccountError, check_account
 
-    _check_site_ids(site, sites_dir)
+    try:
+        check_account(name, role, site, email=email, display_name=full_name)
+    except AccountError as exc:
+        fail(str(exc), 2)
+    _check_site_ids(site, sites_dir, state_dir)
     accounts = _accounts(state_dir)
     try:
         user = accounts.add(name, role, _password(password_stdin), sites=site, email=email, display_name=full_name)

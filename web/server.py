@@ -61,6 +61,8 @@ class DeskSettings:
     #: where the site page's manual field readings go: published to this broker (the live path), else
     #: written to the store
     manual_broker: BrokerSettings | None = None
+    #: serve ``/metrics`` (Prometheus text, without a login; ``stormwatch web --metrics``)
+    metrics: bool = False
 
 
 def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) -> Desk:
@@ -103,7 +105,8 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
     clock = EngineTime(book, settings.wall_time)
     book.clock = clock
     desk = Desk(sites=sites, store=cast(OverviewStore, store), book=book, accounts=accounts, clock=clock,
-                max_photo_bytes=settings.max_photo_bytes, secure_cookies=settings.secure_cookies)
+                max_photo_bytes=settings.max_photo_bytes, secure_cookies=settings.secure_cookies,
+                serve_metrics=settings.metrics)
     broker = settings.manual_broker
 
     def record(entry: ManualEntry, cfg: SiteConfig) -> Recorded:

@@ -110,14 +110,20 @@ class _Result(NamedTuple):
     up: Sequence[tuple[int, float]] = ()
     down: Sequence[tuple[int, float]] = ()
 
-    def evidence(self) -> dict[str, Any]:
-        return {
+    def evidence(self, criterion: str) -> dict[str, Any]:
+        """The window as an event's evidence: its medians, the allowed value and ``criterion`` (the
+        R2 criterion judged by: ``washington``, ``absolute``...; a name, never a cause), and for a
+        window that could not be judged the ``reason`` why (``no downstream reading``)."""
+        out: dict[str, Any] = {
             "window_start": format_time(self.start), "window_end": format_time(self.end),
             "upstream_median_ntu": self.up_median, "downstream_median_ntu": self.down_median,
-            "allowed_ntu": self.allowed, "unit": self.unit, "status": self.status, "reason": self.reason,
-            "upstream": [[format_time(time_of_us(t)), v] for t, v in self.up],
-            "downstream": [[format_time(time_of_us(t)), v] for t, v in self.down],
+            "allowed_ntu": self.allowed, "unit": self.unit, "status": self.status, "criterion": criterion,
         }
+        if self.status not in ("violating", "compliant"):
+            out["reason"] = self.reason
+        out["upstream"] = [[format_time(time_of_us(t)), v] for t, v in self.up]
+        out["downstream"] = [[format_time(time_of_us(t)), v] for t, v in self.down]
+        return out
 
 
 class TurbidityRuleState:
@@ -314,7 +320,7 @@ class TurbidityRuleState:
                     f"{(r.end - first.start).total_seconds() / 60:g} min since {local_time(first.start, self.tz)}; "
                     "for the SMO to confirm",
                     due_at=r.end + timedelta(hours=self.params.confirm_within_hours),
-                    evidence=[x.evidence() for x in self._run],
+                    evidence=[x.evidence(self.criterion.name) for x in self._run],
                 ))
             return out
         self._run = []
@@ -330,7 +336,7 @@ class TurbidityRuleState:
                         f"turbidity back within the allowed for {self.params.clear_min:g} min (downstream "
                         f"{turbidity(r.down_median, r.unit)}, allowed {turbidity(r.allowed, r.unit)}: "
                         f"{self._allowance(r)})",
-                        evidence=[r.evidence()],
+                        evidence=[r.evidence(self.criterion.name)],
                     ))
             return out
         self._ok = 0
@@ -341,7 +347,7 @@ class TurbidityRuleState:
             out.append(self._event(
                 kind, r, occurrence(kind, r.start, self.point),
                 f"turbidity {r.status.replace('_', ' ')} from {local_time(r.start, self.tz)}: {r.reason}",
-                evidence=[r.evidence()],
+                evidence=[r.evidence(self.criterion.name)],
             ))
         return out
 

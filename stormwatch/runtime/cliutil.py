@@ -161,6 +161,8 @@ OPTIONS: dict[str, OptionName] = {
     "--port": OptionName("a TCP port", ("PORT",)),
     "--max-photo-mb": OptionName("the largest photo upload, MiB", ("MIB",)),
     "--secure-cookies": OptionName("send cookies only over HTTPS"),
+    "--metrics": OptionName("serve the desk's Prometheus metrics on /metrics (without a login)"),
+    "--no-metrics": OptionName("serve no /metrics (the default)"),
     "--session-minutes": OptionName("minutes without a request before a browser is logged out", ("MINUTES",)),
     "--role": OptionName("a user's role: inspector, smo or contractor", ("ROLE",)),
     "--email": OptionName("an e-mail address", ("ADDRESS",)),

@@ -1,0 +1,31 @@
+"""Units and numbers in messages are written for people: ``3 tips``, never ``3 {tip}``; ``1000000``,
+never ``1e+06`` (stormwatch.display)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.display import amount, number, unit_text
+from stormwatch.stores.base import Conflict
+
+
+def test_units_and_numbers_for_people() -> None:
+    assert TIP_UNIT == "{tip}"  # the wire's UCUM annotation unit
+    assert (unit_text(TIP_UNIT), unit_text(TIP_UNIT, 1), unit_text(TIP_UNIT, 3)) == ("tips", "tip", "tips")
+    assert (unit_text("NTU"), unit_text("[pH]"), unit_text("cm")) == ("NTU", "[pH]", "cm")
+    assert (amount(3, TIP_UNIT), amount(1, TIP_UNIT), amount(41.5, "NTU")) == ("3 tips", "1 tip", "41.5 NTU")
+    assert [number(v) for v in (1e6, 1_000_000, 0.25, 7.9, 1e-5, 4000.5, -3.0, 0.0)] == [
+        "1000000", "1000000", "0.25", "7.9", "0.00001", "4000.5", "-3", "0"]
+    assert (number(1e308), number(1e-7)) == ("1e+308", "1e-07")  # absurd magnitudes keep the exponent
+
+
+def test_a_conflict_of_rain_tips_names_tips() -> None:
+    """The import's and ingest's conflicting_value line: ``rain_tips 3 tips ... holds 1 tip``."""
+    at = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    r = Reading(site="s1", device="rain-1", quantity="rain_tips", value=3, unit=TIP_UNIT, time=at, gateway="import",
+                boot="b", seq=7, tip_size="0.01 in")
+    detail = Conflict(r, 1, TIP_UNIT, at).detail()
+    assert detail == ("identity (gateway 'import', boot 'b', seq 7) is stored with rain-1 rain_tips 1 tip; this "
+                      "reading says 3 tips: refused, the stored reading is kept")
+    assert "{tip}" not in detail
