@@ -219,7 +219,10 @@ def nothing_stored(summary: ImportSummary) -> str | None:
     what = [f"{rejected} of {summary.rows_read} rows rejected ({counts(summary.rejected_rows)})"] if rejected else []
     if dead:
         what.append(f"{dead} readings dead-lettered ({counts(summary.dead_lettered)})")
-    return f"{summary.path}: nothing stored: {', '.join(what)}{first} (check --format, --delimiter, --time-format)"
+    hint = ("the gateway's readings already cover these rows: nothing to add"
+            if set(summary.rejected_rows) == {"overlaps_stored"} and not dead
+            else "check --format, --delimiter, --time-format")
+    return f"{summary.path}: nothing stored: {', '.join(what)}{first} ({hint})"
 
 
 def replay_command(

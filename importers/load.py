@@ -32,8 +32,9 @@ from stormwatch.errors import InputError
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY
 from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.overlap import Coverage, coverage, overlap_detail
 from stormwatch.importers.qc import flag_readings
-from stormwatch.importers.rows import Progress, RowReject, build_readings, file_counter
+from stormwatch.importers.rows import Conversion, Progress, RowReject, build_readings, file_counter
 from stormwatch.importers.table import TableError
 from stormwatch.ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
@@ -240,6 +241,8 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     if sizes is not None and sizes.replaced:
         _check_periods(conv.readings, sizes, path)
     conv.readings = flag_readings(conv.readings, profile)
+    covers = _coverages(store, site, device_id, conv.readings, device.poll_interval_s, clock)
+    conv.readings = _drop_overlaps(conv.readings, covers, conv, str(path))
     if silence == "dry":
         if options.tips is None:
             raise ImportFailed("--silence dry is for rain event logs (give the tip size: --tip-mm or --tip-in)")
@@ -247,6 +250,9 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
 
         rain = sorted((r for r in conv.readings if r.quantity == "rain_tips"), key=lambda r: r.time)
         dry = dry_polls(rain, timedelta(seconds=device.poll_interval_s), boot=DRY_IMPORT_BOOT)
+        cover = covers.get("rain_tips")
+        if cover is not None:  # no dry poll where another source reported: it has the say there
+            dry = [r for r in dry if cover.covering(r.time) is None]
         log.info("import %s: %d dry polls stored between the event log's rows (every %g s)", path, len(dry),
                  device.poll_interval_s)
         conv.readings = sorted([*conv.readings, *dry], key=lambda r: r.time)
@@ -283,6 +289,34 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
              path, summary.rows_read, summary.readings_made, summary.readings_stored, summary.already_stored,
              summary.gaps, sum(summary.rejected_rows.values()))
     return summary
+
+
+def _coverages(store: ReadingStore, site: str, device: str, readings: Sequence[Reading], poll_interval_s: float,
+               clock: Clock) -> dict[str, Coverage]:
+    """quantity -> what other sources' stored readings of ``device`` cover over the file's span."""
+    spans: dict[str, tuple[datetime, datetime]] = {}
+    for r in readings:
+        lo, hi = spans.get(r.quantity, (r.time, r.time))
+        spans[r.quantity] = (min(lo, r.time), max(hi, r.time))
+    return {q: coverage(store, site, device, q, lo, hi, poll_interval_s, clock) for q, (lo, hi) in spans.items()}
+
+
+def _drop_overlaps(readings: list[Reading], covers: Mapping[str, Coverage], conv: Conversion,
+                   path: str) -> list[Reading]:
+    """``readings`` without those another source's stored readings cover: their rows are rejected
+    ``overlaps_stored`` (:mod:`stormwatch.importers.overlap`)."""
+    kept: list[Reading] = []
+    for r in readings:
+        cover = covers.get(r.quantity)
+        span = cover.covering(r.time) if cover is not None else None
+        if span is None or cover is None:
+            kept.append(r)
+            continue
+        line = conv.lines.get((r.boot, r.seq), 0)
+        conv.rejects.append(RowReject(line, "overlaps_stored", f"{path}:{line}: {overlap_detail(r, span, cover)}"))
+        if r.quantity == "rain_tips":
+            conv.tips -= int(r.value)
+    return kept
 
 
 def _preflight(validator: Validator, topic: str, readings: Sequence[Reading]) -> None:

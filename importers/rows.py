@@ -36,7 +36,8 @@ Reject reasons: ``too_few_fields``, ``extra_fields`` (a non-empty field past the
 columns; empty trailing fields -- a trailing delimiter -- are tolerated), ``bad_time``,
 ``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``negative_value``, ``beyond_instrument_range``,
 ``conflicting_time``,
-``before_1970``, ``beyond_envelope``, ``beyond_counter_width``, ``too_many_tips``.
+``before_1970``, ``beyond_envelope``, ``beyond_counter_width``, ``too_many_tips``; and in
+:mod:`stormwatch.importers.load`, ``overlaps_stored`` (:mod:`stormwatch.importers.overlap`).
 """
 
 from __future__ import annotations
