@@ -186,6 +186,13 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("report-output-in-missing-dir", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
                                           "--store", "{db}", "-o", "{dir}/nonexist/x.pdf"],
          "--output {dir}/nonexist/x.pdf: directory {dir}/nonexist does not exist"),
+        # a period no store can hold (used to be "unexpected OverflowError: date value out of range")
+        ("report-until-9999", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "9999-12-31",
+                               "--store", "{db}", "--state-dir", "{state}", "-o", "{dir}/x.csv"],
+         "--until 9999-12-31: more than a year after the state's clock (wall-clock time: "),
+        ("report-from-year-1", ["report", "--site", "{site}", "--from", "0001-01-01", "--until", "2026-06-02",
+                                "--store", "{db}", "--state-dir", "{state}", "-o", "{dir}/x.csv"],
+         "--from 0001-01-01: before 1970-01-01, when event times begin (no reading can be older)"),
         ("report-missing-store", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
                                   "--store", "sqlite:///{dir}/nothing.db", "--state-dir", "{state}"],
          "no SQLite store at {dir}/nothing.db"),
