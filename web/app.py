@@ -53,7 +53,7 @@ from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
 from stormwatch.config import LEGACY_POINT, SiteConfig
 from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES
-from stormwatch.display import local_time
+from stormwatch.display import LocalTimeError, local_instant, local_time
 from stormwatch.importers.manual import ManualEntry, ManualEntryError, Recorded
 from stormwatch.numbers import NumberError, parse_float
 from stormwatch.resources import builtin_dir
@@ -636,8 +636,11 @@ def manual_entry(cfg: SiteConfig, form: dict[str, str], inspector: str) -> Manua
         when = datetime.fromisoformat(form.get("sampled_at", ""))
     except ValueError:
         raise ManualEntryError("give when the sample was taken (date and time)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=ZoneInfo(cfg.site.timezone))
+    try:
+        when = local_instant(when, cfg.site.timezone, form.get("sampled_at", ""))
+    except (LocalTimeError, OverflowError) as exc:
+        raise ManualEntryError(f"sampled at {exc}" if isinstance(exc, LocalTimeError) else
+                               "give when the sample was taken (date and time)") from None
     values: dict[str, float] = {}
     for quantity in MANUAL_QUANTITIES:
         text = form.get(quantity, "")
