@@ -88,3 +88,28 @@ def test_a_row_after_a_rejected_row_is_measured_from_the_last_accepted_one(site:
     path.write_text(path.read_text(encoding="utf-8").replace(",496\n", ",495\n"), encoding="utf-8")
     summary = _import(path, site, f"sqlite:///{tmp_path / 's2.db'}")
     assert summary["rejected_rows"] == {"beyond_envelope": 1} and summary["tips"] == 496
+
+
+def test_an_import_reports_its_progress_through_the_writes(site: Path, tmp_path: Path) -> None:  # noqa: F811
+    """``import_file``'s progress is a fraction of the whole import (the CLI shows it with the shared
+    ``cliutil.progress`` after a second): the rows are the first 10 %, each written batch the rest --
+    3 readings in batches of 1: 0.1, then 0.1 + 0.9 x 1/3 = 0.4, 0.7, 1.0, and 1.0 at the end."""
+    from stormwatch.alerts.sitefile import load_site_file
+    from stormwatch.clock import WallClock
+    from stormwatch.importers.cli import build_options
+    from stormwatch.importers.load import import_file
+    from stormwatch.profiles import ProfileLibrary
+
+    path = tmp_path / "three.csv"
+    path.write_text("time,rain\n2026-06-01 10:00,1\n2026-06-01 10:01,1\n2026-06-01 10:02,1\n", encoding="utf-8")
+    options = build_options("auto", None, None, None, "UTC", [], None, "0.01", None, "count", 0, [])
+    profiles = ProfileLibrary()
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    seen: list[float] = []
+    try:
+        summary = import_file(path, load_site_file(site, profiles), "rain-in", profiles, store, options, WallClock(),
+                              seen.append, batch_size=1)
+    finally:
+        store.close()
+    assert summary.readings_stored == 3
+    assert [round(f, 6) for f in seen] == [0.1, 0.4, 0.7, 1.0, 1.0]
