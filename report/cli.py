@@ -302,7 +302,8 @@ def report_cmd(
         fail(f"--output {output}: {exc.strerror or exc}", 1)
     typer.echo(f"{output}: {kind} report of {cfg.site.id}, {len(report.storms)} storm(s), "
                f"{len(report.turbidity)} turbidity contrast(s), {len(report.unknown)} UNKNOWN interval(s), "
-               f"{len(report.orders)} work order(s)")
+               f"{len(report.orders)} work order(s)"
+               + (f"; {report.not_yet_text()}" if report.not_yet is not None else ""))
 
 
 def archive_cmd(
