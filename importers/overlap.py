@@ -55,10 +55,11 @@ class Coverage:
     spans: tuple[tuple[datetime, datetime, bool], ...]
     sources: tuple[str, ...]
     count: int
+    ends: tuple[datetime, ...] = ()  # the spans' ends, for bisection (made by :func:`coverage`)
 
     def covering(self, when: datetime) -> tuple[datetime, datetime] | None:
         """The covered stretch holding ``when`` (``(start, end)``), or ``None`` (a gap)."""
-        i = bisect.bisect_left([s[1] for s in self.spans], when)
+        i = bisect.bisect_left(self.ends, when)
         if i < len(self.spans):
             start, end, open_start = self.spans[i]
             if (start < when if open_start else start <= when) and when <= end:
@@ -123,7 +124,7 @@ def coverage(store: ReadingStore, site: str, device: str, quantity: str, first: 
         else:
             merged.append(span)
     sources = tuple(sorted({f"gateway {r.gateway}" for r in chain}))
-    return Coverage(tuple(merged), sources, len(inside))
+    return Coverage(tuple(merged), sources, len(inside), tuple(end for _s, end, _o in merged))
 
 
 def overlap_detail(reading: Reading, span: tuple[datetime, datetime], cover: Coverage) -> str:

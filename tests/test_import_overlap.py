@@ -101,3 +101,34 @@ def test_a_file_wholly_inside_gateway_data_stores_nothing_and_says_why(site: Pat
     # the gateway's readings around the file: (10:01, 10:09], 7 of them at 10:02 .. 10:08
     assert "covering 2026-06-01T10:01:00Z .. 2026-06-01T10:09:00Z (7 of them in the file's span)" in error
     assert "the gateway's readings already cover these rows" in error
+
+
+def test_a_probe_sample_is_refused_between_gateway_polls_stored_in_their_gap(site: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Another quantity: gateway samples at most two poll intervals apart (2 x 60 s) cover the time between
+    them; a longer silence is a gap a logger file may fill."""
+    from stormwatch.app.cli import app
+
+    def turb(minute: int) -> Reading:
+        when = T + minute * MIN
+        return Reading(site="import-test", device="sonde-1", quantity="turbidity", value=5.0, unit="FNU",
+                       time=when, gateway="gw-1", boot="b1", seq=import_seq(when), raw="5")
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = open_store(url)
+    store.write_readings([turb(m) for m in (0, 1, 2, 3, 4, 5, 30, 31, 32)])  # silent 10:05 .. 10:30
+    store.close()
+    path = tmp_path / "sonde.csv"
+    path.write_text("time,turb\n2026-06-01T10:02:30Z,9.0\n2026-06-01T10:15:00Z,7.0\n2026-06-01T10:31:00Z,8.0\n",
+                    encoding="utf-8")
+    result = CliRunner().invoke(app, ["import", str(path), "--site", str(site), "--device", "sonde-1", "--store", url,
+                                      "--value-column", "turb=turbidity:FNU", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["rejected_rows"] == {"overlaps_stored": 2} and summary["readings_stored"] == 1
+    store = open_store(url)
+    try:
+        imported = [(r.time, r.value) for r in store.query_readings("import-test", device="sonde-1")
+                    if r.gateway == "import"]
+    finally:
+        store.close()
+    assert imported == [(T + 15 * MIN, 7.0)]
