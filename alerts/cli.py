@@ -16,7 +16,7 @@ import typer
 from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
-from stormwatch.display import describe_event, local_time, turbidity
+from stormwatch.display import LocalTimeError, describe_event, local_instant, local_time, turbidity
 from stormwatch.runtime.cliutil import fail, max_age_option, max_future_option, progress, use_state_dir
 
 log = logging.getLogger(__name__)
@@ -349,17 +349,26 @@ def ical_cmd(state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_
 
 
 def parse_when(text: str, tz: str, option: str) -> datetime:
-    """An ISO 8601 time; without an offset it is local time of the site's zone ``tz``.
+    """An ISO 8601 time; without an offset it is local time of the site's zone ``tz``
+    (:func:`stormwatch.display.local_instant`: a local time the clocks skip, or show twice without
+    an offset, is refused).
 
     Raises:
-        typer.BadParameter: not ISO 8601 (names ``option``).
+        typer.BadParameter: not ISO 8601, a skipped or repeated local time, or a time beyond what a
+            date holds (names ``option``).
     """
     try:
         value = datetime.fromisoformat(text)
     except ValueError as exc:
         raise typer.BadParameter(f"{text!r} is not an ISO 8601 time (e.g. 2026-06-01T00:00:00Z)",
                                  param_hint=option) from exc
-    return value if value.tzinfo is not None else value.replace(tzinfo=ZoneInfo(tz))
+    try:
+        return local_instant(value, tz, text)
+    except OverflowError:
+        raise typer.BadParameter(f"{text!r} is beyond the dates a time can hold (years 1 to 9999 in UTC)",
+                                 param_hint=option) from None
+    except LocalTimeError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def evaluate_cmd(

@@ -16,6 +16,7 @@ Modules (one job each):
 * :mod:`stormwatch.importers.options` -- the format options (``--value-column``, ``--tip-mm``...).
 * :mod:`stormwatch.importers.identity` -- the identity of imported readings (idempotent re-import).
 * :mod:`stormwatch.importers.rows` -- file rows to :class:`~stormwatch.contract.Reading` objects.
+* :mod:`stormwatch.importers.overlap` -- what the gateway's stored readings of a device already cover.
 * :mod:`stormwatch.importers.load` -- validation and store writes; the summary.
 * :mod:`stormwatch.importers.replay` -- the temporary site and the rule engine run.
 * :mod:`stormwatch.importers.cli` -- the two commands.

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,16 +20,13 @@ from stormwatch.importers.options import (
     parse_gap_values,
     parse_select,
 )
-from stormwatch.runtime.cliutil import fail
+from stormwatch.runtime.cliutil import fail, progress
 
 if TYPE_CHECKING:
     from stormwatch.importers.load import ImportSummary
     from stormwatch.stores.base import ReadingStore
 
 log = logging.getLogger(__name__)
-
-#: Files larger than this get a progress bar on stderr.
-PROGRESS_BYTES = 256 * 1024
 
 _FORMAT = typer.Option("auto", "--format", metavar="FORMAT",
                        help="auto (recognises Campbell TOA5, HOBOware CSV and rtl_433 JSON Lines), generic, toa5, "
@@ -109,27 +103,6 @@ def _store(url: str) -> ReadingStore:
         fail(f"--store {redact(url)}: {exc}", 1)
 
 
-@contextmanager
-def _progress(path: Path) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr for large files (``None`` for small ones)."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = 0
-    if size < PROGRESS_BYTES:
-        yield None
-        return
-    with typer.progressbar(length=1, label=f"reading {path.name}", file=sys.stderr) as bar:
-        state = {"done": 0}
-
-        def update(done: int, total: int) -> None:
-            bar.length = max(total, 1)
-            bar.update(done - state["done"])
-            state["done"] = done
-
-        yield update
-
-
 def import_command(
     file: Path = typer.Argument(..., metavar="FILE",
                                 help="The logger file (TOA5, HOBOware CSV, rtl_433 JSON Lines or delimited text).",
@@ -186,8 +159,8 @@ def import_command(
         fail(str(exc))
     opened = _store(store)
     try:
-        with _progress(file) as progress:
-            summary = import_file(file, cfg, device, profiles, opened, options, WallClock(), progress,
+        with progress(f"import {file.name}") as report:
+            summary = import_file(file, cfg, device, profiles, opened, options, WallClock(), report,
                                   silence=silence)  # type: ignore[arg-type]
     except ImportFailed as exc:
         fail(str(exc))
@@ -219,7 +192,10 @@ def nothing_stored(summary: ImportSummary) -> str | None:
     what = [f"{rejected} of {summary.rows_read} rows rejected ({counts(summary.rejected_rows)})"] if rejected else []
     if dead:
         what.append(f"{dead} readings dead-lettered ({counts(summary.dead_lettered)})")
-    return f"{summary.path}: nothing stored: {', '.join(what)}{first} (check --format, --delimiter, --time-format)"
+    hint = ("the gateway's readings already cover these rows: nothing to add"
+            if set(summary.rejected_rows) == {"overlaps_stored"} and not dead
+            else "check --format, --delimiter, --time-format")
+    return f"{summary.path}: nothing stored: {', '.join(what)}{first} ({hint})"
 
 
 def replay_command(
@@ -272,9 +248,9 @@ def replay_command(
             if not eq or not name.strip() or not choice.strip():
                 raise OptionsError(f"--option {item!r}: expected NAME=CHOICE (e.g. inspection_frequency=7-day)")
             chosen[name.strip()] = choice.strip()
-        with _progress(file) as progress:
+        with progress(f"replay {file.name}") as report:
             result = replay_file(file, options, WallClock(), jurisdiction=jurisdiction, dry_gap_hours=dry_gap_hours,
-                                 silence=silence, progress=progress, pack_options=chosen)  # type: ignore[arg-type]
+                                 silence=silence, progress=report, pack_options=chosen)  # type: ignore[arg-type]
     except (OptionsError, ImportFailed, ReplayError, PackError, EngineError) as exc:
         fail(str(exc))
     events = result.events if all_events else result.triggered()

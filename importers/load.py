@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -32,8 +32,9 @@ from stormwatch.errors import InputError
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY
 from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.overlap import Coverage, coverage, overlap_detail
 from stormwatch.importers.qc import flag_readings
-from stormwatch.importers.rows import Progress, RowReject, build_readings, file_counter
+from stormwatch.importers.rows import Conversion, Progress, RowReject, build_readings, file_counter
 from stormwatch.importers.table import TableError
 from stormwatch.ingest.validate import LEVEL_QUANTITIES, Validator
 from stormwatch.profiles import DeviceProfile, ProfileError, ProfileLibrary
@@ -188,8 +189,14 @@ def _check_periods(readings: list[Reading], sizes: TipSizes, path: Path) -> None
                 "gauge replacement is imported in two parts, each with its own --tip-in/--tip-mm")
 
 
+#: ``progress(fraction)``, 0 to 1, of a whole import (:func:`stormwatch.runtime.cliutil.progress`'s callback).
+Fraction = Callable[[float], None]
+#: The share of an import's work that is reading the rows; the rest is validating and writing.
+READ_SHARE = 0.1
+
+
 def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLibrary, store: ReadingStore,
-                options: ImportOptions, clock: Clock, progress: Progress | None = None,
+                options: ImportOptions, clock: Clock, progress: Fraction | None = None,
                 batch_size: int = 1000, silence: Literal["gap", "dry"] = "gap") -> ImportSummary:
     """Import ``path`` as readings of ``device_id`` at ``cfg``'s site into ``store``.
 
@@ -201,7 +208,9 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         store: where readings, and dead letters, are written.
         options: format options.
         clock: time base of the validator (future-time check, dead-letter receive time).
-        progress: ``progress(done_rows, total_rows)`` while rows are read.
+        progress: ``progress(fraction)`` through the whole import: reading the rows is the first
+            :data:`READ_SHARE`, validating and writing the readings (batch by batch) the rest -- a
+            year-long event log with ``silence="dry"`` is ~500,000 readings and most of the time.
         batch_size: readings per validated and written batch.
         silence: ``gap`` (default): only the file's rows are stored, so a stretch without rows is a
             data gap to the rules; ``dry``: the file is a rain event log (a row per tip or per
@@ -234,12 +243,20 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         counter = None
         if options.tips is not None and profile.counter is not None:
             counter = file_counter(options.tips, profile.counter.max_intensity_mm_h)
-        conv = build_readings(table, options, site, device_id, profile_units(profile), progress, counter)
+        rows: Progress | None = None
+        if progress is not None:
+            report = progress
+
+            def rows(done: int, total: int) -> None:
+                report(READ_SHARE * done / max(total, 1))
+        conv = build_readings(table, options, site, device_id, profile_units(profile), rows, counter)
     except TableError as exc:
         raise ImportFailed(str(exc)) from exc
     if sizes is not None and sizes.replaced:
         _check_periods(conv.readings, sizes, path)
     conv.readings = flag_readings(conv.readings, profile)
+    covers = _coverages(store, site, device_id, conv.readings, device.poll_interval_s, clock)
+    conv.readings = _drop_overlaps(conv.readings, covers, conv, str(path))
     if silence == "dry":
         if options.tips is None:
             raise ImportFailed("--silence dry is for rain event logs (give the tip size: --tip-mm or --tip-in)")
@@ -247,6 +264,9 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
 
         rain = sorted((r for r in conv.readings if r.quantity == "rain_tips"), key=lambda r: r.time)
         dry = dry_polls(rain, timedelta(seconds=device.poll_interval_s), boot=DRY_IMPORT_BOOT)
+        cover = covers.get("rain_tips")
+        if cover is not None:  # no dry poll where another source reported: it has the say there
+            dry = [r for r in dry if cover.covering(r.time) is None]
         log.info("import %s: %d dry polls stored between the event log's rows (every %g s)", path, len(dry),
                  device.poll_interval_s)
         conv.readings = sorted([*conv.readings, *dry], key=lambda r: r.time)
@@ -278,11 +298,43 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     dead: Counter[str] = Counter()
     for start in range(0, len(conv.readings), batch_size):
         _write_batch(validator, store, topic, conv.readings[start:start + batch_size], summary, dead, conv.lines)
+        if progress is not None:
+            progress(READ_SHARE + (1 - READ_SHARE) * min(start + batch_size, len(conv.readings)) / len(conv.readings))
+    if progress is not None:
+        progress(1.0)
     summary.dead_lettered = dict(dead)
     log.info("import %s: %d rows, %d readings, %d new, %d already stored, %d gaps, %d rows rejected",
              path, summary.rows_read, summary.readings_made, summary.readings_stored, summary.already_stored,
              summary.gaps, sum(summary.rejected_rows.values()))
     return summary
+
+
+def _coverages(store: ReadingStore, site: str, device: str, readings: Sequence[Reading], poll_interval_s: float,
+               clock: Clock) -> dict[str, Coverage]:
+    """quantity -> what other sources' stored readings of ``device`` cover over the file's span."""
+    spans: dict[str, tuple[datetime, datetime]] = {}
+    for r in readings:
+        lo, hi = spans.get(r.quantity, (r.time, r.time))
+        spans[r.quantity] = (min(lo, r.time), max(hi, r.time))
+    return {q: coverage(store, site, device, q, lo, hi, poll_interval_s, clock) for q, (lo, hi) in spans.items()}
+
+
+def _drop_overlaps(readings: list[Reading], covers: Mapping[str, Coverage], conv: Conversion,
+                   path: str) -> list[Reading]:
+    """``readings`` without those another source's stored readings cover: their rows are rejected
+    ``overlaps_stored`` (:mod:`stormwatch.importers.overlap`)."""
+    kept: list[Reading] = []
+    for r in readings:
+        cover = covers.get(r.quantity)
+        span = cover.covering(r.time) if cover is not None else None
+        if span is None or cover is None:
+            kept.append(r)
+            continue
+        line = conv.lines.get((r.boot, r.seq), 0)
+        conv.rejects.append(RowReject(line, "overlaps_stored", f"{path}:{line}: {overlap_detail(r, span, cover)}"))
+        if r.quantity == "rain_tips":
+            conv.tips -= int(r.value)
+    return kept
 
 
 def _preflight(validator: Validator, topic: str, readings: Sequence[Reading]) -> None:

@@ -48,9 +48,8 @@ from stormwatch.contract import TIP_UNIT, Event, Reading
 from stormwatch.display import counts
 from stormwatch.errors import InputError
 from stormwatch.importers.identity import IMPORT_GATEWAY, import_seq
-from stormwatch.importers.load import ImportSummary, import_file
+from stormwatch.importers.load import Fraction, ImportSummary, import_file
 from stormwatch.importers.options import ImportOptions
-from stormwatch.importers.rows import Progress
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.urls import open_store
 
@@ -172,7 +171,7 @@ def dry_polls(readings: Sequence[Reading], every: timedelta, boot: str = DRY_BOO
 
 def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdiction: str = "ch133",
                 dry_gap_hours: float | None = None, silence: Silence = "dry",
-                profiles: ProfileLibrary | None = None, progress: Progress | None = None,
+                profiles: ProfileLibrary | None = None, progress: Fraction | None = None,
                 pack_options: dict[str, str] | None = None) -> ReplayResult:
     """Replay a rain file through the rules of ``jurisdiction``.
 
@@ -184,7 +183,7 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
         dry_gap_hours: overrides the pack's storm dry gap.
         silence: ``dry`` or ``gap`` (module docstring).
         profiles: where the base gauge profile is read (default: ``device_profiles/``).
-        progress: ``progress(done_rows, total_rows)`` while the file is read.
+        progress: ``progress(fraction)``, 0 to 1: the import is the first half, the rules the second.
         pack_options: choices among the pack's options (``--option``); the others take the pack's
             default (logged).
 
@@ -212,7 +211,8 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
         cfg = replay_site(lib, jurisdiction, options.tz, dry_gap_hours, 60.0, chosen)
         store = open_store(f"sqlite:///{work / 'replay.db'}", clock)
         try:
-            summary = import_file(path, cfg, REPLAY_DEVICE, lib, store, options, clock, progress)
+            half = (lambda f: progress(f / 2)) if progress is not None else None
+            summary = import_file(path, cfg, REPLAY_DEVICE, lib, store, options, clock, half)
             readings = store.query_readings(REPLAY_SITE, device=REPLAY_DEVICE, quantity="rain_tips")
             if not readings:
                 rejected = sum(summary.rejected_rows.values())
@@ -227,7 +227,8 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
                 spacing = [(b.time - a.time).total_seconds() for a, b in itertools.pairwise(readings)]
                 every = timedelta(seconds=max(1.0, statistics.median(spacing) if spacing else 60.0))
             cfg = replay_site(lib, jurisdiction, options.tz, dry_gap_hours, every.total_seconds(), chosen)
-            evaluation = evaluate(cfg, lib, store, readings[0].time, readings[-1].time + _TICK)
+            rest = (lambda f: progress(0.5 + f / 2)) if progress is not None else None
+            evaluation = evaluate(cfg, lib, store, readings[0].time, readings[-1].time + _TICK, progress=rest)
         finally:
             store.close()
     log.info("replay %s: %d readings, %d events, %d storm(s) in progress", path, evaluation.readings,

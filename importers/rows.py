@@ -10,8 +10,9 @@ Rain (design-notes.md, "Delivery" and "Counting rain"): tips are integers; the r
 timestamp are summed into ONE ``rain_tips`` reading (the Tharandt Davis file has up to 7 tips in
 one minute: all are kept, as a count). A depth cell is converted to tips exactly (``0.2`` mm at
 0.2 mm per tip = 1 tip; ``0`` = no tip, a dry/start-marker row stored as a 0 count). A timestamp
-whose tips are more rain than physically possible since the previous rain row (the world-record
-envelope, docs/reference/rain-records.md) is rejected ``beyond_envelope`` (its rows); one at or above
+whose tips are more rain than physically possible since the previous accepted rain row (the world-record
+envelope, docs/reference/rain-records.md) -- or, for the first one, over the file's median row spacing
+(:func:`row_interval`) -- is rejected ``beyond_envelope`` (its rows); one at or above
 the review line (extreme but possible, :func:`stormwatch.physics.review_mm`; failure-kinds.md #24)
 is kept and flagged ``rain_extreme_rate``. Every rain reading carries the file's tip size
 (``--tip-in``/``--tip-mm``) as its ``tip_size``.
@@ -35,13 +36,16 @@ Reject reasons: ``too_few_fields``, ``extra_fields`` (a non-empty field past the
 columns; empty trailing fields -- a trailing delimiter -- are tolerated), ``bad_time``,
 ``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``negative_value``, ``beyond_instrument_range``,
 ``conflicting_time``,
-``before_1970``, ``beyond_envelope``, ``beyond_counter_width``, ``too_many_tips``.
+``before_1970``, ``beyond_envelope``, ``beyond_counter_width``, ``too_many_tips``; and in
+:mod:`stormwatch.importers.load`, ``overlaps_stored`` (:mod:`stormwatch.importers.overlap`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Mapping
+import statistics
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -250,6 +254,7 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
     rain_tips: dict[datetime, int] = {}
     rain_lines: dict[datetime, list[int]] = {}
     totals: dict[datetime, tuple[int, str, int]] = {}  # cumulative: time -> (total tips, cell, line)
+    row_times: set[datetime] = set()  # every row time that parsed: the file's row interval
     total = len(table.lines)
     where = str(table.path)
 
@@ -276,6 +281,7 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
             reason = "before_1970" if "before 1970" in str(exc) else "bad_time"
             reject(line, reason, str(exc))
             continue
+        row_times.add(when)
         row: list[tuple[ColumnPlan, Decimal, str]] = []
         gaps = 0
         problem: tuple[str, str] | None = None
@@ -374,7 +380,7 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
         if cumulative:
             _count_totals(totals, counter, rain_reading, reject)
         else:
-            extreme = _check_envelope(rain_tips, rain_lines, counter, reject)
+            extreme = _check_envelope(rain_tips, rain_lines, counter, reject, row_interval(row_times))
             for when in sorted(rain_tips):
                 cells = rain[when]
                 raw = "+".join(cells)
@@ -399,27 +405,66 @@ def _count_totals(totals: Mapping[datetime, tuple[int, str, int]], counter: Coun
         emit(when, result.tips, cell, result.flags)
 
 
+def row_interval(times: Iterable[datetime]) -> tuple[float, str]:
+    """The file's own row interval, seconds, and how it was found: the MEDIAN of the positive
+    spacings between its distinct row times (a logger writing every 10 minutes: 600 s, whatever one
+    odd row does), or :data:`SINGLE_ROW_INTERVAL_S` (a day) when the file has a single time.
+
+    The duration the envelope judges a rain row with no accepted rain row before it (the file's
+    first, or one after rejected rows only): the rain of a logger's row fell in the interval it
+    writes. The median, not the smallest spacing: one odd pair of rows a minute apart in a 15-minute
+    file must not make every first row's bound a minute's (docs/importing.md, "Plausible rain").
+    """
+    ordered = sorted(set(times))
+    spacings = [(b - a).total_seconds() for a, b in itertools.pairwise(ordered)]
+    if not spacings:
+        return SINGLE_ROW_INTERVAL_S, "one day, the file has a single row time"
+    seconds = statistics.median(spacings)
+    return seconds, f"the file's median row spacing, {_duration(seconds)}"
+
+
+#: The duration a rain row is judged over when its file has a single row time (no spacing to read):
+#: a day, the longest interval a rain logger writes (a daily total). 1,000 mm in it is still rain
+#: (the envelope over 24 h is 2,860 mm); 100,000 in is not.
+SINGLE_ROW_INTERVAL_S = 86_400.0
+
+
+def _duration(seconds: float) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
 def _check_envelope(rain_tips: dict[datetime, int], rain_lines: Mapping[datetime, list[int]], counter: CounterLike,
-                    reject: Callable[[int, str, str], None]) -> set[datetime]:
+                    reject: Callable[[int, str, str], None], interval: tuple[float, str]) -> set[datetime]:
     """Drop (and reject the rows of) each timestamp whose tips are more rain than physically possible
-    since the previous rain timestamp (the first one has no interval to judge); returns the
-    timestamps whose tips are extreme but possible (at or above the review line)."""
+    since the previous ACCEPTED rain timestamp -- a rejected one never shortens nor lengthens the
+    next one's interval -- or, with no accepted one before it (the first row), over ``interval``
+    (:func:`row_interval`); returns the timestamps whose tips are extreme but possible (at or above
+    the review line)."""
     tip_mm = float(counter.tip_resolution.mm)
     previous: datetime | None = None
     extreme: set[datetime] = set()
     for when in sorted(rain_tips):
         if previous is not None:
             seconds = (when - previous).total_seconds()
-            tips = rain_tips[when]
-            verdict = rain_verdict(tips, tip_mm, seconds, counter.max_intensity_mm_h)
-            if verdict == FLAG_BEYOND_ENVELOPE:
-                del rain_tips[when]
-                allowed = max_tips(tip_mm, seconds, counter.max_intensity_mm_h)
-                for line in rain_lines[when]:
-                    reject(line, "beyond_envelope", f"{tips} tips ({tips * tip_mm:g} mm) since the previous rain row "
-                                                    f"at {previous.isoformat()}: more rain than physically possible "
-                                                    f"(at most {allowed}; docs/reference/rain-records.md)")
-            elif verdict == FLAG_EXTREME_RATE:
-                extreme.add(when)
+            since = f"since the previous rain row at {previous.isoformat()}"
+        else:
+            seconds, how = interval
+            since = f"in its row interval ({how}; no earlier rain row to measure from)"
+        tips = rain_tips[when]
+        verdict = rain_verdict(tips, tip_mm, seconds, counter.max_intensity_mm_h)
+        if verdict == FLAG_BEYOND_ENVELOPE:
+            del rain_tips[when]
+            allowed = max_tips(tip_mm, seconds, counter.max_intensity_mm_h)
+            for line in rain_lines[when]:
+                reject(line, "beyond_envelope", f"{tips} tips ({tips * tip_mm:g} mm) {since}: more rain than "
+                                                f"physically possible (at most {allowed}; "
+                                                "docs/reference/rain-records.md)")
+            continue
+        if verdict == FLAG_EXTREME_RATE:
+            extreme.add(when)
         previous = when
     return extreme

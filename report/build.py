@@ -262,7 +262,9 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     storm_rule = pack.storm()
     dry_gap = timedelta(hours=storm_rule[1].dry_gap_hours) if storm_rule else timedelta(0)
     collector = Collector()
-    coverage = CoverageCounter(cfg, start, end)
+    # what happened is counted up to the state's clock; the rest of the period had not happened then
+    known = min(end, max(start, sources.as_of))
+    coverage = CoverageCounter(cfg, start, known)
     ev = evaluate(cfg, profiles, sources.store, start - LEAD_IN, end + dry_gap + TAIL_MARGIN, trace=collector,
                   on_rows=coverage.add)
     tz = cfg.site.tz
@@ -272,7 +274,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
         jurisdiction=cfg.site.jurisdiction, pack_title=pack.title or pack.name, permit=_permit(cfg),
         start=start, end=end, as_of=sources.as_of, as_of_what=sources.as_of_what,
         resolution=ev.resolution, threshold=f"{storm_rule[1].threshold_in} in" if storm_rule else None,
-        citations=citations, state=sources.state,
+        citations=citations, state=sources.state, not_yet=Interval(known, end) if known < end else None,
     )
     basin_rule = pack.basin()
     if basin_rule and cfg.all_basins:
@@ -291,10 +293,11 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     orders = _orders(cfg, sources.book, start, end)
     by_id = {o.id: o for o in orders}
     report.storms = _storms(cfg, ev, collector, events, by_id, sources, start, end)
-    report.days = _days(ev, collector, tz, start, end)
+    report.days = _days(ev, collector, tz, start, known) if known > start else []
     report.turbidity = _turbidity(ev.events, collector, by_id, sources, start, end)
     report.basin = _basin(ev.events, by_id, sources, start, end)
-    report.unknown = _unknown(cfg, ev, collector, coverage, start, end, watched, background=background)
+    report.unknown = _unknown(cfg, ev, collector, coverage, start, known, watched, background=background) \
+        if known > start else []
     report.orders = [OrderRow(o, tuple(sources.book.history(o.id)), _thumbnails(sources.book, o.id))
                      for o in orders] if sources.book else []
     if report.storm is None and charts:

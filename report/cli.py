@@ -28,6 +28,33 @@ _DEFAULT_STATE = Path("./var/alerts")
 _NO_WORK_ORDERS = typer.Option(False, "--no-work-orders",
                                help="No work-order state: the readings alone, without inspection records "
                                     "(imported logger files, no alert service); said on the cover.")
+#: No reading is older: event times start at the Unix epoch (an imported reading's ``seq`` is its time
+#: in microseconds since 1970, importers/identity.py; a gateway stamp before it is implausible_time).
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+#: How far past the state's clock (the alert engine's as-of time) a period may end: a year. Beyond
+#: it nothing can be known, and a log book of its days would be millions of empty pages
+#: (``--until 9999-12-31`` used to end in OverflowError).
+MAX_AHEAD = timedelta(days=366)
+
+
+def check_period(start: datetime, end: datetime, as_of: datetime, as_of_what: str, tz: str,
+                 texts: tuple[str, str]) -> None:
+    """Refuse (exit 2, one line) a period starting before :data:`EARLIEST` or ending more than
+    :data:`MAX_AHEAD` after ``as_of`` (``texts``: ``--from`` and ``--until`` as given)."""
+    from zoneinfo import ZoneInfo
+
+    from stormwatch.display import local_time
+
+    if start < EARLIEST:
+        fail(f"--from {texts[0]}: before 1970-01-01, when event times begin (no reading can be "
+             "older): give --from 1970-01-01 or later")
+    latest = as_of + MAX_AHEAD
+    if end > latest:
+        fail(f"--until {texts[1]}: more than a year after the state's clock ({as_of_what}: "
+             f"{local_time(as_of, ZoneInfo(tz))}); nothing after it has happened yet: give --until "
+             f"{latest.astimezone(ZoneInfo(tz)).date().isoformat()} or earlier")
+
+
 #: Around the time named by ``--storm``, where the storm is looked for.
 STORM_SEARCH = timedelta(days=2)
 
@@ -237,6 +264,9 @@ def report_cmd(
     if t1 is not None and t2 is not None and t2 <= t1:
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
     book, as_of, what, state_text = _book(state_dir, wall_time, no_work_orders)
+    if t1 is not None and t2 is not None:
+        assert start is not None and end is not None
+        check_period(t1, t2, as_of, what, cfg.site.timezone, (start, end))
     opened = _open_store(store, book)
     sources = Sources(opened, book, as_of, what, state_text)
     if kind != "csv":
@@ -272,7 +302,8 @@ def report_cmd(
         fail(f"--output {output}: {exc.strerror or exc}", 1)
     typer.echo(f"{output}: {kind} report of {cfg.site.id}, {len(report.storms)} storm(s), "
                f"{len(report.turbidity)} turbidity contrast(s), {len(report.unknown)} UNKNOWN interval(s), "
-               f"{len(report.orders)} work order(s)")
+               f"{len(report.orders)} work order(s)"
+               + (f"; {report.not_yet_text()}" if report.not_yet is not None else ""))
 
 
 def archive_cmd(

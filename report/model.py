@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.workorders import Change, WorkOrder
+from stormwatch.display import local_time
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,11 @@ class SensorCoverage:
     gaps: tuple[Interval, ...]
 
     @property
-    def percent(self) -> float:
-        """Received / expected in percent, at most 100 (an event logger records more than its polls)."""
+    def percent(self) -> float | None:
+        """Received / expected in percent, at most 100 (an event logger records more than its polls);
+        ``None`` when nothing was expected nor received (a period wholly after the state's clock)."""
+        if self.expected == 0 and self.received == 0:
+            return None
         return 100.0 if self.expected == 0 else min(100.0, 100.0 * self.received / self.expected)
 
 
@@ -245,12 +249,25 @@ class Report:
     report_due: datetime | None = None
     #: the basin rule's warning and cleanout fractions (0..1), if the pack watches a basin
     basin_limits: tuple[float, float] | None = None
+    #: the part of the period after ``as_of`` (the state's clock): it had not happened when the state
+    #: was written -- not counted in completeness, never a gap (``None``: the period lies before it)
+    not_yet: Interval | None = None
     #: who signs (the storm rule's wording of the inspector) and under which section
     inspector_citation: str = ""
     #: ``(id, label)`` of each discharge point R2 watches and of each basin, on a site with
     #: ``discharge_points`` / ``basins`` (empty: the site file's one ``turbidity_pair`` / ``basin``)
     points: tuple[tuple[str, str], ...] = ()
     basins: tuple[tuple[str, str], ...] = ()
+
+    def not_yet_text(self) -> str:
+        """What the cover says of :attr:`not_yet` (empty when the whole period had happened)."""
+        if self.not_yet is None:
+            return ""
+        whole = ("the whole period" if self.not_yet.start == self.start
+                 else f"the period from {local_time(self.not_yet.start, self.tz)}")
+        return (f"{whole} is after the state's clock ({self.as_of_what}, {local_time(self.as_of, self.tz)}): it had "
+                "not happened when the state was written -- not counted in data completeness, not a gap, and work "
+                "orders are shown as they stood then")
 
     def turbidity_of(self, point: str | None) -> list[TurbidityRow]:
         """The turbidity contrasts of one discharge point (``None``: all of a single-point site)."""

@@ -3,7 +3,8 @@
 HTML comes from one Jinja2 template (``templates/report.html``, autoescaped); the PDF is that same
 HTML laid out by WeasyPrint (print CSS: Letter pages, running header, page numbers), so the two can
 never disagree. The CSV carries the same numbers, one row per item with a ``section`` column
-(``sensor``, ``sensor_gap``, ``storm``, ``day``, ``turbidity``, ``basin``, ``unknown``,
+(``not_yet``: the part of the period after the state's clock, ``sensor``, ``sensor_gap``, ``storm``,
+``day``, ``turbidity``, ``basin``, ``unknown``,
 ``work_order``, ``photo``, ``history``) and, on a site with several discharge points or basins,
 the ``point`` (or basin) a turbidity, basin or unknown row is of: the same depth texts, the same
 percentages and turbidity values at the same decimals (:mod:`stormwatch.report.fmt`), times as
@@ -67,6 +68,10 @@ def to_csv(report: Report) -> str:
 
     row("report", id=report.site_id, item=report.site_name, start=iso(report.start), end=iso(report.end),
         status=report.jurisdiction, note=f"as of {iso(report.as_of)} ({report.as_of_what}); {report.state}")
+    if report.not_yet is not None:
+        row("not_yet", start=iso(report.not_yet.start), end=iso(report.not_yet.end),
+            duration_min=fmt.minutes(report.not_yet.duration), duration=fmt.duration(report.not_yet.duration),
+            note=report.not_yet_text())
     for c in report.coverage:
         row("sensor", id=c.device, item=c.role, unit=c.model, expected=c.expected, received=c.received,
             percent=fmt.pct_number(c.percent), note=f"poll {c.poll_s:g} s; {len(c.gaps)} gap(s)")

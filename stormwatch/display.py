@@ -29,6 +29,52 @@ UTC_ZONE = ZoneInfo("UTC")
 TURBIDITY_DECIMALS = 1
 
 
+class LocalTimeError(ValueError):
+    """A local time the zone's clocks skip or show twice (the message says which, and what to give)."""
+
+
+def local_instant(value: datetime, tz: str, text: str | None = None) -> datetime:
+    """The instant a person means by ``value``: itself when it has an offset, else the local time of
+    zone ``tz`` -- the ONE reading of a typed local time (``--from``/``--until``/``--sampled-at`` of
+    the commands, the desk's field-reading form; file rows have their own, importers/table.py).
+
+    A local time the clocks skip (02:30 on the night New York springs forward) is refused: taking it
+    as 03:30 EDT or 02:30 EST would move it by an hour without saying so. One they show twice (01:30
+    on the night they fall back) is refused unless it has an offset, naming both (``-04:00`` EDT
+    first, ``-05:00`` EST an hour later). Zone rules: the IANA database (:mod:`zoneinfo`).
+
+    Args:
+        value: the parsed time (naive: local).
+        tz: IANA zone of the site.
+        text: how it was written, for the message (default: ``value`` in ISO 8601).
+
+    Raises:
+        LocalTimeError: a skipped or repeated local time.
+        OverflowError: beyond what a datetime holds in UTC (year 9999 late, year 1 early).
+    """
+    if value.tzinfo is not None:
+        value.astimezone(UTC)
+        return value
+    shown = repr(text) if text is not None else value.isoformat()
+    zone = ZoneInfo(tz)
+    first, second = value.replace(tzinfo=zone, fold=0), value.replace(tzinfo=zone, fold=1)
+    if first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != value:
+        raise LocalTimeError(f"{shown} does not exist in {tz}: the clocks jump ahead over it that night "
+                             f"({first:%Z} to {second:%Z}); give a local time outside the skipped hour, or an "
+                             "offset")
+    if first.utcoffset() != second.utcoffset():
+        raise LocalTimeError(f"{shown} happens twice in {tz} (the clocks fall back that night): give the offset, "
+                             f"{value.isoformat()}{_offset(first)} ({first:%Z}, the first) or "
+                             f"{value.isoformat()}{_offset(second)} ({second:%Z}, an hour later)")
+    return first
+
+
+def _offset(t: datetime) -> str:
+    """``-04:00``: the UTC offset of ``t`` as ISO 8601 writes it."""
+    text = t.strftime("%z")
+    return f"{text[:3]}:{text[3:]}"
+
+
 def local_time(t: datetime | None, tz: ZoneInfo | str | None = None) -> str:
     """``t`` in zone ``tz`` (default UTC) as ``Mon 01 Jun 2026 00:00 EDT``; ``-`` for ``None``."""
     if t is None:

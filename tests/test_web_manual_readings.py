@@ -105,3 +105,20 @@ def test_only_the_sites_inspectors_may_post_and_only_with_the_token(tmp_path: Pa
         assert other.post(f"/sites/{A}/readings", data={"csrf_token": other_token, **data}).status_code == 403
         assert "Record as" not in other.get(f"/sites/{A}").text
     assert manual(world) == []
+
+
+def test_a_sampling_time_the_clocks_skip_or_repeat_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    """The form's ``sampled_at`` is read like ``--sampled-at`` (stormwatch.display.local_instant): 02:30 on
+    8 March 2026 does not exist in New York (02:00 EST -> 03:00 EDT); 01:30 on 1 November happens twice."""
+    world = build(tmp_path)
+    c = client(world)
+    token = login(c, "ina")
+    base = {"csrf_token": token, "point": "turb-down", "turbidity": "12"}
+    r = c.post(f"/sites/{A}/readings", data={**base, "sampled_at": "2026-03-08T02:30"})
+    assert r.status_code == 400
+    assert ("Not recorded: sampled at &#39;2026-03-08T02:30&#39; does not exist in America/New_York: the clocks "
+            "jump ahead over it that night (EST to EDT)") in r.text
+    r = c.post(f"/sites/{A}/readings", data={**base, "sampled_at": "2026-11-01T01:30"})
+    assert r.status_code == 400
+    assert "happens twice in America/New_York" in r.text and "2026-11-01T01:30:00-04:00 (EDT, the first)" in r.text
+    assert manual(world) == []

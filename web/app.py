@@ -54,7 +54,7 @@ from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import Clock, WallClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import MANUAL_GATEWAY, MANUAL_QUANTITIES
-from stormwatch.display import amount, local_time
+from stormwatch.display import LocalTimeError, amount, local_instant, local_time
 from stormwatch.importers.manual import (
     ManualEntry,
     ManualEntryError,
@@ -642,8 +642,11 @@ def manual_entry(cfg: SiteConfig, form: dict[str, str], inspector: str) -> Manua
         when = datetime.fromisoformat(form.get("sampled_at", ""))
     except ValueError:
         raise ManualEntryError("give when the sample was taken (date and time)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=ZoneInfo(cfg.site.timezone))
+    try:
+        when = local_instant(when, cfg.site.timezone, form.get("sampled_at", ""))
+    except (LocalTimeError, OverflowError) as exc:
+        raise ManualEntryError(f"sampled at {exc}" if isinstance(exc, LocalTimeError) else
+                               "give when the sample was taken (date and time)") from None
     values: dict[str, float] = {}
     for quantity in MANUAL_QUANTITIES:
         text = form.get(quantity, "")
