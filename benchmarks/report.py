@@ -70,7 +70,7 @@ def main() -> None:
     end = START + timedelta(days=args.days)
     out = work / f"report.{args.format}"
     cmd = [sys.executable, "-m", "stormwatch", "report", "--site", str(SITE), "--store", f"sqlite:///{db}",
-           "--state-dir", str(work / "no-state"), "--from", START.isoformat(), "--until", end.isoformat(),
+           "--no-work-orders", "--from", START.isoformat(), "--until", end.isoformat(),
            "-o", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
