@@ -113,7 +113,7 @@ def test_a_sampling_time_the_clocks_skip_or_repeat_is_refused_with_the_way_out(t
     world = build(tmp_path)
     c = client(world)
     token = login(c, "ina")
-    base = {"csrf_token": token, "point": "turb-down", "turbidity": "12"}
+    base = {"csrf_token": token, "point": "turbidity_pair", "turbidity": "12"}
     r = c.post(f"/sites/{A}/readings", data={**base, "sampled_at": "2026-03-08T02:30"})
     assert r.status_code == 400
     assert ("Not recorded: sampled at &#39;2026-03-08T02:30&#39; does not exist in America/New_York: the clocks "
