@@ -11,16 +11,12 @@ profile whose four points are coils 4, 5, 6 and 7 -- one read_coils(4, count=4) 
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from pathlib import Path
 
 import pytest
 from pymodbus.client import ModbusTcpClient
-from pymodbus.server import ModbusTcpServer
 from pymodbus.simulator import DataType, SimData, SimDevice
 
-from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.drivers.build import build_driver
@@ -28,6 +24,7 @@ from stormwatch.gateway.drivers.modbus import plan_reads
 from stormwatch.gateway.plan import compile_plan
 from stormwatch.profiles import ProfileLibrary
 from tests.test_alerts_support import T0
+from tests.test_gateway_support import DeviceServer
 
 UNIT = 3
 COILS = [False, False, True, False, False, False, True, False]  # coils 0..7 (failure-kinds.md #19)
@@ -48,50 +45,26 @@ modbus:
 """
 
 
-class CoilServer:
-    """A real pymodbus TCP server whose coil table holds :data:`COILS` at bit addresses 0-7."""
-
-    def __init__(self) -> None:
-        self.port = servers.free_port()
-        self._loop = asyncio.new_event_loop()
-        self._server: ModbusTcpServer | None = None
-        # separate tables (coils, discrete inputs, holding, input): a coil's address is its bit
-        self._device = SimDevice(UNIT, simdata=(
-            [SimData(0, values=list(COILS), datatype=DataType.BITS)],
-            [SimData(0, values=[False], datatype=DataType.BITS)],
-            [SimData(0, values=[0], datatype=DataType.REGISTERS)],
-            [SimData(0, values=[0], datatype=DataType.REGISTERS)],
-        ))
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def main() -> None:
-            self._server = ModbusTcpServer([self._device], address=("127.0.0.1", self.port))
-            await self._server.serve_forever()
-
-        self._loop.run_until_complete(main())
-
-    def start(self) -> CoilServer:
-        self._thread.start()
-        servers.wait_port(self.port, 5)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            asyncio.run_coroutine_threadsafe(self._server.shutdown(), self._loop).result(5)
-        self._thread.join(5)
+def coil_device() -> SimDevice:
+    """A pymodbus device whose coil table holds :data:`COILS` at bit addresses 0-7 (separate tables
+    -- coils, discrete inputs, holding, input --: a coil's address is its bit)."""
+    return SimDevice(UNIT, simdata=(
+        [SimData(0, values=list(COILS), datatype=DataType.BITS)],
+        [SimData(0, values=[False], datatype=DataType.BITS)],
+        [SimData(0, values=[0], datatype=DataType.REGISTERS)],
+        [SimData(0, values=[0], datatype=DataType.REGISTERS)],
+    ))
 
 
 @pytest.fixture()
-def coil_server() -> CoilServer:
-    srv = CoilServer().start()
+def coil_server() -> DeviceServer:
+    srv = DeviceServer([coil_device()])
+    srv.start()
     yield srv  # type: ignore[misc]
     srv.stop()
 
 
-def test_the_server_holds_the_coils_as_the_case_says(coil_server: CoilServer) -> None:
+def test_the_server_holds_the_coils_as_the_case_says(coil_server: DeviceServer) -> None:
     """The reference, with pymodbus's own client: 0,0,1,0,0,0,1,0, and 0,0,1,0 for coils 4-7."""
     client = ModbusTcpClient("127.0.0.1", port=coil_server.port)
     assert client.connect()
@@ -102,7 +75,7 @@ def test_the_server_holds_the_coils_as_the_case_says(coil_server: CoilServer) ->
         client.close()
 
 
-def test_the_gateway_driver_reads_coils_4_to_7_as_0_0_1_0(coil_server: CoilServer, tmp_path: Path) -> None:
+def test_the_gateway_driver_reads_coils_4_to_7_as_0_0_1_0(coil_server: DeviceServer, tmp_path: Path) -> None:
     (tmp_path / "acme_relay_x4.yaml").write_text(PROFILE, encoding="utf-8")
     profiles = ProfileLibrary(tmp_path)
     cfg = parse_site({"site": {"id": "coils", "jurisdiction": "ch133"}, "gateway_id": "gw-coils", "devices": [

@@ -167,8 +167,7 @@ def test_device_failing_then_answering_resumes(mosquitto_server, tmp_path: Path)
     try:
         wait_until(lambda: gw.health("rain-1").total_failures >= 8, what="8 failed polls")
         assert gw.readings_made == 0
-        srv2 = RegisterServer(unit_ids=(1,))
-        srv2.port = port
+        srv2 = RegisterServer(unit_ids=(1,), port=port)
         srv2.registers[1][0] = 500
         srv2.start()
         got = sub.wait_for(2, timeout_s=15)

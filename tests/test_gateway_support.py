@@ -25,6 +25,41 @@ from tests.waits import wait_until
 RegisterSource = Callable[[int, int], int | None]  # (address, read_index) -> word or None
 
 
+class DeviceServer:
+    """A real pymodbus ``ModbusTcpServer`` on 127.0.0.1 serving ``devices`` (pymodbus ``SimDevice``),
+    its asyncio loop in a background thread: :meth:`start` returns once the port accepts
+    connections, :meth:`stop` shuts the server down and joins the thread. ``port``: a free one by
+    default, or a given one (a device that comes back on the port it had)."""
+
+    def __init__(self, devices: list[SimDevice], port: int | None = None) -> None:
+        self.port = servers.free_port() if port is None else port
+        self._devices = devices
+        self._loop = asyncio.new_event_loop()
+        self._server: ModbusTcpServer | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def main() -> None:
+            self._server = ModbusTcpServer(self._devices, address=("127.0.0.1", self.port))
+            self._ready.set()
+            await self._server.serve_forever()
+
+        self._loop.run_until_complete(main())
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(5)
+        servers.wait_port(self.port, 5)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            asyncio.run_coroutine_threadsafe(self._server.shutdown(), self._loop).result(5)
+        self._thread.join(5)
+
+
 class RegisterServer:
     """A real Modbus TCP server on 127.0.0.1 with one SimDevice per unit id.
 
@@ -34,17 +69,20 @@ class RegisterServer:
         reads: list of (unit, address, count); writes: list of (unit, address, values).
     """
 
-    def __init__(self, unit_ids: tuple[int, ...] = (1,)) -> None:
-        self.port = servers.free_port()
+    def __init__(self, unit_ids: tuple[int, ...] = (1,), port: int | None = None) -> None:
         self.registers: dict[int, dict[int, int]] = {u: {} for u in unit_ids}
         self.dynamic: dict[int, RegisterSource] = {}
         self.reads: list[tuple[int, int, int]] = []
         self.writes: list[tuple[int, int, list[int]]] = []
-        self._unit_ids = unit_ids
-        self._loop = asyncio.new_event_loop()
-        self._server: ModbusTcpServer | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._serving = DeviceServer([
+            SimDevice(
+                id=u,
+                simdata=[SimData(0, count=0x4000, values=0, datatype=DataType.REGISTERS)],
+                action=partial(self._action, u),
+            )
+            for u in unit_ids
+        ], port)
+        self.port = self._serving.port
 
     async def _action(self, unit: int, fc: int, start: int, address: int, count: int, current: list[int],
                       set_values: list[int] | list[bool] | None) -> None:
@@ -62,34 +100,12 @@ class RegisterServer:
             current[a - start] = word
         return None
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def main() -> None:
-            devices = [
-                SimDevice(
-                    id=u,
-                    simdata=[SimData(0, count=0x4000, values=0, datatype=DataType.REGISTERS)],
-                    action=partial(self._action, u),
-                )
-                for u in self._unit_ids
-            ]
-            self._server = ModbusTcpServer(devices, address=("127.0.0.1", self.port))
-            self._ready.set()
-            await self._server.serve_forever()
-
-        self._loop.run_until_complete(main())
-
     def start(self) -> RegisterServer:
-        self._thread.start()
-        self._ready.wait(5)
-        servers.wait_port(self.port, 5)
+        self._serving.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            asyncio.run_coroutine_threadsafe(self._server.shutdown(), self._loop).result(5)
-        self._thread.join(5)
+        self._serving.stop()
 
 
 class Collector:

@@ -5,25 +5,21 @@ every shipped profile loads."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
-import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pymodbus.server import ModbusTcpServer
 from pymodbus.simulator import DataType, SimData, SimDevice
 
 from stormwatch import topics
-from stormwatch.app import servers
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileError, ProfileLibrary, load_profile_file
-from tests.test_gateway_support import Collector
+from tests.test_gateway_support import Collector, DeviceServer
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -94,10 +90,7 @@ class _Server:
     """A real pymodbus TCP server with separate coil/discrete/holding/input tables."""
 
     def __init__(self, unit: int, holding: dict[int, int], inputs: dict[int, int], coils: dict[int, bool]) -> None:
-        self.port = servers.free_port()
         self.writes: list[tuple[int, int, list[int]]] = []
-        self._loop = asyncio.new_event_loop()
-        self._server: ModbusTcpServer | None = None
 
         def regs(table: dict[int, int], writable: set[int]) -> list[SimData]:
             out = [SimData(a, values=[v], datatype=DataType.REGISTERS, readonly=a not in writable)
@@ -109,32 +102,20 @@ class _Server:
             if values is not None and fc in (5, 6, 15, 16):
                 self.writes.append((fc, address, [int(v) for v in values]))
 
-        self._device = SimDevice(unit, simdata=(
+        self._serving = DeviceServer([SimDevice(unit, simdata=(
             [SimData(a, values=[v], datatype=DataType.BITS) for a, v in sorted(coils.items())],
             [SimData(0, values=[False], datatype=DataType.BITS)],
             regs(holding, {0x0100}),
             regs(inputs, set()),
-        ), action=action)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def main() -> None:
-            self._server = ModbusTcpServer([self._device], address=("127.0.0.1", self.port))
-            await self._server.serve_forever()
-
-        self._loop.run_until_complete(main())
+        ), action=action)])
+        self.port = self._serving.port
 
     def start(self) -> _Server:
-        self._thread.start()
-        servers.wait_port(self.port, 5)
+        self._serving.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            asyncio.run_coroutine_threadsafe(self._server.shutdown(), self._loop).result(5)
-        self._thread.join(5)
+        self._serving.stop()
 
 
 @pytest.mark.mosquitto
