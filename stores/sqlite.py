@@ -39,7 +39,8 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -217,25 +218,36 @@ class SqliteStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
-        """Run ``sql`` for ``rows`` in one committed transaction; returns rows changed."""
-        if not rows:
-            return 0
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one ``BEGIN IMMEDIATE`` transaction under the store's lock: committed
+        when the block ends, rolled back when it raises.
+
+        Raises:
+            StoreError: the store is closed, or SQLite failed (nothing of the block was written).
+        """
         with self._lock:
             if self._closed:
                 raise StoreError(f"SQLite store {self.path} is closed")
             try:
-                before = self._conn.total_changes
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
-                    self._conn.executemany(sql, rows)
+                    yield self._conn
                 except BaseException:
                     self._conn.execute("ROLLBACK")
                     raise
                 self._conn.execute("COMMIT")
-                return self._conn.total_changes - before
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite write to {self.path} failed: {exc}") from exc
+
+    def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Run ``sql`` for ``rows`` in one committed transaction; returns rows changed."""
+        if not rows:
+            return 0
+        with self._transaction() as conn:
+            before = conn.total_changes
+            conn.executemany(sql, rows)
+            return conn.total_changes - before
 
     def write_checked(self, readings: Sequence[Reading], *, late: bool = False) -> WriteOutcome:
         """Durably insert readings, in one transaction: see
@@ -256,25 +268,14 @@ class SqliteStore:
              r.tip_size)
             for r in readings
         ]
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"SQLite store {self.path} is closed")
-            try:
-                before = self._conn.total_changes
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    self._conn.executemany(
-                        "INSERT OR IGNORE INTO readings (site, device, quantity, value, unit, time_us, time, gateway, "
-                        "boot, seq, raw, flags, late, received_at_us, tip_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                        "?, ?, ?, ?, ?)", rows)
-                    new = self._conn.total_changes - before
-                    conflicts = self._conflicts(readings) if new < len(readings) else ()
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite write to {self.path} failed: {exc}") from exc
+        with self._transaction() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO readings (site, device, quantity, value, unit, time_us, time, gateway, "
+                "boot, seq, raw, flags, late, received_at_us, tip_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?, ?, ?, ?)", rows)
+            new = conn.total_changes - before
+            conflicts = self._conflicts(readings) if new < len(readings) else ()
         return WriteOutcome(new=new, already=len(readings) - new - len(conflicts), conflicts=conflicts)
 
     def _conflicts(self, readings: Sequence[Reading]) -> tuple[Conflict, ...]:
@@ -324,25 +325,14 @@ class SqliteStore:
         where = "gateway = ? AND boot = ? AND seq = ? AND site = ? AND device = ? AND quantity = ? AND unit = ? " \
                 "AND time_us = ?"
         key = (*reading.identity, reading.site, reading.device, reading.quantity, reading.unit, _us(reading.time))
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"SQLite store {self.path} is closed")
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    rows = list(self._conn.execute(f"SELECT {_READING_COLUMNS} FROM readings WHERE {where}", key))
-                    if rows:
-                        self._conn.execute(
-                            f"UPDATE readings SET value = ?, raw = ?, flags = ?, tip_size = ?, received_at_us = ? "
-                            f"WHERE {where}", (reading.value, json.dumps(reading.raw, separators=(",", ":")),
-                                               json.dumps(list(reading.flags)), reading.tip_size,
-                                               _us(self.clock.now()), *key))
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite write to {self.path} failed: {exc}") from exc
+        with self._transaction() as conn:
+            rows = list(conn.execute(f"SELECT {_READING_COLUMNS} FROM readings WHERE {where}", key))
+            if rows:
+                conn.execute(
+                    f"UPDATE readings SET value = ?, raw = ?, flags = ?, tip_size = ?, received_at_us = ? "
+                    f"WHERE {where}", (reading.value, json.dumps(reading.raw, separators=(",", ":")),
+                                       json.dumps(list(reading.flags)), reading.tip_size,
+                                       _us(self.clock.now()), *key))
         return _readings(rows)[0] if rows else None
 
     def write_events(self, events: Sequence[Event]) -> None:
