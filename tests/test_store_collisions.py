@@ -29,6 +29,7 @@ from stormwatch.stores.influx1 import Influx1Store
 from stormwatch.stores.lineprotocol import SLOTS_PER_US
 from stormwatch.stores.sqlite import SqliteStore
 from tests.ingest_support import INGEST_NOW, Publisher, Running
+from tests.names import RUN
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.influxdb
@@ -70,7 +71,7 @@ def test_same_input_same_readings_in_sqlite_and_influxdb(influx_server: servers.
     # Expected, by hand: per (gateway, boot) polls 0..9 give 1..7 + 1..3 = 28 + 6 = 34 tips; 200 of
     # them per device = 6,800 tips and 2,000 readings; 50 devices = 340,000 tips, 100,000 readings.
     assert len(readings) == 100_000 and sum(r.value for r in readings) == 50 * 200 * 34 == 340_000
-    db = f"collide_{next(_numbers)}"
+    db = f"collide_{RUN}_{next(_numbers)}"
     sqlite_path = tmp_path / "sw.db"
     sqlite_store, influx = SqliteStore(sqlite_path), Influx1Store(influx_server.url, db)
     try:
@@ -105,7 +106,7 @@ def test_same_input_same_readings_in_sqlite_and_influxdb(influx_server: servers.
 
 
 def test_past_a_thousand_readings_in_a_microsecond_the_next_page(influx_server: servers.InfluxDB1) -> None:
-    db = f"collide_page_{next(_numbers)}"
+    db = f"collide_page_{RUN}_{next(_numbers)}"
     store = Influx1Store(influx_server.url, db)
     one_series = flood(devices=1, boots=25)
     assert len(one_series) == SLOTS_PER_US
@@ -126,7 +127,7 @@ def test_past_a_thousand_readings_in_a_microsecond_the_next_page(influx_server: 
 
 def test_dead_letters_with_one_receive_time_are_all_kept(influx_server: servers.InfluxDB1) -> None:
     # A stopped or simulated clock stamps several batches with the same receive time.
-    db = f"collide_dead_{next(_numbers)}"
+    db = f"collide_dead_{RUN}_{next(_numbers)}"
     store = Influx1Store(influx_server.url, db)
     try:
         for i in range(3):
@@ -153,7 +154,7 @@ def test_ingest_of_readings_sharing_one_time_stores_the_same_in_both(
     # hold all 2,500 (InfluxDB on pages 0, 1 and 2), and ingest's written count is what they hold.
     profiles = ProfileLibrary()
     cfg = parse_site(SITE_DOC, "collide.yaml", profiles)
-    db = f"collide_ingest_{next(_numbers)}"
+    db = f"collide_ingest_{RUN}_{next(_numbers)}"
     sqlite_path = tmp_path / "sw.db"
     sqlite_store, influx = SqliteStore(sqlite_path), Influx1Store(influx_server.url, db)
     still = ManualClock(INGEST_NOW, on_sleep="wait")

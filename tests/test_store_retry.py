@@ -20,6 +20,7 @@ import pytest
 from stormwatch.app import servers
 from stormwatch.contract import Reading
 from stormwatch.stores.influx1 import Influx1Store
+from tests.names import RUN
 
 pytestmark = pytest.mark.influxdb
 
@@ -117,7 +118,7 @@ def test_retry_after_is_honoured_then_the_point_is_written(
         influx_server: servers.InfluxDB1, front_factory: list[BusyFront], status: int, retry_after_s: float) -> None:
     front = BusyFront(influx_server.url, status, f"{retry_after_s:g}")
     front_factory.append(front)
-    db = f"retry_after_{status}"
+    db = f"retry_after_{status}_{RUN}"
     # The store's own backoff (10 ms) is far shorter than Retry-After: the server's word wins.
     store = Influx1Store(front.url, db, retries=3, backoff_s=0.01)
     r = Reading(site="riverside", device="turb-down", quantity="turbidity", value=21.5, unit="NTU", time=T0,
@@ -136,7 +137,7 @@ def test_retry_after_http_date_form(influx_server: servers.InfluxDB1, front_fact
     # Retry-After may also be an HTTP date (RFC 9110 section 10.2.3); one in the past means "now".
     front = BusyFront(influx_server.url, 503, "Wed, 21 Oct 2015 07:28:00 GMT")
     front_factory.append(front)
-    store = Influx1Store(front.url, "retry_after_date", retries=3, backoff_s=0.01)
+    store = Influx1Store(front.url, f"retry_after_date_{RUN}", retries=3, backoff_s=0.01)
     r = Reading(site="riverside", device="turb-down", quantity="turbidity", value=3.0, unit="NTU", time=T0,
                 gateway="gw-1", boot="b1", seq=2, raw=[0, 2])
     assert store.write_readings([r]) == 1
