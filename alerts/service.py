@@ -31,7 +31,10 @@ connection was lost (or it started), a few times over the next minutes
 (:data:`CATCH_UP_AFTER_S`: ingest may store what the broker lost for this session after a
 gateway re-sent it, :mod:`stormwatch.gateway.publisher`): readings it never received are fed, or
 re-evaluated together when they are late (:meth:`stormwatch.alerts.engine.Engine.catch_up`), so a
-broker crash never changes an ordinance answer (issue 18). Late readings are re-evaluated against
+broker crash never changes an ordinance answer (issue 18). A live reading whose ``seq`` jumps past
+its gateway's previous one says readings are on their way: the site's rules are held below them
+until they arrive, live or read back from the store, for at most ``hole_hold_s``
+(:mod:`stormwatch.alerts.seqholes`). Late readings are re-evaluated against
 the store (:mod:`stormwatch.alerts.engine`, late data). A gateway status ``offline`` (its MQTT last
 will) opens a rain-gauge ``data_gap``; a status ``online`` (live or retained) never closes or
 prevents one -- only a gauge reading closes a gap, and a gauge silent for two poll intervals of
