@@ -16,6 +16,8 @@ re-sent). A hole closes when its readings arrive -- live, or read back from the 
 sequence numbers) and the rules decide without those readings; if they come later they are late
 data, re-evaluated (:mod:`stormwatch.alerts.engine`).
 
+A reading refused as invalid still carries its identity, and counts (:meth:`refused`); a message
+that is no JSON at all does not, and leaves a hole that is given up after ``hold_s``.
 Only readings of gateways count (:func:`stormwatch.contract.reading_source`): imported, station and
 manual readings number their ``seq`` otherwise. Retained messages are not live and do not count.
 Real-time waits here are transport pacing (like the gateway's re-send grace), not event time.
@@ -59,6 +61,7 @@ class Hole:
     before: datetime
     opened: float
     missing: set[int] = field(default_factory=set)
+    open_end: bool = False  # ``before`` unknown (the reading after the hole was refused): read to the end
 
     def describe(self) -> str:
         """``gw-1/9f1c2a seq 412-749 (338 readings, 16:31:00Z-18:06:00Z)``, for logs."""
@@ -130,6 +133,26 @@ class SequenceHoles:
                 return False
         return False
 
+    def refused(self, gateway: str, boot: str, seq: int) -> bool:
+        """Note a live reading refused as invalid (ingest dead-letters it): its sequence number arrived,
+        its time may be unreadable. It fills a hole, or moves the sequence on (a jump past the one before
+        opens a hole up to it, dated from the reading before); ``True`` when the holes changed."""
+        key = (gateway, boot)
+        last = self._last.get(key)
+        if last is None:
+            return False  # no time to date anything from; the next valid reading starts the sequence
+        if seq <= last[0]:
+            return self._fill(key, seq)
+        self._last[key] = (seq, last[1])
+        if seq > last[0] + 1 and seq - last[0] - 1 <= MAX_HOLE_SEQS:
+            hole = Hole(gateway, boot, last[0] + 1, seq - 1, last[1], last[1], self._now(),
+                        set(range(last[0] + 1, seq)), open_end=True)
+            self._holes.append(hole)
+            log.info("%s: readings %s not received: the rules wait for them up to %.0f s", self.site,
+                     hole.describe(), self.hold_s)
+            return True
+        return False
+
     def saw_stored(self, readings: Iterable[Reading]) -> bool:
         """Note readings read from the store (warm-up, catch-up, a hole's window): they fill holes and
         move each gateway's newest sequence number on, but open none -- a reading ingest refused is a
@@ -162,9 +185,10 @@ class SequenceHoles:
         """The event time the site's engine must stay below (the oldest open hole's ``after``), or ``None``."""
         return min((h.after for h in self._holes), default=None)
 
-    def windows(self) -> list[tuple[datetime, datetime]]:
-        """The event-time spans ``(after, before)`` of the open holes, to read back from the store."""
-        return [(h.after, h.before) for h in self._holes]
+    def windows(self) -> list[tuple[datetime, datetime | None]]:
+        """The event-time spans ``(after, before)`` of the open holes, to read back from the store
+        (``before`` ``None``: unknown, read to the end)."""
+        return [(h.after, None if h.open_end else h.before) for h in self._holes]
 
     @property
     def open(self) -> list[Hole]:

@@ -78,6 +78,21 @@ from stormwatch.wire import format_time
 log = logging.getLogger(__name__)
 
 
+def _identity(body: bytes, gateway: str) -> tuple[str, int] | None:
+    """``(boot, seq)`` of an invalid reading's JSON text when it names ``gateway`` and both are well
+    formed (a NaN value, a bad unit... still say which reading it was), else ``None``."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("gateway") != gateway:
+        return None
+    boot, seq = doc.get("boot"), doc.get("seq")
+    if not isinstance(boot, str) or not boot or isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        return None
+    return boot, seq
+
+
 def _filters(site: str) -> list[str]:
     """A site's subscriptions: its gateways' readings and status topics."""
     return [f"{topics.ROOT}/{site}/+/{leaf}" for leaf in ("readings", "status")]
@@ -478,16 +493,24 @@ class AlertService:
             self._status(status[0], status[1], bytes(msg.payload), msg.retain)
             return
         site, gateway = where
+        readings = []
+        refused: list[tuple[str, int]] = []
         try:
             parts = parse_parts(msg.payload)
         except PayloadError as exc:
             log.warning("invalid readings on %s (%s): dropped here, ingest dead-letters it", msg.topic, exc)
-            return
-        readings = []
+            ident = _identity(bytes(msg.payload), gateway)  # a single reading still says which it was
+            if ident is None or msg.retain:
+                return
+            refused.append(ident)
+            parts = []
         for part in parts:  # each reading of a batch on its own, as ingest judges them
             if part.reading is None:
                 log.warning("invalid reading %d of a message on %s (%s): dropped here, ingest dead-letters it",
                             part.index, msg.topic, part.error)
+                ident = _identity(part.body, gateway)
+                if ident is not None and not msg.retain:
+                    refused.append(ident)
             else:
                 readings.append(part.reading)
         events: list[Event] = []
@@ -496,6 +519,9 @@ class AlertService:
             engine = self.engines[site]
             holes = self.holes[site]
             self._received += len(readings)
+            for boot, seq in refused:  # it arrived: not a reading on its way
+                if holes.refused(gateway, boot, seq):
+                    events += engine.hold(holes.hold())
             for r in readings:
                 if r.site != site or r.gateway != gateway:
                     log.warning("reading of %s/%s on topic %s: dropped", r.site, r.gateway, msg.topic)
@@ -672,8 +698,8 @@ class AlertService:
             self._next_hole_read = now + HOLE_READ_S
             for site, windows in waiting.items():
                 try:
-                    found[site] = [r for start, end in windows
-                                   for r in self.store.query_readings(site, start=start, end=end + _US)]
+                    found[site] = [r for start, end in windows for r in self.store.query_readings(
+                        site, start=start, end=None if end is None else end + _US)]
                 except StoreError as exc:
                     self._outage.failed(f"{site}: reading the store for readings not received", exc)
                     continue

@@ -71,6 +71,19 @@ def test_stored_readings_fill_holes_and_move_the_sequence_on_but_open_none() -> 
     assert holes.saw_stored([_reading(8, 7)]) and holes.open == []
 
 
+def test_a_refused_reading_arrived_and_is_not_waited_for() -> None:
+    holes = SequenceHoles("s1", now=RealClock())
+    assert not holes.refused("gw", "b1", 7)  # nothing to date it from yet: ignored
+    holes.saw(_reading(1, 0))
+    assert not holes.refused("gw", "b1", 2)  # a NaN value, say: the next in order
+    assert not holes.saw(_reading(3, 2))  # so 3 follows on, no hole
+    holes.saw(_reading(6, 5))  # 4 and 5 missing
+    assert not holes.refused("gw", "b1", 4) and holes.refused("gw", "b1", 5) and holes.open == []
+    assert holes.refused("gw", "b1", 9)  # refused past a jump: 7, 8 missing, dated from seq 6
+    (hole,) = holes.open
+    assert (hole.first, hole.last, holes.windows()) == (7, 8, [(T0 + 5 * MIN, None)])
+
+
 def test_a_hole_is_given_up_after_hold_s_real_seconds() -> None:
     real = RealClock()
     holes = SequenceHoles("s1", hold_s=120, now=real)

@@ -74,7 +74,7 @@ def test_readings_that_never_come_are_given_up_and_the_storm_is_a_lower_bound(
     cfg = parse_site(site_doc("ch133", rain_poll_s=60), "test-site.yaml")
     before, hole, after = _parts()
     with live_service(cfg, mosquitto_server.url, tmp_path, ManualClock(T0 + timedelta(hours=11)),
-                      "holes-gone", hole_hold_s=1.5) as (svc, seen, store):
+                      "holes-gone", hole_hold_s=1.5) as (_svc, seen, store):
         publish(mosquitto_server.port, before)
         publish(mosquitto_server.port, after)
         store.write_readings([*before, *after])

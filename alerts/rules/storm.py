@@ -345,7 +345,8 @@ class StormRuleState:
         depth = self._depth_text(storm.sizes, storm.station_in)
         if inside:
             spans = ", ".join(f"{self._when(g.start)} to {self._when(g.end)}" for g in inside if g.end is not None)
-            depth = f"at least {depth}; rain unknown in the rain gauge's data gap{'s' if len(inside) > 1 else ''} {spans}"
+            gaps = "data gaps" if len(inside) > 1 else "data gap"
+            depth = f"at least {depth}; rain unknown in the rain gauge's {gaps} {spans}"
         return [self._event(
             "storm_inspection_due", storm, known_at,
             f"storm of {depth} ended at {self._when(storm.last_tip)}{note}: "
