@@ -226,6 +226,7 @@ class Engine:
         self._seen = SeenIdentities()
         self._max_seen: datetime | None = None
         self._watermark: datetime | None = None
+        self._hold: datetime | None = None  # the watermark stays below it (readings known to be missing)
         self._snapshots: list[_Snapshot] = []
         self._next_snapshot: datetime | None = None
         self._recent: deque[_Held] = deque()  # released readings within the horizon (re-evaluation)
@@ -352,10 +353,31 @@ class Engine:
         return self._release(self._capped(self._max_seen - self.lateness))
 
     def _capped(self, w: datetime) -> datetime:
-        """``w``, or the clock's time when ``w`` is later: the watermark never passes the clock."""
+        """``w``, or the clock's time when ``w`` is later: the watermark never passes the clock; nor
+        does it reach a :meth:`hold`."""
+        if self._hold is not None and w >= self._hold:
+            w = self._hold - _TICK
         if self.clock is None:
             return w
         return min(w, self.clock.now())
+
+    def hold(self, before: datetime | None) -> list[Event]:
+        """Keep the watermark below ``before`` (``None``: no longer held); the events of what a lifted
+        or later hold releases.
+
+        The alert service holds an engine below readings a gateway made that have not arrived yet
+        (:mod:`stormwatch.alerts.seqholes`): they are on their way, so no rule decides without them.
+        A hold never moves the watermark back: readings at or before it are late data as always.
+        """
+        self._hold = before
+        if self._max_seen is None:
+            return []
+        return self._release(self._capped(self._max_seen - self.lateness))
+
+    @property
+    def held_at(self) -> datetime | None:
+        """The current :meth:`hold` (``None``: not held)."""
+        return self._hold
 
     def advance_to(self, t: datetime) -> list[Event]:
         """Declare that no reading at or before ``t`` will come; release and evaluate up to ``t``

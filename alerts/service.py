@@ -31,7 +31,10 @@ connection was lost (or it started), a few times over the next minutes
 (:data:`CATCH_UP_AFTER_S`: ingest may store what the broker lost for this session after a
 gateway re-sent it, :mod:`stormwatch.gateway.publisher`): readings it never received are fed, or
 re-evaluated together when they are late (:meth:`stormwatch.alerts.engine.Engine.catch_up`), so a
-broker crash never changes an ordinance answer (issue 18). Late readings are re-evaluated against
+broker crash never changes an ordinance answer (issue 18). A live reading whose ``seq`` jumps past
+its gateway's previous one says readings are on their way: the site's rules are held below them
+until they arrive, live or read back from the store, for at most ``hole_hold_s``
+(:mod:`stormwatch.alerts.seqholes`). Late readings are re-evaluated against
 the store (:mod:`stormwatch.alerts.engine`, late data). A gateway status ``offline`` (its MQTT last
 will) opens a rain-gauge ``data_gap``; a status ``online`` (live or retained) never closes or
 prevents one -- only a gauge reading closes a gap, and a gauge silent for two poll intervals of
@@ -57,12 +60,13 @@ from stormwatch.alerts.engine import DEFAULT_LATENESS_S, RECENT_WITH_STORE_S, En
 from stormwatch.alerts.grafana import GrafanaAnnotations
 from stormwatch.alerts.packs import PackError
 from stormwatch.alerts.presence import GatewayPresence
+from stormwatch.alerts.seqholes import DEFAULT_HOLD_S, SequenceHoles
 from stormwatch.alerts.servicestate import ServiceState
 from stormwatch.alerts.webhook import BackgroundSender, Webhook
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Event, PayloadError, parse_parts
+from stormwatch.contract import Event, PayloadError, Reading, parse_parts
 from stormwatch.display import local_time
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import parse_broker_url
@@ -72,6 +76,21 @@ from stormwatch.timebounds import TimeBounds
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
+
+
+def _identity(body: bytes, gateway: str) -> tuple[str, int] | None:
+    """``(boot, seq)`` of an invalid reading's JSON text when it names ``gateway`` and both are well
+    formed (a NaN value, a bad unit... still say which reading it was), else ``None``."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("gateway") != gateway:
+        return None
+    boot, seq = doc.get("boot"), doc.get("seq")
+    if not isinstance(boot, str) or not boot or isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        return None
+    return boot, seq
 
 
 def _filters(site: str) -> list[str]:
@@ -84,9 +103,12 @@ CLOCK_RECORD_REAL_S = 1.0
 #: may not have delivered (the last read about seven minutes on: what a gateway re-sends after a
 #: broker crash reaches the store within its grace and probe times, stormwatch.gateway.publisher).
 CATCH_UP_AFTER_S = (0.0, 5.0, 15.0, 45.0, 135.0, 405.0)
+#: Real seconds between reads of the store for the readings of an open sequence hole (seqholes.py).
+HOLE_READ_S = 5.0
 #: Kept events written per store call, and the real seconds between attempts while the store is away.
 KEPT_CHUNK = 500
 RETRY_MIN_S, RETRY_MAX_S = 1.0, 5.0
+_US = timedelta(microseconds=1)
 #: The longest real wait of the service loop (overdue checks, kept events, catch-ups, clock records).
 _TICK_S = 1.0
 
@@ -151,6 +173,8 @@ class AlertService:
         bounds: the plausible event times around ``clock`` -- ingest's ``--max-future-s``/``--max-age-s``
             (:class:`stormwatch.timebounds.TimeBounds`; the same defaults): a reading outside them is
             ignored (ingest dead-letters it) and no engine's watermark passes the clock.
+        hole_hold_s: real seconds the rules wait for readings a gateway made that have not arrived
+            (a jump in its ``seq``: :mod:`stormwatch.alerts.seqholes`) before deciding without them.
 
     Raises:
         stormwatch.alerts.packs.PackError, stormwatch.alerts.engine.EngineError: a site cannot be watched.
@@ -164,7 +188,7 @@ class AlertService:
                  overdue_check_s: float = 60.0, retained_is_late: bool = True,
                  webhook_url: str | None = None, reevaluate_late: bool = True,
                  grafana: GrafanaAnnotations | None = None, keepalive_s: int = 30,
-                 bounds: TimeBounds | None = None) -> None:
+                 bounds: TimeBounds | None = None, hole_hold_s: float = DEFAULT_HOLD_S) -> None:
         self.broker = parse_broker_url(broker_url)
         self.host, self.port = self.broker.host, self.broker.port
         self.store = store
@@ -193,6 +217,10 @@ class AlertService:
         self.bounds = bounds or TimeBounds()
         self._configs = {cfg.site.id: cfg for cfg in sites}
         self.engines = {sid: self._engine(cfg) for sid, cfg in self._configs.items()}
+        self.hole_hold_s = hole_hold_s
+        #: per site, the readings its gateways made that have not arrived (the engine is held below them)
+        self.holes = {sid: SequenceHoles(sid, hole_hold_s) for sid in self.engines}
+        self._next_hole_read = 0.0
         self.outputs: list[BackgroundSender] = []
         if webhook_url:
             self.outputs.append(BackgroundSender(Webhook(webhook_url, clock).deliver, "webhook"))
@@ -237,6 +265,7 @@ class AlertService:
                     self.overdue_checks += 1
                     next_overdue = now + overdue_every
                 self._catch_up(now)
+                self._check_holes(now)
                 self._write_kept(now)
                 if now - recorded >= CLOCK_RECORD_REAL_S:
                     self.workorders.record_clock(self.clock)
@@ -326,6 +355,7 @@ class AlertService:
         except StoreError as exc:
             log.error("%s: warm-up from the store failed (%s): starting from live data only", site, exc)
             return []
+        self.holes.setdefault(site, SequenceHoles(site, self.hole_hold_s)).saw_stored(readings)
         known_until = self.state.progress(site)
         known = [r for r in readings if known_until is None or r.time <= known_until]
         later = [] if known_until is None else [r for r in readings if r.time > known_until]
@@ -381,7 +411,10 @@ class AlertService:
             for sid in removed:
                 flushed += self.engines.pop(sid).flush()
                 del self._configs[sid]
+                del self.holes[sid]
             for sid, engine in built.items():
+                holes = self.holes.setdefault(sid, SequenceHoles(sid, self.hole_hold_s))
+                flushed += engine.hold(holes.hold())
                 old = self.engines.get(sid)
                 if old is not None:  # what it held may not be in the store yet: the new engine takes it over
                     for r in old.held_readings():
@@ -460,27 +493,49 @@ class AlertService:
             self._status(status[0], status[1], bytes(msg.payload), msg.retain)
             return
         site, gateway = where
+        readings = []
+        refused: list[tuple[str, int]] = []
         try:
             parts = parse_parts(msg.payload)
         except PayloadError as exc:
             log.warning("invalid readings on %s (%s): dropped here, ingest dead-letters it", msg.topic, exc)
-            return
-        readings = []
+            ident = _identity(bytes(msg.payload), gateway)  # a single reading still says which it was
+            if ident is None or msg.retain:
+                return
+            refused.append(ident)
+            parts = []
         for part in parts:  # each reading of a batch on its own, as ingest judges them
             if part.reading is None:
                 log.warning("invalid reading %d of a message on %s (%s): dropped here, ingest dead-letters it",
                             part.index, msg.topic, part.error)
+                ident = _identity(part.body, gateway)
+                if ident is not None and not msg.retain:
+                    refused.append(ident)
             else:
                 readings.append(part.reading)
         events: list[Event] = []
+        retained = bool(msg.retain) and self.retained_is_late
         with self._lock:
             engine = self.engines[site]
+            holes = self.holes[site]
             self._received += len(readings)
+            for boot, seq in refused:  # it arrived: not a reading on its way
+                if holes.refused(gateway, boot, seq):
+                    events += engine.hold(holes.hold())
             for r in readings:
                 if r.site != site or r.gateway != gateway:
                     log.warning("reading of %s/%s on topic %s: dropped", r.site, r.gateway, msg.topic)
                     continue
-                events += engine.feed(r, retained=bool(msg.retain) and self.retained_is_late)
+                if retained or not holes.saw(r):
+                    events += engine.feed(r, retained=retained)
+                    continue
+                # a hole opened (hold the engine below it before this reading moves the watermark) or
+                # filled (lift the hold once this reading is in)
+                hold = holes.hold()
+                if hold is not None and (engine.held_at is None or hold < engine.held_at):
+                    events += engine.hold(hold)
+                events += engine.feed(r)
+                events += engine.hold(hold)
             done = {site: engine.watermark}
             self._emitting += 1
         try:
@@ -606,10 +661,13 @@ class AlertService:
                         schedule[0] = now + RETRY_MAX_S  # retried; the later reads follow it
                 return
             with self._lock:
-                engine = self.engines.get(site)
-                if engine is None:
+                engine, holes = self.engines.get(site), self.holes.get(site)
+                if engine is None or holes is None:
                     continue
+                holes.saw_stored(readings)
                 events = engine.catch_up(readings)
+                if engine.held_at != holes.hold():
+                    events += engine.hold(holes.hold())
                 done = {site: engine.watermark}
                 self._emitting += 1
             try:
@@ -626,6 +684,46 @@ class AlertService:
                 schedule.pop(0)
                 if not schedule:
                     self._catch_up_from = {}
+
+    def _check_holes(self, now: float) -> None:
+        """Read the store for the readings of open sequence holes (every :data:`HOLE_READ_S`; ingest
+        may have them from a re-send the broker gave this service no copy of), give up the holes
+        open for ``hole_hold_s``, and move each engine's hold (:mod:`stormwatch.alerts.seqholes`)."""
+        with self._lock:
+            waiting = {site: h.windows() for site, h in self.holes.items() if h.open}
+        if not waiting:
+            return
+        found: dict[str, list[Reading]] = {}
+        if self.store is not None and now >= self._next_hole_read:
+            self._next_hole_read = now + HOLE_READ_S
+            for site, windows in waiting.items():
+                try:
+                    found[site] = [r for start, end in windows for r in self.store.query_readings(
+                        site, start=start, end=None if end is None else end + _US)]
+                except StoreError as exc:
+                    self._outage.failed(f"{site}: reading the store for readings not received", exc)
+                    continue
+                self._outage.answered()
+        for site in waiting:
+            with self._lock:
+                engine, holes = self.engines.get(site), self.holes.get(site)
+                if engine is None or holes is None:
+                    continue
+                events: list[Event] = []
+                readings = found.get(site, [])
+                if readings:
+                    holes.saw_stored(readings)
+                    events += engine.catch_up(readings)
+                holes.expire()
+                if engine.held_at != holes.hold():
+                    events += engine.hold(holes.hold())
+                done = {site: engine.watermark}
+                self._emitting += 1
+            try:
+                self._emit(events, done if events else None)
+            finally:
+                with self._lock:
+                    self._emitting -= 1
 
     def _check_overdue(self) -> None:
         now = self.clock.now()

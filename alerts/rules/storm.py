@@ -296,7 +296,7 @@ class StormRuleState:
         self.next_due = due
 
     def _event(self, kind: EventKind, storm: _Storm, event_time: datetime, message: str,
-               storm_end: datetime | None = None, **extra: Any) -> Event:
+               storm_end: datetime | None = None, lower_bound: bool = False, **extra: Any) -> Event:
         verify = sorted(storm.verify) or None
         if verify:
             message += f" -- needs verification: the gauge's readings are flagged {', '.join(verify)}"
@@ -309,7 +309,8 @@ class StormRuleState:
                                needs_verification=verify,
                                source=f"station {station.station}" if station else None,
                                station_distance_km=station.distance_km if station else None,
-                               station_depth_in=float(storm.station_in) if station else None)
+                               station_depth_in=float(storm.station_in) if station else None,
+                               depth_lower_bound=True if lower_bound else None)
         return Event(kind=kind, site=self.site, event_time=event_time, rule=self.rule_id, citation=self.params.citation,
                      occurrence=storm.occurrence, message=message, details=details, **extra)
 
@@ -340,12 +341,31 @@ class StormRuleState:
         clock_start = storm.last_tip if self.params.clock_from == "last_tip" else storm.threshold_time
         due = clock_start + self.within
         note = "" if confirmed else " (rain gauge silent since its last reading: end not confirmed, earliest deadline)"
+        inside = self._gaps_inside(storm)
+        depth = self._depth_text(storm.sizes, storm.station_in)
+        if inside:
+            spans = ", ".join(f"{self._when(g.start)} to {self._when(g.end)}" for g in inside if g.end is not None)
+            gaps = "data gaps" if len(inside) > 1 else "data gap"
+            depth = f"at least {depth}; rain unknown in the rain gauge's {gaps} {spans}"
         return [self._event(
             "storm_inspection_due", storm, known_at,
-            f"storm of {self._depth_text(storm.sizes, storm.station_in)} ended at {self._when(storm.last_tip)}{note}: "
+            f"storm of {depth} ended at {self._when(storm.last_tip)}{note}: "
             f"inspection due by {self._when(due)}",
-            storm_end=storm.last_tip, due_at=due, evidence=list(storm.evidence),
+            storm_end=storm.last_tip, due_at=due, evidence=list(storm.evidence), lower_bound=bool(inside),
         )]
+
+    def _gaps_inside(self, storm: _Storm) -> list[GapSummary]:
+        """The closed data gaps of the gauge between the storm's first and last tip that no fallback
+        station filled: the storm's depth is then a lower bound (its rain in them is unknown)."""
+        if self.fallback is not None:
+            return []  # the station's rain is counted in the gauge's gaps (and said so)
+        inside: list[GapSummary] = []
+        for gap in reversed(self.gaps):
+            if gap.end is None or gap.end <= storm.start:
+                break
+            if gap.start < storm.last_tip:
+                inside.append(gap)
+        return inside[::-1]
 
     def _gap_event(self, start: datetime, end: datetime | None, event_time: datetime, why: str,
                    station_in: Fraction | None = None) -> Event:
@@ -757,6 +777,9 @@ class StormDetails(EventDetails):
             was counted for the gauge's data gaps: ``station <ID>``, its distance (km, when the
             site file gives it) and the inches it contributed (included in ``depth_in``; ``tips``
             are the gauge's own).
+        depth_lower_bound: ``True`` when the rain gauge had a data gap between the storm's first and
+            last tip (no fallback station filled it): the storm was at least ``depth_in`` deep
+            (``storm_inspection_due`` only; rules.md R1).
     """
 
     storm_start: UtcDatetime | None = None
@@ -767,11 +790,13 @@ class StormDetails(EventDetails):
     source: str | None = None
     station_distance_km: float | None = Field(default=None, ge=0)
     station_depth_in: float | None = Field(default=None, ge=0)
+    depth_lower_bound: bool | None = None
 
     def summary(self, tz: ZoneInfo) -> str:
         if self.tips is None or self.depth_in is None:
             return ""
-        text = f"{inches(self.depth_in)} ({self.tips} tip{'' if self.tips == 1 else 's'}"
+        text = ("at least " if self.depth_lower_bound else "") + \
+            f"{inches(self.depth_in)} ({self.tips} tip{'' if self.tips == 1 else 's'}"
         if self.source and self.station_depth_in is not None:
             far = f", {self.station_distance_km:g} km away" if self.station_distance_km is not None else ""
             text += f" + {inches(self.station_depth_in)} from {self.source}{far} in the gauge's data gap"
