@@ -54,14 +54,15 @@ _COLUMNS = ("time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, 
 _RANGE = (" FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
           " ORDER BY time_us")
 #: The columns that change from row to row; the others (unit, gateway, boot, tip size) are compared
-#: with the series' first row in SQLite and come out as one flag (``same``), never as a Python string.
-_VARYING = ("SELECT time_us, value, CASE flags WHEN '[]' THEN '' ELSE flags END, seq,"
-            " unit = ? AND gateway = ? AND boot = ? AND COALESCE(tip_size, '') = ?" + _RANGE)
-_VARYING_FLAGS, _SAME = operator.itemgetter(2), operator.itemgetter(4)  # of a _VARYING row
+#: with the series' first row in SQLite, and the flags with none (``'[]'``): they come out as one
+#: flag (``same``), never as Python strings.
+_VARYING = ("SELECT time_us, value, seq,"
+            " unit = ? AND gateway = ? AND boot = ? AND COALESCE(tip_size, '') = ? AND flags = '[]'" + _RANGE)
+_SAME = operator.itemgetter(3)  # of a _VARYING row
 
 #: One series' rows of a window as :func:`compact_rows` gives them: ``(None, rows)`` with the
 #: :data:`~stormwatch.stores.base.StoredRow` tuples, or ``((unit, gateway, boot, tip_size), varying)``
-#: with the rows' ``(time_us, value, flags, seq, same)`` when every row shares the first one's unit,
+#: with the rows' ``(time_us, value, seq, same)`` when every row shares the first one's unit,
 #: gateway, boot and tip size, none is flagged and no instant comes twice (nearly every series).
 Compact = tuple[tuple[str, str, str, str] | None, list[Any]]
 
@@ -88,8 +89,7 @@ def compact_rows(conn: sqlite3.Connection, site: str, series: Sequence[tuple[str
             continue
         varying: list[Any] = conn.execute(_VARYING, (*first, *key)).fetchall()
         times = list(map(_TIME, varying))
-        if all(map(_SAME, varying)) and not any(map(_VARYING_FLAGS, varying)) \
-                and not any(map(operator.eq, times, itertools.islice(times, 1, None))):
+        if all(map(_SAME, varying)) and not any(map(operator.eq, times, itertools.islice(times, 1, None))):
             out[(device, quantity)] = ((first[0], first[1], first[2], first[3]), varying)
         else:  # a unit, gateway or tip size changed, a flag, an instant twice (rare): every column
             out[(device, quantity)] = (None, _full_rows(conn, key))
@@ -123,7 +123,7 @@ def expand(compact: Mapping[tuple[str, str], Compact]) -> dict[tuple[str, str], 
             out[key] = rows
         else:
             unit, gateway, boot, tip_size = shared
-            out[key] = [(t, v, unit, flags, gateway, boot, seq, tip_size) for t, v, flags, seq, _same in rows]
+            out[key] = [(t, v, unit, "", gateway, boot, seq, tip_size) for t, v, seq, _same in rows]
     return out
 
 
