@@ -44,6 +44,7 @@ from stormwatch.ingest.validate import LEVEL_QUANTITIES
 from stormwatch.physics import NON_NEGATIVE
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import PRECIPITATION, TipResolution
+from stormwatch.runtime.gcbatch import fewer_collections
 from stormwatch.stores.base import ReadingStore, StoredRow
 from stormwatch.stores.rows import row_reading, series_chunks, stored_series, time_of_us
 from stormwatch.wire import format_time
@@ -325,7 +326,7 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     while t < stop:
         windows.append((t, min(end, t + CHUNK)))
         t += CHUNK
-    with closing(series_chunks(store, site, series, windows)) as chunks:
+    with closing(series_chunks(store, site, series, windows)) as chunks, fewer_collections():
         for (_, upto), stored in zip(windows, chunks, strict=False):
             count += _evaluate_chunk(engine, site, stored, on_rows, events)
             if progress is not None:

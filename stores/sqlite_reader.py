@@ -20,6 +20,7 @@ crosses a ``fork()`` (https://www.sqlite.org/howtocorrupt.html, section 2.6). It
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import marshal
@@ -222,6 +223,9 @@ def _send(pipe: IO[bytes], kind: str, payload: Any) -> None:
 
 def _serve() -> int:
     """The child: the request from stdin, then each window's rows to stdout (module docstring)."""
+    # the child's objects are its rows, freed window by window, never in a reference cycle: no
+    # cyclic collection (a pass every 700 rows was a tenth of its time)
+    gc.disable()
     out = sys.stdout.buffer
     request = pickle.loads(sys.stdin.buffer.read())
     try:
