@@ -224,7 +224,7 @@ def _send(pipe: IO[bytes], kind: str, payload: Any) -> None:
 def _serve() -> int:
     """The child: the request from stdin, then each window's rows to stdout (module docstring)."""
     # the child's objects are its rows, freed window by window, never in a reference cycle: no
-    # cyclic collection (a pass every 700 rows was a tenth of its time)
+    # cyclic collection (a pass every 700 rows: measurable in its CPU time, benchmarks/report.py)
     gc.disable()
     out = sys.stdout.buffer
     request = pickle.loads(sys.stdin.buffer.read())
