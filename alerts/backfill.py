@@ -44,7 +44,6 @@ from stormwatch.ingest.validate import LEVEL_QUANTITIES
 from stormwatch.physics import NON_NEGATIVE
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import PRECIPITATION, TipResolution
-from stormwatch.runtime.gcbatch import fewer_collections
 from stormwatch.stores.base import ReadingStore, StoredRow
 from stormwatch.stores.rows import row_reading, series_chunks, stored_series, time_of_us
 from stormwatch.wire import format_time
@@ -285,6 +284,11 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
             every row, those the engine refuses included.
         progress: called after each chunk with the fraction of the work done (0 to 1).
 
+    A command running a long evaluation does it inside
+    :func:`stormwatch.runtime.gcbatch.fewer_collections` (the rows are acyclic; the collector's
+    passes over them were seconds of CPU over a year): ``stormwatch evaluate`` and ``stormwatch
+    report`` do; this function leaves the interpreter's settings alone.
+
     Only the stored data's extent is read (:func:`_stored_span`): a window of ``0001-01-01`` to
     ``9999-12-31`` over a month of data reads that month, chunk by chunk on the same chunk
     boundaries as the whole window, and the stretches before and after are gaps as before.
@@ -326,7 +330,7 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     while t < stop:
         windows.append((t, min(end, t + CHUNK)))
         t += CHUNK
-    with closing(series_chunks(store, site, series, windows)) as chunks, fewer_collections():
+    with closing(series_chunks(store, site, series, windows)) as chunks:
         for (_, upto), stored in zip(windows, chunks, strict=False):
             count += _evaluate_chunk(engine, site, stored, on_rows, events)
             if progress is not None:
