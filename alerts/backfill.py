@@ -284,6 +284,11 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
             every row, those the engine refuses included.
         progress: called after each chunk with the fraction of the work done (0 to 1).
 
+    A command running a long evaluation does it inside
+    :func:`stormwatch.runtime.gcbatch.fewer_collections` (the rows are acyclic; the collector's
+    passes over them were seconds of CPU over a year): ``stormwatch evaluate`` and ``stormwatch
+    report`` do; this function leaves the interpreter's settings alone.
+
     Only the stored data's extent is read (:func:`_stored_span`): a window of ``0001-01-01`` to
     ``9999-12-31`` over a month of data reads that month, chunk by chunk on the same chunk
     boundaries as the whole window, and the stretches before and after are gaps as before.
@@ -344,20 +349,31 @@ def _stored_span(store: ReadingStore, site: str, series: list[tuple[str, str]], 
                  end: datetime) -> tuple[datetime, datetime]:
     """Where in ``[start, end)`` the chunks of a backfill hold readings: from the chunk boundary at
     or before the first stored reading to just after the last, on the boundaries ``start + k·CHUNK``
-    (every chunk outside is empty: reading it changes nothing). A store that cannot summarise
-    (:meth:`~stormwatch.stores.base.OverviewStore.summarize`) is read over the whole window.
+    (every chunk outside is empty: reading it changes nothing). The span comes from the store's
+    ``stored_span`` (SQLite: :meth:`stormwatch.stores.sqlite.SqliteStore.stored_span`) or else its
+    :meth:`~stormwatch.stores.base.OverviewStore.summarize`; a store with neither is read over the
+    whole window.
 
     Raises:
         stormwatch.stores.base.StoreError: the store cannot be read.
     """
-    summarize = getattr(store, "summarize", None)
-    if summarize is None or not series:
+    if not series:
         return start, end
-    found = summarize(start, end, [(site, device, quantity) for device, quantity in series])
-    if not found:
-        return start, start
-    first = min(s.first_time for s in found)
-    last = max(s.last_time for s in found)
+    span = getattr(store, "stored_span", None)  # SQLite: first and last time alone, without counting
+    if span is not None:
+        found_span: tuple[datetime, datetime] | None = span(site, series, start, end)
+        if found_span is None:
+            return start, start
+        first, last = found_span
+    else:
+        summarize = getattr(store, "summarize", None)
+        if summarize is None:
+            return start, end
+        found = summarize(start, end, [(site, device, quantity) for device, quantity in series])
+        if not found:
+            return start, start
+        first = min(s.first_time for s in found)
+        last = max(s.last_time for s in found)
     return start + ((first - start) // CHUNK) * CHUNK, min(end, last + _TICK)
 
 

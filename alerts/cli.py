@@ -391,6 +391,7 @@ def evaluate_cmd(
     from stormwatch.alerts.packs import PackError
     from stormwatch.config import ConfigError
     from stormwatch.profiles import ProfileLibrary
+    from stormwatch.runtime.gcbatch import fewer_collections
     from stormwatch.stores.base import StoreError
     from stormwatch.stores.urls import StoreUrlError, open_store, redact
 
@@ -407,7 +408,7 @@ def evaluate_cmd(
     except (StoreUrlError, StoreError) as exc:
         fail(f"--store {redact(store)}: {exc}", 2)
     try:
-        with progress(f"evaluate {cfg.site.id}") as report:
+        with progress(f"evaluate {cfg.site.id}") as report, fewer_collections():
             result = evaluate(cfg, profiles, opened, t1, t2, progress=report)
     except (PackError, EngineError, ValueError, StoreError) as exc:
         fail(str(exc), 2)

@@ -546,6 +546,30 @@ class SqliteStore:
             where += f" AND site IN ({','.join('?' * len(sites))})"
         return where, params
 
+    def stored_span(self, site: str, series: Sequence[tuple[str, str]], start: datetime, end: datetime,
+                    ) -> tuple[datetime, datetime] | None:
+        """The first and the last event time (UTC) of ``site``'s readings of ``series`` (``(device,
+        quantity)`` pairs) in ``[start, end)``, or ``None`` when there are none: two seeks per series
+        in the ``(site, device, quantity, time_us)`` index (:meth:`summarize` also counts every
+        reading: a year of a site's 1-minute data was 0.4 s of a report's start).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        a, b = _us(start), _us(end)
+        first: int | None = None
+        last: int | None = None
+        cond = "FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
+        for device, quantity in series:
+            key = [site, device, quantity, a, b]
+            ((lo, hi),) = self._select(f"SELECT (SELECT MIN(time_us) {cond}), (SELECT MAX(time_us) {cond})", key + key)
+            if lo is not None and hi is not None:
+                first = int(lo) if first is None else min(first, int(lo))
+                last = int(hi) if last is None else max(last, int(hi))
+        if first is None or last is None:
+            return None
+        return from_ns(first * 1_000), from_ns(last * 1_000)
+
     def summarize(self, start: datetime, end: datetime, series: Sequence[tuple[str, str, str]],
                   ) -> list[SeriesSummary]:
         """See :meth:`stormwatch.stores.base.OverviewStore.summarize`: one statement, index seeks per series.

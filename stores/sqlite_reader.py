@@ -5,7 +5,8 @@ them into Python tuples is about a third of the report's time, and the rules can
 day before its rows are read. :func:`read_ahead` hands that reading to a child process, which
 reads day after day and sends each day's rows through a pipe (:mod:`marshal`: the rows are tuples of
 ints, floats and strings, written and read by the same interpreter; far cheaper to load than to
-fetch from SQLite) while the parent's rules work on the day before -- the two cores of a field
+fetch from SQLite; compacted, :func:`compact_rows`: a series' unit, gateway, boot and tip size
+sent once, not once a row) while the parent's rules work on the day before -- the two cores of a field
 server both busy. The child blocks when the pipe is full, so it runs at most about a day ahead:
 memory stays that of a day or two of rows.
 
@@ -13,12 +14,13 @@ The child is a fresh interpreter (``python -m stormwatch.stores.sqlite_reader``)
 the standard library and this module, and opens its own connection: no SQLite connection ever
 crosses a ``fork()`` (https://www.sqlite.org/howtocorrupt.html, section 2.6). It only reads.
 
-:func:`series_rows` is the one query, used by :meth:`stormwatch.stores.sqlite.SqliteStore.query_series`
-in process and by the child.
+:func:`compact_rows` is the one query (:func:`series_rows` its rows), used by
+:meth:`stormwatch.stores.sqlite.SqliteStore.query_series` in process and by the child.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import marshal
@@ -32,7 +34,7 @@ import subprocess
 import sys
 import threading
 import urllib.parse
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -48,35 +50,94 @@ def _engine_order(row: StoredRow) -> tuple[int, str, str, int]:
     return (row[0], row[4], row[5], row[6])
 
 
-def series_rows(conn: sqlite3.Connection, site: str, series: Sequence[tuple[str, str]], start_us: int,
-                end_us: int) -> dict[tuple[str, str], list[StoredRow]]:
-    """The rows of each ``(device, quantity)`` of ``site`` with ``start_us <= time_us < end_us`` (µs
-    since the epoch) in the engine's order, as :data:`~stormwatch.stores.base.StoredRow` tuples: one
-    index range per series (``(site, device, quantity, time_us)``).
+_COLUMNS = ("time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, gateway, boot, seq,"
+            " COALESCE(tip_size, '')")
+_RANGE = (" FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
+          " ORDER BY time_us")
+#: The columns that change from row to row; the others (unit, gateway, boot, tip size) are compared
+#: with the series' first row in SQLite, and the flags with none (``'[]'``): they come out as one
+#: flag (``same``), never as Python strings.
+_VARYING = ("SELECT time_us, value, seq,"
+            " unit = ? AND gateway = ? AND boot = ? AND COALESCE(tip_size, '') = ? AND flags = '[]'" + _RANGE)
+_SAME = operator.itemgetter(3)  # of a _VARYING row
 
-    The index gives the rows in time order; rows of one series at the same instant (rare: two
-    gateways, or a reboot) are put in (gateway, boot, seq) order here -- an ``ORDER BY`` of all four
-    columns would sort every row in a temporary B-tree (about a third of the read time).
+#: One series' rows of a window as :func:`compact_rows` gives them: ``(None, rows)`` with the
+#: :data:`~stormwatch.stores.base.StoredRow` tuples, or ``((unit, gateway, boot, tip_size), varying)``
+#: with the rows' ``(time_us, value, seq, same)`` when every row shares the first one's unit,
+#: gateway, boot and tip size, none is flagged and no instant comes twice (nearly every series).
+Compact = tuple[tuple[str, str, str, str] | None, list[Any]]
+
+
+def compact_rows(conn: sqlite3.Connection, site: str, series: Sequence[tuple[str, str]], start_us: int,
+                 end_us: int) -> dict[tuple[str, str], Compact]:
+    """The rows of each ``(device, quantity)`` of ``site`` with ``start_us <= time_us < end_us`` (µs
+    since the epoch) in the engine's order, compacted (:data:`Compact`; :func:`expand` gives the
+    rows): a series whose unit, gateway, boot and tip size stay those of its first row is read
+    without those four text columns (a third of the read's time is making them Python strings,
+    and as many again loading them in the parent, :func:`read_ahead`). One index range per series
+    (``(site, device, quantity, time_us)``).
 
     Raises:
         sqlite3.Error: the query failed.
     """
-    out: dict[tuple[str, str], list[StoredRow]] = {}
+    out: dict[tuple[str, str], Compact] = {}
     for device, quantity in series:
-        rows: list[Any] = conn.execute(
-            "SELECT time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, gateway, boot, seq,"
-            " COALESCE(tip_size, '')"
-            " FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
-            " ORDER BY time_us", (site, device, quantity, start_us, end_us)).fetchall()
-        if any(map(_FLAGS, rows)):
-            for i, row in enumerate(rows):
-                if row[3]:  # flagged (rare): the JSON list comma-joined, as StoredRow has it
-                    rows[i] = (*row[:3], ",".join(json.loads(row[3])), *row[4:])
-        times = list(map(_TIME, rows))
-        if any(map(operator.eq, times, itertools.islice(times, 1, None))):  # an instant twice
-            rows.sort(key=_engine_order)
-        out[(device, quantity)] = rows
+        key = (site, device, quantity, start_us, end_us)
+        first = conn.execute("SELECT unit, gateway, boot, COALESCE(tip_size, '')" + _RANGE + " LIMIT 1",
+                             key).fetchone()
+        if first is None:
+            out[(device, quantity)] = (None, [])
+            continue
+        varying: list[Any] = conn.execute(_VARYING, (*first, *key)).fetchall()
+        times = list(map(_TIME, varying))
+        if all(map(_SAME, varying)) and not any(map(operator.eq, times, itertools.islice(times, 1, None))):
+            out[(device, quantity)] = ((first[0], first[1], first[2], first[3]), varying)
+        else:  # a unit, gateway or tip size changed, a flag, an instant twice (rare): every column
+            out[(device, quantity)] = (None, _full_rows(conn, key))
     return out
+
+
+def _full_rows(conn: sqlite3.Connection, key: tuple[str, str, str, int, int]) -> list[StoredRow]:
+    """Every column of one series' rows (``key``: site, device, quantity, start and end µs) as
+    :data:`~stormwatch.stores.base.StoredRow` tuples in the engine's order.
+
+    The index gives the rows in time order; rows of one series at the same instant (rare: two
+    gateways, or a reboot) are put in (gateway, boot, seq) order here -- an ``ORDER BY`` of all four
+    columns would sort every row in a temporary B-tree (about a third of the read time)."""
+    rows: list[Any] = conn.execute("SELECT " + _COLUMNS + _RANGE, key).fetchall()
+    if any(map(_FLAGS, rows)):
+        for i, row in enumerate(rows):
+            if row[3]:  # flagged (rare): the JSON list comma-joined, as StoredRow has it
+                rows[i] = (*row[:3], ",".join(json.loads(row[3])), *row[4:])
+    times = list(map(_TIME, rows))
+    if any(map(operator.eq, times, itertools.islice(times, 1, None))):  # an instant twice
+        rows.sort(key=_engine_order)
+    return rows
+
+
+def expand(compact: Mapping[tuple[str, str], Compact]) -> dict[tuple[str, str], list[StoredRow]]:
+    """The :data:`~stormwatch.stores.base.StoredRow` lists of :func:`compact_rows`' answer (the
+    shared texts are one string object each, not one per row)."""
+    out: dict[tuple[str, str], list[StoredRow]] = {}
+    for key, (shared, rows) in compact.items():
+        if shared is None:
+            out[key] = rows
+        else:
+            unit, gateway, boot, tip_size = shared
+            out[key] = [(t, v, unit, "", gateway, boot, seq, tip_size) for t, v, seq, _same in rows]
+    return out
+
+
+def series_rows(conn: sqlite3.Connection, site: str, series: Sequence[tuple[str, str]], start_us: int,
+                end_us: int) -> dict[tuple[str, str], list[StoredRow]]:
+    """The rows of each ``(device, quantity)`` of ``site`` with ``start_us <= time_us < end_us`` (µs
+    since the epoch) in the engine's order (time, gateway, boot, seq), as
+    :data:`~stormwatch.stores.base.StoredRow` tuples: :func:`expand` of :func:`compact_rows`.
+
+    Raises:
+        sqlite3.Error: the query failed.
+    """
+    return expand(compact_rows(conn, site, series, start_us, end_us))
 
 
 class ReadAheadError(RuntimeError):
@@ -116,7 +177,7 @@ def read_ahead(path: str, site: str, series: Sequence[tuple[str, str]], windows:
             kind, payload = marshal.loads(data)
             if kind == "error":
                 raise ReadAheadError(str(payload))
-            yield payload
+            yield expand(payload)
     finally:
         stop.set()
         if proc.poll() is None:
@@ -162,6 +223,9 @@ def _send(pipe: IO[bytes], kind: str, payload: Any) -> None:
 
 def _serve() -> int:
     """The child: the request from stdin, then each window's rows to stdout (module docstring)."""
+    # the child's objects are its rows, freed window by window, never in a reference cycle: no
+    # cyclic collection (a pass every 700 rows: measurable in its CPU time, benchmarks/report.py)
+    gc.disable()
     out = sys.stdout.buffer
     request = pickle.loads(sys.stdin.buffer.read())
     try:
@@ -170,7 +234,7 @@ def _serve() -> int:
         conn = sqlite3.connect(uri, uri=True, timeout=request["busy_timeout_s"])
         try:
             for start_us, end_us in request["windows"]:
-                _send(out, "rows", series_rows(conn, request["site"], request["series"], start_us, end_us))
+                _send(out, "rows", compact_rows(conn, request["site"], request["series"], start_us, end_us))
         finally:
             conn.close()
     except sqlite3.Error as exc:

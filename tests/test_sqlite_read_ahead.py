@@ -92,3 +92,36 @@ def _children() -> set[int]:
             if int(fields[1]) == os.getpid() and fields[0] != "Z":
                 out.add(int(entry.name))
     return out
+
+
+def test_a_series_whose_texts_change_is_read_whole(tmp_path: Path) -> None:
+    # compact_rows reads a series without its unit/gateway/boot/tip-size texts only when they stay
+    # those of its first row: a gauge replaced mid-hour (another tip size), a second gateway at the
+    # same instant, a flag -- each read whole, every row as written, in the engine's order
+    def rain(minute: int, gateway: str, seq: int, tip: str) -> Reading:
+        return Reading(site="s1", device="rain-1", quantity="rain_tips", value=1, unit=TIP_UNIT,
+                       time=T0 + timedelta(minutes=minute), gateway=gateway, boot="b1", seq=seq, tip_size=tip)
+
+    def probe(minute: int, flags: tuple[str, ...] = ()) -> Reading:
+        return Reading(site="s1", device="turb-down", quantity="turbidity", value=12.5, unit="NTU",
+                       time=T0 + timedelta(minutes=minute), gateway="gw-1", boot="b1", seq=100 + minute, flags=flags)
+
+    written = [rain(0, "gw-1", 1, "0.01 in"), rain(1, "gw-1", 2, "0.2 mm"),  # hour 0: the gauge replaced
+               rain(61, "gw-2", 7, "0.2 mm"), rain(61, "gw-1", 8, "0.2 mm"),  # hour 1: an instant twice
+               rain(122, "gw-1", 9, "0.2 mm"), rain(123, "gw-1", 10, "0.2 mm"),  # hour 2: nothing changes
+               probe(0), probe(1, ("spike", "stuck")), probe(61)]
+    with SqliteStore(tmp_path / "s.db") as store:
+        store.write_readings(written)
+        windows = [(T0 + timedelta(hours=h), T0 + timedelta(hours=h + 1)) for h in range(3)]
+        got = [store.query_series("s1", SERIES, a, b) for a, b in windows]
+
+    def row(r: Reading) -> tuple[object, ...]:
+        return (_us(r.time), r.value, r.unit, ",".join(r.flags), r.gateway, r.boot, r.seq, r.tip_size or "")
+
+    assert got[0][("rain-1", "rain_tips")] == [row(written[0]), row(written[1])]
+    assert got[1][("rain-1", "rain_tips")] == [row(written[3]), row(written[2])]  # gw-1 before gw-2
+    assert got[2][("rain-1", "rain_tips")] == [row(written[4]), row(written[5])]
+    assert got[0][("turb-down", "turbidity")] == [row(written[6]), row(written[7])]
+    assert got[0][("turb-down", "turbidity")][1][3] == "spike,stuck"
+    assert got[1][("turb-down", "turbidity")] == [row(written[8])]
+    assert got[2][("turb-down", "turbidity")] == []

@@ -76,3 +76,23 @@ def test_open_store_urls(tmp_path: Path) -> None:
                 "influx1://h:notaport/db"):
         with pytest.raises(StoreUrlError):
             open_store(bad)
+
+
+def test_stored_span_is_the_first_and_last_time_in_the_window(store: SqliteStore) -> None:
+    # the backfill's span of stored data (alerts/backfill._stored_span): the earliest and latest
+    # reading of the asked series inside [start, end) -- not of other series, other sites, or outside
+    store.write_readings([tip(1, 0, 5), tip(2, 1, 20), tip(3, 0, 50), tip(4, 2, 1, site="other"),
+                          Reading(site="riverside", device="turb-1", quantity="turbidity", value=9.5, unit="NTU",
+                                  time=T0 + timedelta(minutes=2), gateway="gw-1", boot="b1", seq=9)])
+    rain = [("rain-1", "rain_tips")]
+    assert store.stored_span("riverside", rain, T0, T0 + timedelta(hours=1)) == \
+        (T0 + timedelta(minutes=5), T0 + timedelta(minutes=50))
+    assert store.stored_span("riverside", [*rain, ("turb-1", "turbidity")], T0, T0 + timedelta(hours=1)) == \
+        (T0 + timedelta(minutes=2), T0 + timedelta(minutes=50))
+    # the end is exclusive, the start inclusive
+    assert store.stored_span("riverside", rain, T0 + timedelta(minutes=5), T0 + timedelta(minutes=50)) == \
+        (T0 + timedelta(minutes=5), T0 + timedelta(minutes=20))
+    assert store.stored_span("riverside", rain, T0 + timedelta(minutes=51), T0 + timedelta(hours=2)) is None
+    assert store.stored_span("riverside", [("nope", "rain_tips")], T0, T0 + timedelta(hours=1)) is None
+    assert store.stored_span("other", rain, T0, T0 + timedelta(hours=1)) == \
+        (T0 + timedelta(minutes=1), T0 + timedelta(minutes=1))

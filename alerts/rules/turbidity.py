@@ -217,8 +217,12 @@ class TurbidityRuleState:
             self.next_due = self._start(idx + 1)
         windows, first = self._windows, self._next
         for rows, is_up in ((up, True), (down, False)):
-            # the rows are in time order: take them a window at a time
+            # the rows are in time order: take them a window at a time; a chunk's rows without a flag
+            # (nearly every one) are paired and their units found once, not window by window
             times = list(map(_TIME, rows))
+            flagged = any(map(_FLAGS, rows))
+            pairs = [] if flagged else list(zip(times, map(float, map(_VALUE, rows)), strict=True))
+            units = set(map(_UNIT, rows)) if not flagged else set()
             i, n = 0, len(rows)
             while i < n:
                 idx = times[i] // window
@@ -232,6 +236,15 @@ class TurbidityRuleState:
                 w = windows.get(idx)
                 if w is None:
                     w = windows[idx] = _Window()
+                if not flagged:
+                    (w.up if is_up else w.down).extend(pairs[i:j])
+                    target = w.up_units if is_up else w.down_units
+                    if len(units) == 1:
+                        target |= units
+                    else:
+                        target.update(map(_UNIT, rows[i:j]))
+                    i = j
+                    continue
                 part = rows[i:j]
                 i = j
                 if any(map(_FLAGS, part)):
