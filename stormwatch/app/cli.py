@@ -1,13 +1,12 @@
 """The ``stormwatch`` command line (typer).
 
-Each part registers its own commands from its package's ``cli`` module, so a new service adds a
-module, not edits here: ``gateway``, ``ingest``, ``alerts``/``workorders``/``evaluate``,
-``simulate``, ``decode``, ``import``/``replay``, ``demo``, ``web``/``users``.
+Each part registers its own commands from its package's ``cli`` module (``register(app)``); a new
+command is one line of :data:`COMMANDS`, which names its module. A module is imported only when one
+of its commands runs, so a command starts without importing the others' libraries.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from pathlib import Path
@@ -30,19 +29,33 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-#: Modules that define ``register(app: typer.Typer) -> None``.
-COMMAND_MODULES = (
-    "stormwatch.gateway.cli",
-    "stormwatch.ingest.cli",
-    "stormwatch.alerts.cli",
-    "stormwatch.simulators.cli",
-    "stormwatch.dashboards.cli",
-    "stormwatch.importers.cli",
-    "stormwatch.app.demo",
-    "stormwatch.app.catalog",
-    "stormwatch.web.cli",
-    "stormwatch.report.cli",
-)
+#: Every command (in the order ``stormwatch --help`` lists them) and the module whose
+#: ``register(app: typer.Typer) -> None`` adds it. A module is imported when one of its commands runs
+#: (or the full help is shown), never for another command: ``stormwatch report`` does not import the
+#: gateway, the simulators or the web desk (issue 15: startup time of a report).
+COMMANDS: dict[str, str] = {
+    "gateway": "stormwatch.gateway.cli",
+    "decode": "stormwatch.gateway.cli",
+    "ingest": "stormwatch.ingest.cli",
+    "alerts": "stormwatch.alerts.cli",
+    "evaluate": "stormwatch.alerts.cli",
+    "simulate": "stormwatch.simulators.cli",
+    "import": "stormwatch.importers.cli",
+    "replay": "stormwatch.importers.cli",
+    "demo": "stormwatch.app.demo",
+    "example-site": "stormwatch.app.catalog",
+    "web": "stormwatch.web.cli",
+    "report": "stormwatch.report.cli",
+    "archive": "stormwatch.report.cli",
+    "import-archive": "stormwatch.report.cli",
+    "workorders": "stormwatch.alerts.cli",
+    "dashboards": "stormwatch.dashboards.cli",
+    "station": "stormwatch.importers.cli",
+    "readings": "stormwatch.importers.cli",
+    "profiles": "stormwatch.app.catalog",
+    "packs": "stormwatch.app.catalog",
+    "users": "stormwatch.web.cli",
+}
 
 
 def _version(value: bool) -> None:
@@ -109,19 +122,7 @@ def _root(
     _prepend_env("--packs", resources.PACKS_ENV, packs)
 
 
-def _register_all() -> None:
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register(app)
-
-
-_register_all()
-standardize(app)
+standardize(app, lazy=COMMANDS)
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import importlib
 import inspect
 import logging
 import os
@@ -38,10 +39,10 @@ import socket
 import sys
 import time
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
@@ -712,11 +713,91 @@ def _with_common_options(callback: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def standardize(app: typer.Typer) -> None:
+class _LazyCommands(MutableMapping[str, Any]):
+    """The commands of a :class:`LazyGroup`: every name is known from the start (help order), a
+    command's module is imported, and its ``register(app)`` run, when one of its commands is first
+    looked up (``stormwatch report`` imports the report's module, not the gateway's or the web desk's).
+
+    ``name in commands``, ``len`` and iteration never import; ``commands[name]`` and ``.get`` import
+    that name's module; ``.items()``/``.values()`` import them all (the full help, the vocabulary test).
+    A module that is not installed is no command (``KeyError``), as before registration was lazy.
+    """
+
+    def __init__(self, loaded: Mapping[str, Any], modules: Mapping[str, str], group: TyperGroup) -> None:
+        self._loaded: dict[str, Any] = dict(loaded)
+        self._modules = dict(modules)
+        self._group = group
+
+    def _load(self, module_name: str) -> None:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            for name in [n for n, m in self._modules.items() if m == module_name]:
+                del self._modules[name]
+            return
+        sub = typer.Typer(rich_markup_mode=self._group.rich_markup_mode,
+                          suggest_commands=self._group.suggest_commands)
+        module.register(sub)
+        _standardize_commands(sub)
+        registered = typer.main.get_group(sub).commands
+        declared = {n for n, m in self._modules.items() if m == module_name}
+        if set(registered) != declared:
+            raise RuntimeError(f"{module_name} registers {sorted(registered)}, declared as {sorted(declared)}")
+        for name in declared:
+            del self._modules[name]
+        for name, command in registered.items():
+            self._loaded.setdefault(name, command)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded and name in self._modules:
+            self._load(self._modules[name])
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._modules.pop(name, None)
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if self._modules.pop(name, None) is None:
+            del self._loaded[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._loaded or name in self._modules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._loaded, *(n for n in self._modules if n not in self._loaded)])
+
+    def __len__(self) -> int:
+        return len(self._loaded) + sum(1 for n in self._modules if n not in self._loaded)
+
+
+class LazyGroup(Group):
+    """A :class:`Group` with commands registered on first use (:class:`_LazyCommands`) from
+    :attr:`modules`, command name → the module whose ``register(app: typer.Typer) -> None`` adds it
+    (every name the module adds, in the order help lists them). Subclassed by :func:`standardize`."""
+
+    modules: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(self.commands, self.modules, self)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names, without importing (typer's own lists .items())
+
+
+def standardize(app: typer.Typer, lazy: Mapping[str, str] | None = None) -> None:
     """Apply the module's mechanisms to every command of ``app`` and its sub-commands (once, after
     registration): the one-line error handling of :class:`Group` on ``app``, the aliases of
-    :class:`Command` and the common options on every command."""
-    app.info.cls = Group
+    :class:`Command` and the common options on every command.
+
+    ``lazy`` (command name → module, in help order) adds the commands that a module's
+    ``register(app)`` adds when one of them is first looked up (:class:`LazyGroup`), standardized
+    the same way: running one command imports its module only.
+    """
+    app.info.cls = type("StormwatchGroup", (LazyGroup,), {"modules": dict(lazy)}) if lazy else Group
     _standardize_commands(app)
 
 
