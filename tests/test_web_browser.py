@@ -45,8 +45,15 @@ def _need_browser() -> None:
     pytest.skip(msg)
 
 
+def _interruptible() -> None:
+    """In the child: Ctrl-C as at a terminal. A run started as a background job (``cmd &`` in a
+    script, as CI runners do) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stormwatch(*args: str, **kw: object) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "stormwatch", *args], **kw)  # type: ignore[call-overload]
+    return subprocess.Popen([sys.executable, "-m", "stormwatch", *args], preexec_fn=_interruptible,  # type: ignore[call-overload]
+                            **kw)
 
 
 def _answers(url: str) -> bool:
