@@ -156,3 +156,23 @@ def test_without_the_hold_a_storm_with_a_gap_inside_is_a_lower_bound() -> None:
     assert (due.tips, due.depth_in) == (50, 0.5)
     assert due.details.model_dump()["depth_lower_bound"] is True
     assert "storm of at least 0.50 in (50 tips of 0.01 in); rain unknown in the rain gauge's data gap" in due.message
+
+
+def test_a_gap_closed_by_a_counter_catch_up_keeps_the_depth_exact() -> None:
+    """The gateway could not poll the gauge in minutes 20-29 (no readings made); its poll at minute 30
+    counted the 11 tips since minute 19 (the counter's rise), flagged ``counter_catch_up``: a data gap
+    19-30 (rain times unknown) but every tip counted -- 60 tips, 0.60 in, exact, needing verification."""
+    feed = Feeder()
+    made = [feed.tips(1, T0 + i * MIN) for i in range(20)]
+    made.append(feed("rain", "rain_tips", 11, "{tip}", T0 + 30 * MIN, ("counter_catch_up",)))
+    made += [feed.tips(1, T0 + i * MIN) for i in range(31, 60)]
+    made += [feed.tips(0, T0 + 60 * MIN + k * MIN) for k in range(370)]
+    engine = Engine.for_site(parse_site(site_doc("ch133", rain_poll_s=60), "test-site.yaml"), ProfileLibrary(), None, 0)
+    events = [e for r in made for e in engine.feed(r)]
+    assert [(e.gap_start, e.gap_end) for e in events if e.kind == "data_gap" and e.gap_end] == \
+        [(T0 + 19 * MIN, T0 + 30 * MIN)]
+    (due,) = [e for e in events if e.kind == "storm_inspection_due"]
+    assert (due.tips, due.depth_in) == (60, 0.6)
+    assert due.message.startswith("storm of 0.60 in (60 tips of 0.01 in) ended")
+    assert due.details is not None and due.details.model_dump()["depth_lower_bound"] is None
+    assert due.details.model_dump()["needs_verification"] == ["counter_catch_up"]

@@ -81,7 +81,7 @@ from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, Ru
 from stormwatch.config import FallbackGauge
 from stormwatch.contract import TIP_UNIT, Event, EventDetails, EventKind, Reading, UtcDatetime
 from stormwatch.display import UTC_ZONE, inches, local_time
-from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
+from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_CATCH_UP, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE, FLAG_EXTREME_RATE, max_tips, review_mm
 from stormwatch.rain import PRECIPITATION, TipResolution, precipitation_in
 from stormwatch.stores.base import StoredRow
@@ -271,6 +271,9 @@ class StormRuleState:
         self._gap_open: datetime | None = None  # start of the open data gap (last reading before it)
         self.gateway: str | None = None  # the gateway the gauge reports through
         self.gaps: list[GapSummary] = []  # closed gaps, oldest first
+        # closed gaps whose rain is unknown: not covered by the counter delta of the reading that closed
+        # them (readings lost on the way, a counter reset, a count beyond the envelope), oldest first
+        self._unknown_rain: list[GapSummary] = []
         self.next_due: datetime | None = None  # earliest event time at which advance_to can emit
         self.trace: RuleTrace | None = None  # a report's observer (backfill only)
         self.fallback = fallback
@@ -355,12 +358,14 @@ class StormRuleState:
         )]
 
     def _gaps_inside(self, storm: _Storm) -> list[GapSummary]:
-        """The closed data gaps of the gauge between the storm's first and last tip that no fallback
-        station filled: the storm's depth is then a lower bound (its rain in them is unknown)."""
+        """The closed data gaps of the gauge between the storm's first and last tip whose rain is
+        unknown and that no fallback station filled: the storm's depth is then a lower bound. A gap
+        closed by a counter catch-up (``counter_catch_up``: the gateway's next poll counted every tip
+        since its last one) is not among them: its tips are counted, only their times are unknown."""
         if self.fallback is not None:
             return []  # the station's rain is counted in the gauge's gaps (and said so)
         inside: list[GapSummary] = []
-        for gap in reversed(self.gaps):
+        for gap in reversed(self._unknown_rain):
             if gap.end is None or gap.end <= storm.start:
                 break
             if gap.start < storm.last_tip:
@@ -466,13 +471,18 @@ class StormRuleState:
         if self._gap_open is not None and t > self._gap_open:
             gap_from = self._gap_open
             self._gap_open = None
-            self.gaps.append(GapSummary(self.gauge, gap_from, t))
+            gap = GapSummary(self.gauge, gap_from, t)
+            self.gaps.append(gap)
+            if unknown is not None or FLAG_CATCH_UP not in flags:
+                self._unknown_rain.append(gap)  # a catch-up's tips are the gap's (counted, time unknown)
             out.append(self._gap_event(gap_from, t, t, "reported again", self._gap_filled()))
         elif unknown is not None and t > unknown[0]:
             gap_from = unknown[0]
             # station values held since the gauge's last trusted reading fall inside this gap
             out += self._use_pending(gap_from, t)
-            self.gaps.append(GapSummary(self.gauge, gap_from, t))
+            gap = GapSummary(self.gauge, gap_from, t)
+            self.gaps.append(gap)
+            self._unknown_rain.append(gap)
             out.append(self._gap_event(gap_from, t, t, unknown[1], self._gap_filled()))
         self._pending.clear()  # the gauge reports: held station values overlap its data
         storm = self._storm
