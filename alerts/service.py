@@ -660,22 +660,7 @@ class AlertService:
                     if self._catch_up_at is schedule:
                         schedule[0] = now + RETRY_MAX_S  # retried; the later reads follow it
                 return
-            with self._lock:
-                engine, holes = self.engines.get(site), self.holes.get(site)
-                if engine is None or holes is None:
-                    continue
-                holes.saw_stored(readings)
-                events = engine.catch_up(readings)
-                if engine.held_at != holes.hold():
-                    events += engine.hold(holes.hold())
-                done = {site: engine.watermark}
-                self._emitting += 1
-            try:
-                self._emit(events, done if events else None)
-            finally:
-                with self._lock:
-                    self._emitting -= 1
-            found += len(events)
+            found += self._feed_stored(site, readings)
         self._outage.answered()
         if found:
             log.info("caught up from the store: %d events from readings the broker had not delivered", found)
@@ -705,25 +690,32 @@ class AlertService:
                     continue
                 self._outage.answered()
         for site in waiting:
-            with self._lock:
-                engine, holes = self.engines.get(site), self.holes.get(site)
-                if engine is None or holes is None:
-                    continue
-                events: list[Event] = []
-                readings = found.get(site, [])
-                if readings:
-                    holes.saw_stored(readings)
-                    events += engine.catch_up(readings)
+            self._feed_stored(site, found.get(site, []), expire=True)
+
+    def _feed_stored(self, site: str, readings: list[Reading], *, expire: bool = False) -> int:
+        """Give ``readings`` read back from the store to ``site``'s engine (:meth:`Engine.catch_up`)
+        and its sequence holes, give up the holes open too long (``expire``), move the engine's hold,
+        and emit the events; returns how many."""
+        with self._lock:
+            engine, holes = self.engines.get(site), self.holes.get(site)
+            if engine is None or holes is None:
+                return 0  # the site was removed meanwhile
+            events: list[Event] = []
+            if readings:
+                holes.saw_stored(readings)
+                events += engine.catch_up(readings)
+            if expire:
                 holes.expire()
-                if engine.held_at != holes.hold():
-                    events += engine.hold(holes.hold())
-                done = {site: engine.watermark}
-                self._emitting += 1
-            try:
-                self._emit(events, done if events else None)
-            finally:
-                with self._lock:
-                    self._emitting -= 1
+            if engine.held_at != holes.hold():
+                events += engine.hold(holes.hold())
+            done = {site: engine.watermark}
+            self._emitting += 1
+        try:
+            self._emit(events, done if events else None)
+        finally:
+            with self._lock:
+                self._emitting -= 1
+        return len(events)
 
     def _check_overdue(self) -> None:
         now = self.clock.now()
