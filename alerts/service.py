@@ -538,11 +538,7 @@ class AlertService:
                 events += engine.hold(hold)
             done = {site: engine.watermark}
             self._emitting += 1
-        try:
-            self._emit(events, done if events else None)
-        finally:
-            with self._lock:
-                self._emitting -= 1
+        self._emit_made(events, done if events else None)
 
     def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:
         try:
@@ -567,11 +563,7 @@ class AlertService:
             with self._lock:
                 events = self.engines[site].source_offline(gateway, self.clock.now())
                 self._emitting += 1
-            try:
-                self._emit(events)
-            finally:
-                with self._lock:
-                    self._emitting -= 1
+            self._emit_made(events)
 
     # -- output ------------------------------------------------------------------------------
 
@@ -710,12 +702,17 @@ class AlertService:
                 events += engine.hold(holes.hold())
             done = {site: engine.watermark}
             self._emitting += 1
+        self._emit_made(events, done if events else None)
+        return len(events)
+
+    def _emit_made(self, events: list[Event], done: Mapping[str, datetime | None] | None = None) -> None:
+        """Emit ``events`` made under the lock by a thread that counted itself in ``_emitting`` there
+        (so no progress is recorded past events not yet emitted), and count it out, whatever happens."""
         try:
-            self._emit(events, done if events else None)
+            self._emit(events, done)
         finally:
             with self._lock:
                 self._emitting -= 1
-        return len(events)
 
     def _check_overdue(self) -> None:
         now = self.clock.now()
