@@ -102,19 +102,22 @@ class SequenceHoles:
         if last is None or seq > last[0]:
             self._last[key] = (seq, t)
             if last is not None and seq > last[0] + 1:
-                return self._open(reading, last[0], last[1])
+                return self._open(key, last[0], seq, min(last[1], t), max(last[1], t))
             return False
         return self._fill(key, seq)
 
-    def _open(self, reading: Reading, prev_seq: int, prev_time: datetime) -> bool:
-        first, last = prev_seq + 1, reading.seq - 1
-        if last - first + 1 > MAX_HOLE_SEQS:
+    def _open(self, key: tuple[str, str], prev_seq: int, seq: int, after: datetime, before: datetime | None,
+              ) -> bool:
+        """A hole between readings ``prev_seq`` and ``seq`` of ``key`` (gateway, boot), made from
+        ``after`` to ``before`` (``None``: unknown); ``True`` when it is waited for."""
+        gateway, boot = key
+        missing = seq - prev_seq - 1
+        if missing > MAX_HOLE_SEQS:
             log.warning("%s: gateway %s/%s jumped from seq %d to %d: %d readings missing, too many to wait for; "
-                        "the rules decide without them", self.site, reading.gateway, reading.boot, prev_seq,
-                        reading.seq, last - first + 1)
+                        "the rules decide without them", self.site, gateway, boot, prev_seq, seq, missing)
             return False
-        hole = Hole(reading.gateway, reading.boot, first, last, min(prev_time, reading.time),
-                    max(prev_time, reading.time), self._now(), set(range(first, last + 1)))
+        hole = Hole(gateway, boot, prev_seq + 1, seq - 1, after, after if before is None else before, self._now(),
+                    set(range(prev_seq + 1, seq)), open_end=before is None)
         self._holes.append(hole)
         log.info("%s: readings %s not received (the broker lost them?): the rules wait for them up to %.0f s",
                  self.site, hole.describe(), self.hold_s)
@@ -144,14 +147,7 @@ class SequenceHoles:
         if seq <= last[0]:
             return self._fill(key, seq)
         self._last[key] = (seq, last[1])
-        if seq > last[0] + 1 and seq - last[0] - 1 <= MAX_HOLE_SEQS:
-            hole = Hole(gateway, boot, last[0] + 1, seq - 1, last[1], last[1], self._now(),
-                        set(range(last[0] + 1, seq)), open_end=True)
-            self._holes.append(hole)
-            log.info("%s: readings %s not received: the rules wait for them up to %.0f s", self.site,
-                     hole.describe(), self.hold_s)
-            return True
-        return False
+        return seq > last[0] + 1 and self._open(key, last[0], seq, last[1], None)
 
     def saw_stored(self, readings: Iterable[Reading]) -> bool:
         """Note readings read from the store (warm-up, catch-up, a hole's window): they fill holes and
