@@ -219,7 +219,9 @@ class AlertService:
         self.engines = {sid: self._engine(cfg) for sid, cfg in self._configs.items()}
         self.hole_hold_s = hole_hold_s
         #: per site, the readings its gateways made that have not arrived (the engine is held below them)
-        self.holes = {sid: SequenceHoles(sid, hole_hold_s) for sid in self.engines}
+        self.holes: dict[str, SequenceHoles] = {}
+        for sid in self.engines:
+            self._holes_of(sid)
         self._next_hole_read = 0.0
         self.outputs: list[BackgroundSender] = []
         if webhook_url:
@@ -355,7 +357,7 @@ class AlertService:
         except StoreError as exc:
             log.error("%s: warm-up from the store failed (%s): starting from live data only", site, exc)
             return []
-        self.holes.setdefault(site, SequenceHoles(site, self.hole_hold_s)).saw_stored(readings)
+        self._holes_of(site).saw_stored(readings)
         known_until = self.state.progress(site)
         known = [r for r in readings if known_until is None or r.time <= known_until]
         later = [] if known_until is None else [r for r in readings if r.time > known_until]
@@ -413,8 +415,7 @@ class AlertService:
                 del self._configs[sid]
                 del self.holes[sid]
             for sid, engine in built.items():
-                holes = self.holes.setdefault(sid, SequenceHoles(sid, self.hole_hold_s))
-                flushed += engine.hold(holes.hold())
+                flushed += engine.hold(self._holes_of(sid).hold())
                 old = self.engines.get(sid)
                 if old is not None:  # what it held may not be in the store yet: the new engine takes it over
                     for r in old.held_readings():
@@ -661,6 +662,13 @@ class AlertService:
                 schedule.pop(0)
                 if not schedule:
                     self._catch_up_from = {}
+
+    def _holes_of(self, site: str) -> SequenceHoles:
+        """``site``'s sequence holes (made on first use: a site added, or warmed up, keeps its own)."""
+        holes = self.holes.get(site)
+        if holes is None:
+            holes = self.holes[site] = SequenceHoles(site, self.hole_hold_s)
+        return holes
 
     def _check_holes(self, now: float) -> None:
         """Read the store for the readings of open sequence holes (every :data:`HOLE_READ_S`; ingest
