@@ -350,6 +350,12 @@ class Engine:
         heapq.heappush(self._heap, (t, reading.gateway, reading.boot, reading.seq, next(self._counter), reading))
         if self._max_seen is None or t > self._max_seen:
             self._max_seen = t
+        return self._release_due()
+
+    def _release_due(self) -> list[Event]:
+        """Release what the newest event time seen, less the lateness, lets through (capped)."""
+        if self._max_seen is None:
+            return []
         return self._release(self._capped(self._max_seen - self.lateness))
 
     def _capped(self, w: datetime) -> datetime:
@@ -370,9 +376,7 @@ class Engine:
         A hold never moves the watermark back: readings at or before it are late data as always.
         """
         self._hold = before
-        if self._max_seen is None:
-            return []
-        return self._release(self._capped(self._max_seen - self.lateness))
+        return self._release_due()
 
     @property
     def held_at(self) -> datetime | None:
