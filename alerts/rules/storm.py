@@ -788,8 +788,9 @@ class StormDetails(EventDetails):
             site file gives it) and the inches it contributed (included in ``depth_in``; ``tips``
             are the gauge's own).
         depth_lower_bound: ``True`` when the rain gauge had a data gap between the storm's first and
-            last tip (no fallback station filled it): the storm was at least ``depth_in`` deep
-            (``storm_inspection_due`` only; rules.md R1).
+            last tip whose rain is unknown (readings lost on the way, a counter reset, a count beyond
+            the envelope -- not a gap a counter catch-up counted; no fallback station filled it): the
+            storm was at least ``depth_in`` deep (``storm_inspection_due`` only; rules.md R1).
     """
 
     storm_start: UtcDatetime | None = None
