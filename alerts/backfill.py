@@ -75,15 +75,27 @@ def depth_text(tips: int, resolution: str) -> str:
     Raises:
         ValueError: ``resolution`` is not ``<decimal> in|mm``.
     """
-    res = TipResolution.parse(resolution)
     count = f"{tips} tip{'' if tips == 1 else 's'}"
+    amount = depth_amount(tips, resolution)
+    if resolution.strip().endswith("mm"):
+        return f"{count} = {amount} mm ({_cut(TipResolution.parse(resolution).depth_in(tips), 3)} in)"
+    return f"{count} = {amount} in"
+
+
+def depth_amount(tips: int, resolution: str) -> str:
+    """``"12.6"`` (mm gauge) or ``"0.63"`` (inch gauge): the depth of ``tips`` in the gauge's own unit
+    as :func:`depth_text` writes it -- millimetres exact, inches cut to the tip size's decimals (at
+    least 2), never rounded up.
+
+    Raises:
+        ValueError: ``resolution`` is not ``<decimal> in|mm``.
+    """
+    res = TipResolution.parse(resolution)
     if resolution.strip().endswith("mm"):
         mm = res.depth_mm(tips)
-        exact_mm = format((Decimal(mm.numerator) / Decimal(mm.denominator)).normalize(), "f")
-        return f"{count} = {exact_mm} mm ({_cut(res.depth_in(tips), 3)} in)"
-    inches = res.depth_in(tips)
+        return format((Decimal(mm.numerator) / Decimal(mm.denominator)).normalize(), "f")
     places = max(2, -int(Decimal(resolution.split()[0]).as_tuple().exponent))
-    return f"{count} = {_cut(inches, places)} in"
+    return _cut(res.depth_in(tips), places)
 
 
 def gauge_resolution(cfg: SiteConfig, profiles: ProfileLibrary) -> str | None:

@@ -34,7 +34,7 @@ from fractions import Fraction
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
-from stormwatch.alerts.backfill import Evaluation, depth_text, evaluate, inches_cut
+from stormwatch.alerts.backfill import Evaluation, depth_amount, depth_text, evaluate, inches_cut
 from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules import parse_occurrence
 from stormwatch.alerts.rules.basin import BasinDetails
@@ -418,6 +418,15 @@ def rain_text(tips: int, depth_in: Fraction, resolution: str | None) -> str:
     return f"{tips} tips = {inches_cut(depth_in)} (tips of more than one gauge, each at its own size)"
 
 
+def rain_amount(tips: int, depth_in: Fraction, resolution: str | None) -> str:
+    """The number of :func:`rain_text` for a table cell: the depth in the gauge's unit
+    (:func:`~stormwatch.alerts.backfill.depth_amount`: ``"0.60"``, ``"12.6"``) when every tip is of
+    the gauge in service now, else the exact inches cut to 3 decimals with the unit (``"0.504 in"``)."""
+    if resolution and TipResolution.parse(resolution).depth_in(tips) == depth_in:
+        return depth_amount(tips, resolution)
+    return inches_cut(depth_in)
+
+
 def ev_depth_in(tips: int, resolution: str | None) -> float:
     """Depth in inches of ``tips`` at ``resolution`` (0 when the resolution is unknown)."""
     return float(TipResolution.parse(resolution).depth_in(tips)) if resolution else 0.0
@@ -441,7 +450,8 @@ def _days(ev: Evaluation, c: Collector, tz: ZoneInfo, start: datetime, end: date
             i += 1
         unknown = sum((max(timedelta(0), min(b, hi) - max(a, lo)) for a, b in gaps), timedelta(0))
         out.append(DayTotal(lo.astimezone(tz).date(), (hi - lo).total_seconds() / 3600, tips,
-                            rain_text(tips, depth, ev.resolution), float(depth), unknown))
+                            rain_text(tips, depth, ev.resolution), float(depth), unknown,
+                            rain_amount(tips, depth, ev.resolution)))
     return out
 
 

@@ -93,19 +93,31 @@ def day_depth(d: DayTotal) -> str:
     return f">= {d.depth}" if d.unknown else d.depth
 
 
-def month_rows(days: Sequence[DayTotal]) -> list[tuple[str, list[tuple[DayTotal, DayTotal | None]]]]:
-    """The daily totals by calendar month, ``("March 2025", rows)``: each month's days in two
-    halves side by side (the first half down the left, the rest down the right), a row holding
-    one day of each -- the report's two-column table of a month."""
-    months: dict[tuple[int, int], list[DayTotal]] = {}
+def day_cell(d: DayTotal) -> str:
+    """A day's cell of the rain calendar: ``UNKNOWN`` when the gauge gave no data all day, the depth
+    in the gauge's unit (``0.60``), ``>=`` it when part of the day has no gauge data, and the day's
+    hours when it is not 24 (``(23 h)``: a daylight-saving change; a day the period cuts)."""
+    text = "UNKNOWN" if d.no_data else f">= {d.amount}" if d.unknown else d.amount
+    return text if d.hours == 24 else f"{text} ({hours(d.hours)} h)"
+
+
+#: Months side by side in one rain calendar (a year fits the width of a Letter page).
+GRID_MONTHS = 12
+
+
+def month_grid(days: Sequence[DayTotal]) -> list[tuple[list[tuple[str, dict[int, DayTotal]]], list[int]]]:
+    """The daily totals as rain calendars -- a column per local month (``"Mar 2025"``), a row per day
+    of the month, like a climatological record -- at most :data:`GRID_MONTHS` months each: a list of
+    ``(months, day numbers)`` with each month's days by day number (a day outside the period or the
+    month is absent) and the day numbers any month of the calendar has."""
+    months: dict[tuple[int, int], dict[int, DayTotal]] = {}
     for d in days:
-        months.setdefault((d.day.year, d.day.month), []).append(d)
+        months.setdefault((d.day.year, d.day.month), {})[d.day.day] = d
+    labelled = [(datetime(y, m, 1).strftime("%b %Y"), by_day) for (y, m), by_day in months.items()]
     out = []
-    for month in months.values():
-        half = (len(month) + 1) // 2
-        left, right = month[:half], month[half:]
-        out.append((month[0].day.strftime("%B %Y"),
-                    [(a, right[i] if i < len(right) else None) for i, a in enumerate(left)]))
+    for i in range(0, len(labelled), GRID_MONTHS):
+        block = labelled[i:i + GRID_MONTHS]
+        out.append((block, sorted({n for _, by_day in block for n in by_day})))
     return out
 
 
@@ -123,5 +135,5 @@ def order_verdict(o: WorkOrder, as_of: datetime) -> str:
 
 FILTERS: dict[str, Callable[..., Any]] = {
     "when": when, "duration": duration, "pct": pct, "ntu": ntu, "inches": inches, "feet": feet, "hours": hours,
-    "day_depth": day_depth, "verdict": order_verdict, "month_rows": month_rows,
+    "day_depth": day_depth, "day_cell": day_cell, "verdict": order_verdict, "month_grid": month_grid,
 }

@@ -109,7 +109,9 @@ class DayTotal:
     """Rain of one local calendar day of the site's zone (23, 24 or 25 hours long).
 
     ``unknown`` is how long of that day the gauge gave no data: the total is then a lower bound
-    (shown ``>=``), never a dry day.
+    (shown ``>=``), never a dry day. ``depth`` is the whole text (``"60 tips = 0.60 in"``),
+    ``amount`` its number for the rain calendar's cell (:func:`stormwatch.report.build.rain_amount`:
+    ``"0.60"`` in the gauge's unit).
     """
 
     day: date
@@ -118,6 +120,7 @@ class DayTotal:
     depth: str
     depth_in: float
     unknown: timedelta
+    amount: str = ""
 
     @property
     def no_data(self) -> bool:

@@ -65,7 +65,8 @@ def test_gauge_gap_is_unknown_never_dry(tmp_path: Path) -> None:
     pdf = tmp_path / "r.pdf"
     run_cli(*common, "-o", str(pdf))
     text = pdf_words(pdf)
-    assert "UNKNOWN" in text and "5 h 01 min" in text and ">= 7 tips = 0.07 in" in text
+    # the rain calendar's cell of 10 June: a lower bound of the gauge's 7 tips (0.01 in each)
+    assert "UNKNOWN" in text and "5 h 01 min" in text and ">= 0.07" in text
     assert "no work-order state (--no-work-orders)" in text
 
 
@@ -161,6 +162,9 @@ def test_a_day_without_any_gauge_data_is_unknown_not_zero(tmp_path: Path) -> Non
                     "2026-06-12": ("0", "0 tips = 0.00 in", "0.00", "", "")}
     run_cli(*common, "-o", str(tmp_path / "r.html"))
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
-    row = html[html.index("<td>Thu 11 Jun 2026</td>"):]
-    row = row[:row.index("</tr>")]
-    assert '<td class="unknown">UNKNOWN</td>' in row and "tips" not in row and "UNKNOWN 1 d 0 h 00 min" in row
+    def cell(day: int) -> str:  # the rain calendar's one month (June 2026): a row per day of the month
+        row = html[html.index(f'<tr><th class="num">{day}</th>'):]
+        return row[:row.index("</tr>")].removeprefix(f'<tr><th class="num">{day}</th>')
+
+    assert cell(11) == '<td class="num unknown">UNKNOWN</td>'
+    assert cell(10) == '<td class="num unknown">&gt;= 0.00</td>' and cell(12) == '<td class="num">0.00</td>'
