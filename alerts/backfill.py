@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -46,6 +46,7 @@ from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import PRECIPITATION, TipResolution
 from stormwatch.stores.base import ReadingStore, StoredRow
 from stormwatch.stores.rows import row_reading, series_chunks, stored_series, time_of_us
+from stormwatch.stores.seriesrows import SeriesRows
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -233,10 +234,14 @@ def site_series(cfg: SiteConfig, profiles: ProfileLibrary) -> list[tuple[str, st
     return out
 
 
-def _accepted(engine: Engine, site: str, device: str, quantity: str, rows: list[StoredRow]) -> list[StoredRow]:
+def _accepted(engine: Engine, site: str, device: str, quantity: str,
+              rows: Sequence[StoredRow]) -> Sequence[StoredRow]:
     """``rows`` without those the engine refuses before any rule (a ``late`` flag, a value physics
     forbids), each of those given to :meth:`Engine.feed` so it is counted and logged as live."""
-    if not rows or (not any(map(_FLAGS, rows)) and (quantity not in NON_NEGATIVE or min(map(_VALUE, rows)) >= 0)):
+    if isinstance(rows, SeriesRows):  # none flagged: only physics can refuse one (its values at C speed)
+        if not rows or quantity not in NON_NEGATIVE or min(rows.values) >= 0:
+            return rows
+    elif not rows or (not any(map(_FLAGS, rows)) and (quantity not in NON_NEGATIVE or min(map(_VALUE, rows)) >= 0)):
         return rows  # nearly every chunk: nothing flagged, nothing negative (checked at C speed)
     bounded = quantity in NON_NEGATIVE
     refused = [r for r in rows if (r[3] and _LATE in r[3].split(",")) or (bounded and r[1] < 0)]
@@ -274,7 +279,7 @@ def _fed_one_by_one(rule: Any, chunk: Chunk) -> list[Event]:
 
 def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, start: datetime, end: datetime,
              *, lateness_s: float = DEFAULT_LATENESS_S, trace: RuleTrace | None = None,
-             on_rows: Callable[[Mapping[tuple[str, str], list[StoredRow]]], None] | None = None,
+             on_rows: Callable[[Mapping[tuple[str, str], Sequence[StoredRow]]], None] | None = None,
              progress: Callable[[float], None] | None = None) -> Evaluation:
     """Re-run the rules of ``cfg``'s pack over its stored readings of ``[start, end)``.
 
@@ -389,13 +394,13 @@ def _stored_span(store: ReadingStore, site: str, series: list[tuple[str, str]], 
     return start + ((first - start) // CHUNK) * CHUNK, min(end, last + _TICK)
 
 
-def _evaluate_chunk(engine: Engine, site: str, stored: Mapping[tuple[str, str], list[StoredRow]],
-                    on_rows: Callable[[Mapping[tuple[str, str], list[StoredRow]]], None] | None,
+def _evaluate_chunk(engine: Engine, site: str, stored: Mapping[tuple[str, str], Sequence[StoredRow]],
+                    on_rows: Callable[[Mapping[tuple[str, str], Sequence[StoredRow]]], None] | None,
                     events: list[Event]) -> int:
     """One chunk of stored rows through the engine's rules (:func:`evaluate`); its events appended to
     ``events``; returns how many rows it had."""
     count = 0
-    rows: dict[tuple[str, str], list[StoredRow]] = {}
+    rows: dict[tuple[str, str], Sequence[StoredRow]] = {}
     firsts: list[tuple[tuple[str, str], StoredRow]] = []
     newest: int | None = None
     if on_rows is not None:

@@ -62,6 +62,7 @@ from stormwatch.report.model import (
 )
 from stormwatch.stores.base import ReadingStore, StoredRow
 from stormwatch.stores.rows import time_of_us, us_of
+from stormwatch.stores.seriesrows import times_of
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -136,15 +137,15 @@ class CoverageCounter:
         self._devices = {d.id: _Device(timedelta(seconds=d.poll_interval_s), 2 * timedelta(seconds=d.poll_interval_s))
                          for d in cfg.devices}
 
-    def add(self, rows: Mapping[tuple[str, str], list[StoredRow]]) -> None:
+    def add(self, rows: Mapping[tuple[str, str], Sequence[StoredRow]]) -> None:
         """One chunk of stored rows by series (:func:`~stormwatch.alerts.backfill.evaluate`'s ``on_rows``)."""
         start, end = us_of(self.start), us_of(self.end)
-        by_device: dict[str, list[list[StoredRow]]] = {}
+        by_device: dict[str, list[Sequence[StoredRow]]] = {}
         for (device, _quantity), found in rows.items():
             if found and device in self._devices:
                 by_device.setdefault(device, []).append(found)
         for device, lists in by_device.items():
-            times = list(map(_TIME, lists[0])) if len(lists) == 1 else sorted(r[0] for x in lists for r in x)
+            times = times_of(lists[0]) if len(lists) == 1 else sorted(t for x in lists for t in times_of(x))
             times = times[bisect.bisect_left(times, start):bisect.bisect_left(times, end)]
             if not times:
                 continue

@@ -78,9 +78,10 @@ def series_rows(store: ReadingStore, site: str, series: Sequence[tuple[str, str]
 
 def series_chunks(store: ReadingStore, site: str, series: Sequence[tuple[str, str]],
                   windows: Sequence[tuple[datetime, datetime]],
-                  ) -> Generator[dict[tuple[str, str], list[StoredRow]], None, None]:
+                  ) -> Generator[Mapping[tuple[str, str], Sequence[StoredRow]], None, None]:
     """:func:`series_rows` of each window in turn: the store's own ``series_chunks`` when it has one
-    (SQLite: read ahead by a second process, :mod:`stormwatch.stores.sqlite_reader`), else window by
+    (SQLite: read ahead by a second process, :mod:`stormwatch.stores.sqlite_reader`; a series'
+    rows may be a :class:`~stormwatch.stores.seriesrows.SeriesRows`, its columns), else window by
     window. Close the iterator when stopping early.
 
     Raises:

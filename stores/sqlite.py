@@ -465,9 +465,23 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite query on {self.path} failed: {exc}") from exc
 
+    def _series_columns(self, site: str, series: Sequence[tuple[str, str]], start: datetime,
+                        end: datetime) -> dict[tuple[str, str], Sequence[StoredRow]]:
+        """:meth:`query_series` as :func:`~stormwatch.stores.sqlite_reader.as_series` gives it (a
+        series' columns, not its tuples), read in this process."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            try:
+                return sqlite_reader.as_series(sqlite_reader.compact_rows(self._conn, site, series, _us(start),
+                                                                          _us(end)))
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite query on {self.path} failed: {exc}") from exc
+
     def series_chunks(self, site: str, series: Sequence[tuple[str, str]], windows: Sequence[tuple[datetime, datetime]],
-                      ) -> Generator[dict[tuple[str, str], list[StoredRow]], None, None]:
-        """:meth:`query_series` of each window in turn, read ahead by a second process while the caller
+                      ) -> Generator[dict[tuple[str, str], Sequence[StoredRow]], None, None]:
+        """:meth:`query_series` of each window in turn -- a series' rows as its columns where it can
+        (:func:`~stormwatch.stores.sqlite_reader.as_series`) --, read ahead by a second process while the caller
         works on the window before (:func:`stormwatch.stores.sqlite_reader.read_ahead`: a backfill's
         reading beside its rules) from :attr:`read_ahead_from` windows on (a shorter read is not worth
         starting a process); in this process for an in-memory database or when the reading process
@@ -478,14 +492,14 @@ class SqliteStore:
         """
         if self.path == ":memory:" or len(windows) < self.read_ahead_from:
             for a, b in windows:
-                yield self.query_series(site, series, a, b)
+                yield self._series_columns(site, series, a, b)
             return
         try:
             yield from sqlite_reader.read_ahead(self.path, site, series, [(_us(a), _us(b)) for a, b in windows])
         except OSError as exc:
             log.warning("%s: cannot start the reading process (%s): reading in this process", self.path, exc)
             for a, b in windows:
-                yield self.query_series(site, series, a, b)
+                yield self._series_columns(site, series, a, b)
         except sqlite_reader.ReadAheadError as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
 

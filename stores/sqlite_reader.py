@@ -62,10 +62,12 @@ _VARYING = ("SELECT time_us, value, seq,"
 _SAME = operator.itemgetter(3)  # of a _VARYING row
 
 #: One series' rows of a window as :func:`compact_rows` gives them: ``(None, rows)`` with the
-#: :data:`~stormwatch.stores.base.StoredRow` tuples, or ``((unit, gateway, boot, tip_size), varying)``
-#: with the rows' ``(time_us, value, seq, same)`` when every row shares the first one's unit,
-#: gateway, boot and tip size, none is flagged and no instant comes twice (nearly every series).
+#: :data:`~stormwatch.stores.base.StoredRow` tuples, or ``((unit, gateway, boot, tip_size), [times,
+#: values, seqs])`` -- the rows' columns -- when every row shares the first one's unit, gateway,
+#: boot and tip size, none is flagged and no instant comes twice (nearly every series; a
+#: :class:`~stormwatch.stores.seriesrows.SeriesRows` in the reading process's parent, :func:`as_series`).
 Compact = tuple[tuple[str, str, str, str] | None, list[Any]]
+_VALUE, _SEQ = operator.itemgetter(1), operator.itemgetter(2)  # of a _VARYING row
 
 
 def compact_rows(conn: sqlite3.Connection, site: str, series: Sequence[tuple[str, str]], start_us: int,
@@ -91,7 +93,8 @@ def compact_rows(conn: sqlite3.Connection, site: str, series: Sequence[tuple[str
         varying: list[Any] = conn.execute(_VARYING, (*first, *key)).fetchall()
         times = list(map(_TIME, varying))
         if all(map(_SAME, varying)) and not any(map(operator.eq, times, itertools.islice(times, 1, None))):
-            out[(device, quantity)] = ((first[0], first[1], first[2], first[3]), varying)
+            out[(device, quantity)] = ((first[0], first[1], first[2], first[3]),
+                                       [times, list(map(_VALUE, varying)), list(map(_SEQ, varying))])
         else:  # a unit, gateway or tip size changed, a flag, an instant twice (rare): every column
             out[(device, quantity)] = (None, _full_rows(conn, key))
     return out
@@ -124,7 +127,25 @@ def expand(compact: Mapping[tuple[str, str], Compact]) -> dict[tuple[str, str], 
             out[key] = rows
         else:
             unit, gateway, boot, tip_size = shared
-            out[key] = [(t, v, unit, "", gateway, boot, seq, tip_size) for t, v, seq, _same in rows]
+            times, values, seqs = rows
+            out[key] = list(zip(times, values, itertools.repeat(unit), itertools.repeat(""), itertools.repeat(gateway),
+                                itertools.repeat(boot), seqs, itertools.repeat(tip_size)))
+    return out
+
+
+def as_series(compact: Mapping[tuple[str, str], Compact]) -> dict[tuple[str, str], Sequence[StoredRow]]:
+    """:func:`compact_rows`' answer as rows without making the tuples: a series of columns as a
+    :class:`~stormwatch.stores.seriesrows.SeriesRows`, the others as their lists."""
+    from stormwatch.stores.seriesrows import SeriesRows  # the parent's; the reading process needs none
+
+    out: dict[tuple[str, str], Sequence[StoredRow]] = {}
+    for key, (shared, rows) in compact.items():
+        if shared is None:
+            out[key] = rows
+        else:
+            unit, gateway, boot, tip_size = shared
+            times, values, seqs = rows
+            out[key] = SeriesRows(times, values, seqs, unit, gateway, boot, tip_size)
     return out
 
 
@@ -145,9 +166,10 @@ class ReadAheadError(RuntimeError):
 
 
 def read_ahead(path: str, site: str, series: Sequence[tuple[str, str]], windows: Sequence[tuple[int, int]], *,
-               busy_timeout_s: float = 10.0) -> Generator[dict[tuple[str, str], list[StoredRow]], None, None]:
+               busy_timeout_s: float = 10.0) -> Generator[dict[tuple[str, str], Sequence[StoredRow]], None, None]:
     """:func:`series_rows` of each window ``(start_us, end_us)`` of the SQLite file ``path``, in order,
-    read by a child process (module docstring). Closing the iterator early stops the child.
+    read by a child process (module docstring), as :func:`as_series` gives them (a series' columns,
+    not its tuples). Closing the iterator early stops the child.
 
     Raises:
         OSError: the child process cannot be started.
@@ -177,7 +199,7 @@ def read_ahead(path: str, site: str, series: Sequence[tuple[str, str]], windows:
             kind, payload = marshal.loads(data)
             if kind == "error":
                 raise ReadAheadError(str(payload))
-            yield expand(payload)
+            yield as_series(payload)
     finally:
         stop.set()
         if proc.poll() is None:

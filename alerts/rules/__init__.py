@@ -9,7 +9,7 @@ the same events (design-notes.md, "Rules").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -102,9 +102,11 @@ class Chunk:
 
     Attributes:
         site: the site.
-        rows: the accepted rows of every series ``(device, quantity)`` of the site, each list in
-            the engine's order (time, gateway, boot, seq); late-flagged and physically impossible
-            readings are not in them (the engine never gives those to a rule).
+        rows: the accepted rows of every series ``(device, quantity)`` of the site, each in the
+            engine's order (time, gateway, boot, seq); late-flagged and physically impossible
+            readings are not in them (the engine never gives those to a rule). A series may be a
+            :class:`~stormwatch.stores.seriesrows.SeriesRows` (its columns: a rule's fast path reads
+            ``times`` and ``values`` without making the row tuples).
         watermark: the newest event time of an accepted row (``None``: the chunk has none).
         first: the chunk's first accepted reading (any series), or ``None``.
         times: event times by microsecond, shared by the rules (the series of one site are polled
@@ -112,7 +114,7 @@ class Chunk:
     """
 
     site: str
-    rows: Mapping[tuple[str, str], list[StoredRow]]
+    rows: Mapping[tuple[str, str], Sequence[StoredRow]]
     watermark: datetime | None
     first: Reading | None
     times: dict[int, datetime] = field(default_factory=dict)

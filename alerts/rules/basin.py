@@ -40,6 +40,7 @@ from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import UTC_ZONE, local_time
 from stormwatch.profiles import LevelSpec
 from stormwatch.stores.rows import time_of_us, us_of
+from stormwatch.stores.seriesrows import SeriesRows
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,21 @@ class BasinRuleState:
         quantity, rows = series[0]
         out = []
         depth_of, settle = self.depth_of, self._settle
+        if isinstance(rows, SeriesRows):  # columns: one unit, no flag (nearly every chunk)
+            unit, times = rows.unit, rows.times
+            by_value: dict[float, float | None] = {}  # a level sensor repeats its few values
+            for i, value in enumerate(rows.values):
+                if value in by_value:
+                    depth = by_value[value]
+                else:
+                    depth = by_value[value] = depth_of(quantity, value, unit)
+                if depth is None:
+                    out += self.feed(chunk.reading(device, quantity, rows[i]))
+                    continue
+                found = settle(times[i], depth)
+                if found:
+                    out += found
+            return out
         depths: dict[tuple[float, str], float | None] = {}  # a level sensor repeats its few values
         for row in rows:
             depth = None
