@@ -52,14 +52,14 @@ def _engine_order(row: StoredRow) -> tuple[int, str, str, int]:
 
 _COLUMNS = ("time_us, value, unit, CASE flags WHEN '[]' THEN '' ELSE flags END, gateway, boot, seq,"
             " COALESCE(tip_size, '')")
-_WHERE = " FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
-_RANGE = _WHERE + " ORDER BY time_us"
-#: The columns that change from row to row, read when no row of the range differs from the
-#: series' first one in unit, gateway, boot or tip size, nor carries a flag (:data:`_DIFFERS`,
-#: asked in SQLite: those columns never become Python strings).
-_VARYING = "SELECT time_us, value, seq" + _RANGE
-_DIFFERS = ("SELECT EXISTS (SELECT 1" + _WHERE + " AND NOT (unit IS ? AND gateway IS ? AND boot IS ?"
-            " AND COALESCE(tip_size, '') IS ? AND flags IS '[]'))")
+_RANGE = (" FROM readings WHERE site = ? AND device = ? AND quantity = ? AND time_us >= ? AND time_us < ?"
+          " ORDER BY time_us")
+#: The columns that change from row to row; the others (unit, gateway, boot, tip size) are compared
+#: with the series' first row in SQLite, and the flags with none (``'[]'``): they come out as one
+#: flag (``same``), never as Python strings.
+_VARYING = ("SELECT time_us, value, seq,"
+            " unit = ? AND gateway = ? AND boot = ? AND COALESCE(tip_size, '') = ? AND flags = '[]'" + _RANGE)
+_SAME = operator.itemgetter(3)  # of a _VARYING row
 
 #: One series' rows of a window as :func:`compact_rows` gives them: ``(None, rows)`` with the
 #: :data:`~stormwatch.stores.base.StoredRow` tuples, or ``((unit, gateway, boot, tip_size), [times,
@@ -90,15 +90,13 @@ def compact_rows(conn: sqlite3.Connection, site: str, series: Sequence[tuple[str
         if first is None:
             out[(device, quantity)] = (None, [])
             continue
-        if not conn.execute(_DIFFERS, (*key, *first)).fetchone()[0]:
-            varying: list[Any] = conn.execute(_VARYING, key).fetchall()
-            times = list(map(_TIME, varying))
-            if not any(map(operator.eq, times, itertools.islice(times, 1, None))):
-                out[(device, quantity)] = ((first[0], first[1], first[2], first[3]),
-                                           [times, list(map(_VALUE, varying)), list(map(_SEQ, varying))])
-                continue
-        # a unit, gateway or tip size changed, a flag, an instant twice (rare): every column
-        out[(device, quantity)] = (None, _full_rows(conn, key))
+        varying: list[Any] = conn.execute(_VARYING, (*first, *key)).fetchall()
+        times = list(map(_TIME, varying))
+        if all(map(_SAME, varying)) and not any(map(operator.eq, times, itertools.islice(times, 1, None))):
+            out[(device, quantity)] = ((first[0], first[1], first[2], first[3]),
+                                       [times, list(map(_VALUE, varying)), list(map(_SEQ, varying))])
+        else:  # a unit, gateway or tip size changed, a flag, an instant twice (rare): every column
+            out[(device, quantity)] = (None, _full_rows(conn, key))
     return out
 
 
