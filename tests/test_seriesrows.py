@@ -47,7 +47,10 @@ def test_sqlite_gives_columns_equal_to_its_rows(tmp_path: Path) -> None:
     readings += [Reading(site="s1", device="turb-up", quantity="turbidity", value=4.5, unit="NTU",
                          time=t + timedelta(minutes=i), gateway="gw-1", boot="b1", seq=2 * i + 1,
                          flags=("fouling",) if i == 2 else ()) for i in range(5)]
-    series = [("rain-1", "rain_tips"), ("turb-up", "turbidity")]
+    readings += [Reading(site="s1", device="level", quantity="distance", value=1200.0, unit="mm",
+                         time=t + timedelta(minutes=i), gateway="gw-1", boot="b1" if i < 3 else "b2", seq=100 + i)
+                 for i in range(5)]  # the gateway rebooted: its rows name two boots
+    series = [("rain-1", "rain_tips"), ("turb-up", "turbidity"), ("level", "distance")]
     with SqliteStore(tmp_path / "s.db") as store:
         store.write_readings(readings)
         (chunk,) = store.series_chunks("s1", series, [(t, t + timedelta(hours=1))])
@@ -56,3 +59,5 @@ def test_sqlite_gives_columns_equal_to_its_rows(tmp_path: Path) -> None:
     assert isinstance(rain, SeriesRows) and rain.values == [0, 1, 0, 1, 0] and rain.seqs == [0, 2, 4, 6, 8]
     assert rain.tip_size == "0.01 in" and rain == plain[("rain-1", "rain_tips")]
     assert isinstance(turb, list) and turb[2][3] == "fouling" and turb == plain[("turb-up", "turbidity")]
+    level = chunk[("level", "distance")]
+    assert isinstance(level, list) and [r[5] for r in level] == ["b1", "b1", "b1", "b2", "b2"]
