@@ -166,53 +166,85 @@ class ReadAheadError(RuntimeError):
 
 
 def read_ahead(path: str, site: str, series: Sequence[tuple[str, str]], windows: Sequence[tuple[int, int]], *,
-               busy_timeout_s: float = 10.0) -> Generator[dict[tuple[str, str], Sequence[StoredRow]], None, None]:
+               busy_timeout_s: float = 10.0,
+               processes: int | None = None) -> Generator[dict[tuple[str, str], Sequence[StoredRow]], None, None]:
     """:func:`series_rows` of each window ``(start_us, end_us)`` of the SQLite file ``path``, in order,
-    read by a child process (module docstring), as :func:`as_series` gives them (a series' columns,
-    not its tuples). Closing the iterator early stops the child.
+    read by child processes (module docstring), as :func:`as_series` gives them (a series' columns,
+    not its tuples). Closing the iterator early stops the children.
+
+    Args:
+        processes: how many reading processes share the series (every ``processes``-th series each;
+            a window's answer joins theirs, in the order of ``series``). Default :data:`READERS`, at
+            most one per series: reading a row costs the child about twice what the rules spend on
+            it in the parent, so one reader would keep the rules waiting.
 
     Raises:
-        OSError: the child process cannot be started.
-        ReadAheadError: the child failed (an SQLite error, or it ended early).
+        OSError: a child process cannot be started.
+        ReadAheadError: a child failed (an SQLite error, or it ended early).
     """
+    n = max(1, min(READERS if processes is None else processes, len(series)))
+    parts = [list(series[i::n]) for i in range(n)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.Popen([sys.executable, "-m", "stormwatch.stores.sqlite_reader"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert proc.stdin is not None and proc.stdout is not None
-    # a thread takes the child's messages off the pipe as they come (os.read waits without the GIL),
-    # so the child is never held up by the rules' work on a chunk; at most AHEAD chunks wait here
-    inbox: queue.Queue[bytes | None] = queue.Queue(AHEAD)
     stop = threading.Event()
-    reader = threading.Thread(target=_drain, args=(proc.stdout, inbox, stop), name="sqlite-read-ahead", daemon=True)
+    children: list[tuple[subprocess.Popen[bytes], queue.Queue[bytes | None], threading.Thread]] = []
     try:
-        proc.stdin.write(pickle.dumps({"path": path, "site": site, "series": list(series),
-                                       "windows": list(windows), "busy_timeout_s": busy_timeout_s}))
-        proc.stdin.close()
-        reader.start()
+        for part in parts:
+            proc = subprocess.Popen([sys.executable, "-m", "stormwatch.stores.sqlite_reader"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            assert proc.stdin is not None and proc.stdout is not None
+            # a thread takes the child's messages off the pipe as they come (os.read waits without the
+            # GIL), so the child is never held up by the rules' work on a chunk; at most AHEAD wait here
+            inbox: queue.Queue[bytes | None] = queue.Queue(AHEAD)
+            drain = threading.Thread(target=_drain, args=(proc.stdout, inbox, stop), name="sqlite-read-ahead",
+                                     daemon=True)
+            children.append((proc, inbox, drain))
+            proc.stdin.write(pickle.dumps({"path": path, "site": site, "series": part,
+                                           "windows": list(windows), "busy_timeout_s": busy_timeout_s}))
+            proc.stdin.close()
+            drain.start()
         for _ in windows:
-            data = inbox.get()
-            if data is None:
-                proc.wait(10)
-                err = proc.stderr.read().decode("utf-8", "replace").strip().splitlines() if proc.stderr else []
-                raise ReadAheadError(f"the reading process ended early (exit {proc.returncode})"
-                                     + (f": {err[-1]}" if err else ""))
-            kind, payload = marshal.loads(data)
-            if kind == "error":
-                raise ReadAheadError(str(payload))
-            yield as_series(payload)
+            found: dict[tuple[str, str], Sequence[StoredRow]] = {}
+            for proc, inbox, _drain_thread in children:
+                found.update(as_series(_answer(proc, inbox)))
+            yield {key: found[key] for key in series} if n > 1 else found
     finally:
         stop.set()
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        while reader.is_alive():  # it ends at the pipe's end (the child is gone); let it put what it holds
-            try:
-                inbox.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        for proc, inbox, drain in children:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            while drain.is_alive():  # it ends at the pipe's end (the child is gone); let it put what it holds
+                try:
+                    inbox.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+
+
+def _answer(proc: subprocess.Popen[bytes], inbox: queue.Queue[bytes | None]) -> dict[tuple[str, str], Compact]:
+    """One child's next window (:func:`compact_rows`' answer).
+
+    Raises:
+        ReadAheadError: the child reported an error or ended early.
+    """
+    data = inbox.get()
+    if data is None:
+        proc.wait(10)
+        err = proc.stderr.read().decode("utf-8", "replace").strip().splitlines() if proc.stderr else []
+        raise ReadAheadError(f"the reading process ended early (exit {proc.returncode})"
+                             + (f": {err[-1]}" if err else ""))
+    kind, payload = marshal.loads(data)
+    if kind == "error":
+        raise ReadAheadError(str(payload))
+    answer: dict[tuple[str, str], Compact] = payload
+    return answer
+
+
+#: Reading processes of a :func:`read_ahead` (two: with the rules' process, a two-core field server's
+#: cores stay busy; measured in ``benchmarks/report.py``).
+READERS = 2
 
 
 #: Chunks read ahead and waiting for the rules, at most (a day of four 1-minute sensors: about 0.3 MB).
