@@ -95,7 +95,8 @@ class Collector:
     """The :class:`~stormwatch.alerts.rules.RuleTrace` of a report's evaluation (see the module)."""
 
     rain: list[tuple[datetime, int, Fraction]] = field(default_factory=list)  # (time, tips, inches)
-    storms: list[tuple[datetime, datetime, int, bool, bool, Fraction]] = field(default_factory=list)
+    #: (start, last tip, tips, qualified, confirmed, inches, lower bound)
+    storms: list[tuple[datetime, datetime, int, bool, bool, Fraction, bool]] = field(default_factory=list)
     windows: list[_Window] = field(default_factory=list)
     basin: list[tuple[datetime, float, float, str | None]] = field(default_factory=list)  # ..., basin id
 
@@ -103,8 +104,8 @@ class Collector:
         self.rain.append((t, tips, depth_in))
 
     def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool,
-                    depth_in: Fraction) -> None:
-        self.storms.append((start, last_tip, tips, qualified, confirmed, depth_in))
+                    depth_in: Fraction, lower_bound: bool = False) -> None:
+        self.storms.append((start, last_tip, tips, qualified, confirmed, depth_in, lower_bound))
 
     def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,
                          downstream: float | None, allowed: float | None, point: str | None = None) -> None:
@@ -355,14 +356,14 @@ def _find(by_id: dict[str, WorkOrder], site: str, rule: str, occurrence: str) ->
 def _storms(cfg: SiteConfig, ev: Evaluation, c: Collector, events: dict[tuple[str, str], Event],
             by_id: dict[str, WorkOrder], sources: Sources, start: datetime, end: datetime) -> list[StormRow]:
     resolution = ev.resolution
-    found: list[tuple[datetime, datetime, int, bool, str, Fraction]] = [
-        (s, last, tips, q, "confirmed" if confirmed else "not confirmed (gauge silent after the last tip)", depth)
-        for s, last, tips, q, confirmed, depth in c.storms]
+    found: list[tuple[datetime, datetime, int, bool, str, Fraction, bool]] = [
+        (s, last, tips, q, "confirmed" if confirmed else "not confirmed (gauge silent after the last tip)", depth,
+         lower) for s, last, tips, q, confirmed, depth, lower in c.storms]
     found += [(s.start, s.last_tip, s.tips, s.qualified, "in progress at the end of the data",
-               sum((TipResolution.parse(z).depth_in(n) for z, n in s.sizes), Fraction(0)))
+               sum((TipResolution.parse(z).depth_in(n) for z, n in s.sizes), Fraction(0)), False)
               for s in ev.in_progress]
     rows = []
-    for s, last, tips, qualified, ended, gauge_in in sorted(found):
+    for s, last, tips, qualified, ended, gauge_in, lower in sorted(found):
         if last < start or s >= end:
             continue
         occurrence = f"storm:{format_time(s)}"
@@ -381,6 +382,10 @@ def _storms(cfg: SiteConfig, ev: Evaluation, c: Collector, events: dict[tuple[st
             notes.append(f"needs verification: gauge readings flagged {', '.join(flagged)}")
         station = _station_part(ev.events, occurrence)
         depth = rain_text(tips, gauge_in, resolution)
+        if lower:  # R1's own finding (StormDetails.depth_lower_bound): a gauge gap of unknown rain inside
+            depth = f">= {depth}"
+            notes.append("rain unknown in a rain-gauge data gap inside the storm (see Data gaps: UNKNOWN): "
+                         "its depth is a lower bound")
         depth_in = float(gauge_in)
         if station is not None:
             depth += f" + {inches(station.station_depth_in or 0.0)} from {station.source}"

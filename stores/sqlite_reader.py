@@ -2,13 +2,15 @@
 
 A one-year report of one site reads 2.1 million stored rows (``benchmarks/report.py``); turning
 them into Python tuples is about a third of the report's time, and the rules cannot start on a
-day before its rows are read. :func:`read_ahead` hands that reading to a child process, which
-reads day after day and sends each day's rows through a pipe (:mod:`marshal`: the rows are tuples of
-ints, floats and strings, written and read by the same interpreter; far cheaper to load than to
-fetch from SQLite; compacted, :func:`compact_rows`: a series' unit, gateway, boot and tip size
-sent once, not once a row) while the parent's rules work on the day before -- the two cores of a field
-server both busy. The child blocks when the pipe is full, so it runs at most about a day ahead:
-memory stays that of a day or two of rows.
+day before its rows are read. :func:`read_ahead` hands that reading to child processes (two,
+:data:`READERS`, each every second series), which read day after day and send each day's rows
+through a pipe (:mod:`marshal`: ints, floats and strings, written and read by the same
+interpreter; far cheaper to load than to fetch from SQLite; compacted, :func:`compact_rows`: a
+series' unit, gateway, boot and tip size sent once, its times, values and sequence numbers as
+columns -- a :class:`~stormwatch.stores.seriesrows.SeriesRows` in the parent, no tuple per row)
+while the parent's rules work on the day before -- the two cores of a field server both busy. A
+child blocks when its pipe is full, so it runs at most a few days ahead: memory stays that of a few
+days of rows.
 
 The child is a fresh interpreter (``python -m stormwatch.stores.sqlite_reader``) that imports only
 the standard library and this module, and opens its own connection: no SQLite connection ever

@@ -133,8 +133,11 @@ def test_rows_backfill_equals_the_engine_fed_reading_by_reading(tmp_path: Path) 
     assert ev.gaps == _gaps(engine, START, END)
 
     # by hand (module docstring)
-    storms = [(s - START, last - START, tips, q, confirmed) for s, last, tips, q, confirmed, _ in new.storms]
-    assert all(depth == Fraction(tips, 100) for _, _, tips, _, _, depth in new.storms)  # 0.01 in per tip
+    storms = [(s - START, last - START, tips, q, confirmed) for s, last, tips, q, confirmed, _, _ in new.storms]
+    assert all(depth == Fraction(tips, 100) for _, _, tips, _, _, depth, _ in new.storms)  # 0.01 in per tip
+    lower = {s - START: low for s, *_, low in new.storms}
+    # storm A holds the gauge silence of minutes 200-260 (rain unknown): its depth is a lower bound
+    assert (lower[30 * MIN], lower[1400 * MIN], lower[3700 * MIN]) == (True, False, False)
     assert storms[0] == (30 * MIN, 700 * MIN, 84, True, True)
     storm_c = next(s for s in storms if s[0] == 1400 * MIN)
     assert storm_c[1:] == (1498 * MIN, 50, True, True)

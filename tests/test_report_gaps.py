@@ -168,3 +168,44 @@ def test_a_day_without_any_gauge_data_is_unknown_not_zero(tmp_path: Path) -> Non
 
     assert cell(11) == '<td class="num unknown">UNKNOWN</td>'
     assert cell(10) == '<td class="num unknown">&gt;= 0.00</td>' and cell(12) == '<td class="num">0.00</td>'
+
+
+def test_a_storm_with_a_gauge_gap_inside_is_a_lower_bound(tmp_path: Path) -> None:
+    # The gauge polls every minute; on 10 June (EDT) it counts 1 tip a minute 10:00-10:29 (30 tips),
+    # sends nothing 10:30-10:49 (readings lost: no counter catch-up names them), then 1 tip a minute
+    # 10:50-11:09 (20 tips, the last at 11:09). By hand: one storm (the gap is far shorter than the 6 h dry gap) of 50
+    # counted tips = 0.50 in at 0.01 in a tip -- it qualifies (Ch. 133 §133-7A(2): 0.5 in), and with
+    # the rain of 10:29-10:50 unknown it was AT LEAST that deep. On 11 June the same with 10 + 10
+    # tips (nothing sent 10:10-10:49, the last tip at 10:59): a storm of at least 0.20 in, below the
+    # threshold -- a lower bound all the same. The gaps run from the last reading before to the first after.
+    readings, seq = [], 0
+    t = datetime(2026, 6, 9, tzinfo=NY)
+    wet = {}
+    for day, before, after in ((10, 30, 20), (11, 10, 10)):
+        start = datetime(2026, 6, day, 10, tzinfo=NY)
+        wet.update({start + timedelta(minutes=k): 1 for k in range(before)})
+        wet.update({start + timedelta(minutes=50 + k): 1 for k in range(after)})
+        wet.update({start + timedelta(minutes=k): None for k in range(before, 50)})  # lost
+    while t < datetime(2026, 6, 13, tzinfo=NY):
+        tips = wet.get(t, 0)
+        if tips is not None:
+            seq += 1
+            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=tips, unit=TIP_UNIT,
+                                    time=t, gateway="gw-1", boot="b1", seq=seq))
+        t += timedelta(minutes=1)
+    with SqliteStore(tmp_path / "store.db") as store:
+        store.write_readings(readings)
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE, encoding="utf-8")
+    out = tmp_path / "r.csv"
+    run_cli("report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
+            "--from", "2026-06-10", "--until", "2026-06-12", "-o", str(out))
+    rows = list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"))))
+    storms = [(r["start"], r["end"], r["tips"], r["depth"], r["qualifying"]) for r in rows if r["section"] == "storm"]
+    assert storms == [("2026-06-10T10:00:00-04:00", "2026-06-10T11:09:00-04:00", "50", ">= 50 tips = 0.50 in", "yes"),
+                      ("2026-06-11T10:00:00-04:00", "2026-06-11T10:59:00-04:00", "20", ">= 20 tips = 0.20 in", "no")]
+    notes = [r["note"] for r in rows if r["section"] == "storm"]
+    assert all("its depth is a lower bound" in n for n in notes)
+    gaps = [(r["start"], r["end"]) for r in rows if r["section"] == "unknown"]
+    assert gaps == [("2026-06-10T10:29:00-04:00", "2026-06-10T10:50:00-04:00"),
+                    ("2026-06-11T10:09:00-04:00", "2026-06-11T10:50:00-04:00")]

@@ -146,9 +146,11 @@ class RuleTrace(Protocol):
         ...
 
     def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool,
-                    depth_in: Fraction) -> None:
+                    depth_in: Fraction, lower_bound: bool = False) -> None:
         """R1 closed a storm (qualifying or not) of ``tips`` tips, ``depth_in`` inches (the gauge's, each
-        reading at its own tip size); ``confirmed``: the gauge reported the dry gap."""
+        reading at its own tip size); ``confirmed``: the gauge reported the dry gap; ``lower_bound``:
+        the gauge had a data gap of unknown rain inside the storm, so it was at least that deep
+        (:attr:`~stormwatch.alerts.rules.storm.StormDetails.depth_lower_bound`)."""
         ...
 
     def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,

@@ -332,9 +332,10 @@ class StormRuleState:
 
     def _close(self, storm: _Storm, known_at: datetime, confirmed: bool) -> list[Event]:
         self._storm = None
+        inside = self._gaps_inside(storm)
         if self.trace is not None:
             self.trace.storm_ended(storm.start, storm.last_tip, storm.tips, storm.threshold_time is not None, confirmed,
-                                   storm.depth)
+                                   storm.depth, lower_bound=bool(inside))
         if storm.threshold_time is not None and self.params.order_opens == "threshold":
             return []  # its storm_inspection_due was emitted at the threshold crossing
         if storm.threshold_time is None:
@@ -344,7 +345,6 @@ class StormRuleState:
         clock_start = storm.last_tip if self.params.clock_from == "last_tip" else storm.threshold_time
         due = clock_start + self.within
         note = "" if confirmed else " (rain gauge silent since its last reading: end not confirmed, earliest deadline)"
-        inside = self._gaps_inside(storm)
         depth = self._depth_text(storm.sizes, storm.station_in)
         if inside:
             spans = ", ".join(f"{self._when(g.start)} to {self._when(g.end)}" for g in inside if g.end is not None)
