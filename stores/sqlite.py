@@ -26,18 +26,6 @@ keep ``tip_size`` NULL -- the store cannot know which gauge counted them -- and 
 readings without a size; every reader of rain (``evaluate``, the web desk, reports) then takes the
 size the site file gives for their time and logs a WARNING saying how many and which size
 (:meth:`stormwatch.tipsizes.TipSizes.assumed`). Nothing is reinterpreted silently.
-
-Indexes: a backfill or a report reads a series' rows by ``(site, device, quantity, time_us)``
-(:mod:`stormwatch.stores.sqlite_reader`); a file this stormwatch creates indexes them with
-every column that read needs (``readings_series``, :data:`SERIES_COLUMNS`: value, seq and the
-texts compared with a series' first row), so SQLite answers from the index alone, without a
-lookup of each row in the table -- about a third less of the read's time in ``benchmarks/report.py``,
-for about a tenth more file. A file an earlier stormwatch made keeps its plain index
-``readings_site_device_quantity_time`` (same answers, slower): building the covering index over
-years of readings would hold the write lock for minutes at the first open after an upgrade,
-stopping ingest; an operator who wants it builds it once with the services stopped:
-``sqlite3 FILE "CREATE INDEX readings_series ON readings (site, device, quantity, time_us, value, seq,
-unit, gateway, boot, tip_size, flags)"``, and may drop the plain one after.
 * ``events`` -- ordinance events, ``UNIQUE(site, kind, occurrence)``: the same event written twice
   is stored once (the later write replaces the row). ``wire`` holds ``Event.to_wire()`` JSON.
 * ``deadletter`` -- rejected messages with reason, detail, topic, payload bytes and receive time.
@@ -79,11 +67,6 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 
-#: The covering index of a series' readings (module docstring, "Indexes").
-SERIES_INDEX = "readings_series"
-SERIES_COLUMNS = ("site", "device", "quantity", "time_us", "value", "seq", "unit", "gateway", "boot", "tip_size",
-                  "flags")
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS readings (
     id             INTEGER PRIMARY KEY,
@@ -105,6 +88,7 @@ CREATE TABLE IF NOT EXISTS readings (
     UNIQUE (gateway, boot, seq)
 );
 CREATE INDEX IF NOT EXISTS readings_site_time ON readings (site, time_us);
+CREATE INDEX IF NOT EXISTS readings_site_device_quantity_time ON readings (site, device, quantity, time_us);
 CREATE INDEX IF NOT EXISTS readings_tips ON readings (site, device, time_us, value)
     WHERE quantity = 'rain_tips' AND value > 0;
 CREATE TABLE IF NOT EXISTS events (
@@ -209,10 +193,7 @@ class SqliteStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._migrate()
-            fresh = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'readings'"
-                                       ).fetchone() is None
             self._conn.executescript(_SCHEMA)
-            self._series_index(fresh)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
@@ -220,16 +201,6 @@ class SqliteStore:
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
-
-    def _series_index(self, fresh: bool) -> None:
-        """The index a series is read by (module docstring, "Indexes"): the covering one in a new file
-        (or one that has it), else -- a file an earlier stormwatch made -- the plain one it has."""
-        has = {str(r[0]) for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        if fresh or SERIES_INDEX in has:
-            self._conn.execute(f"CREATE INDEX IF NOT EXISTS {SERIES_INDEX} ON readings ({', '.join(SERIES_COLUMNS)})")
-        else:
-            self._conn.execute("CREATE INDEX IF NOT EXISTS readings_site_device_quantity_time "
-                               "ON readings (site, device, quantity, time_us)")
 
     def _migrate(self) -> None:
         """Bring a store written by an earlier stormwatch to :data:`SCHEMA_VERSION` (module docstring)."""
