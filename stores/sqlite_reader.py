@@ -122,17 +122,8 @@ def _full_rows(conn: sqlite3.Connection, key: tuple[str, str, str, int, int]) ->
 
 def expand(compact: Mapping[tuple[str, str], Compact]) -> dict[tuple[str, str], list[StoredRow]]:
     """The :data:`~stormwatch.stores.base.StoredRow` lists of :func:`compact_rows`' answer (the
-    shared texts are one string object each, not one per row)."""
-    out: dict[tuple[str, str], list[StoredRow]] = {}
-    for key, (shared, rows) in compact.items():
-        if shared is None:
-            out[key] = rows
-        else:
-            unit, gateway, boot, tip_size = shared
-            times, values, seqs = rows
-            out[key] = list(zip(times, values, itertools.repeat(unit), itertools.repeat(""), itertools.repeat(gateway),
-                                itertools.repeat(boot), seqs, itertools.repeat(tip_size)))
-    return out
+    shared texts are one string object each, not one per row): :func:`as_series`' tuples made."""
+    return {key: list(rows) for key, rows in as_series(compact).items()}
 
 
 def as_series(compact: Mapping[tuple[str, str], Compact]) -> dict[tuple[str, str], Sequence[StoredRow]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -43,6 +44,29 @@ def _store(path: Path) -> None:
         t += timedelta(minutes=1)
     with SqliteStore(path) as store:
         store.write_readings(readings)
+
+
+def _gauge_every_minute(path: Path, start: datetime, stop: datetime, tips_at: Callable[[datetime], int | None]) -> None:
+    """The gauge's reading of every minute in ``[start, stop)``: ``tips_at(t)`` tips (``None``: nothing sent)."""
+    readings, t, seq = [], start, 0
+    while t < stop:
+        tips = tips_at(t)
+        if tips is not None:
+            seq += 1
+            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=tips, unit=TIP_UNIT,
+                                    time=t, gateway="gw-1", boot="b1", seq=seq))
+        t += timedelta(minutes=1)
+    with SqliteStore(path) as store:
+        store.write_readings(readings)
+
+
+def _csv_report(tmp_path: Path, start: str, until: str) -> list[dict[str, str]]:
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE, encoding="utf-8")
+    out = tmp_path / "r.csv"
+    run_cli("report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
+            "--from", start, "--until", until, "-o", str(out))
+    return list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"))))
 
 
 def test_gauge_gap_is_unknown_never_dry(tmp_path: Path) -> None:
@@ -140,28 +164,19 @@ def test_a_day_without_any_gauge_data_is_unknown_not_zero(tmp_path: Path) -> Non
     # its rain is UNKNOWN -- no ">= 0 tips = 0.00 in" lower bound, no tip count -- while 10 June
     # (1 min of it in the gap) keeps its lower bound.
     day = datetime(2026, 6, 10, tzinfo=NY)
-    readings, t, seq = [], day, 0
-    while t < day + timedelta(days=6):  # past the period's end and the storm rule's dry gap after it
-        if t.astimezone(NY).day != 11:
-            seq += 1
-            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=0, unit=TIP_UNIT,
-                                    time=t, gateway="gw-1", boot="b1", seq=seq))
-        t += timedelta(minutes=1)
-    with SqliteStore(tmp_path / "store.db") as store:
-        store.write_readings(readings)
-    site = tmp_path / "site.yaml"
-    site.write_text(SITE, encoding="utf-8")
-    common = ["report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
-              "--from", "2026-06-10", "--until", "2026-06-13"]
-    run_cli(*common, "-o", str(tmp_path / "r.csv"))
-    rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text(encoding="utf-8"))))
+    # past the period's end and the storm rule's dry gap after it
+    _gauge_every_minute(tmp_path / "store.db", day, day + timedelta(days=6),
+                        lambda t: None if t.astimezone(NY).day == 11 else 0)
+    rows = _csv_report(tmp_path, "2026-06-10", "2026-06-13")
     days = {r["id"]: (r["tips"], r["depth"], r["depth_in"], r["duration"], r["status"])
             for r in rows if r["section"] == "day"}
     assert days == {"2026-06-10": ("0", ">= 0 tips = 0.00 in", "0.00", "1 min", ""),
                     "2026-06-11": ("", "UNKNOWN", "", "1 d 0 h 00 min", "UNKNOWN"),
                     "2026-06-12": ("0", "0 tips = 0.00 in", "0.00", "", "")}
-    run_cli(*common, "-o", str(tmp_path / "r.html"))
+    run_cli("report", "--site", str(tmp_path / "site.yaml"), "--store", f"sqlite:///{tmp_path}/store.db",
+            "--no-work-orders", "--from", "2026-06-10", "--until", "2026-06-13", "-o", str(tmp_path / "r.html"))
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
+
     def cell(day: int) -> str:  # the rain calendar's one month (June 2026): a row per day of the month
         row = html[html.index(f'<tr><th class="num">{day}</th>'):]
         return row[:row.index("</tr>")].removeprefix(f'<tr><th class="num">{day}</th>')
@@ -178,29 +193,15 @@ def test_a_storm_with_a_gauge_gap_inside_is_a_lower_bound(tmp_path: Path) -> Non
     # the rain of 10:29-10:50 unknown it was AT LEAST that deep. On 11 June the same with 10 + 10
     # tips (nothing sent 10:10-10:49, the last tip at 10:59): a storm of at least 0.20 in, below the
     # threshold -- a lower bound all the same. The gaps run from the last reading before to the first after.
-    readings, seq = [], 0
-    t = datetime(2026, 6, 9, tzinfo=NY)
-    wet = {}
+    wet: dict[datetime, int | None] = {}
     for day, before, after in ((10, 30, 20), (11, 10, 10)):
         start = datetime(2026, 6, day, 10, tzinfo=NY)
         wet.update({start + timedelta(minutes=k): 1 for k in range(before)})
         wet.update({start + timedelta(minutes=50 + k): 1 for k in range(after)})
         wet.update({start + timedelta(minutes=k): None for k in range(before, 50)})  # lost
-    while t < datetime(2026, 6, 13, tzinfo=NY):
-        tips = wet.get(t, 0)
-        if tips is not None:
-            seq += 1
-            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=tips, unit=TIP_UNIT,
-                                    time=t, gateway="gw-1", boot="b1", seq=seq))
-        t += timedelta(minutes=1)
-    with SqliteStore(tmp_path / "store.db") as store:
-        store.write_readings(readings)
-    site = tmp_path / "site.yaml"
-    site.write_text(SITE, encoding="utf-8")
-    out = tmp_path / "r.csv"
-    run_cli("report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
-            "--from", "2026-06-10", "--until", "2026-06-12", "-o", str(out))
-    rows = list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"))))
+    _gauge_every_minute(tmp_path / "store.db", datetime(2026, 6, 9, tzinfo=NY), datetime(2026, 6, 13, tzinfo=NY),
+                        lambda t: wet.get(t, 0))
+    rows = _csv_report(tmp_path, "2026-06-10", "2026-06-12")
     storms = [(r["start"], r["end"], r["tips"], r["depth"], r["qualifying"]) for r in rows if r["section"] == "storm"]
     assert storms == [("2026-06-10T10:00:00-04:00", "2026-06-10T11:09:00-04:00", "50", ">= 50 tips = 0.50 in", "yes"),
                       ("2026-06-11T10:00:00-04:00", "2026-06-11T10:59:00-04:00", "20", ">= 20 tips = 0.20 in", "no")]
