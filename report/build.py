@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import bisect
 import io
+import itertools
 import logging
 import operator
 from collections.abc import Mapping, Sequence
@@ -62,7 +63,7 @@ from stormwatch.report.model import (
 )
 from stormwatch.stores.base import ReadingStore, StoredRow
 from stormwatch.stores.rows import time_of_us, us_of
-from stormwatch.stores.seriesrows import times_of
+from stormwatch.stores.seriesrows import SeriesRows, times_of
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -146,17 +147,22 @@ class CoverageCounter:
             if found and device in self._devices:
                 by_device.setdefault(device, []).append(found)
         for device, lists in by_device.items():
+            # one series as columns (nearly always): its times are distinct and in order already
+            distinct = len(lists) == 1 and isinstance(lists[0], SeriesRows)
             times = times_of(lists[0]) if len(lists) == 1 else sorted(t for x in lists for t in times_of(x))
-            times = times[bisect.bisect_left(times, start):bisect.bisect_left(times, end)]
-            if not times:
+            lo, hi = bisect.bisect_left(times, start), bisect.bisect_left(times, end)
+            if lo == hi:
                 continue
+            if lo or hi < len(times):
+                times = times[lo:hi]
             d = self._devices[device]
             allowance = d.allowance // _US
             last = None if d.last is None else us_of(d.last)
             prev = start if last is None else last
             # sorted: a reading time seen before is the previous one (or the last of the chunk before)
-            d.count += len(set(times)) - (times[0] == last)
-            if times[0] - prev > allowance or max(map(operator.sub, times[1:], times[:-1]), default=0) > allowance:
+            d.count += (len(times) if distinct else len(set(times))) - (times[0] == last)
+            if times[0] - prev > allowance or \
+                    max(map(operator.sub, itertools.islice(times, 1, None), times), default=0) > allowance:
                 for t in times:  # a gap in this chunk (rare): find it
                     if t - prev > allowance:
                         d.gaps.append(Interval(time_of_us(prev), time_of_us(t)))
