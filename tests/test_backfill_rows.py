@@ -22,7 +22,7 @@ silence after minute 3800 (nothing from it for the dry gap), end not confirmed.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 
@@ -94,7 +94,7 @@ def fixture() -> list[Reading]:
     return out
 
 
-def reference(cfg, store: SqliteStore, trace: Collector) -> tuple[Engine, list[Event]]:
+def reference(cfg, store: SqliteStore, trace: Collector, end: datetime = END) -> tuple[Engine, list[Event]]:
     """The engine fed every stored reading in event-time order, a chunk at a time (the old backfill)."""
     engine = Engine.for_site(cfg, ProfileLibrary(), None)
     for rule in engine.rules:
@@ -102,8 +102,8 @@ def reference(cfg, store: SqliteStore, trace: Collector) -> tuple[Engine, list[E
             rule.trace = trace
     events: list[Event] = []
     t = START
-    while t < END:
-        upto = min(END, t + CHUNK)
+    while t < end:
+        upto = min(end, t + CHUNK)
         events += engine.replay(store.query_readings(cfg.site.id, start=t, end=upto))
         t = upto
     return engine, events + engine.flush()
@@ -168,3 +168,42 @@ def test_a_site_without_rows_gives_what_the_engine_gives(tmp_path: Path) -> None
     store.close()
     assert ev.events == old_events == []
     assert ev.gaps == _gaps(engine, START, END)
+
+
+def test_quiet_runs_read_as_columns_equal_the_engine_fed_reading_by_reading(tmp_path: Path) -> None:
+    """R1's replay of a gauge's clean day as columns (:class:`~stormwatch.stores.seriesrows.SeriesRows`:
+    quiet runs found at C speed) against the engine fed every reading. Four days of 1-minute polls,
+    every day clean (one gateway, no flag), with what ends a quiet run: a storm across midnight
+    (minutes 1380-1499), a silence inside a storm (minutes 3000-3019, 3 allowances), one outside
+    (minutes 2000-2099), a storm whose dry gap of 6 h ends exactly on a reading (tips 4000-4009,
+    closed by the reading of minute 4009 + 360), a gauge without a tip size on day 4 (assumed), a
+    burst of 3 tips in one minute."""
+    feed = Feeder()
+    readings = []
+    for i in range(4 * 1440):
+        if 2000 <= i < 2100 or 3000 <= i < 3020:
+            continue
+        tips = 1 if 1380 <= i < 1500 or 2990 <= i < 3040 or 4000 <= i < 4010 else 0
+        if i == 4500:
+            tips = 3
+        readings.append(feed("rain", "rain_tips", tips, "{tip}", START + i * MIN))
+    cfg = parse_site(site_doc("ch133", rain_poll_s=60), "test-site.yaml")
+    store = SqliteStore(tmp_path / "store.db")
+    store.write_readings(readings)
+    engine_end = START + 4 * 1440 * MIN
+    old = Collector()
+    engine, old_events = reference(cfg, store, old, engine_end)
+    new = Collector()
+    ev = evaluate(cfg, ProfileLibrary(), store, START, engine_end, trace=new)
+    chunks = list(store.series_chunks(cfg.site.id, [("rain", "rain_tips")],
+                                      [(START + k * CHUNK, START + (k + 1) * CHUNK) for k in range(4)]))
+    store.close()
+    assert all(type(c[("rain", "rain_tips")]).__name__ == "SeriesRows" for c in chunks)  # the columns path
+    assert by_rule(ev.events) == by_rule(old_events)
+    assert new == old
+    assert ev.gaps == _gaps(engine, START, engine_end)
+    # by hand: storms of 120 tips (1380-1499), 50 counted tips around the silence (2990-3039 less
+    # the 20 minutes not sent: 30), 10 tips, the burst of 3
+    assert [(s - START, tips) for s, _, tips, *_ in new.storms] == [
+        (1380 * MIN, 120), (2990 * MIN, 30), (4000 * MIN, 10), (4500 * MIN, 3)]
+    assert [low for *_, low in new.storms] == [False, True, False, False]

@@ -66,10 +66,13 @@ Quality flags of rain readings (issue 11 items 1 and 5; rules.md R1) -- every on
 from __future__ import annotations
 
 import logging
+import operator
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
+from itertools import islice, repeat
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
@@ -86,6 +89,7 @@ from stormwatch.physics import FLAG_BEYOND_ENVELOPE, FLAG_EXTREME_RATE, max_tips
 from stormwatch.rain import PRECIPITATION, TipResolution, precipitation_in
 from stormwatch.stores.base import StoredRow
 from stormwatch.stores.rows import time_of_us, us_of
+from stormwatch.stores.seriesrows import SeriesRows
 from stormwatch.tipsizes import TipSizeMismatch, TipSizes
 from stormwatch.wire import format_time
 
@@ -167,6 +171,14 @@ BEYOND_ENVELOPE = FLAG_BEYOND_ENVELOPE
 _US = timedelta(microseconds=1)
 _TICK = _US
 _NEVER = 2**63  # microseconds: no open storm to close
+
+
+def _index(flags: list[bool], start: int, default: int) -> int:
+    """The first index at or after ``start`` where ``flags`` is true, else ``default``."""
+    try:
+        return flags.index(True, start)
+    except ValueError:
+        return default
 
 
 def _key(row: StoredRow) -> tuple[int, str, str, int]:
@@ -527,15 +539,17 @@ class StormRuleState:
                 log.error("%s: %s%s: not counted", self.site, exc, where)
             return None
 
-    def _assume(self, t: datetime) -> None:
-        """One more reading without a tip size, read with the site file's size at ``t``."""
+    def _assume(self, t: datetime, last: datetime | None = None, count: int = 1) -> None:
+        """One more reading without a tip size, read with the site file's size at ``t`` (or ``count``
+        of them from ``t`` to ``last``)."""
         if not self.assumed:
             log.warning("%s: rain gauge %s: a reading at %s carries no tip size (stored or sent by an earlier "
                         "stormwatch): read as %s, the size the site file gives for its time", self.site, self.gauge,
                         format_time(t), self.sizes.text_at(t))
-        self.assumed += 1
+        self.assumed += count
+        last = t if last is None else last
         span = self._assumed_span
-        self._assumed_span = (t, t) if span is None else (min(span[0], t), max(span[1], t))
+        self._assumed_span = (t, last) if span is None else (min(span[0], t), max(span[1], last))
 
     def assumed_note(self) -> str | None:
         """What was assumed for readings without a tip size (:meth:`stormwatch.tipsizes.TipSizes.assumed`),
@@ -583,6 +597,39 @@ class StormRuleState:
             out += self.feed(reading)
 
         cov, before, close, quiet = state()
+        if not station and isinstance(rows, SeriesRows) and rows.unit == TIP_UNIT \
+                and (rows.tip_size == single or (not rows.tip_size and single is not None)):
+            # the gauge's columns (one unit, one tip size, no flag): find the quiet runs at C speed
+            times, values, n, i = rows.times, rows.values, len(rows), 0
+            # stop[k]: row k is never quiet -- tips other than a whole 0, or after more than the allowance
+            stop = list(map(operator.or_, map(operator.ne, values, repeat(0)),
+                            map(operator.is_not, map(type, values), repeat(int))))
+            after_gap = [False, *map(operator.gt, map(operator.sub, islice(times, 1, None), times), repeat(allow))]
+            stop = list(map(operator.or_, stop, after_gap))
+            while i < n:
+                end = i
+                if quiet and times[i] - cov <= allow:
+                    end = min(_index(stop, i + 1, n) if not stop[i] else i, bisect_left(times, close, i))
+                if end > i:  # rows i .. end-1 are quiet: what feed leaves after each, at once
+                    if not rows.tip_size:
+                        self._assume(time_of_us(times[i]), time_of_us(times[end - 1]), end - i)
+                    if end - i >= 2:
+                        before, cov = times[end - 2], times[end - 1]
+                    elif times[i] != cov:
+                        before, cov = cov, times[i]
+                    gateway, moved = rows.gateway, True
+                    i = end
+                    if i == n:
+                        break
+                if moved:
+                    self._moved(before, cov, gateway)
+                    moved = False
+                slow(self.gauge, "rain_tips", rows[i])
+                cov, before, close, quiet = state()
+                i += 1
+            if moved:
+                self._moved(before, cov, gateway)
+            return out
         for row in rows:
             if si < ns and _key(station[si]) < _key(row):  # station values before this gauge reading
                 if moved:
