@@ -62,7 +62,7 @@ from stormwatch.report.model import (
     UnknownRow,
 )
 from stormwatch.stores.base import ReadingStore, StoredRow
-from stormwatch.stores.rows import time_of_us, us_of
+from stormwatch.stores.rows import series_rows, time_of_us, us_of
 from stormwatch.stores.seriesrows import SeriesRows, times_of
 from stormwatch.wire import format_time
 
@@ -74,6 +74,10 @@ LEAD_IN = timedelta(days=7)
 #: Added to the storm rule's dry gap after the period's end, so a storm that ended just before
 #: the end is closed by the gauge's dry readings after it.
 TAIL_MARGIN = timedelta(hours=1)
+
+#: How far past the period's end the rules run on to see a storm of the period end (a storm is a run
+#: of tips without the pack's dry gap; none lasts weeks).
+MAX_STORM_RUN = timedelta(days=14)
 
 _UNDECIDED = ("undetermined", "needs_verification")
 _US = timedelta(microseconds=1)
@@ -269,12 +273,23 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     pack = load_site_pack(cfg)
     storm_rule = pack.storm()
     dry_gap = timedelta(hours=storm_rule[1].dry_gap_hours) if storm_rule else timedelta(0)
-    collector = Collector()
     # what happened is counted up to the state's clock; the rest of the period had not happened then
     known = min(end, max(start, sources.as_of))
-    coverage = CoverageCounter(cfg, start, known)
-    ev = evaluate(cfg, profiles, sources.store, start - LEAD_IN, end + dry_gap + TAIL_MARGIN, trace=collector,
-                  on_rows=coverage.add)
+    horizon = end + dry_gap + TAIL_MARGIN
+    while True:
+        collector = Collector()
+        coverage = CoverageCounter(cfg, start, known)
+        ev = evaluate(cfg, profiles, sources.store, start - LEAD_IN, horizon, trace=collector, on_rows=coverage.add)
+        # a storm of the period still going on where the evaluation stopped, the store holding
+        # readings after it: the rules run on until it ends, so the storm is reported whole (its
+        # depth, end and inspection), never cut at the period's end (MAX_STORM_RUN at most)
+        going = [s for s in ev.in_progress if s.start < end]
+        if not going or horizon - end >= MAX_STORM_RUN or not _stored_after(sources.store, cfg, horizon):
+            break
+        horizon = min(end + MAX_STORM_RUN, max(horizon + timedelta(days=1),
+                                               max(s.last_tip for s in going) + dry_gap + TAIL_MARGIN))
+        log.info("%s: a storm of the period continues after it: the rules run on to %s", cfg.site.id,
+                 format_time(horizon))
     tz = cfg.site.tz
     citations = {rid: rule.citation for rid, rule in pack.rules.items()}
     report = Report(
@@ -297,9 +312,15 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     report.inspector_citation = storm_rule[1].citation if storm_rule else routine[1].citation if routine else ""
     report.coverage = coverage.result(cfg, profiles)
     report.readings = sum(c.received for c in report.coverage)
+    if not report.readings and known > start and cfg.devices:
+        log.warning("%s: the store holds no reading of this site's devices from %s to %s: the report shows every "
+                    "sensor UNKNOWN there (is the store the site's, and the site file the store's?)", cfg.site.id,
+                    format_time(start), format_time(known))
     events: dict[tuple[str, str], Event] = {(e.kind, e.occurrence): e for e in ev.events}
     orders = _orders(cfg, sources.book, start, end)
-    by_id = {o.id: o for o in orders}
+    # a storm, contrast or basin cycle of the period finds its order even when the order was opened
+    # after the period's end (a storm ending after it, a cleanout due later)
+    by_id = {o.id: o for o in sources.book.list(site=cfg.site.id)} if sources.book is not None else {}
     report.storms = _storms(cfg, ev, collector, events, by_id, sources, start, end)
     report.days = _days(ev, collector, tz, start, known) if known > start else []
     report.turbidity = _turbidity(ev.events, collector, by_id, sources, start, end)
@@ -345,6 +366,19 @@ def _thumbnails(book: WorkOrders, oid: str) -> tuple[tuple[int, str, str], ...]:
 
 def _permit(cfg: SiteConfig) -> str:
     return getattr(cfg.site, "permit", "") or ""
+
+
+def _stored_after(store: ReadingStore, cfg: SiteConfig, t: datetime) -> bool:
+    """Whether the store holds a reading of ``cfg``'s rain gauge at or after ``t`` (within
+    :data:`MAX_STORM_RUN`).
+
+    Raises:
+        stormwatch.stores.base.StoreError: the store cannot be read.
+    """
+    if cfg.rain_gauge is None:
+        return False
+    found = series_rows(store, cfg.site.id, [(cfg.rain_gauge, "rain_tips")], t, t + MAX_STORM_RUN)
+    return any(found.values())
 
 
 def _orders(cfg: SiteConfig, book: WorkOrders | None, start: datetime, end: datetime) -> list[WorkOrder]:

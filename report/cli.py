@@ -255,6 +255,8 @@ def report_cmd(
         cfg = load_site_file(site, profiles)
     except (ConfigError, PackError) as exc:
         fail(str(exc))
+    if storm is not None and (start is not None or end is not None):
+        fail("--storm gives the report's period (the storm and its inspection): leave out --from and --until")
     if storm is None and (start is None or end is None):
         fail("give the period with --from and --until (or one storm with --storm)")
     try:

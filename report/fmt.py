@@ -81,8 +81,11 @@ def feet(v: float | None) -> str:
 
 
 def hours(h: float) -> str:
-    """A day's length in hours (``23``, ``24``, ``25``, or a part of a day ``7.5``)."""
-    return f"{h:g}"
+    """A day's length in hours: whole (``23``, ``24``, ``25``), or a part of a day to 0.01 h, cut
+    (``7.5``, ``8.15`` for 8 h 09 min 34 s)."""
+    if h == int(h):
+        return str(int(h))
+    return f"{int(round(h * 100, 6)) / 100:g}"  # round first: 0.29 h is 28.999... hundredths
 
 
 def day_depth(d: DayTotal) -> str:

@@ -210,3 +210,21 @@ def test_a_storm_with_a_gauge_gap_inside_is_a_lower_bound(tmp_path: Path) -> Non
     gaps = [(r["start"], r["end"]) for r in rows if r["section"] == "unknown"]
     assert gaps == [("2026-06-10T10:29:00-04:00", "2026-06-10T10:50:00-04:00"),
                     ("2026-06-11T10:09:00-04:00", "2026-06-11T10:50:00-04:00")]
+
+
+def test_a_storm_running_past_the_period_is_reported_whole(tmp_path: Path) -> None:
+    # The gauge polls every minute; a tip every 10 minutes from 1 June 10:00 EDT to 2 June 01:00
+    # EDT (91 tips: never a 6 h dry gap), then dry. A report of 1 June 12:00-13:00 EDT touches the
+    # storm: by hand it is the whole storm -- 91 tips = 0.91 in, qualifying (0.5 in, Ch. 133
+    # §133-7A(2)), its end confirmed by the dry gauge, the inspection due 24 h after the last tip
+    # (3 June 01:00 EDT) -- not the 60 tips "in progress" it had counted by 20:00, where the rules used
+    # to stop (the period's end, the 6 h dry gap and an hour).
+    first, last = datetime(2026, 6, 1, 10, tzinfo=NY), datetime(2026, 6, 2, 1, tzinfo=NY)
+    _gauge_every_minute(tmp_path / "store.db", datetime(2026, 5, 31, tzinfo=NY), datetime(2026, 6, 3, tzinfo=NY),
+                        lambda t: 1 if first <= t <= last and t.minute % 10 == 0 else 0)
+    rows = _csv_report(tmp_path, "2026-06-01T12:00", "2026-06-01T13:00")
+    (storm,) = [r for r in rows if r["section"] == "storm"]
+    assert (storm["start"], storm["end"], storm["tips"], storm["depth"], storm["qualifying"], storm["status"]) == (
+        "2026-06-01T10:00:00-04:00", "2026-06-02T01:00:00-04:00", "91", "91 tips = 0.91 in", "yes", "confirmed")
+    assert storm["due"] == "2026-06-03T01:00:00-04:00"
+    assert "started before the period" in storm["note"] and "continues after the period" in storm["note"]
