@@ -360,6 +360,9 @@ def parse_when(text: str, tz: str, option: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
     except ValueError as exc:
+        why = str(exc)
+        if "out of range" in why or "must be in" in why:  # ISO-shaped, but no such day or hour
+            raise typer.BadParameter(f"{text!r}: no such time ({why})", param_hint=option) from exc
         raise typer.BadParameter(f"{text!r} is not an ISO 8601 time (e.g. 2026-06-01T00:00:00Z)",
                                  param_hint=option) from exc
     try:
