@@ -11,7 +11,8 @@ peak resident memory (``ru_maxrss`` of the child). Our bar: under 10 s and 300 M
 Run: ``python benchmarks/report.py [--days 365] [--format pdf] [--keep DIR] [--repeat N]``. The last
 line is one JSON object with ``readings``, ``seconds`` (the median of ``--repeat`` runs, default 3:
 a shared machine's speed wanders by a third from minute to minute), ``seconds_runs``,
-``cpu_seconds`` (the median run's), ``peak_rss_mb``, ``pages`` and the machine.
+``cpu_seconds`` (the median run's), ``peak_rss_mb``, ``pages``, ``probe_seconds`` (the machine's speed
+before and after, :func:`benchmarks.machine.speed_probe`) and the machine.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine import START, day_readings  # noqa: E402
-from benchmarks.machine import describe, machine  # noqa: E402
+from benchmarks.machine import describe, machine, speed_probe  # noqa: E402
 from stormwatch.config import load_site  # noqa: E402
 from stormwatch.profiles import ProfileLibrary  # noqa: E402
 from stormwatch.stores.sqlite import SqliteStore  # noqa: E402
@@ -76,6 +77,7 @@ def main() -> None:
     cmd = [sys.executable, "-m", "stormwatch", "report", "--site", str(SITE), "--store", f"sqlite:///{db}",
            "--no-work-orders", "--from", START.isoformat(), "--until", end.isoformat(),
            "-o", str(out)]
+    probes = [speed_probe()]  # the machine's speed now (benchmarks.machine.speed_probe) ...
     runs: list[tuple[float, float]] = []  # (wall s, CPU s) of each run
     for _ in range(max(1, args.repeat)):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -87,6 +89,8 @@ def main() -> None:
             sys.exit(f"report failed ({done.returncode}): {done.stderr.strip()}")
         runs.append((seconds, (usage.ru_utime - before.ru_utime) + (usage.ru_stime - before.ru_stime)))
         print(f"run {len(runs)}: {seconds:.2f} s wall, {runs[-1][1]:.2f} s CPU", flush=True)
+    probes.append(speed_probe())  # ... and after the runs
+    print(f"speed probe: {probes[0]:.3f} s before, {probes[1]:.3f} s after (lower: a faster machine)", flush=True)
     seconds, cpu = sorted(runs)[len(runs) // 2]  # the median run (its own CPU)
     peak_mb = usage.ru_maxrss / 1024  # the largest child so far: any run's
     pages = None
@@ -102,7 +106,7 @@ def main() -> None:
           f"{peak_mb:.0f} MB, {out.stat().st_size / 1e6:.1f} MB {args.format}"
           + (f", {pages} pages" if pages else "") + " (bar: < 10 s, < 300 MB)", flush=True)
     print(json.dumps({"readings": n, "days": args.days, "format": args.format, "seconds": round(seconds, 2),
-                      "seconds_runs": [round(r[0], 2) for r in runs],
+                      "seconds_runs": [round(r[0], 2) for r in runs], "probe_seconds": [round(p, 3) for p in probes],
                       "cpu_seconds": round(cpu, 2), "peak_rss_mb": round(peak_mb), "pages": pages,
                       "bytes": out.stat().st_size, "within_bar": seconds < 10 and peak_mb < 300,
                       "load_average": round(os.getloadavg()[0], 1), "cpu": info["cpu"], "cores": info["cores"],
