@@ -706,8 +706,9 @@ class AlertService:
                 events += engine.catch_up(readings)
             if expire:
                 holes.expire()
-            if engine.held_at != holes.hold():
-                events += engine.hold(holes.hold())
+            hold = holes.hold()
+            if engine.held_at != hold:
+                events += engine.hold(hold)
             done = {site: engine.watermark}
             self._emitting += 1
         self._emit_made(events, done if events else None)

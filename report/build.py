@@ -81,7 +81,6 @@ MAX_STORM_RUN = timedelta(days=14)
 
 _UNDECIDED = ("undetermined", "needs_verification")
 _US = timedelta(microseconds=1)
-_TIME = operator.itemgetter(0)  # of a StoredRow
 
 
 class _Window(NamedTuple):
@@ -459,16 +458,23 @@ def rain_text(tips: int, depth_in: Fraction, resolution: str | None) -> str:
     """Tips of the site's gauge and their depth for a person: :func:`depth_text` when they are all of
     the gauge in service now (``resolution``), else -- rain counted by a replaced gauge too -- the
     tips and the exact depth in inches, cut to 3 decimals (never rounded up to a threshold)."""
-    if resolution and TipResolution.parse(resolution).depth_in(tips) == depth_in:
+    if _one_size(tips, depth_in, resolution):
+        assert resolution is not None
         return depth_text(tips, resolution)
     return f"{tips} tips = {inches_cut(depth_in)} (tips of more than one gauge, each at its own size)"
+
+
+def _one_size(tips: int, depth_in: Fraction, resolution: str | None) -> bool:
+    """Whether ``tips`` are all of the gauge in service now (``resolution``): their depth is ``depth_in``."""
+    return resolution is not None and TipResolution.parse(resolution).depth_in(tips) == depth_in
 
 
 def rain_amount(tips: int, depth_in: Fraction, resolution: str | None) -> str:
     """The number of :func:`rain_text` for a table cell: the depth in the gauge's unit
     (:func:`~stormwatch.alerts.backfill.depth_amount`: ``"0.60"``, ``"12.6"``) when every tip is of
     the gauge in service now, else the exact inches cut to 3 decimals with the unit (``"0.504 in"``)."""
-    if resolution and TipResolution.parse(resolution).depth_in(tips) == depth_in:
+    if _one_size(tips, depth_in, resolution):
+        assert resolution is not None
         return depth_amount(tips, resolution)
     return inches_cut(depth_in)
 

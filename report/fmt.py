@@ -91,16 +91,22 @@ def hours(h: float) -> str:
 def day_depth(d: DayTotal) -> str:
     """A day's rain: the exact depth, ``>=`` it when part of the day has no gauge data, ``UNKNOWN``
     when none of it has (never ``>= 0 tips``)."""
+    return _bounded(d, d.depth)
+
+
+def _bounded(d: DayTotal, depth: str) -> str:
+    """``depth`` of the day ``d`` as a person reads it: ``UNKNOWN`` when no gauge data all day, ``>=``
+    it when part of the day had none."""
     if d.no_data:
         return "UNKNOWN"
-    return f">= {d.depth}" if d.unknown else d.depth
+    return f">= {depth}" if d.unknown else depth
 
 
 def day_cell(d: DayTotal) -> str:
     """A day's cell of the rain calendar: ``UNKNOWN`` when the gauge gave no data all day, the depth
     in the gauge's unit (``0.60``), ``>=`` it when part of the day has no gauge data, and the day's
     hours when it is not 24 (``(23 h)``: a daylight-saving change; a day the period cuts)."""
-    text = "UNKNOWN" if d.no_data else f">= {d.amount}" if d.unknown else d.amount
+    text = _bounded(d, d.amount)
     return text if d.hours == 24 else f"{text} ({hours(d.hours)} h)"
 
 

@@ -120,7 +120,7 @@ class DayTotal:
     depth: str
     depth_in: float
     unknown: timedelta
-    amount: str = ""
+    amount: str
 
     @property
     def no_data(self) -> bool:

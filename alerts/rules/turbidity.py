@@ -41,7 +41,7 @@ from stormwatch.config import DischargePoint
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import UTC_ZONE, local_time, names, turbidity
 from stormwatch.stores.rows import time_of_us, us_of
-from stormwatch.stores.seriesrows import SeriesRows
+from stormwatch.stores.seriesrows import SeriesRows, times_of
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -220,11 +220,11 @@ class TurbidityRuleState:
         for rows, is_up in ((up, True), (down, False)):
             # the rows are in time order: take them a window at a time; a chunk's rows without a flag
             # (nearly every one) are paired and their units found once, not window by window
+            times = times_of(rows)
             if isinstance(rows, SeriesRows):  # columns: one unit, no flag (nearly every chunk)
-                times, flagged, units = rows.times, False, {rows.unit}
+                flagged, units = False, {rows.unit}
                 pairs = list(zip(times, map(float, rows.values), strict=True))
             else:
-                times = list(map(_TIME, rows))
                 flagged = any(map(_FLAGS, rows))
                 pairs = [] if flagged else list(zip(times, map(float, map(_VALUE, rows)), strict=True))
                 units = set(map(_UNIT, rows)) if not flagged else set()
