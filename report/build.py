@@ -296,7 +296,8 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
         jurisdiction=cfg.site.jurisdiction, pack_title=pack.title or pack.name, permit=_permit(cfg),
         start=start, end=end, as_of=sources.as_of, as_of_what=sources.as_of_what,
         resolution=ev.resolution, threshold=f"{storm_rule[1].threshold_in} in" if storm_rule else None,
-        citations=citations, state=sources.state, not_yet=Interval(known, end) if known < end else None,
+        citations=citations, state=sources.state, has_orders=sources.book is not None,
+        not_yet=Interval(known, end) if known < end else None,
     )
     basin_rule = pack.basin()
     if basin_rule and cfg.all_basins:

@@ -2,7 +2,8 @@
 filters, :data:`FILTERS`) and the CSV writer, so both carry the same digits.
 
 * times: site-local (``Mon 01 Jun 2026 05:12 EDT``, :func:`stormwatch.display.local_time`) in the
-  document, ISO 8601 with the local offset in the CSV;
+  document -- in a table cell a later time of the row's day as ``07:57 EDT``, a narrow column breaking
+  a time only between its date and its clock (:func:`cell_time`) -- and ISO 8601 with the local offset in the CSV;
 * depths: the exact text at the gauge's resolution (``120 tips = 1.20 in``); inches to 2 decimals
   where a number is needed (charts, ``depth_in``);
 * turbidity at 0.1 of the probes' unit (:mod:`stormwatch.display`); percentages at 0.1 %;
@@ -24,6 +25,21 @@ from stormwatch.report.model import DayTotal
 def when(t: datetime | None, tz: ZoneInfo) -> str:
     """Site-local time for a person; ``-`` for none."""
     return local_time(t, tz)
+
+
+def cell_time(t: datetime | None, tz: ZoneInfo, after: datetime | None = None) -> str:
+    """Site-local time of ``t`` for a table cell: :func:`when`'s text with no-break spaces inside its
+    date and inside its time, so a narrow column breaks it only between the two (``Mon 01 Jun 2026`` /
+    ``01:46 EDT``), never inside. A later time of the same local day as ``after`` (the row's earlier
+    cell, which gives the date) is only its time, ``07:57 EST``; one past midnight reads whole.
+    ``-`` for none."""
+    if t is None:
+        return when(t, tz)
+    local = t.astimezone(tz)
+    clock = local.strftime("%H:%M\u00a0%Z")
+    if after is not None and after.astimezone(tz).date() == local.date():
+        return clock
+    return local.strftime("%a\u00a0%d\u00a0%b\u00a0%Y ") + clock
 
 
 def iso(t: datetime | None, tz: ZoneInfo) -> str:
@@ -143,6 +159,7 @@ def order_verdict(o: WorkOrder, as_of: datetime) -> str:
 
 
 FILTERS: dict[str, Callable[..., Any]] = {
-    "when": when, "duration": duration, "pct": pct, "ntu": ntu, "inches": inches, "feet": feet, "hours": hours,
+    "when": when, "cell_time": cell_time,
+    "duration": duration, "pct": pct, "ntu": ntu, "inches": inches, "feet": feet, "hours": hours,
     "day_depth": day_depth, "day_cell": day_cell, "verdict": order_verdict, "month_grid": month_grid,
 }

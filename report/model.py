@@ -223,6 +223,8 @@ class Report:
         resolution: the rain gauge's tip size (``0.01 in``), if the site has one.
         threshold: the storm rule's threshold text (``0.5 in``) and citations per rule.
         state: where the work orders came from, or why there are none.
+        has_orders: whether a work-order book was given (``--no-work-orders``: no; the tables then
+            leave out their work-order columns, and the log book says once why).
     """
 
     site_id: str
@@ -239,6 +241,7 @@ class Report:
     threshold: str | None
     citations: dict[str, str]
     state: str
+    has_orders: bool = True
     readings: int = 0
     coverage: list[SensorCoverage] = field(default_factory=list)
     storms: list[StormRow] = field(default_factory=list)
