@@ -79,7 +79,8 @@ def compact_rows(conn: sqlite3.Connection, site: str, series: Sequence[tuple[str
     rows): a series whose unit, gateway, boot and tip size stay those of its first row is read
     without those four text columns (a third of the read's time is making them Python strings,
     and as many again loading them in the parent, :func:`read_ahead`). One index range per series
-    (``(site, device, quantity, time_us)``).
+    (``readings_series``, whose columns hold every column read here: no row of the table is looked up;
+    a store written before it has ``(site, device, quantity, time_us)``, and each row is looked up).
 
     Raises:
         sqlite3.Error: the query failed.

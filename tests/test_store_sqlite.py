@@ -96,3 +96,40 @@ def test_stored_span_is_the_first_and_last_time_in_the_window(store: SqliteStore
     assert store.stored_span("riverside", [("nope", "rain_tips")], T0, T0 + timedelta(hours=1)) is None
     assert store.stored_span("other", rain, T0, T0 + timedelta(hours=1)) == \
         (T0 + timedelta(minutes=1), T0 + timedelta(minutes=1))
+
+
+def _plan(path: Path, site: str) -> str:
+    from stormwatch.stores import sqlite_reader
+
+    con = sqlite3.connect(path)
+    try:
+        rows = con.execute("EXPLAIN QUERY PLAN " + sqlite_reader._VARYING,
+                           ("{tip}", "gw-1", "b1", "", site, "rain-1", "rain_tips", 0, 2**62)).fetchall()
+    finally:
+        con.close()
+    return " ".join(str(r[-1]) for r in rows)
+
+
+def test_a_new_store_answers_a_series_from_its_index_alone(store: SqliteStore) -> None:
+    store.write_readings([tip(i, 1, i) for i in range(3)])
+    # the backfill's query of a series' day reads no row of the table (sqlite.py _SERIES_INDEX)
+    assert "USING COVERING INDEX readings_series" in _plan(Path(store.path), "riverside")
+    found = store.query_series("riverside", [("rain-1", "rain_tips")], T0, T0 + timedelta(hours=1))
+    assert [r[:2] for r in found[("rain-1", "rain_tips")]] == [(int(T0.timestamp() * 1e6) + i * 60_000_000, 1)
+                                                              for i in range(3)]
+
+
+def test_a_store_with_the_earlier_series_index_keeps_it_and_reads_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with SqliteStore(path) as s:
+        s.write_readings([tip(i, 1, i) for i in range(3)])
+    con = sqlite3.connect(path)  # the index of stores written before readings_series, as they have it
+    con.executescript("DROP INDEX readings_series; CREATE INDEX readings_site_device_quantity_time"
+                      " ON readings (site, device, quantity, time_us);")
+    con.close()
+    with SqliteStore(path) as s:  # opening it builds no index over the years of readings it may hold
+        names = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "readings_series" not in names and "readings_site_device_quantity_time" in names
+        assert "readings_site_device_quantity_time" in _plan(path, "riverside")
+        found = s.query_series("riverside", [("rain-1", "rain_tips")], T0, T0 + timedelta(hours=1))
+        assert len(found[("rain-1", "rain_tips")]) == 3
