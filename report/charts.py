@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
     from stormwatch.report.build import Collector, _Window
 
-MAX_POINTS = 1500
+#: Buckets per line of a long series: about one per point (1/72 in) of the plot's 6.7 in -- finer than
+#: print shows (1,500 before: three steps per point, 300 KB of SVG path for the PDF renderer to draw).
+MAX_POINTS = 500
 _W, _H = 7.2, 2.3  # inches: the text width of a Letter page
 
 
@@ -140,20 +142,34 @@ def _reduce(windows: Sequence[object], n: int) -> list[object]:
     return out
 
 
+def _steps(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float]]:
+    """The corners of a step line (``steps-post``) through ``(xs, ys)``: a point whose value is the one
+    before it draws nothing new and is left out, the last point kept (where the line ends) -- the
+    same line with fewer vertices for the PDF's SVG renderer."""
+    out_x: list[float] = []
+    out_y: list[float] = []
+    for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+        if out_y and y == out_y[-1] and i != len(xs) - 1:
+            continue
+        out_x.append(x)
+        out_y.append(y)
+    return out_x, out_y
+
+
 def _turbidity(report: Report, windows: Sequence[_Window], point: str | None, where: str, svg_id: str) -> Chart:
     fig, ax = _figure()
     inside = [w for w in windows if report.start <= w.start < report.end]
     shown = _reduce(inside, MAX_POINTS)
     judged = [w for w in shown if w.allowed is not None]  # type: ignore[attr-defined]
     if judged:
-        ax.fill_between([_x(w.start) for w in judged], 0, [w.allowed for w in judged], step="post",  # type: ignore[attr-defined]
-                        color="#cfe8cf", label="allowed band (criterion)")
+        band_x, band_y = _steps([_x(w.start) for w in judged], [w.allowed for w in judged])  # type: ignore[attr-defined]
+        ax.fill_between(band_x, 0, band_y, step="post", color="#cfe8cf", label="allowed band (criterion)")
     for attr, color, label in (("upstream", "#4d9a4d", "upstream (background) median"),
                                ("downstream", "#b03030", "downstream median")):
         pts = [(w.start, getattr(w, attr)) for w in shown if getattr(w, attr) is not None]  # type: ignore[attr-defined]
         if pts:
-            ax.plot([_x(p[0]) for p in pts], [p[1] for p in pts], color=color, linewidth=0.8, label=label,
-                    drawstyle="steps-post")
+            line_x, line_y = _steps([_x(p[0]) for p in pts], [p[1] for p in pts])
+            ax.plot(line_x, line_y, color=color, linewidth=0.8, label=label, drawstyle="steps-post")
     _hatch(ax, [u.interval for u in report.unknown if u.what == "turbidity contrast" and u.point == point],
            "not judged: UNKNOWN")
     rows = report.turbidity_of(point)
