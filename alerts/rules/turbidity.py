@@ -88,11 +88,14 @@ _TIME, _VALUE, _UNIT, _FLAGS = itemgetter(0), itemgetter(1), itemgetter(2), item
 
 @dataclass
 class _Window:
-    """The clean readings of one window, ``(event time in µs since the epoch, value)`` (a datetime
-    is made only for the evidence of an event), and how many carried QC flags."""
+    """The clean readings of one window as columns -- event times in µs since the epoch (a datetime
+    is made only for the evidence of an event) and values, the i-th of each one reading -- and how
+    many carried QC flags."""
 
-    up: list[tuple[int, float]] = field(default_factory=list)
-    down: list[tuple[int, float]] = field(default_factory=list)
+    up_t: list[int] = field(default_factory=list)
+    up_v: list[float] = field(default_factory=list)
+    down_t: list[int] = field(default_factory=list)
+    down_v: list[float] = field(default_factory=list)
     up_flagged: int = 0
     down_flagged: int = 0
     up_units: set[str] = field(default_factory=set)
@@ -108,8 +111,11 @@ class _Result(NamedTuple):
     down_median: float | None = None
     allowed: float | None = None
     unit: str = "NTU"
-    up: Sequence[tuple[int, float]] = ()
-    down: Sequence[tuple[int, float]] = ()
+    #: the window's clean readings (:class:`_Window`'s columns: µs since the epoch, values)
+    up_t: Sequence[int] = ()
+    up_v: Sequence[float] = ()
+    down_t: Sequence[int] = ()
+    down_v: Sequence[float] = ()
 
     def evidence(self, criterion: str) -> dict[str, Any]:
         """The window as an event's evidence: its medians, the allowed value and ``criterion`` (the
@@ -122,8 +128,8 @@ class _Result(NamedTuple):
         }
         if self.status not in ("violating", "compliant"):
             out["reason"] = self.reason
-        out["upstream"] = [[format_time(time_of_us(t)), v] for t, v in self.up]
-        out["downstream"] = [[format_time(time_of_us(t)), v] for t, v in self.down]
+        out["upstream"] = [[format_time(time_of_us(t)), v] for t, v in zip(self.up_t, self.up_v, strict=True)]
+        out["downstream"] = [[format_time(time_of_us(t)), v] for t, v in zip(self.down_t, self.down_v, strict=True)]
         return out
 
 
@@ -197,7 +203,8 @@ class TurbidityRuleState:
             else:
                 w.down_flagged += 1
             return []
-        (w.up if up else w.down).append((us_of(t), float(reading.value)))
+        (w.up_t if up else w.down_t).append(us_of(t))
+        (w.up_v if up else w.down_v).append(float(reading.value))
         (w.up_units if up else w.down_units).add(reading.unit)
         return []
 
@@ -223,10 +230,10 @@ class TurbidityRuleState:
             times = times_of(rows)
             if isinstance(rows, SeriesRows):  # columns: one unit, no flag (nearly every chunk)
                 flagged, units = False, {rows.unit}
-                pairs = list(zip(times, map(float, rows.values), strict=True))
+                values = list(map(float, rows.values))
             else:
                 flagged = any(map(_FLAGS, rows))
-                pairs = [] if flagged else list(zip(times, map(float, map(_VALUE, rows)), strict=True))
+                values = [] if flagged else list(map(float, map(_VALUE, rows)))
                 units = set(map(_UNIT, rows)) if not flagged else set()
             i, n = 0, len(rows)
             while i < n:
@@ -242,7 +249,8 @@ class TurbidityRuleState:
                 if w is None:
                     w = windows[idx] = _Window()
                 if not flagged:
-                    (w.up if is_up else w.down).extend(pairs[i:j])
+                    (w.up_t if is_up else w.down_t).extend(times[i:j])
+                    (w.up_v if is_up else w.down_v).extend(values[i:j])
                     target = w.up_units if is_up else w.down_units
                     if len(units) == 1:
                         target |= units
@@ -259,7 +267,8 @@ class TurbidityRuleState:
                     else:
                         w.down_flagged += len(part) - len(clean)
                     part = clean
-                (w.up if is_up else w.down).extend(zip(map(_TIME, part), map(float, map(_VALUE, part)), strict=True))
+                (w.up_t if is_up else w.down_t).extend(map(_TIME, part))
+                (w.up_v if is_up else w.down_v).extend(map(float, map(_VALUE, part)))
                 (w.up_units if is_up else w.down_units).update(map(_UNIT, part))
         return []
 
@@ -280,27 +289,29 @@ class TurbidityRuleState:
 
     def _evaluate(self, start: datetime, end: datetime, w: _Window) -> _Result:
         def undecided(status: Status, reason: str, down_median: float | None = None) -> _Result:
-            return _Result(start, end, status, reason, down_median=down_median, up=w.up, down=w.down)
+            return _Result(start, end, status, reason, down_median=down_median, up_t=w.up_t, up_v=w.up_v,
+                           down_t=w.down_t, down_v=w.down_v)
 
-        if not w.down:
+        if not w.down_v:
             if w.down_flagged:
                 return undecided("needs_verification", "downstream readings carry QC flags")
             return undecided("undetermined", "no downstream reading")
-        down_median = _median(map(_VALUE, w.down))
+        down_median = _median(w.down_v)
         if self.criterion.needs_background:
-            if not w.up:
+            if not w.up_v:
                 if w.up_flagged:
                     return undecided("needs_verification", "upstream (background) readings carry QC flags", down_median)
                 return undecided("undetermined", "no upstream (background) reading", down_median)
             if w.up_units != w.down_units or len(w.up_units) != 1:
                 return undecided("undetermined", f"probe units differ ({names(w.up_units)} vs {names(w.down_units)})")
-            up_median: float | None = _median(map(_VALUE, w.up))
+            up_median: float | None = _median(w.up_v)
         else:
-            up_median = _median(map(_VALUE, w.up)) if w.up else None
+            up_median = _median(w.up_v) if w.up_v else None
         allowed = self.criterion.allowed_ntu(up_median)
         status: Status = "violating" if down_median > allowed else "compliant"
         unit = next(iter(w.down_units)) if len(w.down_units) == 1 else "NTU"
-        return _Result(start, end, status, self.criterion.name, up_median, down_median, allowed, unit, w.up, w.down)
+        return _Result(start, end, status, self.criterion.name, up_median, down_median, allowed, unit,
+                       w.up_t, w.up_v, w.down_t, w.down_v)
 
     def _event(self, kind: EventKind, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
         return Event(kind=kind, site=self.site, event_time=r.end, rule=self.rule_id, citation=self.params.citation,
