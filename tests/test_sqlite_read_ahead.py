@@ -126,3 +126,23 @@ def test_a_series_whose_texts_change_is_read_whole(tmp_path: Path) -> None:
     assert got[0][("turb-down", "turbidity")][1][3] == "spike,stuck"
     assert got[1][("turb-down", "turbidity")] == [row(written[8])]
     assert got[2][("turb-down", "turbidity")] == []
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
+def test_a_readers_pipe_holds_a_days_message(tmp_path: Path) -> None:
+    import fcntl
+
+    from stormwatch.stores.sqlite_reader import PIPE_BYTES, _widen
+
+    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as pipe:
+        try:
+            before = fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ)
+            assert before == 65536  # Linux's default (pipe(7))
+            _widen(pipe)
+            # a day of two 1-minute series is about 80 KB (2 x 1,440 times, values and seqs, marshalled):
+            # more than the default holds, well within the widened pipe
+            assert fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ) == (PIPE_BYTES if limit >= PIPE_BYTES else before)
+        finally:
+            os.close(w)
