@@ -5,7 +5,7 @@
 * turbidity: the downstream and upstream window medians R2 judged, the allowed band under the
   criterion's allowed value, and the windows R2 could not judge hatched;
 * basin: the share of the design storage volume sediment takes (R3's settled depth), with the
-  pack's warning and cleanout fractions.
+  pack's warning and cleanout fractions, and the stretches without level readings hatched.
 
 Long series are reduced to at most :data:`MAX_POINTS` buckets per line (each keeps the window with
 the highest downstream value, so a violation is never averaged away).
@@ -98,7 +98,7 @@ def charts_of(report: Report, c: Collector, rain_unknown: Sequence[Interval]) ->
     for i, (basin, label) in enumerate(report.basins or ((None, ""),)):
         settled = [(t, lost) for t, _d, lost, b in c.basin if basin is None or b == basin]
         if settled:
-            out.append(_basin(report, settled, label, f"basin{i or ''}"))
+            out.append(_basin(report, settled, basin, label, f"basin{i or ''}"))
     return out
 
 
@@ -184,15 +184,21 @@ def _turbidity(report: Report, windows: Sequence[_Window], point: str | None, wh
                  "without clean readings of a probe (unknown).")
 
 
-def _basin(report: Report, settled: Sequence[tuple[datetime, float]], label: str, svg_id: str) -> Chart:
+def _basin(report: Report, settled: Sequence[tuple[datetime, float]], basin: str | None, label: str,
+           svg_id: str) -> Chart:
     fig, ax = _figure()
     pts = [(t, lost * 100) for t, lost in settled if t < report.end]
     before = [p for p in pts if p[0] < report.start]
     pts = ([(report.start, before[-1][1])] if before else []) + [p for p in pts if p[0] >= report.start]
-    if pts:
-        pts.append((report.end, pts[-1][1]))
+    if pts:  # held to the period's end -- or to the state's clock: after it nothing had happened yet
+        pts.append((report.not_yet.start if report.not_yet is not None else report.end, pts[-1][1]))
         ax.plot([_x(p[0]) for p in pts], [p[1] for p in pts], drawstyle="steps-post", color="#7a4a1a", linewidth=1,
                 label="sediment, % of design storage volume")
+    # a stretch without level readings: the line holds its last settled value across it (R3 decides
+    # nothing new there), hatched as unknown -- never read as a basin that stayed where it was
+    _hatch(ax, [u.interval for u in report.unknown if u.what == "basin level" and (basin is None or u.point in
+                                                                                    (None, basin))],
+           "no level data: UNKNOWN")
     if report.basin_limits is not None:
         warn, clean = report.basin_limits
         ax.axhline(warn * 100, color="#c08000", linewidth=0.8, linestyle=":", label=f"warning ({warn:.0%})")
@@ -203,4 +209,5 @@ def _basin(report: Report, settled: Sequence[tuple[datetime, float]], label: str
     ax.legend(loc="upper left", frameon=False)
     name = f" {label}" if label else ""
     return Chart(f"Sediment basin{name}: storage taken by sediment", _svg(fig, svg_id),
-                 "R3's settled sediment depth as a share of the design storage volume (stage-storage geometry).")
+                 "R3's settled sediment depth as a share of the design storage volume (stage-storage geometry); "
+                 "hatched: no level readings (unknown).")

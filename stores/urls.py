@@ -159,6 +159,8 @@ def _open_sqlite(url: str, clock: Clock | None, existing: bool) -> ReadingStore:
                             "a store is never created in a directory that is not there)")
     if file.is_dir():
         raise StoreUrlError(f"{file} is a directory, not an SQLite file")
+    if existing:
+        _check_stormwatch_file(file)
     try:
         return SqliteStore(file, clock=clock)
     except StoreError as exc:
@@ -166,6 +168,32 @@ def _open_sqlite(url: str, clock: Clock | None, existing: bool) -> ReadingStore:
         if isinstance(cause, sqlite3.DatabaseError) and getattr(cause, "sqlite_errorcode", None) in _NOT_A_DATABASE:
             raise StoreUrlError(f"{file} is not an SQLite database ({cause})") from None
         raise
+
+
+def _check_stormwatch_file(file: Path) -> None:
+    """Refuse, before anything is written to it, a file a reading command was pointed at that is not
+    a stormwatch store: an empty file or another program's SQLite database (opening it as a store
+    would add stormwatch's tables and switch it to WAL -- a report then said "no data" of the wrong
+    file), or no SQLite database at all.
+
+    Raises:
+        StoreUrlError: why the file is not a stormwatch store.
+    """
+    uri = f"file:{urllib.parse.quote(str(file.resolve()))}?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+        try:
+            found = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'readings'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorcode", None) in _NOT_A_DATABASE:
+            raise StoreUrlError(f"{file} is not an SQLite database ({exc})") from None
+        return  # another error (locked, unreadable): opening the store says what it is
+    if found is None:
+        what = "an empty file" if file.stat().st_size == 0 else "an SQLite database without stormwatch's readings table"
+        raise StoreUrlError(f"{file} is {what}, not a stormwatch store (the store ingest, import or the demo writes; "
+                            "check the path)")
 
 
 def _open_influx(url: str, parts: urllib.parse.SplitResult, scheme: str, clock: Clock | None) -> ReadingStore:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +74,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     _site_variant(doc_of(site), d / "odd-baud.yaml", lambda x: x["devices"][2]["transport"].update(baud=12345))
     (d / "twice-id.yaml").write_text(site.read_text(encoding="utf-8").replace("site:\n", "site:\n  id: other\n", 1),
                                      encoding="utf-8")  # site.id written twice: the next line is the file's own
+    (d / "empty.db").write_bytes(b"")  # a 0-byte file: an empty SQLite database, not a store
+    foreign = sqlite3.connect(d / "foreign.db")  # another program's database
+    foreign.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    foreign.commit()
+    foreign.close()
     used = open_store(f"sqlite:///{d / 'used.db'}", WallClock())  # holds a reading inside the demo's window
     used.write_readings([Reading(site="riverside-commons", device="rain-1", quantity="rain_tips", value=0,
                                  unit=TIP_UNIT, time=datetime(2026, 6, 1, 5, 0, tzinfo=UTC), gateway="gw",
@@ -86,7 +92,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
             "broken": d / "broken.yaml", "big": d / "big.csv", "rain": d / "rain.csv", "bin": d / "data.bin",
             "db": d / "store.db", "state": state, "a-file": d / "a-file", "sites": sites,
             "tharandt": data_file("tharandt_davis_tips_Sensor1.csv"), "empty-state": d / "empty-state",
-            "a-dir-db": d / "a-dir.db", "used": d / "used.db",
+            "a-dir-db": d / "a-dir.db", "used": d / "used.db", "empty-db": d / "empty.db",
+            "foreign-db": d / "foreign.db",
             **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
                                                      "low-sensor", "huge-deadline", "twice-id", "infinite-basin",
                                                      "wide-basin", "flat-table", "huge-table", "poll-true",
@@ -253,6 +260,14 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "no SQLite store at {dir}/nothing.db"),
         ("ingest-binary-store", ["ingest", "--site", "{site}", "--store", "sqlite:///{bin}"],
          "--store sqlite:///{bin}: {bin} is not an SQLite database"),
+        # a reading command never writes into a file that is not a stormwatch store (it used to add the
+        # tables, switch the file to WAL and report "no data" of it)
+        ("report-empty-store", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
+                                "--no-work-orders", "--store", "sqlite:///{empty-db}", "-o", "{dir}/e.csv"],
+         "--store sqlite:///{empty-db}: {empty-db} is an empty file, not a stormwatch store"),
+        ("report-foreign-store", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
+                                  "--no-work-orders", "--store", "sqlite:///{foreign-db}", "-o", "{dir}/f.csv"],
+         "{foreign-db} is an SQLite database without stormwatch's readings table, not a stormwatch store"),
         ("evaluate-binary-store", ["evaluate", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
                                    "--store", "sqlite:///{bin}"], "{bin} is not an SQLite database"),
         ("evaluate-http-store", ["evaluate", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",

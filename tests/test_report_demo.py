@@ -107,6 +107,11 @@ def test_demo_report_pdf_lists_the_storm_the_plume_and_the_cleanout(demo: dict[s
     assert "cleanout due" in text and demo["cleanout_order"] in text and "Sam Operator" in text
     assert "on time" in text
     assert "Qualified inspector" in text and "Signature" in text
+    pages = int(subprocess.run(["pdfinfo", str(pdf)], check=True, capture_output=True, text=True).stdout
+                .split("Pages:")[1].split()[0])
+    # the print stylesheet's running footer (it had been HTML-escaped into the template, and WeasyPrint
+    # dropped its quoted declarations: no page numbers, no sans-serif font)
+    assert all(f"page {n} of {pages}" in text for n in range(1, pages + 1)), text[-500:]
     assert "photos: 1. outfall-2.png" in text  # the web desk's photo, as a thumbnail
     images = subprocess.run(["pdfimages", "-list", str(pdf)], check=True, capture_output=True, text=True).stdout
     assert len(images.strip().splitlines()) == 3  # two header lines, one image
