@@ -327,6 +327,12 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     report.basin = _basin(ev.events, by_id, sources, start, end)
     report.unknown = _unknown(cfg, ev, collector, coverage, start, known, watched, background=background) \
         if known > start else []
+    # and the orders the period's rows cite, opened after its end (a storm of the period ending after it):
+    # a row never names an order the log book does not show
+    outcomes = [row.outcome for rows in (report.storms, report.turbidity, report.basin) for row in rows]
+    cited = {o.order.id for o in outcomes if o is not None and o.order is not None}
+    listed = {o.id for o in orders} | cited
+    orders = [o for o in by_id.values() if o.id in listed]
     report.orders = [OrderRow(o, tuple(sources.book.history(o.id)), _thumbnails(sources.book, o.id))
                      for o in orders] if sources.book else []
     if report.storm is None and charts:

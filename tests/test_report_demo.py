@@ -152,6 +152,21 @@ def test_demo_report_csv_carries_the_same_numbers(demo: dict[str, object], tmp_p
     assert sum(int(d["tips"]) for d in days.values()) == 120
 
 
+def test_an_order_a_row_cites_is_in_the_log_book_though_opened_after_the_period(demo: dict[str, object],
+                                                                               tmp_path: Path) -> None:
+    # The demo's storm starts on 1 June and its last tip is on 2 June (EDT); its inspection order is
+    # opened after it ends. A log book of 1 June alone reports the storm whole and cites that order:
+    # the work-order section must hold it too (its history, the inspector's completion).
+    out = tmp_path / "first-day.csv"
+    args = _args(demo, out)
+    args[args.index("--until") + 1] = "2026-06-02"
+    run_cli(*args)
+    rows = list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"))))
+    (storm,) = [r for r in rows if r["section"] == "storm"]
+    assert storm["id"] == demo["storm_order"] and storm["tips"] == "120"
+    assert demo["storm_order"] in {r["id"] for r in rows if r["section"] == "work_order"}
+
+
 def test_storm_report_is_the_same_document_for_one_storm(demo: dict[str, object], tmp_path: Path) -> None:
     need_poppler()
     pdf = tmp_path / "storm.pdf"
