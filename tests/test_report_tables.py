@@ -76,3 +76,11 @@ def test_with_a_work_order_book_the_storm_table_has_the_order_and_the_inspection
     table = _storm_table(to_html(_report(has_orders=True)))
     assert "<th>work order</th><th>inspection</th>" in table
     assert "Inspections:" not in table
+
+
+def test_without_a_book_the_log_book_never_says_it_read_one() -> None:
+    html = to_html(_report(has_orders=False))
+    orders = html[html.index('<section class="part" id="orders">'):html.index('<section id="signature">')]
+    assert "Not included: no work-order state (--no-work-orders): inspection records not included." in orders
+    assert "No work order of this site touches the period" not in orders  # not "none", but "not looked at"
+    assert "stored readings; the rules' own evaluation" in html and "work-order state;" not in html
