@@ -31,10 +31,9 @@ Series index: a store indexes each series' rows with every column a backfill rea
 in the table. A store written by an earlier stormwatch keeps its narrower
 ``readings_site_device_quantity_time`` -- the same answers, a year's report about half a second
 slower -- since opening it never builds an index over years of readings while every other process
-of the store waits. To give it the new one (about 6 s for a year of a site's four sensors), with its
-writers stopped: ``sqlite3 FILE "CREATE INDEX readings_series ON readings (site, device, quantity,
-time_us, value, seq, unit, gateway, boot, flags, tip_size); DROP INDEX
-readings_site_device_quantity_time"``.
+of the store waits. docs/reports.md ("Performance") gives the two SQL statements that move such a
+store to the new index (about 6 s for a year of a site's four sensors, its writers stopped); this
+module never removes anything from a store.
 * ``events`` -- ordinance events, ``UNIQUE(site, kind, occurrence)``: the same event written twice
   is stored once (the later write replaces the row). ``wire`` holds ``Event.to_wire()`` JSON.
 * ``deadletter`` -- rejected messages with reason, detail, topic, payload bytes and receive time.

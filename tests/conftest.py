@@ -119,9 +119,19 @@ def own_influx(tmp_path: Path) -> Iterator[servers.InfluxDB1]:
 def nats_cluster(tmp_path: Path) -> Iterator[servers.NatsCluster]:
     """A 3-node NATS cluster (JetStream, MQTT listeners) of this test alone; a node may be killed."""
     _need("nats-server")
-    cluster = servers.nats_cluster(tmp_path / "nats", 3)
+    # a cluster's 12 ports are picked free, then bound by nats-server a moment later: another test's
+    # server may take one in between (a CI run beside other work: "bind: address already in use") --
+    # then the cluster is made again on other ports, never a test failure of the product
+    for attempt in range(3):
+        cluster = servers.nats_cluster(tmp_path / f"nats-{attempt}", 3)
+        try:
+            cluster.start()
+            break
+        except RuntimeError as exc:
+            cluster.stop()
+            if "address already in use" not in str(exc) or attempt == 2:
+                raise
     try:
-        cluster.start()
         yield cluster
     finally:
         cluster.stop()
