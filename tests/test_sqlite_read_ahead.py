@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.stores import sqlite_reader
 from stormwatch.stores.base import StoreError
 from stormwatch.stores.rows import series_chunks
 from stormwatch.stores.sqlite import SqliteStore
@@ -64,7 +65,10 @@ def test_an_unreadable_file_is_a_store_error(tmp_path: Path) -> None:
         assert not path.exists()
 
 
-def test_a_reader_stopped_early_leaves_no_process(tmp_path: Path) -> None:
+def test_a_reader_stopped_early_leaves_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pipes of one page: each reader blocks a few windows ahead, alive when counted (in pipes of a MiB
+    # it wrote all 48 small windows and ended before the count)
+    monkeypatch.setattr(sqlite_reader, "PIPE_BYTES", 4096)
     _store(tmp_path / "s.db", 2)
     windows = [(T0 + timedelta(hours=h), T0 + timedelta(hours=h + 1)) for h in range(48)]
     before = _children()  # a test server this session started (influxd...) is not the reader's
