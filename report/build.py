@@ -317,7 +317,6 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
                     "sensor UNKNOWN there (is the store the site's, and the site file the store's?)", cfg.site.id,
                     format_time(start), format_time(known))
     events: dict[tuple[str, str], Event] = {(e.kind, e.occurrence): e for e in ev.events}
-    orders = _orders(cfg, sources.book, start, end)
     # a storm, contrast or basin cycle of the period finds its order even when the order was opened
     # after the period's end (a storm ending after it, a cleanout due later)
     by_id = {o.id: o for o in sources.book.list(site=cfg.site.id)} if sources.book is not None else {}
@@ -331,8 +330,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     # a row never names an order the log book does not show
     outcomes = [row.outcome for rows in (report.storms, report.turbidity, report.basin) for row in rows]
     cited = {o.order.id for o in outcomes if o is not None and o.order is not None}
-    listed = {o.id for o in orders} | cited
-    orders = [o for o in by_id.values() if o.id in listed]
+    orders = [o for o in by_id.values() if o.id in cited or _touches(o, start, end)]
     report.orders = [OrderRow(o, tuple(sources.book.history(o.id)), _thumbnails(sources.book, o.id))
                      for o in orders] if sources.book else []
     if report.storm is None and charts:
@@ -387,12 +385,9 @@ def _stored_after(store: ReadingStore, cfg: SiteConfig, t: datetime) -> bool:
     return any(found.values())
 
 
-def _orders(cfg: SiteConfig, book: WorkOrders | None, start: datetime, end: datetime) -> list[WorkOrder]:
-    """The site's orders whose life (opening condition to completion, or still open) touches the period."""
-    if book is None:
-        return []
-    return [o for o in book.list(site=cfg.site.id)
-            if o.event_time < end and (o.completed_at is None or o.completed_at >= start)]
+def _touches(o: WorkOrder, start: datetime, end: datetime) -> bool:
+    """Whether the order's life (opening condition to completion, or still open) touches the period."""
+    return o.event_time < end and (o.completed_at is None or o.completed_at >= start)
 
 
 def _find(by_id: dict[str, WorkOrder], site: str, rule: str, occurrence: str) -> WorkOrder | None:

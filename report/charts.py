@@ -196,9 +196,9 @@ def _basin(report: Report, settled: Sequence[tuple[datetime, float]], basin: str
                 label="sediment, % of design storage volume")
     # a stretch without level readings: the line holds its last settled value across it (R3 decides
     # nothing new there), hatched as unknown -- never read as a basin that stayed where it was
-    _hatch(ax, [u.interval for u in report.unknown if u.what == "basin level" and (basin is None or u.point in
-                                                                                    (None, basin))],
-           "no level data: UNKNOWN")
+    gaps = [u.interval for u in report.unknown
+            if u.what == "basin level" and (basin is None or u.point in (None, basin))]
+    _hatch(ax, gaps, "no level data: UNKNOWN")
     if report.basin_limits is not None:
         warn, clean = report.basin_limits
         ax.axhline(warn * 100, color="#c08000", linewidth=0.8, linestyle=":", label=f"warning ({warn:.0%})")

@@ -226,7 +226,7 @@ class TurbidityRuleState:
         windows, first = self._windows, self._next
         for rows, is_up in ((up, True), (down, False)):
             # the rows are in time order: take them a window at a time; a chunk's rows without a flag
-            # (nearly every one) are paired and their units found once, not window by window
+            # (nearly every one) have their values made floats and their units found once, not window by window
             times = times_of(rows)
             if isinstance(rows, SeriesRows):  # columns: one unit, no flag (nearly every chunk)
                 flagged, units = False, {rows.unit}
