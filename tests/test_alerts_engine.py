@@ -15,7 +15,7 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0, Feeder, site
+from tests.alerts_support import T0, Feeder, site
 
 MIN = timedelta(minutes=1)
 

@@ -33,6 +33,7 @@ from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.influx1 import Influx1Store
 from stormwatch.stores.sqlite import SqliteStore
+from tests.alerts_support import T0, Feeder, keys, live, scenario, site, site_doc
 from tests.delivery_support import (
     FORGETFUL,
     EventListener,
@@ -43,8 +44,6 @@ from tests.delivery_support import (
     publish,
     stored_events,
 )
-from tests.test_alerts_support import T0, Feeder, site, site_doc
-from tests.test_engine_backfill import keys, live, scenario
 from tests.waits import wait_until
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.influxdb]

@@ -19,8 +19,8 @@ from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, dump_readings
 from stormwatch.profiles import ProfileLibrary
+from tests.alerts_support import T0, Feeder, site
 from tests.names import run_unique
-from tests.test_alerts_support import T0, Feeder, site
 
 MIN = timedelta(minutes=1)
 

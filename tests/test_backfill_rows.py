@@ -36,7 +36,7 @@ from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.report.build import Collector, CoverageCounter
 from stormwatch.stores.sqlite import SqliteStore
-from tests.test_alerts_support import T0, Feeder, site, site_doc
+from tests.alerts_support import T0, Feeder, site, site_doc
 
 MIN = timedelta(minutes=1)
 DAYS = 3

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from stormwatch.app.cli import app
 from tests.conftest import DATA
+from tests.importers_support import CASES
 
-CASES = Path(__file__).resolve().parent / "cases"
 #: Set to write each case's expected.jsonl from what the code emits (then read it before committing).
 WRITE = os.environ.get("STORMWATCH_WRITE_CASES") == "1"
 #: Left out of the comparison (a storm's evidence lists every tip).

@@ -5,27 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from stormwatch.config import ConfigError, load_site
 from stormwatch.profiles import ProfileLibrary
 from tests.conftest import REPO
-
-EXAMPLE = REPO / "examples" / "site.yaml"
-
-
-def _write(tmp_path: Path, doc: dict) -> Path:
-    p = tmp_path / "site.yaml"
-    p.write_text(yaml.safe_dump(doc))
-    return p
-
-
-def _example() -> dict:
-    return yaml.safe_load(EXAMPLE.read_text())
+from tests.demo_support import EXAMPLE_SITE, example_doc, write_site
 
 
 def test_example_site_loads_with_its_profiles() -> None:
-    cfg = load_site(EXAMPLE, ProfileLibrary())
+    cfg = load_site(EXAMPLE_SITE, ProfileLibrary())
     assert cfg.site.id == "riverside-commons" and cfg.site.jurisdiction == "ch133"
     assert [d.id for d in cfg.devices] == ["rain-1", "turb-up", "turb-down", "basin-level"]
     assert cfg.basin is not None and cfg.basin.design_height == 4
@@ -57,9 +45,9 @@ def test_example_site_loads_with_its_profiles() -> None:
     ],
 )
 def test_errors_name_the_file_and_the_key(tmp_path: Path, mutate, expected: str) -> None:
-    doc = _example()
+    doc = example_doc()
     mutate(doc)
-    path = _write(tmp_path, doc)
+    path = write_site(tmp_path, doc)
     with pytest.raises(ConfigError) as err:
         load_site(path, ProfileLibrary())
     assert str(path) in str(err.value)
@@ -67,12 +55,12 @@ def test_errors_name_the_file_and_the_key(tmp_path: Path, mutate, expected: str)
 
 
 def test_roles_must_fit_the_profiles(tmp_path: Path) -> None:
-    doc = _example()
+    doc = example_doc()
     doc["rain_gauge"] = "turb-up"  # a turbidity probe does not count tips
     doc["turbidity_pair"]["upstream"] = "rain-1"  # a rain gauge does not report turbidity
     doc["basin"]["device"] = "turb-down"  # a turbidity probe is not a level sensor
     with pytest.raises(ConfigError) as err:
-        load_site(_write(tmp_path, doc), ProfileLibrary())
+        load_site(write_site(tmp_path, doc), ProfileLibrary())
     msg = str(err.value)
     assert "rain_gauge: device 'turb-up' (yosemitech_y511) does not count tips" in msg
     assert "turbidity_pair.upstream: device 'rain-1' (tipping_bucket_modbus_counter) does not report turbidity" in msg
@@ -80,23 +68,23 @@ def test_roles_must_fit_the_profiles(tmp_path: Path) -> None:
 
 
 def test_ntu_and_fnu_probes_are_not_a_pair(tmp_path: Path) -> None:
-    doc = _example()
+    doc = example_doc()
     doc["devices"][2]["profile"] = "ysi_exo_turbidity"  # reports FNU (ISO 7027), upstream reports NTU
     with pytest.raises(ConfigError, match="upstream reports NTU but downstream FNU"):
-        load_site(_write(tmp_path, doc), ProfileLibrary())
+        load_site(write_site(tmp_path, doc), ProfileLibrary())
 
 
 def test_distance_down_sensor_needs_its_mount_height(tmp_path: Path) -> None:
-    doc = _example()
+    doc = example_doc()
     del doc["basin"]["sensor_mount_height_ft"]
     with pytest.raises(ConfigError, match=r"basin\.sensor_mount_height_ft: required"):
-        load_site(_write(tmp_path, doc), ProfileLibrary())
+        load_site(write_site(tmp_path, doc), ProfileLibrary())
 
 
 def test_a_key_written_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
     """PyYAML keeps the last of a repeated key silently; the loader of site files, profiles and
     packs (stormwatch.errors.load_yaml) refuses it, naming the key and both lines."""
-    text = EXAMPLE.read_text()
+    text = EXAMPLE_SITE.read_text()
     path = tmp_path / "site.yaml"
     path.write_text(text.replace("site:\n", "site:\n  id: riverside-north\n", 1))
     line = text.splitlines().index("site:") + 2  # the line added; the example's own id is the next one

@@ -44,11 +44,11 @@ def test_bad_tip_size_of_a_rain_file_names_the_file() -> None:
 
 
 def test_unknown_jurisdiction_is_refused(tmp_path) -> None:
-    from tests.test_config import _example, _write
+    from tests.demo_support import example_doc, write_site
 
-    doc = _example()
+    doc = example_doc()
     doc["site"]["jurisdiction"] = "ch999"
-    result = runner.invoke(app, ["demo", "--site", str(_write(tmp_path, doc))])
+    result = runner.invoke(app, ["demo", "--site", str(write_site(tmp_path, doc))])
     assert result.exit_code == 2
     assert "ch999" in result.output
 

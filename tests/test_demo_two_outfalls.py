@@ -29,7 +29,7 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.app.cli import app
 from stormwatch.clock import WallClock
 from stormwatch.stores.urls import open_store
-from tests.test_e2e import half_volume_depth_ft, washington_violation_start
+from tests.demo_support import half_volume_depth_ft, washington_violation_start
 
 SITE = "mill-creek-commons"
 SETTLE = timedelta(minutes=30)

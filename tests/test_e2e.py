@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import statistics
 import subprocess
 import sys
 import uuid
@@ -29,9 +28,9 @@ from stormwatch.app.pipeline import Pipeline
 from stormwatch.config import load_site
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from tests.conftest import REPO, data_file
+from tests.conftest import data_file
+from tests.demo_support import EXAMPLE_SITE, half_volume_depth_ft, prismoid_ft3, washington_violation_start
 
-EXAMPLE_SITE = REPO / "examples" / "site.yaml"
 SCENARIO_START = datetime(2026, 6, 1, 4, 0, tzinfo=UTC)  # simulators/scenarios/default.yaml
 POLL = timedelta(seconds=60)
 
@@ -54,48 +53,6 @@ def _ns(t: int) -> datetime:
     ns below it are the reading's timestamp slot, stormwatch.stores.influxwrite; float division would
     round a slot of 500+ ns up to the next microsecond)."""
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=t // 1000)
-
-
-def prismoid_ft3(h: float, length: float = 40, width: float = 20, z: float = 3) -> float:
-    """V(h) of a rectangular basin with z:1 side slopes, by the prismoidal rule h/6·(A0 + 4·Am + Ah)."""
-
-    def area(y: float) -> float:
-        return (length + 2 * z * y) * (width + 2 * z * y)
-
-    return h / 6 * (area(0) + 4 * area(h / 2) + area(h))
-
-
-def half_volume_depth_ft(height: float = 4.0) -> float:
-    lo, hi = 0.0, height
-    target = prismoid_ft3(height) / 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if prismoid_ft3(mid) < target else (lo, mid)
-    return (lo + hi) / 2
-
-
-def washington_violation_start(up: dict[datetime, float], down: dict[datetime, float]) -> datetime:
-    """First end of a 15-min run of 5-min windows whose downstream median exceeds background + 5 NTU
-    (background ≤ 50 NTU) or +10 % (background > 50) -- WAC 173-201A-200, rules.md R2."""
-    windows: dict[datetime, tuple[list[float], list[float]]] = {}
-    for t, v in up.items():
-        w = t - timedelta(minutes=t.minute % 5, seconds=t.second, microseconds=t.microsecond)
-        windows.setdefault(w, ([], []))[0].append(v)
-    for t, v in down.items():
-        w = t - timedelta(minutes=t.minute % 5, seconds=t.second, microseconds=t.microsecond)
-        windows.setdefault(w, ([], []))[1].append(v)
-    run = 0
-    for w in sorted(windows):
-        u, d = windows[w]
-        if not u or not d:
-            run = 0
-            continue
-        bg, dn = statistics.median(u), statistics.median(d)
-        limit = bg + 5 if bg <= 50 else bg * 1.10
-        run = run + 1 if dn > limit else 0
-        if run == 3:
-            return w + timedelta(minutes=5)
-    raise AssertionError("no sustained violation in the stored turbidity")
 
 
 @pytest.mark.timeout(400)

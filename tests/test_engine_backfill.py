@@ -20,39 +20,11 @@ from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
-from stormwatch.contract import Event, Reading
+from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.wire import format_time
-from tests.test_alerts_support import T0, Feeder, site, site_doc
-
-MIN = timedelta(minutes=1)
-HOURS = 10
-
-
-def scenario(feed: Feeder, hours: int = HOURS) -> list[Reading]:
-    """1-minute readings: a 60-tip storm, a turbidity plume, sediment rising past half the basin."""
-    out: list[Reading] = []
-    for i in range(hours * 60):
-        t = T0 + i * MIN
-        out.append(feed.tips(1 if i < 60 else 0, t))
-        out.append(feed("up", "turbidity", 20.0, "NTU", t))
-        out.append(feed("down", "turbidity", 40.0 if 30 <= i < 60 else 21.0, "NTU", t))
-        depth_ft = 1.0 + 2.0 * i / (hours * 60)  # 1 ft -> 3 ft of sediment
-        out.append(feed("lvl", "distance", round((8.0 - depth_ft) * 304.8, 1), "mm", t))
-    return out
-
-
-def keys(events: list[Event]) -> set[tuple[str, str, object]]:
-    return {(e.kind, e.occurrence, e.due_at) for e in events}
-
-
-def live(cfg, readings: list[Reading], book: WorkOrders | None, **options) -> tuple[Engine, list[Event]]:
-    engine = Engine.for_site(cfg, ProfileLibrary(), book, 300, **options)
-    events: list[Event] = []
-    for r in readings:
-        events += engine.feed(r)
-    return engine, events + engine.flush()
+from tests.alerts_support import HOURS, MIN, T0, Feeder, keys, live, scenario, site, site_doc
 
 
 def test_evaluate_reproduces_live_events_and_prints_json(tmp_path: Path) -> None:

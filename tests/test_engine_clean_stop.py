@@ -12,9 +12,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 from stormwatch import topics
 from stormwatch.clock import ManualClock
 from stormwatch.contract import dump_readings
+from tests.alerts_support import BACK_AT, MIN, SILENT_FROM, Feeder, live_service, minute, site
 from tests.names import run_unique
-from tests.test_alerts_support import Feeder, live_service, site
-from tests.test_engine_gaps import BACK_AT, MIN, SILENT_FROM, minute
 from tests.waits import wait_until
 
 

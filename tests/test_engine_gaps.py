@@ -19,22 +19,13 @@ from stormwatch.alerts.backfill import evaluate
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.service import AlertService
 from stormwatch.clock import ManualClock
-from stormwatch.contract import Event, Reading, dump_readings
+from stormwatch.contract import Event, dump_readings
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.wire import format_time
+from tests.alerts_support import BACK_AT, MIN, SILENT_FROM, T0, Feeder, minute, site
 from tests.names import run_unique
-from tests.test_alerts_support import T0, Feeder, site
 from tests.waits import wait_until
-
-MIN = timedelta(minutes=1)
-SILENT_FROM = T0 + 59 * MIN  # last reading before the outage
-BACK_AT = T0 + 240 * MIN  # first reading after it: 3 h 1 min later
-
-
-def minute(feed: Feeder, i: int) -> list[Reading]:
-    t = T0 + i * MIN
-    return [feed.tips(0, t), feed("up", "turbidity", 12.0, "NTU", t), feed("down", "turbidity", 13.0, "NTU", t)]
 
 
 def test_gateway_last_will_and_three_silent_hours_give_a_data_gap_never_dry(mosquitto_server, tmp_path: Path) -> None:

@@ -20,9 +20,8 @@ from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
+from tests.alerts_support import HOURS, T0, Feeder, scenario, site
 from tests.names import run_unique
-from tests.test_alerts_support import T0, Feeder, site
-from tests.test_engine_backfill import HOURS, scenario
 from tests.waits import wait_until
 
 RESTART = T0 + timedelta(hours=6, minutes=30)

@@ -25,8 +25,8 @@ from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
+from tests.alerts_support import live_service
 from tests.ingest_support import REPO, SITE, T0, Publisher, Running, wire
-from tests.test_alerts_support import live_service
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto

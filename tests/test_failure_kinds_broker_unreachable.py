@@ -18,8 +18,8 @@ from stormwatch.clock import ManualClock
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
+from tests.alerts_support import T0, site
 from tests.ingest_support import INGEST_NOW, make_validator
-from tests.test_alerts_support import T0, site
 from tests.waits import wait_until
 
 LOGGERS = ("stormwatch.ingest.consumer", "stormwatch.alerts.service")

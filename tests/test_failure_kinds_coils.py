@@ -23,8 +23,8 @@ from stormwatch.gateway.drivers.build import build_driver
 from stormwatch.gateway.drivers.modbus import plan_reads
 from stormwatch.gateway.plan import compile_plan
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0
-from tests.test_gateway_support import DeviceServer
+from tests.alerts_support import T0
+from tests.gateway_support import DeviceServer
 
 UNIT = 3
 COILS = [False, False, True, False, False, False, True, False]  # coils 0..7 (failure-kinds.md #19)

@@ -32,7 +32,7 @@ from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading, dump_readings
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
-from tests.test_alerts_support import T0, Feeder, site
+from tests.alerts_support import T0, Feeder, site
 from tests.waits import wait_until
 
 MIN = timedelta(minutes=1)

@@ -43,8 +43,7 @@ from stormwatch.contract import Event, Reading
 from stormwatch.gateway.qc import check_value
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
-from tests.test_alerts_support import Feeder, site
-from tests.test_permit_ca_cgp import ca_doc
+from tests.alerts_support import Feeder, ca_doc, site
 
 MISSING = -9999.0
 CODES = pytest.mark.parametrize("code", [MISSING, 9999.0], ids=["minus-9999", "plus-9999"])

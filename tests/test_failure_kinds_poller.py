@@ -25,7 +25,7 @@ from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
-from tests.test_gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, RegisterServer
 
 pytestmark = pytest.mark.mosquitto
 

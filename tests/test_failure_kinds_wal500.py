@@ -19,9 +19,8 @@ from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Reading
 from stormwatch.stores.influx1 import Influx1Store
-from tests.ingest_support import T0, Publisher, Running, influx_count
-from tests.test_ingest_delivery import count_and_distinct, publish_range
-from tests.test_store_retry import BusyFront
+from tests.ingest_support import T0, Publisher, Running, count_and_distinct, influx_count, publish_range
+from tests.stores_support import BusyFront
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.influxdb

@@ -34,8 +34,8 @@ from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.timebounds import DEFAULT_MAX_FUTURE_S, TimeBounds
+from tests.alerts_support import Feeder
 from tests.ingest_support import REPO, SITE, T0, DeadLetterListener, Publisher, Running, ids, wire
-from tests.test_alerts_support import Feeder
 from tests.waits import wait_until
 
 MIN = timedelta(minutes=1)
@@ -121,7 +121,7 @@ def test_a_reading_from_the_future_is_refused_by_ingest_and_the_engine_alike(
 def test_the_engine_bound_is_ingests_bound_and_holds_the_watermark_at_the_clock() -> None:
     """The engine alone, on a ManualClock: the default bound is ingest's (300 s); a reading 240 s
     ahead is buffered, not released, until the clock reaches it; one 301 s ahead is refused."""
-    from tests.test_alerts_support import site
+    from tests.alerts_support import site
 
     assert TimeBounds().max_future_s == DEFAULT_MAX_FUTURE_S == 300.0
     clock = ManualClock(T0)

@@ -27,7 +27,7 @@ from stormwatch.config import parse_site
 from stormwatch.gateway.clockfloor import BUILD_DATE, ClockFloor, parse_floor
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
-from tests.test_gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, RegisterServer
 
 REPO = Path(__file__).resolve().parent.parent
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -27,7 +27,7 @@ from stormwatch.gateway.counter import CounterState
 from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.service import STATE_DB, Gateway
 from stormwatch.profiles import ProfileLibrary
-from tests.test_gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, RegisterServer
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 BEFORE = SIM_START - timedelta(hours=10)  # the last trusted sample, before the power cut

@@ -16,7 +16,7 @@ from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
-from tests.test_gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, RegisterServer
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto

@@ -18,7 +18,7 @@ from stormwatch.contract import Reading
 from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.service import STATE_DB, Gateway
 from stormwatch.profiles import ProfileLibrary
-from tests.test_gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, RegisterServer
 from tests.waits import wait_until
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

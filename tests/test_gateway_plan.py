@@ -27,7 +27,7 @@ from stormwatch.gateway.run import read_plan, write_plan
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.wire import WireReading, dump_payload
-from tests.test_gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, RegisterServer
 from tests.waits import wait_until
 
 REPO = Path(__file__).resolve().parent.parent

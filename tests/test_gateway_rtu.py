@@ -35,7 +35,7 @@ from stormwatch.simulators.modbus_server import ModbusRtuSim, SimulatedModbusDev
 from stormwatch.simulators.pty import PtyPair
 from stormwatch.simulators.scenario import SiteScenario, load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
-from tests.test_gateway_support import Collector, LoopThread, RegisterServer
+from tests.gateway_support import Collector, LoopThread, RegisterServer
 
 SCENARIO = load_scenario("default")
 

@@ -44,7 +44,7 @@ from stormwatch.gateway.plan import (
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import DeviceProfile
 from stormwatch.simulators.pty import PtyPair
-from tests.test_gateway_support import Collector
+from tests.gateway_support import Collector
 
 WINDOW_S = 0.3  # the gateway's reply window (transport timeout_s)
 A_BASE, B_BASE = 0, 100  # register blocks of device A and device B

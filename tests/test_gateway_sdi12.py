@@ -23,7 +23,7 @@ from stormwatch.gateway.errors import BadDataError, NoDataError
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.sdi12_device import Sdi12Sim, d_buffers
-from tests.test_gateway_support import Collector, LoopThread
+from tests.gateway_support import Collector, LoopThread
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # ClariVUE10 M! values (sensors.md): index 0 turbidity (FNU), 5 temperature (Cel), 6 error code.

@@ -16,7 +16,7 @@ from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
-from tests.test_gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, RegisterServer
 
 SECRET = "s3cr3t-Pa55w0rd"
 

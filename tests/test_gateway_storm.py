@@ -35,7 +35,7 @@ from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
 from stormwatch.stores.urls import open_store
-from tests.test_gateway_support import Collector, TcpProxy
+from tests.gateway_support import Collector, TcpProxy
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto

@@ -27,7 +27,7 @@ from stormwatch.gateway.counter import CounterState, count_tips
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.urls import open_store
 from tests.conftest import data_file
-from tests.test_import_files import site  # noqa: F401  (fixture)
+from tests.importers_support import site  # noqa: F401  (fixture)
 
 RTL433 = "rtl433_acurite5n1_json_2023-02-11.jsonl"
 RADIO = {"sequence_num", "mic", "mod", "freq", "freq1", "freq2", "rssi", "snr", "noise"}

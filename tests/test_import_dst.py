@@ -13,8 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stormwatch.stores.urls import open_store
-from tests.test_import_errors import invoke
-from tests.test_import_files import site  # noqa: F401  (fixture)
+from tests.importers_support import (
+    invoke,
+    site,  # noqa: F401  (fixture)
+)
 
 ARGS = ["--device", "sonde-1", "--value-column", "turb=turbidity:FNU", "--tz", "America/New_York",
         "--time-format", "%Y-%m-%d %H:%M", "--json"]

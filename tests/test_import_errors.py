@@ -8,16 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner, Result
-
-from stormwatch.app.cli import app
 from stormwatch.stores.urls import open_store
 from tests.conftest import data_file
-from tests.test_import_files import THARANDT, site  # noqa: F401  (fixture)
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(app, ["import", *args], catch_exceptions=False)
+from tests.importers_support import THARANDT, invoke, site  # noqa: F401  (fixture)
 
 
 def test_every_row_rejected_exits_1_and_says_so(site: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -24,23 +24,7 @@ from stormwatch.app import servers
 from stormwatch.app.cli import app
 from stormwatch.stores.urls import open_store
 from tests.conftest import data_file
-
-THARANDT = "tharandt_davis_tips_Sensor1.csv"
-VIASACRA = "viasacra_pond_exo_turb_2019-12-18_to_2020-01-09.csv"
-TROUT = "troutcreek_lidar_stage_Log00017.txt"
-THARANDT_ARGS = ["--delimiter", ";", "--time-format", "%d.%m.%Y %H:%M", "--tips", "0.2"]
-
-SITE_YAML = """
-site: {id: import-test, jurisdiction: ch133, timezone: America/New_York}
-gateway_id: gw-1
-devices:
-  - {id: rain-1, profile: tipping_bucket_0_2mm_modbus_counter, transport: {kind: modbus-tcp, host: 127.0.0.1}}
-  - {id: sonde-1, profile: ysi_exo_turbidity, transport: {kind: serial, port: /dev/null}}
-  - {id: turb-ntu, profile: yosemitech_y511, transport: {kind: modbus-tcp, host: 127.0.0.1}}
-  - {id: stage-1, profile: maxbotix_hrxl, transport: {kind: serial, port: /dev/null}}
-  - {id: rain-in, profile: tipping_bucket_modbus_counter, transport: {kind: modbus-tcp, host: 127.0.0.1}}
-rain_gauge: rain-1
-"""
+from tests.importers_support import SITE_YAML, THARANDT, THARANDT_ARGS
 
 
 @pytest.fixture()
@@ -48,6 +32,10 @@ def site(tmp_path: Path) -> Path:
     path = tmp_path / "site.yaml"
     path.write_text(SITE_YAML, encoding="utf-8")
     return path
+
+
+VIASACRA = "viasacra_pond_exo_turb_2019-12-18_to_2020-01-09.csv"
+TROUT = "troutcreek_lidar_stage_Log00017.txt"
 
 
 def run_import(*args: str) -> dict[str, object]:

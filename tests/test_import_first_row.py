@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from stormwatch.app.cli import app
 from stormwatch.stores.urls import open_store
-from tests.test_import_files import site  # noqa: F401  (fixture)
+from tests.importers_support import site  # noqa: F401  (fixture)
 
 
 def _import(path: Path, site_file: Path, url: str) -> dict[str, object]:

@@ -14,7 +14,7 @@ from stormwatch.app.cli import app
 from stormwatch.importers.detect import detect_format
 from stormwatch.importers.table import read_lines
 from stormwatch.stores.urls import open_store
-from tests.test_import_files import SITE_YAML
+from tests.importers_support import SITE_YAML
 
 TOA5 = """\
 "TOA5","SiteLogger","CR1000X","4711","CR1000X.Std.05.02","CPU:stormwatch.CR1X","27311","Table15"

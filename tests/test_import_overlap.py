@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from stormwatch.contract import TIP_UNIT, Reading
 from stormwatch.importers.identity import import_seq
 from stormwatch.stores.urls import open_store
-from tests.test_import_files import site  # noqa: F401  (fixture)
+from tests.importers_support import site  # noqa: F401  (fixture)
 
 T = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

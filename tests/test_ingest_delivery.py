@@ -24,7 +24,18 @@ from paho.mqtt.enums import CallbackAPIVersion
 from stormwatch.app import servers
 from stormwatch.clock import ManualClock, WallClock
 from stormwatch.stores.influx1 import Influx1Store
-from tests.ingest_support import REPO, T0, TOPIC, Publisher, Running, ids, influx_count, wire
+from tests.ingest_support import (
+    REPO,
+    T0,
+    TOPIC,
+    Publisher,
+    Running,
+    count_and_distinct,
+    ids,
+    influx_count,
+    publish_range,
+    wire,
+)
 from tests.waits import wait_until
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.influxdb]
@@ -37,22 +48,6 @@ OUTAGE_S = 20.0
 #: The broker's in-flight window (``max_inflight_messages`` in stormwatch.app.servers.MOSQUITTO_CONF)
 #: and ingest's own bound (``Ingest(max_inflight=1000)``, the default).
 INFLIGHT_WINDOW = 1000
-
-
-def publish_range(pub: Publisher, seqs: range) -> None:
-    """Publish readings ``seqs`` at QoS 1 (event time T0 + seq seconds) and wait for the PUBACKs."""
-    infos = [pub.client.publish(TOPIC, wire(s, s / 4, time=(T0 + timedelta(seconds=s)).isoformat()), qos=1)
-             for s in seqs]
-    for info in infos:
-        info.wait_for_publish(30)
-        assert info.is_published()
-
-
-def count_and_distinct(srv: servers.InfluxDB1, db: str) -> tuple[int, int, int, int]:
-    """(points, distinct seq, min seq, max seq) by InfluxQL."""
-    (row,) = influx_count(srv, db, 'SELECT COUNT("value"), COUNT(DISTINCT("seq")) FROM readings')
-    (minmax,) = influx_count(srv, db, 'SELECT MIN("seq"), MAX("seq") FROM readings')
-    return int(row[1]), int(row[2]), int(minmax[1]), int(minmax[2])
 
 
 def test_influx_down_while_10000_readings_flow_all_stored_exactly_once(

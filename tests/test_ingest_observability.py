@@ -4,29 +4,19 @@ counter log line (issue 6, item 6). Messages go through a real Mosquitto into SQ
 from __future__ import annotations
 
 import logging
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.stores.sqlite import SqliteStore
-from tests.ingest_support import T0, Publisher, Running, wire
+from tests.ingest_support import T0, Publisher, Running, scrape, wire
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        assert resp.status == 200
-        text = resp.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def test_metrics_endpoint_and_log_line(own_mosquitto: servers.Mosquitto, tmp_path: Path,

@@ -30,8 +30,8 @@ from stormwatch.contract import MANUAL_GATEWAY, manual_inspector, parse_readings
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
+from tests.alerts_support import ca_doc
 from tests.names import run_unique
-from tests.test_permit_ca_cgp import ca_doc
 from tests.waits import wait_until
 
 INSPECTOR = "J. Rivera"

@@ -41,11 +41,9 @@ from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.stores.influx1 import Influx1Store
 from stormwatch.stores.sqlite import SqliteStore
-from tests.ingest_support import INGEST_NOW, REPO, T0, Publisher, Running, make_validator, wire
-from tests.test_alerts_support import live_service, site
-from tests.test_gateway_support import Collector, RegisterServer, TcpProxy
-from tests.test_ingest_delivery import publish_range
-from tests.test_ingest_observability import scrape
+from tests.alerts_support import live_service, site
+from tests.gateway_support import Collector, RegisterServer, TcpProxy
+from tests.ingest_support import INGEST_NOW, REPO, T0, Publisher, Running, make_validator, publish_range, scrape, wire
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto

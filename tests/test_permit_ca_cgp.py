@@ -24,30 +24,11 @@ from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import Feeder
+from tests.alerts_support import Feeder, ca_doc
 
-LA = "America/Los_Angeles"
 # Wed 3 June 2026, local midnight = 07:00 UTC (PDT)
 DAY = datetime(2026, 6, 3, 7, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
-
-
-def dev(dev_id: str, profile: str = "yosemitech_y511") -> dict[str, Any]:
-    return {"id": dev_id, "profile": profile, "transport": {"kind": "modbus-tcp", "host": "h"}}
-
-
-def ca_doc(**extra: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "site": {"id": "s1", "jurisdiction": "ca-cgp-2022", "timezone": LA},
-        "gateway_id": "gw",
-        "devices": [{**dev("rain", "tipping_bucket_modbus_counter"), "poll_interval_s": 600},
-                    dev("turb-1"), dev("turb-2")],
-        "rain_gauge": "rain",
-        "discharge_points": [{"id": "outfall-1", "downstream": "turb-1"},
-                             {"id": "outfall-2", "downstream": "turb-2"}],
-    }
-    doc.update(extra)
-    return doc
 
 
 def ca_engine(tmp_path: Path, doc: dict[str, Any] | None = None) -> tuple[Engine, WorkOrders]:

@@ -28,7 +28,7 @@ from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0, Feeder, site_doc
+from tests.alerts_support import T0, Feeder, site_doc
 
 MIN = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -170,7 +170,7 @@ def test_the_tharandt_golden_case_by_hand() -> None:
     """tests/cases/tharandt-epa-cgp-2022 holds exactly the storm events found here from the CSV: storms
     split by 6 h without a tip; within each, the first tip at which the tips of the trailing 24 hours
     (t - 24 h, t] reach 32 (0.25 in = 6.35 mm; 32 x 0.2 mm = 6.4 mm, 31 = 6.2 mm)."""
-    from tests.test_replay import golden, tharandt_tips, z
+    from tests.importers_support import golden, tharandt_tips, z
 
     expected = []
     storm: list[tuple[datetime, int]] = []

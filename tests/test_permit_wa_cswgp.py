@@ -29,31 +29,13 @@ from stormwatch.config import parse_site
 from stormwatch.contract import Event, Reading
 from stormwatch.importers.manual import ManualEntry, manual_readings
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import Feeder
+from tests.alerts_support import Feeder, wa_doc
 
-LA = "America/Los_Angeles"
 HOUR = timedelta(hours=1)
 # Wed 3 June 2026, local midnight = 07:00 UTC (PDT); its calendar week began Sun 31 May 07:00 UTC
 JUNE3 = datetime(2026, 6, 3, 7, 0, tzinfo=UTC)
 WEEK_MAY31 = datetime(2026, 5, 31, 7, 0, tzinfo=UTC)
 INSPECTOR = "R. Okafor"
-
-
-def dev(dev_id: str, profile: str = "yosemitech_y511") -> dict[str, Any]:
-    return {"id": dev_id, "profile": profile, "transport": {"kind": "modbus-tcp", "host": "h"}}
-
-
-def wa_doc(**extra: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "site": {"id": "s1", "jurisdiction": "wa-cswgp", "timezone": LA},
-        "gateway_id": "gw",
-        "devices": [{**dev("rain", "tipping_bucket_modbus_counter"), "poll_interval_s": 600}, dev("turb-1")],
-        "rain_gauge": "rain",
-        "discharge_points": [{"id": "outfall-1", "name": "Outfall 1 to Thornton Creek", "downstream": "turb-1"},
-                             {"id": "outfall-2"}],  # sampled by hand only
-    }
-    doc.update(extra)
-    return doc
 
 
 def wa_engine(tmp_path: Path, doc: dict[str, Any] | None = None, at: datetime = JUNE3,

@@ -29,8 +29,7 @@ from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import live_service
-from tests.test_permit_wa_cswgp import wa_doc
+from tests.alerts_support import live_service, wa_doc
 from tests.waits import wait_until
 
 INSPECTOR = "M. Tanaka"

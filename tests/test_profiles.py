@@ -19,7 +19,7 @@ from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileError, ProfileLibrary, load_profile_file
-from tests.test_gateway_support import Collector, DeviceServer
+from tests.gateway_support import Collector, DeviceServer
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -7,49 +7,16 @@ qualify; the inspection is due 24 h after the last tip).
 
 from __future__ import annotations
 
-import csv
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from stormwatch.app.cli import app
-from tests.conftest import data_file
-from tests.test_cases import CASES
-from tests.test_import_files import THARANDT
+from tests.importers_support import Storm, golden, storms_by_hand, tharandt_tips, z
 
 TIPS_TO_QUALIFY = 64  # 64 × 0.2 mm = 12.8 mm ≥ 12.7 mm = 0.5 in; 63 × 0.2 = 12.6 mm < 0.5 in
-
-
-@dataclass(frozen=True)
-class Storm:
-    start: datetime
-    end: datetime
-    tips: int
-
-
-def storms_by_hand(tips_at: list[tuple[datetime, int]], gap: timedelta) -> tuple[list[Storm], Storm | None]:
-    """Storms closed by a dry gap inside the record, and the one still open at its end."""
-    closed: list[Storm] = []
-    current: Storm | None = None
-    for when, n in sorted(tips_at):
-        if n == 0:
-            continue
-        if current is not None and when - current.end >= gap:
-            closed.append(current)
-            current = None
-        current = Storm(when, when, n) if current is None else Storm(current.start, when, current.tips + n)
-    return closed, current
-
-
-def tharandt_tips() -> list[tuple[datetime, int]]:
-    with data_file(THARANDT).open(newline="") as f:
-        rows = list(csv.reader(f, delimiter=";"))[1:]
-    return [(datetime.strptime(d, "%d.%m.%Y %H:%M").replace(tzinfo=UTC), int(Decimal(v) / Decimal("0.2")))
-            for d, v in rows]
 
 
 def replay_json(*args: str) -> list[dict[str, object]]:
@@ -58,19 +25,9 @@ def replay_json(*args: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
-def z(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def expected_events(storms: list[Storm], gap: timedelta) -> list[dict[str, object]]:
     return [{"storm_start": z(s.start), "storm_end": z(s.end), "tips": s.tips, "due_at": z(s.end + timedelta(hours=24)),
              "event_time": z(s.end + gap)} for s in storms if s.tips >= TIPS_TO_QUALIFY]
-
-
-def golden(case: str) -> list[dict[str, object]]:
-    """The expected events of a golden case folder (tests/test_cases.py runs the replay and compares)."""
-    lines = (CASES / case / "expected.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
 
 
 def test_tharandt_replay_prints_one_event_per_qualifying_storm() -> None:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from stormwatch.alerts.backfill import depth_text
 from stormwatch.app.cli import app
 from tests.conftest import data_file
-from tests.test_import_files import THARANDT, THARANDT_ARGS
+from tests.importers_support import THARANDT, THARANDT_ARGS
 
 
 def test_depth_text_is_exact_in_the_gauge_unit_and_never_rounds_up() -> None:

@@ -29,8 +29,8 @@ from stormwatch.config import load_site
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
 from stormwatch.stores.urls import open_store
+from tests.demo_support import EXAMPLE_SITE, half_volume_depth_ft, washington_violation_start
 from tests.report_support import blank_pages, need_poppler, pdf_words, run_cli
-from tests.test_e2e import EXAMPLE_SITE, half_volume_depth_ft, washington_violation_start
 
 NY = ZoneInfo("America/New_York")
 

@@ -14,36 +14,10 @@ import io
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 from stormwatch.contract import TIP_UNIT, Reading
 from stormwatch.stores.sqlite import SqliteStore
-from tests.report_support import need_poppler, pdf_words, run_cli
-
-NY = ZoneInfo("America/New_York")
-SITE = """
-site: {id: gap-site, name: Gap Site, jurisdiction: ch133, timezone: America/New_York}
-gateway_id: gw-1
-devices:
-  - {id: rain-1, profile: tipping_bucket_modbus_counter, transport: {kind: modbus-tcp, host: 127.0.0.1}}
-rain_gauge: rain-1
-"""
-
-
-def _store(path: Path) -> None:
-    day = datetime(2026, 6, 10, tzinfo=NY)
-    hole = (day + timedelta(hours=9), day + timedelta(hours=14))
-    readings = []
-    t, seq = day - timedelta(days=1), 0
-    while t < day + timedelta(days=2):
-        if not hole[0] <= t < hole[1]:
-            seq += 1
-            tips = 7 if t == day + timedelta(hours=16) else 0
-            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=tips, unit=TIP_UNIT,
-                                    time=t, gateway="gw-1", boot="b1", seq=seq))
-        t += timedelta(minutes=1)
-    with SqliteStore(path) as store:
-        store.write_readings(readings)
+from tests.report_support import GAP_SITE, NY, gap_store, need_poppler, pdf_words, run_cli
 
 
 def _gauge_every_minute(path: Path, start: datetime, stop: datetime, tips_at: Callable[[datetime], int | None]) -> None:
@@ -62,7 +36,7 @@ def _gauge_every_minute(path: Path, start: datetime, stop: datetime, tips_at: Ca
 
 def _csv_report(tmp_path: Path, start: str, until: str) -> list[dict[str, str]]:
     site = tmp_path / "site.yaml"
-    site.write_text(SITE, encoding="utf-8")
+    site.write_text(GAP_SITE, encoding="utf-8")
     out = tmp_path / "r.csv"
     run_cli("report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
             "--from", start, "--until", until, "-o", str(out))
@@ -72,8 +46,8 @@ def _csv_report(tmp_path: Path, start: str, until: str) -> list[dict[str, str]]:
 def test_gauge_gap_is_unknown_never_dry(tmp_path: Path) -> None:
     need_poppler()
     site = tmp_path / "site.yaml"
-    site.write_text(SITE, encoding="utf-8")
-    _store(tmp_path / "store.db")
+    site.write_text(GAP_SITE, encoding="utf-8")
+    gap_store(tmp_path / "store.db")
     common = ["report", "--site", str(site), "--store", f"sqlite:///{tmp_path}/store.db", "--no-work-orders",
               "--from", "2026-06-10", "--until", "2026-06-11"]
     out = tmp_path / "r.csv"

@@ -22,15 +22,15 @@ from stormwatch.profiles import ProfileLibrary
 from stormwatch.report.build import Sources, build_report
 from stormwatch.report.render import to_csv, to_html
 from stormwatch.stores.sqlite import SqliteStore
-from tests.test_report_gaps import NY, SITE, _store
+from tests.report_support import GAP_SITE, NY, gap_store
 
 AS_OF = datetime(2026, 6, 10, 12, 0, tzinfo=NY)
 
 
 def _report(tmp_path: Path, start: datetime, end: datetime) -> tuple[str, str]:
     site = tmp_path / "site.yaml"
-    site.write_text(SITE, encoding="utf-8")
-    _store(tmp_path / "store.db")
+    site.write_text(GAP_SITE, encoding="utf-8")
+    gap_store(tmp_path / "store.db")
     profiles = ProfileLibrary()
     cfg = load_site_file(site, profiles)
     with SqliteStore(tmp_path / "store.db") as store:

@@ -18,36 +18,15 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0, Feeder, site
+from tests.alerts_support import T0, D, Feeder, distance_mm, site
 
 TEN = timedelta(minutes=10)
-MOUNT_FT = 8.0
-
-
-def half_volume_depth() -> float:
-    def area(y: float) -> float:
-        return (40 + 6 * y) * (20 + 6 * y)
-
-    def vol(h: float) -> float:
-        return h / 6 * (area(0) + 4 * area(h / 2) + area(h))
-
-    d = 2.0
-    for _ in range(60):
-        d -= (vol(d) - 0.5 * vol(4.0)) / area(d)
-    return d
-
-
-D = half_volume_depth()
 
 
 def make(tmp_path: Path, basin: dict | None = None) -> tuple[Engine, WorkOrders]:
     cfg = site("ch133", basin=basin)
     wo = WorkOrders(tmp_path / "wo.db", ManualClock(T0))
     return Engine(cfg, ProfileLibrary(), load_pack("ch133"), wo, lateness_s=0), wo
-
-
-def distance_mm(depth_ft: float) -> float:
-    return (MOUNT_FT - depth_ft) * 304.8
 
 
 def feed_depths(engine: Engine, feed: Feeder, depths: list[float], start=T0) -> list[Event]:

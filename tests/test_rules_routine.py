@@ -21,7 +21,7 @@ from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import Feeder, site
+from tests.alerts_support import Feeder, site
 
 NY = ZoneInfo("America/New_York")
 HOUR = timedelta(hours=1)

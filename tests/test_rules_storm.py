@@ -16,7 +16,7 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0, Feeder, metric_gauge_profiles, site
+from tests.alerts_support import T0, Feeder, metric_gauge_profiles, site
 
 MIN = timedelta(minutes=1)
 

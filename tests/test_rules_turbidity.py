@@ -10,7 +10,7 @@ from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import load_pack
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0, Feeder, site
+from tests.alerts_support import T0, Feeder, site
 
 MIN = timedelta(minutes=1)
 

@@ -17,7 +17,7 @@ from stormwatch.alerts.seqholes import MAX_HOLE_SEQS, SequenceHoles
 from stormwatch.config import parse_site
 from stormwatch.contract import Reading
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0, Feeder, site, site_doc
+from tests.alerts_support import T0, Feeder, site, site_doc
 
 MIN = timedelta(minutes=1)
 

@@ -19,9 +19,8 @@ import pytest
 from stormwatch.clock import ManualClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Event, Reading
+from tests.alerts_support import T0, Feeder, keys, live, live_service, scenario, site_doc
 from tests.delivery_support import publish
-from tests.test_alerts_support import T0, Feeder, live_service, site_doc
-from tests.test_engine_backfill import keys, live, scenario
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto

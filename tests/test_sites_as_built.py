@@ -23,8 +23,7 @@ from stormwatch.clock import ManualClock
 from stormwatch.config import ConfigError, parse_site
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0, Feeder
-from tests.test_rules_basin import D, distance_mm
+from tests.alerts_support import T0, D, Feeder, distance_mm
 
 MIN = timedelta(minutes=1)
 GEOMETRY = {"bottom_length_ft": 40, "bottom_width_ft": 20, "side_slope_z": 3, "design_height_ft": 4}
@@ -129,7 +128,7 @@ def test_each_basin_has_its_own_events_and_orders(tmp_path: Path) -> None:
 
 
 def test_a_site_file_with_one_pair_and_one_basin_names_neither() -> None:
-    from tests.test_alerts_support import site
+    from tests.alerts_support import site
 
     cfg = site("ch133")
     assert [p.id for p in cfg.points] == ["turbidity_pair"] and [b.id for b in cfg.all_basins] == ["basin-1"]

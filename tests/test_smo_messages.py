@@ -23,7 +23,7 @@ from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
-from tests.test_alerts_support import T0, Feeder, site
+from tests.alerts_support import T0, Feeder, site
 
 MIN = timedelta(minutes=1)
 NEW_YORK = ZoneInfo("America/New_York")

@@ -23,8 +23,7 @@ from stormwatch.alerts.packs import load_pack
 from stormwatch.app.cli import app
 from stormwatch.profiles import ProfileLibrary
 from tests.conftest import data_file
-from tests.test_import_files import THARANDT
-from tests.test_replay import storms_by_hand, tharandt_tips
+from tests.importers_support import THARANDT, storms_by_hand, tharandt_tips
 
 THARANDT_ARGS = ["--delimiter", ";", "--time-format", "%d.%m.%Y %H:%M", "--tip-mm", "0.2"]
 TIPS_FOR_ONE_INCH = 127  # 127 × 0.2 mm = 25.4 mm = 1.0 in; 126 × 0.2 = 25.2 mm < 1.0 in

@@ -12,13 +12,7 @@ from stormwatch.alerts.packs import load_pack
 from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
-from tests.test_alerts_support import T0
-
-
-def storm_due(occurrence: str = "storm:2026-06-01T12:00:00Z") -> Event:
-    return Event(kind="storm_inspection_due", site="s1", event_time=T0 + timedelta(hours=7), rule="R1",
-                 citation="Ch. 196 §196-9B", occurrence=occurrence, due_at=T0 + timedelta(hours=25), tips=50,
-                 depth_in=0.5, evidence=[{"time": "2026-06-01T12:00:00Z", "tips": 50}])
+from tests.alerts_support import T0, storm_due
 
 
 def test_dedupe_and_persistence_across_objects(tmp_path: Path) -> None:

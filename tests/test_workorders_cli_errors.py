@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from stormwatch.app.cli import app
-from tests.test_alerts_support import site_doc
+from tests.alerts_support import site_doc
 
 
 def write_site(tmp_path: Path, **changes: object) -> Path:

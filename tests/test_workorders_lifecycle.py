@@ -19,9 +19,8 @@ from stormwatch.alerts.workorders import ENGINE, SCHEMA_VERSION, EngineClock, Wo
 from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock, ScenarioClock, WallClock
 from stormwatch.profiles import ProfileLibrary
+from tests.alerts_support import T0, site, storm_due
 from tests.names import run_unique
-from tests.test_alerts_support import T0, site
-from tests.test_workorders import storm_due
 
 DUE = T0 + timedelta(hours=25)  # storm_due(): due 2026-06-02 13:00 UTC = 09:00 EDT
 

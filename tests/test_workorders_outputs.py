@@ -23,8 +23,8 @@ from stormwatch.app.cli import app
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
+from tests.alerts_support import T0, site
 from tests.names import run_unique
-from tests.test_alerts_support import T0, site
 from tests.waits import wait_until
 
 LAST_TIP = T0 + timedelta(minutes=49)
