@@ -1,4 +1,4 @@
-"""Helpers of the importer tests: the test site file, the Tharandt tip record and its storms by hand,
+"""Helpers of the importer tests: the test site's YAML, the Tharandt tip record and its storms by hand,
 the golden cases' folder (tests/cases/README.md)."""
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner, Result
 
 from stormwatch.app.cli import app
 from tests.conftest import data_file
 
-#: The golden cases, a folder each (tests/importers/test_cases.py runs them).
+#: The golden cases, a folder each (tests/e2e/test_cases.py runs them).
 CASES = Path(__file__).resolve().parent / "cases"
 
 THARANDT = "tharandt_davis_tips_Sensor1.csv"
@@ -36,13 +35,6 @@ devices:
   - {id: rain-in, profile: tipping_bucket_modbus_counter, transport: {kind: modbus-tcp, host: 127.0.0.1}}
 rain_gauge: rain-1
 """
-
-
-@pytest.fixture()
-def site(tmp_path: Path) -> Path:
-    path = tmp_path / "site.yaml"
-    path.write_text(SITE_YAML, encoding="utf-8")
-    return path
 
 
 def invoke(*args: str) -> Result:
@@ -82,6 +74,6 @@ def z(t: datetime) -> str:
 
 
 def golden(case: str) -> list[dict[str, object]]:
-    """The expected events of a golden case folder (tests/test_cases.py runs the replay and compares)."""
+    """The expected events of a golden case folder (tests/e2e/test_cases.py runs the replay and compares)."""
     lines = (CASES / case / "expected.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]

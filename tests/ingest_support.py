@@ -8,7 +8,6 @@ import json
 import threading
 import urllib.request
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -22,9 +21,9 @@ from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore
+from tests.conftest import REPO
 from tests.names import RUN
 
-REPO = Path(__file__).resolve().parent.parent
 SITE = "riverside-commons"
 GW = "gw-riverside-1"
 TOPIC = topics.readings(SITE, GW)
