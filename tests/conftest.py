@@ -1,8 +1,14 @@
-"""Shared fixtures: real Mosquitto and InfluxDB 1.x servers, never mocks.
+"""Shared fixtures: real Mosquitto and InfluxDB 1.x servers, never mocks; and the fast lane's marks.
 
 Servers come from the binaries on this machine (``.ci/run`` installs them from Debian). Without a
 binary a test that needs it is skipped with a clear message -- except under ``CI=true``, where
 it fails, so CI can never pass by skipping.
+
+The fast lane (``pytest -m "not slow"``, docs/architecture.md "Tests") leaves out every test marked
+``slow``: those marked by hand (a module's ``pytestmark`` or a test's ``@pytest.mark.slow``: they start
+processes or browsers, or run scenarios at speed), every test in tests/e2e/, and every test that
+needs a server: using a fixture of :data:`SERVER_FIXTURES` or marked ``mosquitto``/``influxdb``
+(:func:`pytest_collection_modifyitems` adds the mark).
 """
 
 from __future__ import annotations
@@ -18,6 +24,23 @@ from stormwatch.app import servers
 REPO = Path(__file__).resolve().parent.parent
 #: Real public data files the tests read, with their sources and licences (``tests/data/SOURCES.md``).
 DATA = REPO / "tests" / "data"
+
+
+#: Fixtures that start (or lend) a server process: every test using one is ``slow``.
+SERVER_FIXTURES = frozenset({"mosquitto_server", "own_mosquitto", "influx_server", "own_influx", "nats_cluster"})
+#: Marks of a test that needs a real server (it may start one itself): every such test is ``slow``.
+SERVER_MARKS = ("mosquitto", "influxdb")
+#: End-to-end and acceptance tests: all ``slow``.
+E2E = REPO / "tests" / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` the tests of tests/e2e/ and every test that needs a server."""
+    for item in items:
+        uses_server = not SERVER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) or any(
+            item.get_closest_marker(mark) is not None for mark in SERVER_MARKS)
+        if uses_server or item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.slow)
 
 
 def _need(binary: str) -> None:

@@ -7,6 +7,7 @@ book; the engine's clock is recorded as stopped at :data:`NOW`.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,6 +46,12 @@ def readings(site: str, gateway: str, *, silent_from: datetime | None = None) ->
     Rain: 50 single tips in the hour before NOW - 2 h (0.50 in); turbidity up 10.0, down 16.0 NTU;
     basin distance 5.5 ft. Nothing at or after ``silent_from``.
     """
+    return list(_readings(site, gateway, silent_from))
+
+
+@functools.cache
+def _readings(site: str, gateway: str, silent_from: datetime | None) -> tuple[Reading, ...]:
+    """:func:`readings`, made once per test process (readings are frozen: every test gets the same)."""
     out: list[Reading] = []
     seq = 0
     start = NOW - timedelta(hours=24)
@@ -62,7 +69,7 @@ def readings(site: str, gateway: str, *, silent_from: datetime | None = None) ->
             seq += 1
             out.append(Reading(site=site, device=device, quantity=quantity, value=value, unit=unit, time=t,
                                gateway=gateway, boot="b1", seq=seq))
-    return out
+    return tuple(out)
 
 
 def storm_event(site: str) -> Event:

@@ -26,6 +26,8 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
+
 from stormwatch.alerts.backfill import CHUNK, _gaps, evaluate
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.rules.basin import BasinRuleState
@@ -116,6 +118,7 @@ def by_rule(events: list[Event]) -> dict[str, list[dict[str, object]]]:
     return out
 
 
+@pytest.mark.slow  # three days of minute readings through two paths
 def test_rows_backfill_equals_the_engine_fed_reading_by_reading(tmp_path: Path) -> None:
     cfg = parse_site(site_doc("ch133", rain_poll_s=60), "test-site.yaml")
     store = SqliteStore(tmp_path / "store.db")

@@ -12,6 +12,7 @@ import random
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -126,6 +127,7 @@ def test_a_window_of_millennia_reads_only_the_stored_days_and_gives_the_same_eve
     assert "rain UNKNOWN" in wide.summary()
 
 
+@pytest.mark.slow  # the 10-hour scenario run three times
 def test_catch_up_re_evaluates_missed_readings_together_and_gives_the_undisturbed_answer(tmp_path: Path) -> None:
     """Issue 18: readings the broker never delivered are read back from the store (Engine.catch_up); those
     behind the watermark are re-evaluated in one re-run, not one per reading, and the events then equal

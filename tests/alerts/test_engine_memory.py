@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.seen import SeenIdentities
 from stormwatch.alerts.workorders import WorkOrders
@@ -83,6 +85,7 @@ def test_a_late_reading_gives_the_same_events_with_a_short_tail_and_the_store(tm
     store.close()
 
 
+@pytest.mark.slow  # days of readings at speed
 def test_snapshots_are_hourly_for_six_hours_then_twelve_hours_apart(tmp_path: Path) -> None:
     library = ProfileLibrary()
     options = FleetOptions(sites_dir=tmp_path / "sites", n=2, broker=parse_broker_url("mqtt://unused:1"),

@@ -37,6 +37,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
@@ -213,6 +215,7 @@ def _davis_part(path: Path, lo: datetime, hi: datetime, first: str, last: str) -
     return path
 
 
+@pytest.mark.slow  # import, evaluate and a PDF report
 def test_station_import_evaluate_and_report_name_the_station(tmp_path: Path) -> None:
     """The commands a user runs: import the station record and the cut gauge record, evaluate, report."""
     site = tmp_path / "site.yaml"

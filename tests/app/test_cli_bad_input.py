@@ -524,6 +524,7 @@ def test_a_missing_directory_in_the_environment_is_named_not_skipped(tmp_path: P
     assert result.output == f"error: {variable} directory {tmp_path / 'nonexist'}: no such directory\n"
 
 
+@pytest.mark.slow  # a stormwatch process
 def test_a_closed_stdout_ends_quietly() -> None:
     """`stormwatch --help | head` and `stormwatch example-site | head -1`: the reader went away; no
     "unexpected BrokenPipeError ... (a bug in stormwatch)", no traceback, on stderr."""
@@ -561,6 +562,7 @@ def test_evaluate_refuses_a_database_the_server_does_not_have(files: dict[str, P
         probe.close()
 
 
+@pytest.mark.slow  # runs the demo
 def test_a_garbage_row_in_a_demo_rain_file_is_told_once(tmp_path: Path) -> None:
     """The demo reads its rain file three times (the command, the pipeline, the simulated gauge);
     the skipped row is told once -- in the run's header on stdout, not also as WARNINGs on stderr."""
@@ -579,6 +581,7 @@ def test_a_garbage_row_in_a_demo_rain_file_is_told_once(tmp_path: Path) -> None:
     assert skip not in done.stderr
 
 
+@pytest.mark.slow  # a stormwatch process
 def test_users_add_without_a_terminal_says_password_stdin_in_one_line(files: dict[str, Path]) -> None:
     """No terminal to hide a password on (a script, a pipe, a container without -t; here: no
     controlling terminal and standard input from /dev/null): one line naming --password-stdin,

@@ -7,6 +7,7 @@ import importlib
 import subprocess
 import sys
 
+import pytest
 import typer
 import typer.main
 from typer.testing import CliRunner
@@ -39,6 +40,7 @@ OTHERS = ("stormwatch.gateway.cli", "stormwatch.ingest.cli", "stormwatch.simulat
           "stormwatch.web.cli", "stormwatch.alerts.cli", "holidays", "starlette", "pymodbus", "paho")
 
 
+@pytest.mark.slow  # a stormwatch process
 def test_running_one_command_imports_only_its_module() -> None:
     code = ("import sys\nfrom stormwatch.app.cli import main\nsys.argv = ['stormwatch', 'report', '--help']\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"

@@ -31,6 +31,8 @@ from stormwatch.stores.urls import open_store
 from tests.answers_support import assert_same_answer
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # runs the demo scenario twice
+
 runner = CliRunner()
 
 

@@ -31,6 +31,8 @@ from stormwatch.clock import WallClock
 from stormwatch.stores.urls import open_store
 from tests.demo_support import half_volume_depth_ft, washington_violation_start
 
+pytestmark = pytest.mark.slow  # runs the two-outfalls demo scenario
+
 SITE = "mill-creek-commons"
 SETTLE = timedelta(minutes=30)
 

@@ -101,6 +101,7 @@ def test_cli_decode_bad_input_exits_2(args: list[str], message: str) -> None:
     assert message in result.output
 
 
+@pytest.mark.slow  # a stormwatch process
 def test_cli_decode_subprocess() -> None:
     out = subprocess.run(
         [sys.executable, "-c", "from stormwatch.app.cli import main; main()",

@@ -98,6 +98,7 @@ def test_the_option_beats_the_variable_beats_the_built_in_for_packs(tmp_path: Pa
     assert listed["ch196"][:2] == ["built-in", str(resources.builtin_packs_dir() / "ch196.yaml")]
 
 
+@pytest.mark.slow  # replays a season of tips
 def test_a_user_pack_changes_what_replay_finds(tmp_path: Path) -> None:
     """The user's ch133 (1.0 in) is the one the rules run: 4 storms instead of 15."""
     gap = timedelta(hours=6)

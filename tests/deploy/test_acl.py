@@ -27,7 +27,7 @@ from stormwatch import topics
 from stormwatch.app import servers
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.mosquitto
+pytestmark = [pytest.mark.slow, pytest.mark.mosquitto]  # slow: starts Mosquitto processes
 
 DEPLOY = REPO / "deploy" / "mosquitto"
 NOT_AUTHORIZED = 0x87

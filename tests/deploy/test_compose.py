@@ -14,6 +14,8 @@ import yaml
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # runs docker-compose
+
 COMPOSE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
 

@@ -48,6 +48,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return whl
 
 
+@pytest.mark.slow  # builds the wheel (pip)
 def test_wheel_installs_one_namespace_and_every_runtime_file(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names}

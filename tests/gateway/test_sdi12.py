@@ -86,6 +86,7 @@ def test_clarivue_measurement_with_a_dropped_answer_is_retried(loop: LoopThread,
     assert any("attempt 1/4: no answer" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.slow  # real serial timeouts
 def test_sensor_that_never_answers_is_no_data(loop: LoopThread, tmp_path: Path) -> None:
     sim = Sdi12Sim("0", lambda t: CLARIVUE, WallClock(), link=str(tmp_path / "sdi"))
     loop.run(sim.start())

@@ -77,6 +77,7 @@ def test_tharandt_tip_file_every_tip_kept_and_reimport_adds_nothing(site: Path, 
     store.close()
 
 
+@pytest.mark.slow  # a logger's whole file imported
 def test_viasacra_sonde_turbidity_fnu_and_temperature(site: Path, tmp_path: Path) -> None:
     path = data_file(VIASACRA)
     with path.open(newline="") as f:
@@ -129,6 +130,7 @@ def test_metric_tips_into_an_inch_gauge_are_refused(site: Path, tmp_path: Path) 
     assert "0.01 in" in result.output and "0.2 mm" in result.output
 
 
+@pytest.mark.slow  # a logger's whole file imported
 def test_trout_creek_range_cm_stored_as_distance_mm(site: Path, tmp_path: Path) -> None:
     path = data_file(TROUT)
     with path.open(newline="") as f:

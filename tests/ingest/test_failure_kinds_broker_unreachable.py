@@ -51,6 +51,7 @@ def _records(caplog: pytest.LogCaptureFixture, name: str, level: int, text: str)
     return [r for r in caplog.records if r.name == name and r.levelno == level and text in r.getMessage()]
 
 
+@pytest.mark.slow  # services retrying in real seconds
 def test_closed_port_is_reported_once_per_outage_without_the_password(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="stormwatch.ingest")

@@ -32,6 +32,8 @@ from stormwatch.stores.urls import open_store
 from tests.demo_support import EXAMPLE_SITE, half_volume_depth_ft, washington_violation_start
 from tests.report_support import blank_pages, need_poppler, pdf_words, run_cli
 
+pytestmark = pytest.mark.slow  # runs the demo scenario, then the report
+
 NY = ZoneInfo("America/New_York")
 
 

@@ -19,8 +19,12 @@ from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from tests.conftest import data_file
 from tests.report_support import need_poppler, pdf_words, run_cli
+
+pytestmark = pytest.mark.slow  # a season of tips imported and reported
 
 BERLIN = ZoneInfo("Europe/Berlin")
 SITE = """

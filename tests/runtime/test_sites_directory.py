@@ -161,6 +161,7 @@ def test_ingest_watches_a_site_file_added_to_its_directory_within_seconds(
 
 
 
+@pytest.mark.slow  # waits on a directory watcher in real seconds
 def test_the_web_desk_shows_a_site_file_added_to_its_directory_within_seconds(tmp_path: Path) -> None:
     from stormwatch.web.server import DeskSettings, open_desk
 

@@ -31,6 +31,8 @@ from stormwatch.web.server import free_port
 from tests.conftest import artifacts_dir
 from tests.waits import wait_until
 
+pytestmark = pytest.mark.slow  # a browser against stormwatch processes
+
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--window-size=1300,1500")

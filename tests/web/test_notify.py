@@ -32,6 +32,8 @@ from tests.conftest import REPO
 from tests.waits import wait_until
 from tests.web_support import NOW, storm_event
 
+pytestmark = pytest.mark.slow  # starts SMTP server processes
+
 RECIPIENTS = ["ina@contractor.example", "smo@village.example"]
 
 
