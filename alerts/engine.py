@@ -63,6 +63,7 @@ from pydantic import BaseModel
 from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules import Rule
 from stormwatch.alerts.rules.registry import BuildError, Role, RuleContext, rule_kinds
+from stormwatch.alerts.rules.report import ReportRule
 from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
 from stormwatch.alerts.seen import SeenIdentities
 from stormwatch.alerts.workorders import WorkOrders, closing_kinds, inspection_kinds, opening_kinds
@@ -689,7 +690,7 @@ class Engine:
             return event
         opening = opening_kinds()
         if event.kind in opening:
-            report = self.pack.report()
+            report = self.pack.first(ReportRule)
             order, _created = wo.open_for(
                 event, report=report[1] if report and opening[event.kind] in inspection_kinds() else None,
                 timezone=self.cfg.site.timezone)

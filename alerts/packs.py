@@ -46,9 +46,7 @@ Errors: :func:`load_pack` raises :class:`PackError` naming the file and the bad 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -58,21 +56,16 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from stormwatch import resources
+from stormwatch.alerts.rules.params import BASE_FIELDS, RuleParams
+from stormwatch.alerts.rules.registry import rule_kinds
 from stormwatch.errors import InputError, load_yaml, problems_message
-from stormwatch.profiles import bool_for_number
 
 if TYPE_CHECKING:
-    from stormwatch.alerts.rules.basin import BasinRule
-    from stormwatch.alerts.rules.report import ReportRule
-    from stormwatch.alerts.rules.routine import RoutineRule
-    from stormwatch.alerts.rules.storm import StormRule
-    from stormwatch.alerts.rules.turbidity import TurbidityRule
     from stormwatch.config import SiteConfig
 
 log = logging.getLogger(__name__)
@@ -86,69 +79,6 @@ def packs_search_path(directories: Path | Sequence[Path] | None = None) -> list[
 def pack_sources(directories: Path | Sequence[Path] | None = None) -> list[resources.Found]:
     """Every pack by name with the file it comes from (``stormwatch packs list``)."""
     return resources.find_all(packs_search_path(directories), resources.builtin_packs_dir())
-
-
-#: The longest duration a rule parameter may have (:meth:`RuleParams._sane_duration`).
-MAX_DURATION = timedelta(days=3650)
-_DURATION_UNITS = {"_hours": "hours", "_days": "days", "_minutes": "minutes"}
-
-
-class RuleParams(BaseModel):
-    """A pack entry: the parameters of one rule. Each rule module subclasses it with its own fields
-    and ``kind: Literal["<kind>"]`` (:mod:`stormwatch.alerts.rules.registry`).
-
-    Attributes:
-        kind: the rule kind.
-        citation: the section it enforces.
-        enabled: ``false``: the rule is not watched at this site (a pack option's choice, or the site).
-        unverified: parameter -> why the permit text in hand does not confirm its value (written in a
-            pack as ``{value: ..., verified: false, note: ...}``); every event of the rule names them.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: str
-    citation: str = Field(min_length=1)
-    enabled: bool = True
-    unverified: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _not_a_bool(cls, value: Any, info: ValidationInfo) -> Any:
-        """A numeric parameter is never a YAML boolean (``dry_gap_hours: true`` is not 1 hour):
-        ``true``/``false``/``yes``/``no``/``on``/``off`` load as ``bool``, which Python counts as 1
-        and 0. Parameters whose type admits a bool (``enabled``) take one; other types say their own."""
-        field = cls.model_fields.get(info.field_name or "")
-        problem = bool_for_number(field.annotation if field is not None else None, value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("*")
-    @classmethod
-    def _sane_duration(cls, value: Any, info: ValidationInfo) -> Any:
-        """A duration parameter (``*_hours``, ``*_days``, ``*_minutes``) is a finite number of at
-        most :data:`MAX_DURATION` -- the longest thing a permit sets is a season, never ``1e308`` hours
-        (which no clock can add: an OverflowError deep in a rule)."""
-        name = info.field_name or ""
-        unit = next((u for suffix, u in _DURATION_UNITS.items() if name.endswith(suffix)), None)
-        if unit is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not math.isfinite(value) or abs(value) > MAX_DURATION / timedelta(**{unit: 1}):
-                raise ValueError(f"{value:g} {unit} is longer than {MAX_DURATION.days // 365} years: not a duration "
-                                 "of a permit or an ordinance")
-        return value
-
-    def unverified_values(self) -> list[str]:
-        """``["parameter=value", ...]`` of the parameters not confirmed by the permit text, sorted."""
-        return [f"{name}={_shown(getattr(self, name, None))}" for name in sorted(self.unverified)]
-
-
-#: Parameters every rule has that are not the rule's own (never listed as a rule's parameters).
-BASE_FIELDS = frozenset({"kind", "unverified"})
-
-
-def _shown(value: object) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 #: Keys of a parameter written with its verification: ``{value: ..., verified: false, note: ...}``.
@@ -225,12 +155,6 @@ class PackOption(BaseModel):
 P = TypeVar("P", bound=RuleParams)
 
 
-def _rule_kinds() -> Any:
-    from stormwatch.alerts.rules.registry import rule_kinds
-
-    return rule_kinds()
-
-
 class RulePack(BaseModel):
     """One jurisdiction's rules. ``rules`` maps rule id (``R1``, ``R1w``, ``R1r``, ``R2``, ``R3``) to
     the parameters of a rule kind of the registry (each entry validated by its kind's schema)."""
@@ -248,7 +172,7 @@ class RulePack(BaseModel):
     def _by_kind(cls, value: object) -> object:
         if not isinstance(value, dict):
             return value
-        registry = _rule_kinds()
+        registry = rule_kinds()
         out: dict[str, object] = {}
         for rule_id, entry in value.items():
             if isinstance(entry, RuleParams):
@@ -277,32 +201,6 @@ class RulePack(BaseModel):
     def all(self, cls: type[P]) -> list[tuple[str, P]]:
         """``(rule id, params)`` of every enabled rule whose parameters are a ``cls``, in pack order."""
         return [(rule_id, rule) for rule_id, rule in self.rules.items() if isinstance(rule, cls) and rule.enabled]
-
-    def storm(self) -> tuple[str, StormRule] | None:
-        """``(rule id, rule)`` of the storm rule (R1), or ``None``."""
-        from stormwatch.alerts.rules.storm import StormRule
-
-        return self.first(StormRule)
-
-    def routine(self) -> tuple[str, RoutineRule] | None:
-        from stormwatch.alerts.rules.routine import RoutineRule
-
-        return self.first(RoutineRule)
-
-    def report(self) -> tuple[str, ReportRule] | None:
-        from stormwatch.alerts.rules.report import ReportRule
-
-        return self.first(ReportRule)
-
-    def turbidity(self) -> tuple[str, TurbidityRule] | None:
-        from stormwatch.alerts.rules.turbidity import TurbidityRule
-
-        return self.first(TurbidityRule)
-
-    def basin(self) -> tuple[str, BasinRule] | None:
-        from stormwatch.alerts.rules.basin import BasinRule
-
-        return self.first(BasinRule)
 
 
 class PackError(InputError):
@@ -350,7 +248,7 @@ def load_pack(name: str, overrides: dict[str, dict[str, Any]] | None = None,
     data = load_yaml(path, PackError, what="rule pack")
     if not isinstance(data, dict):
         raise PackError(f"{path}: expected a mapping at the top level")
-    _rule_kinds()  # the rule modules first: one that cannot load is its own error (its file), not the pack's
+    rule_kinds()  # the rule modules first: one that cannot load is its own error (its file), not the pack's
     try:
         pack = RulePack.model_validate(data)
     except ValidationError as exc:

@@ -23,6 +23,8 @@ from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.models import dashboard as model
 
 from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.rules.basin import BasinRule
+from stormwatch.alerts.rules.storm import StormRule
 from stormwatch.dashboards.influxql import DATASOURCE, InfluxAnnotation
 
 #: Rule pack whose thresholds the dashboards draw (the example site's jurisdiction).
@@ -47,7 +49,7 @@ def pack_thresholds(pack: str = DEFAULT_PACK) -> tuple[float, float]:
         ValueError: the pack lacks a storm or basin rule.
     """
     rules = load_pack(pack)
-    storm, basin = rules.storm(), rules.basin()
+    storm, basin = rules.first(StormRule), rules.first(BasinRule)
     if storm is None or basin is None:
         raise ValueError(f"rule pack {pack!r} has no storm (R1) or basin (R3) rule")
     return float(storm[1].threshold), basin[1].cleanout_fraction

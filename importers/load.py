@@ -14,6 +14,7 @@ no exact conversion), a rain file whose tip size is not the gauge's.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -26,11 +27,11 @@ from stormwatch import topics
 from stormwatch.alerts.backfill import depth_text
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
-from stormwatch.contract import Reading, dump_readings
+from stormwatch.contract import TIP_UNIT, Reading, dump_readings
 from stormwatch.display import amount, counts, names
 from stormwatch.errors import InputError
 from stormwatch.importers.detect import open_table
-from stormwatch.importers.identity import IMPORT_GATEWAY
+from stormwatch.importers.identity import IMPORT_GATEWAY, import_seq
 from stormwatch.importers.options import ImportOptions
 from stormwatch.importers.overlap import Coverage, coverage, overlap_detail
 from stormwatch.importers.qc import flag_readings
@@ -52,6 +53,25 @@ CONFIG_REASONS = frozenset({"topic_mismatch", "unknown_site", "unknown_gateway",
 LOG_REJECTS = 20
 #: ``boot`` of the zero-tip readings ``import --silence dry`` stores between an event log's rows.
 DRY_IMPORT_BOOT = "import-dry"
+
+
+def dry_polls(readings: Sequence[Reading], every: timedelta, boot: str) -> list[Reading]:
+    """Zero-tip readings every ``every`` between consecutive readings (none after the last one), of
+    the tip size of the reading before them.
+
+    They say "the event log recorded no tip here"; the replay keeps them in its temporary store,
+    ``stormwatch import --silence dry`` stores them (``boot`` tells them apart from the file's rows:
+    :data:`DRY_IMPORT_BOOT`, or the replay's own).
+    """
+    out: list[Reading] = []
+    for a, b in itertools.pairwise(readings):
+        when = a.time + every
+        while when < b.time:
+            out.append(Reading(site=a.site, device=a.device, quantity="rain_tips", value=0, unit=TIP_UNIT,
+                               time=when, gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when),
+                               raw="no row in the event log", tip_size=a.tip_size))
+            when += every
+    return out
 
 
 class ImportFailed(InputError):
@@ -260,8 +280,6 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     if silence == "dry":
         if options.tips is None:
             raise ImportFailed("--silence dry is for rain event logs (give the tip size: --tip-mm or --tip-in)")
-        from stormwatch.importers.replay import dry_polls
-
         rain = sorted((r for r in conv.readings if r.quantity == "rain_tips"), key=lambda r: r.time)
         dry = dry_polls(rain, timedelta(seconds=device.poll_interval_s), boot=DRY_IMPORT_BOOT)
         cover = covers.get("rain_tips")

@@ -32,7 +32,6 @@ import itertools
 import logging
 import statistics
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -42,13 +41,14 @@ import yaml
 
 from stormwatch.alerts.backfill import Evaluation, evaluate
 from stormwatch.alerts.packs import load_pack, load_site_pack
+from stormwatch.alerts.rules.storm import StormRule
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig, parse_site
-from stormwatch.contract import TIP_UNIT, Event, Reading
+from stormwatch.contract import Event
 from stormwatch.display import counts
 from stormwatch.errors import InputError
-from stormwatch.importers.identity import IMPORT_GATEWAY, import_seq
-from stormwatch.importers.load import Fraction, ImportSummary, import_file
+from stormwatch.importers.identity import IMPORT_GATEWAY
+from stormwatch.importers.load import Fraction, ImportSummary, dry_polls, import_file
 from stormwatch.importers.options import ImportOptions
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.urls import open_store
@@ -131,7 +131,7 @@ def replay_site(profiles: ProfileLibrary, jurisdiction: str, tz: str, dry_gap_ho
     """
     rules: dict[str, dict[str, float]] = {}
     if dry_gap_hours is not None:
-        storm = load_pack(jurisdiction, options=options).storm()
+        storm = load_pack(jurisdiction, options=options).first(StormRule)
         if storm is None:
             raise ReplayError(f"jurisdiction {jurisdiction!r} has no storm rule: --dry-gap-hours has nothing to set")
         rules[storm[0]] = {"dry_gap_hours": dry_gap_hours}
@@ -149,24 +149,6 @@ def replay_site(profiles: ProfileLibrary, jurisdiction: str, tz: str, dry_gap_ho
 def dry_poll_interval(dry_gap: timedelta) -> timedelta:
     """Spacing of the dry polls of ``dry`` mode: half the dry gap, at most one hour."""
     return min(timedelta(hours=1), dry_gap / 2)
-
-
-def dry_polls(readings: Sequence[Reading], every: timedelta, boot: str = DRY_BOOT) -> list[Reading]:
-    """Zero-tip readings every ``every`` between consecutive readings (none after the last one), of
-    the tip size of the reading before them.
-
-    They say "the event log recorded no tip here"; the replay keeps them in its temporary store,
-    ``stormwatch import --silence dry`` stores them (``boot`` tells them apart from the file's rows).
-    """
-    out: list[Reading] = []
-    for a, b in itertools.pairwise(readings):
-        when = a.time + every
-        while when < b.time:
-            out.append(Reading(site=a.site, device=a.device, quantity="rain_tips", value=0, unit=TIP_UNIT,
-                               time=when, gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when),
-                               raw="no row in the event log", tip_size=a.tip_size))
-            when += every
-    return out
 
 
 def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdiction: str = "ch133",
@@ -200,7 +182,7 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
         if name not in (pack_options or {}):
             log.info("replay: pack %s options.%s = %s (the pack's default; --option %s=CHOICE to choose)",
                      jurisdiction, name, choice, name)
-    if load_pack(jurisdiction, options=chosen).storm() is None:
+    if load_pack(jurisdiction, options=chosen).first(StormRule) is None:
         with_options = " with " + ", ".join(f"{k}={v}" for k, v in chosen.items()) if chosen else ""
         raise ReplayError(f"pack {jurisdiction} has no storm-inspection rule (R1){with_options}; nothing to replay")
     base = profiles or ProfileLibrary()
@@ -219,10 +201,10 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
                 why = (f": {rejected} of {summary.rows_read} rows rejected ({counts(summary.rejected_rows)}); "
                        f"first: {summary.rejects[0].detail}" if summary.rejects else "")
                 raise ReplayError(f"{path}: no rain readings to replay{why}")
-            gap = timedelta(hours=load_site_pack(cfg).storm()[1].dry_gap_hours)  # type: ignore[index]
+            gap = timedelta(hours=load_site_pack(cfg).first(StormRule)[1].dry_gap_hours)  # type: ignore[index]
             if silence == "dry":
                 every = dry_poll_interval(gap)
-                store.write_readings(dry_polls(readings, every))
+                store.write_readings(dry_polls(readings, every, DRY_BOOT))
             else:
                 spacing = [(b.time - a.time).total_seconds() for a, b in itertools.pairwise(readings)]
                 every = timedelta(seconds=max(1.0, statistics.median(spacing) if spacing else 60.0))

@@ -32,16 +32,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.backfill import Evaluation, depth_amount, depth_text, evaluate, inches_cut
 from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules import parse_occurrence
-from stormwatch.alerts.rules.basin import BasinDetails
+from stormwatch.alerts.rules.basin import BasinDetails, BasinRule
 from stormwatch.alerts.rules.criteria import criterion_named
-from stormwatch.alerts.rules.storm import GapDetails, StormDetails
-from stormwatch.alerts.rules.turbidity import TurbidityDetails, watches
+from stormwatch.alerts.rules.routine import RoutineRule
+from stormwatch.alerts.rules.storm import GapDetails, StormDetails, StormRule
+from stormwatch.alerts.rules.turbidity import TurbidityDetails, TurbidityRule, watches
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
 from stormwatch.config import DischargePoint, SiteConfig
 from stormwatch.contract import Event
@@ -61,6 +61,7 @@ from stormwatch.report.model import (
     TurbidityRow,
     UnknownRow,
 )
+from stormwatch.report.trace import Collector, Window
 from stormwatch.stores.base import ReadingStore, StoredRow
 from stormwatch.stores.rows import series_rows, time_of_us, us_of
 from stormwatch.stores.seriesrows import SeriesRows, times_of
@@ -81,48 +82,6 @@ MAX_STORM_RUN = timedelta(days=14)
 
 _UNDECIDED = ("undetermined", "needs_verification")
 _US = timedelta(microseconds=1)
-
-
-class _Window(NamedTuple):
-    start: datetime
-    end: datetime
-    status: str
-    reason: str
-    upstream: float | None
-    downstream: float | None
-    allowed: float | None
-    point: str | None  # the discharge point's id (None: the site file's one turbidity_pair)
-
-
-@dataclass
-class Collector:
-    """The :class:`~stormwatch.alerts.rules.RuleTrace` of a report's evaluation (see the module)."""
-
-    rain: list[tuple[datetime, int, Fraction]] = field(default_factory=list)  # (time, tips, inches)
-    #: (start, last tip, tips, qualified, confirmed, inches, lower bound)
-    storms: list[tuple[datetime, datetime, int, bool, bool, Fraction, bool]] = field(default_factory=list)
-    windows: list[_Window] = field(default_factory=list)
-    basin: list[tuple[datetime, float, float, str | None]] = field(default_factory=list)  # ..., basin id
-
-    def rain_counted(self, t: datetime, tips: int, depth_in: Fraction) -> None:
-        self.rain.append((t, tips, depth_in))
-
-    def storm_ended(self, start: datetime, last_tip: datetime, tips: int, qualified: bool, confirmed: bool,
-                    depth_in: Fraction, lower_bound: bool = False) -> None:
-        self.storms.append((start, last_tip, tips, qualified, confirmed, depth_in, lower_bound))
-
-    def turbidity_window(self, start: datetime, end: datetime, status: str, reason: str, upstream: float | None,
-                         downstream: float | None, allowed: float | None, point: str | None = None) -> None:
-        # a long compliant stretch is kept as its windows (charts need them); memory: a year of
-        # 5-minute windows is 105,120 small records (per discharge point)
-        self.windows.append(_Window(start, end, status, reason, upstream, downstream, allowed, point))
-
-    def basin_settled(self, t: datetime, depth_ft: float, lost_fraction: float, basin: str | None = None) -> None:
-        self.basin.append((t, depth_ft, lost_fraction, basin))
-
-    def windows_of(self, point: str | None) -> list[_Window]:
-        """The windows R2 judged at one discharge point (``None``: the site file's one pair)."""
-        return [w for w in self.windows if w.point == point]
 
 
 @dataclass
@@ -270,7 +229,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     if end <= start:
         raise ValueError(f"the period must end after it starts ({format_time(start)} .. {format_time(end)})")
     pack = load_site_pack(cfg)
-    storm_rule = pack.storm()
+    storm_rule = pack.first(StormRule)
     dry_gap = timedelta(hours=storm_rule[1].dry_gap_hours) if storm_rule else timedelta(0)
     # what happened is counted up to the state's clock; the rest of the period had not happened then
     known = min(end, max(start, sources.as_of))
@@ -299,7 +258,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
         citations=citations, state=sources.state, has_orders=sources.book is not None,
         not_yet=Interval(known, end) if known < end else None,
     )
-    basin_rule = pack.basin()
+    basin_rule = pack.first(BasinRule)
     if basin_rule and cfg.all_basins:
         report.basin_limits = (basin_rule[1].warning_fraction, basin_rule[1].cleanout_fraction)
     background = _needs_background(pack)
@@ -308,7 +267,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
         report.points = tuple((p.id, p.label) for p in watched)
     if cfg.basins:
         report.basins = tuple((b.id, b.id) for b in cfg.basins)
-    routine = pack.routine()
+    routine = pack.first(RoutineRule)
     report.inspector_citation = storm_rule[1].citation if storm_rule else routine[1].citation if routine else ""
     report.coverage = coverage.result(cfg, profiles)
     report.readings = sum(c.received for c in report.coverage)
@@ -334,7 +293,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     report.orders = [OrderRow(o, tuple(sources.book.history(o.id)), _thumbnails(sources.book, o.id))
                      for o in orders] if sources.book else []
     if report.storm is None and charts:
-        from stormwatch.report.charts import charts_of
+        from stormwatch.report.charts import charts_of  # matplotlib: imported when charts are drawn
 
         report.charts = charts_of(report, collector, [u.interval for u in report.unknown if u.what == "rain"])
     log.info("%s: report of %s .. %s: %d readings, %d storms, %d turbidity events, %d basin events, %d unknown "
@@ -566,19 +525,19 @@ def _basin(events: list[Event], by_id: dict[str, WorkOrder], sources: Sources, s
 
 def _needs_background(pack: RulePack) -> bool:
     """Whether the pack's R2 criterion compares against the upstream probe (an absolute limit does not)."""
-    rule = pack.turbidity()
+    rule = pack.first(TurbidityRule)
     return rule is None or criterion_named(rule[1].criterion, rule[1].absolute_limit_ntu).needs_background
 
 
 def _watched_points(cfg: SiteConfig, pack: RulePack, background: bool) -> list[DischargePoint]:
     """The discharge points R2 runs at (:func:`stormwatch.alerts.rules.turbidity.watches`), none
     without a turbidity rule."""
-    if pack.turbidity() is None:
+    if pack.first(TurbidityRule) is None:
         return []
     return [p for p in cfg.points if watches(p, background)]
 
 
-def _unjudged_probes(point: DischargePoint, background: bool, windows: Sequence[_Window], coverage: CoverageCounter,
+def _unjudged_probes(point: DischargePoint, background: bool, windows: Sequence[Window], coverage: CoverageCounter,
                      start: datetime, end: datetime, named: str | None) -> list[UnknownRow]:
     """The silence of each probe R2 needs where R2 judged no window at all: before its first judged
     window and after its last (R2 judges a window once a later reading arrives, so when every device
@@ -623,7 +582,7 @@ def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCo
         named = None if cfg.turbidity_pair else point.id  # the rule's own key of the point's windows
         windows = c.windows_of(named)
         assert point.downstream is not None  # watches() holds
-        run: _Window | None = None
+        run: Window | None = None
         run_end = start
         for w in [*windows, None]:
             if w is not None and w.status in _UNDECIDED and run is not None and w.start == run_end \

@@ -20,12 +20,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from stormwatch.report.model import Chart, Interval, Report
+from stormwatch.report.trace import Collector, Window
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from stormwatch.report.build import Collector, _Window
 
 #: Buckets per line of a long series: about one per point (1/72 in) of the plot's 6.7 in -- finer than
 #: print shows (1,500 before: three steps per point, 300 KB of SVG path for the PDF renderer to draw).
@@ -86,7 +86,7 @@ def _hatch(ax: Axes, spans: Sequence[Interval], label: str) -> None:
 
 
 def charts_of(report: Report, c: Collector, rain_unknown: Sequence[Interval]) -> list[Chart]:
-    """The charts of ``report`` from its evaluation's :class:`~stormwatch.report.build.Collector`."""
+    """The charts of ``report`` from its evaluation's :class:`~stormwatch.report.trace.Collector`."""
     out = []
     if report.resolution is not None:
         out.append(_rain(report, c, rain_unknown))
@@ -156,7 +156,7 @@ def _steps(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[
     return out_x, out_y
 
 
-def _turbidity(report: Report, windows: Sequence[_Window], point: str | None, where: str, svg_id: str) -> Chart:
+def _turbidity(report: Report, windows: Sequence[Window], point: str | None, where: str, svg_id: str) -> Chart:
     fig, ax = _figure()
     inside = [w for w in windows if report.start <= w.start < report.end]
     shown = _reduce(inside, MAX_POINTS)

@@ -29,7 +29,7 @@ from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules.basin import BasinRule, BasinRuleState
 from stormwatch.alerts.rules.criteria import Criterion, criterion_named
 from stormwatch.alerts.rules.storm import StormDetails, StormRule
-from stormwatch.alerts.rules.turbidity import TurbidityDetails, watches
+from stormwatch.alerts.rules.turbidity import TurbidityDetails, TurbidityRule, watches
 from stormwatch.alerts.workorders import WorkOrder
 from stormwatch.config import LEGACY_POINT, DischargePoint, SiteConfig, load_site
 from stormwatch.contract import Event, Reading
@@ -163,14 +163,14 @@ def site_model(cfg: SiteConfig, profiles: ProfileLibrary, source: str) -> SiteMo
     if cfg.rain_gauge is not None:
         counter = profiles.get(cfg.device(cfg.rain_gauge).profile).counter
         resolution = counter.tip_resolution if counter is not None else None
-    storm = pack.storm()
-    turbidity = pack.turbidity()
+    storm = pack.first(StormRule)
+    turbidity = pack.first(TurbidityRule)
     criterion = None
     points: tuple[DischargePoint, ...] = ()
     if turbidity is not None and (cfg.turbidity_pair is not None or cfg.discharge_points):
         criterion = criterion_named(turbidity[1].criterion, turbidity[1].absolute_limit_ntu)
         points = tuple(p for p in cfg.discharge_points if watches(p, criterion.needs_background))
-    basin_rule = pack.basin()
+    basin_rule = pack.first(BasinRule)
     states = []
     for b in cfg.all_basins if basin_rule is not None else ():
         assert basin_rule is not None

@@ -32,8 +32,8 @@ from zoneinfo import ZoneInfo
 from pydantic import Field
 
 from stormwatch.alerts.geometry import StageStorage, lost_capacity, stage_storage_of
-from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import Chunk, RuleTrace, occurrence
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import M_PER_FT, Basin
 from stormwatch.contract import Event, EventDetails, EventKind, Reading

@@ -43,9 +43,9 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
 
-from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import occurrence
 from stormwatch.alerts.rules.daily_average import day_start
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, RuleContext, RuleKind
 from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.config import LEGACY_POINT, DischargePoint

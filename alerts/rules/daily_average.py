@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field, model_validator
 
-from stormwatch.alerts.packs import RuleParams
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, RuleContext, RuleKind
 from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.config import LEGACY_POINT, DischargePoint

@@ -2,7 +2,7 @@
 
 A rule module declares, at module level, ``KIND = RuleKind(...)``:
 
-* its **pack schema** (``params``: a :class:`~stormwatch.alerts.packs.RuleParams` subclass whose
+* its **pack schema** (``params``: a :class:`~stormwatch.alerts.rules.params.RuleParams` subclass whose
   ``kind`` literal is the pack's ``kind:`` value);
 * its **device roles** (:class:`Role`: which site device it reads, and the quantity it must report);
 * its **event kinds** and their **typed details** (:class:`EventKindSpec`; a kind that opens a work
@@ -35,17 +35,17 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from stormwatch.contract import EVENT_KINDS, EventDetails, NoDetails
 from stormwatch.errors import InputError
 
 if TYPE_CHECKING:
-    from stormwatch.alerts.packs import RuleParams
     from stormwatch.alerts.rules import Rule
-    from stormwatch.alerts.workorders import WorkOrders
+    from stormwatch.alerts.rules.params import RuleParams
     from stormwatch.config import SiteConfig
     from stormwatch.profiles import DeviceProfile, ProfileLibrary
 
@@ -110,6 +110,16 @@ class Role:
     summary: str = ""
 
 
+class OrderBook(Protocol):
+    """What a rule reads of the work-order book (:class:`stormwatch.alerts.workorders.WorkOrders`)."""
+
+    def last_completed(self, site: str, kinds: tuple[str, ...]) -> datetime | None:
+        """Completion time of the site's latest completed order of one of ``kinds``."""
+
+    def latest_period(self, site: str, rule: str) -> tuple[datetime, datetime] | None:
+        """``(event_time, due_at)`` of the site's latest order of ``rule``."""
+
+
 @dataclass(frozen=True)
 class RuleContext:
     """What a rule's factory gets: the site, its profiles, the pack entry, the work-order book.
@@ -127,7 +137,7 @@ class RuleContext:
     profiles: ProfileLibrary
     rule_id: str
     params: RuleParams
-    workorders: WorkOrders | None
+    workorders: OrderBook | None
     pack_name: str
 
     @property

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from stormwatch.alerts.packs import RuleParams
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import EventKindSpec, RuleKind
 
 

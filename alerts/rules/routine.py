@@ -24,8 +24,8 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
-from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import Chunk, occurrence
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import EventKindSpec, RuleContext, RuleKind
 from stormwatch.contract import Event, Reading
 from stormwatch.display import local_time

@@ -53,7 +53,6 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field, field_validator, model_validator
 
-from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules.benchmark import (
     SAMPLE_QUANTITIES,
     Level,
@@ -63,6 +62,7 @@ from stormwatch.alerts.rules.benchmark import (
     point_sources,
 )
 from stormwatch.alerts.rules.daily_average import day_start
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.alerts.rules.routine import add_local_days
 from stormwatch.config import LEGACY_POINT

@@ -78,8 +78,8 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field, field_validator, model_validator
 
-from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import Chunk, RuleTrace, occurrence
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import BuildError, EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import FallbackGauge
 from stormwatch.contract import TIP_UNIT, Event, EventDetails, EventKind, Reading, UtcDatetime

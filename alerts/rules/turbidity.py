@@ -33,9 +33,9 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
-from stormwatch.alerts.packs import RuleParams
 from stormwatch.alerts.rules import Chunk, RuleTrace, occurrence
 from stormwatch.alerts.rules.criteria import criterion_named
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.config import DischargePoint
 from stormwatch.contract import Event, EventDetails, EventKind, Reading

@@ -36,7 +36,8 @@ from stormwatch.alerts.rules.turbidity import TurbidityRuleState
 from stormwatch.config import parse_site
 from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.report.build import Collector, CoverageCounter
+from stormwatch.report.build import CoverageCounter
+from stormwatch.report.trace import Collector
 from stormwatch.stores.sqlite import SqliteStore
 from tests.alerts_support import T0, Feeder, site, site_doc
 

@@ -11,6 +11,7 @@ import pytest
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import PackError, load_pack
+from stormwatch.alerts.rules.storm import StormRule
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event, Reading
@@ -104,7 +105,7 @@ def test_routine_inspection_every_seven_days_from_last_completion(tmp_path: Path
 
 def test_site_overrides_apply_and_bad_ones_name_the_key() -> None:
     pack = load_pack("ch133", {"R1": {"dry_gap_hours": 4}})
-    assert pack.storm()[1].dry_gap_hours == 4
+    assert pack.first(StormRule)[1].dry_gap_hours == 4
     with pytest.raises(PackError, match=r"rules\.R1\.dry_gaps"):
         load_pack("ch133", {"R1": {"dry_gaps": 4}})
     with pytest.raises(PackError, match=r"rules\.R9"):

@@ -22,6 +22,7 @@ import yaml
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import PackError, load_site_pack
+from stormwatch.alerts.rules.storm import StormRule
 from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
@@ -107,7 +108,7 @@ def test_a_site_that_sets_an_unconfirmed_parameter_takes_it_over(tmp_path: Path)
     doc = site_doc("epa-cgp-2022", rules={"R1": {"dry_gap_hours": 8}})
     doc["options"] = {"inspection_frequency": "14-day-and-storm"}
     pack = load_site_pack(parse_site(doc, "epa-site.yaml", ProfileLibrary()))
-    storm = pack.storm()
+    storm = pack.first(StormRule)
     assert storm is not None
     assert storm[1].dry_gap_hours == 8 and storm[1].unverified_values() == ["clock_from=threshold",
                                                                             "order_opens=threshold"]

@@ -52,7 +52,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from stormwatch.alerts.packs import RuleParams
+from stormwatch.alerts.rules.params import RuleParams
 from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, RuleKind
 from stormwatch.contract import Event, EventDetails, Reading
 from stormwatch.wire import format_time

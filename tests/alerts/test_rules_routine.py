@@ -17,7 +17,7 @@ import pytest
 
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import PackError, load_pack
-from stormwatch.alerts.rules.routine import add_local_days
+from stormwatch.alerts.rules.routine import RoutineRule, add_local_days
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.profiles import ProfileLibrary
@@ -85,4 +85,4 @@ def test_a_period_is_counted_in_the_site_zone(tmp_path: Path) -> None:
 def test_every_days_is_a_whole_number_of_days(tmp_path: Path) -> None:
     with pytest.raises(PackError, match="every_days"):
         load_pack("ch133", {"R1w": {"every_days": 7.5}})
-    assert load_pack("ch133", {"R1w": {"every_days": 14}}).routine()[1].every_days == 14
+    assert load_pack("ch133", {"R1w": {"every_days": 14}}).first(RoutineRule)[1].every_days == 14

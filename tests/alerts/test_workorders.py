@@ -9,6 +9,7 @@ import pytest
 
 from stormwatch.alerts.business_days import report_deadline
 from stormwatch.alerts.packs import load_pack
+from stormwatch.alerts.rules.report import ReportRule
 from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
 from stormwatch.clock import ManualClock
 from stormwatch.contract import Event
@@ -59,7 +60,7 @@ def test_ch196_completion_opens_report_due_in_two_business_days(tmp_path: Path) 
     inspected = datetime(2026, 7, 3, 19, 0, tzinfo=UTC)
     clock = ManualClock(inspected)
     book = WorkOrders(tmp_path / "state.db", clock)
-    report_rule = load_pack("ch196").report()[1]
+    report_rule = load_pack("ch196").first(ReportRule)[1]
     order, _ = book.open_for(storm_due(), report=report_rule, timezone="America/New_York")
     book.complete(order.id, "cy", "inspected; no findings")
     (report,) = [o for o in book.list() if o.kind == "inspection_report"]

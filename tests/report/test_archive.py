@@ -15,6 +15,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from stormwatch.alerts.rules.report import ReportRule
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.app import servers
 from stormwatch.app.cli import app
@@ -73,7 +74,7 @@ def _fill(store: ReadingStore, state: Path) -> None:
     book = WorkOrders(state / "alerts.db", WallClock())
     from stormwatch.alerts.packs import load_pack
 
-    report_rule = load_pack("ch196").report()
+    report_rule = load_pack("ch196").first(ReportRule)
     assert report_rule is not None
     order, _ = book.open_for(events[0], report=report_rule[1], timezone="America/New_York")
     book.acknowledge(order.id, "Ann SMO", "on my way")
