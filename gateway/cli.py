@@ -38,6 +38,7 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
@@ -110,7 +111,42 @@ def gateway_command(
     """
     if confirm not in CONFIRM_MODES:
         fail(f"--confirm: expected stored or broker, got {confirm!r}")
-    profiles = ProfileLibrary(profiles_dir)
+    checked = _checked_sites(site, broker, ProfileLibrary(profiles_dir), check)
+    until_dt, floor_dt = _until(until), _floor(clock_floor)
+    if check:
+        for _, cfg, _ in checked:
+            typer.echo(
+                f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {len(cfg.devices)} devices: "
+                + ", ".join(f"{d.id} ({d.profile} via {d.transport.kind})" for d in cfg.devices)
+            )
+        return
+    _, _, plan = checked[0]
+    use_state_dir(state_dir, create=True)
+    try:
+        clock = service_clock(clock_file)
+        plan_path = write_plan(plan, state_dir / PLAN_FILE)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    if no_exec:
+        run_plan(plan, clock, broker, state_dir, until_dt, floor_dt, batch, confirm=confirm,
+                 stats_interval_s=stats_interval_s)
+        return
+    argv = [sys.executable, "-m", "stormwatch.gateway", "--plan", str(plan_path), "--broker", broker,
+            "--state-dir", str(state_dir)]
+    for option, value in (("--clock-file", clock_file), ("--until", until), ("--clock-floor", clock_floor)):
+        if value is not None:
+            argv += [option, str(value)]
+    if batch:
+        argv.append("--batch")
+    argv += ["--confirm", confirm, "--stats-interval-s", repr(stats_interval_s)]
+    _exec_lean(argv, plan_path)
+
+
+def _checked_sites(site: list[Path], broker: str, profiles: ProfileLibrary,
+                   check: bool) -> list[tuple[Path, SiteConfig, GatewayPlan]]:
+    """Each ``--site`` file (one, or several for ``--check``) loaded, checked against its profiles and
+    rule pack, compiled into a plan whose drivers can be built, and the fleet's ids free of conflicts;
+    the broker URL parsed. Exits 2 with the reason otherwise."""
     try:
         files = site_files(site)
     except ValueError as exc:
@@ -132,49 +168,34 @@ def gateway_command(
     conflicts = fleet_conflicts([(path, cfg) for path, cfg, _ in checked])
     if conflicts:
         fail("; ".join(conflicts))
-    _, cfg, plan = checked[0]
-    until_dt: datetime | None = None
-    if until is not None:
-        try:
-            until_dt = datetime.fromisoformat(until)
-        except ValueError:
-            fail(f"--until {until!r} is not an ISO 8601 time")
-        if until_dt.tzinfo is None:
-            fail("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
-    floor_dt: datetime | None = None
-    if clock_floor is not None:
-        try:
-            floor_dt = parse_floor(clock_floor)
-        except ValueError as exc:
-            fail(str(exc))
-    if check:
-        for _, cfg, _ in checked:
-            typer.echo(
-                f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {len(cfg.devices)} devices: "
-                + ", ".join(f"{d.id} ({d.profile} via {d.transport.kind})" for d in cfg.devices)
-            )
-        return
-    use_state_dir(state_dir, create=True)
+    return checked
+
+
+def _until(until: str | None) -> datetime | None:
+    """``--until`` as an aware time (exits 2 on a bad or naive one)."""
+    if until is None:
+        return None
     try:
-        clock = service_clock(clock_file)
-        plan_path = write_plan(plan, state_dir / PLAN_FILE)
-    except (ValueError, OSError) as exc:
+        until_dt = datetime.fromisoformat(until)
+    except ValueError:
+        fail(f"--until {until!r} is not an ISO 8601 time")
+    if until_dt.tzinfo is None:
+        fail("--until needs a UTC offset (e.g. 2026-06-01T12:00:00Z)")
+    return until_dt
+
+
+def _floor(clock_floor: str | None) -> datetime | None:
+    """``--clock-floor`` as a time (exits 2 on a bad one)."""
+    if clock_floor is None:
+        return None
+    try:
+        return parse_floor(clock_floor)
+    except ValueError as exc:
         fail(str(exc))
-    if no_exec:
-        run_plan(plan, clock, broker, state_dir, until_dt, floor_dt, batch, confirm=confirm,
-                 stats_interval_s=stats_interval_s)
-        return
-    argv = [sys.executable, "-m", "stormwatch.gateway", "--plan", str(plan_path), "--broker", broker,
-            "--state-dir", str(state_dir)]
-    if clock_file is not None:
-        argv += ["--clock-file", str(clock_file)]
-    if until is not None:
-        argv += ["--until", until]
-    if clock_floor is not None:
-        argv += ["--clock-floor", clock_floor]
-    if batch:
-        argv.append("--batch")
-    argv += ["--confirm", confirm, "--stats-interval-s", repr(stats_interval_s)]
+
+
+def _exec_lean(argv: list[str], plan_path: Path) -> NoReturn:
+    """Replace this process (same pid) with the lean gateway process ``argv``."""
     # glibc gives every thread its own malloc arena; the gateway's threads (one per link, paho's
     # loop, the outbox pump) are I/O-bound, so two arenas suffice and save ~0.5 MB of RSS.
     env = {"MALLOC_ARENA_MAX": "2", **os.environ, **child_log_env()}

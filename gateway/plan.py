@@ -314,36 +314,11 @@ def _decode(tp: Any, data: Any, where: str) -> Any:
     """Build a value of type ``tp`` from JSON ``data``; ``where`` is the key path for errors."""
     origin = get_origin(tp)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(data, dict):
-            raise TypeError(f"{where or '<root>'}: expected an object")
-        hints = get_type_hints(tp)
-        known = {f.name for f in dataclasses.fields(tp)}
-        extra = sorted(set(data) - known)
-        if extra:
-            raise KeyError(f"{where or '<root>'}: unknown keys {extra}")
-        return tp(**{k: _decode(hints[k], v, f"{where}.{k}".lstrip(".")) for k, v in data.items()})
+        return _decode_dataclass(tp, data, where)
     if origin in (Union, types.UnionType):
-        options = [a for a in get_args(tp) if a is not type(None)]
-        if data is None:
-            if len(options) < len(get_args(tp)):
-                return None
-            raise TypeError(f"{where}: must not be null")
-        if len(options) == 1:
-            return _decode(options[0], data, where)
-        kinds = {_kind(a): a for a in options}
-        kind = data.get("kind") if isinstance(data, dict) else None
-        if kind not in kinds:
-            raise ValueError(f"{where}.kind: {kind!r} is not one of {', '.join(sorted(kinds))}")
-        return _decode(kinds[kind], data, where)
+        return _decode_union(tp, data, where)
     if origin is tuple:
-        args = get_args(tp)
-        if not isinstance(data, list):
-            raise TypeError(f"{where}: expected a list")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v, f"{where}.{i}") for i, v in enumerate(data))
-        if len(args) != len(data):
-            raise ValueError(f"{where}: expected {len(args)} items")
-        return tuple(_decode(a, v, f"{where}.{i}") for i, (a, v) in enumerate(zip(args, data, strict=True)))
+        return _decode_tuple(tp, data, where)
     if origin is dict:
         key_t, val_t = get_args(tp)
         if not isinstance(data, dict):
@@ -353,6 +328,51 @@ def _decode(tp: Any, data: Any, where: str) -> Any:
         if data not in get_args(tp):
             raise ValueError(f"{where}: {data!r} is not one of {', '.join(map(str, get_args(tp)))}")
         return data
+    return _decode_scalar(tp, data, where)
+
+
+def _decode_dataclass(tp: type, data: Any, where: str) -> Any:
+    """A plan dataclass from a JSON object, every key one of its fields."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{where or '<root>'}: expected an object")
+    hints = get_type_hints(tp)
+    known = {f.name for f in dataclasses.fields(tp)}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise KeyError(f"{where or '<root>'}: unknown keys {extra}")
+    return tp(**{k: _decode(hints[k], v, f"{where}.{k}".lstrip(".")) for k, v in data.items()})
+
+
+def _decode_union(tp: Any, data: Any, where: str) -> Any:
+    """An optional value, or one of several dataclasses told apart by their ``kind``."""
+    options = [a for a in get_args(tp) if a is not type(None)]
+    if data is None:
+        if len(options) < len(get_args(tp)):
+            return None
+        raise TypeError(f"{where}: must not be null")
+    if len(options) == 1:
+        return _decode(options[0], data, where)
+    kinds = {_kind(a): a for a in options}
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind not in kinds:
+        raise ValueError(f"{where}.kind: {kind!r} is not one of {', '.join(sorted(kinds))}")
+    return _decode(kinds[kind], data, where)
+
+
+def _decode_tuple(tp: Any, data: Any, where: str) -> tuple[Any, ...]:
+    """A tuple of one type (``tuple[T, ...]``) or of fixed types, from a JSON list."""
+    args = get_args(tp)
+    if not isinstance(data, list):
+        raise TypeError(f"{where}: expected a list")
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_decode(args[0], v, f"{where}.{i}") for i, v in enumerate(data))
+    if len(args) != len(data):
+        raise ValueError(f"{where}: expected {len(args)} items")
+    return tuple(_decode(a, v, f"{where}.{i}") for i, (a, v) in enumerate(zip(args, data, strict=True)))
+
+
+def _decode_scalar(tp: Any, data: Any, where: str) -> Any:
+    """A Fraction (from its text), a float (from any JSON number), an int or a str; never a bool."""
     if tp is Fraction:
         return Fraction(data)
     if tp is float:
