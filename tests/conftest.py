@@ -1,14 +1,15 @@
 """Shared fixtures: real Mosquitto and InfluxDB 1.x servers, never mocks; and the fast lane's marks.
 
 Servers come from the binaries on this machine (``.ci/run`` installs them from Debian). Without a
-binary a test that needs it is skipped with a clear message -- except under ``CI=true``, where
-it fails, so CI can never pass by skipping.
+binary a test that needs it is skipped with a clear message -- except under ``CI=true``, where it
+fails, so CI can never pass by skipping. Under pytest-xdist each worker has its own Mosquitto
+(:func:`mosquitto_server`) and its own :data:`tests.names.RUN` token, so tests side by side never
+share a topic, a retained message, a session or a database.
 
 The fast lane (``pytest -m "not slow"``, docs/architecture.md "Tests") leaves out every test marked
-``slow``: those marked by hand (a module's ``pytestmark`` or a test's ``@pytest.mark.slow``: they start
-processes or browsers, or run scenarios at speed), every test in tests/e2e/, and every test that
-needs a server: using a fixture of :data:`SERVER_FIXTURES` or marked ``mosquitto``/``influxdb``
-(:func:`pytest_collection_modifyitems` adds the mark).
+``slow``: by hand (a module's ``pytestmark``, a test's mark: processes, browsers, scenarios at
+speed), and here for every test in tests/e2e/ and every test needing a server -- a fixture of
+:data:`SERVER_FIXTURES` or a ``mosquitto``/``influxdb`` mark (:func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -90,11 +91,21 @@ def _external_port(var: str) -> int | None:
     return int(url.rsplit(":", 1)[1].rstrip("/")) if url else None
 
 
+def _xdist_worker() -> str | None:
+    """This process's pytest-xdist worker id (``gw0``, ``gw1``, ...), ``None`` outside xdist."""
+    return os.environ.get("PYTEST_XDIST_WORKER")
+
+
 @pytest.fixture(scope="session")
 def mosquitto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Mosquitto]:
-    """One Mosquitto for the whole session (tests must use unique client ids and topics)."""
+    """One Mosquitto for the whole session (tests must use unique client ids and topics).
+
+    The broker of ``STORMWATCH_TEST_MQTT_URL`` when given, to the first xdist worker alone: each other
+    worker starts a broker of its own with the same configuration, so a test that listens to a whole
+    topic tree never hears a test running beside it.
+    """
     port = _external_port("STORMWATCH_TEST_MQTT_URL")
-    if port is not None:
+    if port is not None and _xdist_worker() in (None, "gw0"):
         yield servers.Mosquitto("mosquitto", [], port, tmp_path_factory.mktemp("ext-mosquitto"))
         return
     _need("mosquitto")

@@ -1,4 +1,4 @@
-"""Layers you can see (issue 13 item 2): the import contract of ``.importlinter`` holds, and the
+"""Layers you can see (docs/architecture.md, "Layers"): the import contract of ``.importlinter`` holds, and the
 packages of stormwatch import each other without cycles.
 
 Top to bottom: the composition (:mod:`stormwatch.app`), the desks (web, report, dashboards), the
@@ -28,9 +28,9 @@ def test_the_import_contract_is_kept() -> None:
 
 
 def test_the_contract_has_no_exception() -> None:
-    """No import is exempted (issue 13: the shared CLI helpers, gateway and ingest once reached up to
-    the rule packs; the composition root now hands them the pack check,
-    stormwatch.runtime.cliutil.provide_site_checks)."""
+    """No import is exempted: the shared CLI helpers, gateway and ingest check site files against the
+    rule packs through the check the composition root hands them
+    (stormwatch.runtime.cliutil.provide_site_checks), never by importing the packs."""
     text = (REPO / ".importlinter").read_text(encoding="utf-8")
     assert "ignore_imports" not in text
     lint = Path(sys.executable).parent / "lint-imports"
@@ -47,7 +47,7 @@ def _package(module: str) -> str:
 def test_no_cycle_between_the_packages() -> None:
     """The graph of stormwatch.<package> → stormwatch.<package> imports (every import, lazy ones too)
     has no cycle."""
-    graph = grimp.build_graph("stormwatch", include_external_packages=False)
+    graph = grimp.build_graph("stormwatch", include_external_packages=False, cache_dir=None)
     edges: dict[str, set[str]] = {}
     for module in graph.modules:
         for imported in graph.find_modules_directly_imported_by(module):
