@@ -9,14 +9,14 @@ A storm's total (``storm_inspection_due``: tips and depth) is compared exactly; 
 it qualified is not: near the peak one 60-s reading carries two or three tips, and which slot
 a tip falls in depends on how long after its slot time the poll reached the simulated gauge, so
 ``storm_qualified`` may say 50 or 51 tips -- both runs must say at least the threshold (50 tips).
-
-Due times are compared to within :data:`SLOT_SLACK`. The gateway stamps a reading with its poll
-slot, and the simulated device answers with its value at the moment the request reaches it: at
-2000x, 0.3 real seconds of scheduling delay on a loaded machine put a tip 10 simulated minutes
-into an earlier slot, and a skipped slot (a gap) puts it into a later one. Observed: up to 9 min
-at load average 8 on 2 cores. The mistakes these tests catch -- a second storm, a wall clock, a
-due date a day or an hour off -- are far larger.
 """
+
+# Due times are compared to within :data:`SLOT_SLACK`. The gateway stamps a reading with its poll
+# slot, and the simulated device answers with its value at the moment the request reaches it: at
+# 2000x, 0.3 real seconds of scheduling delay on a loaded machine put a tip 10 simulated minutes
+# into an earlier slot, and a skipped slot (a gap) puts it into a later one. Observed: up to 9 min
+# at load average 8 on 2 cores. The mistakes these tests catch -- a second storm, a wall clock, a
+# due date a day or an hour off -- are far larger.
 
 from __future__ import annotations
 

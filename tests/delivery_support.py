@@ -1,4 +1,4 @@
-"""Helpers of the end-to-end delivery tests (issue 18; no tests here): stormwatch services run as
+"""Helpers of the end-to-end delivery tests (no tests here; docs/ingest.md, section 1a): stormwatch services run as
 processes that the tests SIGKILL, an events listener that rides out a broker crash, readings
 published the way a gateway does, and the alert service's state read with SQL."""
 

@@ -10,15 +10,15 @@ both), a turbidity plume, flagged and missing probe windows, a basin filling pas
 a cleanout, a flagged and a no-target level reading, a storm still open when the gauge falls silent
 for good. Compared: every rule's events in order (all fields), the rules' trace (tips counted,
 storms closed, windows judged, settled depths), storms in progress, rain-gauge gaps.
-
-Independently derived (by hand from the fixture below; dry gap 6 h): storm A = 60 one-minute tips
-from minute 30, 2 tips of a second boot at minute 35, 20 tips from minute 400, 2 tips flagged
-counter_reset at minute 700 (84 tips, last at 700: every pause is under 6 h); the gauge silence from
-minute 200 to 260 and the envelope reading at minute 800 (500 tips in a minute, not counted) are
-gaps; storm C across the day boundary = 50 tips (minute 1400 + 2 k, k < 50), its device_error
-reading makes it need verification; storm D (60 tips from minute 3700) is closed by the gauge's
-silence after minute 3800 (nothing from it for the dry gap), end not confirmed.
 """
+
+# Independently derived (by hand from the fixture below; dry gap 6 h): storm A = 60 one-minute tips
+# from minute 30, 2 tips of a second boot at minute 35, 20 tips from minute 400, 2 tips flagged
+# counter_reset at minute 700 (84 tips, last at 700: every pause is under 6 h); the gauge silence from
+# minute 200 to 260 and the envelope reading at minute 800 (500 tips in a minute, not counted) are
+# gaps; storm C across the day boundary = 50 tips (minute 1400 + 2 k, k < 50), its device_error
+# reading makes it need verification; storm D (60 tips from minute 3700) is closed by the gauge's
+# silence after minute 3800 (nothing from it for the dry gap), end not confirmed.
 
 from __future__ import annotations
 
@@ -98,7 +98,8 @@ def fixture() -> list[Reading]:
 
 
 def reference(cfg, store: SqliteStore, trace: Collector, end: datetime = END) -> tuple[Engine, list[Event]]:
-    """The engine fed every stored reading in event-time order, a chunk at a time (the old backfill)."""
+    """The engine fed every stored reading in event-time order, a chunk at a time: the reference the
+    row path must equal."""
     engine = Engine.for_site(cfg, ProfileLibrary(), None)
     for rule in engine.rules:
         if isinstance(rule, StormRuleState | TurbidityRuleState | BasinRuleState):

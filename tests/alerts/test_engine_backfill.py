@@ -129,7 +129,7 @@ def test_a_window_of_millennia_reads_only_the_stored_days_and_gives_the_same_eve
 
 @pytest.mark.slow  # the 10-hour scenario run three times
 def test_catch_up_re_evaluates_missed_readings_together_and_gives_the_undisturbed_answer(tmp_path: Path) -> None:
-    """Issue 18: readings the broker never delivered are read back from the store (Engine.catch_up); those
+    """Readings the broker never delivered are read back from the store (Engine.catch_up); those
     behind the watermark are re-evaluated in one re-run, not one per reading, and the events then equal
     an undisturbed run's -- the ones found late flagged with late_detection_s (an event emitted before from
 incomplete data stays emitted; the corrected one follows)."""

@@ -1,4 +1,4 @@
-"""Data gaps (issue 3, item 5): a rain gauge whose gateway's last will fires and that stays silent
+"""Data gaps (docs/rules.md, "Data gaps"): a rain gauge whose gateway's last will fires and that stays silent
 for 3 hours gives a data_gap covering exactly that window (last reading before it to the first
 after it), on real Mosquitto, and `evaluate` over the period reports rain there as unknown, never
 dry. Also: silence alone (no last will) opens a gap after two poll intervals of event time."""

@@ -12,19 +12,19 @@ readings are written to the store directly, as a store holding them anyway would
   (impossible_value) and the engine refuses it before any rule;
 * ``9999`` (the same code, positive, as other loggers write it): physically possible, but flagged by
   the gateway -- and the rules leave flagged readings out (the daily average says so).
-
-The expected values, by hand:
-
-* R2's window median (Ch. 133, Washington criterion, alerts/packs/ch133.yaml: 5-min windows,
-  sustained 15 min): background 7.5 NTU allows 7.5 + 5 = 12.5 NTU (WAC 173-201A-200, background
-  <= 50 NTU); downstream 12 and 14 in each window have median (12 + 14) / 2 = 13 > 12.5 -- three
-  windows in a row are a turbidity_contrast. With the -9999 counted the median of [-9999, 12, 14]
-  would be 12 <= 12.5: nothing (with 9999 counted, 14: a contrast of 14.0 NTU).
-* the daily average (CA CGP turbidity NAL, alerts/packs/ca-cgp-2022.yaml; the site sets the
-  action level to 12.5 NTU and 2 samples a day): (12 + 14) / 2 = 13 > 12.5 over 2 samples, one
-  flagged sample not counted -- an exceedance. With it counted: (12 - 9999 + 14) / 3 = -3324.3,
-  no exceedance (with 9999: 3341.7 over 3 samples).
 """
+
+# The expected values, by hand:
+#
+# * R2's window median (Ch. 133, Washington criterion, alerts/packs/ch133.yaml: 5-min windows,
+#   sustained 15 min): background 7.5 NTU allows 7.5 + 5 = 12.5 NTU (WAC 173-201A-200, background
+#   <= 50 NTU); downstream 12 and 14 in each window have median (12 + 14) / 2 = 13 > 12.5 -- three
+#   windows in a row are a turbidity_contrast. With the -9999 counted the median of [-9999, 12, 14]
+#   would be 12 <= 12.5: nothing (with 9999 counted, 14: a contrast of 14.0 NTU).
+# * the daily average (CA CGP turbidity NAL, alerts/packs/ca-cgp-2022.yaml; the site sets the
+#   action level to 12.5 NTU and 2 samples a day): (12 + 14) / 2 = 13 > 12.5 over 2 samples, one
+#   flagged sample not counted -- an exceedance. With it counted: (12 - 9999 + 14) / 3 = -3324.3,
+#   no exceedance (with 9999: 3341.7 over 3 samples).
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fallback gauge (issue 16): a representative station record fills ONLY the site gauge's data gaps.
+"""Fallback gauge (docs/rules.md, "Fallback gauge"): a representative station record fills ONLY the site
+gauge's data gaps.
 
 The site's gauge is the Davis tipping bucket of the Tharandt rain-gauge comparison (0.2 mm a tip,
 tests/data/tharandt_davis_tips_Sensor1.csv, one row per tip); the station is the co-located
@@ -9,21 +10,21 @@ time is taken as the END of its 10-minute interval.
 The gauge is polled every minute (a reading per minute: the tips stamped that minute, 0 when none)
 from 2018-09-22 00:00 to 2018-09-24 12:00; a gap is cut into it on the biggest day: no reading
 stamped 17:00 .. 18:59 on 2018-09-23. Derived by hand (rules.md R1, "Fallback gauge"):
-
-* the gauge's last reading before the cut is 16:59, the first after it 19:00 (it covers the
-  minute 18:59-19:00): the gap is (16:59, 19:00). Pluvio intervals wholly inside it end at
-  17:10 .. 18:50 (17:00 covers 16:50-17:00, 19:00 covers 18:50-19:00: both overlap the gauge's
-  own data). Their depths: 0.3 + 1.7 + 5.4 + 6.6 + 0.9 + 0.8 + 0.9 + 0.8 + 0.7 + 0.1 (18:40;
-  18:50 is not listed: 0) = 18.2 mm.
-* the storm begins with the first tip after a dry spell of >= 6 h; 0.5 in = 12.7 mm. The gauge's
-  tips of the storm before 17:00 are 17 (3.4 mm: 12:xx 1, 13:xx 1, 14:xx 10, 15:xx 4, 16:xx 1);
-  with the station 3.4 + 0.3 + 1.7 + 5.4 = 10.8 mm at 17:30, + 6.6 = 17.4 mm >= 12.7 at 17:40:
-  ``storm_qualified`` at 17:40, said to come from station Tharandt-Pluvio (0.05 km away).
-* without the station the same gauge record never reaches 64 tips in that storm (no storm_qualified):
-  the fallback decides the inspection.
-* the station's other intervals (its 26.9 mm of the day) are NOT counted: the storm's depth is the
-  gauge's tips x 0.2 mm + 18.2 mm exactly.
 """
+
+# * the gauge's last reading before the cut is 16:59, the first after it 19:00 (it covers the
+#   minute 18:59-19:00): the gap is (16:59, 19:00). Pluvio intervals wholly inside it end at
+#   17:10 .. 18:50 (17:00 covers 16:50-17:00, 19:00 covers 18:50-19:00: both overlap the gauge's
+#   own data). Their depths: 0.3 + 1.7 + 5.4 + 6.6 + 0.9 + 0.8 + 0.9 + 0.8 + 0.7 + 0.1 (18:40;
+#   18:50 is not listed: 0) = 18.2 mm.
+# * the storm begins with the first tip after a dry spell of >= 6 h; 0.5 in = 12.7 mm. The gauge's
+#   tips of the storm before 17:00 are 17 (3.4 mm: 12:xx 1, 13:xx 1, 14:xx 10, 15:xx 4, 16:xx 1);
+#   with the station 3.4 + 0.3 + 1.7 + 5.4 = 10.8 mm at 17:30, + 6.6 = 17.4 mm >= 12.7 at 17:40:
+#   ``storm_qualified`` at 17:40, said to come from station Tharandt-Pluvio (0.05 km away).
+# * without the station the same gauge record never reaches 64 tips in that storm (no storm_qualified):
+#   the fallback decides the inspection.
+# * the station's other intervals (its 26.9 mm of the day) are NOT counted: the storm's depth is the
+#   gauge's tips x 0.2 mm + 18.2 mm exactly.
 
 from __future__ import annotations
 

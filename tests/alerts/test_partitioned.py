@@ -1,4 +1,4 @@
-"""Services over a county (issue 17): partitions together equal one service; a site added is watched.
+"""Services over a county (docs/scaling.md): partitions together equal one service; a site added is watched.
 
 On real Mosquitto with a simulated fleet of ten sites (storms qualifying at different times, a
 plume, basins filling; seed 7): one ``stormwatch alerts --sites DIR`` and two more with

@@ -6,14 +6,14 @@ actions for a sample above 25 NTU.
 By hand (docs/reference/permits/wa-cswgp.md; site in America/Los_Angeles, PDT = UTC-7, discharging
 every week: ``options.discharge: always``): the week of Sun 31 May 2026 runs 07:00 UTC 31 May to
 07:00 UTC 7 June.
-
-1. Wed 3 June 09:00 PDT (16:00 UTC): outfall-2, 10 NTU -- the site's first reading: outfall-1 has no
-   sample this week, so its reminder opens (due 7 June 07:00 UTC); outfall-2's week is sampled.
-2. 10:00 PDT (17:00 UTC): outfall-1, 40 NTU -- completes outfall-1's reminder at 17:00 UTC; 40 > 25 NTU
-   is above the benchmark (S4.C.5.a): SWPPP review due by the end of 10 June (11 June 07:00 UTC), BMPs
-   by the end of 13 June (14 June 07:00 UTC).
-3. 11:00 PDT: outfall-2, 50 cm transparency -- moves event time past step 2 (lateness 120 s).
 """
+
+# 1. Wed 3 June 09:00 PDT (16:00 UTC): outfall-2, 10 NTU -- the site's first reading: outfall-1 has no
+#    sample this week, so its reminder opens (due 7 June 07:00 UTC); outfall-2's week is sampled.
+# 2. 10:00 PDT (17:00 UTC): outfall-1, 40 NTU -- completes outfall-1's reminder at 17:00 UTC; 40 > 25 NTU
+#    is above the benchmark (S4.C.5.a): SWPPP review due by the end of 10 June (11 June 07:00 UTC), BMPs
+#    by the end of 13 June (14 June 07:00 UTC).
+# 3. 11:00 PDT: outfall-2, 50 cm transparency -- moves event time past step 2 (lateness 120 s).
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The alert engine after a broker crash and a store outage (issue 18 acceptance), as processes killed
-with SIGKILL on real Mosquitto and InfluxDB 1.x.
+"""The alert engine after a broker crash and a store outage (docs/rules.md, "After a broker crash, and
+while the store is away"), as processes killed with SIGKILL on real Mosquitto and InfluxDB 1.x.
 
 The readings are the alert tests' 10-hour scenario (tests/alerts/test_engine_backfill.py): a 60-tip storm in
 the first hour, a turbidity plume at 0:30-1:00, sediment rising from 1 to 3 ft in a 4-ft basin. The

@@ -1,4 +1,4 @@
-"""The rule registry (issue 13 item 1): a rule kind is one module; the engine, the contract's event
+"""The rule registry (docs/rules.md, "Adding a rule kind"): a rule kind is one module; the engine, the contract's event
 kinds, work orders, the InfluxDB event fields and docs/asyncapi.yaml come from the registry.
 
 Acceptance: a pH rule written here as a new module (a threshold on a ``ph`` quantity), a pack that

@@ -154,7 +154,7 @@ def test_silent_gauge_is_a_gap_and_closes_a_qualified_storm_conservatively(tmp_p
 
 
 def test_non_integer_tips_are_not_readings() -> None:
-    # The contract refuses a fractional tip count before any rule sees it (issue 19 item 5).
+    # The contract refuses a fractional tip count before any rule sees it (strict payload types, docs/ingest.md).
     with pytest.raises(ValidationError, match="whole number of tips"):
         Feeder()("rain", "rain_tips", 60.0, "{tip}", T0)
 

@@ -1,4 +1,4 @@
-"""R1 honours every quality flag of rain readings (issue 11 items 1 and 5; rules.md R1).
+"""R1 honours every quality flag of rain readings (docs/rules.md, "Quality flags of rain readings").
 
 * ``counter_reset``: rain since the gauge's last trusted reading is unknown -> a data_gap from that
   reading to the reset, never dry;

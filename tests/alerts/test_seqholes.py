@@ -1,5 +1,6 @@
-"""Readings on their way (issue 18): a jump in a gateway's ``seq`` holds the site's rules until the
-readings in between arrive, or, bounded, until ``hold_s`` real seconds have passed.
+"""Readings on their way (docs/rules.md, "Readings on their way"): a jump in a gateway's ``seq`` holds
+the site's rules until the readings in between arrive, or, bounded, until ``hold_s`` real seconds have
+passed.
 
 Logic tests on a manual real clock and a manual event clock (no broker): the engine is the alert
 tests' site (tests/alerts_support.py) at lateness 0; the storm rule is Ch. 133 R1 (0.5 in,

@@ -1,5 +1,5 @@
-"""The live alert service waits for readings a gateway made that the broker did not deliver (issue 18),
-on real Mosquitto with a SQLite store.
+"""The live alert service waits for readings a gateway made that the broker did not deliver
+(docs/rules.md, "Readings on their way"), on real Mosquitto with a SQLite store.
 
 The readings are the alert tests' 10-hour scenario (tests/alerts/test_engine_backfill.py) with the rain
 gauge polled every 60 s: one tip a minute for minutes 0-59 (60 tips, 0.60 in; Ch. 133 R1 qualifies at

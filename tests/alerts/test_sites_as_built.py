@@ -1,5 +1,6 @@
-"""Sites as they are built (issue 16): several discharge points and several basins, each with its own
-events and work orders; a site file's one ``turbidity_pair`` and ``basin`` keep their events.
+"""Sites as they are built (docs/rules.md, "Several discharge points and basins"): several discharge
+points and several basins, each with its own events and work orders; a site file's one ``turbidity_pair``
+and ``basin`` keep their events.
 
 Expected values by hand: Washington criterion (WAC 173-201A-200) -- background 20 NTU allows 25 NTU,
 26 NTU violates; 5-min medians, 15 min sustained (three windows). Basins: 40 x 20 ft, 3:1 sides,

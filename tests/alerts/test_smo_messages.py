@@ -1,4 +1,4 @@
-"""Messages an SMO reads (issue 12 item 5): dates are readable, with the year, in the site's own
+"""Messages an SMO reads: dates are readable, with the year, in the site's own
 zone as the demo prints them (``Mon 01 Jun 2026 08:59 EDT``, stormwatch/display.py) -- in the
 events' messages (and so a work order's reason), the work-order history, the overdue event and
 the refusals. The machine fields (``event_time``, ``due_at``, details, evidence) stay ISO UTC.

@@ -1,4 +1,4 @@
-"""Work-order lifecycle (issue 12 item 3): status exactly open -> acknowledged -> completed, overdue a
+"""Work-order lifecycle (docs/rules.md, "Work orders"): status exactly open -> acknowledged -> completed, overdue a
 separate flag, every change kept as history, --by/--notes/--status checked, the engine's clock
 recorded in the state (a demo's state is read at simulated time), and a schema-1 state file still
 opens (migrated). The service part runs on a real Mosquitto."""

@@ -1,4 +1,4 @@
-"""No traceback for any user input (issue 12 item 4): every command run with bad input exits 2 with
+"""No traceback for any user input: every command run with bad input exits 2 with
 exactly one line that names the file or option and says what is wrong -- never a traceback, never a
 directory created by a typo. The cases the issue found are here (a binary site file, a CSV cell
 1e308, --tip-mm 0.0000001 and 1e400, a store in a missing directory, --from after --until, an
@@ -209,7 +209,7 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("report-output-in-missing-dir", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
                                           "--store", "{db}", "-o", "{dir}/nonexist/x.pdf"],
          "--output {dir}/nonexist/x.pdf: directory {dir}/nonexist does not exist"),
-        # a period no store can hold (used to be "unexpected OverflowError: date value out of range")
+        # a period no store can hold: one line, never "unexpected OverflowError: date value out of range"
         ("report-until-9999", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "9999-12-31",
                                "--store", "{db}", "--state-dir", "{state}", "-o", "{dir}/x.csv"],
          "--until 9999-12-31: more than a year after the state's clock (wall-clock time: "),
@@ -260,8 +260,8 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "no SQLite store at {dir}/nothing.db"),
         ("ingest-binary-store", ["ingest", "--site", "{site}", "--store", "sqlite:///{bin}"],
          "--store sqlite:///{bin}: {bin} is not an SQLite database"),
-        # a reading command never writes into a file that is not a stormwatch store (it used to add the
-        # tables, switch the file to WAL and report "no data" of it)
+        # a reading command never writes into a file that is not a stormwatch store (opening it as one
+        # would add the tables, switch the file to WAL and report "no data" of it)
         ("report-empty-store", ["report", "--site", "{site}", "--from", "2026-06-01", "--until", "2026-06-02",
                                 "--no-work-orders", "--store", "sqlite:///{empty-db}", "-o", "{dir}/e.csv"],
          "--store sqlite:///{empty-db}: {empty-db} is an empty file, not a stormwatch store"),

@@ -1,4 +1,4 @@
-"""The ``stormwatch`` command imports a command's module only when that command runs (issue 15:
+"""The ``stormwatch`` command imports a command's module only when that command runs (
 ``stormwatch report`` paid ~1 s of CPU importing the gateway, simulators, dashboards, web desk ...)."""
 
 from __future__ import annotations

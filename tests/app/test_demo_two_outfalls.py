@@ -1,19 +1,19 @@
 """``stormwatch demo --scenario two-outfalls``: two discharge points and two basins of one site, each with
-its own events and work orders (issue 16), the run's site being the scenario's own (examples/two-outfalls.yaml).
+its own events and work orders, the run's site being the scenario's own (examples/two-outfalls.yaml).
 
 Expected by hand (simulators/scenarios/two-outfalls.yaml; hydrology.md; rules.md R2, R3):
-
-* outfall-2 has no plume: its compliance probe reads the shared background + 1 NTU at every poll, never
-  the 5 NTU above background the Washington rule needs -- no turbidity event there, while outfall-1's
-  plume gives one, found independently from the stored series (tests/e2e/test_pipeline.py's Washington check);
-* basin-1 (40 x 20 ft, 3:1, H = 4 ft): half of V(H) = 3,424 ft³ is lost at 2.56 ft of sediment (8 ft
-  below its sensor); it starts at 45 % and gains 10 % per inch of rain: a cleanout after 0.5 in;
-* trap-2 (stage-storage table [0,0] [1,300] [2,800] [3,1500], H = 3 ft, sensor at 6 ft): 40 % = 600 ft³
-  at 1 + 300/500 = 1.6 ft, 50 % = 750 ft³ at 1.9 ft; from 32 % (1.36 ft) it reaches 44 % (1.72 ft)
-  after the 1.2 in: a capacity warning, never a cleanout;
-* work orders: one turbidity review (outfall-1), one cleanout (basin-1), one storm inspection, one
-  routine inspection -- none for outfall-2 or trap-2.
 """
+
+# * outfall-2 has no plume: its compliance probe reads the shared background + 1 NTU at every poll, never
+#   the 5 NTU above background the Washington rule needs -- no turbidity event there, while outfall-1's
+#   plume gives one, found independently from the stored series (tests/e2e/test_pipeline.py's Washington check);
+# * basin-1 (40 x 20 ft, 3:1, H = 4 ft): half of V(H) = 3,424 ft³ is lost at 2.56 ft of sediment (8 ft
+#   below its sensor); it starts at 45 % and gains 10 % per inch of rain: a cleanout after 0.5 in;
+# * trap-2 (stage-storage table [0,0] [1,300] [2,800] [3,1500], H = 3 ft, sensor at 6 ft): 40 % = 600 ft³
+#   at 1 + 300/500 = 1.6 ft, 50 % = 750 ft³ at 1.9 ft; from 32 % (1.36 ft) it reaches 44 % (1.72 ft)
+#   after the 1.2 in: a capacity warning, never a cleanout;
+# * work orders: one turbidity review (outfall-1), one cleanout (basin-1), one storm inspection, one
+#   routine inspection -- none for outfall-2 or trap-2.
 
 from __future__ import annotations
 

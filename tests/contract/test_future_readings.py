@@ -2,18 +2,17 @@
 (stormwatch.timebounds): it never moves the engine's watermark, so no later live reading looks late
 and no event is stamped later than the engine's clock.
 
-Found in the field: with `stormwatch alerts` running live, one rain_tips reading stamped now + 1 h
-was dead-lettered by ingest as future_time, but the alert engine took it: its watermark jumped an
-hour ahead, it published data_gap events stamped in the future and logged every later live reading
-as "late ... re-evaluating".
-
-Here, on a real Mosquitto, ingest (SQLite store) and the alert service share one ManualClock that
-moves with the readings, as a live site's clock does: the example site's rain gauge (polled every
-60 s) reports a dry reading every minute, 12:00 to 12:30, each published at its own time. At 12:10
-a reading of 5 tips stamped 13:10 arrives (3,600 s ahead, beyond the 300 s bound); at 12:30 one
-stamped 12:34 (240 s ahead: within the bound, so it is taken, but it may not carry the watermark
-past the clock).
+Why: an engine that took a rain_tips reading stamped now + 1 h (which ingest dead-letters as
+future_time) would move its watermark an hour ahead, publish data_gap events stamped in the future
+and log every later live reading as "late ... re-evaluating".
 """
+
+# Here, on a real Mosquitto, ingest (SQLite store) and the alert service share one ManualClock that
+# moves with the readings, as a live site's clock does: the example site's rain gauge (polled every
+# 60 s) reports a dry reading every minute, 12:00 to 12:30, each published at its own time. At 12:10
+# a reading of 5 tips stamped 13:10 arrives (3,600 s ahead, beyond the 300 s bound); at 12:30 one
+# stamped 12:34 (240 s ahead: within the bound, so it is taken, but it may not carry the watermark
+# past the clock).
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Identifiers that round-trip everywhere (issue 11 item 6).
+"""Identifiers that round-trip everywhere (docs/influxdb-schema.md, "Encoding rules").
 
 Site, device and gateway ids follow ONE grammar (:func:`stormwatch.contract.check_identifier`),
 checked when a site file is loaded and on every reading. Whatever it allows comes back identical
 from MQTT topics, InfluxDB line protocol and InfluxQL, and SQLite -- shown here with the nastiest
-ids it allows, on real Mosquitto and InfluxDB 1.x. Before: a device id ending in a backslash got
-InfluxDB's ``400 invalid tag format`` and a newline was stored as the two characters ``\\n``.
+ids it allows, on real Mosquitto and InfluxDB 1.x. The grammar leaves out what InfluxDB cannot take
+back unchanged: a trailing backslash gets ``400 invalid tag format``, a newline comes back as ``\\n``.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ modbus:
     - {quantity: pump_on, unit: "1", table: coil, address: 0x0005}
 """
 
-# The same model as a manual in Modicon notation lists it (issue 19 item 4). Wire address w of the
+# The same model as a manual in Modicon notation lists it (docs/profiles.md). Wire address w of the
 # holding table is reference 40001 + w, of the input table 30001 + w, coil w is 00001 + w:
 # 0x0000 → 40001, 0x0001 → 40002, 0x0003 → 40004, input 0x0010 (16) → 30017, 0x0012 (18) → 30019,
 # coil 0x0005 → 6, and the wake command's holding 0x0100 (256) → 40257.

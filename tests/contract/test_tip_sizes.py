@@ -1,9 +1,9 @@
-"""Stored rain describes itself (issue 11 item 3).
+"""Stored rain describes itself (docs/ingest.md, "Tip sizes and rain rates").
 
 Every rain reading carries the size of its tips (``tip_size``) in both stores; every reader computes
 depth from it, a site file naming another size is a clear error unless it records the replacement,
-and stores written before this existed still open (their rain read with the site file's size, said
-in a WARNING). Expected values are derived here by hand: 0.01 in = 0.254 mm exactly, 0.2 mm =
+and stores whose rain readings carry no size still open (their rain read with the site file's size,
+said in a WARNING). Expected values are derived here by hand: 0.01 in = 0.254 mm exactly, 0.2 mm =
 1/127 in (1 in = 25.4 mm by definition; docs/reference/sensors.md).
 """
 
@@ -285,7 +285,7 @@ def test_an_import_of_another_size_is_refused_and_one_across_the_replacement_is_
 
 # -- stores written before stored rain described itself -----------------------------------------------------
 
-#: The readings table of SQLite stores of schema 1 (stormwatch before issue 11 item 3), as it created it.
+#: The readings table of SQLite stores of schema 1 (before readings carried their tip size), as it was created.
 SCHEMA_1 = textwrap.dedent("""
     CREATE TABLE readings (
         id INTEGER PRIMARY KEY, site TEXT NOT NULL, device TEXT NOT NULL, quantity TEXT NOT NULL,

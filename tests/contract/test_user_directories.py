@@ -1,4 +1,4 @@
-"""Users' own profiles and packs (issue 10 item 2): directories named by ``--profiles``/``--packs``
+"""Users' own profiles and packs: directories named by ``--profiles``/``--packs``
 or ``STORMWATCH_PROFILES``/``STORMWATCH_PACKS`` are searched before the built-ins
 (stormwatch/resources.py ``search_path``: the option first, then the variable, then the package),
 so a user file of a built-in's name replaces it; ``profiles list`` / ``packs list`` show where each

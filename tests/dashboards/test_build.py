@@ -41,8 +41,8 @@ def test_thresholds_come_from_packs_and_depths_from_the_readings() -> None:
     # ch133: "0.5 inches of precipitation" (§133-7A(2)); "reduced by 50%" (§133-7A(1)).
     assert pack_thresholds("ch133") == (0.5, 0.5)
     board = json.loads((JSON_DIR / "stormwatch-site.json").read_text(encoding="utf-8"))
-    # Stored rain describes itself (issue 11 item 3): no tip size is chosen in the dashboard; the rain
-    # panels sum each reading's own depth and leave out what physics rules out.
+    # Stored rain describes itself (docs/ingest.md, "Tip sizes and rain rates"): no tip size is chosen in
+    # the dashboard; the rain panels sum each reading's own depth and leave out what physics rules out.
     assert "tip_in" not in [v["name"] for v in board["templating"]["list"]]
     rain = [t["query"] for p in board["panels"] if "rain" in p.get("title", "").lower()
             for t in p.get("targets", [])]

@@ -1,20 +1,20 @@
 """Every query of the committed dashboards runs against a real InfluxDB 1.x loaded with a storm.
-
-The data is written through ingest's store (``open_store("influx1://...")``), so the schema is the
-one production writes: a 1.2-in NRCS Type II storm at 0.01 in per tip polled every minute (120
-tips), upstream/downstream turbidity with a one-hour hole in the downstream probe, a basin
-distance sensor, an hour in which every probe reading carries a QC flag (a -9999 error code,
-out-of-range values: the rules ignore them, so must the dashboard medians), hand-made ordinance
-events at two sites, and the two sites' records (time zones New York and Denver) as ingest writes
-them. Rain describes itself: every rain reading carries its tip size (``tip_size``, 0.01 in), the
-hilltop gauge was replaced by a 0.2 mm one halfway through its ten tips, and one impossible count
-(5,000 tips in a minute) is stored flagged ``rain_beyond_envelope`` as ingest stores it -- no rain
-panel may count it; ``$tz`` is resolved from them the way Grafana resolves the variable. Grafana's
-macros (``$timeFilter``, ``$__interval``, ``$__interval_ms``) and the dashboard variables are expanded by
-:func:`expand` the way Grafana does for InfluxQL, and every result is checked against values
-derived here by hand (the tip list, the Washington criterion of alerts/rules/criteria.py, the
-geometry of the sensor mount). A query in the JSON without a check below fails the test.
 """
+
+# The data is written through ingest's store (``open_store("influx1://...")``), so the schema is the
+# one production writes: a 1.2-in NRCS Type II storm at 0.01 in per tip polled every minute (120
+# tips), upstream/downstream turbidity with a one-hour hole in the downstream probe, a basin
+# distance sensor, an hour in which every probe reading carries a QC flag (a -9999 error code,
+# out-of-range values: the rules ignore them, so must the dashboard medians), hand-made ordinance
+# events at two sites, and the two sites' records (time zones New York and Denver) as ingest writes
+# them. Rain describes itself: every rain reading carries its tip size (``tip_size``, 0.01 in), the
+# hilltop gauge was replaced by a 0.2 mm one halfway through its ten tips, and one impossible count
+# (5,000 tips in a minute) is stored flagged ``rain_beyond_envelope`` as ingest stores it -- no rain
+# panel may count it; ``$tz`` is resolved from them the way Grafana resolves the variable. Grafana's
+# macros (``$timeFilter``, ``$__interval``, ``$__interval_ms``) and the dashboard variables are expanded by
+# :func:`expand` the way Grafana does for InfluxQL, and every result is checked against values
+# derived here by hand (the tip list, the Washington criterion of alerts/rules/criteria.py, the
+# geometry of the sensor mount). A query in the JSON without a check below fails the test.
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ def test_gateway_publishes_only_under_its_own_site(broker: servers.Mosquitto) ->
 
 def test_a_gateway_hears_ingests_confirmations_of_its_own_readings_and_cannot_forge_them(
         broker: servers.Mosquitto) -> None:
-    """Issue 18: ingest publishes stored-acknowledgements on stormwatch/v1/<site>/<gateway>/stored; the
+    """Ingest publishes stored-acknowledgements on stormwatch/v1/<site>/<gateway>/stored; the
     gateway may subscribe to its own (else its outbox would never empty), to no other, and may not
     publish there (a confirmation it wrote itself would make it forget readings nobody stored)."""
     env = env_example()

@@ -1,4 +1,4 @@
-"""The pipeline on a clustered broker (issue 17): a 3-node NATS cluster loses a node mid-storm.
+"""The pipeline on a clustered broker (docs/scaling.md): a 3-node NATS cluster loses a node mid-storm.
 
 ``nats-server`` (Debian package ``nats-server``, 2.9.10) with JetStream and its MQTT listener: MQTT
 sessions, QoS 1 messages and retained messages live in JetStream streams (``$MQTT_sess``,
@@ -6,33 +6,33 @@ sessions, QoS 1 messages and retained messages live in JetStream streams (``$MQT
 subscription is a durable JetStream consumer of ``$MQTT_msgs`` (R3 too); a QoS 1 PUBLISH is
 acknowledged once JetStream has stored it (nats-server 2.9.10 ``server/mqtt.go``, ``mqttProcessPub``
 then ``mqttEnqueuePubAck``). docs/scaling.md has the measured outcome.
-
-On loopback: 24 simulated gateways (``stormwatch simulate --fleet``, seed 7, 3 simulated hours at
-240x: storms qualifying at different times), ``stormwatch ingest`` and ``stormwatch alerts`` (one
-SQLite store, as in the field) all connect to the node that leads ``$MQTT_msgs``, with a broker URL
-listing all three nodes; an event listener sits on another node. The fleet starts once the
-services' JetStream consumers exist. One simulated hour in, with storms raining and four still to
-reach the 0.5-in threshold, that node is SIGKILLed; everyone moves to the surviving nodes. Alerts
-runs with an allowed lateness of 15 real seconds (``--lateness-s``): at 240x the seconds a failover
-takes are hours of event time, and a service on the wall clock has its default 120 s for them.
-
-Checked against independent sources -- the fleet's own count and each gateway's gap-free sequence,
-and the storms the scenario gives (:class:`stormwatch.simulators.scenario.SiteScenario`: first tip
-and the first one-minute poll at which the depth reaches the packs' 0.5 in, ``alerts/packs/ch133.yaml``
-and ``ch196.yaml`` R1; sites with a silenced gauge left out):
-
-* always (ours, whatever the broker does): every fleet message acknowledged by the broker; no
-  reading stored twice, none refused; ingest received exactly what it stored plus the broker's
-  redeliveries (dead-lettered as ``duplicate`` by identity); no event stored twice;
-* when the cluster held: every reading stored, the storm events exactly the scenario's, on the
-  listener too -- the test passes;
-* when it did not, and the cause is the broker's -- readings it acknowledged to a gateway and never
-  delivered to ingest's persistent session, or subscriptions it could not give a consumer -- the
-  test records what it measured (the JSON line it prints, and the xfail reason) and xfails. Any
-  other shortfall fails.
-
-The measurement line (``nats cluster node loss: {...}``) is printed in every run.
 """
+
+# On loopback: 24 simulated gateways (``stormwatch simulate --fleet``, seed 7, 3 simulated hours at
+# 240x: storms qualifying at different times), ``stormwatch ingest`` and ``stormwatch alerts`` (one
+# SQLite store, as in the field) all connect to the node that leads ``$MQTT_msgs``, with a broker URL
+# listing all three nodes; an event listener sits on another node. The fleet starts once the
+# services' JetStream consumers exist. One simulated hour in, with storms raining and four still to
+# reach the 0.5-in threshold, that node is SIGKILLed; everyone moves to the surviving nodes. Alerts
+# runs with an allowed lateness of 15 real seconds (``--lateness-s``): at 240x the seconds a failover
+# takes are hours of event time, and a service on the wall clock has its default 120 s for them.
+#
+# Checked against independent sources -- the fleet's own count and each gateway's gap-free sequence,
+# and the storms the scenario gives (:class:`stormwatch.simulators.scenario.SiteScenario`: first tip
+# and the first one-minute poll at which the depth reaches the packs' 0.5 in, ``alerts/packs/ch133.yaml``
+# and ``ch196.yaml`` R1; sites with a silenced gauge left out):
+#
+# * always (ours, whatever the broker does): every fleet message acknowledged by the broker; no
+#   reading stored twice, none refused; ingest received exactly what it stored plus the broker's
+#   redeliveries (dead-lettered as ``duplicate`` by identity); no event stored twice;
+# * when the cluster held: every reading stored, the storm events exactly the scenario's, on the
+#   listener too -- the test passes;
+# * when it did not, and the cause is the broker's -- readings it acknowledged to a gateway and never
+#   delivered to ingest's persistent session, or subscriptions it could not give a consumer -- the
+#   test records what it measured (the JSON line it prints, and the xfail reason) and xfails. Any
+#   other shortfall fails.
+#
+# The measurement line (``nats cluster node loss: {...}``) is printed in every run.
 
 from __future__ import annotations
 

@@ -1,20 +1,20 @@
-"""Issue 18 acceptance, the combined fault: ingest SIGKILLed mid-storm, then Mosquitto SIGKILLed, the
-broker back, ingest back -- with the gateway, ingest and the alert engine as ``stormwatch`` processes
-on one simulated clock, real Mosquitto and InfluxDB 1.x.
+"""Stored acknowledgement's combined fault (docs/ingest.md): ingest SIGKILLed mid-storm, then
+Mosquitto SIGKILLed, the broker back, ingest back -- with the gateway, ingest and the alert engine
+as ``stormwatch`` processes on one simulated clock, real Mosquitto and InfluxDB 1.x.
 
 Mosquitto runs with ``autosave_interval 3600`` (its own default is 1800 s): the SIGKILL loses every
 session and every message it had queued for the offline ingest, which it had PUBACKed to the gateway
-long before. Before issue 18 that lost 338 readings and 53 of the 120 tips (the storm inspection said
-0.67 in). Now the gateway keeps each reading until ingest confirms it stored, and sends again what
-is never confirmed.
-
-Expected, derived by hand: the default scenario rains 1.2 in at 0.01 in per tip = 120 tips
-(hydrology.md); the gateway's first poll at 04:00 comes before the storm's first tip at 05:00, so
-it sees all of them. The last tip falls 24 h after the storm's start (the NRCS Type II cumulative
-fraction reaches 1.000 at hour 24): 2026-06-02 05:00 UTC; the inspection is due 24 h later,
-2026-06-03 05:00 UTC, to within a poll slot at simulation speed (tests/answers_support.py,
-SLOT_SLACK). The fault times are the issue's, at the storm's peak (17:00, hour 12 of the storm).
+long before. A gateway that forgot a reading on the broker's PUBACK lost 338 readings and 53 of the
+120 tips here (the storm inspection said 0.67 in); the gateway keeps each reading until ingest
+confirms it stored, and sends again what is never confirmed.
 """
+
+# Expected, derived by hand: the default scenario rains 1.2 in at 0.01 in per tip = 120 tips
+# (hydrology.md); the gateway's first poll at 04:00 comes before the storm's first tip at 05:00, so
+# it sees all of them. The last tip falls 24 h after the storm's start (the NRCS Type II cumulative
+# fraction reaches 1.000 at hour 24): 2026-06-02 05:00 UTC; the inspection is due 24 h later,
+# 2026-06-03 05:00 UTC, to within a poll slot at simulation speed (tests/answers_support.py,
+# SLOT_SLACK). The fault times are the issue's, at the storm's peak (17:00, hour 12 of the storm).
 
 from __future__ import annotations
 

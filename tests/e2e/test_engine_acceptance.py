@@ -1,4 +1,4 @@
-"""Acceptance (issue 3): a 1.2-inch NRCS Type II storm, with the MQTT broker away for the two hours
+"""The alert engine's acceptance: a 1.2-inch NRCS Type II storm, with the MQTT broker away for the two hours
 around its peak (11 h to 13 h into the storm) while the gateway's outbox holds the readings, which it
 replays when the broker is back. Real pieces: simulated Modbus TCP rain gauge (SimulatedSite),
 the gateway, a real Mosquitto (stopped and restarted), the alert service.

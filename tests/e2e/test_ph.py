@@ -6,18 +6,18 @@ Scenario ``concrete-washout`` on its site (examples/ca-cgp-site.yaml, America/Lo
 water, flushing out with a 20-minute time constant afterwards (docs/reference/hydrology.md).
 
 Expected by hand:
-
-* pH at the probe = the pH of the mix, by hydroxide: 14 + log10(f·10⁻²) while f ≫ 10⁻⁵ -- 11.70 at
-  f = 0.5 -- and the runoff's 7.2 ± 0.05 otherwise; the local day's arithmetic mean of those values at
-  the stored sample times comes to about 8.85, above the upper pH NAL 8.5 (docs/reference/permits/
-  ca-cgp-2022.md), so the day ending Wed 3 June 00:00 PDT (07:00 UTC) opens an ``nal_report`` due 10
-  local days after it: Sat 13 June 2026 00:00 PDT = 07:00 UTC (the pack's unconfirmed default);
-* turbidity never approaches the 250 NTU NAL: every sample ≤ 8.4 + 1 + 30 NTU per in/h × the 0.3 in
-  shower falling in at most one 15-minute window (1.2 in/h) = 45.4 NTU;
-* the 0.3-in shower (30 tips of 0.01 in) is no qualifying precipitation event (0.5 in = 50 tips);
-* temperature compensation on the wire: each poll's stored pH = 7 − E / (0.19842 mV/K × T) from the
-  same poll's electrode potential E and temperature T (sensors.md, "pH probes").
 """
+
+# * pH at the probe = the pH of the mix, by hydroxide: 14 + log10(f·10⁻²) while f ≫ 10⁻⁵ -- 11.70 at
+#   f = 0.5 -- and the runoff's 7.2 ± 0.05 otherwise; the local day's arithmetic mean of those values at
+#   the stored sample times comes to about 8.85, above the upper pH NAL 8.5 (docs/reference/permits/
+#   ca-cgp-2022.md), so the day ending Wed 3 June 00:00 PDT (07:00 UTC) opens an ``nal_report`` due 10
+#   local days after it: Sat 13 June 2026 00:00 PDT = 07:00 UTC (the pack's unconfirmed default);
+# * turbidity never approaches the 250 NTU NAL: every sample ≤ 8.4 + 1 + 30 NTU per in/h × the 0.3 in
+#   shower falling in at most one 15-minute window (1.2 in/h) = 45.4 NTU;
+# * the 0.3-in shower (30 tips of 0.01 in) is no qualifying precipitation event (0.5 in = 50 tips);
+# * temperature compensation on the wire: each poll's stored pH = 7 − E / (0.19842 mV/K × T) from the
+#   same poll's electrode potential E and temperature T (sensors.md, "pH probes").
 
 from __future__ import annotations
 

@@ -1,22 +1,22 @@
 """Values physics forbids, and flagged rain, end to end on a real Mosquitto and a real InfluxDB 1.x
-(issue 11 item 5).
+(docs/ingest.md, "Tip sizes and rain rates").
 
 One stream of gateway-shaped payloads goes to the broker; ingest (into InfluxDB) and the alert
 service both consume it:
-
-* a negative tip count, a negative turbidity (alone, and inside a batch beside a good reading) are
-  dead-lettered ``impossible_value`` -- the good reading of the batch is stored; the alert engine
-  never counts them (the storm's tips and InfluxDB's ``SUM(tips)`` are the 60 good tips, not 55);
-* a NaN / Infinity ``raw`` is dead-lettered ``schema`` naming ``raw`` -- nothing in the store holds
-  the invalid JSON text ``NaN``;
-* rain readings flagged ``device_error`` open and qualify a storm, and every storm event says
-  ``needs_verification: ["device_error"]`` (also on the events topic);
-* a ``counter_suspect`` then ``counter_reset`` reading make a ``data_gap`` from the last trusted
-  reading to the reset.
-
-Expected values by hand: 30 + 30 tips of 0.01 in = 0.60 in >= 0.5 in (R1, Ch. 133 §133-7A(2)); the
-storm ends after the 6-h dry gap; the example site polls the gauge every 60 s.
 """
+
+# * a negative tip count, a negative turbidity (alone, and inside a batch beside a good reading) are
+#   dead-lettered ``impossible_value`` -- the good reading of the batch is stored; the alert engine
+#   never counts them (the storm's tips and InfluxDB's ``SUM(tips)`` are the 60 good tips, not 55);
+# * a NaN / Infinity ``raw`` is dead-lettered ``schema`` naming ``raw`` -- nothing in the store holds
+#   the invalid JSON text ``NaN``;
+# * rain readings flagged ``device_error`` open and qualify a storm, and every storm event says
+#   ``needs_verification: ["device_error"]`` (also on the events topic);
+# * a ``counter_suspect`` then ``counter_reset`` reading make a ``data_gap`` from the last trusted
+#   reading to the reset.
+#
+# Expected values by hand: 30 + 30 tips of 0.01 in = 0.60 in >= 0.5 in (R1, Ch. 133 §133-7A(2)); the
+# storm ends after the 6-h dry gap; the example site polls the gauge every 60 s.
 
 from __future__ import annotations
 

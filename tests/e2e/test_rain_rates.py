@@ -1,4 +1,4 @@
-"""Rain rates physics rules out, and rates that are extreme but possible (issue 11 item 5,
+"""Rain rates physics rules out, and rates that are extreme but possible (docs/ingest.md,
 failure-kinds.md #24).
 
 * A count beyond the world-record envelope over the time it covers is stored flagged

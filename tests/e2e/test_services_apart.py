@@ -7,8 +7,8 @@ citations, storm tips and depth, due times. The expected storm is also derived b
 default scenario rains 1.2 in at 0.01 in per tip = 120 tips (hydrology.md), and no work order can
 be overdue within the scenario (the earliest deadline, the turbidity review, is 24 h after a
 violation late on 06-01, after the scenario's end at 06-02 12:00 UTC; the routine week is due
-06-08). Before the clock reached ``alerts`` it ran on the wall clock: 366 "late reading"
-warnings and an ``inspection_overdue`` at simulated 06-01 for an order due 06-08.
+06-08). An ``alerts`` on the wall clock instead of the simulated one would log hundreds of "late
+reading" warnings and announce an ``inspection_overdue`` at simulated 06-01 for an order due 06-08.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""End-to-end stored-acknowledgement (issue 18): a gateway forgets a reading only when ingest says the
+"""End-to-end stored-acknowledgement (docs/ingest.md): a gateway forgets a reading only when ingest says the
 store holds it, so a broker that crashes and forgets what it held loses nothing.
 
 Real Mosquitto -- with ``autosave_interval 3600``, so a SIGKILL loses every session and queued message

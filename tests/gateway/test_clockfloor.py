@@ -1,4 +1,4 @@
-"""Issue 19 item 3, gateway side: no reading is stamped while the clock reads before its floor.
+"""The clock floor, gateway side: no reading is stamped while the clock reads before its floor.
 
 An edge box without a real-time clock boots at 1970-01-01 and keeps that time until NTP sets it.
 Here the gateway runs on such a wall clock (:class:`LyingClock`: the real time minus an offset the

@@ -1,4 +1,4 @@
-"""Counter plausibility is physical (issue 11 item 1; failure-kinds.md #26): property tests.
+"""Counter plausibility is physical (failure-kinds.md #26): property tests.
 
 The envelope is computed here by hand from its definition (docs/reference/rain-records.md:
 1.5 × 422 mm × D^0.475, D in hours), not with stormwatch.physics, and compared with what

@@ -1,8 +1,8 @@
-"""Issue 11 item 1 through the real stack: a persisted baseline of 1,588, the site loses power, the
+"""A counter reset through the real stack: a persisted baseline of 1,588, the site loses power, the
 gateway comes back 10 h later and its counter (a real Modbus TCP server) reads 0, then 0, then 3.
 
-Before: a wrap of 65,536 - 1,588 = 63,948 tips (639 in) and a storm inspection. Now (by hand, the
-envelope for 10 h is 1.5 x 422 x 10^0.475 mm = 7,439 tips of 0.01 in): the first sample is a
+Read as a wrap it would be 65,536 - 1,588 = 63,948 tips (639 in) and a storm inspection. Expected (by
+hand, the envelope for 10 h is 1.5 x 422 x 10^0.475 mm = 7,439 tips of 0.01 in): the first sample is a
 suspect (0 tips), the second confirms a reset (0 tips, ``counter_reset``), the third adds 3 tips;
 readings go over a real Mosquitto to the alert engine, which reports the 10 hours since the last
 trusted reading as a data gap and opens no storm inspection.

@@ -1,4 +1,4 @@
-"""Issue 19 item 2: every serial transport opens its port exclusively, and a refused open says why.
+"""Every serial transport opens its port exclusively, and a refused open says why.
 
 On real pseudo-terminals, against another *process* (a Python child running pyserial, like a
 second gateway or a technician's tool opening the port exclusively):

@@ -1,4 +1,4 @@
-"""``stormwatch gateway --check`` over the site files of a fleet (issue 12 item 1): two gateways with
+"""``stormwatch gateway --check`` over the site files of a fleet (docs/deployment.md): two gateways with
 one gateway id (or one MQTT client id) are refused with one line naming both files; several
 ``--site`` files or a directory are accepted for the check, not for a run."""
 

@@ -1,12 +1,12 @@
-"""Issue 19 item 1: a late RTU reply is never published as the next device's reading.
+"""A late RTU reply is never published as the next device's reading.
 
 Two devices behind one RS-485 adapter (a pseudo-terminal; the device side is written here, byte
 by byte): A reads holding 0-9, B reads holding 100-109. The device answers A's request late -- only
 once the gateway has given up on it (its 0.3 s reply window expired: ``ModbusLink.failed`` is
 called), so the reply is late however slowly a loaded machine runs either side -- and B's at once
 (5 ms); its registers hold 1000 + n at
-address n and 2000 + (n - 100) at address n >= 100. Before the fix, B's read decoded A's late
-reply -- ``[1000 ... 1009]`` for registers 100-109. Now A's poll fails (a gap), the late reply is
+address n and 2000 + (n - 100) at address n >= 100. Unguarded, B's read decodes A's late reply --
+``[1000 ... 1009]`` for registers 100-109. Here A's poll fails (a gap), the late reply is
 discarded as ``late_reply`` (counted, logged), and B gets its own ``[2000 ... 2009]``; for the same
 unit id and for different unit ids. Replies of the wrong function, unit or length in a request's
 window are discarded with their reason too. End to end, the gateway publishes B's true values on

@@ -1,5 +1,5 @@
 """A simulated storm through the gateway to a real Mosquitto, with the uplink and the gateway
-itself failing part-way (issue 7 acceptance):
+itself failing part-way (the gateway's acceptance):
 
 * the broker is stopped for the middle part of the storm: every reading arrives exactly once
   (after de-duplication by identity), in order, and the stored storm total equals the scenario's;

@@ -1,4 +1,4 @@
-"""Cumulative counters in files go through the gateway's own counter function (issue 11 item 2).
+"""Cumulative counters in files go through the gateway's own counter function.
 
 * rtl_433 JSON Lines (tests/data/rtl433_acurite5n1_json_2023-02-11.jsonl, SOURCES.md): every message
   repeated up to 3 times (sequence_num 0/1/2) -> repeats dropped; ``rain_in`` is a running total

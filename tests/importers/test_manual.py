@@ -1,4 +1,4 @@
-"""Manual field readings (issue 16): `stormwatch readings add` stores a transparency tube's cm and a grab
+"""Manual field readings (docs/importing.md): `stormwatch readings add` stores a transparency tube's cm and a grab
 sample's NTU and pH as readings with source manual and the inspector's name, at the time of sampling,
 and they reach the rules like a sensor's readings.
 

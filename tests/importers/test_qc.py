@@ -3,7 +3,7 @@ logger file's impossible values as flagged data, not as evidence of a violation.
 
 By hand: the Yosemitech Y511 profile's turbidity valid_range is [0, 1000] NTU (device_profiles/
 yosemitech_y511.yaml). 9999 NTU is outside it -> ``out_of_range``; -5 NTU is a value physics
-forbids (a negative turbidity): its rows are rejected ``negative_value`` (issue 11 item 5); 99999 NTU
+forbids (a negative turbidity): its rows are rejected ``negative_value``; 99999 NTU
 is above what any turbidity sensor reports (10,000, stormwatch.physics.MAX_TURBIDITY): rejected
 ``beyond_instrument_range``. Rules.md R2: a
 downstream window whose data carry QC flags is ``turbidity_needs_verification``, never a

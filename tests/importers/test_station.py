@@ -1,4 +1,4 @@
-"""`stormwatch station import`: NOAA GHCN-Daily and TD-3240 (HPD) station records (issue 16).
+"""`stormwatch station import`: NOAA GHCN-Daily and TD-3240 (HPD) station records (docs/rules.md, "Fallback gauge").
 
 The lines are written here in the layouts the formats document (NCEI ghcnd-readme: ID 1-11, year
 12-15, month 16-17, element 18-21, then per day a 5-character value in tenths of mm and three flag

@@ -1,4 +1,4 @@
-"""Issue 19 item 3, ingest side: a reading whose time stamp is implausibly old is dead-lettered
+"""The clock floor, ingest side: a reading whose time stamp is implausibly old is dead-lettered
 ``implausible_time``; a late reading replayed from a gateway's outbox after a long outage is not.
 
 Through a real Mosquitto into a real SQLite store, with ingest's clock standing at 12:10 on

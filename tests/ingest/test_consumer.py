@@ -245,7 +245,7 @@ def test_amqtt_demo_broker_backlog_is_live_and_outside_topics_ignored(sqlite_sto
 
 def test_ingest_records_each_sites_zone_for_the_dashboards(broker: servers.Mosquitto,
                                                            influx_server: servers.InfluxDB1) -> None:
-    # Issue 19 item 6: the site dashboard's $tz is the selected site's own zone, read from the
+    # The site dashboard's $tz is the selected site's own zone, read from the
     # ``sites`` measurement ingest writes from the site files (examples/site.yaml: America/New_York).
     db = f"sites_{next(ids)}"
     store = Influx1Store(influx_server.url, db)

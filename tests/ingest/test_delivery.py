@@ -1,5 +1,5 @@
 """Nothing lost, nothing doubled: database outage, a worker killed on a shared subscription, broker
-queue limits (failure-kinds.md #16, #17; issue 6 acceptance).
+queue limits (failure-kinds.md #16, #17).
 
 Real Mosquitto (``own_mosquitto``, the project's configuration from ``stormwatch.app.servers``) and
 real InfluxDB 1.x; the database is checked with InfluxQL, independently of the store's own code.
@@ -55,7 +55,7 @@ def test_influx_down_while_10000_readings_flow_all_stored_exactly_once(
     # failure-kinds.md #16: InfluxDB away -> ingest stops acknowledging, the broker keeps the
     # messages (persistent session; at most the in-flight window is outstanding at ingest), and
     # everything is written when it returns: 10,000 readings, each stored exactly once.
-    # Issue 18: the operator reads one ERROR when it goes, one INFO within seconds of its return,
+    # The operator reads one ERROR when it goes, one INFO within seconds of its return,
     # the retries only at DEBUG (ingest's own retry backoff and the store's, at their defaults).
     caplog.set_level(logging.INFO)
     store = Influx1Store(own_influx.url, "outage10k")
@@ -119,7 +119,7 @@ def _worker(broker: servers.Mosquitto, store_url: str, client_id: str, group: st
 
 def test_two_workers_on_a_shared_subscription_one_sigkilled_every_reading_once(
         own_mosquitto: servers.Mosquitto, influx_server: servers.InfluxDB1, tmp_path: Path) -> None:
-    # Issue 6: two `stormwatch ingest --share-group` processes; one is SIGKILLed mid-stream and
+    # Two `stormwatch ingest --share-group` processes; one is SIGKILLed mid-stream and
     # restarted with the same client id (as a supervisor does). Mosquitto 2.0 keeps the killed
     # worker's unacknowledged messages -- and its round-robin share of new ones -- in that
     # worker's persistent session until the same client id reconnects (docs/ingest.md).

@@ -1,5 +1,5 @@
 """Ingest observability: Prometheus metrics scraped from the real HTTP endpoint, and the periodic
-counter log line (issue 6, item 6). Messages go through a real Mosquitto into SQLite."""
+counter log line. Messages go through a real Mosquitto into SQLite."""
 
 from __future__ import annotations
 

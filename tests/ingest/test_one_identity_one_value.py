@@ -12,10 +12,10 @@ Found by a newcomer:
   never stored;
 * a rain_tips of 10**30 got InfluxDB's HTTP 400 and landed in the deadletter measurement, but was
   neither published on stormwatch/v1/deadletter nor counted.
-
-Expected values are by hand: the stored value is the first one written; a conflict's detail names
-both values; 2**32 - 1 is the range of the widest (32-bit) counter, 10**30 far beyond it.
 """
+
+# Expected values are by hand: the stored value is the first one written; a conflict's detail names
+# both values; 2**32 - 1 is the range of the widest (32-bit) counter, 10**30 far beyond it.
 
 from __future__ import annotations
 

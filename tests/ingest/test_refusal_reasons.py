@@ -1,8 +1,8 @@
 """Every payload refusal has the right reason, and the reasons are one documented set.
 
-Issue 11 item 7 (``[`` x 100,000 was dead-lettered ``internal_error: RecursionError`` with an ERROR
-traceback; it is ``bad_json``) and issue 19 item 5 (strict payload types: ``"value": "100.00"`` was
-coerced -- turbidity stored as an SQLite integer, a tip count ``"3"`` accepted).
+A payload nested past the parser's depth (``[`` x 100,000) is ``bad_json``, never an
+``internal_error`` with a traceback; payload types are strict: ``"value": "100.00"`` is refused, not
+coerced (it would be stored as an SQLite integer), and so is a tip count ``"3"``.
 
 * :data:`VALIDATOR_CASES`: for each reason the validator (contract + configuration checks) gives,
   payloads that must get exactly that reason;

@@ -1,4 +1,4 @@
-"""A report of a site with two discharge points (issue 16) shows each point's turbidity apart: its
+"""A report of a site with two discharge points shows each point's turbidity apart: its
 contrasts, its UNKNOWN windows and its probes' completeness, the shared background probe serving both.
 
 The store holds, every minute from 9 to 12 June 2026 (New York), the gauge's 0 tips, the shared
@@ -7,16 +7,16 @@ from 10:00 to 11:00 EDT on 10 June, and outfall-2's ``turb-down-2`` at 11.0 NTU 
 12:00 to 14:00 EDT that day. Ch. 133 R2 (alerts/packs/ch133.yaml; rules.md R2): 5-minute window
 medians, the Washington criterion (background <= 50 NTU: allowed = background + 5 NTU), 15 min
 sustained and 15 min to clear. By hand, for the period 10 June (local):
-
-* outfall-1: the windows 10:00 .. 11:00 have a downstream median of 30.0 NTU > 15.0 NTU allowed; the
-  third (10:10 .. 10:15) sustains the run: a contrast from 10:00, detected 10:15, upstream 10.0,
-  downstream 30.0, allowed 15.0, peak 30.0 NTU; three compliant windows from 11:00 clear it at 11:15
-  (1 h 15 min); its occurrence is ``turbidity:outfall-1:2026-06-10T14:00:00Z``;
-* outfall-2: 11.0 <= 15.0 always: no contrast; its 24 windows 12:00 .. 14:00 have no downstream
-  reading: UNKNOWN for 2 h 00 min on turb-down-2, of outfall-2 alone;
-* completeness: 1,440 polls expected in the day; turb-down-2 got 1,440 - 120 = 1,320 (91.7 %), one
-  gap from its last reading (11:59) to the next (14:00), 2 h 01 min; the others 1,440 (100.0 %).
 """
+
+# * outfall-1: the windows 10:00 .. 11:00 have a downstream median of 30.0 NTU > 15.0 NTU allowed; the
+#   third (10:10 .. 10:15) sustains the run: a contrast from 10:00, detected 10:15, upstream 10.0,
+#   downstream 30.0, allowed 15.0, peak 30.0 NTU; three compliant windows from 11:00 clear it at 11:15
+#   (1 h 15 min); its occurrence is ``turbidity:outfall-1:2026-06-10T14:00:00Z``;
+# * outfall-2: 11.0 <= 15.0 always: no contrast; its 24 windows 12:00 .. 14:00 have no downstream
+#   reading: UNKNOWN for 2 h 00 min on turb-down-2, of outfall-2 alone;
+# * completeness: 1,440 polls expected in the day; turb-down-2 got 1,440 - 120 = 1,320 (91.7 %), one
+#   gap from its last reading (11:59) to the next (14:00), 2 h 01 min; the others 1,440 (100.0 %).
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One vocabulary (issue 12 item 5): every option of every command is in the one table of names
+"""One vocabulary: every option of every command is in the one table of names
 (stormwatch/runtime/cliutil.py OPTIONS) with its metavar, has help text, and no option shows a type name or
 a Python repr as its metavar; older names are hidden aliases that still parse; `--help` works for
 every command and `stormwatch --version` prints the version."""

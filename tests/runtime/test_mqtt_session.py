@@ -1,13 +1,13 @@
 """The MQTT session every stormwatch client shares (``stormwatch/runtime/mqttsession.py``), on a real Mosquitto.
 
-Duplicate client ids (issue 12.1): two gateways and two ingest workers, each pair with one client
+Duplicate client ids: two gateways and two ingest workers, each pair with one client
 id, run for 60 s: each process connects at most ~10 times, logs one ERROR naming the client id,
 counts the takeovers; the alert service reports the two gateways once.
 
 Keep-alive while ingest holds at its in-flight limit during a store outage: the broker keeps hearing
-from it (it used to time the session out after 1.5 × keepalive).
+from it (silence would time the session out after 1.5 × keepalive).
 
-Dead link (issue 12.2): a TCP proxy between the clients and the broker stops forwarding without
+Dead link: a TCP proxy between the clients and the broker stops forwarding without
 closing (a NAT mapping that timed out). The gateway publisher, ingest and the alert service each
 find it within 1.5 × keepalive (the broker's own limit, MQTT 3.1.1 section 3.1.2.10), reconnect
 through a fresh connection and carry on: a reading made afterwards reaches a subscriber, the store
@@ -148,7 +148,7 @@ def test_dead_link_is_found_within_one_and_a_half_keepalive_and_every_client_car
         proxy.cut()
 
 
-# -- duplicate client ids (issue 12.1) ------------------------------------------------------------
+# -- duplicate client ids ------------------------------------------------------------------------
 
 EXAMPLE_SITE = "riverside-commons"
 EXAMPLE_GW = "gw-riverside-1"

@@ -1,5 +1,5 @@
 """Every command checks a site file against its rule pack, without the layers below the alert engine
-importing the packs (issue 13 item 2; ``.importlinter`` has no exception): the composition root
+importing the packs (``.importlinter`` has no exception): the composition root
 hands the check to every command (:func:`stormwatch.runtime.cliutil.provide_site_checks`), the
 gateway and ingest load site files with :func:`stormwatch.runtime.cliutil.site_loader`.
 

@@ -1,9 +1,9 @@
-"""InfluxDB keeps every reading it acknowledges (issue 11 item 4).
+"""InfluxDB keeps every reading it acknowledges (docs/influxdb-schema.md).
 
-Before: two readings of one device and quantity with the same timestamp overwrote each other in
-InfluxDB (same measurement, tags, time): 100,000 readings sharing one time left 23 points while
-ingest logged ``written=100031``. Now the SQLite store and real InfluxDB 1.x, fed the same input,
-hold the same readings -- compared here by counts and tip sums read back with SQL and InfluxQL,
+InfluxDB keeps one point per measurement, tag set and time: two readings of one device and
+quantity at one timestamp, written plainly, overwrite each other (100,000 readings sharing one time
+leave 23 points while ingest logs ``written=100031``). The SQLite store and real InfluxDB 1.x, fed
+the same input, hold the same readings -- compared here by counts and tip sums read back with SQL and InfluxQL,
 independently of the stores' own queries.
 """
 

@@ -1,4 +1,4 @@
-"""One conformance suite every store passes (issue 13 item 4): adding a sink is implementing
+"""One conformance suite every store passes (docs/architecture.md, "Where things go"): adding a sink is implementing
 :class:`stormwatch.stores.base.ReadingStore` and adding one :class:`Sink` (its :class:`Subject` factory) to
 :data:`SUBJECTS`; the suite's fixture takes its parameters from there.
 

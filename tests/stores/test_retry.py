@@ -1,4 +1,4 @@
-"""InfluxDB 1.x store retries: 429/503 with ``Retry-After`` are honoured (issue 6, item 3).
+"""InfluxDB 1.x store retries: 429/503 with ``Retry-After`` are honoured.
 
 A small real HTTP server in a thread stands in front of the real ``influxd``: it answers the first
 ``/write`` with the configured status and ``Retry-After``, and forwards every other request to

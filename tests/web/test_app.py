@@ -330,8 +330,8 @@ def test_chart_legends_never_overlap_their_titles(world: dict[str, object]) -> N
 
 
 def test_a_single_pair_sites_charts_keep_their_ids_and_titles(world: dict[str, object]) -> None:
-    # A site file's one turbidity_pair and basin (issue 16 added discharge points and basins by id):
-    # its charts are as before -- no id in the title, no caption, the element ids the pages always had.
+    # A site file's one turbidity_pair and basin (discharge points and basins without ids): its charts
+    # have no id in the title, no caption, and the element ids the pages have always had.
     c = client(world)
     login(c, "sam")
     figures = dict(re.findall(r'<figure id="([^"]+)">(.*?)</figure>', c.get(f"/sites/{A}").text, re.S))

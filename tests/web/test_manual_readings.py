@@ -1,4 +1,4 @@
-"""The web desk's field-readings form (issue 16): an inspector of the site records a transparency tube's
+"""The web desk's field-readings form: an inspector of the site records a transparency tube's
 cm, a grab sample's NTU and pH on the site page (CSRF, role-checked); they are stored as manual
 readings with the inspector's name at the sampling time, shown on the page, and refused with a
 message (nothing stored) when out of range. Others may not post."""

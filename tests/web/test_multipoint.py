@@ -1,5 +1,5 @@
 """The desk's portfolio, site page and work-order evidence show every discharge point's turbidity
-and every basin's storage of a multi-point site (examples/two-outfalls.yaml, issue 16), each named by
+and every basin's storage of a multi-point site (examples/two-outfalls.yaml), each named by
 its id.
 
 By hand, at 12:00 UTC on 1 June 2026 with a reading a minute for the last 10 minutes:
@@ -11,18 +11,18 @@ By hand, at 12:00 UTC on 1 June 2026 with a reading a minute for the last 10 min
   2.00 ft of it; V(2) = 800·2 + 60·3·4 + 4/3·9·8 = 2,416 ft³ of V(4) = 6,848 ft³: 35.3 %;
 * trap-2 (table [1,300] [2,800], H = 3 ft, V(H) = 1,500 ft³; sensor at 6 ft): 1,371.6 mm is 1.50 ft,
   300 + 0.5·500 = 550 ft³: 36.7 %. Both below the 40 % warning: ok.
-
-The charts (web/charts.py: 880 x 230 px, plot from x = 58 to 818 and down to y = 230 - 34 = 196):
-
-* a turbidity chart's title and legend do not fit one row, so its plot starts under a legend row,
-  at y = 26 + 16 = 42 (154 px high). outfall-1's values (8, 20 NTU, band to 13) give the axis 0..20
-  (ticks of 5): down 20 at y = 42.0, up 8 at 196 - 154·8/20 = 134.4, the band's top 13 at 95.9.
-  outfall-2's (8, 9, 13) give 0..15 (13/5 rounds up to 3 ticks of 5): down 9 at 196 - 154·9/15 = 103.6,
-  up 8 at 113.9, the band's top at 62.5;
-* a basin chart's legend fits beside its title: the plot is 26..196 (170 px); the axis holds the
-  cleanout line's 50 % + 10, 0..60 in ticks of 20: basin-1's 35.28 % at 196 - 170·35.28/60 = 96.0,
-  trap-2's 36.67 % at 92.1.
 """
+
+# The charts (web/charts.py: 880 x 230 px, plot from x = 58 to 818 and down to y = 230 - 34 = 196):
+#
+# * a turbidity chart's title and legend do not fit one row, so its plot starts under a legend row,
+#   at y = 26 + 16 = 42 (154 px high). outfall-1's values (8, 20 NTU, band to 13) give the axis 0..20
+#   (ticks of 5): down 20 at y = 42.0, up 8 at 196 - 154·8/20 = 134.4, the band's top 13 at 95.9.
+#   outfall-2's (8, 9, 13) give 0..15 (13/5 rounds up to 3 ticks of 5): down 9 at 196 - 154·9/15 = 103.6,
+#   up 8 at 113.9, the band's top at 62.5;
+# * a basin chart's legend fits beside its title: the plot is 26..196 (170 px); the axis holds the
+#   cleanout line's 50 % + 10, 0..60 in ticks of 20: basin-1's 35.28 % at 196 - 170·35.28/60 = 96.0,
+#   trap-2's 36.67 % at 92.1.
 
 from __future__ import annotations
 
