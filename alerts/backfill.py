@@ -7,15 +7,7 @@ order, series by series as rows (:func:`evaluate`: what :meth:`Engine.replay` an
 live (from the same first reading) it gives the same events, compared by ``(kind, occurrence,
 due_at)``; work orders are not touched.
 
-A gap in the rain-gauge data is never reported as dry (issue 3, item 5): the evaluation lists every
-period without gauge data -- gaps the engine saw, the start of the window before the gauge's first
-reading and its end after the gauge's last one when longer than the gauge's silence allowance (two
-poll intervals) -- and its summary says rain there is unknown.
-
-Depths for people (:func:`depth_text`) are printed so they never mislead near a threshold: in the
-gauge's own unit, exactly (``63 tips = 12.6 mm``), and for a millimetre gauge also in inches to
-three decimals, cut (never rounded up): ``12.6 mm (0.496 in)`` -- a 0.496 in storm must not read
-as the 0.50 in of Ch. 133 §133-7A(2).
+The design: docs/alerts.md ("The modules", `alerts/backfill.py`).
 """
 
 from __future__ import annotations

@@ -1,47 +1,6 @@
 """The ordinance engine of one site: readings in, ordinance events (and work orders) out.
 
-Event time, never the wall clock (design-notes.md, "Time"): readings are held in a small reorder
-buffer and released to the rules in event-time order once the site's *watermark* -- the newest
-event time seen minus ``lateness_s`` -- has passed them, so readings arriving out of order within
-the lateness bound give exactly the same events as in-order ones. Retained MQTT messages and
-readings flagged ``late`` are data, never live triggers (failure-kinds.md #10). Duplicates (same
-``(gateway, boot, seq)``) are dropped (failure-kinds.md #9). A value physics forbids (a negative tip
-count, turbidity or depth; a tip count or turbidity no instrument reports,
-:func:`stormwatch.physics.impossible_value`) is ignored and logged -- ingest dead-letters the same
-reading as ``impossible_value`` -- so no rule ever sees it. Quality flags are
-honoured by every rule (a flagged rain reading never silently opens or closes a storm: its events
-say ``needs_verification``; flagged turbidity is ``turbidity_needs_verification``; flagged basin
-levels are skipped).
-
-Implausible times (:mod:`stormwatch.timebounds`). A live engine is given the service's clock
-(``clock``) and the same bounds as ingest (``bounds``): a reading stamped more than
-``max_future_s`` ahead of the clock (``future_time``) or more than ``max_age_s`` behind it
-(``implausible_time``) is ignored, counted and logged -- ingest dead-letters it -- so it never moves
-the watermark; and the watermark never passes the clock, so no event is stamped later than the
-clock (a reading a little ahead, within the bound, waits in the reorder buffer until the clock
-reaches it). A backfill (no clock) judges stored data, which ingest has already bounded.
-
-Late data (issue 3, item 6). A reading at or before the watermark when it arrives is *late*.
-Without re-evaluation (the default; backfills) it is counted and ignored here (ingest stores it,
-``stormwatch evaluate`` replays it). With ``reevaluate_late=True`` (the live service) the engine
-keeps a snapshot of its rule state every ``snapshot_every_s`` of event time for the last
-``late_horizon_s`` and the readings it released in that horizon; a late reading restores the
-snapshot before it and re-runs the affected window -- the readings from the store (``store``),
-those the engine saw, and the late ones, in event-time order -- up to the watermark, through the
-same rule code. Every event of that replay that was not emitted before, or differs from what was
-emitted (kind, occurrence, times, depth...), is emitted with ``late_detection_s`` = watermark −
-its event time. Readings older than the horizon are only logged (run ``stormwatch evaluate``).
-
-Data gaps (item 5): :meth:`Engine.source_offline` (the gateway's MQTT last will) and the rain
-gauge's silence in event time open ``data_gap`` events (:mod:`stormwatch.alerts.rules.storm`).
-
-The same code runs live and in backfill: feed stored readings in order, then :meth:`Engine.flush`
-(a storm not yet closed by a dry gap stays *in progress*, see :meth:`Engine.in_progress`).
-
-Events of the kinds in :func:`stormwatch.alerts.workorders.opening_kinds` open a work order (deduplicated per
-``(site, rule, occurrence)``); every emitted event carries the id of the order it opened or
-refers to in ``work_order``; events of the kinds in :func:`~stormwatch.alerts.workorders.closing_kinds`
-complete the order of their occurrence (a recorded sample, its sampling reminder).
+The design: docs/alerts.md ("The modules", `alerts/engine.py`).
 """
 
 from __future__ import annotations
@@ -434,7 +393,7 @@ class Engine:
 
     def catch_up(self, readings: Sequence[Reading]) -> list[Event]:
         """Take readings read back from the store after a stretch the broker may not have delivered
-        (a session that came back empty, a reconnect; issue 18): the ones this engine has not seen.
+        (a session that came back empty, a reconnect): the ones this engine has not seen.
 
         Those after the watermark are fed as live readings (:meth:`feed`). Those at or before it are
         late: with ``reevaluate_late`` they are re-evaluated *together* -- one re-run from the snapshot

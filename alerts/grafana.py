@@ -9,14 +9,7 @@
 * text: ``<title>: <message> [<citation>]``, title and text as in the ``events`` measurement
   (``stormwatch.stores.lineprotocol.event_point``), so both annotation sources read the same.
 
-Annotations are a convenience next to the system of record (the store and the events topic): a
-Grafana that is down or refuses the token is logged (WARNING, without the token) and counted in
-:attr:`GrafanaAnnotations.failed`, never raised into the alert engine. The Grafana API does not
-deduplicate, so an event already pushed by this instance (same site and occurrence key and kind)
-is skipped.
-
-Configuration: ``STORMWATCH_GRAFANA_URL`` and ``STORMWATCH_GRAFANA_TOKEN`` (a service-account
-token with the Editor role), see :meth:`GrafanaAnnotations.from_env`.
+The design: docs/alerts.md ("The modules", `alerts/grafana.py`).
 """
 
 from __future__ import annotations

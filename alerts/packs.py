@@ -2,45 +2,9 @@
 
 A pack is ``<name>.yaml`` (the site's ``site.jurisdiction`` names it): the built-ins ship in
 ``alerts/packs/``; a user's own packs live in directories named by ``stormwatch --packs DIR`` or
-``STORMWATCH_PACKS``, searched first::
+``STORMWATCH_PACKS``, searched first.
 
-    name: ch133
-    title: ...
-    source: docs/reference/ordinances/ch133.txt
-    rules:
-      R1:  {kind: storm, citation: "Ch. 133 §133-7A(2)", threshold_in: "0.5", dry_gap_hours: 6, ...}
-      R1w: {kind: routine, citation: ..., every_days: 7}
-      R1r: {kind: report, citation: "Ch. 196 §196-9B", within_business_days: 2}
-      R2:  {kind: turbidity, citation: "Ch. 133 §133-6C", criterion: washington, ...}
-      R3:  {kind: basin, citation: "Ch. 133 §133-7A(1)", cleanout_fraction: 0.5, ...}
-
-Each ``kind`` is a rule module's (:mod:`stormwatch.alerts.rules.registry`): its schema validates the
-entry. The operational meaning and defaults of every parameter are in ``docs/rules.md``.
-A site overrides parameters with ``SiteConfig.rules`` (rule id → parameter → value); each
-override is logged at load.
-
-**What the permit text confirms** (issue 16). A parameter the permit text in hand does not
-confirm is written ``{value: ..., verified: false, note: "why"}``; the entry's ``unverified``
-holds ``parameter -> note`` and every event of that rule says so (``Event.unverified``). A site
-that sets such a parameter itself (its own permit in hand) takes it over: it is no longer marked.
-
-**Choices the permit leaves to the site** (``options:``). A pack may name options, each a set of
-choices that adjust its rules (``enabled: false`` switches a rule off)::
-
-    options:
-      inspection_frequency:
-        citation: "EPA CGP 2022 Part 4.2"
-        default: 7-day-and-storm
-        choices:
-          7-day: {summary: "...", rules: {R1: {enabled: false}}}
-          14-day-and-storm: {summary: "...", rules: {R1w: {every_days: 14}}}
-
-and a site chooses in its file (``options: {inspection_frequency: 14-day-and-storm}``); a site that
-does not choose gets ``default`` (logged). Choices are applied before the site's own overrides.
-
-Errors: :func:`load_pack` raises :class:`PackError` naming the file and the bad key, e.g.
-``ch133.yaml: rules.R1.dry_gap_hours: Input should be greater than 0`` or
-``site rules.R9: no rule 'R9' in pack ch133``.
+The design: docs/rules.md ("The rule modules", `alerts/packs.py`).
 """
 
 from __future__ import annotations

@@ -4,20 +4,9 @@ Every gateway publishes a retained ``{"state": "online", "boot": ...}`` on its s
 time it connects (:mod:`stormwatch.gateway.publisher`). A gateway whose connection flaps, or two
 gateways configured with one gateway id taking the MQTT session from each other, connect again and
 again: announcing "gateway online" on every connect buries the one line that matters.
-:class:`GatewayPresence` decides, per ``(site, gateway)``, how each status is logged:
+:class:`GatewayPresence` decides, per ``(site, gateway)``, how each status is logged.
 
-* a new state, or a new boot (the gateway restarted): INFO;
-* the same state and boot again (a reconnect of the same gateway process, or the broker
-  redelivering the retained status after the alert service reconnects): DEBUG;
-* ``flap_after`` online announcements within ``window_s``: one WARNING "flapping", then DEBUG
-  until the gateway has been quiet for ``window_s``;
-* online announcements from two boots alternating within ``window_s`` (a boot heard again after
-  another one: A, B, A -- a restart never brings the old boot back): one ERROR "two gateways
-  publish under one gateway id", then DEBUG until only one boot is heard for ``window_s``.
-
-Only logging is decided here: the engine's handling of a status (a last will opens a rain-gauge
-data gap) is unchanged. Times are real monotonic seconds of arrival (transport, not event time);
-``monotonic`` is injectable for tests.
+The design: docs/alerts.md ("The modules", `alerts/presence.py`).
 """
 
 from __future__ import annotations

@@ -7,20 +7,7 @@ them -- not that a sensor was silent: the broker lost them (a crash, a session t
 empty) and the gateway, which keeps every reading until ingest confirms it stored
 (:mod:`stormwatch.storedack`), will send them again, or ingest has them in the store already.
 
-The alert service keeps one :class:`SequenceHoles` per site and holds the site's engine below the
-oldest open hole (:meth:`stormwatch.alerts.engine.Engine.hold`), so no rule decides over readings
-known to be on their way (issue 18: a storm closed at 0.63 in while 57 of its tips were being
-re-sent). A hole closes when its readings arrive -- live, or read back from the store
-(:meth:`windows` gives the event-time spans to read; :meth:`saw_stored`) -- or, bounded, when it has been open for
-``hold_s`` real seconds: then it is *given up* (logged at WARNING with the gateway, boot and
-sequence numbers) and the rules decide without those readings; if they come later they are late
-data, re-evaluated (:mod:`stormwatch.alerts.engine`).
-
-A reading refused as invalid still carries its identity, and counts (:meth:`refused`); a message
-that is no JSON at all does not, and leaves a hole that is given up after ``hold_s``.
-Only readings of gateways count (:func:`stormwatch.contract.reading_source`): imported, station and
-manual readings number their ``seq`` otherwise. Retained messages are not live and do not count.
-Real-time waits here are transport pacing (like the gateway's re-send grace), not event time.
+The design: docs/alerts.md ("The modules", `alerts/seqholes.py`).
 """
 
 from __future__ import annotations

@@ -8,38 +8,7 @@ broker delivers outside the subscriptions (amqtt does, for retained messages) ar
 them); each reading of a batch is judged on its own (:func:`stormwatch.contract.parse_parts`), so one
 bad reading does not cost the others. Retained readings are data, never live triggers (failure-kinds.md #10).
 
-Each site has one :class:`stormwatch.alerts.engine.Engine`; its events are published as JSON
-(:meth:`stormwatch.contract.Event.to_wire`) on ``stormwatch/v1/<site>/events`` at QoS 1, written
-to the store (``write_events``) and passed to ``on_event``. Events the store cannot take (it is
-away) are kept in the state file, in order, and written when it returns -- retried every few
-seconds for as long as it takes, never dropped (:mod:`stormwatch.alerts.servicestate`); one ERROR
-when the store becomes unavailable, the retries at DEBUG, one INFO when it is back. Work orders live in the SQLite state
-file; overdue orders are checked against the clock and announced as ``inspection_overdue`` (once:
-the state records it). The service records its clock in the state file at start, about once a
-real second and at stop, so ``stormwatch workorders`` reads the orders at the engine's time
-(simulated time after a demo; :class:`stormwatch.alerts.workorders.EngineClock`).
-
-On start, when a store is given, each engine is warmed up from the store's readings of the last
-``warmup_days`` (the same code as live, then flushed; orders dedupe), so a restart does not forget
-a storm in progress or the weekly cadence. The state file records, per site, the watermark up to
-which every event was emitted (after each emission and about once a real second): the events of
-stored readings up to it are known and not published again; those after it -- the time the engine
-was away, when the broker may have lost what it queued for this session -- are emitted as live
-ones would have been. After every reconnection to the broker, and a first connection to a session
-the broker did not keep, the engine also reads the store again from the watermark it had when the
-connection was lost (or it started), a few times over the next minutes
-(:data:`CATCH_UP_AFTER_S`: ingest may store what the broker lost for this session after a
-gateway re-sent it, :mod:`stormwatch.gateway.publisher`): readings it never received are fed, or
-re-evaluated together when they are late (:meth:`stormwatch.alerts.engine.Engine.catch_up`), so a
-broker crash never changes an ordinance answer (issue 18). A live reading whose ``seq`` jumps past
-its gateway's previous one says readings are on their way: the site's rules are held below them
-until they arrive, live or read back from the store, for at most ``hole_hold_s``
-(:mod:`stormwatch.alerts.seqholes`). Late readings are re-evaluated against
-the store (:mod:`stormwatch.alerts.engine`, late data). A gateway status ``offline`` (its MQTT last
-will) opens a rain-gauge ``data_gap``; a status ``online`` (live or retained) never closes or
-prevents one -- only a gauge reading closes a gap, and a gauge silent for two poll intervals of
-event time opens one whatever the status says (failure-kinds.md #11). Events may also be POSTed to
-a webhook with retries (:mod:`stormwatch.alerts.webhook`).
+The design: docs/alerts.md ("The modules", `alerts/service.py`).
 """
 
 from __future__ import annotations
@@ -381,7 +350,7 @@ class AlertService:
         return new
 
     def apply_sites(self, sites: Mapping[str, SiteConfig]) -> None:
-        """Watch exactly ``sites`` from now on (``--sites DIR``: site files added, changed, removed; issue 17).
+        """Watch exactly ``sites`` from now on (``--sites DIR``: site files added, changed, removed).
 
         * added -- an engine warmed up from the store, then the site's topics are subscribed;
         * changed -- a new engine for the new configuration, warmed up from the store and given the

@@ -1,21 +1,8 @@
-"""The alert service's own durable state beside the work-order book (the same SQLite state file).
+"""The alert service's own durable state beside the work-order book (the same SQLite state file):
+what a restart or an outage must not lose -- the watermark it recorded per site, and the events the
+store has not taken yet.
 
-Two things a restart or an outage must not lose (issue 18):
-
-* **progress** -- per site, the watermark (event time) up to which the engine has emitted every
-  event (:meth:`ServiceState.progress`, :meth:`ServiceState.record_progress`). On start the
-  service replays the store: readings up to it are known (their events were emitted), readings
-  after it give the events of the time the engine was away -- emitted then, so a broker that
-  forgot what it queued for the engine changes no ordinance answer
-  (:meth:`stormwatch.alerts.service.AlertService.run`).
-* **kept events** -- events the store could not take (it was away): kept here, in emission order,
-  and written when it returns (:meth:`keep`, :meth:`kept`, :meth:`drop_kept`); never dropped after
-  some number of attempts.
-
-Tables ``engine_progress (site, watermark)`` and ``kept_events (seq, site, kept_at, event)``;
-``event`` is the event's wire JSON (:meth:`stormwatch.contract.Event.to_wire`). Open the work-order
-book (:class:`stormwatch.alerts.workorders.WorkOrders`) on the file first: it creates and checks the
-file; these tables are then added beside its own. Thread-safe (one connection, one lock).
+The design: docs/alerts.md ("The modules", `alerts/servicestate.py`).
 """
 
 from __future__ import annotations

@@ -1,51 +1,10 @@
 """Inspection work orders, persisted in SQLite (the alert service's state file).
 
-Which events open an order (declared by the rule modules, :func:`opening_kinds`) and when it is due:
+One order per (site, rule, occurrence), opened by the events the rule modules declare
+(:func:`opening_kinds`), due as their rule says; its status moves open -> acknowledged -> completed,
+every change kept as history; overdue is a flag of its own.
 
-============================ ===================== ==========================================
-event                        order kind            due
-============================ ===================== ==========================================
-``storm_inspection_due``     storm_inspection      last tip + 24 h (§133-7A(2) / §196-9B)
-``routine_inspection_due``   routine_inspection    period start + 7 days (same sections)
-``turbidity_contrast``       turbidity_review      + ``confirm_within_hours`` (24 h, our choice:
-                                                   a possible violation for the SMO to confirm)
-``basin_cleanout_due``       basin_cleanout        + ``cleanout_within_hours`` (72 h, our choice;
-                                                   the codes say "whenever", §133-7A(1)/§196-9A)
-``nal_exceedance``           nal_report            + ``report_within_days`` after the day (CA CGP)
-``benchmark_action_due``     benchmark_response    the action's deadline (WA CSWGP S4.C.5, S5.A)
-``sampling_due``             sampling              the period's end (WA CSWGP S4.C.2); completed by
-                                                   ``sampling_done``, the sample recorded there
-============================ ===================== ==========================================
-
-Events of the kinds in :func:`closing_kinds` complete the open order of their ``(site, rule,
-occurrence)`` (:meth:`WorkOrders.close_for`): a sampling reminder is completed by the sample
-recorded at its discharge point, at the sampling time (the note names the sample and its inspector).
-
-An order is unique per ``(site, rule, occurrence)``: the same condition never opens a second
-order, across restarts and replays (the id is derived from that key).
-
-Lifecycle. The status is exactly ``open`` → ``acknowledged`` → ``completed`` (completing an open
-order directly is allowed: the inspector did the work). *Overdue* is not a status but a fact
-about time: an order that is not completed is overdue once its ``due_at`` has passed
-(:meth:`WorkOrder.is_overdue`, against a clock); an acknowledged order can be overdue. The alert
-service records when it found an order overdue (``overdue_at``, :meth:`WorkOrders.mark_overdue`)
-so that it announces ``inspection_overdue`` once. Every change -- opened, acknowledged (again, by
-someone else), found overdue, completed -- is kept as history (who, when, what, notes):
-:meth:`WorkOrders.history`. Completing an inspection order of a pack with a report rule
-(Ch. 196 §196-9B) opens an ``inspection_report`` order due within two business days of the
-inspection date.
-
-The engine's clock. The service records the clock it runs on in the state file
-(:meth:`WorkOrders.record_clock`): the wall clock, or simulated time with the simulated time it
-had reached when it last wrote. Reading commands use that clock (:meth:`EngineClock.reader_clock`),
-so a state file left by a demo is read at the demo's simulated time, not today's date.
-
-State files written before history was kept (schema 1: ``overdue`` as a status, no history) are
-migrated when opened: the status becomes ``acknowledged`` or ``open``, the overdue flag is kept,
-and the history is rebuilt from the recorded times (noted as reconstructed).
-
-Errors: :class:`WorkOrderError` (unknown id, a change the lifecycle does not allow, an empty
-name or note, a state file that is not a work-order SQLite database or is newer than this code).
+The design: docs/alerts.md ("The modules", `alerts/workorders.py`).
 """
 
 from __future__ import annotations

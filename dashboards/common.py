@@ -1,20 +1,6 @@
 """Pieces shared by the stormwatch dashboards: variables, thresholds, the events annotation.
 
-Constants and their sources:
-
-* 0.5 in storm threshold -- R1 of the rule packs (``alerts/packs/*.yaml``, ``threshold_in``);
-  read from the pack at build time, not copied.
-* 50 % lost capacity -- R3 ``cleanout_fraction`` of the pack, likewise.
-* Rain depth -- never a tip size chosen in the dashboard: every rain reading carries its own
-  (``tip_size``), and ingest writes its depth in inches as the field ``depth_in``
-  (docs/influxdb-schema.md), so a gauge replaced within the time range is summed right.
-* The site's time zone -- ``site.timezone`` of its site file, which ingest records in the
-  ``sites`` measurement (tag ``timezone``); ``$tz`` follows ``$site`` (:func:`tz_variable`).
-* The QC filter -- the rules never put a reading that carries a quality flag into a median or a
-  depth (``alerts/rules/turbidity.py``: flagged readings make a window ``needs_verification``;
-  ``alerts/rules/basin.py``: flagged levels are skipped), so the dashboards' medians and means use
-  :data:`CLEAN` too: a probe's -9999 error code (``device_error``) or an ``out_of_range`` value
-  never moves a dashboard line the rules ignore.
+The design: docs/dashboards.md ("The modules", `dashboards/common.py`).
 """
 
 from __future__ import annotations

@@ -11,9 +11,7 @@ Grafana's InfluxDB data source (query language InfluxQL) stores a raw query targ
 an annotation's title, text and tags); it subclasses the SDK's ``AnnotationTarget`` so
 ``AnnotationQuery.target`` accepts it.
 
-The queries use Grafana's InfluxQL macros ``$timeFilter``, ``$__interval``, ``$__interval_ms`` and
-dashboard variables (``$site``, ...); ``tests/dashboards/test_queries.py`` expands them and runs
-every query against a real InfluxDB 1.x.
+The design: docs/dashboards.md ("The modules", `dashboards/influxql.py`).
 """
 
 from __future__ import annotations

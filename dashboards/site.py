@@ -1,30 +1,6 @@
 """The site overview dashboard: one construction site as its inspector sees it.
 
-Panels (all InfluxQL on the schema of ``docs/influxdb-schema.md``):
-
-* Rain intensity (in/h): depth per ``$__interval`` × 3,600,000 / ``$__interval_ms``. Depth is the
-  ``depth_in`` field ingest writes on every rain reading: its tips × its own tip size (stored rain
-  describes itself; a gauge replaced mid-range adds both sizes right), never a size picked in the
-  dashboard; readings flagged ``rain_beyond_envelope`` (physically impossible) are left out, as R1
-  leaves them out (:data:`RAIN_NOT_IMPOSSIBLE`).
-* Cumulative rainfall (in) over the time range, with the pack's storm threshold (0.5 in, R1) as a line.
-* Daily rainfall (in) by *local* day: ``GROUP BY time(1d) tz('$tz')``, ``$tz`` being the selected
-  site's own zone (from its site file, recorded by ingest).
-* Turbidity: upstream (background) and downstream window medians of clean readings (no QC flag,
-  as the rules: :data:`~stormwatch.dashboards.common.CLEAN`) and the allowed maximum of the
-  Washington criterion (WAC 173-201A-200; ``alerts/rules/criteria.py``): background + 5 NTU
-  and background × 1.1, joined and reduced per row to their maximum -- exactly the criterion,
-  since b + 5 ≥ 1.1·b iff b ≤ 50 NTU.
-* Sediment depth (ft) = sensor mount height − distance (mm) / 304.8, for distance-down level
-  sensors (``$mount_ft``), from clean readings.
-* Basin lost capacity (%) from the basin events of the alert engine (``lost_capacity``), with
-  the pack's cleanout fraction (50 %, R3) as a line. The lost *volume* needs the basin's
-  stage–storage geometry (``alerts/geometry.py``), which InfluxQL cannot evaluate for a stage–storage
-  table; the engine, which owns the geometry, writes it on its basin events.
-* Devices: last value, flags, gateway and last-seen time per device and quantity.
-* Work orders: events carrying a work order, with due dates (their completion is kept by the
-  alert engine's work-order book: ``stormwatch workorders list``).
-* Annotations: ordinance events from ``events`` and the ones pushed through the Grafana API.
+The design: docs/dashboards.md ("The modules", `dashboards/site.py`).
 """
 
 from __future__ import annotations

@@ -7,12 +7,7 @@
                       [--confirm stored|broker] [--stats-interval-s SECONDS]
     python -m stormwatch.gateway --site SITE.yaml [--profiles DIR] [...same options]
 
-``--plan`` runs a plan compiled by ``stormwatch gateway`` (:mod:`stormwatch.gateway.plan`) and never imports
-pydantic: this is the field process (benchmarks/gateway.py measures it). ``--site`` validates the
-site and profiles here first (convenient; loads pydantic, ~17 MB more). ``--state-dir`` defaults
-to the plan file's directory with ``--plan``, else ``./var/gateway``.
-
-Bad input exits with code 2 and a message on stderr.
+The design: docs/gateway.md ("The modules", `gateway/__main__.py`).
 """
 
 from __future__ import annotations

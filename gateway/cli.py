@@ -11,24 +11,7 @@
 (:mod:`stormwatch.clock`; the gateway waits for it); without it the ``STORMWATCH_SIM_*`` environment
 (``ScenarioClock.to_env``) is used if set, else the wall clock.
 
-``--clock-floor``: while the clock reads before this date the gateway polls and stamps nothing
-(one ERROR, one INFO when the clock is set); default: the build date for the wall clock
-(:mod:`stormwatch.gateway.clockfloor`).
-
-``--confirm``: when a reading leaves the outbox -- ``stored`` (default): when ingest confirms the store
-holds it (:mod:`stormwatch.storedack`; nothing is lost even when the broker crashes); ``broker``: on the
-broker's PUBACK (a consumer other than stormwatch ingest).
-
-``--check`` accepts several ``--site`` files or a directory of them and also refuses two sites
-whose gateways share a gateway id or an MQTT client id (:mod:`stormwatch.gateway.fleet`).
-
-``stormwatch gateway`` validates the site and profiles (pydantic), compiles them into a plan
-(:mod:`stormwatch.gateway.plan`), writes ``<state-dir>/plan.json`` and replaces itself (``os.execve``, same
-pid) with the lean ``python -m stormwatch.gateway --plan <state-dir>/plan.json`` process, which imports no
-pydantic or typer (issue 7 memory bar; run with ``MALLOC_ARENA_MAX=2`` unless the environment
-sets it). ``--no-exec`` runs the plan in this process instead (debugging).
-
-Bad input exits with code 2 and a message on stderr.
+The design: docs/gateway.md ("The modules", `gateway/cli.py`).
 """
 
 from __future__ import annotations

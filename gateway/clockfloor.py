@@ -1,4 +1,4 @@
-"""The gateway's clock floor: no reading is stamped while the clock reads earlier (issue 19 item 3).
+"""The gateway's clock floor: no reading is stamped while the clock reads earlier.
 
 An edge box without a battery-backed real-time clock boots at 1970-01-01 (or the date its image
 was made) and keeps that time until NTP reaches a server -- over a cellular link that may take
@@ -8,12 +8,7 @@ clock, the floor and where the floor comes from, polls nothing and stamps nothin
 every :data:`CHECK_S` seconds, and logs one INFO when the clock has been set (then polling starts
 on the grid of the real time; readings already in the outbox are published meanwhile).
 
-The floor is the configured date (``stormwatch gateway --clock-floor DATE``) or else, for the wall
-clock, :data:`BUILD_DATE` -- the date this version was cut, the same idea as systemd's build-time
-``TIME_EPOCH``: a clock earlier than the software it runs is wrong. A scenario clock (simulation,
-replays of 2018 rainfall) has no floor unless one is configured. Ingest has the matching backstop
-for publishers without a floor: readings older than ``--max-age-s`` are dead-lettered
-``implausible_time`` (:mod:`stormwatch.ingest.validate`).
+The design: docs/gateway.md ("The modules", `gateway/clockfloor.py`).
 """
 
 from __future__ import annotations

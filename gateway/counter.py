@@ -5,36 +5,10 @@ cumulative totals of imported files alike (``stormwatch import/replay --tips-per
 Plausibility is physical: no rise or wrap may imply more rain than the world-record depth–duration
 envelope over the elapsed event time (:func:`stormwatch.physics.max_tips`, rain-records.md;
 failure-kinds.md #6, #7, #24, #26), optionally tightened by the gauge's profile
-(``counter.max_intensity_mm_h``):
+(``counter.max_intensity_mm_h``). A baseline, a wrap, a glitch and a reset are told apart; rain that
+cannot be known is a data gap, never invented; a restart reading the same total creates no rain.
 
-* first sample ever → baseline, 0 tips (``counter_baseline``);
-* rise within the envelope → that many tips; a drop that fits a wrap of a ``width_bits`` counter
-  within the envelope → tips through the wrap (16-bit ``65530 → 3`` one minute later = 9 tips,
-  ``counter_wrap``); ``width_bits`` ``None`` (a file's total that never wraps): a drop never fits;
-* any other sample (a drop, or a jump beyond the envelope) → *suspect* (``counter_suspect``):
-  0 tips, rain at that time unknown, the sample is held aside. The next sample decides: back within
-  the envelope of the last trusted sample → it was a glitch (``[115, 49, 115]`` = 0 tips; tips
-  since the trusted sample are counted, ``counter_glitch_recovered``); a plausible continuation of
-  the suspect sample → the counter was **reset** (``counter_reset``): the tips after the suspect
-  sample are counted (``812 → 0 → 3`` = 3 tips), 0 tips are attributed to the interval since the
-  last trusted sample -- it is a rain-gauge **data gap** (unknown, never dry; the alert engine
-  opens it from the gauge's last trusted reading). Otherwise the new sample becomes the suspect.
-* ``mode: delta`` counters (reset on every read) report the delta itself; a delta beyond the
-  envelope is a reset: 0 tips, the interval is a data gap -- never invented rain.
-
-Extreme but possible rain is counted and flagged for review: tips at or above the review line
-(:func:`stormwatch.physics.review_mm`, 100 mm in one hour along Jennings's exponent; rain-records.md)
-over the interval they cover carry ``rain_extreme_rate`` (failure-kinds.md #24: 100 tips of 0.01 in
-in 3 minutes -- 25.4 mm -- is a ``rise`` of 100 tips, flagged).
-
-A persisted baseline is used only as far as the envelope allows: a gateway down for ten hours that
-reads ``0`` where its baseline was 1,588 sees a reset, not a wrap of 63,948 tips; one down for days
-whose counter rose plausibly counts those tips, flagged ``counter_catch_up`` (the tips fell at some
-unknown time of the outage) -- the flags always say which.
-
-The state (last trusted value and its time, a suspect sample) is persisted per device by
-:class:`CounterStore` (SQLite in the gateway state dir) so a restart that reads 1,420 again
-creates no rain (failure-kinds.md #7).
+The design: docs/gateway.md ("The modules", `gateway/counter.py`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Two gateways configured with one gateway id connect to the broker with one MQTT client id
 (:func:`stormwatch.gateway.publisher.client_id`) and take the session from each other at every
-reconnect (issue 12 item 1; :mod:`stormwatch.runtime.mqtttakeover`), and their readings carry one gateway
+reconnect (:mod:`stormwatch.runtime.mqtttakeover`), and their readings carry one gateway
 name. A gateway id is therefore unique across the fleet -- also across sites, since a reading's
 identity ``(gateway, boot, seq)`` does not name the site -- and no two gateways may end up with one
 client id (``stormwatch-<site>-<gateway>`` joins with ``-``, which identifiers may contain).

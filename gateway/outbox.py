@@ -6,33 +6,9 @@ confirmed that the store holds it (:meth:`Outbox.confirm`, :mod:`stormwatch.stor
 the publisher's ``confirm="broker"``, once the broker acknowledged it (:meth:`Outbox.delete`). A
 broker that crashes and forgets what it held, a broker outage or a gateway crash at any point yields
 at worst a duplicate (same identity ``(gateway, boot, seq)``, removed by consumers), never a loss
-(failure-kinds.md #8; issue 18).
+(failure-kinds.md #8).
 
-fsync policy: ``journal_mode=WAL`` with ``synchronous=FULL``. In WAL mode ``NORMAL`` survives an
-application crash but may lose the last committed transactions on power loss or an OS crash;
-field gateways lose power (solar/battery, generator swaps), and an acknowledged-as-stored reading
-that vanishes is exactly the loss the outbox exists to prevent. The cost is one WAL fsync per
-commit: one per poll and one per batch of confirmations -- negligible at sensor rates.
-
-Bounded by size and by age (drop policy):
-
-* size: at most ``max_rows`` rows and ``max_bytes`` payload bytes. When over, new readings still
-  go in and the oldest *non-rain* rows (event-time order) are dropped first; only when nothing
-  but rain is left are the oldest rain rows dropped.
-* age: non-rain rows whose event time is more than ``max_age_s`` older than the newest reading
-  added are dropped. Rain rows are never dropped for age -- only the size bound can drop them,
-  and only after every non-rain row is gone.
-
-Every drop is logged at ERROR with its counts (rain tips are the compliance-critical record: a
-storm's total decides inspections). Defaults: 2,000,000 rows / 512 MB / 30 days -- a month of a
-10-device site at 1-minute polling (~430,000 readings) fits with room to spare.
-
-Replay order: commit order (the row ``id``; within a boot that is ``seq`` order, and for each device
-event-time order). The publisher reads the rows after the last one it handed over
-(:meth:`Outbox.pending` with ``after``), so a row a slow link thread commits while publishing is
-under way -- an older poll slot than rows already sent -- is sent once, not skipped and not doubled.
-Each row also records when it was committed (``added_at``, Unix seconds), so the age of the oldest
-unconfirmed reading is known across restarts (:meth:`Outbox.head`).
+The design: docs/gateway.md ("The modules", `gateway/outbox.py`).
 """
 
 from __future__ import annotations
@@ -132,7 +108,7 @@ class Outbox:
             " UNIQUE (gateway, boot, seq))"
         )
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(outbox)")}
-        if "added_at" not in columns:  # an outbox written before stored-acknowledgements (issue 18)
+        if "added_at" not in columns:  # an outbox of a gateway that forgot readings on the broker's PUBACK
             self._db.execute("ALTER TABLE outbox ADD COLUMN added_at REAL NOT NULL DEFAULT 0")
         self._db.execute("CREATE INDEX IF NOT EXISTS outbox_order ON outbox (event_time, id)")
         ensure_schema(self._db)

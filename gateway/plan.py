@@ -6,15 +6,7 @@ process then runs a compiled plan and never imports pydantic (≈ 17 MB of resid
 field box; benchmarks/gateway.py). ``stormwatch gateway`` validates, compiles, writes
 ``<state_dir>/plan.json`` (:meth:`GatewayPlan.to_json`) and execs ``python -m stormwatch.gateway --plan``.
 
-The dataclasses carry the same attribute names as the pydantic models they come from
-(``Point.type/order/scale/offset/...``, ``Device.id/profile/transport/...``), so drivers, the
-counter, QC and :mod:`stormwatch.codec` work on either (duck typing). They are filled by NAME from
-the models (:func:`lean`), and :data:`TWINS` names each one's model and every deliberate difference:
-``tests/gateway/test_plan.py`` fails when a field exists on one side only (issue 13 item 5).
-
-:func:`compile_plan` is the only function here that touches the pydantic models (passed in; it
-imports :mod:`stormwatch.contract` lazily to check that every identifier, quantity and unit the
-gateway will publish satisfies the reading contract). Everything else is stdlib.
+The design: docs/gateway.md ("The modules", `gateway/plan.py`).
 """
 
 from __future__ import annotations

@@ -1,56 +1,6 @@
 """MQTT publisher: drains the outbox at QoS 1; a row leaves it when ingest confirms it stored (paho-mqtt 2.x).
 
-* Persistent session: fixed client id ``stormwatch-<site>-<gateway>``, ``clean_session=False``,
-  MQTT 3.1.1 (also what the amqtt embedded broker speaks).
-* Last will ``{"state":"offline"}`` retained at QoS 1 on ``topics.status(site, gateway)``; on every
-  connect a retained ``{"state":"online","boot":...,"outbox_depth":N,"confirm_lag_s":S,"session_takeovers":N,
-  "time":...}`` (``session_takeovers``: connections this process lost so far to another client with its
-  client id, :mod:`stormwatch.runtime.mqtttakeover` -- the gateway's counterpart of ingest's
-  ``stormwatch_ingest_mqtt_session_takeovers_total``; a takeover ends in a reconnect, so each new
-  status carries the count so far).
-* One MQTT session set-up for every stormwatch client (:class:`stormwatch.runtime.mqttsession.SessionClient`):
-  credentials/TLS, will, keep-alive that finds a dead link, automatic reconnect with backoff.
-* Flow control: at most ``window`` messages handed to paho and not yet acknowledged by the broker,
-  at most ``max_rate_per_s`` new publishes per real second (a replay after an outage does not flood
-  the broker), and nothing new is handed over while disconnected -- the outbox, not the client's
-  memory, holds the backlog (failure-kinds.md #8). Messages already handed to paho when the link
-  drops are resent by paho on reconnect (same mid, DUP set).
-* ``on_publish``/``on_message`` run in paho's thread holding its locks, so they only queue; the
-  pump thread maps mids to outbox rows and applies acknowledgements in batches.
-* Message form (``batch``): one message per reading (the default), or one message per poll cycle
-  -- the readings of one event time, every device's, as ``{"readings": [...]}`` (the contract's
-  batch form, docs/asyncapi.yaml; identity per reading kept) -- after gathering the cycle's rows
-  for ``batch_gather_s``. A county's broker then carries one message per gateway a minute instead
-  of one per reading (docs/scaling.md). The outbox keeps a row per reading either way.
-
-End-to-end confirmation (``confirm="stored"``, the default; issue 18). The broker's PUBACK only says
-the broker holds the message, and a broker that crashes before it saved its state (Mosquitto writes
-its persistence file every ``autosave_interval``) forgets what it held for a consumer that was
-away. So a row stays in the outbox after its PUBACK until ingest confirms it durably stored: ingest
-publishes per batch which ``(boot, seq)`` runs it stored on ``stormwatch/v1/<site>/<gateway>/stored``
-(:mod:`stormwatch.storedack`), this publisher subscribes to that topic and deletes the confirmed
-rows (:meth:`stormwatch.gateway.outbox.Outbox.confirm`). What stays unconfirmed is sent again -- a
-*sweep* over the outbox from its oldest row up to a limit, beside the forward pass that publishes new
-rows -- when:
-
-* the broker lost this gateway's session (a reconnect with ``session present: False`` after
-  something was sent): every row sent so far;
-* ingest confirms rows sent after rows it has not confirmed, which were sent more than
-  ``resend_grace_s`` ago (a hole: the broker lost them, or a shared-subscription worker that died
-  holds them): the rows sent before that grace. After a sweep nothing is judged lost again for a
-  grace; while the oldest row stays unconfirmed sweep after sweep, that quiet time doubles (up to
-  ``probe_max_s``);
-* nothing at all was confirmed for ``probe_after_s`` (doubling to ``probe_max_s``) while sent rows
-  wait: the oldest row alone is sent again as a probe -- not the whole backlog, which may simply be
-  queued for an ingest that is down -- and when its confirmation comes back, a sweep follows.
-
-A re-sent reading that the store already holds is removed by identity there and confirmed again.
-When the oldest unconfirmed reading was committed more than ``confirm_alarm_s`` real seconds ago the
-publisher logs one ERROR (and one INFO when confirmations catch up again) and republishes its status
-with ``confirm_lag_s``. ``confirm="broker"`` keeps the older contract: a PUBACK deletes the rows
-(a consumer other than stormwatch ingest, or a broker whose persistence is trusted).
-
-Real-time waits here (rate, timeouts, grace, probes) are transport pacing, not event time.
+The design: docs/gateway.md ("The modules", `gateway/publisher.py`).
 """
 
 from __future__ import annotations

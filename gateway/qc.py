@@ -1,20 +1,6 @@
 """Quality flags for one decoded value (profile-driven; contract flag names).
 
-* ``out_of_range`` -- the engineering value is outside the profile's ``valid_range`` (inclusive).
-* ``device_error`` -- the raw value is one of the profile's ``error_codes``, or the device's own
-  error register (a profile point with quantity ``device_error``, e.g. Y511 register 0x2604;
-  sensors.md "Turbidity probes") is non-zero for that poll.
-* ``flatline`` -- the last ``qc.flatline_samples`` values (this one included) all lie within
-  ``qc.flatline_tolerance``: a stuck sensor (:class:`ValueHistory`).
-* ``spike`` -- the value differs from the median of the previous ``qc.spike_window`` values by more
-  than ``qc.spike_delta``. The edge only knows past neighbours (it never holds a reading back to
-  see the next one); the median keeps one earlier spike from hiding the next.
-* non-finite (NaN/Inf) → :class:`QcVerdict.publish` is False: a gap, never a number (house rule
-  "a missing reading is a gap, not a zero"); the caller logs it.
-
-Flagged readings are still published, with their flags and raw value. The history behind
-flatline/spike lives in memory per device and quantity; after a restart the checks warm up again
-(a restart never flags good data, it may miss a flatline for N samples).
+The design: docs/gateway.md ("The modules", `gateway/qc.py`).
 """
 
 from __future__ import annotations

@@ -2,19 +2,9 @@
 
 The gateway service (:mod:`stormwatch.gateway.service`) and the fleet simulator
 (:mod:`stormwatch.simulators.fleet`, the MQTT-level stand-in for many gateways) both turn a poll
-into readings here, so both publish the same payloads for the same device values:
+into readings here, so both publish the same payloads for the same device values.
 
-* a counter point (rain gauge) → one ``rain_tips`` reading: ``value`` = int tip delta from
-  :func:`stormwatch.gateway.counter.count_tips`, ``raw`` = the counter value, the counter outcome's
-  flags (``counter_reset``, ``counter_catch_up``, ``rain_extreme_rate``...), ``tip_size`` = the
-  profile's counter resolution (canonical text: stored rain describes itself);
-* a ``device_error`` point is not published; non-zero flags the poll's readings ``device_error``;
-* a level point's "no target" value is a gap (not published);
-* every other point → one reading with the flags of :func:`stormwatch.gateway.qc.check_value` and
-  :class:`stormwatch.gateway.qc.ValueHistory`; a non-finite value is a gap (logged, not published).
-
-Identity (``boot``, ``seq``) and the event time are the caller's: this module knows neither.
-Stdlib only (the lean gateway process imports it).
+The design: docs/gateway.md ("The modules", `gateway/readings.py`).
 """
 
 from __future__ import annotations

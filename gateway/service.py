@@ -10,28 +10,7 @@ before a run's ``until``: a run that ends (a simulation's end) always polls its 
 tips of the last interval are counted however loaded the machine is. One polling thread per link
 (Modbus TCP endpoint, RS-485 line, serial port): a dead line never delays the others.
 
-What each device produces (contract quantities, stormwatch/contract.py):
-
-* a counter profile (rain gauge) → one ``rain_tips`` reading per poll, ``value`` = int tip delta
-  (0 when no rain -- zero rain from a live gauge is real data), unit ``{tip}``, ``raw`` = counter
-  value; counter outcomes other than a plain rise carry a flag (:data:`stormwatch.gateway.counter.OUTCOME_FLAGS`;
-  ``counter_reset``: the interval since the last trusted sample is a data gap; ``counter_catch_up``:
-  tips counted over an outage of more than two poll intervals).
-* other points → one reading per point (e.g. Y511: ``turbidity`` NTU and ``temperature`` Cel;
-  Keller: ``pressure`` bar; MaxBotix: ``distance`` mm), ``raw`` kept. A point with quantity
-  ``device_error`` is not published; non-zero flags the poll's readings ``device_error``.
-* non-finite values and level "no target" values (profile ``level.no_target``) are gaps: logged,
-  not published.
-
-The service runs a compiled :class:`stormwatch.gateway.plan.GatewayPlan` and imports no pydantic: build it
-with :meth:`Gateway.from_plan` (the lean ``python -m stormwatch.gateway --plan`` process), or pass the
-validated site and profiles to :class:`Gateway` (compiled here; in-process use and tests).
-Payloads are built by :mod:`stormwatch.wire`, the contract's stdlib encoder.
-
-A reading leaves the outbox when ingest confirms it durably stored (``confirm="stored"``, the default;
-:mod:`stormwatch.gateway.publisher`), or on the broker's PUBACK (``confirm="broker"``). Every
-``stats_interval_s`` real seconds and at stop one INFO line counts the readings made, published
-(and re-sent) and confirmed, and what the outbox holds.
+The design: docs/gateway.md ("The modules", `gateway/service.py`).
 """
 
 from __future__ import annotations

@@ -9,10 +9,7 @@ sample::
     1,06/21/24 11:00:00 AM,21.544,
     2,06/21/24 11:15:00 AM,21.448,Logged
 
-``GMT-04:00`` means local = UTC − 4 h, so UTC = the time + 4 h. Units come from the column name
-(``Temp, °C (...)`` -> ``Cel``). Event columns (``Coupler Attached``, ``End Of File``...) are
-ignored unless named by ``--value-column``. The date order is HOBOware's preference; month first
-(its default) is tried first, ``--time-format`` overrides.
+The design: docs/importing.md ("The modules", `importers/hobo.py`).
 """
 
 from __future__ import annotations

@@ -5,16 +5,7 @@
   ``quantity`` and ``unit``: one series per device and quantity, whatever file it came from.
 * ``seq`` = the event time in microseconds since the Unix epoch.
 
-So the identity is a function of *what* was measured and *when*, never of the file's name, path or
-line numbers: importing the same file twice, the same file renamed or moved, a logger file that has
-grown since the last import, or two downloads that overlap all store each reading once (SQLite:
-the unique key; InfluxDB: the same measurement + tags + timestamp overwrites itself -- the two
-sinks agree). A file has at most one reading per device, quantity and timestamp: rain rows that
-share a timestamp are summed into one tip count (design-notes.md, "Delivery"); two *different*
-values of another quantity at one timestamp are reported as ``conflicting_time``.
-
-Limit (documented in docs/importing.md): tips of one timestamp split across two files (a download
-cut inside a minute) are kept from the first file imported only.
+The design: docs/importing.md ("The modules", `importers/identity.py`).
 """
 
 from __future__ import annotations

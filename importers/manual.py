@@ -1,26 +1,11 @@
-"""Manual field readings (issue 16): a transparency tube in cm, a grab sample's NTU and pH from hand meters.
+"""Manual field readings: a transparency tube in cm, a grab sample's NTU and pH from hand meters.
 
 An inspector enters what they measured at a discharge point (where stormwater leaves the site, the
 place samples are taken: :func:`check_sample_place`) and when they sampled it (``stormwatch
 readings add``, or the form on the web desk's site page). Each value becomes one
-:class:`~stormwatch.contract.Reading` that says where it came from:
+:class:`~stormwatch.contract.Reading` that says where it came from.
 
-* ``gateway`` = :data:`stormwatch.contract.MANUAL_GATEWAY` (``source: manual``);
-* ``raw`` = the inspector's name;
-* ``time`` = when the sample was taken (event time: the rules judge it then, however late it is
-  entered);
-* ``device`` = the discharge point's id (``turbidity_pair`` for a site file's one pair), ``quantity``/``unit`` one of
-  :data:`stormwatch.contract.MANUAL_QUANTITIES` (``transparency`` cm, ``turbidity`` NTU, ``ph`` [pH]);
-* identity: ``boot`` from the site, point, quantity and inspector, ``seq`` = the sampling time in
-  microseconds -- entering the same sample twice stores it once. Entering it again with ANOTHER
-  value is refused (``conflicting_value``: the store keeps what it acknowledged; failure-kinds.md
-  #27), said per value -- never counted as "already recorded".
-
-Readings go through the same validator as live data (:class:`stormwatch.ingest.validate.Validator`,
-which knows manual readings) before anything is stored or sent; then they are written to the store
-(``--store``) or published on the site's readings topic (``stormwatch/v1/<site>/manual/readings``,
-QoS 1, ``--broker``), where ingest stores them and the alert service evaluates them like any
-sensor's readings.
+The design: docs/importing.md ("The modules", `importers/manual.py`).
 """
 
 from __future__ import annotations

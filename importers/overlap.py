@@ -9,18 +9,7 @@ outage with the logger's own file is what an import is for (docs/importing.md, "
 gateway data"). Two imports of one device share one identity (:mod:`stormwatch.importers.identity`)
 and meet as ``already_stored`` / ``conflicting_value`` instead.
 
-What a stored reading covers:
-
-* ``rain_tips``: a gateway's tip count is the counter's rise since its previous reading
-  (:func:`stormwatch.gateway.counter.count_tips`; over an outage too, flagged ``counter_catch_up``),
-  so a reading at ``f`` covers ``(p, f]``, ``p`` the previous reading of that source, however long
-  ago; a ``counter_reset`` reading covers only its own instant (the rain since ``p`` is unknown: a
-  data gap, rules.md R1), and so does the source's first reading (a baseline).
-* any other quantity: a sample of an instant; consecutive samples at most two poll intervals apart
-  (the storm rule's ``silence_allowance``) cover the time between them.
-
-Limits: the other source's reading before the file and the first one after it are found by
-widening windows (one hour, doubling) up to the store's past and now.
+The design: docs/importing.md ("The modules", `importers/overlap.py`).
 """
 
 from __future__ import annotations

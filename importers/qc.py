@@ -10,9 +10,7 @@ A value read from a logger file gets the flags a live poll of the same device wo
 * ``flatline`` / ``spike`` -- :class:`stormwatch.gateway.qc.ValueHistory` over the file's values of that
   quantity in event-time order (the point's ``qc`` parameters).
 
-Flagged readings are stored with their flags (never dropped, never changed); the rules then treat
-them as live flagged data (rules.md R2: flagged turbidity is ``needs_verification``, never a
-violation).
+The design: docs/importing.md ("The modules", `importers/qc.py`).
 """
 
 from __future__ import annotations

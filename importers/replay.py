@@ -7,23 +7,7 @@ temporary profile directory), under the chosen jurisdiction's rule pack. The sto
 read back in event-time order, fed to :class:`stormwatch.alerts.engine.Engine` and flushed; the events are
 the same :class:`~stormwatch.contract.Event` objects ``stormwatch demo --json`` prints.
 
-Silence between rows (``silence``):
-
-* ``dry`` (default): the file is an event log (one row per tip, or per non-zero interval, like the
-  Davis and HOBO event files): a stretch without rows is dry weather. The synthetic gauge then
-  "polls" every :func:`dry_poll_interval` (at most 1 h): zero-tip readings are added to the
-  temporary store between rows, so the rules see a gauge that reported dry -- storms end,
-  confirmed, at last tip + dry gap, and no ``data_gap`` is invented.
-* ``gap``: the rows are regular polls; a missing stretch is a data gap (``data_gap`` events; a
-  qualified storm is closed conservatively, rules.md R1). The synthetic gauge's poll interval is
-  the file's median row spacing.
-
-The rules then run with :func:`stormwatch.alerts.backfill.evaluate` -- the same backfill as ``stormwatch
-evaluate`` -- over the file's span. A storm still open at the end of the file (no dry gap inside the
-file after its last tip) is *in progress*: reported apart, never invented as ended.
-
-Only rain files are replayed: a single turbidity probe has no background (R2 needs the upstream
-and downstream pair) and a single level sensor no basin geometry (R3).
+The design: docs/importing.md ("The modules", `importers/replay.py`).
 """
 
 from __future__ import annotations

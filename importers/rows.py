@@ -6,38 +6,7 @@ a gap (:mod:`stormwatch.importers.cells`) yields no reading -- never a zero. A r
 depth that is not a whole number of tips) is rejected as a whole with its ``file:line`` and
 reason; the other rows are kept.
 
-Rain (design-notes.md, "Delivery" and "Counting rain"): tips are integers; the rows of one
-timestamp are summed into ONE ``rain_tips`` reading (the Tharandt Davis file has up to 7 tips in
-one minute: all are kept, as a count). A depth cell is converted to tips exactly (``0.2`` mm at
-0.2 mm per tip = 1 tip; ``0`` = no tip, a dry/start-marker row stored as a 0 count). A timestamp
-whose tips are more rain than physically possible since the previous accepted rain row (the world-record
-envelope, docs/reference/rain-records.md) -- or, for the first one, over the file's median row spacing
-(:func:`row_interval`) -- is rejected ``beyond_envelope`` (its rows); one at or above
-the review line (extreme but possible, :func:`stormwatch.physics.review_mm`; failure-kinds.md #24)
-is kept and flagged ``rain_extreme_rate``. Every rain reading carries the file's tip size
-(``--tip-in``/``--tip-mm``) as its ``tip_size``.
-
-Running totals (``--tips-per-row cumulative`` / ``cumulative-count``): each row's total (exact
-tips) goes through the gateway's own counter function, :func:`stormwatch.gateway.counter.count_tips`
-(one function, not a copy), in event-time order: the first total is a baseline (0 tips), a total
-that does not change is zero new rain, a wrap of ``--counter-bits`` is counted, a drop or jump is a
-suspect then a reset (0 tips; the reading's ``counter_reset`` flag makes the storm rule report the
-interval as a data gap) -- the readings carry the counter's flags. A total repeated at the same
-time is a duplicate row; a different total at the same time is ``conflicting_time``; a total the
-counter width cannot hold is ``beyond_counter_width``.
-
-Other quantities: one reading per timestamp; a repeated row with the same value is a duplicate
-row (counted, stored once), a different value at the same time is rejected ``conflicting_time``.
-A value physics forbids (a negative turbidity, distance or depth) is rejected ``negative_value``; one
-no instrument reports (a turbidity above 10,000 NTU/FNU, :func:`stormwatch.physics.impossible_value`)
-``beyond_instrument_range``.
-
-Reject reasons: ``too_few_fields``, ``extra_fields`` (a non-empty field past the header's
-columns; empty trailing fields -- a trailing delimiter -- are tolerated), ``bad_time``,
-``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``negative_value``, ``beyond_instrument_range``,
-``conflicting_time``,
-``before_1970``, ``beyond_envelope``, ``beyond_counter_width``, ``too_many_tips``; and in
-:mod:`stormwatch.importers.load`, ``overlaps_stored`` (:mod:`stormwatch.importers.overlap`).
+The design: docs/importing.md ("The modules", `importers/rows.py`).
 """
 
 from __future__ import annotations

@@ -5,25 +5,7 @@ per line::
      "channel" : "A", "sequence_num" : 2, "battery_ok" : 0, "wind_avg_km_h" : 0.000,
      "rain_in" : 109.660, "mic" : "CHECKSUM", "rssi" : -24.151, ...}
 
-What this reader does (tests/data/rtl433_acurite5n1_json_2023-02-11.jsonl is a real capture):
-
-* **Repeats.** Many sensors send each message several times (the Acurite 5-in-1: three, with
-  ``sequence_num`` 0/1/2). A line whose time and data equal an earlier line's -- ignoring
-  ``sequence_num`` and the radio's own measurements (``rssi``, ``snr``, ``noise``, ``freq``...) --
-  is a repeat: dropped, counted in :attr:`Table.duplicate_lines`.
-* **One sensor.** A capture holds whatever the receiver heard: the station, a neighbour's sensors,
-  tyre-pressure sensors, rtl_433's own statistics lines. Only lines of the sensor selected with
-  ``--select KEY=VALUE`` (e.g. ``model=Acurite-5n1``, ``id=3844``) that carry a wanted column (the
-  rain column, a ``--value-column``) are rows; with no ``--select`` the file must hold exactly one
-  sensor (``model``/``id``/``channel``) carrying them, else the error lists them. The rest is
-  counted in :attr:`Table.ignored_lines`.
-* **Rain.** rtl_433's ``rain_mm`` / ``rain_in`` are the station's running totals (rtl_433
-  ``data`` key conventions), so they are the default rain column and are read as
-  ``--tips-per-row cumulative``: the gateway's counter function turns totals into new tips, and a
-  total that does not change is zero new rain.
-* **Units** from rtl_433's key suffixes: ``_mm``, ``_in``, ``_C`` (°C), ``_cm``, ``_m``.
-* **Time**: rtl_433's default local ``YYYY-MM-DD HH:MM:SS`` (give ``--tz``), ISO 8601 with an
-  offset (``-M time:iso:tz``) or Unix seconds (``-M time:unix``).
+The design: docs/importing.md ("The modules", `importers/rtl433.py`).
 """
 
 from __future__ import annotations

@@ -2,31 +2,10 @@
 
 A site names the record in its site file (``fallback_gauge:``, :class:`stormwatch.config.FallbackGauge`);
 R1 uses it ONLY for the periods when the site's own rain gauge has a data gap (rules.md R1,
-"Fallback gauge"). Three formats:
+"Fallback gauge"). Formats: NOAA GHCN-Daily, NOAA hourly precipitation (TD-3240/HPD), or any
+delimited file; a missing value is never imported as zero.
 
-* ``ghcn-daily`` -- NOAA GHCN-Daily ``.dly`` fixed-width text (NCEI ``ghcnd-readme``): per line
-  station ID (cols 1-11), year (12-15), month (16-17), element (18-21), then 31 days of value (5),
-  MFLAG, QFLAG, SFLAG. ``PRCP`` is in tenths of mm; ``-9999`` is missing (a gap, never zero); a
-  value with a QFLAG failed a NOAA quality check and is not used; ``MFLAG`` ``T`` (trace) is 0.
-  A day's value covers the 24 hours ending at the observation time (``--day-ends``, default
-  ``24:00``: the calendar day) in ``--tz``.
-* ``hpd`` -- NOAA hourly precipitation, TD-3240 / DSI-3240 fixed-length records (NCDC TD-3240
-  documentation): ``HPD`` (cols 1-3), COOP station (4-9), division (10-11), element ``HPCP``
-  (12-15), units (16-17: ``HI`` hundredths of an inch, ``HT`` tenths of a mm), year (18-21),
-  month (22-23), day (26-27), number of values (28-30), then per value hour ``HHMM`` (4, the hour
-  ENDING then, local standard time), value (6) and two flags. Hour ``2500`` is the day's total
-  (not an interval); ``99999`` and the flags for missing, deleted, incomplete or accumulated
-  amounts make the hour unknown (skipped, counted as a gap); ``T`` (trace) is 0. Only hours with
-  precipitation are listed: an hour without a line had none.
-* ``delimited`` -- any delimited text: a time column (``--time-column``, ``--time-format``,
-  ``--tz``) and a depth column (``--value-column NAME=precipitation:mm`` or ``:in``); each time marks the END of
-  its interval unless ``--time-marks start``.
-
-Every value becomes one ``precipitation`` reading of device = the station id, gateway ``station``
-(:data:`stormwatch.rain.STATION_GATEWAY`), at the end of its interval, with an identity that makes
-a re-import add nothing (``boot`` from the site, station and unit; ``seq`` the end time in
-microseconds, as :mod:`stormwatch.importers.identity`). Values beyond the world-record envelope
-for their interval (:func:`stormwatch.physics.envelope_mm`) are refused with their line.
+The design: docs/importing.md ("The modules", `importers/station.py`).
 """
 
 from __future__ import annotations

@@ -1,56 +1,9 @@
 """The ingest consumer: MQTT readings -> validate -> durable store write -> THEN acknowledge and confirm.
 
-Delivery (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17):
+A message is acknowledged, and confirmed to its gateway, only after the store holds it durably; a
+bad one is dead-lettered with its reason (design-notes.md, "Delivery"; failure-kinds.md #8-#10, #15-#17).
 
-* paho-mqtt 2.x, MQTT 3.1.1 (works with Mosquitto and the amqtt demo broker), persistent session
-  (``clean_session=False``, fixed ``client_id``), QoS 1 subscription to
-  :data:`stormwatch.topics.READINGS_FILTER` (or ``$share/<group>/...`` with ``share_group``),
-  ``manual_ack=True``: PUBACK is sent only after the batch is committed to the store. A crash at any
-  point means redelivery (a duplicate, removed by identity in the store), never a loss.
-* After each durable batch write, one QoS 1 stored-acknowledgement per gateway on
-  ``stormwatch/v1/<site>/<gateway>/stored`` names the ``(boot, seq)`` runs of that gateway's readings
-  the batch handled -- stored, already stored, or kept as a dead letter (:mod:`stormwatch.storedack`):
-  only then does the gateway forget them (:mod:`stormwatch.gateway.publisher`), so a broker that
-  crashes and forgets what it held for this consumer costs a re-send, never a reading.
-* Messages are batched (``batch_size`` messages or ``batch_ms`` after the first one) and written
-  by one worker thread. While the store raises :class:`~stormwatch.stores.base.StoreError` nothing is
-  acknowledged and the same batch is retried with exponential backoff (``retry_backoff_s`` doubling
-  to ``max_backoff_s``, 2 s: a store that returns is written to within seconds). One ERROR when the
-  store becomes unavailable, the retries at DEBUG, one INFO when it is writable again. At most ``max_inflight``
-  messages are ever unacknowledged: the broker's window (Mosquitto ``max_inflight_messages``,
-  configured in :mod:`stormwatch.app.servers`) plus a client-side hold (paho's network thread stops
-  reading at the limit), so memory stays bounded during a database outage and the rest waits in
-  the broker's persistent session.
-* Messages outside the subscription (amqtt may deliver retained messages to clients that never
-  subscribed to them) are acknowledged and ignored (:func:`stormwatch.topics.matches`).
-* Retained messages are stale by definition (#10): stored with ``late=True``. Exception: amqtt
-  0.12 (the embedded demo broker) sets the retain flag on QoS 1 messages it queued for an offline
-  persistent session, so behind amqtt pass ``retained_is_late=False`` (a redelivered stale
-  reading is then still removed by identity, and the alert engine's watermark keeps old readings
-  from acting as live ones); ``Validator(late_after_s=...)`` adds an age test on top.
-* Dead letters are stored (``store.write_deadletters``), published to
-  :data:`stormwatch.topics.DEADLETTER` as JSON ``{reason, detail, topic, payload, payload_encoding,
-  received_at}`` (payload as UTF-8 text, or base64 when it is not UTF-8), counted by reason, logged
-  at WARNING -- and acknowledged (they are handled); duplicates -- redeliveries and a gateway's re-sends -- in one INFO
-  line per batch. Every dead letter takes that one path, whichever
-  stage refused it: validation, a duplicate, or the store itself (``store.write_checked``: a
-  ``conflicting_value`` -- the identity is stored with another measurement -- or a
-  ``store_rejected`` line InfluxDB refused with HTTP 400). A message is acknowledged once every
-  reading of it is durably stored or durably dead-lettered (a batch message's good readings are
-  stored, its bad ones dead-lettered one by one: :func:`stormwatch.contract.parse_parts`).
-* :meth:`Ingest.stop` (thread-safe, also from a signal handler) flushes the pending batch, acks
-  it and disconnects (#15).
-* The configured sites (id, IANA time zone, jurisdiction) are recorded in the store once it has
-  taken the first batch, then every :data:`SITES_EVERY_S` (``store.write_sites``; InfluxDB
-  measurement ``sites``), so a dashboard shows each site's local days in its own zone (``$tz``,
-  dashboards/common.py).
-* Duplicates recognised before the write (identity already committed, or twice in one batch) are
-  dead letters with reason ``duplicate`` (#9); the store's own guard catches the rest.
-* Hot path (``benchmarks/ingest.py``): socket reads in 64 KiB chunks (:mod:`stormwatch.ingest.mqttclient`),
-  batch filling polled instead of woken per message, the PUBACKs of a batch sent as one buffer
-  (:func:`send_pubacks`), line protocol built directly (:func:`stormwatch.stores.lineprotocol.reading_line`).
-
-Batch windows and retry backoff are real-time I/O waits (``time.monotonic``), not event time.
+The design: docs/ingest.md ("The modules", `ingest/consumer.py`).
 """
 
 from __future__ import annotations

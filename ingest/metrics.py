@@ -1,31 +1,9 @@
 """Prometheus metrics of a running :class:`stormwatch.ingest.consumer.Ingest` over HTTP (prometheus-client).
 
 The collector reads the consumer's own counters at scrape time (no second bookkeeping), into a
-registry of its own (no process-global state). Metric names (all prefixed ``stormwatch_ingest_``):
+registry of its own (no process-global state). Every metric name starts ``stormwatch_ingest_``.
 
-=================================== ======= =======================================================
-name                                type    meaning
-=================================== ======= =======================================================
-``received_total``                  counter messages delivered by the broker
-``written_total``                   counter readings newly stored (live + late)
-``late_total``                      counter readings stored flagged late (retained / stale)
-``duplicates_total``                counter readings the store already held
-``dead_lettered_total{reason}``     counter dead letters by reason (``stormwatch.ingest.validate`` table,
-                                            ``duplicate``, ``store_rejected``, ``internal_error``)
-``acked_total``                     counter messages acknowledged after a durable write
-``confirmations_total``             counter stored-acknowledgements published to gateways (one per
-                                            gateway and batch, :mod:`stormwatch.storedack`)
-``retries_total``                   counter store retries (batch retries + HTTP retries)
-``mqtt_connects_total``             counter MQTT connections the broker accepted
-``mqtt_disconnects_total``          counter MQTT connections lost (a deliberate stop not counted)
-``mqtt_session_takeovers_total``    counter connections lost to another client with the same client id
-                                            (:mod:`stormwatch.runtime.mqtttakeover`)
-``mqtt_dead_connections_total``     counter connections found dead by the keep-alive check
-                                            (:mod:`stormwatch.runtime.mqttsession`)
-``unacked``                         gauge   messages delivered and not yet acknowledged
-``lag_seconds``                     gauge   clock now - event time of the newest live reading written
-                                            (absent before the first write)
-=================================== ======= =======================================================
+The design: docs/ingest.md ("The modules", `ingest/metrics.py`).
 """
 
 from __future__ import annotations

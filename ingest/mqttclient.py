@@ -5,17 +5,7 @@ the rest of the packet, and handles one packet per ``select()`` wake-up when not
 in flight -- four system calls and a loop turn per incoming message. At thousands of QoS 1
 messages per second that is most of the consumer's receive cost.
 
-:class:`ChunkedReadClient` changes only where the bytes come from: ``_sock_recv`` serves paho's
-small reads from a 64 KiB chunk read once, and ``loop_read`` keeps handling packets while the
-chunk still holds bytes (at most ``MAX_PACKETS_PER_WAKE``, and never past a due PINGREQ, so keep-alive
-and writes -- our PUBACKs -- get their turn; bytes left over are handled at the start of the next loop turn, before
-``select()``, which cannot see them). Parsing, acknowledgements and callbacks are paho's own. The buffer is emptied
-whenever the socket is closed or replaced, so bytes of an old connection never reach a new one.
-
-It is a :class:`stormwatch.runtime.mqttsession.SessionClient` (credentials, TLS, keep-alive, reconnect are
-set up there, once for every stormwatch client) and relies on paho internals (``_sock_recv``,
-``_sock_close``, ``_loop``) present in paho-mqtt 2.x; :func:`make_client` falls back to the plain
-:class:`~stormwatch.runtime.mqttsession.SessionClient` when they are missing.
+The design: docs/ingest.md ("The modules", `ingest/mqttclient.py`).
 """
 
 from __future__ import annotations

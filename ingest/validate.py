@@ -1,59 +1,6 @@
 """Validation of one MQTT readings message against the configured sites and device profiles.
 
-Never raises for bad input: every rejected reading becomes a :class:`~stormwatch.stores.base.DeadLetter`
-with a short reason (failure-kinds.md; design-notes.md "Nothing lost, nothing invented"): the
-contract's own (``not_utf8``, ``bad_json``, ``schema``, :func:`stormwatch.contract.parse_parts`)
-and this module's checks against the configuration: ``bad_topic``, ``topic_mismatch``,
-``unknown_site``, ``unknown_gateway``, ``unknown_device``, ``unknown_quantity``,
-``unit_mismatch``, ``tip_size_mismatch``, ``impossible_value``, ``future_time``, ``implausible_time``.
-Each reading of a batch (``{"readings": [...]}``) is judged on its own: a bad one becomes a dead
-letter of its own (its JSON as the payload, ``readings.<index>:`` before the detail) and the others
-are kept; only a message malformed as a whole (not UTF-8, not JSON, not a reading or a batch) is one
-dead letter. Readings entered by
-hand (gateway ``manual``, :data:`stormwatch.contract.MANUAL_QUANTITIES`) are checked against the
-site's discharge points and devices, the manual quantity's unit and range. Every reason and
-when it applies is in :data:`stormwatch.reasons.REASONS` (the one set; docs/ingest.md section 2).
-
-Tip sizes (issue 11 item 3; docs/ingest.md, "Tip sizes and rain rates"): stored rain describes
-itself. A rain reading names the size of its tips (``tip_size``); it must be the size the site file gives the
-device at the reading's time (its profile's ``counter.resolution``, or a ``replaced_gauges`` entry,
-:class:`stormwatch.tipsizes.TipSizes`). Another size is refused as ``tip_size_mismatch``: the
-gateway and this site file disagree about the gauge, and storing either size would make one of them
-silently wrong; the dead letter keeps the payload (fix the site file -- record the replacement -- or
-the gateway's, and re-send). A rain reading that names no size (a gateway of an earlier stormwatch,
-or readings waiting in its outbox since before an upgrade) is stored with the site file's size for
-its time, and a WARNING says so once per device (:attr:`Validator.stamped` counts them).
-
-Rain rates (docs/reference/rain-records.md): the gateway's counter never publishes more tips than
-the world-record envelope allows since its last trusted sample
-(:func:`stormwatch.gateway.counter.count_tips`) and importers reject such rows; whatever else
-publishes tips (another producer, a fleet simulator) is judged here too, against the previous rain
-reading of the device this validator accepted (the same interval the storm rule judges): tips
-beyond the envelope are stored flagged ``rain_beyond_envelope`` -- kept, never counted as rain by any
-consumer (the storm rule makes the interval a data gap; the desk's and the dashboards' totals leave
-them out) -- and tips at or above the review line flagged ``rain_extreme_rate`` (extreme but
-possible, counted, a storm it shapes ``needs_verification``). A device's first rain reading after
-ingest starts has no previous reading here and is not judged (the storm rule still judges it).
-
-Duplicates (an identity ``(gateway, boot, seq)`` already stored with the same measurement,
-remembered in a bounded LRU) are returned apart in ``duplicates``; the consumer dead-letters them
-with reason ``duplicate`` (so a redelivery is visible and counted, never stored twice). The same
-identity with another measurement (a gateway replay whose value differs: a reflashed box reusing
-its boot id, a tampered outbox) is not a duplicate: it is dead-lettered ``conflicting_value`` here,
-or by the store when the LRU has forgotten it (:mod:`stormwatch.stores.base`); the store's unique key / InfluxDB's
-point identity remains the real guard (failure-kinds.md #9). Identities enter the LRU only via
-:meth:`Validator.committed`, i.e. after the store write succeeded: a message redelivered because
-the store was down must not be mistaken for a duplicate.
-
-Lateness: a reading older than ``late_after_s`` on arrival (or any retained message,
-failure-kinds.md #10) is accepted but returned in ``late`` so it is stored flagged and never
-treated as live.
-
-Age bound: a reading older than ``max_age_s`` (default :data:`DEFAULT_MAX_AGE_S`, 90 days) is
-refused as ``implausible_time``. The bound is three times the gateway outbox's default age limit
-(30 days, :data:`stormwatch.gateway.outbox.DEFAULT_MAX_AGE_S`), so readings replayed from an
-outbox after a long outage -- late but real -- are accepted; a 1970 time stamp is not. Imports of
-historical files (``stormwatch import``) pass ``max_age_s=None``: old data is their point.
+The design: docs/ingest.md ("The modules", `ingest/validate.py`).
 """
 
 from __future__ import annotations

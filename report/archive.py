@@ -2,29 +2,9 @@
 
 Records are kept five years (Spencerport §276-26C: "shall retain the records for at least five
 years"; Ch. 133 §133-7A(2) and Ch. 196 §196-9B: inspection reports in the site log book). A bundle
-is a ZIP file anyone can open without stormwatch:
+is a ZIP file anyone can open without stormwatch.
 
-* ``manifest.json`` -- format ``stormwatch-archive`` version 2, the site (id, zone, jurisdiction),
-  the period ``[from, until)``, when and by which stormwatch version it was written, from which
-  store (password-free), and for every member its row count, size and SHA-256;
-* ``SHA256SUMS`` -- the same checksums (and the manifest's) in ``sha256sum -c`` form;
-* ``site.yaml`` -- the site file as it was;
-* ``readings.csv`` -- one row per stored reading: ``site, device, quantity, value, unit, time,
-  gateway, boot, seq, raw, flags, late, tip_size``; ``value`` keeps its type (an integer without a
-  point, a float as Python's shortest repr, which always has one), ``time`` is RFC 3339 UTC with
-  microseconds, ``raw`` and ``flags`` are JSON, ``late`` is 0/1, ``tip_size`` a rain reading's depth
-  per tip (``0.01 in``; empty for other quantities and for rain stored without one). Version 1
-  bundles (before stored rain described itself) have no ``tip_size`` column and still load: their
-  rain comes back without a size, as it was stored;
-* ``events.jsonl`` -- the stored ordinance events, one ``Event.to_wire()`` JSON object per line;
-* ``workorders.jsonl`` -- every column of each work order opened in the period (and of the
-  inspection reports they opened), with its full history and its photos (base64).
-
-:func:`load_bundle` verifies every checksum before it writes anything, then loads the readings
-(with their late flag), events and work orders into a store and a work-order book: the round trip
-gives back equal records. Loading twice adds nothing (readings are deduplicated by identity,
-events by ``(site, kind, occurrence)`` -- an event the store already holds is not written again --
-orders by id), and what loading added is counted as added, not as read.
+The design: docs/reports.md ("The modules", `report/archive.py`).
 """
 
 from __future__ import annotations

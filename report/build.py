@@ -9,15 +9,7 @@ began before it is seen whole) and runs a dry gap past its end (a storm whose la
 before the end is closed by the gauge's dry readings after it); only what touches the period is
 reported.
 
-Data completeness is counted from the same stored readings as they stream past: for each device,
-the distinct reading times in the period against one per poll interval of the site file, and every
-stretch longer than two poll intervals (the engine's silence allowance) without a reading.
-
-A gap in the data is never a dry spell: rain-gauge gaps (the storm rule's own, from
-:func:`~stormwatch.alerts.backfill.evaluate`), turbidity windows R2 could not judge, the silence of
-a probe where R2 judged no window at all (before its first or after its last: data that stop
-before the period's end) and basin level gaps are listed as UNKNOWN with their durations, and a
-day with a gauge gap shows its total as a lower bound (a day without any gauge data: UNKNOWN alone).
+The design: docs/reports.md ("The modules", `report/build.py`).
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ _NO_WORK_ORDERS = typer.Option(False, "--no-work-orders",
 #: in microseconds since 1970, importers/identity.py; a gateway stamp before it is implausible_time).
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 #: How far past the state's clock (the alert engine's as-of time) a period may end: a year. Beyond
-#: it nothing can be known, and a log book of its days would be millions of empty pages
-#: (``--until 9999-12-31`` used to end in OverflowError).
+#: it nothing can be known, a log book of its days would be millions of empty pages, and dates near
+#: 9999-12-31 overflow.
 MAX_AHEAD = timedelta(days=366)
 
 

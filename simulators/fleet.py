@@ -10,13 +10,7 @@ timing, turbidity plumes, silent gauges, basins near full) on one simulated cloc
 The per-site protocol-level simulation (``stormwatch simulate --site``) stays the way to test the
 gateway itself.
 
-Message forms (docs/asyncapi.yaml): ``single`` -- one message per reading, as the gateway publishes
-its outbox rows; ``batch`` -- one message per gateway and poll cycle holding all of that cycle's
-readings (``{"readings": [...]}``, identity per reading kept).
-
-``--publish-log FILE`` records, per gateway and poll cycle, when its readings were handed to the
-broker (CSV ``site,time,wall,readings``: the slot's event time, POSIX seconds): the benchmark's
-start of every latency (benchmarks/fleet.py).
+The design: docs/simulators.md ("The modules", `simulators/fleet.py`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """One simulated gateway of the fleet: the devices' values as the gateway would decode them, and its readings.
 
-The protocol-level simulators (:mod:`stormwatch.simulators.site`) serve registers and serial lines
-that the real gateway polls; a fleet of thousands cannot afford a Modbus server per device and a
-gateway process per site. Here a :class:`VirtualDevice` does both halves in memory, with the same
-code: the device's registers are :func:`stormwatch.codec.encode_point` of the scenario value (what
-:mod:`stormwatch.simulators.modbus_server` serves), decoded by the gateway driver's own
-:func:`stormwatch.gateway.drivers.modbus.decode_block`; a serial level sensor's line is
-:func:`stormwatch.simulators.serial_device.hrxl_line`, parsed by
-:func:`stormwatch.gateway.drivers.serial_line.line_values`. A :class:`FleetGateway` then makes the
-readings through the gateway's :class:`stormwatch.gateway.readings.DeviceReadings` (counter → tips,
-QC flags, gaps) with its identity (``boot``, ``seq``), on the gateway's poll grid and with its
-failure backoff (:class:`stormwatch.gateway.health.DeviceHealth`): the payloads are the gateway's.
-
-Values are taken at the poll slot's event time (a real device answers a few milliseconds later), so
-a fleet run is deterministic apart from the boot ids. SDI-12 devices are not modelled here.
+The design: docs/simulators.md ("The modules", `simulators/fleetgateway.py`).
 """
 
 from __future__ import annotations

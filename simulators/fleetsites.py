@@ -8,18 +8,9 @@ an ultrasonic level sensor over the sediment basin) with its own site id ``fleet
 minute. An existing file is left as it is (an operator may have edited it).
 
 Stories: :func:`site_story` gives each site a deterministic mix (seeded by ``seed`` and the site's
-index, the same in every process):
+index, the same in every process).
 
-* ``dry`` -- no rain in the run;
-* ``storm`` -- an NRCS Type II or III 24-hour design storm of 0.25 to 2.5 in whose most intense hour
-  falls somewhere inside the run (so some storms reach the 0.5-in inspection threshold during it,
-  at different times);
-* ``plume`` -- a storm with a strong downstream turbidity response (a turbidity contrast, rules.md R2);
-* ``silent_gauge`` -- light rain and a rain gauge that stops answering for 30 to 90 simulated minutes
-  (a data gap, then a catch-up count);
-* ``basin_full`` -- a storm over a basin already 47-49 % full (a cleanout, rules.md R3).
-
-Nothing here is random at run time: the stories are drawn from ``random.Random`` seeded per site.
+The design: docs/simulators.md ("The modules", `simulators/fleetsites.py`).
 """
 
 from __future__ import annotations

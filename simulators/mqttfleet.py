@@ -1,19 +1,6 @@
 """Many gateways' MQTT sessions in one thread: the fleet simulator's network side.
 
-Each simulated gateway holds its own session exactly as :class:`stormwatch.gateway.publisher.MqttPublisher`
-does -- client id ``stormwatch-<site>-<gateway>``, MQTT 3.1.1, ``clean_session=False``, last will
-``{"state":"offline"}`` retained at QoS 1 on its status topic, a retained ``online`` status (boot,
-messages waiting, clock time) after every connect, readings at QoS 1 on its readings topic, and a
-retained ``{"state":"offline","reason":"stopped"}`` before a clean DISCONNECT at the end -- but the
-sessions share one thread: paho-mqtt's external-loop interface (``loop_read``/``loop_write``/
-``loop_misc`` driven by a :mod:`selectors` loop; one thread per gateway would cost a thousand
-threads). A lost connection, or an attempt the broker closes before accepting it, is retried with
-backoff (1 s doubling to 10 s), trying the next node of a broker cluster each time
-(:attr:`stormwatch.runtime.mqtt.BrokerSettings.endpoints`); messages not yet acknowledged stay in paho's
-session state and are sent again on reconnect (a real gateway keeps them in its outbox,
-:mod:`stormwatch.gateway.outbox`).
-
-Real-time waits here are transport pacing, not event time.
+The design: docs/simulators.md ("The modules", `simulators/mqttfleet.py`).
 """
 
 from __future__ import annotations

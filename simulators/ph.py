@@ -1,21 +1,6 @@
 """Water chemistry of the simulated pH probe: mixing washout water into runoff, and the electrode.
 
-Sources (docs/reference/sensors.md, "pH probes"; docs/reference/hydrology.md, "Concrete washout"):
-
-* pH = −log10 a(H⁺); water's ion product Kw = [H⁺][OH⁻] = 1.0e-14 at 25 °C.
-* **Mixing** two waters is linear in their *strong-base excess* n = [OH⁻] − [H⁺] (mol/L; charge
-  balance of an unbuffered solution), not in pH: a share f of washout water at pH 12 in neutral
-  runoff gives n ≈ f·10⁻², so f = 0.5 reads pH ≈ 11.70, f = 0.01 reads ≈ 10. The mix's [H⁺]
-  solves x² + n·x − Kw = 0. No carbonate buffering is modelled: real runoff carries some
-  alkalinity that consumes hydroxide, so it ends nearer neutral -- this model is the upper bound
-  of how long a washout keeps a discharge alkaline.
-* **The electrode** follows Nernst: E = E₀ − S(T)·(pH − pH_iso), with the slope
-  S(T) = ln(10)·R·T/F = 0.19842 mV/K × T (59.16 mV per pH at 25 °C, 57.77 at 18 °C). Automatic
-  temperature compensation is the probe dividing by S at the *measured* temperature; it corrects
-  the electrode, not the water's own change of pH with temperature. The simulated electrode is
-  ideal: E₀ = 0 mV at the isopotential point pH 7.
-
-Pure functions of numbers; nothing here is random.
+The design: docs/simulators.md ("The modules", `simulators/ph.py`).
 """
 
 from __future__ import annotations

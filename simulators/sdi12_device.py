@@ -10,9 +10,7 @@ simulator answers as the sensor would (sensors.md "SDI-12"):
 * ``aD0!`` ... ``aD9!`` → ``a+1.23-4.56...<CR><LF>``, at most 35 characters of values per answer;
 * commands for another address, and unknown commands, get silence (a shared SDI-12 bus).
 
-``drop`` lists 0-based indices of received commands whose answer is never sent (a lost
-response, to exercise the gateway's retry). Each answer is written ``turnaround_s`` real
-seconds after the command (SDI-12 allows up to 15 ms; adapters add latency).
+The design: docs/simulators.md ("The modules", `simulators/sdi12_device.py`).
 """
 
 from __future__ import annotations

@@ -5,15 +5,7 @@ same object works from a synchronous orchestrator (``stormwatch demo``), from pl
 and from async code (its loop never blocks the caller's). ``start()`` returns once every server is
 listening (or raises the first startup error); ``stop()`` shuts them down and joins the thread.
 
-Roles come from the site config: ``rain_gauge``, each discharge point's probes (``discharge_points`` or
-``turbidity_pair``) and each basin's level device (``basins`` or ``basin``); a serial level sensor
-reads the sediment of its own basin.
-Modbus TCP devices are grouped by ``(host, port)`` into one TCP server each (a gateway), Modbus
-RTU devices by ``port`` into one RTU line on a pty (a multi-drop bus), serial (MaxBotix HRXL)
-devices each on their own pty; port paths from the config become symlinks to the pty slaves.
-
-:func:`isolate_site` rewrites a config to free TCP ports and private link paths so parallel
-tests and demos never clash.
+The design: docs/simulators.md ("The modules", `simulators/site.py`).
 """
 
 from __future__ import annotations

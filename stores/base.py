@@ -7,31 +7,7 @@ Store URLs (``open_store``):
 * ``influx2://host:port?org=ORG&bucket=BUCKET&token=TOKEN`` (``influx2s://`` for TLS) --
   InfluxDB 2.x/3.x/Cloud through influxdb-client.
 
-Semantics shared by all sinks (design-notes.md, "Delivery"): a write is durable when the call
-returns; readings are deduplicated by ``(gateway, boot, seq)`` (SQLite: a unique key; InfluxDB: the
-identities held are looked up before each write, and no reading is written over another --
-:mod:`stormwatch.stores.influxwrite`); ``rain_tips`` are tip counts per
-poll; a reading marked ``late`` is stored but flagged so the alert engine never treats it as live.
-
-Same identity, other value (failure-kinds.md #27: "the store keeps both or refuses one with a
-reason"): a reading whose identity is already stored is a *duplicate* only when it says the same
-thing -- the same site, device, quantity, unit, event time and value (:func:`measurement`; flags,
-``raw`` and the tip size are not compared: a redelivery stamped with the site file's tip size, or
-flagged by another ingest, is the same measurement). One that says something else is *refused*, as
-``conflicting_value``, never counted as already stored and never written over the stored one: the
-stored reading was acknowledged and is kept (a correction of a manual entry is its own, explicit
-path: docs/ingest.md, "Same identity, another value"). Manual and imported readings have an
-identity made from what and when they measured (:mod:`stormwatch.importers.identity`), so a second
-value for one sample or one logger timestamp meets the first here. InfluxDB finds a stored identity
-at the reading's own series and microsecond (where it would overwrite it); SQLite anywhere.
-
-:meth:`ReadingStore.write_checked` says what became of each reading (:class:`WriteOutcome`: new,
-already stored, conflicts, refused by the server); :meth:`ReadingStore.write_readings` -- for callers
-that only count -- keeps the refused ones as dead letters in the store itself and logs them.
-
-Adding a sink: implement :class:`ReadingStore`, give ``open_store`` its URL scheme, and add it to
-the conformance suite every store passes (``tests/stores/test_conformance.py``: one ``Subject``
-factory -- the store and independent readers of what it holds).
+The design: docs/stores.md ("The modules", `stores/base.py`).
 """
 
 from __future__ import annotations

@@ -2,28 +2,7 @@
 
 Schema: ``docs/influxdb-schema.md`` (encoder: :mod:`stormwatch.stores.lineprotocol`).
 
-Behaviour (failure-kinds.md #14-#18):
-
-* batches are written as one request each (at most ``batch_lines`` lines), one request at a time,
-  on one kept-alive HTTP connection (replaced when the server closed it);
-* 408, 429, 500, 502, 503, 504 answers and connection failures are retried with exponential
-  backoff, honouring ``Retry-After``; when the server stays away :class:`~stormwatch.stores.base.StoreError`
-  is raised so the consumer stops acknowledging and the broker keeps the messages (#16). A 500
-  from InfluxDB 1.x is transient -- under write load it answers ``500 {"error":"engine: error
-  syncing wal"}`` and the same write succeeds moments later (#18) -- so it is retried, never
-  treated as final and never a reason to drop writes; a 400 is final for its content (below);
-* a 400 (partial write: field type conflict, points beyond the retention policy, parse error) is
-  bisected so only the refused line is lost from the batch; that line is dead-lettered (reason
-  ``store_rejected``, the server's message as detail) in the ``deadletter`` measurement and logged
-  at WARNING -- backfill older than the retention policy fails loudly, never silently (#15);
-* the database is created (``CREATE DATABASE``, idempotent) before the first write.
-
-No reading over another (issue 11 item 4): InfluxDB identity is measurement + tag set +
-timestamp, so before each write the store looks up the identities it already holds at the batch's
-series and microseconds (:meth:`Influx1Store._stored`, InfluxQL) and gives every new reading a free
-timestamp slot (:mod:`stormwatch.stores.influxwrite`). A redelivered reading is found and not
-written again: :meth:`Influx1Store.write_readings` returns the number of *new* readings, like the
-SQLite store.
+The design: docs/stores.md ("The modules", `stores/influx1.py`).
 """
 
 from __future__ import annotations

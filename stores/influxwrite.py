@@ -8,35 +8,7 @@ so only the refused lines are lost; each is logged at WARNING and returned to th
 published and counted like every other dead letter), or kept as a dead letter by
 :meth:`LineProtocolWrites.write_readings` (failure-kinds.md #15).
 
-InfluxDB keeps every reading it acknowledges (issue 11 item 4). A point is identified by
-measurement + tag set + timestamp, and a second point with the same three silently replaces the
-first: two *different* readings of one device and quantity at the same event time -- two tips in
-one second (design-notes.md: two tips with the same time are two readings), two boots of a gateway
-polling the same slot, an import beside live data -- used to overwrite each other (100,000
-readings sharing one time left 23 points). So before writing, :meth:`LineProtocolWrites.write_readings`
-reads which identities ``(gateway, boot, seq)`` the database already holds at the batch's series
-and microseconds (one query per batch, :meth:`LineProtocolWrites._stored`) and gives every reading
-a free place:
-
-* a *timestamp slot*: event time in ns + 0..999. Event times are exact to the microsecond, so the
-  slot never changes a reading's time as read back (:func:`stormwatch.stores.lineprotocol.from_ns`
-  truncates to the microsecond). A reading tries slot ``crc32(identity) mod 1000`` first, then
-  the next free one;
-* when all 1,000 slots of its series and microsecond hold other readings, a *page*: the tag
-  ``page`` = ``1``, ``2``, ... (absent on page 0) makes another series with 1,000 more slots. Only
-  more than 1,000 readings of one device and quantity in one microsecond need one, so the tag
-  costs no cardinality in normal operation, and no input can make a reading overwrite another.
-
-A reading whose identity is already stored is not written again: with the same value it is a
-redelivery (counted as not new, like SQLite's unique key), with another value a conflict
-(``conflicting_value``, :mod:`stormwatch.stores.base`: the stored point is kept, the new one refused).
-Dead letters are given free nanoseconds the same way.
-
-Limit: the lookup and the write are two requests. Two processes writing to one database at the
-same moment (ingest workers sharing a subscription, an import beside ingest) can still pick the
-same place for two different readings of one series and microsecond if their identities hash to
-the same slot (1 in 1,000) within that moment; one process never does (its writes hold the
-store's lock).
+The design: docs/stores.md ("The modules", `stores/influxwrite.py`).
 """
 
 from __future__ import annotations

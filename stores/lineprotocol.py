@@ -1,21 +1,6 @@
 """InfluxDB line protocol: escaping, typed fields, nanosecond timestamps, and the stormwatch schema.
 
-Line protocol reference: InfluxDB 1.x/2.x "Line protocol" documentation. The rules applied here:
-
-* measurement: ``,`` and space escaped with ``\\``;
-* tag keys, tag values, field keys: ``,``, ``=`` and space escaped with ``\\`` -- never quoted
-  (failure-kinds.md #12: ``Pond 3, Inlet=N`` is ``Pond\\ 3\\,\\ Inlet\\=N``); a newline cannot be
-  represented in an identifier and is written as the two characters ``\\n``; empty tag values
-  are omitted (line protocol has no empty tag);
-* string fields: double-quoted, ``\\`` and ``"`` escaped;
-* floats ALWAYS as floats (``13`` -> ``13.0``, never ``13i``; failure-kinds.md #14), integers with
-  the ``i`` suffix, booleans ``true``/``false``;
-* NaN/Inf float fields are dropped one by one; a point whose fields are all dropped encodes to
-  nothing (failure-kinds.md #13);
-* timestamps are integer nanoseconds since the Unix epoch; writers send ``precision=ns``.
-
-The stormwatch schema (documented in ``docs/influxdb-schema.md``) is produced by
-:func:`reading_point`, :func:`event_point`, :func:`deadletter_point` and :func:`site_point`.
+The design: docs/stores.md ("The modules", `stores/lineprotocol.py`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ gateway, one boot and one tip size, no quality flag and no instant twice: its ro
 time, value and sequence number. :class:`SeriesRows` keeps those three columns and the four shared
 texts once, and is a :class:`~collections.abc.Sequence` of the very tuples the rows would be --
 built only when a consumer indexes or iterates it. The rules' fast paths read the columns
-(:attr:`SeriesRows.times`, :attr:`SeriesRows.values`) and never make the tuples: the report's
-year no longer builds 2.1 million of them, nor loads them from the reading process.
+(:attr:`SeriesRows.times`, :attr:`SeriesRows.values`) and never make the tuples: a report of a
+year builds none of the 2.1 million, nor loads them from the reading process.
 
 Standard library only: the SQLite reading process (:mod:`stormwatch.stores.sqlite_reader`) imports
 nothing else.

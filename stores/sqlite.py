@@ -9,36 +9,7 @@ any thread of one process (ingest writes from one worker thread); other processe
 same file concurrently (WAL readers do not block the writer). A second writing process waits up to
 ``busy_timeout_s`` for the lock.
 
-Tables (``PRAGMA user_version`` = 2):
-
-* ``readings`` -- one row per reading, ``UNIQUE(gateway, boot, seq)`` (the identity; a redelivered
-  duplicate is ignored, failure-kinds.md #9; another measurement under a stored identity is refused,
-  ``conflicting_value``, :mod:`stormwatch.stores.base`). ``value`` has no declared type so an ``int`` tip
-  count stays an integer and a float stays a float. ``time_us``/``received_at_us`` are integer
-  microseconds since the Unix epoch (UTC); ``time`` is the same instant as RFC 3339 text for people
-  reading the file. ``raw`` is JSON; ``flags`` is a JSON list; ``late`` is 0/1. ``tip_size`` is a
-  rain reading's depth per tip as the reading names it (``0.01 in``, ``0.2 mm``; NULL for other
-  quantities).
-
-Migration (schema 1, stormwatch before stored rain described itself): opening such a file adds the
-``tip_size`` column (``ALTER TABLE``, logged) and sets ``user_version`` 2. Its earlier rain rows
-keep ``tip_size`` NULL -- the store cannot know which gauge counted them -- and come back as
-readings without a size; every reader of rain (``evaluate``, the web desk, reports) then takes the
-size the site file gives for their time and logs a WARNING saying how many and which size
-(:meth:`stormwatch.tipsizes.TipSizes.assumed`). Nothing is reinterpreted silently.
-Series index: a store indexes each series' rows with every column a backfill reads
-(``readings_series``, :data:`_SERIES_INDEX`), so a report's reading processes never look a row up
-in the table. A store written by an earlier stormwatch keeps its narrower
-``readings_site_device_quantity_time`` -- the same answers, a year's report about half a second
-slower -- since opening it never builds an index over years of readings while every other process
-of the store waits. docs/reports.md ("Performance") gives the two SQL statements that move such a
-store to the new index (about 6 s for a year of a site's four sensors, its writers stopped); this
-module never removes anything from a store.
-* ``events`` -- ordinance events, ``UNIQUE(site, kind, occurrence)``: the same event written twice
-  is stored once (the later write replaces the row). ``wire`` holds ``Event.to_wire()`` JSON.
-* ``deadletter`` -- rejected messages with reason, detail, topic, payload bytes and receive time.
-* ``sites`` -- the configured sites ingest serves: id, IANA time zone, jurisdiction and when that
-  was last recorded (one row per site; added without a version bump: ``CREATE TABLE IF NOT EXISTS``).
+The design: docs/stores.md ("The modules", `stores/sqlite.py`).
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """An SQLite store's series rows, read ahead in a second process while a backfill's rules run.
 
-A one-year report of one site reads 2.1 million stored rows (``benchmarks/report.py``); turning
-them into Python tuples is about a third of the report's time, and the rules cannot start on a
-day before its rows are read. :func:`read_ahead` hands that reading to child processes (two,
-:data:`READERS`, each every second series), which read day after day and send each day's rows
-through a pipe (:mod:`marshal`: ints, floats and strings, written and read by the same
-interpreter; far cheaper to load than to fetch from SQLite; compacted, :func:`compact_rows`: a
-series' unit, gateway, boot and tip size sent once, its times, values and sequence numbers as
-columns -- a :class:`~stormwatch.stores.seriesrows.SeriesRows` in the parent, no tuple per row)
-while the parent's rules work on the day before -- the two cores of a field server both busy. A
-child blocks when its pipe (:data:`PIPE_BYTES`) and the parent's inbox (:data:`AHEAD`) are full, so it
-runs at most about two weeks ahead: memory stays that of a few MB of rows.
-
-The child is a fresh interpreter (``python -m stormwatch.stores.sqlite_reader``) that imports only
-the standard library and this module, and opens its own connection: no SQLite connection ever
-crosses a ``fork()`` (https://www.sqlite.org/howtocorrupt.html, section 2.6). It only reads.
-
-:func:`compact_rows` is the one query (:func:`series_rows` its rows), used by
-:meth:`stormwatch.stores.sqlite.SqliteStore.query_series` in process and by the child.
+The design: docs/stores.md ("The modules", `stores/sqlite_reader.py`).
 """
 
 from __future__ import annotations

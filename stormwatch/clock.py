@@ -6,15 +6,9 @@ wall clock, ``sim = sim_start + (wall - wall_start) * speed``, so separate proce
 three numbers agree on the simulated time without talking to each other. ``stormwatch simulate``
 shares it through a clock file (:func:`write_clock_file`), which every service reads
 (:func:`service_clock`: ``stormwatch gateway``, ``ingest`` and ``alerts`` take ``--clock-file`` or
-``$STORMWATCH_CLOCK_FILE``)::
+``$STORMWATCH_CLOCK_FILE``).
 
-    {"sim_start": "2026-06-01T04:00:00+00:00", "speed": 1500.0, "wall_start": 1767225600.0,
-     "sim_end": "2026-06-02T12:00:00+00:00",
-     "env": {"STORMWATCH_SIM_START": ..., "STORMWATCH_SIM_SPEED": ..., "STORMWATCH_SIM_WALL_START": ...}}
-
-``sim_end`` (optional) is when the simulation ends; simulated time stops there. A service that
-finds a clock file whose simulation has already ended waits for ``stormwatch simulate`` to write a
-new one, so a file left by an earlier run is never joined by mistake.
+The design: docs/contract.md ("The modules", `stormwatch/clock.py`).
 """
 
 from __future__ import annotations

@@ -7,13 +7,9 @@ profile types are imported for type checking only, and a point is anything with
 ``type/order/scale/offset`` (:class:`PointLike`).
 
 Byte orders name the four bytes ``A B C D`` of a big-endian 32-bit value as they appear on the
-wire (sensors.md, "Modbus data types and word order"; failure-kinds.md #1):
+wire (sensors.md, "Modbus data types and word order"; failure-kinds.md #1).
 
-* ``ABCD`` big-endian; ``CDAB`` word swap; ``BADC`` byte swap inside words; ``DCBA`` little-endian
-  (e.g. Yosemitech floats, decoded from the 4 wire bytes as ``<f``).
-
-64-bit types apply the same pattern to their 8 bytes (``ABCD`` = big-endian, ``DCBA`` =
-little-endian, ``CDAB`` = reversed word order, ``BADC`` = bytes swapped inside each word).
+The design: docs/contract.md ("The modules", `stormwatch/codec.py`).
 """
 
 from __future__ import annotations

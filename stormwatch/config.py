@@ -130,7 +130,7 @@ class ReplacedGauge(_Strict):
     """A rain gauge this device id had before (``devices[i].replaced_gauges``; docs/deployment.md,
     "Replacing a rain gauge").
 
-    Stored rain describes itself (every reading carries its tip size, issue 11 item 3), and a site
+    Stored rain describes itself (every reading carries its tip size), and a site
     file whose gauge names another size than the stored readings is an error -- unless the site file
     records the replacement here: readings before ``until`` were counted by this gauge (of
     ``tip_size``), those from ``until`` on by the next one (the next entry, or the device's profile).
@@ -224,7 +224,7 @@ class TurbidityPair(_Strict):
 
 
 class DischargePoint(_Strict):
-    """A point where the site's stormwater leaves it (an outfall) and what watches it (issue 16).
+    """A point where the site's stormwater leaves it (an outfall) and what watches it.
 
     Either an upstream/downstream pair (background and compliance probe, rules.md R2) or a single
     compliance probe (``downstream`` alone: rules that need no background, e.g. numeric action
@@ -448,7 +448,7 @@ class SiteConfig(_Strict):
         rain_gauge: id of the rain gauge device.
         turbidity_pair: optional upstream/downstream probes (a site with one discharge point).
         discharge_points: the site's discharge points (outfalls), each with its own probes, events and
-            work orders (issue 16); ``turbidity_pair`` is the one point of older site files.
+            work orders; ``turbidity_pair`` is the one point of a site file without them.
         basin: optional sediment basin.
         basins: several sediment basins/traps, each with its own events and work orders; ``basin``
             is the one basin of older site files.

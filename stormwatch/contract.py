@@ -10,15 +10,7 @@ Wire format (MQTT payload, UTF-8 JSON) on ``stormwatch/v1/<site>/<gateway>/readi
      "unit": "{tip}", "tip_size": "0.01 in", "time": "2026-06-01T12:00:00Z", "gateway": "gw-1",
      "boot": "9f1c...", "seq": 42, "raw": 1420, "flags": []}
 
-or a batch of one gateway's readings -- a poll cycle, every device's (``stormwatch gateway --batch``),
-each with its own identity: ``{"readings": [<reading>, ...]}``.
-
-Quantities and their units (UCUM-style):
-
-=================== ========== =====================================================
-Sources (:func:`reading_source`): ``gateway`` (polled live), ``import`` (a logger file),
-``station`` (a station record, gateway ``station``), ``manual`` (entered by hand, gateway
-:data:`MANUAL_GATEWAY`, the inspector's name in ``raw``).
+The design: docs/contract.md ("The modules", `stormwatch/contract.py`).
 """
 
 from __future__ import annotations
@@ -64,7 +56,7 @@ IDENTIFIER_RULE = (f"1 to {IDENTIFIER_MAX} characters, each a letter or digit (a
 
 
 def check_identifier(value: str) -> str:
-    """``value`` itself when it is a valid site, device or gateway id (issue 11 item 6).
+    """``value`` itself when it is a valid site, device or gateway id (docs/influxdb-schema.md, "Encoding rules").
 
     The ONE grammar of identifiers, applied when a site file is loaded (:mod:`stormwatch.config`)
     and to every reading on the wire: :data:`IDENTIFIER_RULE`. Everything it allows round-trips
@@ -178,7 +170,7 @@ WireTime = Annotated[AwareDatetime, BeforeValidator(_rfc3339), AfterValidator(_u
 class Reading(BaseModel):
     """One measured value of one quantity by one device at one event time.
 
-    Types are strict (issue 19 item 5): nothing is coerced. A number sent as a string
+    Types are strict: nothing is coerced. A number sent as a string
     (``"100.00"``), a boolean value, a ``seq`` of ``"5"`` or a time given as a number is refused,
     the field named; the gateway never sends such payloads.
 
@@ -203,7 +195,7 @@ class Reading(BaseModel):
         tip_size: ``rain_tips`` only: the depth of one tip of the gauge that counted them, as
             ``"<decimal> in|mm"`` (``"0.01 in"``, ``"0.2 mm"``; held in the canonical form of
             :class:`stormwatch.rain.TipResolution`: ``"0.254 mm"`` becomes ``"0.01 in"``), so stored
-            rain describes itself (issue 11 item 3). The gateway sets it from its profile's counter
+            rain describes itself. The gateway sets it from its profile's counter
             resolution, an import from ``--tip-in``/``--tip-mm``. ``None``: a reading of an earlier
             stormwatch that did not say (ingest stamps the site file's size on it, logged;
             docs/ingest.md); any other quantity never has one.
@@ -244,7 +236,7 @@ class Reading(BaseModel):
     @field_validator("raw")
     @classmethod
     def _finite_raw(cls, v: list[int] | int | float | str | None) -> list[int] | int | float | str | None:
-        # A NaN/Inf raw would be stored as the invalid JSON text ``NaN`` (issue 11 item 5).
+        # A NaN/Inf raw would be stored as the invalid JSON text ``NaN``.
         if isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"raw must be finite, got {v}")
         return v
@@ -297,7 +289,7 @@ class ManualQuantity(BaseModel):
     method: str
 
 
-#: Manual field quantities (issue 16): a transparency tube's reading in cm (a tube is at most 120 cm
+#: Manual field quantities: a transparency tube's reading in cm (a tube is at most 120 cm
 #: long -- 60 cm is the common length, Washington CSWGP's benchmark equivalents are 33 and 6 cm),
 #: a grab sample's turbidity from a hand turbidimeter in NTU (never negative; at most 4000 NTU, the
 #: widest range of the turbidimeters in docs/reference/sensors.md "Hand meters": the Hach 2100N's

@@ -6,17 +6,9 @@ digit grouping), ``float("١٢")`` is 12 (any Unicode decimal digit, here Arabic
 ``float("nan")`` and ``float("infinity")`` are numbers, and ``int("0x1F", 0)`` reads hex. A cell
 ``1_000`` is far more likely a typo or a different convention than a thousand, and a number that is
 not a number (NaN) must never reach a rule. So every number stormwatch reads from text follows
-:data:`RULE`:
+:data:`RULE`.
 
-* an optional sign, ASCII digits ``0-9`` with at most one decimal point (``12``, ``-3``, ``41.5``,
-  ``.5``, ``5.``) and an optional exponent ``e``/``E`` with ASCII digits (``1.2e3``, ``4E-2``);
-* nothing else: no digit grouping (``1_000``, ``1,000``, ``1 000``), no other script's digits
-  (``١٢``, ``１２``), no ``nan``/``inf``/``infinity``, no hex, no leading ``+.``/trailing letters.
-
-Integers (:func:`parse_int`) are the same without a point or exponent. Where a file may carry a
-decimal comma (:func:`stormwatch.importers.cells.parse_cell` with ``decimal_comma``) it is turned
-into a point first; gap words (``NAN``, ``NA``, empty) are a file's convention for "no value" and
-are recognised there, before this grammar.
+The design: docs/contract.md ("The modules", `stormwatch/numbers.py`).
 """
 
 from __future__ import annotations

@@ -1,36 +1,6 @@
 """What physics allows a reading to say (stdlib only: the lean gateway imports it).
 
-* **The rain depth–duration envelope** (``docs/reference/rain-records.md``): no point on Earth has
-  recorded more rain in ``D`` hours than Jennings's (1950) world-record line
-  ``P = 422 · D^0.475`` mm -- except the 2007 Cratère Commerson falls (72 h and 96 h, WMO-verified),
-  which lie up to 34 % above it. A bound of *impossibility* must lie above every record with room
-  for gauge error, so stormwatch uses :data:`ENVELOPE_MARGIN` × Jennings: every WMO record lies at
-  least 10 % below it (tests/contract/test_physics.py checks each one). Rain beyond it is not rain: a
-  counter reset, a glitch or a bad file row (failure-kinds.md #24, #26).
-* **Extreme but possible rain** (``docs/reference/rain-records.md``, "Extreme but possible"): a fall
-  at or above the *review line* ``P = 100 · D^0.475`` mm (the India Meteorological Department's
-  cloudburst, 100 mm in one hour, carried to other durations along Jennings's exponent) is kept and
-  flagged :data:`FLAG_EXTREME_RATE` for review (failure-kinds.md #24: 25.4 mm in 3 minutes is
-  extreme but possible); only rain beyond the envelope is refused (:data:`FLAG_BEYOND_ENVELOPE`).
-* **Quantities that cannot be negative** (:data:`NON_NEGATIVE`): a tip count, a turbidity, a
-  distance, a depth of water or sediment (failure-kinds.md #25; issue 11 item 5).
-* **Values no instrument can produce** (:data:`UPPER_BOUNDS`), refused before anything is written
-  (a tip count of ``10**30`` used to reach InfluxDB and come back as HTTP 400; ``1e308`` NTU was
-  stored):
-
-  - a tip count above :data:`MAX_TIPS` = 2³² − 1: no counter stormwatch reads is wider than 32 bits
-    (a device profile's ``counter.width_bits`` is 16, 24 or 32, :class:`stormwatch.profiles.CounterSpec`),
-    so no reading can count more tips since the one before (an import's running total never wraps,
-    and one row's rise is bounded by the rain envelope long before this);
-  - a turbidity above :data:`MAX_TURBIDITY` = 10,000 NTU or FNU: the top of the widest range of any
-    field turbidity sensor -- 0.000 to 9999 FNU (Electro-Chemical Devices Triton TR8, multi-beam
-    ISO 7027 sensor; docs/reference/sensors.md, "Turbidity probes") -- where the probes stormwatch
-    ships profiles for end lower (Yosemitech Y511 1000 NTU, Campbell ClariVUE10 4000 FNU). Above it
-    nothing was measured: a register decoded in the wrong word order (float32 words
-    swapped give values like 1e30), a scale or unit mistake. Readings between a probe's rated top and
-    this bound are kept and flagged by the gateway's QC (``out_of_range``; the ``+9999`` missing-value
-    code of failure-kinds.md #25 is one); a hand turbidimeter's entry is bounded tighter, at 4000 NTU
-    (:data:`stormwatch.contract.MANUAL_QUANTITIES`, the Hach 2100N).
+The design: docs/contract.md ("The modules", `stormwatch/physics.py`).
 """
 
 from __future__ import annotations

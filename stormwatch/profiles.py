@@ -9,20 +9,7 @@ A new sensor model is a new profile file, no code. The profile says how to talk 
 and valid range, and -- for level sensors -- how the value becomes a height above the basin
 floor. Decoding and scaling are applied in one shared place, :mod:`stormwatch.codec`.
 
-Schema (top level)::
-
-    model: yosemitech_y511            # must equal the file name without .yaml
-    manufacturer: Yosemitech
-    description: ...
-    source: datasheet / library the facts come from
-    protocol: modbus | serial_line | sdi12
-    modbus: {...}                     # protocol == modbus   (ModbusSpec)
-    serial_line: {...}                # protocol == serial_line (SerialLineSpec)
-    sdi12: {...}                      # protocol == sdi12 (Sdi12Spec)
-    counter: {...}                    # a tip counter among the points (CounterSpec)
-    level: {...}                      # how a level reading becomes a height (LevelSpec)
-
-Errors: :func:`load_profile` raises :class:`ProfileError` naming the file and the bad key.
+The design: docs/profiles.md ("The module", `stormwatch/profiles.py`).
 """
 
 from __future__ import annotations

@@ -10,20 +10,7 @@ reason has a test that produces it through the real code path.
 Adding a reason: one entry here (code and when it applies), a row in ``docs/ingest.md``, the
 enum of ``docs/asyncapi.yaml``, and a case in ``tests/ingest/test_refusal_reasons.py``.
 
-Which code refuses with which reason:
-
-* :func:`stormwatch.contract.parse_readings` (the wire contract): ``not_utf8``, ``bad_json``,
-  ``schema``;
-* :class:`stormwatch.ingest.validate.Validator` (the site configuration and device profiles):
-  ``bad_topic`` ... ``implausible_time``;
-* :class:`stormwatch.ingest.consumer.Ingest`: ``duplicate``, ``internal_error``;
-* every store (:meth:`stormwatch.stores.base.ReadingStore.write_checked`): ``conflicting_value``; the
-  InfluxDB stores (:mod:`stormwatch.stores.influxwrite`): ``store_rejected``;
-* a manual correction (:func:`stormwatch.importers.manual.record_manual` with ``correct``): ``superseded``.
-
-Whichever stage refuses a reading, ingest sends its dead letter through one place
-(:meth:`stormwatch.ingest.consumer.Ingest` ``_process``): stored, published on
-``stormwatch/v1/deadletter``, counted by reason.
+The design: docs/contract.md ("The modules", `stormwatch/reasons.py`).
 """
 
 from __future__ import annotations

@@ -9,18 +9,7 @@ durable batch write, one QoS 1 message per gateway on ``stormwatch/v1/<site>/<ga
 
     {"stored": [{"boot": "9f1c2a", "seqs": [[0, 41], [43, 43]]}], "by": "stormwatch-ingest"}
 
-* ``stored``: per boot, the sequence numbers of that gateway's readings the batch handled, as
-  inclusive ``[first, last]`` runs in ascending order. "Handled" is what the gateway may forget:
-  written to the store, already in the store (a redelivery), or refused with a reason and kept as a
-  dead letter.
-* ``by``: the client id of the ingest that wrote them (diagnostics).
-
-The message is not retained and not cumulative: it covers one batch. Several ingest workers on a
-shared subscription each confirm what *they* stored, so nothing one worker says can contradict
-another (a retained message holds one value per topic: workers would overwrite each other). A
-confirmation that is lost (the broker crashes with it) is repaired by the gateway re-sending what
-stays unconfirmed; ingest confirms a re-sent reading again (it is already stored). Contract:
-``docs/asyncapi.yaml`` (channel ``stored``).
+The design: docs/contract.md ("The modules", `stormwatch/storedack.py`).
 """
 
 from __future__ import annotations

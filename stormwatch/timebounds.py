@@ -1,22 +1,10 @@
 """When a reading may say it was measured: the ONE plausibility bound on event times, shared by ingest
 (:class:`stormwatch.ingest.validate.Validator`) and the alert engine (:class:`stormwatch.alerts.engine.Engine`).
 
-A reading's event time is its gateway's clock, and that clock can lie:
+A reading's event time is its gateway's clock, and that clock can lie (never set, or set ahead):
+readings stamped too far in the future or before the floor are refused with a reason.
 
-* **ahead** -- clock skew, a clock set by hand, a reading stamped ``now + 1 h`` by a bad time zone:
-  more than :attr:`TimeBounds.max_future_s` (default :data:`DEFAULT_MAX_FUTURE_S`, 300 s) ahead of
-  the receiver's clock is refused as ``future_time``. Ingest dead-letters it; the alert engine
-  ignores it (counted, logged). If the engine took it, its watermark would jump ahead of the clock
-  and every later live reading would look late, and gaps would be announced at times that have not
-  come yet (failure found in the field: a ``now + 1 h`` rain reading made the engine publish
-  ``data_gap`` events stamped an hour ahead).
-* **behind** -- an edge box without a real-time clock that stamps 1970-01-01 before NTP: more than
-  :attr:`TimeBounds.max_age_s` (default :data:`DEFAULT_MAX_AGE_S`, 90 days: three times the gateway
-  outbox's default age limit, so an outage's replay passes) behind is ``implausible_time``.
-
-``stormwatch ingest`` and ``stormwatch alerts`` take the same ``--max-future-s`` / ``--max-age-s``
-(same defaults, from here); run them with the same values. Imports of historical files pass
-``max_age_s=None`` (old data is their point); the future bound always applies.
+The design: docs/contract.md ("The modules", `stormwatch/timebounds.py`).
 """
 
 from __future__ import annotations

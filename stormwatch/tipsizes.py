@@ -1,4 +1,4 @@
-"""Which tip size a site file gives a rain gauge at each event time (issue 11 item 3).
+"""Which tip size a site file gives a rain gauge at each event time (docs/ingest.md, "Tip sizes and rain rates").
 
 Every stored rain reading carries the size of its tips (:attr:`stormwatch.contract.Reading.tip_size`).
 A site file names a size too: its device's profile (``counter.resolution``) for the gauge in service

@@ -1,6 +1,6 @@
 """Accounts of the web application: users with roles, per-site authorization and sessions.
 
-Roles (issue 14, "Accounts"):
+Roles (docs/web.md, "Accounts and security"):
 
 ============ ================================================================================
 role         may
@@ -11,19 +11,7 @@ smo          see every site (the Stormwater Management Officer); verify complete
 contractor   see their own (assigned) sites, read-only
 ============ ================================================================================
 
-Every page and every action asks :func:`can_view`, :func:`can_act` or :func:`can_verify` on the
-server; the templates only hide buttons a user may not press.
-
-Passwords are hashed with Argon2id (``argon2-cffi``, its default parameters, RFC 9106's second
-recommended option); a hash made with older parameters is upgraded at the next login. Sessions are
-server-side: the browser holds a random token (256 bits), the database only its SHA-256, with the
-session's CSRF token, its last use and its end. A session ends after ``idle_minutes`` without a
-request or ``max_hours`` after login, whichever is first; changing a password ends the user's
-sessions. Session times are wall-clock time (security), never the simulated time of a demo.
-
-The accounts live in ``web.db`` in the state directory (beside the alert service's ``alerts.db``).
-
-Errors: :class:`AccountError` (unknown user, bad role, duplicate name, weak password).
+The design: docs/web.md ("The modules", `web/accounts.py`).
 """
 
 from __future__ import annotations

@@ -11,9 +11,7 @@ Pages (every one needs a session; every one checks the user's right to the site 
 * ``/login``, ``POST /logout`` (:mod:`stormwatch.web.login`); ``/metrics`` (Prometheus text), only when
   asked (``Desk.serve_metrics``): served without a login, for a scraper.
 
-Handlers live at module level in those modules and read the :class:`~stormwatch.web.desk.Desk` from
-``request.app.state``; :func:`stormwatch.web.pages.page` gives each its session. "Now" is the alert
-engine's clock as recorded in the work-order state (:class:`~stormwatch.web.desk.EngineTime`). Design: docs/web.md.
+The design: docs/web.md ("The modules", `web/app.py`).
 """
 
 from __future__ import annotations

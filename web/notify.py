@@ -10,32 +10,7 @@ stage or a later one was queued before: an order first seen already overdue gets
 mail, an order opened 3 h before its deadline gets the opened mail (which says so) and no separate
 due-soon mail. A queued mail whose order is completed before it goes out is cancelled.
 
-Sent once. The queue is a table of ``web.db`` keyed by ``(order, kind)``: a restart finds what was
-queued and sent and sends nothing twice. A mail is marked sent after the SMTP server accepted it;
-should the process die between the two, the mail is sent again with the same ``Message-ID``
-(``<order.kind@stormwatch>``), which mail clients use to show it once.
-
-Retries. A failed attempt (connection refused, timeout, a 4xx/5xx reply) is logged at WARNING with
-the reason, counted in ``stormwatch_notification_failures_total`` and retried after a backoff that
-doubles from ``retry_base_s`` up to ``retry_max_s``; after ``max_attempts`` the mail is abandoned,
-logged at ERROR and counted in ``stormwatch_notifications_abandoned_total``.
-
-SMTP URLs (``--smtp``): ``smtp://host[:port]`` (plain, port 25, no authentication),
-``smtp+starttls://[user@]host[:port]`` (STARTTLS, port 587), ``smtps://[user@]host[:port]``
-(implicit TLS, port 465).
-
-Authentication (SMTP AUTH, RFC 4954; PLAIN or LOGIN as the server offers, by :mod:`smtplib`): the
-user name is the URL's; the password comes from a file (``--smtp-password-file``, e.g. a Docker or
-systemd secret; one line, the line break ignored) or the environment (``STORMWATCH_SMTP_PASSWORD``),
-never from the command line, where every user of the machine could read it in the process list --
-a URL with a password is refused. AUTH only runs over TLS (STARTTLS or implicit): a user name on a
-plain ``smtp://`` URL is refused, as is a user without a password. The password is never logged.
-
-A refused login (``535``, or a server that offers no AUTH) is a configuration fault, not the mail's:
-it is logged at ERROR, counted in ``stormwatch_smtp_auth_failures_total`` (and the mail's attempt in
-``stormwatch_notification_failures_total``), the round stops (no other mail is tried with the same
-credentials), and every mail stays queued -- never abandoned for it -- while logins are retried with
-the doubling backoff until the credentials are fixed.
+The design: docs/web.md ("The modules", `web/notify.py`).
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ class SiteModel:
     basin: BasinRuleState | None
     basin_rule: BasinRule | None
     sizes: TipSizes | None = None
-    #: on a site with ``discharge_points`` / ``basins`` (issue 16): the points R2 watches and every
+    #: on a site with ``discharge_points`` / ``basins``: the points R2 watches and every
     #: basin's R3 state, each shown apart under its id (empty: the site file's one pair / basin)
     points: tuple[DischargePoint, ...] = ()
     basins: tuple[BasinRuleState, ...] = ()

@@ -6,18 +6,9 @@ sediment ponds whenever their design capacity has been reduced by 50%"). Operati
 (:mod:`stormwatch.alerts.geometry`), s the sediment surface above the floor.
 
 Sediment depth from the basin's level device, as its profile's ``level`` spec says
-(``docs/reference/sensors.md``):
+(``docs/reference/sensors.md``).
 
-* ``distance_down`` (ultrasonic/lidar, ``distance`` in mm): s = mount height − distance,
-  ``sediment_depth_ft = sensor_mount_height_ft − distance_mm / 304.8`` (1 ft = 304.8 mm exactly);
-* ``pressure_depth`` (``pressure`` in bar): s = P·10⁵ / (ρ·9.80665) m, ρ from the pack;
-* a ``sediment_depth`` reading (m) of the device is taken as is.
-
-Readings with QC flags or a profile ``no_target`` value are skipped. The depth used is the median
-of the readings in the last ``settle_minutes`` (at least ``settle_readings`` of them): sediment
-does not jump. Events: ``basin_capacity_warning`` at ``warning_fraction``, ``basin_cleanout_due``
-at ``cleanout_fraction`` (due ``cleanout_within_hours`` later); after a cleanout-due the rule
-re-arms only after a measured drop below the warning fraction (``basin_cleanout_done``).
+The design: docs/rules.md ("The rule modules", `alerts/rules/basin.py`).
 """
 
 from __future__ import annotations

@@ -6,30 +6,7 @@ Law: Washington Construction Stormwater General Permit (CSWGP), Special Conditio
 S5.A: notify Ecology within 24 hours); docs/reference/permits/wa-cswgp.md says which values the
 text in hand confirms. Any permit that writes "a sample above X requires A within N days" fits.
 
-A level is written per sample quantity as a comparison, e.g. ``{turbidity_ntu: "> 25",
-transparency_cm: "< 33"}`` -- a sample *exceeds* the level when its comparison holds, compared
-exactly as recorded (26 NTU exceeds "> 25", 25 does not; 32 cm exceeds "< 33", 33 does not: a
-transparency tube reads lower when the water is more turbid). Keys (:data:`SAMPLE_QUANTITIES`):
-``turbidity_ntu``, ``transparency_cm``, ``ph``.
-
-Samples of a discharge point: the manual field readings recorded against the point's id
-(``stormwatch readings add``: transparency tube, grab-sample NTU, hand-meter pH) and -- with
-``samples_from: any`` -- the clean readings (no QC flag) of the point's probes (``downstream``
-turbidity, ``ph_probe`` pH). A probe reporting in another unit than the level (FNU against NTU) is
-refused at start.
-
-What happens (per point, in event time):
-
-* the sample that starts an *excursion* (the point's previous sample did not exceed) and the first
-  exceeding sample of each later local calendar day of the excursion emit ``benchmark_exceeded``;
-* each of the rule's ``actions`` emits ``benchmark_action_due`` -- opening a ``benchmark_response``
-  work order -- due ``within_hours`` after the sample, or at the end of the local calendar day
-  ``within_days`` days after the sample's date ("within 7 days of the date the discharge exceeded
-  the benchmark"). ``repeat: excursion`` acts once per excursion, ``repeat: day`` once per local day
-  with an exceeding sample (a probe reporting every minute opens one order a day, not one a minute);
-* the excursion ends with a recorded (manual) sample within the level, or with a local day whose
-  samples -- probe readings -- all stay within it: a probe dipping below the level for a minute does
-  not start a new excursion (and new orders) when it rises again.
+The design: docs/rules.md ("The rule modules", `alerts/rules/benchmark.py`).
 """
 
 from __future__ import annotations

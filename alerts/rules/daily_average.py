@@ -5,24 +5,7 @@ for turbidity (250 NTU) and pH (below 6.5 or above 8.5), compared with the **dai
 samples of one discharge point, computed from at least three samples a day
 (docs/reference/permits/ca-cgp-2022.md; the pack says which values its text in hand confirms).
 
-One state watches one quantity at one discharge point. Its samples are the clean readings
-(no QC flag) of the point's probe for that quantity -- the compliance probe (``downstream``) for
-turbidity, ``ph_probe`` for pH -- and the manual field samples recorded against the point's id
-(``device`` = the discharge point's id). A day is the site's **local calendar day** (midnight to
-midnight of ``site.timezone``: 23 or 25 h across a daylight-saving change). When event time
-passes the day's end:
-
-* fewer than ``min_samples_per_day`` clean samples (at least one): ``nal_undetermined`` -- the day
-  is neither compliant nor exceeding, and says how many samples it had;
-* the daily average outside the action level (``average > upper`` or ``average < lower``, compared
-  exactly as computed): ``nal_exceedance``, opening an ``nal_report`` work order due
-  ``report_within_days`` local calendar days after the day's end;
-* otherwise nothing (a compliant day), and a day without samples says nothing either (no discharge
-  sampled: the sampling obligation, not this rule, asks for samples).
-
-The pH average is the arithmetic mean of the pH values, or with ``average: hydrogen_ion`` the pH of
-the mean hydrogen-ion activity (``-log10(mean(10**-pH))``); the pack says which (and whether its
-text confirms it).
+The design: docs/rules.md ("The rule modules", `alerts/rules/daily_average.py`).
 """
 
 from __future__ import annotations

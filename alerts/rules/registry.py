@@ -1,4 +1,4 @@
-"""The rule registry: every rule kind is ONE module under ``alerts/rules/`` (issue 13 item 1).
+"""The rule registry: every rule kind is ONE module under ``alerts/rules/``.
 
 A rule module declares, at module level, ``KIND = RuleKind(...)``:
 
@@ -10,18 +10,7 @@ A rule module declares, at module level, ``KIND = RuleKind(...)``:
 * its **factory** (``build(context)`` → the rule state fed by the engine, or ``None`` with the
   reason logged when the site lacks what it needs).
 
-A module may also declare ``EVENTS = (EventKindSpec, ...)`` for events that are not a rule's
-(``inspection_overdue``: the work-order book's). Everything else iterates over the registry: pack
-validation (:mod:`stormwatch.alerts.packs`), the engine's wiring (:mod:`stormwatch.alerts.engine`),
-the contract's event kinds (:data:`stormwatch.contract.EVENT_KINDS`), the kinds that open and
-those that complete work orders (:mod:`stormwatch.alerts.workorders`), the InfluxDB event fields
-(:mod:`stormwatch.stores.lineprotocol`, from the details' types) and ``docs/asyncapi.yaml``
-(:mod:`stormwatch.alerts.asyncapi`, checked by a test).
-
-Where rule modules come from: the built-in package ``stormwatch.alerts.rules`` (every module that
-declares ``KIND`` or ``EVENTS``), then the user's rule directories -- ``$STORMWATCH_RULES``
-(``:``-separated), each ``*.py`` in them loaded as ``stormwatch_user_rules.<name>`` -- the same way
-user packs and profiles are found. A kind declared twice is an error naming both modules.
+The design: docs/rules.md ("The rule modules", `alerts/rules/registry.py`).
 """
 
 from __future__ import annotations

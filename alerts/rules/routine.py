@@ -4,15 +4,7 @@ Law: Ch. 133 §133-7A(2), Ch. 196 §196-9B ("every seven days"); Spencerport: at
 (the pack sets ``every_days``). rules.md R1: the weekly clock is independent of storm
 inspections unless the jurisdiction says otherwise (``storm_inspection_counts``).
 
-The cadence is counted from the last recorded inspection (a completed routine work order; also a
-completed storm inspection when ``storm_inspection_counts``), else from the site's first reading.
-When a period passes with no inspection, the next period starts at the missed deadline (the
-missed order goes overdue; a new one is opened). Each period emits one
-``routine_inspection_due`` whose ``due_at`` is the period start + ``every_days`` **local calendar
-days** of the site's time zone: "every seven days" is the same local time a week later, so a week
-across a daylight-saving change lasts 167 or 169 h (Python's aware-datetime arithmetic on the
-local wall clock, then back to UTC; a local time skipped by a spring-forward transition moves
-forward by the gap, an ambiguous fall-back time takes its first occurrence, the earlier deadline).
+The design: docs/rules.md ("The rule modules", `alerts/rules/routine.py`).
 """
 
 from __future__ import annotations

@@ -6,41 +6,10 @@ discharge points at least once every calendar week when stormwater (or authorize
 discharges from the site"; "sampling is not required when there is no discharge during a calendar
 week") and the daily sampling a sample beyond the benchmark calls for (S4.C.5; which trigger the text
 in hand confirms: docs/reference/permits/wa-cswgp.md). Any permit that asks for a sample per
-discharge point per period while the site discharges fits (issue 16: "a reminder work order per
-discharge point while a qualifying storm discharges, closed by a recorded sample").
+discharge point per period while the site discharges fits: a reminder work order per discharge
+point while a qualifying storm discharges, closed by a recorded sample.
 
-Periods are local calendar periods of the site's zone: a **week** starts at local midnight of
-``week_starts`` (Sunday: the CSWGP's calendar week) and lasts seven local days (167 or 169 h across
-a daylight-saving change); a **day** is local midnight to midnight.
-
-How "the site discharges" in a period is known (``discharge``; stormwatch has no flow sensor):
-
-* ``rain``: the site's rain gauge recorded at least ``discharge_rain_in`` in the period (whole tips
-  at the gauge's resolution, exact: 0.01 in is one tip of a 0.01-in gauge, two of a 0.2-mm gauge).
-  A gauge silent longer than two poll intervals makes rain -- so discharge -- unknown: the
-  reminder opens then (never "no discharge" from missing data).
-* ``always``: every period is a discharge period (dewatering, a creek running through the site, or a
-  site without a rain gauge); the reminder opens at the period's start.
-
-A period in which the point has no discharge after all is closed by hand with the reason
-(``stormwatch workorders complete ID --notes "no discharge this week"``: the permit wants that
-explanation in the monthly DMR).
-
-Samples: the manual field readings recorded against the point's id (``stormwatch readings add``:
-``samples`` names which quantities count -- transparency cm, turbidity NTU, pH) and, with
-``samples_from: any``, the clean readings of the point's probes (a probe reports whether or not water
-flows, so by default only an inspector's recorded sample meets the obligation).
-
-Escalation to daily sampling (``daily_above`` / ``daily_until``, optional): a sample beyond
-``daily_above`` puts the point on daily sampling: every following local day opens a reminder due at
-that day's end, until a sample meets ``daily_until`` (back to the ``period`` cadence). While on daily
-sampling the weekly reminder is not opened (each day's reminder asks for the same sample).
-
-Events (per point): ``sampling_due`` opens a ``sampling`` work order due at the period's end;
-``sampling_done`` -- the point's first counted sample of a week (and of a day on daily sampling) --
-completes the order of the same occurrence (:meth:`~stormwatch.alerts.workorders.WorkOrders.close_for`)
-at the sampling time; it is emitted even when no reminder was due yet (the period is met, so none
-opens), which also closes a reminder opened before a late-entered sample arrived.
+The design: docs/rules.md ("The rule modules", `alerts/rules/sampling.py`).
 """
 
 from __future__ import annotations

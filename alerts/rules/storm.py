@@ -2,65 +2,9 @@
 
 Law: Ch. 133 §133-7A(2) and Ch. 196 §196-9B ("every seven days and within 24 hours of any storm
 event producing 0.5 inches of precipitation or more"). The codes do not define a storm's start
-and end; our definition and defaults are in ``docs/reference/rules.md`` (R1):
+and end; our definition and defaults are in ``docs/reference/rules.md`` (R1).
 
-* a storm is a run of tips with no dry gap ≥ ``dry_gap_hours`` (6 h) between consecutive tips;
-* its depth is the sum of its readings' whole tips × each reading's own tip size (stored rain
-  describes itself, issue 11 item 3), compared exactly: 50 tips of 0.01 in qualify, 49 do not;
-  64 tips of 0.2 mm = 12.8 mm qualify, 63 = 12.6 mm do not; across a gauge replacement the
-  depths of both gauges add up (30 tips of 0.01 in + 26 of 0.2 mm = 0.3 in + 5.2 mm = 0.5047 in);
-* ``definition: rolling`` (permits written as "X inches within a 24-hour period"): the storm
-  qualifies when the tips of a trailing ``rolling_window_hours`` window (ending at a tip) reach
-  the threshold, so a slow 0.6-in drizzle over two days does not qualify;
-* the 24-hour clock runs from the last tip (``clock_from: last_tip``) -- the end is *known* only
-  once the gauge has reported dry for the gap -- or, stricter, from the tip that crossed the
-  threshold (``clock_from: threshold``).
-
-Input: ``rain_tips`` readings of the site's rain gauge, integer tips per poll (0 = a dry poll).
-A tip count arriving after a gauge outage covers the whole outage (counter delta) and is counted
-at its poll time.
-
-Tip sizes (:class:`stormwatch.tipsizes.TipSizes`): each reading's ``tip_size`` must be the size the
-site file gives the gauge at the reading's time (its profile, or a ``replaced_gauges`` entry). A
-reading of another size is not counted (not rain, not coverage: the site file and the data
-disagree): ``stormwatch evaluate`` stops with it (:attr:`StormRuleState.raise_mismatch`: the error
-names both sizes); live it is logged as an ERROR and kept in :attr:`StormRuleState.mismatch`
-(ingest dead-letters such readings, so the store never holds them). A reading without a size (an
-earlier stormwatch) is read with the site file's, counted in :attr:`StormRuleState.assumed` (logged).
-
-Events: ``storm_started`` (first tip), ``storm_qualified`` (the tip that reaches the threshold;
-"an inspection will be due"), ``storm_inspection_due`` (when the storm is known to have ended:
-a gauge reading at or after last tip + dry gap, ``due_at`` = last tip + 24 h).
-
-Data gaps (a gap is not "no rain"): when the site's event time passes the gauge's last reading by
-more than ``silence_allowance`` (two poll intervals), or the gauge's gateway is reported offline
-(MQTT last will, :meth:`StormRuleState.source_offline`), a ``data_gap`` event opens
-(``gap_start`` = last reading, ``gap_end`` absent); when the gauge reports again a ``data_gap``
-event of the same occurrence closes it (``gap_end`` = the first reading after). A qualified storm
-whose gauge is silent past last tip + dry gap is closed conservatively with its inspection due at
-last tip + 24 h (the earliest possible deadline); an unqualified one stays open. A storm still open
-at the end of a backfill is in progress (:meth:`StormRuleState.in_progress`).
-
-Quality flags of rain readings (issue 11 items 1 and 5; rules.md R1) -- every one is honoured:
-
-* ``counter_suspect`` (the gateway's counter sample awaits confirmation): rain at that time is
-  unknown, so the reading is not coverage -- it neither confirms dry weather nor closes a gap.
-* ``counter_reset`` (a confirmed counter reset): rain between the gauge's last trusted reading and
-  this one is unknown: a ``data_gap`` from that reading to this one (opened and closed at once,
-  unless a silence gap is already open -- then this reading closes it).
-* a tip count beyond the world-record envelope over the time since the previous reading
-  (:func:`stormwatch.physics.max_tips`, rain-records.md), or stored flagged ``rain_beyond_envelope``
-  (ingest judged it), is not rain: 0 tips counted, the interval is a ``data_gap`` the same way
-  (``rain_beyond_envelope``). The gauge's first reading (of a run or a backfill window) covers an
-  unknown interval and is not judged: real rain is never refused.
-* a tip count at or above the review line over that time (:func:`stormwatch.physics.review_mm`:
-  extreme but possible, failure-kinds.md #24), or stored flagged ``rain_extreme_rate``, is counted
-  and is doubt (``rain_extreme_rate``).
-* bookkeeping flags (:data:`INFORMATIONAL_FLAGS`: a baseline, a wrap, a recovered glitch) change
-  nothing; every other flag (``device_error``, ``counter_catch_up``, ``counter_reset``,
-  ``rain_beyond_envelope``, ...) is *doubt*: a flagged reading never silently opens, grows,
-  qualifies or closes a storm -- every later event of that storm lists the flags in
-  ``needs_verification`` (the inspection stays due; its rain must be verified).
+The design: docs/rules.md ("The rule modules", `alerts/rules/storm.py`).
 """
 
 from __future__ import annotations

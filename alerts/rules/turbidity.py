@@ -2,21 +2,10 @@
 
 Law: Ch. 133 §133-6C, Ch. 196 §196-8C ("no ... increase in turbidity that will result in
 substantial visible contrast to natural conditions in surface waters"); Ch. 133 §133-7C(1)(c).
-Operational form (``docs/reference/rules.md`` R2), our defaults:
+Operational form (``docs/reference/rules.md`` R2): downstream against upstream (background) as
+5-minute medians, a violation sustained over three windows, judged by a named criterion.
 
-* background = the upstream probe, compliance = the downstream probe, time-aligned by putting
-  both into the same event-time windows of ``median_window_min`` (5 min, aligned to multiples of
-  5 min UTC); each window's value is the median of each probe's clean readings, so a single-sample
-  spike does not move it;
-* a window violates when the downstream median exceeds the criterion's allowed value
-  (:mod:`stormwatch.alerts.rules.criteria`; default Washington WAC 173-201A-200);
-* ``turbidity_contrast`` when consecutive violating windows cover ``sustained_min`` (15 min): a
-  *possible* violation for the SMO to confirm, with both series as evidence;
-  ``turbidity_cleared`` after consecutive compliant windows covering ``clear_min`` (hysteresis);
-* a window without clean upstream data (missing, stale) is ``turbidity_undetermined`` -- never
-  compliant, never a violation; a window whose only data carry QC flags (fouling, out of range,
-  device error) is ``turbidity_needs_verification``. Either breaks a violating or clearing run.
-  The two events are emitted when the status changes, not for every window.
+The design: docs/rules.md ("The rule modules", `alerts/rules/turbidity.py`).
 """
 
 from __future__ import annotations

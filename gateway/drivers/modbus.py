@@ -8,30 +8,7 @@
   waited in CLOCK time), then reads each run of contiguous points of one table in one request and
   decodes every point through :func:`stormwatch.codec.decode_point`.
 
-Errors: a transport failure (connect refused, timeout, I/O error) closes the link and raises
-:class:`TransportError` -- the next poll reconnects; an exception response raises
-:class:`DeviceReplyError`; undecodable registers or a discarded reply raise :class:`BadDataError`.
-A serial port that cannot be opened names the reason (``Could not exclusively lock port ...``):
-RTU lines open exclusively, like every serial transport (:mod:`stormwatch.gateway.drivers.serial_bus`).
-
-RTU timing: the Modbus serial-line spec (Modbus over Serial Line v1.02 §2.5.1.1) requires a
-silent interval of at least 3.5 character times between frames (an RTU character is 11 bits; a
-fixed 1.75 ms above 19200 baud). pymodbus 3.16's synchronous serial client does NOT enforce it
-(it only sets pyserial's ``inter_byte_timeout`` to 1.5 characters at ≤ 19200 baud and discards
-bytes already waiting before it sends), so :class:`ModbusLink` keeps the time the last frame
-ended and waits out the gap before the next request (:func:`rtu_frame_gap_s`; real time -- it is
-line timing, not event time). A reply that arrives in pieces (3 bytes, then 6 bytes 20 ms later)
-is assembled by pymodbus until the frame is complete or the timeout passes.
-
-RTU integrity (:mod:`stormwatch.gateway.drivers.rtu`): after a failed transaction the line is
-drained until silent for the reply window, bytes waiting before a request are discarded, and each
-reply must be exactly one frame of the request's unit, function and byte count -- a late reply is
-never decoded as the next request's registers. Discards are counted in :attr:`ModbusLink.discarded`.
-
-pymodbus API used (checked against 3.16.1): ``ModbusTcpClient(host, port=, timeout=, retries=)``,
-``ModbusSerialClient(port, framer=FramerType.RTU, baudrate=, bytesize=, parity=, stopbits=,
-timeout=, retries=)``, ``read_holding_registers(address, count=, device_id=)`` and friends,
-``write_registers(address, values, device_id=)``, ``write_coil(address, value, device_id=)``.
+The design: docs/gateway.md ("The modules", `gateway/drivers/modbus.py`).
 """
 
 from __future__ import annotations

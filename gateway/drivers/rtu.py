@@ -1,38 +1,14 @@
-"""Modbus RTU line integrity: every reply belongs to the request it answers (issue 19 item 1).
+"""Modbus RTU line integrity: every reply belongs to the request it answers.
 
 An RTU frame carries a unit id and a function code but no transaction id, so a reply that
 arrives late -- after its request timed out -- looks exactly like the answer to the next request
 with the same unit id and byte count: two devices behind one adapter (unit 1, registers 0-9 and
 100-109), the device answers the first read 0.31-0.5 s after a 0.3 s timeout, and the second read
-would decode the first one's registers as its own. Three guards make that impossible:
+would decode the first one's registers as its own. Three guards make that impossible: a line
+that failed a transaction is drained until silent, nothing waiting is kept before a request, and a
+reply must answer its request (unit, function, byte count).
 
-1. **Drain after a failed transaction** (:func:`drain`): when a request times out (or its reply is
-   garbled or refused below), the line is read and discarded until it has been silent for the
-   reply window (the transport's ``timeout_s``; at least the 3.5-character frame gap), so a late
-   reply lands in the drain, not in the next request's window. The drain is bounded
-   (:data:`DRAIN_MAX_WINDOWS` reply windows); a line that never falls silent is closed and
-   reopened (pyserial flushes the input on open).
-2. **Nothing waiting before a request**: bytes already in the input buffer when a request is
-   about to go out arrived outside every request's window; they are drained (silent for the
-   frame gap) and discarded before sending.
-3. **The reply must answer the request** (:func:`reply_problem`): all bytes received during the
-   transaction (:attr:`RtuClient.received`, not just the frame pymodbus picked) must be exactly one
-   frame from the request's unit, with its function code and, for reads, its byte count. pymodbus
-   3.16 checks none of that beyond the unit id: its RTU framer skips frames of other units
-   silently and decodes the first frame of a buffer, dropping what follows.
-
-Every discard is counted by reason on the link (:attr:`stormwatch.gateway.drivers.modbus.ModbusLink.discarded`)
-and logged (WARNING the first time per reason and line, DEBUG after); a discarded reply fails the
-poll (a gap), never a value attributed to the wrong registers.
-
-Reasons: ``late_reply`` (bytes arriving after their request's window closed, or with no request
-outstanding), ``wrong_unit``, ``wrong_function``, ``wrong_byte_count``, ``wrong_length`` (more
-or fewer bytes than one reply frame: a late reply and the right one back to back).
-
-:class:`RtuClient` is pymodbus's ``ModbusSerialClient`` with two changes: the port is opened
-through :func:`stormwatch.gateway.drivers.serial_bus.open_port` (exclusive, and a refusal raises
-with the real reason instead of pymodbus logging it and returning ``False``), and every byte read
-is recorded for guard 3.
+The design: docs/gateway.md ("The modules", `gateway/drivers/rtu.py`).
 """
 
 from __future__ import annotations

@@ -6,17 +6,7 @@ waits until the sensor's service request ``a<CR><LF>`` or ``ttt`` seconds have p
 ``aD0!``, ``aD1!``... collecting ``+``/``-`` signed values until ``n`` arrived. Values are
 indexed 0.. across the concatenated D answers; the profile maps indices to points.
 
-Retries: a command with no answer (or an answer that is not for this address / not well formed)
-within ``response_timeout_s`` is sent again, up to ``retries`` more times (SDI-12 sensors miss
-commands when a break is lost; the data of an ``M`` stay readable until the next ``M``).
-Stale input is discarded before every command. The waits are real time: they pace serial I/O and
-the sensor's own measurement, not event time.
-
-The adapter's port is opened exclusively (:mod:`stormwatch.gateway.drivers.serial_bus`).
-
-Errors: cannot open (the reason named: held by another program, no such device) / I/O error →
-:class:`TransportError` (port closed, reopened next poll); no answer after all retries →
-:class:`NoDataError`; malformed answers → :class:`BadDataError`.
+The design: docs/gateway.md ("The modules", `gateway/drivers/sdi12.py`).
 """
 
 from __future__ import annotations

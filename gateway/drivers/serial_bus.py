@@ -10,10 +10,7 @@ in use by another program or connection)``; ``No such file or directory``...), w
 :class:`~stormwatch.gateway.errors.TransportError`. (The lock is advisory: a program that opens
 the port without asking for it is not stopped -- every stormwatch transport asks.)
 
-Every device on a :class:`SerialBus` polls under :attr:`SerialBus.lock`, so commands and answers of
-two devices never interleave. The port is opened lazily and closed after a transport error; the
-next poll reopens it (pyserial discards the input buffer on open, so stale bytes of a timed-out
-answer are never read as the next one).
+The design: docs/gateway.md ("The modules", `gateway/drivers/serial_bus.py`).
 """
 
 from __future__ import annotations

@@ -8,11 +8,7 @@ profile pattern -- the latest line the device has sent. Named groups of the patt
 The port is opened exclusively (:func:`stormwatch.gateway.drivers.serial_bus.open_port`): a second
 program reading the same sensor is refused instead of stealing part of its lines.
 
-Errors: the port cannot be opened (the message gives the reason: held by another program, no such
-device) or an I/O error → :class:`TransportError` (the port is closed and reopened at the next
-poll); no bytes at all within ``timeout_s`` → :class:`NoDataError` (an unplugged adapter looks
-open but stays silent, failure-kinds.md #4); bytes but no matching line → :class:`BadDataError`.
-The timeout is real time: it bounds serial I/O, not event time.
+The design: docs/gateway.md ("The modules", `gateway/drivers/serial_line.py`).
 """
 
 from __future__ import annotations

@@ -4,17 +4,9 @@ Used by the test suite, the benchmarks and ``stormwatch demo`` (which prefers a 
 PATH). Configuration files are the project's own (``MOSQUITTO_CONF`` below), written to a
 private directory; data lives in that directory too.
 
-Mosquitto settings chosen on purpose (failure-kinds.md #17):
+Mosquitto's queue and in-flight limits are raised on purpose (failure-kinds.md #17).
 
-* ``max_queued_messages 1000000`` -- the default 1,000 silently drops QoS 1 messages queued for
-  a disconnected persistent session beyond that count (a consumer that is restarting must lose
-  nothing).
-* ``max_inflight_messages 1000`` -- the default 20 throttles a consumer that acknowledges after a
-  batched durable write.
-* ``persistence true`` -- queued messages survive a broker restart.
-* ``user root`` when we are root -- Mosquitto started as root otherwise drops to the
-  ``mosquitto`` user, which cannot write a root-owned private data directory, and persistence
-  then silently fails ("Permission denied" in its log; sessions are lost on restart).
+The design: docs/runtime.md ("The modules", `stormwatch/app/servers.py`).
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """The command-line layer shared by every ``stormwatch`` command (never imported by the lean gateway).
 
-:func:`standardize` (called once by :mod:`stormwatch.app.cli`) applies these mechanisms to every command,
-so a new command gets them without code of its own:
+:func:`standardize` (called once by :mod:`stormwatch.app.cli`) applies its mechanisms -- one-line
+errors and exit 2, the one table of option names, logging options -- to every command, so a new
+command gets them without code of its own.
 
-* **One line per error, never a traceback for user input.** A usage error (unknown option, missing
-  or malformed value), any :class:`stormwatch.errors.InputError` a command lets through, and an
-  ``OSError`` on a file the user named print ``error: <what is wrong>`` on stderr and exit 2. An
-  unexpected exception (a bug) prints one line too and exits 1; ``-vv`` (or ``--log-level DEBUG``)
-  shows its traceback, and the services (:data:`SERVICES`) always log it.
-* **One vocabulary.** :data:`OPTIONS` is the one table of option names, each with one meaning and
-  its metavar, that every command uses (``tests/runtime/test_cli_vocabulary.py`` holds every command to it).
-  Older names keep working as hidden aliases (:data:`ALIASES`), rewritten before parsing.
-* **One number grammar.** Every numeric option (a float or an integer, ranged or not) takes only the
-  numbers of :mod:`stormwatch.numbers` (ASCII digits, sign, point, exponent): ``--turbidity-ntu 1_0``,
-  ``--ph ٧`` and ``--scale nan`` are usage errors naming the option, not 10, 7 and NaN
-  (:func:`strict_numbers`; typer itself takes whatever pydantic's lax number parsing takes: ``1_0``, ``nan``).
-* **Quiet by default.** Every command takes ``-v/--verbose`` (INFO; ``-vv`` DEBUG) and
-  ``--log-file FILE``. The services log at INFO (their log is their output); every other command,
-  ``demo`` included, logs only warnings and errors to stderr unless ``-v``; with ``--log-file`` the
-  file gets INFO and stderr keeps warnings. ``stormwatch --log-level LEVEL`` (or
-  ``STORMWATCH_LOG_LEVEL``) sets the level for all.
-
-Exit statuses: 0 done; 1 a failure while running (store or broker unavailable, a bug); 2 bad
-input (arguments, options, files); 130 interrupted. Standard output closed by its reader
-(``stormwatch --help | head``) ends the command quietly with 1, no error line.
+The design: docs/runtime.md ("The modules", `stormwatch/runtime/cliutil.py`).
 """
 
 from __future__ import annotations

@@ -9,11 +9,7 @@ quarter. That was 1 to 2 s of CPU in the benchmark's report. :func:`fewer_collec
 young generation's threshold for the batch and puts it back after: cycles are still found, less often.
 The threshold counts objects, not bytes: a young generation of 100,000 small containers is a few MB.
 
-The collector's settings are the interpreter's: a command sets them around its batch (``stormwatch
-report``, ``stormwatch evaluate``), never a library function that threads may call at once.
-
-See https://docs.python.org/3/library/gc.html#gc.set_threshold and
-https://devguide.python.org/internals/garbage-collector/ (generations and their thresholds).
+The design: docs/runtime.md ("The modules", `stormwatch/runtime/gcbatch.py`).
 """
 
 from __future__ import annotations

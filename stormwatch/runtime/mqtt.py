@@ -6,17 +6,7 @@ a broker cluster are listed with commas, ``mqtt://node1:1883,node2:1883,node3:18
 connects to the first and, when a connection is lost or refused, tries the next
 (:class:`stormwatch.runtime.mqttsession.SessionClient`; docs/scaling.md).
 
-Credentials may also come from the environment: ``STORMWATCH_MQTT_USERNAME``,
-``STORMWATCH_MQTT_PASSWORD`` (URL values win); ``STORMWATCH_MQTT_CA_FILE`` names a CA bundle for
-``mqtts`` (default: the system trust store); ``STORMWATCH_MQTT_CERT_FILE`` and
-``STORMWATCH_MQTT_KEY_FILE`` name a client certificate and its private key (PEM) for brokers that
-require client certificates (``require_certificate true`` in Mosquitto). The TLS files may also be
-given in the URL query -- ``mqtts://host:8883?ca_file=/etc/ca.pem&cert_file=c.pem&key_file=k.pem``
--- which wins over the environment. A client key without a certificate (or the reverse) is an
-error. Passwords are never logged: use :meth:`BrokerSettings.safe_url` in messages.
-
-:class:`ConnectFailureLog` reports a broker that cannot be reached (paho's ``on_connect_fail``):
-one ERROR per outage, the further attempts at DEBUG.
+The design: docs/runtime.md ("The modules", `stormwatch/runtime/mqtt.py`).
 """
 
 from __future__ import annotations

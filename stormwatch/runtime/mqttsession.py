@@ -2,55 +2,10 @@
 (and the one-shot publisher of manual readings, :func:`publish_once`).
 
 :class:`SessionClient` is a paho-mqtt 2.x client (callback API VERSION2) set up once for all of them:
+credentials and TLS, the last will, a keep-alive that finds a dead link, reconnects with backoff
+across a cluster's nodes, and session takeovers told apart from lost connections.
 
-* MQTT 3.1.1 (what the amqtt demo broker speaks), a fixed client id and a persistent session
-  (``clean_session=False``; a one-shot client asks for a clean one), QoS 1 in-flight state kept
-  across reconnects;
-* credentials and TLS from :class:`stormwatch.runtime.mqtt.BrokerSettings`
-  (:func:`stormwatch.runtime.mqtt.apply_credentials`);
-* an optional last will (:class:`Will`);
-* automatic reconnect in paho's network thread with exponential backoff
-  (``reconnect_min_s`` doubling to ``reconnect_max_s``);
-* a keep-alive that finds a dead connection (below);
-* broker clusters: a URL listing several nodes (:attr:`stormwatch.runtime.mqtt.BrokerSettings.endpoints`)
-  connects to the first; after a lost connection or a failed attempt the next node is tried (the
-  persistent session lives on in a cluster that replicates sessions, docs/scaling.md);
-* takeover detection (:mod:`stormwatch.runtime.mqtttakeover`): a second process with the same client id
-  is reported by one ERROR naming the client id and the likely cause, each takeover doubles the
-  reconnect delay (capped at ``takeover_max_s``) and is counted (:attr:`SessionClient.takeovers`);
-* one set of log lines for the three services, in the service's own logger: INFO "connected to
-  <url> as <id> (session present: ...)"; a broker that cannot be reached or refuses the
-  connection, one ERROR per outage (:class:`stormwatch.runtime.mqtt.ConnectFailureLog`); a lost
-  connection, WARNING with the reason; a deliberate :meth:`SessionClient.stop`, nothing above DEBUG.
-
-The service gets its own work done through two hooks, both called in paho's network thread:
-``on_session(session_present)`` after every accepted connection (subscribe, publish a status) and
-``on_lost()`` after every lost one. It sets ``on_message``/``on_publish``/``on_subscribe`` itself.
-
-Keep-alive (MQTT 3.1.1 section 3.1.2.10). A connection that silently stops passing packets (a NAT
-mapping that timed out, a cellular modem that lost its bearer) stays "open" until TCP gives up,
-which takes many minutes. paho-mqtt 2.2 (``Client._check_keepalive`` and ``loop_misc``) sends a
-PINGREQ after ``keepalive`` seconds without *sending* and closes the connection only when that
-PINGREQ has been unanswered for another ``keepalive`` -- and sending the PINGREQ also resets its
-"last bytes received" time -- so a dead link is found after 2 × keepalive (60 s with 30 s; worse
-while the client keeps publishing into the dead socket, which postpones the PINGREQ). Here the
-check is on what the broker *sends*:
-
-* no packet from the broker for ``keepalive`` seconds (or nothing sent for ``keepalive``, as
-  the protocol requires) → PINGREQ, unless one is already unanswered (then only while the broker
-  keeps sending, so that it hears from us while a slow reader has the PINGRESP still queued);
-* no packet from the broker for :data:`DEAD_AFTER` × keepalive (1.25 ×: the PINGREQ went unanswered
-  for a quarter of the keep-alive) → the connection is dead: closed, reported through
-  ``on_disconnect`` (reason "Keep alive timeout") and reconnected.
-
-The check runs in paho's network thread at least every :data:`TICK_FRACTION` × keepalive (at most
-1 s), so a connection that stops passing packets is found within 1.25 × keepalive + one tick of
-its last packet, below the 1.5 × keepalive a broker allows itself (MQTT 3.1.1 section 3.1.2.10).
-An idle session sends one PINGREQ per keepalive, as before. The check uses paho internals
-(``_check_keepalive``, ``_last_bytes_received``, ``_send_pingreq``, ``_ping_t``, ``_loop``); on a paho
-without them (:data:`WATCHDOG_SUPPORTED` false) paho's own keep-alive applies.
-
-Real-time waits here are transport pacing, not event time.
+The design: docs/runtime.md ("The modules", `stormwatch/runtime/mqttsession.py`).
 """
 
 from __future__ import annotations

@@ -7,20 +7,10 @@ configured with one id (two gateways copied from one site file, two ingest worke
 ``--client-id``) then take the session from each other every time they reconnect -- about once a
 second forever with paho's default backoff, each side seeing only "Unspecified error".
 
-:class:`TakeoverGuard` classifies each loss of a connection:
+:class:`TakeoverGuard` tells each loss of a connection apart, so the process says once, clearly, that
+another client holds its id, and backs off instead of fighting for the session.
 
-* MQTT 5 reason code 0x8E from the broker: a takeover, certain;
-* MQTT 3.1.1 (no reason on the wire; Mosquitto 2.0.11 does not send 0x8E on MQTT 5 either): the
-  broker closed the connection less than ``short_s`` after accepting it -- a takeover suspected,
-  reported once it happened ``suspect_after`` times in a row;
-* anything else (a keep-alive timeout, a connection that lasted): not a takeover; the streak ends.
-
-Each takeover doubles the reconnect delay (``min_delay_s``, 2×, 4×... capped at ``max_delay_s``),
-so two clients with one id settle into long alternating turns instead of a storm of connects.
-The first report of an *episode* is what the session logs as one ERROR; further losses of the
-episode are quiet, until a connection holds for ``quiet_s`` (the episode is then over).
-
-Times are real monotonic seconds passed in by the caller (transport, not event time).
+The design: docs/runtime.md ("The modules", `stormwatch/runtime/mqtttakeover.py`).
 """
 
 from __future__ import annotations

@@ -10,9 +10,7 @@ agrees without talking to the others, and a site added to the directory goes to 
   ones the new process takes), never sites between the old processes.
 * ``--site-id ID`` (repeatable) -- exactly these sites.
 
-Every site is owned by exactly one of ``--partition 1/N`` ... ``--partition N/N``: N processes together
-watch each site once, so together they publish exactly the events one process would (each site's
-engine sees all of that site's readings and nothing else; tests/alerts/test_partitioned.py).
+The design: docs/runtime.md ("The modules", `stormwatch/runtime/partition.py`).
 """
 
 from __future__ import annotations

@@ -4,23 +4,10 @@ An SMO's county is hundreds to thousands of site files; sites open and close eve
 given ``--sites DIR`` loads every ``*.yaml``/``*.yml`` file of the directory (not recursive; names
 starting with ``.`` and editors' ``~`` backups are ignored) and then looks again every
 ``interval_s`` real seconds (default 2) -- a file's modification time, size and inode tell what
-changed -- so a site file added, changed or removed is picked up without a restart:
+changed -- so a site file added, changed or removed is picked up without a restart; a broken file
+is reported and the others keep running.
 
-* **added** -- its site is watched from now on;
-* **changed** -- the site is watched with the new configuration (ids, devices, rules...);
-* **removed** -- its site is no longer watched;
-* **broken** (not YAML, an invalid key, an unknown profile, a second file with a site id another
-  file already has) -- refused with its error, logged once at ERROR (``<file>: <error>``); the
-  other sites keep running. A file that was good and is now broken keeps its last good
-  configuration until it is mended or removed (a typo while editing must not stop a site's
-  monitoring); a new file that is broken is simply not watched until it is mended.
-
-A site whose id a :class:`stormwatch.runtime.partition.Partition` does not give to this process is left out
-(partitioned services, docs/scaling.md). Writers should replace files atomically (write a
-temporary name, then rename): a half-written file would be refused until it is complete, which
-the next look mends.
-
-Real-time waits here (the look interval) are housekeeping, not event time.
+The design: docs/runtime.md ("The modules", `stormwatch/runtime/sitedir.py`).
 """
 
 from __future__ import annotations
