@@ -21,6 +21,7 @@ from stormwatch.clock import ManualClock, ScenarioClock, WallClock
 from stormwatch.profiles import ProfileLibrary
 from tests.alerts_support import T0, site, storm_due
 from tests.names import run_unique
+from tests.waits import wait_until
 
 DUE = T0 + timedelta(hours=25)  # storm_due(): due 2026-06-02 13:00 UTC = 09:00 EDT
 
@@ -167,7 +168,8 @@ def test_a_demo_state_is_read_at_simulated_time_on_mosquitto(mosquitto_server, t
     runner.start()
     try:
         assert svc.connected.wait(10)
-        time.sleep(1.5)
+        wait_until(lambda: "running alert engine" in cli("list", "--state-dir", str(tmp_path)).output, 10,
+                   "the running engine's clock in the state")
         live = cli("list", "--state-dir", str(tmp_path))
         assert live.exit_code == 0 and "simulated time of the running alert engine" in live.output, live.output
     finally:

@@ -29,6 +29,7 @@ from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
 from tests.conftest import REPO
 from tests.gateway_support import Collector, RegisterServer
+from tests.waits import wait_until
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -39,8 +40,10 @@ class LyingClock(WallClock):
 
     def __init__(self) -> None:
         self.offset = datetime.now(UTC) - EPOCH
+        self.reads = 0  # how often the gateway has looked at the clock
 
     def now(self) -> datetime:
+        self.reads += 1
         return datetime.now(UTC) - self.offset
 
     def ntp_sync(self) -> None:
@@ -82,7 +85,11 @@ def test_a_gateway_whose_clock_reads_1970_stamps_nothing_until_the_clock_is_set(
     t = threading.Thread(target=gw.run, daemon=True)
     t.start()
     try:
-        time.sleep(3.0)  # three checks of a clock reading 1970
+        # three checks of a clock reading 1970: the one that logs the ERROR, then two more
+        wait_until(lambda: any("before the clock floor" in r.getMessage() for r in caplog.records), 10,
+                   "the clock-floor ERROR")
+        checked = clock.reads
+        wait_until(lambda: clock.reads >= checked + 2, 10, "two more checks of the clock")
         assert sub.wait_for(1, timeout_s=0.5) == []  # nothing stamped 1970, nothing published
         assert srv.reads == []  # nothing even polled
         clock.ntp_sync()
