@@ -85,8 +85,8 @@ def test_bad_messages_dead_lettered_and_good_ones_stored_in_influx(
 
         # Still running: the next good reading goes through.
         pub.send(wire(7, 14.0))
-        wait_until(lambda: run.ingest.written == 5, what="5th reading")
-        assert run.ingest.acked == 8
+        # acknowledged just after the write: wait for both
+        wait_until(lambda: run.ingest.written == 5 and run.ingest.acked == 8, what="5th reading, 8 acknowledged")
     finally:
         pub.close()
         run.stop()

@@ -19,9 +19,10 @@ from stormwatch.stores.base import OverviewStore
 from stormwatch.stores.influx1 import Influx1Store
 from stormwatch.stores.sqlite import SqliteStore
 from stormwatch.web.overview import load_sites, portfolio
+from tests.names import RUN
 from tests.web_support import NOW, readings, storm_event
 
-_names = itertools.count()
+_names = (f"{RUN}_{n}" for n in itertools.count())  # unique to the run (tests/names.py)
 
 
 @pytest.fixture(params=[pytest.param("sqlite"), pytest.param("influx1", marks=pytest.mark.influxdb)])

@@ -17,9 +17,10 @@ from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.app import servers
 from stormwatch.clock import ManualClock
 from stormwatch.web.accounts import Accounts
+from tests.names import RUN
 from tests.web_support import NOW, PASSWORD, A, B, build, client, csrf_of, login
 
-_databases = itertools.count()
+_databases = (f"{RUN}_{n}" for n in itertools.count())  # unique to the run (tests/names.py)
 
 
 @pytest.fixture()
