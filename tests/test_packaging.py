@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 #: Top-level source folders mapped into the stormwatch namespace (the product's design keeps them
 #: at the top level of the repository).
 LINKED = ("gateway", "ingest", "alerts", "simulators", "importers", "dashboards", "device_profiles", "examples",
-          "web", "report", "stores")
+          "web", "report", "stores", "enforcement")
 
 
 def test_every_source_folder_is_linked_into_the_namespace() -> None:
