@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from stormwatch.alerts.enforcement_pack import EnforcementSection
 from stormwatch.enforcement.actions import ACTIONS, Recorded, draft_gaps, stop_work_start
@@ -133,3 +134,33 @@ def view_of(book: EnforcementBook, case: Case, today: date | None = None) -> Cas
     return CaseView(case, section, history, day, _stage(actions), draft_gaps(case.draft, section), deadlines,
                     silences, _stop_work(section, recorded), offense, text or "",
                     continuation(section.penalty, served, corrected, day))
+
+
+def view_json(view: CaseView) -> dict[str, Any]:
+    """The view as JSON (``stormwatch enforce show --json``): the case, its stage, deadlines with
+    their citations and states, the code's silences, the stop-work order, the penalty and the history."""
+    sw = view.stop_work
+    return {
+        **view.case.to_json(), "as_of": view.today.isoformat(), "stage": view.stage, "open": view.open,
+        "missing": view.gaps,
+        "deadlines": [{"name": d.name, "label": d.label, "due": d.due.isoformat(), "state": d.state,
+                       "owed_by": d.owed_by, "basis": d.basis, "citations": list(d.citations),
+                       "quotes": list(d.quotes), "note": d.note, "met_on": d.met_on.isoformat() if d.met_on else None}
+                      for d in view.deadlines],
+        "silent": [{"name": s.name, "text": s.text} for s in view.silences],
+        "stop_work": None if sw is None else {
+            "in_effect": sw.in_effect, "issued": sw.issued.isoformat() if sw.issued else None,
+            "since": sw.since.isoformat() if sw.since else None, "lifted": sw.lifted.isoformat() if sw.lifted else None,
+            "citation": sw.citation, "by_notice": sw.by_notice, "lift_in_writing": sw.lift_in_writing},
+        "offense": None if view.offense is None else {
+            "number": view.offense.number, "prior": [{"case": c, "on": d.isoformat()} for c, d in view.offense.prior],
+            "window_start": view.offense.window_start.isoformat() if view.offense.window_start else None,
+            "fine_min_usd": view.offense.tier.fine_min_usd, "fine_max_usd": view.offense.tier.fine_max_usd,
+            "unverified": dict(view.offense.tier.unverified)},
+        "penalty": view.penalty_text,
+        "continuation": None if view.continuation is None else {
+            "unit": view.continuation.unit, "count": view.continuation.count,
+            "from": view.continuation.start.isoformat(), "to": view.continuation.end.isoformat(),
+            "corrected": view.continuation.corrected, "text": view.continuation_text},
+        "history": [e.to_json() for e in view.history],
+    }
