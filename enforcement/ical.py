@@ -19,8 +19,8 @@ from icalendar import Event as CalendarEvent
 from stormwatch.enforcement.view import CaseView
 
 
-def calendar_of(views: Sequence[CaseView], now: datetime) -> bytes:
-    """The ``.ics`` bytes of the open deadlines of ``views``."""
+def calendar_of(views: Sequence[CaseView], now: datetime, only: str | None = None) -> bytes:
+    """The ``.ics`` bytes of the open deadlines of ``views`` (``only``: of that deadline name)."""
     cal = Calendar()
     cal.add("prodid", "-//stormwatch//enforcement//EN")
     cal.add("version", "2.0")
@@ -29,7 +29,7 @@ def calendar_of(views: Sequence[CaseView], now: datetime) -> bytes:
         if not view.open:
             continue
         for d in view.deadlines:
-            if d.state not in ("open", "overdue"):
+            if d.state not in ("open", "overdue") or (only is not None and d.name != only):
                 continue
             entry = CalendarEvent()
             entry.add("uid", f"{view.case.id}-{d.name}@stormwatch")
