@@ -94,10 +94,10 @@ def _smo(session: Session, site: str, what: str) -> None:
 
 @dataclass(frozen=True)
 class Banner:
-    """A case as the site page and the portfolio show it."""
+    """A case as the site page and the portfolio show it: its deadlines not yet met, earliest first."""
 
     view: CaseView
-    next: Deadline | None
+    pending: list[Deadline]
 
     @property
     def stop_work(self) -> bool:
@@ -105,7 +105,7 @@ class Banner:
 
 
 def banners(desk: Desk, user: User, site_ids: list[str]) -> list[Banner]:
-    """The open cases of ``site_ids`` the user may see, each with its next deadline; a stop-work
+    """The open cases of ``site_ids`` the user may see, each with its deadlines not yet met; a stop-work
     order in effect first, then the overdue, then by violation day."""
     if desk.cases is None:
         return []
@@ -118,8 +118,8 @@ def banners(desk: Desk, user: User, site_ids: list[str]) -> list[Banner]:
         except CaseError:
             continue
         if view.open:
-            pending = [d for d in view.deadlines if d.state in ("open", "overdue")]
-            out.append(Banner(view, min(pending, key=lambda d: d.due) if pending else None))
+            out.append(Banner(view, sorted((d for d in view.deadlines if d.state in ("open", "overdue")),
+                                           key=lambda d: d.due)))
     out.sort(key=lambda b: (not b.stop_work, not b.view.overdue, b.view.case.found_on, b.view.case.id))
     return out
 
