@@ -253,12 +253,17 @@ def compose(order: WorkOrder, kind: Kind, site: SiteModel, recipients: list[str]
         f"Why:       {order.message}",
         f"Status:    {order.status}",
     ]
-    if base_url:
-        lines += ["", f"Open it: {base_url.rstrip('/')}/orders/{order.id}"]
+    return _finish_mail(msg, lines, f"{base_url.rstrip('/')}/orders/{order.id}" if base_url else "",
+                        calendar_of([order], now), f"{order.id}.ics")
+
+
+def _finish_mail(msg: EmailMessage, lines: list[str], link: str, ics: bytes, filename: str) -> EmailMessage:
+    """``msg`` with its body (``lines``, the desk's ``link``, the closing) and the ``.ics`` attached."""
+    if link:
+        lines += ["", f"Open it: {link}"]
     lines += ["", "The deadline is attached as a calendar entry (.ics).", "-- stormwatch"]
     msg.set_content("\n".join(lines))
-    msg.add_attachment(calendar_of([order], now), maintype="text", subtype="calendar",
-                       filename=f"{order.id}.ics", params={"method": "PUBLISH"})
+    msg.add_attachment(ics, maintype="text", subtype="calendar", filename=filename, params={"method": "PUBLISH"})
     return msg
 
 
@@ -286,13 +291,8 @@ def compose_deadline(view: CaseView, deadline: Deadline, kind: Kind, site: SiteM
              f"Set by:    {'; '.join(deadline.citations)}",
              *(f'           "{q}"' for q in deadline.quotes),
              *([f"Note:      {deadline.note}"] if deadline.note else [])]
-    if base_url:
-        lines += ["", f"Open it: {base_url.rstrip('/')}/enforcement/{case.id}"]
-    lines += ["", "The deadline is attached as a calendar entry (.ics).", "-- stormwatch"]
-    msg.set_content("\n".join(lines))
-    msg.add_attachment(deadlines_calendar([view], now, only=deadline.name), maintype="text", subtype="calendar",
-                       filename=f"{case.id}-{deadline.name}.ics", params={"method": "PUBLISH"})
-    return msg
+    return _finish_mail(msg, lines, f"{base_url.rstrip('/')}/enforcement/{case.id}" if base_url else "",
+                        deadlines_calendar([view], now, only=deadline.name), f"{case.id}-{deadline.name}.ics")
 
 
 def deadline_stage(deadline: Deadline, today: date) -> Kind | None:
@@ -380,15 +380,19 @@ class Notifier:
             recipients = list(site.cfg.notify.email)
             if not recipients:
                 continue
-            with self._lock:
-                cur = self._db.execute(
-                    "INSERT OR IGNORE INTO notifications (order_id, kind, site, recipients, status, next_attempt_at,"
-                    " queued_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-                    (order.id, kind, order.site, ",".join(recipients), self.wall(), self.wall()))
-            if cur.rowcount:
-                queued += 1
-                log.info("mail queued: %s %s (%s) to %s", kind, order.id, order.site, ", ".join(recipients))
+            queued += self._queue(order.id, kind, order.site, recipients)
         return queued + self._scan_cases(known)
+
+    def _queue(self, key: str, kind: str, site: str, recipients: list[str]) -> int:
+        """Queue mail ``(key, kind)`` unless it was queued before; 1 when queued now."""
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO notifications (order_id, kind, site, recipients, status, next_attempt_at,"
+                " queued_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                (key, kind, site, ",".join(recipients), self.wall(), self.wall()))
+        if cur.rowcount:
+            log.info("mail queued: %s %s (%s) to %s", kind, key, site, ", ".join(recipients))
+        return 1 if cur.rowcount else 0
 
     def _views(self) -> list[CaseView]:
         if self.cases is None:
@@ -413,14 +417,7 @@ class Notifier:
                 key = f"{view.case.id}/{d.name}"
                 if kind is None or not recipients or known.get(key, set()) & set(KINDS[KINDS.index(kind):]):
                     continue
-                with self._lock:
-                    cur = self._db.execute(
-                        "INSERT OR IGNORE INTO notifications (order_id, kind, site, recipients, status,"
-                        " next_attempt_at, queued_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-                        (key, kind, view.case.site, ",".join(recipients), self.wall(), self.wall()))
-                if cur.rowcount:
-                    queued += 1
-                    log.info("mail queued: %s %s (%s) to %s", kind, key, view.case.site, ", ".join(recipients))
+                queued += self._queue(key, kind, view.case.site, recipients)
         return queued
 
     def _case_message(self, key: str, kind: str, recipients: str, now: datetime) -> EmailMessage | str:
