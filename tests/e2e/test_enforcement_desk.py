@@ -33,6 +33,7 @@ from stormwatch.clock import WallClock
 from stormwatch.web.accounts import Accounts
 from stormwatch.web.server import free_port
 from tests.conftest import artifacts_dir
+from tests.enforcement.support import in_order
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.slow  # a demo run, a web server and a browser
@@ -128,14 +129,6 @@ def browser(tmp_path: Path) -> Iterator[object]:
     driver.quit()
 
 
-def _in_order(text: str, parts: list[str]) -> None:
-    at = 0
-    for part in parts:
-        found = text.find(part, at)
-        assert found >= 0, f"{part!r} not found after position {at}: {text[at:at + 400]!r}"
-        at = found + len(part)
-
-
 def test_the_smo_serves_a_notice_from_the_turbidity_event_and_the_site_sees_it(
         state: dict[str, object], browser: object) -> None:
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
@@ -217,7 +210,7 @@ def test_the_smo_serves_a_notice_from_the_turbidity_event_and_the_site_sees_it(
     (shots / "notice.pdf").write_bytes(pdf)
     text = " ".join(subprocess.run(["pdftotext", "-raw", str(shots / "notice.pdf"), "-"], check=True,
                                    capture_output=True, text=True).stdout.split())
-    _in_order(text, ["NOTICE OF VIOLATION", "Riverside Builders LLC",
+    in_order(text, ["NOTICE OF VIOLATION", "Riverside Builders LLC",
                      "(1) Person responsible -- Ch. 133 §133-10A(1)", "12 Mill Road",
                      "(2) Location of the violation -- Ch. 133 §133-10A(2)", "riverside-commons",
                      "(3) Nature of the violation -- Ch. 133 §133-10A(3)", "turbidity violation",

@@ -38,3 +38,12 @@ def served(b: EnforcementBook, case: Case, on: date, issued: date | None = None)
     """Issue (``issued``, default ``on``) and serve the notice by hand on ``on``."""
     b.record(case.id, "nov_issued", issued or on, "Sam SMO")
     b.record(case.id, "nov_served", on, "Sam SMO", method="hand")
+
+
+def in_order(text: str, parts: list[str]) -> None:
+    """Each of ``parts`` in ``text``, one after the other (a letter's contents in the code's order)."""
+    at = 0
+    for part in parts:
+        found = text.find(part, at)
+        assert found >= 0, f"{part!r} not found after position {at}: {text[at:at + 300]!r}"
+        at = found + len(part)

@@ -14,7 +14,7 @@ import pytest
 from stormwatch.enforcement.actions import CaseError
 from stormwatch.enforcement.letters import notice_letter, stop_work_letter, to_html, to_pdf
 from stormwatch.enforcement.view import view_of
-from tests.enforcement.support import book, draft, served
+from tests.enforcement.support import book, draft, in_order, served
 
 
 def _text(pdf: bytes, tmp: Path) -> str:
@@ -24,20 +24,12 @@ def _text(pdf: bytes, tmp: Path) -> str:
     return " ".join(out.split())
 
 
-def _in_order(text: str, parts: list[str]) -> None:
-    at = 0
-    for part in parts:
-        found = text.find(part, at)
-        assert found >= 0, f"{part!r} not found after position {at}"
-        at = found + len(part)
-
-
 def test_ch133_notice_holds_its_seven_contents_in_order_and_the_last_appeal_day(tmp_path: Path) -> None:
     b = book(tmp_path)
     case = draft(b, "ch133", date(2026, 6, 29), correct_by=date(2026, 7, 13))
     served(b, case, date(2026, 6, 30))
     text = _text(to_pdf(notice_letter(view_of(b, case, date(2026, 6, 30)), signer="Sam SMO")), tmp_path)
-    _in_order(text, [
+    in_order(text, [
         "NOTICE OF VIOLATION", "Date: Tuesday, June 30, 2026", "Acme Builders LLC", "Ch. 133 §133-10A",
         "(1) Person responsible -- Ch. 133 §133-10A(1)", "12 Mill Road",
         "(2) Location of the violation -- Ch. 133 §133-10A(2)", "Riverside Commons, Phase 2",
@@ -58,7 +50,7 @@ def test_a_notice_not_yet_issued_is_a_draft_counted_from_its_date(tmp_path: Path
     case = draft(b, "spencerport", date(2026, 6, 29))
     text = _text(to_pdf(notice_letter(view_of(b, case), signer="Sam SMO")), tmp_path)
     # 15 days from service, counted as if served on the notice's date (30 June): 15 July
-    _in_order(text, ["DRAFT -- not issued", "(6) Appeal", "appealed to the municipality",
+    in_order(text, ["DRAFT -- not issued", "(6) Appeal", "appealed to the municipality",
                      "Wednesday, July 15, 2026", "as if this notice is served on its date",
                      "Stop-work order -- Spencerport Ch. 276, enforcement D",
                      "until the Village confirms, in writing",
@@ -84,7 +76,7 @@ def test_ch507_order_to_correct_and_the_cut_said(tmp_path: Path) -> None:
     case = draft(b, "ch507", date(2026, 6, 29), correct_by=date(2026, 7, 13))
     served(b, case, date(2026, 6, 30))
     text = _text(to_pdf(notice_letter(view_of(b, case), signer="Sam SMO")), tmp_path)
-    _in_order(text, ["NOTICE OF VIOLATION AND ORDER TO CORRECT", "(1) Person responsible", "(2) Location",
+    in_order(text, ["NOTICE OF VIOLATION AND ORDER TO CORRECT", "(1) Person responsible", "(2) Location",
                      "(3) Nature of the violation", "Order to correct -- Ch. 507 §507-12A",
                      "completed by Monday, July 13, 2026", "NOT VERIFIED", "ends after the third required content"])
     assert "(4)" not in text and "Penalty" not in text
