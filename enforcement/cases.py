@@ -16,6 +16,7 @@ it (:meth:`EnforcementBook.offenses`). Design: docs/enforcement.md.
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import logging
 import sqlite3
@@ -26,8 +27,9 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from stormwatch import resources
 from stormwatch.alerts.enforcement_pack import EnforcementSection
-from stormwatch.alerts.packs import PackError, load_pack
+from stormwatch.alerts.packs import PackError, load_pack, packs_search_path
 from stormwatch.clock import Clock
 from stormwatch.contract import check_person_name
 from stormwatch.enforcement.actions import ACTIONS, CaseError, Draft, Recorded, check, parse_day
@@ -150,11 +152,25 @@ def party_key(name: str) -> str:
 
 
 def section_of(jurisdiction: str) -> EnforcementSection:
-    """The enforcement section of pack ``jurisdiction``.
+    """The enforcement section of pack ``jurisdiction`` (loaded again when its file changes).
 
     Raises:
         CaseError: no such pack, or a pack without an enforcement section (a permit).
     """
+    path = resources.find_one(jurisdiction, packs_search_path())
+    stamp = None
+    if path is not None:
+        try:
+            stamp = (str(path), path.stat().st_mtime_ns)
+        except OSError:
+            stamp = None
+    return _section(jurisdiction, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _section(jurisdiction: str, stamp: tuple[str, int] | None) -> EnforcementSection:
+    """:func:`section_of` for the pack file ``stamp`` names (path, modification time): a desk showing
+    many cases reads each pack once."""
     try:
         pack = load_pack(jurisdiction)
     except PackError as exc:
@@ -265,16 +281,16 @@ class EnforcementBook:
 
     def offenses(self, jurisdiction: str, party: str) -> builtins.list[tuple[str, date]]:
         """``(case id, violation day)`` of the party's offenses under ``jurisdiction``: cases whose
-        notice was issued and not cancelled by a decision (module docstring)."""
+        notice was issued and not cancelled by a decision (module docstring). One query."""
         key = party_key(party)
-        out = []
-        for case in self.list():
-            if case.jurisdiction != jurisdiction or party_key(case.party) != key:
-                continue
-            kinds = {(e.kind, e.fields.get("outcome")) for e in self.actions(case.id)}
-            if ("nov_issued", None) in kinds and ("decision", "cancelled") not in kinds:
-                out.append((case.id, case.found_on))
-        return out
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.id, c.found_on, c.party FROM cases c WHERE c.jurisdiction = ?"
+                " AND EXISTS (SELECT 1 FROM case_history h WHERE h.case_id = c.id AND h.kind = 'nov_issued')"
+                " AND NOT EXISTS (SELECT 1 FROM case_history h WHERE h.case_id = c.id AND h.kind = 'decision'"
+                "                 AND json_extract(h.fields, '$.outcome') = 'cancelled')"
+                " ORDER BY c.found_on, c.id", (jurisdiction,)).fetchall()
+        return [(cid, date.fromisoformat(day)) for cid, day, name in rows if party_key(name) == key]
 
     # -- writing -----------------------------------------------------------------------------
 
