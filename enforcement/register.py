@@ -103,6 +103,9 @@ def rows_of(views: Sequence[CaseView], year: int | None = None) -> list[Row]:
             if kind is None or not kind.enforcement or (year is not None and e.on.year != year):
                 continue
             detail = f" to {e.fields['to']}" if e.kind == "referral" else ""
+            sw = view.section.stop_work
+            if e.kind == "nov_issued" and sw is not None and sw.by_notice:  # Spencerport D: the notice halts the work
+                detail = f" (a stop-work order: {sw.citation})"
             out.append(Row({
                 "case": c.id, "site": c.site, "responsible_party": c.party, "party_address": c.address,
                 "violation_date": c.found_on.isoformat(), "location": c.location, "description": c.nature,

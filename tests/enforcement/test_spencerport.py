@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from stormwatch.enforcement.actions import CaseError
+from stormwatch.enforcement.register import rows_of
 from stormwatch.enforcement.view import view_of
 from tests.enforcement.support import book, draft, served
 
@@ -41,6 +42,8 @@ def test_a_served_notice_halts_the_work_until_written_confirmation(tmp_path: Pat
     served(b, case, date(2026, 6, 30))
     state = view_of(b, case).stop_work
     assert state is not None and state.in_effect and state.since == date(2026, 6, 30) and state.by_notice
+    assert [r["enforcement_type"] for r in rows_of([view_of(b, case)])] == [
+        "notice of violation (a stop-work order: Spencerport Ch. 276, enforcement D)"]
     before = b.history(case.id)
     with pytest.raises(CaseError, match="confirms compliance in writing"):
         b.record(case.id, "stop_work_lifted", date(2026, 7, 10), "Sam SMO")
