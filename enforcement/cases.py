@@ -364,6 +364,35 @@ class EnforcementBook:
             self._db.execute("COMMIT")
         return self.get(case_id)
 
+    def add_sources(self, case_id: str, by: str, sources: builtins.list[dict[str, Any]]) -> Case:
+        """Add the evidence of more work orders to a case's draft (one violation shown by several
+        events); an order already among its sources is not added twice. Recorded in the history.
+
+        Raises:
+            CaseError: no such case, the notice is already issued, an order of another site.
+        """
+        by = self._name(by)
+        case = self.get(case_id)
+        issued = next((e for e in self.actions(case_id) if e.kind == "nov_issued"), None)
+        if issued is not None:
+            raise CaseError(f"the notice of case {case_id} was issued on {issued.on.isoformat()}: its evidence is "
+                            "as issued")
+        for source in sources:
+            if source.get("site", case.site) != case.site:
+                raise CaseError(f"work order {source.get('order')} is of site {source.get('site')}, not {case.site}")
+        known = {s.get("order") for s in case.sources}
+        new = [s for s in sources if s.get("order") not in known]
+        if not new:
+            return case
+        now = self.clock.now()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("UPDATE cases SET sources = ? WHERE id = ?", (json.dumps([*case.sources, *new]), case_id))
+            self._log(case_id, "edited", self.today(case.timezone), now, by,
+                      f"evidence added from {', '.join(str(s.get('order')) for s in new)}", {})
+            self._db.execute("COMMIT")
+        return self.get(case_id)
+
     def record(self, case_id: str, kind: str, on: date, by: str, notes: str = "",
                **fields: str) -> tuple[Case, Entry]:
         """Record action ``kind`` that happened ``on`` (checked first: nothing is written when refused).

@@ -171,7 +171,8 @@ def open_cmd(
     _print(view, as_json)
 
 
-def _drafted(state_dir: Path, cfg: Any, ids: list[str], draft_from: Any) -> dict[str, Any]:
+def _work_orders(state_dir: Path, ids: list[str]) -> list[Any]:
+    """The work orders ``ids`` of the state directory's book (one line and exit 2 when one is not there)."""
     from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
 
     path = use_state_dir(state_dir, create=False) / ALERTS_FILE
@@ -180,13 +181,25 @@ def _drafted(state_dir: Path, cfg: Any, ids: list[str], draft_from: Any) -> dict
     try:
         book = WorkOrders(path, WallClock())
         try:
-            orders = [book.get(i) for i in ids]
+            return [book.get(i) for i in ids]
         finally:
             book.close()
-        proposed: dict[str, Any] = draft_from(cfg, orders)
-    except (WorkOrderError, CaseError) as exc:
+    except WorkOrderError as exc:
+        fail(str(exc))
+
+
+def _drafted(state_dir: Path, cfg: Any, ids: list[str], draft_from: Any) -> dict[str, Any]:
+    try:
+        proposed: dict[str, Any] = draft_from(cfg, _work_orders(state_dir, ids))
+    except CaseError as exc:
         fail(str(exc))
     return proposed
+
+
+def _orders(state_dir: Path, ids: list[str]) -> list[dict[str, Any]]:
+    from stormwatch.enforcement.drafting import source_of
+
+    return [source_of(o) for o in _work_orders(state_dir, ids)]
 
 
 def _print(view: CaseView, as_json: bool) -> None:
@@ -206,13 +219,17 @@ def edit_cmd(
     violated: str | None = typer.Option(None, "--violated", metavar="TEXT", help="The sections violated."),
     remedy: str | None = typer.Option(None, "--remedy", metavar="TEXT", help="The remedial measures."),
     correct_by: str | None = typer.Option(None, "--correct-by", metavar="DATE", help="The day to complete them."),
+    from_order: list[str] = typer.Option([], "--from-order", metavar="ORDER_ID",
+                                         help="Add the evidence of this work order of the case's site (repeatable)."),
     by: str = _BY, state_dir: Path = _STATE_DIR, wall_time: bool = _WALL, as_json: bool = _JSON,
 ) -> None:
-    """Change the draft of a case before its notice is issued (each change kept in its history)."""
+    """Change the draft of a case before its notice is issued, or add evidence (each change kept in its history)."""
     book = _book(state_dir, wall_time)
     changes = {"party": party, "address": address, "location": location, "nature": nature, "violated": violated,
                "remedy": remedy, "correct_by": _day(correct_by, "--correct-by")}
     try:
+        if from_order:
+            book.add_sources(case_id, by, _orders(state_dir, from_order))
         case = book.edit(case_id, by, **{k: v for k, v in changes.items() if v is not None})
         view = view_of(book, case)
     except CaseError as exc:

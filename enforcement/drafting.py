@@ -29,7 +29,7 @@ _POSSIBLE, _FOR_THE_SMO = "possible ", "; for the SMO to confirm"
 
 def source_of(order: WorkOrder) -> dict[str, Any]:
     """What a case keeps of a work order (its event's evidence included), as JSON."""
-    return {"order": order.id, "kind": order.kind, "rule": order.rule, "citation": order.citation,
+    return {"order": order.id, "site": order.site, "kind": order.kind, "rule": order.rule, "citation": order.citation,
             "occurrence": order.occurrence, "event_time": format_time(order.event_time),
             "due_at": format_time(order.due_at) if order.due_at else None, "status": order.status,
             "overdue": order.overdue_at is not None, "message": order.message, "evidence": order.evidence}

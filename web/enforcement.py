@@ -7,7 +7,8 @@
 * ``/enforcement/calendar.ics`` -- the open deadlines of the user's cases; ``/enforcement/register.csv``,
   ``/enforcement/register.pdf?year=Y`` -- the MS4 register (the SMO).
 * ``POST /orders/{oid}/enforcement`` -- the SMO opens a case draft from a work order and its evidence;
-  ``POST /enforcement/{case}/edit|record`` -- the draft, an action (each with the session's CSRF token).
+  ``POST /enforcement/{case}/edit|record|evidence`` -- the draft, an action, another order's evidence
+  (each with the session's CSRF token).
 
 Who sees what: the SMO every case; an inspector or contractor of the site its cases once something
 was issued to the site (a warning, a notice, a stop-work order) -- never a draft; anyone else is
@@ -181,11 +182,33 @@ async def open_from_order(request: Request, session: Session) -> Response:
     return RedirectResponse(f"/enforcement/{case.id}?done=opened", status_code=303)
 
 
-def cases_from(book: EnforcementBook | None, order_id: str, site: str) -> list[str]:
-    """The ids of the cases opened from work order ``order_id`` (shown on the order's page)."""
+def cases_from(book: EnforcementBook | None, order_id: str, site: str) -> tuple[list[str], list[str]]:
+    """The ids of the cases holding work order ``order_id``'s evidence, and of the site's other drafts
+    (it may be added to one: one violation shown by several events) -- for the order's page."""
     if book is None:
-        return []
-    return [c.id for c in book.list(site=site) if any(s.get("order") == order_id for s in c.sources)]
+        return [], []
+    holding, drafts = [], []
+    for c in book.list(site=site):
+        if any(s.get("order") == order_id for s in c.sources):
+            holding.append(c.id)
+        elif not any(e.kind == "nov_issued" for e in book.actions(c.id)):
+            drafts.append(c.id)
+    return holding, drafts
+
+
+async def add_evidence(request: Request, session: Session) -> Response:
+    """``POST /enforcement/{case}/evidence`` (form ``order``): the SMO adds a work order's evidence to a draft."""
+    from stormwatch.enforcement.drafting import source_of
+
+    desk = desk_of(request)
+    case = case_of(desk, session.user, request.path_params["case"])
+    _smo(session, case.site, "add evidence to an enforcement case")
+    order = order_of(desk, session.user, str(request.state.form.get("order") or ""))
+    try:
+        cases_of(desk).add_sources(case.id, session.user.display_name, [source_of(order)])
+    except CaseError as exc:
+        return render(request, "case.html", _context(desk, session, case, error=str(exc)), 409)
+    return RedirectResponse(f"/enforcement/{case.id}?done=edited", status_code=303)
 
 
 async def edit(request: Request, session: Session) -> Response:
@@ -309,5 +332,6 @@ ROUTES: list[BaseRoute] = [
     Route("/enforcement/{case}/letter.pdf", page(letter), methods=["GET"]),
     Route("/enforcement/{case}/edit", page(edit, post=True), methods=["POST"]),
     Route("/enforcement/{case}/record", page(record, post=True), methods=["POST"]),
+    Route("/enforcement/{case}/evidence", page(add_evidence, post=True), methods=["POST"]),
     Route("/orders/{oid}/enforcement", page(open_from_order, post=True), methods=["POST"]),
 ]

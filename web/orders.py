@@ -88,7 +88,7 @@ def order_context(desk: Desk, session: Session, order: WorkOrder) -> dict[str, A
             "evidence_rows": _evidence_rows(order, tz), "can_act": can_act(session.user, order.site),
             "can_verify": can_verify(session.user, order.site), "max_photo": size_text(desk.max_photo_bytes),
             "can_enforce": can_enforce(session.user, order.site) and desk.cases is not None,
-            "cases": cases_from(desk.cases, order.id, order.site)}
+            **dict(zip(("cases", "drafts"), cases_from(desk.cases, order.id, order.site), strict=True))}
 
 
 async def order_page(request: Request, session: Session) -> Response:

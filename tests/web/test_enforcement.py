@@ -96,3 +96,31 @@ def test_the_smo_drafts_issues_and_serves_and_the_site_sees_it(tmp_path: Path) -
                                                                   ("EC-2026-001", "stop-work order")]
     ics = carl.get("/enforcement/calendar.ics").text
     assert "appeal window closes -- EC-2026-001" in ics and "DTSTART;VALUE=DATE:20260609" in ics
+
+
+def test_the_smo_adds_another_orders_evidence_to_a_draft(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from stormwatch.alerts.workorders import WorkOrders
+    from stormwatch.contract import Event
+
+    world = _world(tmp_path)
+    book = WorkOrders(Path(str(world["state"])) / "alerts.db", ManualClock(NOW))
+    basin = book.open_for(Event(kind="basin_cleanout_due", site=A, event_time=NOW - timedelta(hours=2), rule="R3",
+                                citation="Ch. 133 §133-7A(1)", occurrence="basin:2026-06-02T14:00:00Z",
+                                due_at=NOW + timedelta(hours=70), message="50.4 % of design storage lost",
+                                evidence=[{"time": "2026-06-02T14:00:00Z", "sediment_depth_ft": 2.57}]),
+                          timezone="America/New_York")[0]
+    book.close()
+    sam, token = _as(world, "sam")
+    assert sam.post(f"/orders/{world['orders'][A]}/enforcement",  # type: ignore[index]
+                    data={"csrf_token": token}).status_code == 303
+    assert "Add this order's evidence to the draft EC-2026-001" in sam.get(f"/orders/{basin.id}").text
+    carl, carl_token = _as(world, "carl")
+    assert carl.post("/enforcement/EC-2026-001/evidence", data={"csrf_token": carl_token, "order": basin.id}
+                     ).status_code == 403
+    r = sam.post("/enforcement/EC-2026-001/evidence", data={"csrf_token": token, "order": basin.id})
+    assert r.status_code == 303
+    page = sam.get("/enforcement/EC-2026-001").text
+    assert f'href="/orders/{basin.id}"' in page and "sediment depth (settled)" in page and "2.57 ft" in page
+    assert "holding this order's evidence" in sam.get(f"/orders/{basin.id}").text
