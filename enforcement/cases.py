@@ -405,6 +405,8 @@ class EnforcementBook:
         case = self.get(case_id)
         kind = kind.replace("-", "_")
         values = {k: str(v).strip() for k, v in fields.items() if v is not None and str(v).strip()}
+        if "method" in values:  # certified-mail, as the other words of the command line are written
+            values["method"] = values["method"].replace("-", "_")
         check(kind, on, values, [e.recorded for e in self.actions(case_id)], section_of(case.jurisdiction),
               case.draft, case.found_on, self.today(case.timezone))
         now = self.clock.now()
