@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from stormwatch import resources
+from stormwatch.alerts.enforcement_pack import EnforcementSection
 from stormwatch.alerts.rules.params import BASE_FIELDS, RuleParams
 from stormwatch.alerts.rules.registry import rule_kinds
 from stormwatch.errors import InputError, load_yaml, problems_message
@@ -130,6 +131,9 @@ class RulePack(BaseModel):
     source: str = ""
     rules: dict[str, SerializeAsAny[RuleParams]] = Field(default_factory=dict)
     options: dict[str, PackOption] = Field(default_factory=dict)
+    #: what the code prescribes after a violation (:mod:`stormwatch.alerts.enforcement_pack`); ``None``: a
+    #: permit, or a code whose enforcement the pack does not describe
+    enforcement: EnforcementSection | None = None
 
     @field_validator("rules", mode="before")
     @classmethod

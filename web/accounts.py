@@ -1,17 +1,11 @@
 """Accounts of the web application: users with roles, per-site authorization and sessions.
 
-Roles (docs/web.md, "Accounts and security"):
+Roles: an *inspector* sees the sites assigned to them, acknowledges and completes their orders and
+attaches photos; the *smo* (Stormwater Management Officer) sees every site, verifies completed
+inspections and opens and records enforcement cases; a *contractor* sees their own sites, read-only
+(their issued notices, deadlines and stop-work orders included). Passwords are Argon2id hashes.
 
-============ ================================================================================
-role         may
-============ ================================================================================
-inspector    see the sites assigned to them; acknowledge and complete those sites' orders,
-             attach photos
-smo          see every site (the Stormwater Management Officer); verify completed inspections
-contractor   see their own (assigned) sites, read-only
-============ ================================================================================
-
-The design: docs/web.md ("The modules", `web/accounts.py`).
+The design: docs/web.md ("Accounts and security"; "The modules", `web/accounts.py`).
 """
 
 from __future__ import annotations
@@ -135,6 +129,11 @@ def can_act(user: User, site: str) -> bool:
 
 def can_verify(user: User, site: str) -> bool:
     """Whether ``user`` may verify ``site``'s completed inspections (the SMO)."""
+    return user.role == "smo"
+
+
+def can_enforce(user: User, site: str) -> bool:
+    """Whether ``user`` may open and record ``site``'s enforcement cases (the SMO)."""
     return user.role == "smo"
 
 

@@ -1,15 +1,12 @@
 """The web application: Starlette + Jinja2 templates, htmx for small interactions, no build step.
 
-Pages (every one needs a session; every one checks the user's right to the site on the server):
-
-* ``/`` -- the portfolio (:mod:`stormwatch.web.portfolio`): each visible site's state now;
-  refreshed in place every minute by htmx.
-* ``/sites/{site}?hours=N`` -- timeline and charts of the last N hours (:mod:`stormwatch.web.sites`).
-* ``/orders/{id}`` -- a work order, ``/orders/{id}/print`` the same on paper (:mod:`stormwatch.web.orders`);
-  ``POST /orders/{id}/acknowledge|complete|photos|verify`` -- the actions (:mod:`stormwatch.web.order_actions`),
-  each with the session's CSRF token (form field ``csrf_token`` or header ``X-CSRF-Token``).
-* ``/login``, ``POST /logout`` (:mod:`stormwatch.web.login`); ``/metrics`` (Prometheus text), only when
-  asked (``Desk.serve_metrics``): served without a login, for a scraper.
+Pages, each needing a session and checking the user's right to the site on the server: the portfolio
+(``/``, :mod:`stormwatch.web.portfolio`), a site's timeline and charts (``/sites/{site}``,
+:mod:`stormwatch.web.sites`), a work order and its actions (``/orders/{id}``,
+:mod:`stormwatch.web.orders`, :mod:`stormwatch.web.order_actions`; every POST with the session's CSRF
+token), the SMO's enforcement cases (``/enforcement``, :mod:`stormwatch.web.enforcement`), login
+(:mod:`stormwatch.web.login`) and ``/metrics`` when asked. Handlers live at module level in those
+modules and read the :class:`~stormwatch.web.desk.Desk` from ``request.app.state``.
 
 The design: docs/web.md ("The modules", `web/app.py`).
 """
@@ -28,7 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from stormwatch.resources import builtin_dir
-from stormwatch.web import login, order_actions, orders, portfolio, sites
+from stormwatch.web import enforcement, login, order_actions, orders, portfolio, sites
 from stormwatch.web.desk import Desk, desk_of
 from stormwatch.web.pages import page
 from stormwatch.web.photos import size_text
@@ -48,6 +45,7 @@ ROUTES: list[BaseRoute] = [
     Route("/orders/{oid}/complete", page(order_actions.complete, post=True), methods=["POST"]),
     Route("/orders/{oid}/photos", page(order_actions.add_photo, post=True), methods=["POST"]),
     Route("/orders/{oid}/verify", page(order_actions.verify, post=True), methods=["POST"]),
+    *enforcement.ROUTES,
 ]
 
 

@@ -19,7 +19,8 @@ DEFAULT_STATE_DIR = "./var/alerts"
 _STATE_DIR_OPT = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
                               help="The alert service's state directory (it must exist; never created here): "
                                    "alerts.db (work orders) is read there, web.db (accounts, sessions, sent "
-                                   "notifications) is kept beside it.")
+                                   "notifications) and enforcement.db (the SMO's enforcement cases) are kept "
+                                   "beside it.")
 
 #: Whose directory ``--state-dir`` is, for the line that refuses a missing one (never created here).
 _STATE_HINT = ("the alert service's state directory, made by `stormwatch alerts --state-dir DIR` or "
