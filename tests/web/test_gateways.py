@@ -33,7 +33,9 @@ def test_portfolio_shows_each_gateways_last_status(mosquitto_server, tmp_path: P
     watch.start()
     try:
         assert watch.connected.wait(10)
-        wait_until(lambda: len(watch.statuses()) >= 2, what="both sites' retained gateway statuses")
+        # the broker may hold other tests' retained statuses too: wait for these two
+        mine = {(A, "gw-riverside-1"), (B, "gw-hilltop-1")}
+        wait_until(lambda: mine <= set(watch.statuses()), what="both sites' retained gateway statuses")
         assert watch.statuses()[(A, "gw-riverside-1")].outbox_depth == 3
         assert watch.statuses()[(A, "gw-riverside-1")].session_takeovers == 2
         desk_client = client(world)
