@@ -27,9 +27,9 @@ from stormwatch.config import parse_site
 from stormwatch.contract import Event, Reading
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.sqlite import SqliteStore
+from tests.alerts_support import T0, Feeder, site_doc
 from tests.delivery_support import EventListener, Service, publish
 from tests.names import run_unique
-from tests.test_alerts_support import T0, Feeder, site_doc
 from tests.waits import wait_until
 
 MIN = timedelta(minutes=1)
