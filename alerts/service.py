@@ -277,6 +277,7 @@ class AlertService:
                     self.overdue_checks += 1
                     next_overdue = now + overdue_every
                 self._reread_unreadable(now)
+                self._remind_stopped(now)
                 self._catch_up(now)
                 self._check_holes(now)
                 self._write_kept(now)
@@ -432,6 +433,7 @@ class AlertService:
                 del self._configs[sid]
                 self.holes.pop(sid, None)
                 self.stopped_sites.pop(sid, None)
+                self._stopped_said.pop(sid, None)
             for sid, engine in built.items():
                 flushed += engine.hold(self._holes_of(sid).hold())
                 old = self.engines.get(sid)
@@ -440,6 +442,7 @@ class AlertService:
                         engine.feed(r)
                 self.engines[sid] = engine
                 self._configs[sid] = sites[sid]
+                self._stopped_said.pop(sid, None)
                 if self.stopped_sites.pop(sid, None) is not None:  # its site file changed: watched again
                     log.warning("%s: watched again (its site file changed) after it was stopped", sid)
         self._emit(flushed)
@@ -508,7 +511,9 @@ class AlertService:
         status = topics.parse_status_topic(topic)
         where = status or topics.parse_readings_topic(topic)
         if where is not None and where[0] in self.stopped_sites:
-            self._remind_stopped(where[0])
+            with self._lock:  # not evaluated: counted for the reminder (_remind_stopped)
+                said_at, missed = self._stopped_said.get(where[0], (time.monotonic(), 0))
+                self._stopped_said[where[0]] = (said_at, missed + 1)
             return
         if where is None or where[0] not in self.engines:
             log.debug("message on %s outside our subscriptions: dropped", topic)
@@ -798,17 +803,19 @@ class AlertService:
                      "file changes; the other %d sites go on. A bug in stormwatch: please report it with this "
                      "log", site, what, type(exc).__name__, exc, left, exc_info=exc)
 
-    def _remind_stopped(self, site: str) -> None:
-        """A message of a stopped site arrived: counted, and said again every few minutes."""
+    def _remind_stopped(self, now: float) -> None:
+        """Say again, every :data:`STOPPED_REMINDER_S`, which sites are stopped and how many of their
+        messages went unevaluated meanwhile."""
+        due: list[tuple[str, str, int]] = []
         with self._lock:
-            said_at, missed = self._stopped_said.get(site, (0.0, 0))
-            missed += 1
-            now = time.monotonic()
-            due = now - said_at >= STOPPED_REMINDER_S
-            self._stopped_said[site] = (now, 0) if due else (said_at, missed)
-            why = self.stopped_sites.get(site, "")
-        if due:
-            log.error("%s: still stopped (%s): %d messages not evaluated since the last reminder", site, why, missed)
+            for site, (said_at, missed) in self._stopped_said.items():
+                if now - said_at >= STOPPED_REMINDER_S:
+                    due.append((site, self.stopped_sites.get(site, ""), missed))
+                    self._stopped_said[site] = (now, 0)
+        for site, why, missed in due:
+            log.error("%s: still STOPPED (%s): its ordinance events are not evaluated; %d of its messages went "
+                      "unevaluated in the last %.0f min (restart the alert service)", site, why, missed,
+                      STOPPED_REMINDER_S / 60)
 
     def _reread_unreadable(self, now: float) -> None:
         """Read the store again from the rows it answered unreadable (a point InfluxDB answered
