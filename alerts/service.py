@@ -786,7 +786,7 @@ class AlertService:
 
     def _stop_site(self, site: str, what: str, exc: Exception) -> None:
         """Stop evaluating ``site``, loudly: CRITICAL with the traceback now, an ERROR every
-        :data:`STOPPED_REMINDER_S` while its readings keep arriving. Its readings stay in the store
+        :data:`STOPPED_REMINDER_S` after (:meth:`_remind_stopped`). Its readings stay in the store
         (ingest writes them): a restart of the service, or a change of its site file, watches it
         again and evaluates them."""
         with self._lock:
