@@ -7,8 +7,10 @@ role         may
 ============ ================================================================================
 inspector    see the sites assigned to them; acknowledge and complete those sites' orders,
              attach photos
-smo          see every site (the Stormwater Management Officer); verify completed inspections
-contractor   see their own (assigned) sites, read-only
+smo          see every site (the Stormwater Management Officer); verify completed inspections; open and
+             record enforcement cases (notices of violation, stop-work orders, appeals, ...)
+contractor   see their own (assigned) sites, read-only (their sites' issued notices, deadlines and
+             stop-work orders included)
 ============ ================================================================================
 
 Every page and every action asks :func:`can_view`, :func:`can_act` or :func:`can_verify` on the
@@ -150,6 +152,11 @@ def can_act(user: User, site: str) -> bool:
 
 def can_verify(user: User, site: str) -> bool:
     """Whether ``user`` may verify ``site``'s completed inspections (the SMO)."""
+    return user.role == "smo"
+
+
+def can_enforce(user: User, site: str) -> bool:
+    """Whether ``user`` may open and record ``site``'s enforcement cases (the SMO)."""
     return user.role == "smo"
 
 

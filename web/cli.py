@@ -19,7 +19,8 @@ DEFAULT_STATE_DIR = "./var/alerts"
 _STATE_DIR_OPT = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
                               help="The alert service's state directory (it must exist; never created here): "
                                    "alerts.db (work orders) is read there, web.db (accounts, sessions, sent "
-                                   "notifications) is kept beside it.")
+                                   "notifications) and enforcement.db (the SMO's enforcement cases) are kept "
+                                   "beside it.")
 
 #: Whose directory ``--state-dir`` is, for the line that refuses a missing one (never created here).
 _STATE_HINT = ("the alert service's state directory, made by `stormwatch alerts --state-dir DIR` or "
@@ -314,7 +315,7 @@ def users_list(state_dir: Path = _STATE_DIR_OPT) -> None:
         typer.echo(f"{u.name:<20} {u.role:<11} {sites:<40} {u.email}")
     for lock in locks:
         typer.echo(f"login refused until {_utc(lock.until)} for {lock.kind} {lock.name} ({lock.failures} failed "
-                   f"logins): `stormwatch users unlock {'--address ' if lock.kind == 'address' else ''}{lock.name}`")
+                   f"logins): `stormwatch users unlock {'--ip ' if lock.kind == 'address' else ''}{lock.name}`")
 
 
 def _utc(epoch: float) -> str:
@@ -326,14 +327,14 @@ def _utc(epoch: float) -> str:
 @users_app.command("unlock")
 def users_unlock(
     name: str | None = typer.Argument(None, metavar="NAME", help="The account whose logins are refused."),
-    address: str | None = typer.Option(None, "--address", metavar="IP",
+    address: str | None = typer.Option(None, "--ip", metavar="IP",
                                        help="Unlock this client address instead (as `users list` shows it)."),
     state_dir: Path = _STATE_DIR_OPT,
 ) -> None:
     """Lift a login lockout: after repeated failed logins an account (or a client address) is refused
     for a while (1 minute, doubling to 15); `users list` shows the lockouts in force."""
     if (name is None) == (address is None):
-        fail("give the account NAME or --address IP (one of them)")
+        fail("give the account NAME or --ip IP (one of them)")
     kind, what = ("address", address) if address is not None else ("account", name)
     assert what is not None
     accounts = _accounts(state_dir)
