@@ -22,11 +22,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import ValidationError
+
 from stormwatch import __version__
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
 from stormwatch.enforcement.cases import EnforcementBook
+from stormwatch.errors import problems_message
 from stormwatch.stores.base import ReadingStore
 from stormwatch.wire import format_time
 
@@ -91,6 +94,33 @@ def _value_text(value: int | float) -> str:
 
 def _value(text: str) -> int | float:
     return float(text) if any(c in text for c in ".eEn") else int(text)
+
+
+def _row_reading(rec: dict[str, str], line: int) -> Reading:
+    """The reading of one ``readings.csv`` row.
+
+    Raises:
+        ArchiveError: a row that is not a reading, or a time without its UTC offset -- the archive
+            writes every time with one, and a zone-less time is never read in a guessed zone.
+    """
+    where = f"readings.csv line {line}"
+    try:
+        when = datetime.fromisoformat(rec["time"])
+    except ValueError:
+        raise ArchiveError(f"{where}: time {rec['time']!r} is not an RFC 3339 time") from None
+    if when.tzinfo is None:
+        raise ArchiveError(f"{where}: time {rec['time']!r} has no UTC offset (an archive's times are UTC, "
+                           "written with +00:00; the bundle was made or edited by something else)")
+    try:
+        return Reading(site=rec["site"], device=rec["device"], quantity=rec["quantity"], value=_value(rec["value"]),
+                       unit=rec["unit"], time=when, gateway=rec["gateway"], boot=rec["boot"], seq=int(rec["seq"]),
+                       raw=json.loads(rec["raw"]), flags=tuple(json.loads(rec["flags"])),
+                       tip_size=rec.get("tip_size") or None)
+    except ValidationError as exc:
+        raise ArchiveError(problems_message(f"{where}: not a reading", [
+            f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in exc.errors()])) from None
+    except ValueError as exc:  # a value or sequence number that is not a number, raw or flags not JSON
+        raise ArchiveError(f"{where}: not a reading: {exc}") from None
 
 
 def _reading_row(r: Reading, late: bool) -> list[str]:
@@ -264,11 +294,7 @@ def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None,
                     raise ArchiveError(f"readings.csv line {line}: {len(row)} fields, expected "
                                        f"{len(columns)}") from exc
                 late = rec["late"] == "1"
-                batch[late].append(Reading(
-                    site=rec["site"], device=rec["device"], quantity=rec["quantity"], value=_value(rec["value"]),
-                    unit=rec["unit"], time=datetime.fromisoformat(rec["time"]), gateway=rec["gateway"],
-                    boot=rec["boot"], seq=int(rec["seq"]), raw=json.loads(rec["raw"]),
-                    flags=tuple(json.loads(rec["flags"])), tip_size=rec.get("tip_size") or None))
+                batch[late].append(_row_reading(rec, line))
                 if len(batch[late]) >= BATCH:
                     added += store.write_readings(batch[late], late=late)
                     batch[late] = []

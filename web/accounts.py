@@ -3,7 +3,8 @@
 Roles: an *inspector* sees the sites assigned to them, acknowledges and completes their orders and
 attaches photos; the *smo* (Stormwater Management Officer) sees every site, verifies completed
 inspections and opens and records enforcement cases; a *contractor* sees their own sites, read-only
-(their issued notices, deadlines and stop-work orders included). Passwords are Argon2id hashes.
+(their issued notices, deadlines and stop-work orders included). Passwords are Argon2id hashes;
+failed logins are throttled per account and address (:mod:`stormwatch.web.throttle`).
 
 The design: docs/web.md ("Accounts and security"; "The modules", `web/accounts.py`).
 """
@@ -26,6 +27,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 from stormwatch.contract import check_person_name
+from stormwatch.web.throttle import LoginThrottle
 
 Role = Literal["inspector", "smo", "contractor"]
 
@@ -178,6 +180,8 @@ class Accounts:
             raise AccountError(f"{self.path}: not a stormwatch web state file (SQLite): {exc}") from exc
         # verifying against this when the user is unknown costs the same time as a real check
         self._dummy_hash = self._hasher.hash(secrets.token_hex(16))
+        #: failed logins per account name and client address (docs/web.md, "Guessing passwords")
+        self.throttle = LoginThrottle(self._db, self._lock, now)
 
     def close(self) -> None:
         with self._lock:

@@ -4,9 +4,10 @@ Pages, each needing a session and checking the user's right to the site on the s
 (``/``, :mod:`stormwatch.web.portfolio`), a site's timeline and charts (``/sites/{site}``,
 :mod:`stormwatch.web.sites`), a work order and its actions (``/orders/{id}``,
 :mod:`stormwatch.web.orders`, :mod:`stormwatch.web.order_actions`; every POST with the session's CSRF
-token), the SMO's enforcement cases (``/enforcement``, :mod:`stormwatch.web.enforcement`), login
-(:mod:`stormwatch.web.login`) and ``/metrics`` when asked. Handlers live at module level in those
-modules and read the :class:`~stormwatch.web.desk.Desk` from ``request.app.state``.
+token), the SMO's enforcement cases (``/enforcement``, :mod:`stormwatch.web.enforcement`) and login
+lockouts (``/lockouts``, :mod:`stormwatch.web.lockouts`), login (:mod:`stormwatch.web.login`) and
+``/metrics`` when asked. Handlers live at module level in those modules and read the
+:class:`~stormwatch.web.desk.Desk` from ``request.app.state``.
 
 The design: docs/web.md ("The modules", `web/app.py`).
 """
@@ -25,7 +26,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from stormwatch.resources import builtin_dir
-from stormwatch.web import enforcement, login, order_actions, orders, portfolio, sites
+from stormwatch.web import enforcement, lockouts, login, order_actions, orders, portfolio, sites
 from stormwatch.web.desk import Desk, desk_of
 from stormwatch.web.pages import page
 from stormwatch.web.photos import size_text
@@ -45,6 +46,8 @@ ROUTES: list[BaseRoute] = [
     Route("/orders/{oid}/complete", page(order_actions.complete, post=True), methods=["POST"]),
     Route("/orders/{oid}/photos", page(order_actions.add_photo, post=True), methods=["POST"]),
     Route("/orders/{oid}/verify", page(order_actions.verify, post=True), methods=["POST"]),
+    Route("/lockouts", page(lockouts.lockouts_page), methods=["GET"]),
+    Route("/lockouts/unlock", page(lockouts.unlock, post=True), methods=["POST"]),
     *enforcement.ROUTES,
 ]
 

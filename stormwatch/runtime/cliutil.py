@@ -60,6 +60,7 @@ OPTIONS: dict[str, OptionName] = {
                          ("FILE", "FILE|DIR")),
     "-s": OptionName("short for --site", ("FILE",)),
     "--site-id": OptionName("a site by its id (filters)", ("SITE_ID",)),
+    "--ip": OptionName("a client's network address (the desk's login lockouts)", ("IP",)),
     "--partition": OptionName("part K of N of the sites (K/N): each site watched by exactly one of N services",
                               ("PART",)),
     "--sites": OptionName("a directory of site files, watched: a file added, changed or removed is picked up",
