@@ -70,7 +70,7 @@ from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
 from stormwatch.errors import InputError
-from stormwatch.physics import impossible_value
+from stormwatch.physics import impossible_value, plausible_range
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
 from stormwatch.timebounds import TimeBounds
@@ -224,6 +224,8 @@ class Engine:
         self._heap: list[tuple[datetime, str, str, int, int, Reading]] = []
         self._counter = itertools.count()
         self._seen = SeenIdentities()
+        self._forget_above = 4096  # identities remembered before the next forget (see _release)
+        self._ranges: dict[str, tuple[float, float]] = {}  # quantity -> its plausible range (physics)
         self._max_seen: datetime | None = None
         self._watermark: datetime | None = None
         self._hold: datetime | None = None  # the watermark stays below it (readings known to be missing)
@@ -315,6 +317,57 @@ class Engine:
             reading: a reading of this site.
             retained: it came as a retained MQTT message (never triggers; failure-kinds.md #10).
         """
+        late = self._admit(reading, retained)
+        return late if late is not None else self._release_due()
+
+    def feed_many(self, readings: Sequence[Reading], *, retained: bool = False) -> list[Event]:
+        """Take the readings of one message (a gateway's poll cycle) that arrived together: each
+        admitted as :meth:`feed` admits it, then the watermark moved once for all of them -- the
+        events of feeding them one by one, without deciding between readings that came at once.
+
+        The checks :meth:`feed` makes per reading are made per message here: the clock's bounds once,
+        physics as a range per quantity; a reading that is not plainly admitted (another site, a flag,
+        out of range or bounds, seen, at or before the watermark) takes :meth:`feed`'s own path."""
+        out: list[Event] = []
+        admit = self._admit
+        if retained:
+            for reading in readings:
+                admit(reading, retained)  # each skipped, counted and logged
+            return out
+        earliest: datetime | None = None
+        latest: datetime | None = None
+        if self.clock is not None:
+            now = self.clock.now()
+            latest = self.bounds.latest(now)
+            earliest = self.bounds.earliest(now)
+        site, seen, heap, ranges, counter = self.site, self._seen, self._heap, self._ranges, self._counter
+        w, newest = self._watermark, self._max_seen
+        for reading in readings:
+            t = reading.time
+            rng = ranges.get(reading.quantity)
+            if rng is None:
+                rng = ranges[reading.quantity] = plausible_range(reading.quantity)
+            identity = (reading.gateway, reading.boot, reading.seq)
+            if reading.site != site or reading.flags or not rng[0] <= reading.value <= rng[1] \
+                    or (latest is not None and t > latest) or (earliest is not None and t < earliest) \
+                    or (w is not None and t <= w) or identity in seen:
+                self._max_seen = newest
+                late = admit(reading, retained)
+                newest = self._max_seen
+                if late:
+                    out += late
+                continue
+            seen.add(identity, t)
+            heapq.heappush(heap, (t, *identity, next(counter), reading))
+            if newest is None or t > newest:
+                newest = t
+        self._max_seen = newest
+        return out + self._release_due()
+
+    def _admit(self, reading: Reading, retained: bool) -> list[Event] | None:
+        """Put ``reading`` in the reorder buffer (``None``), or why not: ``[]`` (skipped: another site,
+        impossible, implausible time, retained or late-flagged, a duplicate) or the events of its
+        re-evaluation (late)."""
         if reading.site != self.site:
             self.counts["foreign"] += 1
             log.warning("engine %s: reading of site %r ignored", self.site, reading.site)
@@ -332,13 +385,15 @@ class Engine:
                 log.warning("%s: reading %s/%s seq %s ignored: %s: %s (ingest dead-letters it)", self.site,
                             reading.gateway, reading.device, reading.seq, problem[0], problem[1])
                 return []
-        if retained or (reading.flags and "late" in reading.flags):
+        flags = reading.flags
+        if retained or (flags and "late" in flags):
             self.counts["retained"] += 1
             log.info("%s: %s reading %s/%s seq %s at %s is data, not a live trigger: skipped", self.site,
                      "retained" if retained else "late-flagged", reading.gateway, reading.device, reading.seq,
                      format_time(reading.time))
             return []
-        identity = (reading.gateway, reading.boot, reading.seq)
+        gateway, boot, seq = reading.gateway, reading.boot, reading.seq
+        identity = (gateway, boot, seq)
         if identity in self._seen:
             self.counts["duplicate"] += 1
             log.debug("%s: duplicate reading %s dropped", self.site, identity)
@@ -347,10 +402,10 @@ class Engine:
         if self._watermark is not None and t <= self._watermark:
             return self._late(reading, identity)
         self._seen.add(identity, t)
-        heapq.heappush(self._heap, (t, reading.gateway, reading.boot, reading.seq, next(self._counter), reading))
+        heapq.heappush(self._heap, (t, gateway, boot, seq, next(self._counter), reading))
         if self._max_seen is None or t > self._max_seen:
             self._max_seen = t
-        return self._release_due()
+        return None
 
     def _release_due(self) -> list[Event]:
         """Release what the newest event time seen, less the lateness, lets through (capped)."""
@@ -529,8 +584,9 @@ class Engine:
         out += self._advance_all(w)
         if self.reevaluate_late:
             self._prune(w)
-        elif len(self._seen) > 4096:  # identities at or before the watermark are rejected as late anyway
+        elif len(self._seen) > self._forget_above:  # at or before the watermark they are late anyway
             self._seen.forget(w, including=True)
+            self._forget_above = len(self._seen) + 4096  # a run still growing is kept: not at every release
         if not out:
             return out
         return [self._with_order(e) for e in self._record(out)]
@@ -552,23 +608,35 @@ class Engine:
         routes = self._routes
         keep = self.reevaluate_late
         self.counts["fed"] += len(readings)
+        t_prev: datetime | None = None
+        before: datetime
+        touched: list[Rule] = []  # rules advanced or fed since the last check at this instant
         for reading in readings:
             t = reading.time
             if keep:
                 if self._next_snapshot is None or t >= self._next_snapshot:
                     self._snapshot(t)
                 self._recent.append(_Held.of(reading))
-            before = t - _TICK  # everything strictly before this reading is final
-            for rule in rules:
+            if t is not t_prev:  # the readings of one poll cycle share their time object
+                before = t - _TICK  # everything strictly before this reading is final
+                t_prev = t
+                check: Sequence[Rule] = rules
+            else:  # same instant: only a rule advanced or fed since can be due again
+                check = touched
+            touched = []
+            for rule in check:
                 nd = rule.next_due
                 if nd is not None and nd <= before:
                     out += rule.advance_to(before)
-            key = (reading.device, reading.quantity)
-            wanting = routes.get(key)
+                    touched.append(rule)
+            wanting = routes.get((reading.device, reading.quantity))
             if wanting is None:
-                wanting = routes[key] = tuple(r for r in rules if r.wants(reading))
+                wanting = routes[(reading.device, reading.quantity)] = tuple(r for r in rules if r.wants(reading))
             for rule in wanting:
-                out += rule.feed(reading)
+                found = rule.feed(reading)
+                if found:
+                    out += found
+                touched.append(rule)
         return out
 
     # -- late data ---------------------------------------------------------------------------

@@ -25,9 +25,19 @@ def time_of_us(us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=us)
 
 
+_US = timedelta(microseconds=1)
+_last_us: tuple[datetime | None, int] = (None, 0)  # the last instant asked (a poll cycle's readings share it)
+
+
 def us_of(t: datetime) -> int:
     """Integer microseconds since the Unix epoch of the aware instant ``t`` (exact)."""
-    return (t - _EPOCH) // timedelta(microseconds=1)
+    global _last_us
+    last = _last_us
+    if t is last[0]:
+        return last[1]
+    us = (t - _EPOCH) // _US
+    _last_us = (t, us)
+    return us
 
 
 def row_reading(site: str, device: str, quantity: str, row: StoredRow) -> Reading:

@@ -64,6 +64,11 @@ class TimeBounds:
         """The latest plausible event time at clock time ``now``."""
         return now + self._ahead
 
+    def earliest(self, now: datetime) -> datetime | None:
+        """The earliest plausible event time at clock time ``now`` (``None``: no bound)."""
+        behind = self._behind
+        return None if behind is None else now - behind
+
     def check(self, t: datetime, now: datetime) -> tuple[str, str] | None:
         """``(reason, detail)`` when event time ``t`` is implausible at clock time ``now``, else ``None``.
 
