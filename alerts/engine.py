@@ -55,7 +55,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -97,6 +97,7 @@ SPARSE_SNAPSHOTS_S = 12 * 3600.0
 DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 
 _TICK = timedelta(microseconds=1)
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
 #: Event fields that do not make an event "different" when compared after a re-evaluation.
 _NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
 
@@ -151,6 +152,10 @@ class _Held(NamedTuple):
         return Reading.model_construct(site=self.site, device=self.device, quantity=self.quantity, value=self.value,
                                        unit=self.unit, time=self.time, gateway=self.gateway, boot=self.boot,
                                        seq=self.seq, raw=None, flags=self.flags, tip_size=self.tip_size)
+
+
+#: A reading in the reorder buffer: its order key (time, gateway, boot, seq), its arrival, itself.
+_Entry = tuple[datetime, str, str, int, int, Reading]
 
 
 def _immutable(value: object) -> bool:
@@ -221,7 +226,10 @@ class Engine:
         self._offline: list[Any] = []
         self._build(profiles)
         self._routes: dict[tuple[str, str], tuple[Rule, ...]] = {}
-        self._heap: list[tuple[datetime, str, str, int, int, Reading]] = []
+        # the reorder buffer: entries (time, gateway, boot, seq, arrival, reading) that came in order are
+        # appended to _fifo (nearly all), the others pushed on _heap; _take merges the two
+        self._fifo: deque[_Entry] = deque()
+        self._heap: list[_Entry] = []
         self._counter = itertools.count()
         self._seen = SeenIdentities()
         self._forget_above = 4096  # identities remembered before the next forget (see _release)
@@ -340,27 +348,53 @@ class Engine:
             now = self.clock.now()
             latest = self.bounds.latest(now)
             earliest = self.bounds.earliest(now)
-        site, seen, heap, ranges, counter = self.site, self._seen, self._heap, self._ranges, self._counter
+        site, seen, fifo, ranges, counter = self.site, self._seen, self._fifo, self._ranges, self._counter
         w, newest = self._watermark, self._max_seen
+        # the message's new identities as one run of seqs of one (gateway, boot), remembered at once
+        key: tuple[str, str] | None = None
+        first = last = -1
+        run_t = _NO_TIME  # the newest time of the run
         for reading in readings:
             t = reading.time
             rng = ranges.get(reading.quantity)
             if rng is None:
                 rng = ranges[reading.quantity] = plausible_range(reading.quantity)
-            identity = (reading.gateway, reading.boot, reading.seq)
+            seq = reading.seq
             if reading.site != site or reading.flags or not rng[0] <= reading.value <= rng[1] \
                     or (latest is not None and t > latest) or (earliest is not None and t < earliest) \
-                    or (w is not None and t <= w) or identity in seen:
+                    or (w is not None and t <= w):
+                fresh = False
+            elif key is not None and seq == last + 1 and (reading.gateway, reading.boot) == key:
+                fresh = True  # the next of the run
+            else:
+                if key is not None:
+                    seen.extend(*key, first, last, run_t)
+                    key = None
+                fresh = seq >= seen.fresh_from(reading.gateway, reading.boot)
+                if fresh:
+                    key, first, run_t = (reading.gateway, reading.boot), seq, t
+            if not fresh:
+                if key is not None:
+                    seen.extend(*key, first, last, run_t)
+                    key = None
                 self._max_seen = newest
                 late = admit(reading, retained)
                 newest = self._max_seen
                 if late:
                     out += late
                 continue
-            seen.add(identity, t)
-            heapq.heappush(heap, (t, *identity, next(counter), reading))
+            last = seq
+            if t > run_t:
+                run_t = t
+            entry = (t, reading.gateway, reading.boot, seq, next(counter), reading)
+            if not fifo or entry > fifo[-1]:
+                fifo.append(entry)
+            else:
+                heapq.heappush(self._heap, entry)
             if newest is None or t > newest:
                 newest = t
+        if key is not None:
+            seen.extend(*key, first, last, run_t)
         self._max_seen = newest
         return out + self._release_due()
 
@@ -402,7 +436,12 @@ class Engine:
         if self._watermark is not None and t <= self._watermark:
             return self._late(reading, identity)
         self._seen.add(identity, t)
-        heapq.heappush(self._heap, (t, gateway, boot, seq, next(self._counter), reading))
+        entry = (t, gateway, boot, seq, next(self._counter), reading)
+        fifo = self._fifo
+        if not fifo or entry > fifo[-1]:  # in order (nearly always)
+            fifo.append(entry)
+        else:
+            heapq.heappush(self._heap, entry)
         if self._max_seen is None or t > self._max_seen:
             self._max_seen = t
         return None
@@ -475,7 +514,7 @@ class Engine:
             return []
         ready.sort(key=_order_key)
         w = self._watermark
-        if (w is not None and ready[0].time <= w) or self._heap:
+        if (w is not None and ready[0].time <= w) or self._heap or self._fifo:
             raise EngineError(f"{self.site}: replay() needs readings in event-time order after the watermark "
                               f"{format_time(w) if w else '-'} and nothing buffered by feed()")
         last = ready[-1].time
@@ -545,7 +584,7 @@ class Engine:
         """
         found: list[Event] = []
         for rule in self._offline:
-            buffered = [entry[0] for entry in self._heap if rule.wants(entry[-1])]
+            buffered = [entry[0] for entry in itertools.chain(self._fifo, self._heap) if rule.wants(entry[-1])]
             found += rule.source_offline(gateway, at, max(buffered) if buffered else None)
         return [self._with_order(e) for e in self._record(found)]
 
@@ -553,7 +592,7 @@ class Engine:
         """The readings this engine holds and a store may not have yet: those waiting in the reorder
         buffer and the released tail kept for late re-evaluation (``recent_s``), in event-time order.
         A new engine for the same site (a changed site file) takes them over."""
-        held = [h.reading() for h in self._recent] + [entry[-1] for entry in self._heap]
+        held = [h.reading() for h in self._recent] + [entry[-1] for entry in itertools.chain(self._fifo, self._heap)]
         return sorted(held, key=_order_key)
 
     def in_progress(self) -> list[StormSummary]:
@@ -574,13 +613,8 @@ class Engine:
         if self._watermark is not None and w <= self._watermark:
             return []
         self._watermark = w
-        heap = self._heap
-        out: list[Event] = []
-        if heap and heap[0][0] <= w:
-            ready = []
-            while heap and heap[0][0] <= w:
-                ready.append(heapq.heappop(heap)[-1])
-            out = self._run(ready)
+        ready = self._take(w)
+        out = self._run(ready) if ready else []
         out += self._advance_all(w)
         if self.reevaluate_late:
             self._prune(w)
@@ -590,6 +624,17 @@ class Engine:
         if not out:
             return out
         return [self._with_order(e) for e in self._record(out)]
+
+    def _take(self, w: datetime) -> list[Reading]:
+        """The buffered readings at or before ``w``, out of the buffer, in the engine's order (the
+        in-order queue and the heap merged)."""
+        fifo, heap = self._fifo, self._heap
+        ready: list[Reading] = []
+        while fifo and fifo[0][0] <= w:
+            ready.append(heapq.heappop(heap)[-1] if heap and heap[0] < fifo[0] else fifo.popleft()[-1])
+        while heap and heap[0][0] <= w:
+            ready.append(heapq.heappop(heap)[-1])
+        return ready
 
     def _advance_all(self, w: datetime) -> list[Event]:
         out: list[Event] = []

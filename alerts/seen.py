@@ -47,6 +47,27 @@ class SeenIdentities:
         runs, i = self._find(identity)
         return i >= 0 and runs[i][0] <= seq <= runs[i][1]
 
+    def fresh_from(self, gateway: str, boot: str) -> int:
+        """The lowest ``seq`` from which every ``seq`` of ``(gateway, boot)`` is unseen (after its newest
+        run; ``-1`` when none is seen): a message's run of new readings is checked once."""
+        runs = self._runs.get((gateway, boot))
+        return runs[-1][1] + 1 if runs else -1
+
+    def extend(self, gateway: str, boot: str, first: int, last: int, time: datetime) -> None:
+        """Remember ``first`` .. ``last`` of ``(gateway, boot)`` (all unseen, ``first`` at or after
+        :meth:`fresh_from`), the newest measured at ``time``."""
+        key = (gateway, boot)
+        runs = self._runs.get(key)
+        if runs and runs[-1][1] == first - 1:
+            runs[-1][1] = last
+            newest = self._newest[key]
+            if time > newest[-1]:
+                newest[-1] = time
+        else:
+            self._runs.setdefault(key, []).append([first, last])
+            self._newest.setdefault(key, []).append(time)
+        self._count += last - first + 1
+
     def add(self, identity: Identity, time: datetime) -> None:
         """Remember ``identity`` (measured at ``time``); one already remembered is left as it is."""
         key, seq = (identity[0], identity[1]), identity[2]

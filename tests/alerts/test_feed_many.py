@@ -51,6 +51,8 @@ def cycles(days: int = 3) -> list[list[Reading]]:
         if i == 101 and out:
             cycle.append(out[-90][2].model_copy(update={"seq": 900_000 + day}))  # behind the watermark
         out.append(cycle)
+        if i == 400:
+            out.append(list(cycle))  # a message redelivered whole: four duplicates
     return out
 
 
@@ -77,7 +79,7 @@ def test_a_message_at_once_gives_the_events_of_feed() -> None:
     assert counts_one == counts_many
     kinds = {k for k, *_ in one}
     assert {"storm_qualified", "data_gap"} <= kinds  # the scenario reaches the rules
-    assert counts_many["impossible"] == 3 and counts_many["foreign"] == 3 and counts_many["duplicate"] == 3
+    assert counts_many["impossible"] == 3 and counts_many["foreign"] == 3 and counts_many["duplicate"] == 3 + 3 * 4
     assert counts_many["late"] == 3 and counts_many["retained"] == 3
 
 
