@@ -1,6 +1,6 @@
 # One image for every stormwatch service (gateway, ingest, alerts, simulate, dashboards, web).
 # Stage 1 builds the wheel from the source folders; stage 2 installs that wheel -- the same artifact
-# a user installs with pip -- with no source tree beside it. tests/test_packaging.py checks that
+# a user installs with pip -- with no source tree beside it. tests/deploy/test_packaging.py checks that
 # every path copied here exists and that the commands run here exist in the installed wheel.
 
 FROM python:3.11-slim AS build

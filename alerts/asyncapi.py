@@ -8,7 +8,7 @@ the markers :data:`BEGIN` and :data:`END`. A new rule module's events appear aft
     python -m stormwatch.alerts.asyncapi --write      # rewrite docs/asyncapi.yaml
     python -m stormwatch.alerts.asyncapi --check      # exit 1 when the committed file is stale
 
-``tests/test_asyncapi.py`` fails when the committed document is stale (like the dashboards' JSON).
+``tests/alerts/test_rule_registry.py`` fails when the committed document is stale (like the dashboards' JSON).
 """
 
 from __future__ import annotations

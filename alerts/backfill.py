@@ -290,7 +290,7 @@ def evaluate(cfg: SiteConfig, profiles: ProfileLibrary, store: ReadingStore, sta
     event-time order (:meth:`Engine.replay`): the engine's checks (a ``late`` flag, a value physics
     forbids) come first, then each rule's ``replay`` (:class:`stormwatch.alerts.rules.Chunk`) or its
     ``feed`` reading by reading, then ``advance_to`` the chunk's newest reading as the engine does.
-    ``tests/test_backfill_rows.py`` compares the two on data with gaps, flags, counter resets and
+    ``tests/alerts/test_backfill_rows.py`` compares the two on data with gaps, flags, counter resets and
     storms across chunks. Events come per rule in the order the rule emitted them, the rules' lists
     merged by event time.
 

@@ -12,7 +12,7 @@ an annotation's title, text and tags); it subclasses the SDK's ``AnnotationTarge
 ``AnnotationQuery.target`` accepts it.
 
 The queries use Grafana's InfluxQL macros ``$timeFilter``, ``$__interval``, ``$__interval_ms`` and
-dashboard variables (``$site``, ...); ``tests/test_dashboards_queries.py`` expands them and runs
+dashboard variables (``$site``, ...); ``tests/dashboards/test_queries.py`` expands them and runs
 every query against a real InfluxDB 1.x.
 """
 

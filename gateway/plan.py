@@ -10,7 +10,7 @@ The dataclasses carry the same attribute names as the pydantic models they come 
 (``Point.type/order/scale/offset/...``, ``Device.id/profile/transport/...``), so drivers, the
 counter, QC and :mod:`stormwatch.codec` work on either (duck typing). They are filled by NAME from
 the models (:func:`lean`), and :data:`TWINS` names each one's model and every deliberate difference:
-``tests/test_gateway_plan.py`` fails when a field exists on one side only (issue 13 item 5).
+``tests/gateway/test_plan.py`` fails when a field exists on one side only (issue 13 item 5).
 
 :func:`compile_plan` is the only function here that touches the pydantic models (passed in; it
 imports :mod:`stormwatch.contract` lazily to check that every identifier, quantity and unit the
@@ -377,7 +377,7 @@ def _kind(tp: Any) -> str:
 #: Each lean dataclass and the pydantic model it is compiled from, with every deliberate difference
 #: named: ``not_carried`` -- model fields the polling process does not need (resolved at compile
 #: time or documentation only); ``lean_only`` -- plan fields with no model field of that name, and
-#: where their value comes from. ``tests/test_gateway_plan.py`` fails when a field exists on one side
+#: where their value comes from. ``tests/gateway/test_plan.py`` fails when a field exists on one side
 #: only and is not named here, so the plan cannot drift from the models.
 TWINS: dict[type, tuple[str, frozenset[str], dict[str, str]]] = {
     QcParams: ("stormwatch.profiles.QcSpec", frozenset(), {}),

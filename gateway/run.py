@@ -4,7 +4,7 @@ SIGTERM/SIGINT. Shared by ``stormwatch gateway`` (``--no-exec``) and the lean ``
 The lean process runs a compiled plan (:mod:`stormwatch.gateway.plan`) and imports no pydantic, typer,
 ingest/alerts/simulator packages (the clock file is read by :mod:`stormwatch.clock`),
 which keeps a field gateway's resident memory low (benchmarks/gateway.py;
-tests/test_gateway_plan.py checks the imports).
+tests/gateway/test_plan.py checks the imports).
 """
 
 from __future__ import annotations

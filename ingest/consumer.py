@@ -376,10 +376,10 @@ class Ingest:
         stops sending. Mosquitto's own window (``max_inflight_messages``) is not enough: 2.0.11
         releases a whole backlog queued for the session at once after an outage, and on a loaded
         machine sent a 1,001st message while 1,000 were unacknowledged (both seen in
-        tests/test_ingest_delivery.py). So nothing more is read until a message is settled, however
+        tests/ingest/test_delivery.py). So nothing more is read until a message is settled, however
         long the store is away; meanwhile the session writes a PINGREQ every half keep-alive from
         this thread (:meth:`~stormwatch.runtime.mqttsession.SessionClient.keep_alive_unread`), so the broker
-        keeps it (tests/test_mqtt_session.py). Only a paho without the internals that needs
+        keeps it (tests/runtime/test_mqtt_session.py). Only a paho without the internals that needs
         (``can_hold`` false) lets one more message in per quarter keep-alive, so its own loop pings.
         """
         client = self._client

@@ -142,7 +142,7 @@ class Validator:
             the alert engine must still evaluate (it reports them with ``late_detection_s``).
         dedupe_size: how many committed identities the duplicate LRU remembers.
         fast: take a message whose readings all pass through the fast parser
-            (:mod:`stormwatch.fastwire`; the same verdicts, tests/test_fastwire.py); ``False``: every
+            (:mod:`stormwatch.fastwire`; the same verdicts, tests/ingest/test_fastwire.py); ``False``: every
             message through :func:`~stormwatch.contract.parse_parts` (the differential tests).
 
     Raises:

@@ -12,5 +12,5 @@ that writes or reads them (ingest, alerts, importers, the web desk, reports).
   ``docs/influxdb-schema.md``) and :mod:`stormwatch.stores.rows` (stored rows back into readings).
 
 Adding a sink: a module here implementing the protocol, its URL scheme in :mod:`stormwatch.stores.urls`,
-and its ``Subject`` in ``tests/test_store_conformance.py`` (the suite every store passes).
+and its ``Subject`` in ``tests/stores/test_conformance.py`` (the suite every store passes).
 """

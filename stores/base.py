@@ -30,7 +30,7 @@ already stored, conflicts, refused by the server); :meth:`ReadingStore.write_rea
 that only count -- keeps the refused ones as dead letters in the store itself and logs them.
 
 Adding a sink: implement :class:`ReadingStore`, give ``open_store`` its URL scheme, and add it to
-the conformance suite every store passes (``tests/test_store_conformance.py``: one ``Subject``
+the conformance suite every store passes (``tests/stores/test_conformance.py``: one ``Subject``
 factory -- the store and independent readers of what it holds).
 """
 

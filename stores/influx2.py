@@ -7,7 +7,7 @@ refused lines are dead-lettered (``store_rejected``); an unreachable server rais
 :class:`~stormwatch.stores.base.StoreError`. Readings are read back with Flux (``pivot`` on ``_field``).
 
 No InfluxDB 2.x server can run on the test machines (Debian ships 1.6, without the v2 API): the
-conformance suite (``tests/test_store_conformance.py``) runs this store through influxdb-client
+conformance suite (``tests/stores/test_conformance.py``) runs this store through influxdb-client
 against a recording endpoint that forwards its writes to a real InfluxDB 1.x -- its line protocol
 must equal the 1.x store's byte for byte -- and checks its Flux texts.
 """

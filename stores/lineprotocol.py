@@ -266,7 +266,7 @@ def reading_line(reading: Reading, *, late: bool = False, slot: int = 0, page: i
     """``encode_point(reading_point(reading, late=late, slot=slot, page=page))`` built directly (the
     ingest hot path; ``at_ns``: the reading's :func:`time_ns` when the caller has it already).
 
-    Same line, byte for byte (``tests/test_lineprotocol.py`` checks the two agree), without the
+    Same line, byte for byte (``tests/stores/test_lineprotocol.py`` checks the two agree), without the
     intermediate :class:`Point` and with a series' tags and repeated texts made once.
     """
     value = reading.value

@@ -5,7 +5,7 @@ field checks in one pass, for the common case -- a well-formed message of valid 
 :func:`stormwatch.contract.parse_parts`, or ``None``: anything else (a refusal, a time in another
 RFC 3339 form, a value it does not take as it is) is left to ``parse_parts``, which gives
 every refusal its reason. So the two paths accept the same set and refuse with the same reasons by
-construction; tests/test_fastwire.py holds them equal on generated and hand-made payloads.
+construction; tests/ingest/test_fastwire.py holds them equal on generated and hand-made payloads.
 Design: docs/ingest.md, "The hot path".
 """
 

@@ -5,7 +5,7 @@
   ``P = 422 · D^0.475`` mm -- except the 2007 Cratère Commerson falls (72 h and 96 h, WMO-verified),
   which lie up to 34 % above it. A bound of *impossibility* must lie above every record with room
   for gauge error, so stormwatch uses :data:`ENVELOPE_MARGIN` × Jennings: every WMO record lies at
-  least 10 % below it (tests/test_physics.py checks each one). Rain beyond it is not rain: a
+  least 10 % below it (tests/contract/test_physics.py checks each one). Rain beyond it is not rain: a
   counter reset, a glitch or a bad file row (failure-kinds.md #24, #26).
 * **Extreme but possible rain** (``docs/reference/rain-records.md``, "Extreme but possible"): a fall
   at or above the *review line* ``P = 100 · D^0.475`` mm (the India Meteorological Department's

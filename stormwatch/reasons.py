@@ -4,11 +4,11 @@ Every :class:`stormwatch.stores.base.DeadLetter` carries one of these codes (it 
 dashboard, an alert rule or a person filtering ``stormwatch/v1/deadletter`` or the ``deadletter``
 table/measurement can rely on the list below being complete. The same list is the reason table of
 ``docs/ingest.md`` (section 2) and the ``reason`` enum of ``docs/asyncapi.yaml``;
-``tests/test_refusal_reasons.py`` checks that both agree with :data:`REASONS` and that every
+``tests/ingest/test_refusal_reasons.py`` checks that both agree with :data:`REASONS` and that every
 reason has a test that produces it through the real code path.
 
 Adding a reason: one entry here (code and when it applies), a row in ``docs/ingest.md``, the
-enum of ``docs/asyncapi.yaml``, and a case in ``tests/test_refusal_reasons.py``.
+enum of ``docs/asyncapi.yaml``, and a case in ``tests/ingest/test_refusal_reasons.py``.
 
 Which code refuses with which reason:
 

@@ -6,7 +6,7 @@ This is the ONE encoder of the payload described in :mod:`stormwatch.contract` (
 UTC with ``Z``; a single object for one reading, ``{"readings": [...]}`` for several; compact
 separators). It imports no pydantic, so the lean gateway process (``python -m stormwatch.gateway --plan``)
 can build payloads without loading the validation models; :func:`stormwatch.contract.parse_readings`
-is the validating reader of the same bytes (tests/test_gateway_plan.py proves the round trip).
+is the validating reader of the same bytes (tests/gateway/test_plan.py proves the round trip).
 """
 
 from __future__ import annotations

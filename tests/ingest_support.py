@@ -6,11 +6,12 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import urllib.request
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
+from prometheus_client.parser import text_string_to_metric_families
 
 from stormwatch import topics
 from stormwatch.app import servers
@@ -20,9 +21,9 @@ from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore
+from tests.conftest import REPO
 from tests.names import RUN
 
-REPO = Path(__file__).resolve().parent.parent
 SITE = "riverside-commons"
 GW = "gw-riverside-1"
 TOPIC = topics.readings(SITE, GW)
@@ -108,3 +109,27 @@ class Running:
 def influx_count(srv: servers.InfluxDB1, db: str, q: str) -> list[list[object]]:
     res = srv.query(q, db)["results"][0]
     return res["series"][0]["values"] if res.get("series") else []
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def publish_range(pub: Publisher, seqs: range) -> None:
+    """Publish readings ``seqs`` at QoS 1 (event time T0 + seq seconds) and wait for the PUBACKs."""
+    infos = [pub.client.publish(TOPIC, wire(s, s / 4, time=(T0 + timedelta(seconds=s)).isoformat()), qos=1)
+             for s in seqs]
+    for info in infos:
+        info.wait_for_publish(30)
+        assert info.is_published()
+
+
+def count_and_distinct(srv: servers.InfluxDB1, db: str) -> tuple[int, int, int, int]:
+    """(points, distinct seq, min seq, max seq) by InfluxQL."""
+    (row,) = influx_count(srv, db, 'SELECT COUNT("value"), COUNT(DISTINCT("seq")) FROM readings')
+    (minmax,) = influx_count(srv, db, 'SELECT MIN("seq"), MAX("seq") FROM readings')
+    return int(row[1]), int(row[2]), int(minmax[1]), int(minmax[2])

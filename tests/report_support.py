@@ -1,16 +1,21 @@
-"""Helpers of the report tests: run the CLI, read a PDF with poppler (pdftotext, pdftoppm)."""
+"""Helpers of the report tests: run the CLI, read a PDF with poppler (pdftotext, pdftoppm), a store
+with a rain-gauge gap."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from typer.testing import CliRunner
 
 from stormwatch.app.cli import app
+from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.stores.sqlite import SqliteStore
 
 
 def need_poppler() -> None:
@@ -58,3 +63,33 @@ def blank_pages(pdf: Path, tmp: Path) -> list[int]:
         if min(body) > 128:
             blank.append(i)
     return blank
+
+
+NY = ZoneInfo("America/New_York")
+
+
+GAP_SITE = """
+site: {id: gap-site, name: Gap Site, jurisdiction: ch133, timezone: America/New_York}
+gateway_id: gw-1
+devices:
+  - {id: rain-1, profile: tipping_bucket_modbus_counter, transport: {kind: modbus-tcp, host: 127.0.0.1}}
+rain_gauge: rain-1
+"""
+
+
+def gap_store(path: Path) -> None:
+    """A SQLite store at ``path`` of GAP_SITE's gauge polled every minute from 9 to 11 June 2026 (New
+    York), silent 09:00-14:00 on the 10th, 7 tips at 16:00 that day."""
+    day = datetime(2026, 6, 10, tzinfo=NY)
+    hole = (day + timedelta(hours=9), day + timedelta(hours=14))
+    readings = []
+    t, seq = day - timedelta(days=1), 0
+    while t < day + timedelta(days=2):
+        if not hole[0] <= t < hole[1]:
+            seq += 1
+            tips = 7 if t == day + timedelta(hours=16) else 0
+            readings.append(Reading(site="gap-site", device="rain-1", quantity="rain_tips", value=tips, unit=TIP_UNIT,
+                                    time=t, gateway="gw-1", boot="b1", seq=seq))
+        t += timedelta(minutes=1)
+    with SqliteStore(path) as store:
+        store.write_readings(readings)

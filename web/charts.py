@@ -112,6 +112,131 @@ def _fmt(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 10 or v == int(v) else f"{v:.2f}".rstrip("0").rstrip(".")
 
 
+@dataclass(frozen=True)
+class _Plot:
+    """Where things go: the plot area (``x0..x1``, ``y1`` top to ``y0`` bottom), the time span and the axes."""
+
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    start: datetime
+    span: float
+    left: Axis
+    right: Axis
+
+    def x(self, t: datetime) -> float:
+        return self.x0 + (self.x1 - self.x0) * min(max((t - self.start).total_seconds() / self.span, 0.0), 1.0)
+
+    def y(self, v: float, ax: Axis) -> float:
+        return self.y0 - (self.y0 - self.y1) * (v - ax.lo) / (ax.hi - ax.lo)
+
+
+def _legend(title: str, lines: Sequence[Line], bands: Sequence[Band],
+            gaps: Sequence[Gap]) -> tuple[list[tuple[str, str]], bool]:
+    """The legend's ``(label, color)`` items and whether it fits beside the title (else on a row of
+    its own under it; widths over-estimated: 13 px bold title, 11 px legend text, in whatever
+    sans-serif the browser has)."""
+    items = [(ln.label, ln.color) for ln in lines] + [(b.label, b.color) for b in bands]
+    if gaps:
+        items.append(("no data", "url(#hatch)"))
+    legend_w = sum(LEGEND_GAP + LEGEND_CHAR * len(label) for label, _ in items)
+    return items, LEFT + TITLE_CHAR * len(title) + LEGEND_GAP + legend_w <= W - RIGHT
+
+
+def _axis(label: str, values: list[float]) -> Axis:
+    lo, hi, ticks = _nice_ticks(min([0.0, *values]), max([0.0, *values]) or 1.0)
+    return Axis(label, lo, hi, ticks)
+
+
+def _axes_svg(p: _Plot, tz: ZoneInfo, end: datetime, right: str) -> list[str]:
+    """Grid lines and ticks of the value axes, their labels, and the time axis in ``tz``."""
+    e = html.escape
+    out = []
+    for tick in p.left.ticks:
+        ty = p.y(tick, p.left)
+        out.append(f'<line x1="{p.x0}" x2="{p.x1}" y1="{ty:.1f}" y2="{ty:.1f}" class="grid"/>')
+        out.append(f'<text x="{p.x0 - 6}" y="{ty + 4:.1f}" text-anchor="end" class="tick">{_fmt(tick)}</text>')
+    mid = (p.y0 + p.y1) / 2
+    if right:
+        for tick in p.right.ticks:
+            out.append(f'<text x="{p.x1 + 6}" y="{p.y(tick, p.right) + 4:.1f}" class="tick">{_fmt(tick)}</text>')
+        out.append(f'<text x="{W - 8}" y="{mid:.0f}" transform="rotate(90 {W - 8} {mid:.0f})" '
+                   f'text-anchor="middle" class="axis">{e(right)}</text>')
+    out.append(f'<text x="12" y="{mid:.0f}" transform="rotate(-90 12 {mid:.0f})" '
+               f'text-anchor="middle" class="axis">{e(p.left.label)}</text>')
+    for t in _time_ticks(p.start, end, tz):
+        label = t.strftime("%a %d %b") if t.hour == 0 and t.minute == 0 else t.strftime("%H:%M")
+        out.append(f'<line x1="{p.x(t):.1f}" x2="{p.x(t):.1f}" y1="{p.y0}" y2="{p.y0 + 4}" class="axisline"/>')
+        out.append(f'<text x="{p.x(t):.1f}" y="{p.y0 + 16}" text-anchor="middle" class="tick">{e(label)}</text>')
+    return out
+
+
+def _bands_svg(p: _Plot, bands: Sequence[Band]) -> list[str]:
+    out = []
+    for b in bands:
+        if not b.upper:
+            continue
+        pts = [f"{p.x(t):.1f},{p.y(v, p.left):.1f}" for t, v in b.upper]
+        low = p.y(b.low, p.left)
+        base = f"{p.x(b.upper[-1][0]):.1f},{low:.1f} {p.x(b.upper[0][0]):.1f},{low:.1f}"
+        out.append(f'<polygon points="{" ".join(pts)} {base}" fill="{b.color}" class="band">'
+                   f'<title>{html.escape(b.label)}</title></polygon>')
+    return out
+
+
+def _gaps_svg(p: _Plot, gaps: Sequence[Gap], tz: ZoneInfo) -> list[str]:
+    """Hatched *no data* stretches (labelled when wide enough), each titled with its device and times."""
+    e = html.escape
+    out = []
+    for g in gaps:
+        gx0, gx1 = p.x(g.start), p.x(g.end)
+        if gx1 - gx0 < 0.5:
+            continue
+        out.append(f'<rect x="{gx0:.1f}" y="{p.y1}" width="{gx1 - gx0:.1f}" height="{p.y0 - p.y1}" '
+                   f'fill="url(#hatch)" class="gap"><title>no data from {e(g.device)}: '
+                   f'{e(g.start.astimezone(tz).strftime("%d %b %H:%M"))}'
+                   f' – {e(g.end.astimezone(tz).strftime("%d %b %H:%M %Z"))}</title></rect>')
+        if gx1 - gx0 > 40:
+            out.append(f'<text x="{(gx0 + gx1) / 2:.1f}" y="{p.y1 + 12}" text-anchor="middle" class="gaplabel">'
+                       'no data</text>')
+    return out
+
+
+def _line_svg(p: _Plot, ln: Line) -> list[str]:
+    """A polyline, or one bar per point above zero (``Line.bars``)."""
+    ax = p.right if ln.right_axis else p.left
+    if ln.bars is not None:
+        return [f'<rect x="{p.x(t):.1f}" y="{p.y(v, ax):.1f}" width="{max(p.x(t + ln.bars) - p.x(t) - 0.5, 0.8):.1f}" '
+                f'height="{p.y(ax.lo, ax) - p.y(v, ax):.1f}" fill="{ln.color}"/>' for t, v in ln.points if v > 0]
+    if not ln.points:
+        return []
+    path = " ".join(f"{p.x(t):.1f},{p.y(v, ax):.1f}" for t, v in ln.points)
+    dash = f' stroke-dasharray="{ln.dash}"' if ln.dash else ""
+    return [f'<polyline points="{path}" fill="none" stroke="{ln.color}" stroke-width="1.8"{dash}/>']
+
+
+def _rules_svg(p: _Plot, rules: Sequence[Rule]) -> list[str]:
+    out = []
+    for r in rules:
+        ry = p.y(r.value, p.left)
+        out.append(f'<line x1="{p.x0}" x2="{p.x1}" y1="{ry:.1f}" y2="{ry:.1f}" stroke="{r.color}" '
+                   'stroke-width="1.5" stroke-dasharray="6 4"/>')
+        out.append(f'<text x="{p.x1 - 4}" y="{ry - 4:.1f}" text-anchor="end" class="rule" fill="{r.color}">'
+                   f'{html.escape(r.label)}</text>')
+    return out
+
+
+def _legend_svg(items: Sequence[tuple[str, str]], x: float, y: int) -> list[str]:
+    out = []
+    for label, color in items:
+        out.append(f'<rect x="{x:.0f}" y="{y}" width="10" height="10" fill="{color}" stroke="#999" '
+                   'stroke-width="0.5" class="legend-key"/>')
+        out.append(f'<text x="{x + 14:.0f}" y="{y + 9}" class="legend">{html.escape(label)}</text>')
+        x += LEGEND_GAP + LEGEND_CHAR * len(label)
+    return out
+
+
 def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Sequence[Line] = (),
           bands: Sequence[Band] = (), rules: Sequence[Rule] = (), gaps: Sequence[Gap] = (),
           left: str = "", right: str = "", y_max: float | None = None, now: datetime | None = None) -> Markup:
@@ -124,34 +249,14 @@ def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Se
         y_max: at least this top for the left axis (e.g. the 50 % line must show).
         now: a "now" marker.
     """
-    items = [(ln.label, ln.color) for ln in lines] + [(b.label, b.color) for b in bands]
-    if gaps:
-        items.append(("no data", "url(#hatch)"))
-    # the legend beside the title when both fit in the plot's width, else on a row of its own under it
-    # (widths over-estimated: 13 px bold title, 11 px legend text, in whatever sans-serif the browser has)
-    legend_w = sum(LEGEND_GAP + LEGEND_CHAR * len(label) for label, _ in items)
-    beside = LEFT + TITLE_CHAR * len(title) + LEGEND_GAP + legend_w <= W - RIGHT
+    items, beside = _legend(title, lines, bands, gaps)
     legend_x, legend_y = (LEFT + TITLE_CHAR * len(title) + LEGEND_GAP, 7) if beside else (LEFT, 7 + LEGEND_ROW)
-    x0, x1, y0, y1 = LEFT, W - RIGHT, H - BOTTOM, TOP + (0 if beside or not items else LEGEND_ROW)
-    span = max((end - start).total_seconds(), 1.0)
-
-    def x(t: datetime) -> float:
-        return x0 + (x1 - x0) * min(max((t - start).total_seconds() / span, 0.0), 1.0)
-
-    def axis_of(right_axis: bool) -> Axis:
-        vals = [v for ln in lines if ln.right_axis == right_axis for _, v in ln.points]
-        if not right_axis:
-            vals += [v for b in bands for _, v in b.upper] + [r.value for r in rules]
-            if y_max is not None:
-                vals.append(y_max)
-        lo, hi, ticks = _nice_ticks(min([0.0, *vals]), max([0.0, *vals]) or 1.0)
-        return Axis(right if right_axis else left, lo, hi, ticks)
-
-    ax_l, ax_r = axis_of(False), axis_of(True)
-
-    def y(v: float, ax: Axis) -> float:
-        return y0 - (y0 - y1) * (v - ax.lo) / (ax.hi - ax.lo)
-
+    left_values = [v for ln in lines if not ln.right_axis for _, v in ln.points]
+    left_values += [v for b in bands for _, v in b.upper] + [r.value for r in rules]
+    left_values += [] if y_max is None else [y_max]
+    p = _Plot(LEFT, W - RIGHT, H - BOTTOM, TOP + (0 if beside or not items else LEGEND_ROW), start,
+              max((end - start).total_seconds(), 1.0), _axis(left, left_values),
+              _axis(right, [v for ln in lines if ln.right_axis for _, v in ln.points]))
     e = html.escape
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" class="chart" role="img" '
            f'aria-label="{e(title)}">',
@@ -159,68 +264,15 @@ def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Se
            '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
            'patternTransform="rotate(45)"><rect width="6" height="6" fill="#eee"/>'
            '<line x1="0" y1="0" x2="0" y2="6" stroke="#bbb" stroke-width="2"/></pattern></defs>',
-           f'<text x="{x0}" y="16" class="chart-title">{e(title)}</text>']
-    for tick in ax_l.ticks:
-        out.append(f'<line x1="{x0}" x2="{x1}" y1="{y(tick, ax_l):.1f}" y2="{y(tick, ax_l):.1f}" class="grid"/>')
-        out.append(f'<text x="{x0 - 6}" y="{y(tick, ax_l) + 4:.1f}" text-anchor="end" class="tick">{_fmt(tick)}</text>')
-    if right:
-        for tick in ax_r.ticks:
-            out.append(f'<text x="{x1 + 6}" y="{y(tick, ax_r) + 4:.1f}" class="tick">{_fmt(tick)}</text>')
-        out.append(f'<text x="{W - 8}" y="{(y0 + y1) / 2:.0f}" transform="rotate(90 {W - 8} {(y0 + y1) / 2:.0f})" '
-                   f'text-anchor="middle" class="axis">{e(right)}</text>')
-    out.append(f'<text x="12" y="{(y0 + y1) / 2:.0f}" transform="rotate(-90 12 {(y0 + y1) / 2:.0f})" '
-               f'text-anchor="middle" class="axis">{e(left)}</text>')
-    for t in _time_ticks(start, end, tz):
-        label = t.strftime("%a %d %b") if t.hour == 0 and t.minute == 0 else t.strftime("%H:%M")
-        out.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{y0}" y2="{y0 + 4}" class="axisline"/>')
-        out.append(f'<text x="{x(t):.1f}" y="{y0 + 16}" text-anchor="middle" class="tick">{e(label)}</text>')
-    for b in bands:
-        if not b.upper:
-            continue
-        pts = [f"{x(t):.1f},{y(v, ax_l):.1f}" for t, v in b.upper]
-        base = f"{x(b.upper[-1][0]):.1f},{y(b.low, ax_l):.1f} {x(b.upper[0][0]):.1f},{y(b.low, ax_l):.1f}"
-        out.append(f'<polygon points="{" ".join(pts)} {base}" fill="{b.color}" class="band"><title>{e(b.label)}</title>'
-                   '</polygon>')
-    for g in gaps:
-        gx0, gx1 = x(g.start), x(g.end)
-        if gx1 - gx0 < 0.5:
-            continue
-        out.append(f'<rect x="{gx0:.1f}" y="{y1}" width="{gx1 - gx0:.1f}" height="{y0 - y1}" fill="url(#hatch)" '
-                   f'class="gap"><title>no data from {e(g.device)}: {e(g.start.astimezone(tz).strftime("%d %b %H:%M"))}'
-                   f' – {e(g.end.astimezone(tz).strftime("%d %b %H:%M %Z"))}</title></rect>')
-        if gx1 - gx0 > 40:
-            out.append(f'<text x="{(gx0 + gx1) / 2:.1f}" y="{y1 + 12}" text-anchor="middle" class="gaplabel">no data'
-                       '</text>')
+           f'<text x="{p.x0}" y="16" class="chart-title">{e(title)}</text>']
+    out += _axes_svg(p, tz, end, right) + _bands_svg(p, bands) + _gaps_svg(p, gaps, tz)
     for ln in lines:
-        ax = ax_r if ln.right_axis else ax_l
-        if ln.bars is not None:
-            for t, v in ln.points:
-                if v <= 0:
-                    continue
-                bx0, bx1 = x(t), x(t + ln.bars)
-                out.append(f'<rect x="{bx0:.1f}" y="{y(v, ax):.1f}" width="{max(bx1 - bx0 - 0.5, 0.8):.1f}" '
-                           f'height="{y(ax.lo, ax) - y(v, ax):.1f}" fill="{ln.color}"/>')
-            continue
-        if not ln.points:
-            continue
-        path = " ".join(f"{x(t):.1f},{y(v, ax):.1f}" for t, v in ln.points)
-        dash = f' stroke-dasharray="{ln.dash}"' if ln.dash else ""
-        out.append(f'<polyline points="{path}" fill="none" stroke="{ln.color}" stroke-width="1.8"{dash}/>')
-    for r in rules:
-        ry = y(r.value, ax_l)
-        out.append(f'<line x1="{x0}" x2="{x1}" y1="{ry:.1f}" y2="{ry:.1f}" stroke="{r.color}" stroke-width="1.5" '
-                   f'stroke-dasharray="6 4"/>')
-        out.append(f'<text x="{x1 - 4}" y="{ry - 4:.1f}" text-anchor="end" class="rule" fill="{r.color}">{e(r.label)}'
-                   '</text>')
+        out += _line_svg(p, ln)
+    out += _rules_svg(p, rules)
     if now is not None and start <= now <= end:
-        out.append(f'<line x1="{x(now):.1f}" x2="{x(now):.1f}" y1="{y1}" y2="{y0}" class="now"/>')
-    out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" class="frame"/>')
-    lx = legend_x
-    for label, color in items:
-        out.append(f'<rect x="{lx:.0f}" y="{legend_y}" width="10" height="10" fill="{color}" stroke="#999" '
-                   'stroke-width="0.5" class="legend-key"/>')
-        out.append(f'<text x="{lx + 14:.0f}" y="{legend_y + 9}" class="legend">{e(label)}</text>')
-        lx += LEGEND_GAP + LEGEND_CHAR * len(label)
+        out.append(f'<line x1="{p.x(now):.1f}" x2="{p.x(now):.1f}" y1="{p.y1}" y2="{p.y0}" class="now"/>')
+    out.append(f'<rect x="{p.x0}" y="{p.y1}" width="{p.x1 - p.x0}" height="{p.y0 - p.y1}" class="frame"/>')
+    out += _legend_svg(items, legend_x, legend_y)
     out.append("</svg>")
     return Markup("".join(out))
 

@@ -29,7 +29,8 @@ from stormwatch.runtime.sitedir import SiteChanges, SiteDirectory
 from stormwatch.stores.base import OverviewStore
 from stormwatch.stores.urls import open_store, redact
 from stormwatch.web.accounts import Accounts
-from stormwatch.web.app import Desk, EngineTime, create_app
+from stormwatch.web.app import create_app
+from stormwatch.web.desk import Desk, EngineTime
 from stormwatch.web.notify import Notifier, SmtpSettings
 from stormwatch.web.overview import SiteModel, load_sites, site_model
 from stormwatch.web.photos import DEFAULT_MAX_BYTES

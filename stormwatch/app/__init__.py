@@ -7,5 +7,5 @@
 * :mod:`stormwatch.app.servers`   -- Mosquitto and InfluxDB 1.x processes for tests and the demo.
 * :mod:`stormwatch.app.catalog`   -- ``stormwatch profiles|packs list``.
 
-Nothing below imports from here (``.importlinter``, checked by ``tests/test_layers.py``).
+Nothing below imports from here (``.importlinter``, checked by ``tests/codebase/test_layers.py``).
 """

@@ -287,7 +287,7 @@ class NatsCluster:
     same replicas), so a persistent session is meant to live on when the node its client was
     connected to dies; the client reconnects to another node (a broker URL listing every node,
     :attr:`stormwatch.runtime.mqtt.BrokerSettings.endpoints`). How well nats-server 2.9 keeps that promise
-    is measured in tests/test_broker_cluster.py (docs/scaling.md).
+    is measured in tests/e2e/test_broker_cluster.py (docs/scaling.md).
     """
 
     nodes: list[NatsNode]

@@ -9,7 +9,7 @@ so a new command gets them without code of its own:
   unexpected exception (a bug) prints one line too and exits 1; ``-vv`` (or ``--log-level DEBUG``)
   shows its traceback, and the services (:data:`SERVICES`) always log it.
 * **One vocabulary.** :data:`OPTIONS` is the one table of option names, each with one meaning and
-  its metavar, that every command uses (``tests/test_cli_vocabulary.py`` holds every command to it).
+  its metavar, that every command uses (``tests/runtime/test_cli_vocabulary.py`` holds every command to it).
   Older names keep working as hidden aliases (:data:`ALIASES`), rewritten before parsing.
 * **One number grammar.** Every numeric option (a float or an integer, ranged or not) takes only the
   numbers of :mod:`stormwatch.numbers` (ASCII digits, sign, point, exponent): ``--turbidity-ntu 1_0``,

@@ -12,7 +12,7 @@ agrees without talking to the others, and a site added to the directory goes to 
 
 Every site is owned by exactly one of ``--partition 1/N`` ... ``--partition N/N``: N processes together
 watch each site once, so together they publish exactly the events one process would (each site's
-engine sees all of that site's readings and nothing else; tests/test_partitioned_alerts.py).
+engine sees all of that site's readings and nothing else; tests/alerts/test_partitioned.py).
 """
 
 from __future__ import annotations
