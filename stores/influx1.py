@@ -53,7 +53,7 @@ from stormwatch.stores.lineprotocol import (
     from_ns,
     time_ns,
 )
-from stormwatch.stores.rows import influx_readings
+from stormwatch.stores.rows import engine_order, influx_readings
 from stormwatch.stores.splitwrite import BatchRejected
 
 log = logging.getLogger(__name__)
@@ -412,7 +412,7 @@ class Influx1Store(LineProtocolWrites):
                 (ns // 1_000, int(tips) if tips_field and tips is not None else float(value), unit, flags or "",
                  gateway, boot, int(seq), tip_size or "")
                 for ns, value, tips, unit, flags, gateway, boot, seq, tip_size in points]
-            rows.sort(key=lambda r: (r[0], r[4], r[5], r[6]))
+            rows.sort(key=engine_order)
             out[(device, quantity)] = rows
         return out
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stormwatch.contract import Reading
-from stormwatch.stores.base import ReadingStore, StoredRow
+from stormwatch.stores.base import ROW_BOOT, ROW_GATEWAY, ROW_SEQ, ROW_TIME, ReadingStore, StoredRow
 from stormwatch.stores.lineprotocol import from_ns
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -49,8 +49,9 @@ def row_reading(site: str, device: str, quantity: str, row: StoredRow) -> Readin
                                    flags=tuple(flags.split(",")) if flags else (), tip_size=tip_size or None)
 
 
-def _order(row: StoredRow) -> tuple[int, str, str, int]:
-    return (row[0], row[4], row[5], row[6])
+def engine_order(row: StoredRow) -> tuple[int, str, str, int]:
+    """The engine's order of a stored row: (time, gateway, boot, seq)."""
+    return (row[ROW_TIME], row[ROW_GATEWAY], row[ROW_BOOT], row[ROW_SEQ])
 
 
 def stored_series(store: ReadingStore, site: str) -> list[tuple[str, str]]:
@@ -82,7 +83,7 @@ def series_rows(store: ReadingStore, site: str, series: Sequence[tuple[str, str]
         out.setdefault((r.device, r.quantity), []).append(
             (us_of(r.time), r.value, r.unit, ",".join(r.flags), r.gateway, r.boot, r.seq, r.tip_size or ""))
     for rows in out.values():
-        rows.sort(key=_order)
+        rows.sort(key=engine_order)
     return out
 
 

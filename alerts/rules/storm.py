@@ -89,17 +89,15 @@ from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_CATCH_UP, FLAG_GLITCH
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE, FLAG_EXTREME_RATE, max_tips, review_mm
 from stormwatch.rain import PRECIPITATION, TipResolution, precipitation_in
 from stormwatch.stores.base import (
-    ROW_BOOT,
     ROW_FLAGS,
     ROW_GATEWAY,
-    ROW_SEQ,
     ROW_TIME,
     ROW_TIP_SIZE,
     ROW_UNIT,
     ROW_VALUE,
     StoredRow,
 )
-from stormwatch.stores.rows import time_of_us, us_of
+from stormwatch.stores.rows import engine_order, time_of_us, us_of
 from stormwatch.stores.seriesrows import SeriesRows
 from stormwatch.tipsizes import TipSizeMismatch, TipSizes
 from stormwatch.wire import format_time
@@ -190,11 +188,6 @@ def _index(flags: list[bool], start: int, default: int) -> int:
         return flags.index(True, start)
     except ValueError:
         return default
-
-
-def _key(row: StoredRow) -> tuple[int, str, str, int]:
-    """The engine's order of a stored row: (time, gateway, boot, seq)."""
-    return (row[ROW_TIME], row[ROW_GATEWAY], row[ROW_BOOT], row[ROW_SEQ])
 
 
 @dataclass
@@ -702,12 +695,12 @@ class StormRuleState:
         allow = self.silence_allowance // _US
         cov, before, close, quiet = self._state()
         for row in rows:
-            if si < ns and _key(station[si]) < _key(row):  # station values before this gauge reading
+            if si < ns and engine_order(station[si]) < engine_order(row):  # station values before this reading
                 if moved:
                     self._moved(before, cov, gateway)
                     moved = False
                 assert fb is not None
-                while si < ns and _key(station[si]) < _key(row):
+                while si < ns and engine_order(station[si]) < engine_order(row):
                     out += self._slow(chunk, fb.station, PRECIPITATION, station[si])
                     si += 1
                 cov, before, close, quiet = self._state()

@@ -16,6 +16,7 @@ from stormwatch.stores.base import StoreError
 from stormwatch.stores.influx1 import Influx1Store
 from stormwatch.stores.lineprotocol import Point, encode_points
 from stormwatch.stores.urls import open_store
+from tests.names import RUN
 
 pytestmark = pytest.mark.influxdb
 
@@ -24,7 +25,8 @@ _db_numbers = itertools.count()
 
 
 def fresh_db(name: str) -> str:
-    return f"{name}_{next(_db_numbers)}"
+    # unique to this run too: a database of an earlier run on the same server still holds its readings
+    return f"{name}_{RUN}_{next(_db_numbers)}"
 
 
 def turb(seq: int, value: float | int, *, site: str = "riverside", minute: int = 0,
