@@ -55,7 +55,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import describe, process_usage  # noqa: E402
+from benchmarks.machine import describe, print_profile, process_usage, start_profiler  # noqa: E402
 from stormwatch import topics  # noqa: E402
 from stormwatch.app import servers  # noqa: E402
 from stormwatch.contract import Reading, dump_readings  # noqa: E402
@@ -201,39 +201,6 @@ def wait_for_line(proc: subprocess.Popen[bytes], needle: str, timeout_s: float, 
 
     threading.Thread(target=pump, daemon=True).start()
     return seen.wait(timeout_s)
-
-
-def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
-    """py-spy sampling ``pid`` into ``out`` (collapsed stacks) until stopped; ``None`` without py-spy."""
-    spy = shutil.which("py-spy") or (str(Path(sys.executable).parent / "py-spy")
-                                     if (Path(sys.executable).parent / "py-spy").exists() else None)
-    if spy is None:
-        log("--profile: py-spy is not installed (pip install py-spy); not profiling")
-        return None
-    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--nonblocking",
-                             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def print_profile(path: Path, top: int = 20) -> None:
-    """The functions where the profiled process spent its samples: own samples and with callees."""
-    own: dict[str, int] = {}
-    total: dict[str, int] = {}
-    samples = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
-        frames = [f for f in stack.split(";") if f]
-        if not frames:
-            continue
-        samples += n
-        own[frames[-1]] = own.get(frames[-1], 0) + n
-        for frame in set(frames):
-            total[frame] = total.get(frame, 0) + n
-    log(f"profile of the ingest worker: {samples} samples")
-    for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
-        print(f"  {100 * n / samples:5.1f} % own  {100 * total[frame] / samples:5.1f} % total  {frame[:150]}")
 
 
 def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto, work: Path,
@@ -484,6 +451,7 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
             + (f"{value / batch:.2f}x Node-RED batched, " if isinstance(batch, int) else "")
             + (f"{value / raw:.2f}x raw" if isinstance(raw, int) else ""))
     if spy_out is not None and spy_out.exists():
+        log("profile of the first stormwatch worker:")
         print_profile(spy_out)
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -69,3 +72,36 @@ def speed_probe(repeat: int = 3) -> float:
         sum(table.values())
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling ``pid`` into ``out`` (collapsed stacks) until stopped; ``None`` without py-spy."""
+    spy = shutil.which("py-spy") or (str(Path(sys.executable).parent / "py-spy")
+                                     if (Path(sys.executable).parent / "py-spy").exists() else None)
+    if spy is None:
+        print("--profile: py-spy is not installed (pip install py-spy); not profiling", flush=True)
+        return None
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--nonblocking",
+                             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def print_profile(path: Path, top: int = 20) -> None:
+    """The functions where the profiled process spent its samples: own samples and with callees."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    samples = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        frames = [f for f in stack.split(";") if f]
+        if not frames:
+            continue
+        samples += n
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for frame in set(frames):
+            total[frame] = total.get(frame, 0) + n
+    print(f"{samples} samples", flush=True)
+    for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {100 * n / samples:5.1f} % own  {100 * total[frame] / samples:5.1f} % total  {frame[:150]}")

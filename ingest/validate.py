@@ -80,7 +80,7 @@ from stormwatch.contract import (
 )
 from stormwatch.display import names
 from stormwatch.fastwire import fast_readings
-from stormwatch.physics import impossible_value, rain_verdict
+from stormwatch.physics import impossible_value, plausible_range, rain_verdict
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import Conflict, DeadLetter, measurement
 from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S, TimeBounds
@@ -178,6 +178,7 @@ class Validator:
         # (site, device) -> sorted event times of its latest rain readings (rate judgement)
         self._rain_times: dict[tuple[str, str], list[datetime]] = {}
         self._rain_lock = threading.Lock()
+        self._ranges: dict[str, tuple[float, float]] = {}  # quantity -> its plausible range (physics)
         #: rain readings stored with the site file's tip size because they named none, per (site, device)
         self.stamped: dict[tuple[str, str], int] = {}
 
@@ -341,10 +342,18 @@ class Validator:
                                              f"gives the gauge {sizes.text_at(r.time)} at {r.time.isoformat()} "
                                              f"({sizes.source_at(r.time)}); record a gauge replacement under the "
                                              "device's replaced_gauges, or correct the profile (docs/ingest.md)")
-        impossible = impossible_value(r.quantity, r.value)
-        if impossible is not None:
-            return ("impossible_value", f"{r.device}: {impossible}")
+        low, high = self._range(r.quantity)
+        if not low <= r.value <= high:  # outside: physics says why (or, for a NaN, that it is not)
+            impossible = impossible_value(r.quantity, r.value)
+            if impossible is not None:
+                return ("impossible_value", f"{r.device}: {impossible}")
         return self._check_time(r, now)
+
+    def _range(self, quantity: str) -> tuple[float, float]:
+        found = self._ranges.get(quantity)
+        if found is None:
+            found = self._ranges[quantity] = plausible_range(quantity)
+        return found
 
     def _describe(self, r: Reading) -> Reading:
         """A valid rain reading as it is stored: with the site file's tip size when it names none
