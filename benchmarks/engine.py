@@ -165,7 +165,13 @@ def main() -> None:
     ours: list[dict[str, object]] = []
     theirs: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="stormwatch-engine-anchor-") as tmp:
-        tree = anchor_tree(args.anchor, Path(tmp)) if args.anchor else None
+        try:
+            tree = anchor_tree(args.anchor, Path(tmp)) if args.anchor else None
+        except (subprocess.CalledProcessError, OSError) as exc:
+            err = getattr(exc, "stderr", b"") or b""
+            print(f"error: --anchor {args.anchor}: no such commit in {ROOT} "
+                  f"({err.decode(errors='replace').strip() or exc})", file=sys.stderr)
+            sys.exit(2)
         for rnd in range(max(1, args.rounds)):
             print(f"round {rnd + 1}: this checkout (load average {os.getloadavg()[0]:.2f})", flush=True)
             ours.append(run(args.days, args.max_seconds, args.profile and rnd == 0, args.single))
