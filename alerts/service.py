@@ -68,6 +68,7 @@ from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, Reading, parse_parts
 from stormwatch.display import local_time
+from stormwatch.fastwire import fast_readings
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
@@ -494,10 +495,11 @@ class AlertService:
             self._status(status[0], status[1], bytes(msg.payload), msg.retain)
             return
         site, gateway = where
-        readings = []
         refused: list[tuple[str, int]] = []
+        fast = fast_readings(msg.payload)  # a message of plainly valid readings (nearly all): no model work
+        readings = fast[0] if fast is not None else []
         try:
-            parts = parse_parts(msg.payload)
+            parts = [] if fast is not None else parse_parts(msg.payload)
         except PayloadError as exc:
             log.warning("invalid readings on %s (%s): dropped here, ingest dead-letters it", msg.topic, exc)
             ident = _identity(bytes(msg.payload), gateway)  # a single reading still says which it was

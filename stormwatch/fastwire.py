@@ -123,7 +123,7 @@ def _reading(w: _Wire) -> Reading | None:
                             "raw": w.raw, "flags": tuple(w.flags), "tip_size": tip_size})
 
 
-def fast_readings(payload: bytes) -> tuple[list[Reading], bool] | None:
+def fast_readings(payload: bytes | bytearray) -> tuple[list[Reading], bool] | None:
     """``(readings, batched)`` of a message whose every reading is plainly valid, or ``None`` (module
     docstring): ``batched`` is ``True`` for the ``{"readings": [...]}`` form."""
     try:  # msgspec refuses a lone surrogate escape (the full path says why: bad_json)
