@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.machine import describe, machine  # noqa: E402
+from benchmarks.machine import checkout, describe, machine  # noqa: E402
 from stormwatch.alerts.engine import Engine  # noqa: E402
 from stormwatch.config import load_site  # noqa: E402
 from stormwatch.contract import Reading  # noqa: E402
@@ -124,9 +124,8 @@ def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str,
 
 
 def anchor_tree(ref: str, into: Path) -> Path:
-    """The code of commit ``ref`` in ``into`` (``git archive``), with this benchmark file beside it."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    """The code of commit ``ref`` in ``into`` with this benchmark file beside it."""
+    checkout(ROOT, ref, into)
     (into / "benchmarks" / "engine.py").write_text(Path(__file__).read_text())
     (into / "benchmarks" / "machine.py").write_text((ROOT / "benchmarks" / "machine.py").read_text())
     return into

@@ -25,7 +25,8 @@ contender is bounded (``CONTENDER_TIMEOUT_S``). The last output line is one JSON
 ``--only stormwatch_1_worker,raw`` runs a subset (the others are ``null``), ``--rounds N`` sets the
 rounds, ``--mode single|batched|both`` the message forms (keys of the batched form end in
 ``_batched``), ``--profile`` samples the first stormwatch worker of the first round with py-spy (when
-installed) and prints its top functions.
+installed) and prints its top functions, ``--anchor REF`` runs the ingest of git commit ``REF``
+(1 worker) beside this one, interleaved (``stormwatch_1_worker_before``: the code before).
 Beside the rates, ``stormwatch_*_cpu_s_per_10k``: the ingest processes' CPU seconds (utime + stime from
 ``/proc``, after their start-up) per 10,000 readings stored, median of the rounds -- a cost that a
 machine shared with other work disturbs far less than a rate (issue 18 measured the confirmations'
@@ -55,7 +56,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import describe, print_profile, process_usage, start_profiler  # noqa: E402
+from benchmarks.machine import checkout, describe, print_profile, process_usage, start_profiler  # noqa: E402
 from stormwatch import topics  # noqa: E402
 from stormwatch.app import servers  # noqa: E402
 from stormwatch.contract import Reading, dump_readings  # noqa: E402
@@ -205,11 +206,11 @@ def wait_for_line(proc: subprocess.Popen[bytes], needle: str, timeout_s: float, 
 
 def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto, work: Path,
                    payload_file: Path, site: Path, tag: str, cpu: list[float],
-                   profile: Path | None = None) -> tuple[float, int]:
+                   profile: Path | None = None, tree: Path = REPO) -> tuple[float, int]:
     """One stormwatch run; appends to ``cpu`` the workers' CPU seconds (utime + stime, from /proc, after
     their start-up) per 10,000 readings stored -- a cost figure a loaded machine disturbs less than a rate.
-    ``profile``: sample the first worker with py-spy into this file."""
-    db = f"stormwatch_{workers}_{tag}"
+    ``profile``: sample the first worker with py-spy into this file; ``tree``: the checkout whose code runs."""
+    db = f"stormwatch_{workers}_{tag}" + ("" if tree == REPO else "_before")
     create_db(srv, db)
     log(f"stormwatch ingest, {workers} worker(s) -> database {db}")
     procs: list[subprocess.Popen[bytes]] = []
@@ -220,7 +221,7 @@ def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto
                     "--stats-interval-s", "5"]
             if workers > 1:
                 argv += ["--share-group", f"bench{workers}{tag}"]
-            p = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            p = subprocess.Popen(argv, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             procs.append(p)
             if not wait_for_line(p, "subscribed to", 30, work / f"stormwatch-{workers}-{tag}-{w}.log"):
                 raise RuntimeError(f"stormwatch worker {w} did not connect (see {work})")
@@ -345,19 +346,29 @@ def run_node_red(binary: Path, flow: str, srv: servers.InfluxDB1, mosq: servers.
 
 
 #: Result keys of the contenders, in the order they are reported.
-KEYS = ("stormwatch_1_worker", "stormwatch_2_workers", "raw", "node_red_batch", "node_red_per_message")
+KEYS = ("stormwatch_1_worker", "stormwatch_2_workers", "stormwatch_1_worker_before", "raw", "node_red_batch",
+        "node_red_per_message")
 
 
 def main(only: set[str] | None = None, rounds: int = ROUNDS, modes: tuple[str, ...] = ("single", "batched"),
-         profile: bool = False) -> None:
+         profile: bool = False, anchor: str | None = None) -> None:
     """Run the contenders (``only``: a subset of the result keys) in each message form of ``modes`` and
-    print the JSON line (the batched form's keys end in ``_batched``)."""
+    print the JSON line (the batched form's keys end in ``_batched``); ``anchor``: a git commit whose
+    ingest runs beside this one (``stormwatch_1_worker_before``)."""
     log(f"machine: {describe()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     results: dict[str, object] = {"load_before": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory(prefix="stormwatch-bench-") as tmp:
         work = Path(tmp)
         site = work / "bench-site.yaml"
         site_yaml(site)
+        before: Path | None = None
+        if anchor is not None:
+            try:
+                before = checkout(REPO, anchor, work / "before")
+            except subprocess.CalledProcessError as exc:
+                print(f"error: --anchor {anchor}: {exc.stderr.decode(errors='replace').strip()}", file=sys.stderr)
+                sys.exit(2)
+            results["anchor"] = anchor
         srv = servers.influxdb1(work / "influxdb")
         srv.start()
         binary = None
@@ -365,7 +376,7 @@ def main(only: set[str] | None = None, rounds: int = ROUNDS, modes: tuple[str, .
             binary = node_red_bin()
         try:
             for mode in modes:
-                run_mode(mode, srv, work, site, binary, only, rounds, profile, results)
+                run_mode(mode, srv, work, site, binary, only, rounds, profile, results, before)
         finally:
             srv.stop()
     results["load_after"] = round(os.getloadavg()[0], 2)
@@ -374,7 +385,8 @@ def main(only: set[str] | None = None, rounds: int = ROUNDS, modes: tuple[str, .
 
 
 def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: Path | None,
-             only: set[str] | None, rounds: int, profile: bool, results: dict[str, object]) -> None:
+             only: set[str] | None, rounds: int, profile: bool, results: dict[str, object],
+             before: Path | None = None) -> None:
     """The rounds of one message form (``single``: one reading a message; ``batched``: one poll cycle)."""
     batched = mode == "batched"
     suffix = "_batched" if batched else ""
@@ -384,7 +396,8 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
         "a fresh mosquitto per run")
     stored: dict[str, list[int]] = {}
     rates: dict[str, list[float]] = {}
-    cpu: dict[str, list[float]] = {"stormwatch_1_worker": [], "stormwatch_2_workers": []}
+    cpu: dict[str, list[float]] = {"stormwatch_1_worker": [], "stormwatch_2_workers": [],
+                                   "stormwatch_1_worker_before": []}
     spy_out = work / f"profile-{mode}.txt" if profile else None
     Run = Callable[[servers.Mosquitto, str], tuple[float, int]]
     contenders: dict[str, tuple[int, Run]] = {
@@ -395,7 +408,10 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
                                                                         cpu["stormwatch_2_workers"])),
         "raw": (rounds, lambda mq, tag: run_raw(srv, mq, payload_file, tag)),
     }
-    if binary is not None:
+    if before is not None:
+        old = before
+        contenders["stormwatch_1_worker_before"] = (rounds, lambda mq, tag: run_stormwatch(
+            1, srv, mq, work, payload_file, site, tag, cpu["stormwatch_1_worker_before"], tree=old))
         nr = binary
         contenders["node_red_batch"] = (
             min(rounds, NODE_RED_BATCH_ROUNDS), lambda mq, tag: run_node_red(nr, "batch", srv, mq, work, payload_file,
@@ -438,7 +454,7 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
     if not batched:
         per_message = stored.get("node_red_per_message")
         results["node_red_per_message_stored"] = per_message[0] if per_message else None
-    ran = [k for k in ("stormwatch_1_worker", "stormwatch_2_workers") if stored.get(k)]
+    ran = [k for k in ("stormwatch_1_worker", "stormwatch_2_workers", "stormwatch_1_worker_before") if stored.get(k)]
     results[f"stormwatch_rows_verified{suffix}"] = bool(ran) and all(
         c == N_MESSAGES for k in ran for c in stored[k])
     for key in ran:
@@ -467,6 +483,8 @@ if __name__ == "__main__":
                         help="message form: one reading a message, one poll cycle a message, or both (default)")
         ap.add_argument("--profile", action="store_true",
                         help="sample the first stormwatch worker of the first round with py-spy")
+        ap.add_argument("--anchor", metavar="REF", help="also run the ingest of git commit REF (1 worker), "
+                                                        "interleaved: stormwatch_1_worker_before")
         args = ap.parse_args()
         main(set(args.only.split(",")) if args.only else None, max(1, args.rounds),
-             ("single", "batched") if args.mode == "both" else (args.mode,), args.profile)
+             ("single", "batched") if args.mode == "both" else (args.mode,), args.profile, args.anchor)

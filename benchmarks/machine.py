@@ -105,3 +105,15 @@ def print_profile(path: Path, top: int = 20) -> None:
     print(f"{samples} samples", flush=True)
     for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
         print(f"  {100 * n / samples:5.1f} % own  {100 * total[frame] / samples:5.1f} % total  {frame[:150]}")
+
+
+def checkout(repo: Path, ref: str, into: Path) -> Path:
+    """The tree of commit ``ref`` of the git repository ``repo`` written into ``into`` (``git archive``):
+    the code a benchmark runs as its "before" anchor.
+
+    Raises:
+        subprocess.CalledProcessError: ``ref`` is no commit of ``repo`` (its ``stderr`` says why).
+    """
+    archive = subprocess.run(["git", "-C", str(repo), "archive", ref], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
