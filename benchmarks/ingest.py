@@ -366,7 +366,8 @@ def main(only: set[str] | None = None, rounds: int = ROUNDS, modes: tuple[str, .
             try:
                 before = checkout(REPO, anchor, work / "before")
             except subprocess.CalledProcessError as exc:
-                print(f"error: --anchor {anchor}: {exc.stderr.decode(errors='replace').strip()}", file=sys.stderr)
+                why = (exc.stderr or b"").decode(errors="replace").strip() or str(exc)
+                print(f"error: --anchor {anchor}: {why}", file=sys.stderr)
                 sys.exit(2)
             results["anchor"] = anchor
         srv = servers.influxdb1(work / "influxdb")

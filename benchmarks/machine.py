@@ -115,5 +115,6 @@ def checkout(repo: Path, ref: str, into: Path) -> Path:
         subprocess.CalledProcessError: ``ref`` is no commit of ``repo`` (its ``stderr`` says why).
     """
     archive = subprocess.run(["git", "-C", str(repo), "archive", ref], check=True, capture_output=True).stdout
+    into.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
