@@ -20,6 +20,7 @@ from stormwatch.clock import ManualClock
 from stormwatch.contract import Reading
 from stormwatch.stores.influx1 import Influx1Store
 from tests.ingest_support import T0, Publisher, Running, count_and_distinct, influx_count, publish_range
+from tests.names import RUN
 from tests.stores_support import BusyFront
 from tests.waits import wait_until
 
@@ -40,7 +41,8 @@ def test_store_retries_wal_500_and_writes_every_point_once(
         influx_server: servers.InfluxDB1, fronts: list[BusyFront]) -> None:
     front = BusyFront(influx_server.url, 500, None, refuse_writes=3, message=WAL)
     fronts.append(front)
-    store = Influx1Store(front.url, "wal500_store", retries=4, backoff_s=0.01, batch_lines=500)
+    # a database of this run alone: one of an earlier run on the same server holds its 2,000 readings
+    store = Influx1Store(front.url, f"wal500_store_{RUN}", retries=4, backoff_s=0.01, batch_lines=500)
     readings = [Reading(site="riverside", device="turb-down", quantity="turbidity", value=n / 4, unit="NTU",
                         time=T0 + timedelta(seconds=n), gateway="gw-1", boot="b1", seq=n, raw=[n])
                 for n in range(1, 2001)]
@@ -50,7 +52,7 @@ def test_store_retries_wal_500_and_writes_every_point_once(
     assert len(front.refused) == 3 and store.retries_total == 3
     assert len(front.forwarded_writes) == 4 and front.forwarded_lines == 2000  # no line written twice
     assert front.max_in_flight == 1
-    (row,) = influx_count(influx_server, "wal500_store", 'SELECT COUNT("value"), SUM("value") FROM readings')
+    (row,) = influx_count(influx_server, f"wal500_store_{RUN}", 'SELECT COUNT("value"), SUM("value") FROM readings')
     assert row[1:] == [2000, sum(n / 4 for n in range(1, 2001))]  # 500,250.0
 
 
@@ -61,7 +63,7 @@ def test_ingest_through_mosquitto_survives_wal_500s_with_one_write_in_flight(
     # ingest keeps the batch unacknowledged and retries it, and the third round gets through.
     front = BusyFront(influx_server.url, 500, None, refuse_writes=8, message=WAL)
     fronts.append(front)
-    store = Influx1Store(front.url, "wal500_ingest", retries=2, backoff_s=0.01)
+    store = Influx1Store(front.url, f"wal500_ingest_{RUN}", retries=2, backoff_s=0.01)
     run = Running(own_mosquitto, store, clock=ManualClock(T0 + timedelta(days=1), on_sleep="wait"), batch_ms=50,
                   retry_backoff_s=0.05, max_backoff_s=0.2)
     pub = Publisher(own_mosquitto)
@@ -78,4 +80,4 @@ def test_ingest_through_mosquitto_survives_wal_500s_with_one_write_in_flight(
     # ``sites``, written once the store has taken a batch)
     assert front.forwarded_lines == 3000 + 1
     assert front.max_in_flight == 1  # one worker, one write at a time
-    assert count_and_distinct(influx_server, "wal500_ingest") == (3000, 3000, 1, 3000)
+    assert count_and_distinct(influx_server, f"wal500_ingest_{RUN}") == (3000, 3000, 1, 3000)
