@@ -16,6 +16,7 @@ COPY simulators ./simulators
 COPY importers ./importers
 COPY dashboards ./dashboards
 COPY report ./report
+COPY enforcement ./enforcement
 COPY device_profiles ./device_profiles
 COPY examples ./examples
 COPY web ./web

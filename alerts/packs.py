@@ -13,6 +13,7 @@ A pack is ``<name>.yaml`` (the site's ``site.jurisdiction`` names it): the built
       R1r: {kind: report, citation: "Ch. 196 §196-9B", within_business_days: 2}
       R2:  {kind: turbidity, citation: "Ch. 133 §133-6C", criterion: washington, ...}
       R3:  {kind: basin, citation: "Ch. 133 §133-7A(1)", cleanout_fraction: 0.5, ...}
+    enforcement: {notice: ..., clocks: ..., penalty: ...}   # stormwatch.alerts.enforcement_pack
 
 Each ``kind`` is a rule module's (:mod:`stormwatch.alerts.rules.registry`): its schema validates the
 entry. The operational meaning and defaults of every parameter are in ``docs/rules.md``.
@@ -64,6 +65,7 @@ from pydantic import (
 )
 
 from stormwatch import resources
+from stormwatch.alerts.enforcement_pack import EnforcementSection
 from stormwatch.errors import InputError, load_yaml, problems_message
 from stormwatch.profiles import bool_for_number
 
@@ -242,6 +244,9 @@ class RulePack(BaseModel):
     source: str = ""
     rules: dict[str, SerializeAsAny[RuleParams]] = Field(default_factory=dict)
     options: dict[str, PackOption] = Field(default_factory=dict)
+    #: what the code prescribes after a violation (:mod:`stormwatch.alerts.enforcement_pack`); ``None``: a
+    #: permit, or a code whose enforcement the pack does not describe
+    enforcement: EnforcementSection | None = None
 
     @field_validator("rules", mode="before")
     @classmethod

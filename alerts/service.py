@@ -48,7 +48,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 from stormwatch.stores.base import ReadingStore, StoreError
+from stormwatch.stores.rows import unreadable_of
 from stormwatch.timebounds import TimeBounds
 from stormwatch.wire import format_time
 
@@ -106,6 +108,11 @@ CLOCK_RECORD_REAL_S = 1.0
 CATCH_UP_AFTER_S = (0.0, 5.0, 15.0, 45.0, 135.0, 405.0)
 #: Real seconds between reads of the store for the readings of an open sequence hole (seqholes.py).
 HOLE_READ_S = 5.0
+#: Real seconds after a read of the store that skipped unreadable rows at which the store is read
+#: again from them (stormwatch.stores.rows.UnreadableRows: a point answered half-written).
+REREAD_AFTER_S = (2.0, 10.0)
+#: Real seconds between the ERRORs that remind of a stopped site while its readings arrive.
+STOPPED_REMINDER_S = 300.0
 #: Kept events written per store call, and the real seconds between attempts while the store is away.
 KEPT_CHUNK = 500
 RETRY_MIN_S, RETRY_MAX_S = 1.0, 5.0
@@ -212,6 +219,9 @@ class AlertService:
         self._lost_at: dict[str, datetime | None] | None = None  # watermarks when the connection was lost
         self._catch_up_from: dict[str, datetime | None] = {}
         self._catch_up_at: list[float] = []
+        #: sites whose work raised an unexpected error: not evaluated any more (why, and when it was said)
+        self.stopped_sites: dict[str, str] = {}
+        self._stopped_said: dict[str, tuple[float, int]] = {}
         self.profiles = profiles
         self.lateness_s = lateness_s
         self.reevaluate_late = reevaluate_late
@@ -267,6 +277,8 @@ class AlertService:
                     self._check_overdue()
                     self.overdue_checks += 1
                     next_overdue = now + overdue_every
+                self._reread_unreadable(now)
+                self._remind_stopped(now)
                 self._catch_up(now)
                 self._check_holes(now)
                 self._write_kept(now)
@@ -275,8 +287,11 @@ class AlertService:
                     self._record_progress()
                     recorded = now
         finally:
+            events = []
+            for site, eng in list(self.engines.items()):
+                with self._site_work(site, "evaluating its readings at stop"), self._lock:
+                    events += eng.flush()
             with self._lock:
-                events = [e for eng in self.engines.values() for e in eng.flush()]
                 done = {site: eng.watermark for site, eng in self.engines.items()}
             for info in self._emit(events, done):
                 try:
@@ -339,10 +354,11 @@ class AlertService:
 
     def _warm_up(self) -> None:
         for site, engine in list(self.engines.items()):
-            with self._lock:
-                events = self._warm_up_engine(site, engine)
-                done = {site: engine.watermark}
-            self._emit(events, done)
+            with self._site_work(site, "warming up from the store"):
+                with self._lock:
+                    events = self._warm_up_engine(site, engine)
+                    done = {site: engine.watermark}
+                self._emit(events, done)
 
     def _warm_up_engine(self, site: str, engine: Engine) -> list[Event]:
         """Feed ``engine`` the store's readings of the last ``warmup_days``; returns the events of the
@@ -406,15 +422,19 @@ class AlertService:
                 log.error("%s: cannot be watched: %s (%s)", sid, exc,
                           "keeping the configuration watched so far" if sid in current else "not watched")
                 continue
-            flushed_new = self._warm_up_engine(sid, engine)
-            built[sid] = engine
-            self._emit(flushed_new, {sid: engine.watermark})
+            with self._site_work(sid, "warming up from the store"):
+                flushed_new = self._warm_up_engine(sid, engine)
+                built[sid] = engine
+                self._emit(flushed_new, {sid: engine.watermark})
         flushed: list[Event] = []
         with self._lock:
             for sid in removed:
-                flushed += self.engines.pop(sid).flush()
+                gone = self.engines.pop(sid, None)  # None: a stopped site
+                flushed += gone.flush() if gone is not None else []
                 del self._configs[sid]
-                del self.holes[sid]
+                self.holes.pop(sid, None)
+                self.stopped_sites.pop(sid, None)
+                self._stopped_said.pop(sid, None)
             for sid, engine in built.items():
                 flushed += engine.hold(self._holes_of(sid).hold())
                 old = self.engines.get(sid)
@@ -423,6 +443,9 @@ class AlertService:
                         engine.feed(r)
                 self.engines[sid] = engine
                 self._configs[sid] = sites[sid]
+                self._stopped_said.pop(sid, None)
+                if self.stopped_sites.pop(sid, None) is not None:  # its site file changed: watched again
+                    log.warning("%s: watched again (its site file changed) after it was stopped", sid)
         self._emit(flushed)
         new = [sid for sid in built if sid not in current]
         if new:
@@ -488,13 +511,22 @@ class AlertService:
         topic = msg.topic
         status = topics.parse_status_topic(topic)
         where = status or topics.parse_readings_topic(topic)
+        if where is not None and where[0] in self.stopped_sites:
+            with self._lock:  # not evaluated: counted for the reminder (_remind_stopped)
+                said_at, missed = self._stopped_said.get(where[0], (time.monotonic(), 0))
+                self._stopped_said[where[0]] = (said_at, missed + 1)
+            return
         if where is None or where[0] not in self.engines:
             log.debug("message on %s outside our subscriptions: dropped", topic)
             return
-        if status is not None:
-            self._status(status[0], status[1], bytes(msg.payload), msg.retain)
-            return
-        site, gateway = where
+        with self._site_work(where[0], f"handling a message on {topic}"):
+            if status is not None:
+                self._status(status[0], status[1], bytes(msg.payload), msg.retain)
+            else:
+                self._readings(where[0], where[1], msg)
+
+    def _readings(self, site: str, gateway: str, msg: mqtt.MQTTMessage) -> None:
+        """Feed a readings message of ``site``'s ``gateway`` to its engine and emit the events."""
         refused: list[tuple[str, int]] = []
         fast = fast_readings(msg.payload)  # a message of plainly valid readings (nearly all): no model work
         readings = fast[0] if fast is not None else []
@@ -519,8 +551,9 @@ class AlertService:
         events: list[Event] = []
         retained = bool(msg.retain) and self.retained_is_late
         with self._lock:
-            engine = self.engines[site]
-            holes = self.holes[site]
+            engine, holes = self.engines.get(site), self.holes.get(site)
+            if engine is None or holes is None:
+                return  # removed or stopped since the message was looked at
             self._received += len(readings)
             for boot, seq in refused:  # it arrived: not a reading on its way
                 if holes.refused(gateway, boot, seq):
@@ -569,7 +602,10 @@ class AlertService:
                      site, gateway)
         elif state == "offline":
             with self._lock:
-                events = self.engines[site].source_offline(gateway, self.clock.now())
+                engine = self.engines.get(site)
+                if engine is None:
+                    return  # removed or stopped since the message was looked at
+                events = engine.source_offline(gateway, self.clock.now())
                 self._emitting += 1
             self._emit_made(events)
 
@@ -649,8 +685,10 @@ class AlertService:
                 return
             sites = dict(self._catch_up_from)
         lateness = timedelta(seconds=self.lateness_s)
-        found = 0
+        found = read = 0
         for site, since in sites.items():
+            if site not in self.engines:
+                continue  # removed or stopped meanwhile
             start = (since - lateness) if since is not None else self.clock.now() - self.warmup
             try:
                 readings = self.store.query_readings(site, start=start)
@@ -660,10 +698,13 @@ class AlertService:
                     if self._catch_up_at is schedule:
                         schedule[0] = now + RETRY_MAX_S  # retried; the later reads follow it
                 return
-            found += self._feed_stored(site, readings)
+            read += len(readings)
+            with self._site_work(site, "catching up from the store"):
+                found += self._feed_stored(site, readings)
         self._outage.answered()
-        if found:
-            log.info("caught up from the store: %d events from readings the broker had not delivered", found)
+        if found or read:
+            log.info("caught up from the store: %d readings of %d sites read, %d events from readings the broker "
+                     "had not delivered", read, len(sites), found)
         with self._lock:
             if self._catch_up_at is schedule:
                 schedule.pop(0)
@@ -697,7 +738,8 @@ class AlertService:
                     continue
                 self._outage.answered()
         for site in waiting:
-            self._feed_stored(site, found.get(site, []), expire=True)
+            with self._site_work(site, "reading the store for readings not received"):
+                self._feed_stored(site, found.get(site, []), expire=True)
 
     def _feed_stored(self, site: str, readings: list[Reading], *, expire: bool = False) -> int:
         """Give ``readings`` read back from the store to ``site``'s engine (:meth:`Engine.catch_up`)
@@ -732,5 +774,70 @@ class AlertService:
 
     def _check_overdue(self) -> None:
         now = self.clock.now()
-        events = [overdue_event(o, now) for o in self.workorders.mark_overdue(now, sites=set(self.engines))]
+        with self._lock:
+            watched = set(self._configs)  # a stopped site's open orders still fall due
+        events = [overdue_event(o, now) for o in self.workorders.mark_overdue(now, sites=watched)]
         self._emit(events)
+
+    # -- a site's work that fails ------------------------------------------------------------
+
+    @contextmanager
+    def _site_work(self, site: str, what: str) -> Iterator[None]:
+        """Do one site's work; an unexpected error in it stops that site (:meth:`_stop_site`), never
+        the service: the other sites go on. The store's being away is expected, and handled where
+        it is read."""
+        try:
+            yield
+        except Exception as exc:  # a bug, or a case nobody foresaw: this site only
+            self._stop_site(site, what, exc)
+
+    def _stop_site(self, site: str, what: str, exc: Exception) -> None:
+        """Stop evaluating ``site``, loudly: CRITICAL with the traceback now, an ERROR every
+        :data:`STOPPED_REMINDER_S` after (:meth:`_remind_stopped`). Its readings stay in the store
+        (ingest writes them): a restart of the service, or a change of its site file, watches it
+        again and evaluates them."""
+        with self._lock:
+            if site in self.stopped_sites or site not in self._configs:  # said already, or no longer watched
+                log.debug("%s: another error while %s after it stopped", site, what, exc_info=exc)
+                return
+            self.engines.pop(site, None)
+            self.holes.pop(site, None)
+            self.stopped_sites[site] = f"{what}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            self._stopped_said[site] = (time.monotonic(), 0)
+            left = len(self.engines)
+        log.critical("%s: STOPPED -- an unexpected error while %s (%s: %s); this site's readings are no longer "
+                     "evaluated and its ordinance events stop until the alert service is restarted or its site "
+                     "file changes; the other %d sites go on. A bug in stormwatch: please report it with this "
+                     "log", site, what, type(exc).__name__, exc, left, exc_info=exc)
+
+    def _remind_stopped(self, now: float) -> None:
+        """Say again, every :data:`STOPPED_REMINDER_S`, which sites are stopped and how many of their
+        messages went unevaluated meanwhile."""
+        due: list[tuple[str, str, int]] = []
+        with self._lock:
+            for site, (said_at, missed) in self._stopped_said.items():
+                if now - said_at >= STOPPED_REMINDER_S:
+                    due.append((site, self.stopped_sites.get(site, ""), missed))
+                    self._stopped_said[site] = (now, 0)
+        for site, why, missed in due:
+            log.error("%s: still STOPPED (%s): its ordinance events are not evaluated; %d of its messages went "
+                      "unevaluated in the last %.0f min (restart the alert service)", site, why, missed,
+                      STOPPED_REMINDER_S / 60)
+
+    def _reread_unreadable(self, now: float) -> None:
+        """Read the store again from the rows it answered unreadable (a point InfluxDB answered
+        half-written: whole on a later read), with the catch-up's reads."""
+        unreadable = unreadable_of(self.store)
+        again = unreadable.take() if unreadable is not None else {}
+        if not again:
+            return
+        with self._lock:
+            for site, since in again.items():
+                if site not in self.engines:
+                    continue
+                before = self._catch_up_from.get(site, since)
+                self._catch_up_from[site] = None if before is None else min(before, since)
+            if not self._catch_up_at:
+                self._catch_up_at = [now + d for d in REREAD_AFTER_S]
+        log.info("reading the store again from the rows it answered unreadable: %s",
+                 ", ".join(f"{site} from {format_time(since)}" for site, since in sorted(again.items())))

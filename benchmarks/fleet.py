@@ -35,8 +35,11 @@ Run: ``python benchmarks/fleet.py`` (not a test; issue 17). What it does:
   the lower p99, or when neither held, stored more readings a second): at larger N
   (``--search``) while the bar holds, or, when the main N misses it, at smaller N (``--search-down``)
   until one holds -- reporting the largest N that held the bar;
-* prints the machine and its load (load average and the share of CPU busy outside the measured
-  processes), and as the last line one JSON object.
+* prints the machine and its load (load average, the share of CPU busy outside the measured
+  processes and the other processes that used the most of it), and as the last line one JSON object
+  saying whether the bar held (``holds_bar``) and whether every service lived through every run
+  (``services_alive``): a service that ends during a run fails that run, with its last log line as
+  the reason (the other runs are still measured).
 
 ``--form single|batch|both`` chooses the gateways' message form (one message per reading, or one per
 poll cycle); ``both`` (default) runs the 1,000-site measurement in each form (batching's effect).
@@ -66,7 +69,7 @@ sys.path.insert(0, str(REPO))
 import paho.mqtt.client as mqtt  # noqa: E402
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 
-from benchmarks.machine import describe, machine, process_usage  # noqa: E402
+from benchmarks.machine import cpu_by_process, describe, machine, others_busy, process_usage  # noqa: E402
 from stormwatch import topics  # noqa: E402
 from stormwatch.app import servers  # noqa: E402
 from stormwatch.simulators.fleetsites import write_fleet_sites  # noqa: E402
@@ -87,6 +90,33 @@ STORMWATCH = [sys.executable, "-m", "stormwatch"]
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class ServiceDied(RuntimeError):
+    """A measured service (ingest, alerts) ended during the run: the run failed."""
+
+
+def last_problem(path: Path) -> str:
+    """The last ``error:``/CRITICAL/ERROR line of a service's log (else its last line)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "no log"
+    problems = [line for line in lines if "error:" in line or " CRITICAL " in line or " ERROR " in line]
+    return ((problems or lines or ["no output"])[-1]).strip()[:400]
+
+
+def check_alive(procs: dict[str, subprocess.Popen[bytes]], work: Path, started: float) -> None:
+    """Raise :class:`ServiceDied` when ingest or alerts has ended.
+
+    Raises:
+        ServiceDied: naming the service, when it ended, its exit status and its last problem.
+    """
+    for name in ("ingest", "alerts"):
+        proc = procs.get(name)
+        if proc is not None and proc.poll() is not None:
+            raise ServiceDied(f"{name} died {time.time() - started:.0f} s into the run (exit {proc.returncode}): "
+                              f"{last_problem(work / f'{name}.log')}")
 
 
 def cpu_busy() -> tuple[float, float]:
@@ -173,13 +203,16 @@ def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
 def wait_idle(pid: int, deadline: float, window_s: float = 4.0, busy_s: float = 0.2) -> bool:
     """Wait until process ``pid`` used less than ``busy_s`` CPU seconds in ``window_s`` (a service that
     has taken its backlog); ``False`` if it was still busy at ``deadline``."""
-    before = process_usage(pid)[2]
-    while time.time() < deadline:
-        time.sleep(window_s)
-        now = process_usage(pid)[2]
-        if now - before < busy_s:
-            return True
-        before = now
+    try:
+        before = process_usage(pid)[2]
+        while time.time() < deadline:
+            time.sleep(window_s)
+            now = process_usage(pid)[2]
+            if now - before < busy_s:
+                return True
+            before = now
+    except OSError:  # it ended: the caller's check_alive says how
+        pass
     return False
 
 
@@ -242,7 +275,9 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
     store = influx.store_url(db)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     logs = {name: open(work / f"{name}.log", "wb") for name in ("ingest", "alerts", "fleet")}
+    fleet_out = open(work / "fleet.out", "wb")  # the fleet's summary (a file: it is read after the run)
     events = Events(mosq.port)
+    started = time.time()
     try:
         procs["ingest"] = subprocess.Popen(
             [*STORMWATCH, "ingest", *site_args, "--broker", mosq.url, "--store", store, "--clock-file",
@@ -259,34 +294,41 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
              "--speed", str(speed), "--duration-h", f"{hours:.4f}", "--start", START.isoformat(), "--clock-file",
              str(clock_file), "--start-delay-s", f"{delay:.0f}", "--progress-every", "30",
              "--publish-log", str(work / "published.csv"), f"--{form}"],
-            stdout=subprocess.PIPE, stderr=logs["fleet"])
+            stdout=fleet_out, stderr=logs["fleet"])
         procs["fleet"] = fleet
         while not clock_file.exists():
             if fleet.poll() is not None:
                 raise RuntimeError(f"the fleet ended early: see {work / 'fleet.log'}")
+            check_alive(procs, work, started)
             time.sleep(0.2)
         wall_start = json.loads(clock_file.read_text())["wall_start"]
         sampler = Sampler({"ingest": procs["ingest"].pid, "alerts": procs["alerts"].pid, "fleet": fleet.pid,
                            "mosquitto": mosq.pid, "influxd": influx.pid})
         time.sleep(max(0.0, wall_start - time.time()))
         busy0, total0, load0 = *cpu_busy(), os.getloadavg()
+        usage0 = cpu_by_process()
         log(f"{n} sites, {form} messages: running {minutes:g} real minutes ({hours:g} simulated hours at {speed:g}x)")
         overrun_s = max(120.0, minutes * 60)
-        try:
-            out, _ = fleet.communicate(timeout=minutes * 60 + overrun_s)
-        except subprocess.TimeoutExpired:  # a fleet this far behind does not offer the load: the run misses the bar
-            log(f"the fleet is more than {overrun_s:.0f} s behind its schedule: stopping it")
-            fleet.terminate()  # it stops polling, waits (30 s at most) for its PUBACKs and prints its summary
-            out, _ = fleet.communicate(timeout=180)
+        fleet_deadline = time.time() + minutes * 60 + overrun_s
+        while fleet.poll() is None:
+            check_alive(procs, work, started)  # a dead service fails the run now, not after the fleet's minutes
+            if time.time() > fleet_deadline:  # a fleet this far behind does not offer the load: it misses the bar
+                log(f"the fleet is more than {overrun_s:.0f} s behind its schedule: stopping it")
+                fleet.terminate()  # it stops polling, waits (30 s at most) for its PUBACKs and prints its summary
+                fleet.wait(180)
+                break
+            time.sleep(1.0)
         if fleet.returncode != 0:
             raise RuntimeError(f"fleet exited with {fleet.returncode}: see {work / 'fleet.log'}")
-        summary = json.loads(out.decode().strip().splitlines()[-1])
+        fleet_out.flush()
+        summary = json.loads((work / "fleet.out").read_text().strip().splitlines()[-1])
         published = int(summary["readings"])
         accepted = int(summary["readings_acknowledged"])  # what the broker took over from the gateways
         # drain: wait while the store still grows (a backlog in the broker is late, not lost), up to DRAIN_MAX_S
         drain_end = time.time() + DRAIN_MAX_S
         count, grew_at = stored(influx, db), time.time()
         while count < accepted and time.time() < drain_end and time.time() - grew_at < DRAIN_STALL_S:
+            check_alive(procs, work, started)
             time.sleep(2)
             now_count = stored(influx, db)
             if now_count > count:
@@ -296,13 +338,17 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
         busy1, total1, load1 = *cpu_busy(), os.getloadavg()
         alerts_idle = wait_idle(procs["alerts"].pid, drain_end)  # its queued readings taken (it decides on them)
         time.sleep(3)  # the engine's last decisions
+        check_alive(procs, work, started)  # both lived through the run
         sampler.stop()
+        others = others_busy(usage0, cpu_by_process(), {os.getpid(), mosq.pid, influx.pid,
+                                                        *(p.pid for p in procs.values())})
         stopping = time.time()
     finally:
         stop_all([procs[name] for name in ("alerts", "ingest", "fleet") if name in procs])
         events.close()
         for f in logs.values():
             f.close()
+        fleet_out.close()
         mosq.stop()
         influx.stop()
 
@@ -340,7 +386,8 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
         "cpu_s": {k: round(v, 1) for k, v in sampler.cpu.items()},
         "cpu_s_per_1000_readings": readings_cpu,
         "machine_cpu_busy": round(machine_busy, 3), "loadavg_start": [round(x, 2) for x in load0],
-        "loadavg_end": [round(x, 2) for x in load1],
+        "loadavg_end": [round(x, 2) for x in load1], "others_busy": others, "services_alive": True,
+        "service_exits": {name: procs[name].returncode for name in ("ingest", "alerts")},
     }
     p99 = result["latency_decided_p99_s"]
     # a valid run offered the load: the fleet kept its schedule and the broker took every reading
@@ -358,10 +405,14 @@ def measured(n: int, minutes: float, form: str, work: Path, speed: float) -> dic
     (the other runs are still measured and reported)."""
     try:
         return run(n, minutes, form, work, speed)
-    except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError) as exc:
+    except ServiceDied as exc:
         log(f"{n} sites, {form} messages: the run failed: {exc}")
         return {"sites": n, "form": form, "speed": speed, "error": str(exc)[:500], "holds_bar": False,
-                "latency_decided_p99_s": None}
+                "services_alive": False, "latency_decided_p99_s": None}
+    except Exception as exc:  # any other failure of a run is a run that misses the bar, not the benchmark's end
+        log(f"{n} sites, {form} messages: the run failed: {type(exc).__name__}: {exc}")
+        return {"sites": n, "form": form, "speed": speed, "error": f"{type(exc).__name__}: {exc}"[:500],
+                "holds_bar": False, "latency_decided_p99_s": None}
 
 
 def _r(x: float | None) -> float | None:
@@ -418,6 +469,8 @@ def main() -> None:
                       "lateness_s": lateness_s(args.speed),
                       "bar": {"readings_lost": 0, "latency_decided_p99_s": BAR_P99_S,
                               "alerts_rss_mb_per_1000_sites": BAR_ALERTS_RSS_MB},
+                      "holds_bar": bool(main_runs) and all(r["holds_bar"] for r in main_runs),
+                      "services_alive": all(r.get("services_alive", True) for r in runs),
                       "runs": runs, "main": main_runs, "largest_n_holding_bar": largest,
                       "median_main_p99_s": statistics.median(p99s) if (p99s := [
                           r["latency_decided_p99_s"] for r in main_runs if r["latency_decided_p99_s"] is not None])

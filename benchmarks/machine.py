@@ -41,15 +41,42 @@ def process_usage(pid: int) -> tuple[float, float, float]:
     """``(RSS MB, peak RSS MB, CPU seconds)`` of a running process, from ``/proc`` (Linux).
 
     Raises:
-        OSError: no such process (it ended).
+        OSError: no such process (it ended; ``ProcessLookupError`` for one that ended and is not
+            reaped yet -- a zombie has no memory to report).
     """
     status = Path(f"/proc/{pid}/status").read_text()
     fields = {k: v for k, _, v in (line.partition(":") for line in status.splitlines())}
+    if "VmRSS" not in fields:
+        raise ProcessLookupError(f"process {pid} has ended ({fields.get('State', '?').strip()})")
     rss = int(fields["VmRSS"].split()[0]) / 1024
     hwm = int(fields["VmHWM"].split()[0]) / 1024
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return rss, hwm, (int(stat[11]) + int(stat[12])) / ticks  # utime + stime
+
+
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    """Every process's ``(command line, CPU seconds so far)`` by pid, from ``/proc`` (those that end
+    while it reads are left out): two of these around a run say what else used the machine."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError):
+            continue
+        out[int(entry.name)] = (cmd[:120] or entry.name, (int(stat[11]) + int(stat[12])) / ticks)
+    return out
+
+
+def others_busy(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], ours: set[int],
+                top: int = 6) -> list[dict[str, object]]:
+    """The ``top`` processes outside ``ours`` by CPU seconds between two :func:`cpu_by_process`."""
+    used = [(after[pid][1] - before.get(pid, ("", 0.0))[1], after[pid][0]) for pid in after if pid not in ours]
+    return [{"cmd": cmd, "cpu_s": round(cpu, 1)} for cpu, cmd in sorted(used, reverse=True)[:top] if cpu >= 0.5]
 
 
 def speed_probe(repeat: int = 3) -> float:

@@ -19,6 +19,7 @@ from stormwatch.importers.options import (
     ValueColumn,
     parse_gap_values,
     parse_select,
+    zone_note,
 )
 from stormwatch.runtime.cliutil import fail, progress
 
@@ -39,8 +40,12 @@ _TIME_COLUMN = typer.Option(None, "--time-column", metavar="COLUMN",
 _TIME_FORMAT = typer.Option(None, "--time-format", metavar="FORMAT",
                             help="strptime format of the times, e.g. '%d.%m.%Y %H:%M' (default: ISO 8601 and "
                                  "year-first forms; day/month order is never guessed).")
-_TZ = typer.Option("UTC", "--tz", metavar="ZONE",
-                   help="IANA time zone of times written without an offset (HOBOware's GMT offset wins).")
+_TZ = typer.Option(None, "--tz", metavar="ZONE",
+                   help="IANA time zone of the file's times written without an offset (default: the site's "
+                        "timezone; HOBOware's GMT offset wins). The summary says which zone was used.")
+_REPLAY_TZ = typer.Option(None, "--tz", metavar="ZONE",
+                          help="IANA time zone of the file's times written without an offset (default: UTC -- a "
+                               "replay has no site; said in its output). Daily totals and due times are in it.")
 _VALUE_COLUMN = typer.Option([], "--value-column", metavar="NAME=QUANTITY[:UNIT]",
                              help="A column to import as a quantity, e.g. 'turb_FNU=turbidity:FNU' (repeatable).")
 _TIP_MM = typer.Option(None, "--tip-mm", metavar="MM",
@@ -66,7 +71,7 @@ _GAP_VALUE = typer.Option([], "--gap-value", metavar="NUMBER",
                           help="Another number meaning 'no value' (besides -9999 and -99999; repeatable).")
 
 
-def build_options(fmt: str, delimiter: str | None, time_column: str | None, time_format: str | None, tz: str,
+def build_options(fmt: str, delimiter: str | None, time_column: str | None, time_format: str | None, tz: str | None,
                   value_column: list[str], tip_mm: str | None, tip_in: str | None, tips_column: str | None,
                   tips_per_row: str | None, skip_rows: int, gap_value: list[str], counter_bits: int | None = None,
                   select: list[str] | None = None) -> ImportOptions:
@@ -114,7 +119,7 @@ def import_command(
     store: str = typer.Option("sqlite:///./var/stormwatch.db", "--store", envvar="STORMWATCH_STORE", metavar="URL",
                               help="Where the readings go: sqlite:///FILE, influx1://HOST:PORT/DB or influx2://..."),
     fmt: str = _FORMAT, delimiter: str | None = _DELIMITER, time_column: str | None = _TIME_COLUMN,
-    time_format: str | None = _TIME_FORMAT, tz: str = _TZ, value_column: list[str] = _VALUE_COLUMN,
+    time_format: str | None = _TIME_FORMAT, tz: str | None = _TZ, value_column: list[str] = _VALUE_COLUMN,
     tip_mm: str | None = _TIP_MM, tip_in: str | None = _TIP_IN, tips_column: str | None = _TIPS_COLUMN,
     tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
     skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
@@ -130,7 +135,8 @@ def import_command(
 
     The readings are checked like live data (quality flags, duplicates): re-importing a file adds
     nothing. Malformed rows are skipped and reported with their line. Prints what was read, stored
-    and skipped.
+    and skipped, and the zone the file's times without an offset were read in: the site's, unless
+    --tz names the logger's clock (e.g. Etc/GMT+5 for a logger on EST all year).
 
     Silence between rows: import cannot tell a logger that writes every interval from a rain event
     log, and a wrong "dry" is worse than an honest "unknown", so it stores only the rows (--silence
@@ -202,7 +208,7 @@ def replay_command(
     file: Path = typer.Argument(..., metavar="FILE", help="The rain file (TOA5, HOBOware CSV or delimited text).",
                                 exists=True, dir_okay=False),
     fmt: str = _FORMAT, delimiter: str | None = _DELIMITER, time_column: str | None = _TIME_COLUMN,
-    time_format: str | None = _TIME_FORMAT, tz: str = _TZ, value_column: list[str] = _VALUE_COLUMN,
+    time_format: str | None = _TIME_FORMAT, tz: str | None = _REPLAY_TZ, value_column: list[str] = _VALUE_COLUMN,
     tip_mm: str | None = _TIP_MM, tip_in: str | None = _TIP_IN, tips_column: str | None = _TIPS_COLUMN,
     tips_per_row: str | None = _TIPS_PER_ROW, counter_bits: int | None = _COUNTER_BITS,
     skip_rows: int = _SKIP_ROWS, gap_value: list[str] = _GAP_VALUE, select: list[str] = _SELECT,
@@ -261,6 +267,7 @@ def replay_command(
     notes = [f"pack {jurisdiction}: options.{name} = {choice}"
              + ("" if name in chosen else f" (the pack's default; --option {name}=CHOICE to choose)")
              for name, choice in result.site.options.items()]
+    notes.append(f"times: {zone_note(result.summary.tz, result.summary.tz_source, result.summary.local_times)}")
     notes += result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
     missing = [f"{rejected} rows rejected"] if rejected else []
@@ -335,19 +342,18 @@ def station_import_command(
             except ValueError:
                 raise OptionsError(f"--day-ends {day_ends!r}: expected HH:MM (e.g. 07:00)") from None
         cfg = load_site_file(site)
-        zone = tz or cfg.site.timezone
         options = None
         if fmt == "delimited":
             if value_column is None:
                 raise OptionsError("--format delimited needs --value-column NAME=precipitation:mm (or :in)")
-            options = build_options("generic", delimiter, time_column, time_format, zone, [value_column], None,
+            options = build_options("generic", delimiter, time_column, time_format, tz, [value_column], None,
                                     None, None, None, skip_rows, gap_value)
     except (OptionsError, ConfigError, PackError, TableError) as exc:
         fail(str(exc))
     opened = _store(store)
     try:
         summary = import_station(file, cfg, opened, fmt,  # type: ignore[arg-type]
-                                 tz=zone, day_ends=ends, options=options,
+                                 tz=tz, day_ends=ends, options=options,
                                  time_marks=time_marks)  # type: ignore[arg-type]
     except (StationImportError, OptionsError) as exc:
         fail(str(exc))

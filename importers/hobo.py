@@ -75,8 +75,9 @@ def read_hobo(path: Path, lines: list[str], options: ImportOptions) -> Table:
         time_name = next((c for c in columns if c.lower().startswith("date time")), "Date Time")
     probe = Table(path, "hobo", columns, units, (), 0, TimeParser([ISO], options.zone))
     time_column = probe.column(time_name)
-    zone = column_offset(columns[time_column]) or options.zone
+    offset = column_offset(columns[time_column])  # HOBOware writes the offset in the header: it wins over --tz
+    zone, source = (offset, "header") if offset is not None else (options.zone, options.tz_source)
     formats = [options.time_format] if options.time_format else list(HOBO_FORMATS)
     skip = frozenset(i for i, c in enumerate(columns) if c == "#")
     data = tuple((n, split_line(line, delimiter)) for n, line in enumerate(lines[at + 1:], start=at + 2))
-    return Table(path, "hobo", columns, units, data, time_column, TimeParser(formats, zone), skip, delimiter)
+    return Table(path, "hobo", columns, units, data, time_column, TimeParser(formats, zone, source), skip, delimiter)

@@ -31,7 +31,7 @@ from stormwatch.display import amount, counts, names
 from stormwatch.errors import InputError
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY
-from stormwatch.importers.options import ImportOptions
+from stormwatch.importers.options import ImportOptions, zone_note
 from stormwatch.importers.overlap import Coverage, coverage, overlap_detail
 from stormwatch.importers.qc import flag_readings
 from stormwatch.importers.rows import Conversion, Progress, RowReject, build_readings, file_counter
@@ -81,6 +81,9 @@ class ImportSummary:
         dead_lettered: validator reason -> count of readings dead-lettered.
         first, last: event-time span of the readings (UTC).
         rejects: the skipped rows with ``file:line``.
+        tz, tz_source, local_times: the zone the file's times without an offset were read in,
+            where it came from (:data:`stormwatch.importers.options.ZoneSource`) and how many
+            such times there were.
     """
 
     path: str
@@ -102,6 +105,9 @@ class ImportSummary:
     first: datetime | None = None
     last: datetime | None = None
     rejects: list[RowReject] = field(default_factory=list)
+    tz: str = "UTC"
+    tz_source: str = "--tz"
+    local_times: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready summary (times RFC 3339 UTC; rejects as ``file:line: detail`` strings)."""
@@ -116,6 +122,7 @@ class ImportSummary:
             "first": format_time(self.first) if self.first else None,
             "last": format_time(self.last) if self.last else None,
             "rejects": [r.detail for r in self.rejects],
+            "tz": self.tz, "tz_source": self.tz_source, "local_times": self.local_times,
         }
 
     def _depth(self) -> str:
@@ -130,6 +137,7 @@ class ImportSummary:
             f"  readings made:    {self.readings_made}" + (f" ({self._depth()})" if self.resolution else ""),
             f"  readings stored:  {self.readings_stored} new, {self.already_stored} already stored",
             f"  gaps (no value):  {self.gaps}",
+            f"  times:            {zone_note(self.tz, self.tz_source, self.local_times)}",
         ]
         if self.flagged:
             out.append(f"  QC flagged:       {counts(self.flagged)}")
@@ -206,7 +214,8 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
         device_id: the device the file belongs to.
         profiles: the profile library of the site.
         store: where readings, and dead letters, are written.
-        options: format options.
+        options: format options; times without an offset are read in the site's zone unless
+            ``options.tz`` names one (``--tz``).
         clock: time base of the validator (future-time check, dead-letter receive time).
         progress: ``progress(fraction)`` through the whole import: reading the rows is the first
             :data:`READ_SHARE`, validating and writing the readings (batch by batch) the rest -- a
@@ -227,6 +236,7 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
             re-run completes the import without duplicates).
     """
     site = cfg.site.id
+    options = options.in_zone(cfg.site.timezone, "site")
     try:
         device = cfg.device(device_id)
     except KeyError:
@@ -275,7 +285,9 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
                             ignored_lines=table.ignored_lines,
                             tips=conv.tips, rejects=conv.rejects,
                             resolution=profile.counter.resolution if options.tips and profile.counter else None,
-                            flagged=dict(Counter(f for r in conv.readings for f in r.flags)))
+                            flagged=dict(Counter(f for r in conv.readings for f in r.flags)),
+                            tz=table.time.zone_name, tz_source=table.time.source,
+                            local_times=table.time.local_times)
     reasons = Counter(r.reason for r in conv.rejects)
     summary.rejected_rows = dict(reasons)
     logged: Counter[str] = Counter()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -14,6 +14,33 @@ from stormwatch.numbers import NumberError, parse_decimal
 from stormwatch.rain import LengthUnit, TipResolution, parse_tip_size
 
 Format = Literal["auto", "generic", "toa5", "hobo", "rtl433"]
+
+#: Where the zone of a file's times without an offset came from: ``--tz``; ``site``: the site
+#: file's ``timezone`` (the default of every command that has a site); ``default``: UTC, said so,
+#: where there is no site (``replay``); ``header``: the file's own header (HOBOware ``GMT-04:00``).
+ZoneSource = Literal["--tz", "site", "default", "header"]
+
+#: How each source is said next to the zone (:func:`zone_origin`).
+_ZONE_SOURCES: dict[str, str] = {
+    "--tz": "--tz",
+    "site": "the site's zone; --tz ZONE to read them in another",
+    "default": "no site to take a zone from; --tz ZONE for the logger's clock",
+    "header": "the zone the file's header names",
+}
+
+
+def zone_origin(source: str) -> str:
+    """Where a zone came from, for a person: ``the site's zone; --tz ZONE to read them in another``."""
+    return _ZONE_SOURCES.get(source, source)
+
+
+def zone_note(zone: str, source: str, local_times: int) -> str:
+    """How a file's times were read, for a person: ``12 times without an offset, read in
+    America/New_York (the site's zone; --tz ZONE to read them in another)``."""
+    if not local_times:
+        return "every time with its UTC offset (no zone needed)"
+    many = "time" if local_times == 1 else "times"
+    return f"{local_times} {many} without an offset, read in {zone} ({zone_origin(source)})"
 
 #: How a rain file's tip column is read: ``depth`` -- the cell is rain depth in the tip unit (a
 #: multiple of the tip size: 0.2 mm = 1 tip, 0 = no tip); ``count`` -- the cell is a whole tip count;
@@ -133,7 +160,9 @@ class ImportOptions:
             ``Date Time`` for HOBOware, the first column otherwise).
         time_format: :func:`~datetime.datetime.strptime` format (default: ISO 8601 and a few
             unambiguous year-first forms; HOBOware: its export formats, month first).
-        tz: IANA zone of times without an offset (HOBOware's header offset wins).
+        tz: IANA zone of times without an offset (HOBOware's header offset wins); ``None``: not
+            chosen yet -- the command gives its site's zone (:meth:`in_zone`) before reading.
+        tz_source: where ``tz`` came from (:data:`ZoneSource`), said beside it.
         value_columns: the columns to import.
         tips: rain: the tip size and how to read the tip column.
         skip_rows: lines before the header (generic files).
@@ -145,7 +174,8 @@ class ImportOptions:
     delimiter: str | None = None
     time_column: str | None = None
     time_format: str | None = None
-    tz: str = "UTC"
+    tz: str | None = None
+    tz_source: ZoneSource = "--tz"
     value_columns: tuple[ValueColumn, ...] = ()
     tips: TipSpec | None = None
     skip_rows: int = 0
@@ -163,15 +193,23 @@ class ImportOptions:
         dupes = sorted({q for q in quantities if quantities.count(q) > 1})
         if dupes:
             raise OptionsError(f"quantity {dupes} mapped from more than one column")
-        self.zone  # noqa: B018 -- validate the zone now
+        if self.tz is not None:
+            self.zone  # noqa: B018 -- validate the zone now
+
+    def in_zone(self, tz: str, source: ZoneSource) -> ImportOptions:
+        """These options with ``tz`` as the zone of naive times, unless ``--tz`` chose one."""
+        return self if self.tz is not None else replace(self, tz=tz, tz_source=source)
 
     @property
     def zone(self) -> ZoneInfo:
         """The IANA zone of naive times.
 
         Raises:
-            OptionsError: unknown zone.
+            OptionsError: unknown zone, or none chosen (a reader reached before :meth:`in_zone`:
+                a time is never read in a zone nobody chose).
         """
+        if self.tz is None:
+            raise OptionsError("times without an offset need a zone: give --tz ZONE")
         try:
             return ZoneInfo(self.tz)
         except (ZoneInfoNotFoundError, ValueError):

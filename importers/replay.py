@@ -177,7 +177,8 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
 
     Args:
         path: the file.
-        options: format options; ``options.tips`` is required.
+        options: format options; ``options.tips`` is required. Times without an offset are read
+            in ``options.tz``, else UTC (a replay has no site; the summary says which).
         clock: time base of the import's validator.
         jurisdiction: rule pack (``ch133``, ``ch196``...).
         dry_gap_hours: overrides the pack's storm dry gap.
@@ -203,6 +204,8 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
     if load_pack(jurisdiction, options=chosen).storm() is None:
         with_options = " with " + ", ".join(f"{k}={v}" for k, v in chosen.items()) if chosen else ""
         raise ReplayError(f"pack {jurisdiction} has no storm-inspection rule (R1){with_options}; nothing to replay")
+    options = options.in_zone("UTC", "default")  # no site: UTC, said beside the events (--tz for the logger's)
+    assert options.tz is not None
     base = profiles or ProfileLibrary()
     with tempfile.TemporaryDirectory(prefix="stormwatch-replay-") as tmp:
         work = Path(tmp)

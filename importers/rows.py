@@ -45,7 +45,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -221,6 +221,221 @@ def _tips_of(cell: str, options: ImportOptions, mode: TipsPerRow, file_unit: str
     return int(exact)
 
 
+class _Rejected(Exception):
+    """A row refused as a whole, with its reason and detail (the row's other parts are not kept)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason, detail)
+        self.reason, self.detail = reason, detail
+
+
+#: One value cell of a row: its column's plan, the value in the stored unit, the cell's text.
+_Cell = tuple[ColumnPlan, Decimal, str]
+#: ``emit(time, tips, raw, line, flags)``: one rain reading made.
+_Emit = Callable[[datetime, int, str, int, tuple[str, ...]], None]
+#: ``reject(line, reason, detail)``.
+_Reject = Callable[[int, str, str], None]
+
+
+class _ValueColumns:
+    """The ``--value-column`` quantities: one reading per timestamp and quantity; a row repeating a
+    time's values is a duplicate row, one with another value ``conflicting_time``."""
+
+    def __init__(self, table: Table, options: ImportOptions, plans: Sequence[ColumnPlan]) -> None:
+        self.table, self.options, self.plans = table, options, plans
+        self.decimal_comma = table.delimiter != ","
+        self.kept: dict[str, dict[datetime, tuple[Decimal, str, int]]] = {p.quantity: {} for p in plans}
+
+    def cells(self, fields: Sequence[str]) -> tuple[list[_Cell], int]:
+        """The row's values (in the stored unit) and how many of its cells were gaps.
+
+        Raises:
+            _Rejected: ``not_a_number``, ``negative_value``, ``beyond_instrument_range``.
+        """
+        row: list[_Cell] = []
+        gaps = 0
+        for plan in self.plans:
+            cell, name = fields[plan.index], self.table.columns[plan.index]
+            try:
+                value = parse_cell(cell, self.options.gap_values, decimal_comma=self.decimal_comma)
+            except CellError as exc:
+                raise _Rejected("not_a_number", f"column {name!r}: {exc}") from None
+            if value is None:
+                gaps += 1
+                continue
+            converted = convert(value, plan.file_unit, plan.unit)
+            value = converted if converted is not None else value
+            if not math.isfinite(float(value)):
+                raise _Rejected("not_a_number", f"column {name!r}: {cell.strip()!r} is beyond what a reading can hold")
+            impossible = impossible_value(plan.quantity, float(value))
+            if impossible is not None:
+                raise _Rejected("negative_value" if value < 0 else "beyond_instrument_range",
+                                f"column {name!r}: {cell.strip()!r}: {impossible}")
+            row.append((plan, value, cell.strip()))
+        return row, gaps
+
+    def repeats(self, when: datetime, row: Sequence[_Cell]) -> bool:
+        """Whether ``row`` repeats values already kept at ``when`` (all of them; an empty row: no).
+
+        Raises:
+            _Rejected: ``conflicting_time``: another value of a quantity at ``when``.
+        """
+        for plan, value, _cell in row:
+            seen = self.kept[plan.quantity].get(when)
+            if seen is not None and seen[0] != value:
+                raise _Rejected("conflicting_time", f"{plan.quantity} {value} at the same time as line {seen[2]} "
+                                                    f"({seen[0]})")
+        return bool(row) and all(when in self.kept[p.quantity] for p, _v, _c in row)
+
+    def keep(self, line: int, when: datetime, row: Sequence[_Cell]) -> None:
+        for plan, value, cell in row:
+            self.kept[plan.quantity].setdefault(when, (value, cell, line))
+
+    def readings(self, out: Conversion, site: str, device: str) -> None:
+        """The kept values as readings, per quantity in time order."""
+        for plan in self.plans:
+            boot = import_boot(site, device, plan.quantity, plan.unit)
+            kept = self.kept[plan.quantity]
+            for when in sorted(kept):
+                value, cell, line = kept[when]
+                seq = import_seq(when)
+                out.lines[(boot, seq)] = line
+                out.readings.append(Reading(
+                    site=site, device=device, quantity=plan.quantity, value=float(value), unit=plan.unit, time=when,
+                    gateway=IMPORT_GATEWAY, boot=boot, seq=seq, raw=cell,
+                ))
+
+
+class _TipRows:
+    """A rain column read per row (``--tips-per-row`` depth, count or row): the tips of the rows of
+    one timestamp are summed into one reading, judged against the world-record envelope."""
+
+    def __init__(self, table: Table, options: ImportOptions, mode: TipsPerRow, counter: CounterLike) -> None:
+        self.table, self.options, self.mode, self.counter = table, options, mode, counter
+        self.index = tip_column(table, options)
+        self.unit = table.units[self.index] if self.index is not None else None
+        self.decimal_comma = table.delimiter != ","
+        self.cells: dict[datetime, list[str]] = {}
+        self.tips: dict[datetime, int] = {}
+        self.lines: dict[datetime, list[int]] = {}
+
+    def cell(self, fields: Sequence[str]) -> tuple[int | None, str]:
+        """The row's tips (``None``: a gap) and the cell's text (``""``: every row is one tip).
+
+        Raises:
+            _Rejected: ``not_a_number``, ``not_whole_tips``, ``negative_tips``, ``too_many_tips``.
+        """
+        if self.index is None:
+            return 1, ""
+        cell, name = fields[self.index], self.table.columns[self.index]
+        try:
+            return _tips_of(cell, self.options, self.mode, self.unit, self.decimal_comma), cell.strip()
+        except CellError as exc:
+            raise _Rejected("not_a_number", f"column {name!r}: {exc}") from None
+        except ValueError as exc:
+            raise _Rejected(exc.args[0], f"column {name!r}: {exc.args[1]}") from None
+
+    def repeats(self, when: datetime, tips: int | None, cell: str) -> bool:
+        """Whether the row repeats a kept one: never, every row's tips count."""
+        return False
+
+    def keep(self, line: int, when: datetime, tips: int, cell: str) -> None:
+        self.cells.setdefault(when, []).append(cell or "1")
+        self.tips[when] = self.tips.get(when, 0) + tips
+        self.lines.setdefault(when, []).append(line)
+
+    def readings(self, emit: _Emit, reject: _Reject, row_times: Iterable[datetime]) -> None:
+        """One reading per timestamp, in time order; beyond the envelope: its rows rejected."""
+        extreme = _check_envelope(self.tips, self.lines, self.counter, reject, row_interval(row_times))
+        for when in sorted(self.tips):
+            cells = self.cells[when]
+            raw = "+".join(cells)
+            emit(when, self.tips[when], raw if len(raw) <= _RAW_MAX else f"{len(cells)} rows", self.lines[when][0],
+                 (FLAG_EXTREME_RATE,) if when in extreme else ())
+
+
+class _RunningTotals(_TipRows):
+    """A rain column of running totals (``cumulative``, ``cumulative-count``): one total per
+    timestamp (the same total again is a duplicate row, another ``conflicting_time``), turned into
+    new tips by the gateway's :func:`count_tips` in event-time order."""
+
+    def __init__(self, table: Table, options: ImportOptions, mode: TipsPerRow, counter: CounterLike) -> None:
+        super().__init__(table, options, mode, counter)
+        self.totals: dict[datetime, tuple[int, str, int]] = {}  # time -> (total tips, cell, line)
+
+    def repeats(self, when: datetime, tips: int | None, cell: str) -> bool:
+        if tips is None or when not in self.totals:
+            return False
+        total, seen, line = self.totals[when]
+        if total != tips:
+            raise _Rejected("conflicting_time", f"running total {cell!r} at the same time as line {line} ({seen!r})")
+        return True
+
+    def keep(self, line: int, when: datetime, tips: int, cell: str) -> None:
+        self.totals.setdefault(when, (tips, cell, line))
+
+    def readings(self, emit: _Emit, reject: _Reject, row_times: Iterable[datetime]) -> None:
+        state: CounterState | None = None
+        for when in sorted(self.totals):
+            total, cell, line = self.totals[when]
+            try:
+                result = count_tips(state, total, when, self.counter)
+            except CounterError as exc:
+                reject(line, "beyond_counter_width", f"running total {cell!r}: {exc} (--counter-bits)")
+                continue
+            state = result.state
+            emit(when, result.tips, cell, line, result.flags)
+
+
+def _rain_column(table: Table, options: ImportOptions, counter: CounterLike | None) -> _TipRows | None:
+    """How the file's rain column is read (``None``: the file holds no rain)."""
+    if options.tips is None:
+        return None
+    mode = tip_mode(table, options)
+    kind = _RunningTotals if mode in CUMULATIVE else _TipRows
+    return kind(table, options, mode, counter or file_counter(options.tips))
+
+
+def _row_time(table: Table, fields: Sequence[str], needed: int) -> datetime:
+    """The UTC time of a row whose fields are as many as the header names.
+
+    Raises:
+        _Rejected: ``too_few_fields``, ``extra_fields``, ``bad_time``, ``before_1970``.
+    """
+    if len(fields) <= needed:
+        raise _Rejected("too_few_fields", f"{len(fields)} fields, need at least {needed + 1}")
+    if len(fields) > len(table.columns) and any(f.strip() for f in fields[len(table.columns):]):
+        raise _Rejected("extra_fields", f"{len(fields)} fields, the header names {len(table.columns)} "
+                                        f"(which column is which cannot be known)")
+    try:
+        when = table.time.parse(fields[table.time_column])
+        import_seq(when)
+    except ValueError as exc:
+        raise _Rejected("before_1970" if "before 1970" in str(exc) else "bad_time", str(exc)) from None
+    return when
+
+
+def _take_row(out: Conversion, values: _ValueColumns, rain: _TipRows | None, line: int, when: datetime,
+              fields: Sequence[str]) -> None:
+    """Keep a row's values and tips, all or nothing.
+
+    Raises:
+        _Rejected: a part of the row cannot be read, or contradicts a kept row of its time.
+    """
+    row, gaps = values.cells(fields)
+    tips, cell = rain.cell(fields) if rain is not None else (None, "")
+    if rain is not None and tips is None:
+        gaps += 1
+    repeated = values.repeats(when, row)
+    rain_repeat = rain.repeats(when, tips, cell) if rain is not None else False
+    out.gaps += gaps
+    if (repeated and tips is None) or (rain_repeat and (repeated or not row)):
+        out.duplicate_rows += 1
+    values.keep(line, when, row)
+    if rain is not None and tips is not None:
+        rain.keep(line, when, tips, cell)
+
+
 def build_readings(table: Table, options: ImportOptions, site: str, device: str,
                    profile_units: Mapping[str, str], progress: Progress | None = None,
                    counter: CounterLike | None = None) -> Conversion:
@@ -241,19 +456,10 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
             not a running total.
     """
     out = Conversion(plans=plan_columns(table, options, profile_units), duplicate_rows=table.duplicate_lines)
-    mode: TipsPerRow = tip_mode(table, options) if options.tips is not None else "depth"
-    cumulative = mode in CUMULATIVE
-    if options.tips is not None and counter is None:
-        counter = file_counter(options.tips)
-    rain_col = tip_column(table, options)
-    rain_unit = table.units[rain_col] if rain_col is not None else None
-    needed = max([p.index for p in out.plans] + [table.time_column] + ([rain_col] if rain_col is not None else []))
-    decimal_comma = table.delimiter != ","
-    values: dict[str, dict[datetime, tuple[Decimal, str, int]]] = {p.quantity: {} for p in out.plans}
-    rain: dict[datetime, list[str]] = {}
-    rain_tips: dict[datetime, int] = {}
-    rain_lines: dict[datetime, list[int]] = {}
-    totals: dict[datetime, tuple[int, str, int]] = {}  # cumulative: time -> (total tips, cell, line)
+    values = _ValueColumns(table, options, out.plans)
+    rain = _rain_column(table, options, counter)
+    rain_index = [rain.index] if rain is not None and rain.index is not None else []
+    needed = max([p.index for p in out.plans] + [table.time_column] + rain_index)
     row_times: set[datetime] = set()  # every row time that parsed: the file's row interval
     total = len(table.lines)
     where = str(table.path)
@@ -267,142 +473,35 @@ def build_readings(table: Table, options: ImportOptions, site: str, device: str,
         if not fields or all(not f.strip() for f in fields):
             continue
         out.rows_read += 1
-        if len(fields) <= needed:
-            reject(line, "too_few_fields", f"{len(fields)} fields, need at least {needed + 1}")
-            continue
-        if len(fields) > len(table.columns) and any(f.strip() for f in fields[len(table.columns):]):
-            reject(line, "extra_fields", f"{len(fields)} fields, the header names {len(table.columns)} "
-                                         f"(which column is which cannot be known)")
-            continue
         try:
-            when = table.time.parse(fields[table.time_column])
-            import_seq(when)
-        except ValueError as exc:
-            reason = "before_1970" if "before 1970" in str(exc) else "bad_time"
-            reject(line, reason, str(exc))
-            continue
-        row_times.add(when)
-        row: list[tuple[ColumnPlan, Decimal, str]] = []
-        gaps = 0
-        problem: tuple[str, str] | None = None
-        for plan in out.plans:
-            cell = fields[plan.index]
-            try:
-                value = parse_cell(cell, options.gap_values, decimal_comma=decimal_comma)
-            except CellError as exc:
-                problem = ("not_a_number", f"column {table.columns[plan.index]!r}: {exc}")
-                break
-            if value is None:
-                gaps += 1
-                continue
-            converted = convert(value, plan.file_unit, plan.unit)
-            value = converted if converted is not None else value
-            if not math.isfinite(float(value)):
-                problem = ("not_a_number", f"column {table.columns[plan.index]!r}: {cell.strip()!r} is beyond "
-                                           "what a reading can hold")
-                break
-            impossible = impossible_value(plan.quantity, float(value))
-            if impossible is not None:
-                problem = ("negative_value" if value < 0 else "beyond_instrument_range",
-                           f"column {table.columns[plan.index]!r}: {cell.strip()!r}: {impossible}")
-                break
-            row.append((plan, value, cell.strip()))
-        tips: int | None = None
-        rain_cell = ""
-        if problem is None and options.tips is not None:
-            if rain_col is None:
-                tips = 1
-            else:
-                rain_cell = fields[rain_col].strip()
-                try:
-                    tips = _tips_of(fields[rain_col], options, mode, rain_unit, decimal_comma)
-                except CellError as exc:
-                    problem = ("not_a_number", f"column {table.columns[rain_col]!r}: {exc}")
-                except ValueError as exc:
-                    problem = (exc.args[0], f"column {table.columns[rain_col]!r}: {exc.args[1]}")
-                if tips is None and problem is None:
-                    gaps += 1
-        rain_repeat = False
-        if problem is None:
-            for plan, value, _cell in row:
-                seen = values[plan.quantity].get(when)
-                if seen is not None and seen[0] != value:
-                    problem = ("conflicting_time", f"{plan.quantity} {value} at the same time as line {seen[2]} "
-                                                   f"({seen[0]})")
-                    break
-        if problem is None and cumulative and tips is not None and when in totals:
-            if totals[when][0] != tips:
-                problem = ("conflicting_time", f"running total {rain_cell!r} at the same time as line "
-                                               f"{totals[when][2]} ({totals[when][1]!r})")
-            rain_repeat = True
-        if problem is not None:
-            reject(line, *problem)
-            continue
-        out.gaps += gaps
-        repeated = bool(row) and all(when in values[p.quantity] for p, _v, _c in row)
-        if (repeated and tips is None) or (rain_repeat and (repeated or not row)):
-            out.duplicate_rows += 1
-        for plan, value, cell in row:
-            values[plan.quantity].setdefault(when, (value, cell, line))
-        if tips is not None and cumulative:
-            totals.setdefault(when, (tips, rain_cell, line))
-        elif tips is not None:
-            rain.setdefault(when, []).append(rain_cell or "1")
-            rain_tips[when] = rain_tips.get(when, 0) + tips
-            rain_lines.setdefault(when, []).append(line)
+            when = _row_time(table, fields, needed)
+            row_times.add(when)
+            _take_row(out, values, rain, line, when, fields)
+        except _Rejected as exc:
+            reject(line, exc.reason, exc.detail)
     if progress is not None:
         progress(total, total)
-
-    for plan in out.plans:
-        boot = import_boot(site, device, plan.quantity, plan.unit)
-        for when in sorted(values[plan.quantity]):
-            value, cell, line = values[plan.quantity][when]
-            out.lines[(boot, import_seq(when))] = line
-            out.readings.append(Reading(
-                site=site, device=device, quantity=plan.quantity, value=float(value), unit=plan.unit, time=when,
-                gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=cell,
-            ))
-    if options.tips is not None:
-        assert counter is not None
-        boot = import_boot(site, device, "rain_tips", TIP_UNIT)
-        tip_size = str(counter.tip_resolution)
-
-        def rain_reading(when: datetime, tips: int, raw: str, flags: tuple[str, ...] = ()) -> None:
-            first = rain_lines[when][0] if when in rain_lines else totals[when][2] if when in totals else None
-            if first is not None:
-                out.lines[(boot, import_seq(when))] = first
-            out.readings.append(Reading(
-                site=site, device=device, quantity="rain_tips", value=tips, unit=TIP_UNIT, time=when,
-                gateway=IMPORT_GATEWAY, boot=boot, seq=import_seq(when), raw=raw, flags=flags, tip_size=tip_size,
-            ))
-            out.tips += tips
-
-        if cumulative:
-            _count_totals(totals, counter, rain_reading, reject)
-        else:
-            extreme = _check_envelope(rain_tips, rain_lines, counter, reject, row_interval(row_times))
-            for when in sorted(rain_tips):
-                cells = rain[when]
-                raw = "+".join(cells)
-                rain_reading(when, rain_tips[when], raw if len(raw) <= _RAW_MAX else f"{len(cells)} rows",
-                             (FLAG_EXTREME_RATE,) if when in extreme else ())
+    values.readings(out, site, device)
+    if rain is not None:
+        rain.readings(_rain_emitter(out, site, device, rain.counter), reject, row_times)
     return out
 
 
-def _count_totals(totals: Mapping[datetime, tuple[int, str, int]], counter: CounterLike,
-                  emit: Callable[[datetime, int, str, tuple[str, ...]], None],
-                  reject: Callable[[int, str, str], None]) -> None:
-    """Running totals -> new tips through :func:`count_tips`, in event-time order."""
-    state: CounterState | None = None
-    for when in sorted(totals):
-        total, cell, line = totals[when]
-        try:
-            result = count_tips(state, total, when, counter)
-        except CounterError as exc:
-            reject(line, "beyond_counter_width", f"running total {cell!r}: {exc} (--counter-bits)")
-            continue
-        state = result.state
-        emit(when, result.tips, cell, result.flags)
+def _rain_emitter(out: Conversion, site: str, device: str, counter: CounterLike) -> _Emit:
+    """``emit`` adding one rain reading (with the file's tip size) to ``out``."""
+    boot = import_boot(site, device, "rain_tips", TIP_UNIT)
+    tip_size = str(counter.tip_resolution)
+
+    def emit(when: datetime, tips: int, raw: str, line: int, flags: tuple[str, ...]) -> None:
+        seq = import_seq(when)
+        out.lines[(boot, seq)] = line
+        out.readings.append(Reading(
+            site=site, device=device, quantity="rain_tips", value=tips, unit=TIP_UNIT, time=when,
+            gateway=IMPORT_GATEWAY, boot=boot, seq=seq, raw=raw, flags=flags, tip_size=tip_size,
+        ))
+        out.tips += tips
+
+    return emit
 
 
 def row_interval(times: Iterable[datetime]) -> tuple[float, str]:

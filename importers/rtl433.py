@@ -141,7 +141,7 @@ def read_rtl433(path: Path, lines: list[str], options: ImportOptions) -> Table:
     rain_key = rain if rain is not None and rain in index else (present[0] if present else None)
     formats = [options.time_format] if options.time_format else [ISO, UNIX]
     return Table(path, "rtl433", tuple(columns), tuple(_unit(c) for c in columns), data, 0,
-                 TimeParser(formats, options.zone), skip, ",",
+                 TimeParser(formats, options.zone, options.tz_source), skip, ",",
                  rain_column=None if rain_key is None else index[rain_key],
                  rain_per_row="cumulative" if rain_key in RAIN_KEYS else "depth",
                  duplicate_lines=duplicates, ignored_lines=ignored)

@@ -48,8 +48,8 @@ from stormwatch.errors import InputError
 from stormwatch.importers.cells import CellError, parse_cell
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import import_seq
-from stormwatch.importers.options import ImportOptions
-from stormwatch.importers.table import TableError, read_lines
+from stormwatch.importers.options import ImportOptions, ZoneSource, zone_note, zone_origin
+from stormwatch.importers.table import TableError, logger_local, read_lines
 from stormwatch.numbers import parse_int
 from stormwatch.physics import envelope_mm
 from stormwatch.rain import MM_PER_IN, PRECIPITATION, STATION_GATEWAY
@@ -90,6 +90,7 @@ class StationRecord:
     rejects: Counter[str] = field(default_factory=Counter)
     first_reject: str | None = None
     lines: int = 0
+    local_times: int = 0  # delimited: times without an offset (read in the zone)
 
     def reject(self, reason: str, where: str) -> None:
         self.rejects[reason] += 1
@@ -116,6 +117,9 @@ class StationImportSummary:
     first_reject: str | None = None
     first: datetime | None = None
     last: datetime | None = None
+    tz: str = "UTC"
+    tz_source: str = "site"
+    times: str = ""  # how the file's times were read in ``tz``, for a person
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready summary (times RFC 3339 UTC)."""
@@ -125,7 +129,8 @@ class StationImportSummary:
                 "depth_mm": float(self.depth_mm), "rejected": dict(self.rejects),
                 "first_rejected": self.first_reject,
                 "first": format_time(self.first) if self.first else None,
-                "last": format_time(self.last) if self.last else None}
+                "last": format_time(self.last) if self.last else None,
+                "tz": self.tz, "tz_source": self.tz_source, "times": self.times}
 
     def lines_out(self) -> list[str]:
         """The summary for a person."""
@@ -135,7 +140,8 @@ class StationImportSummary:
                f"  values:           {self.values} of {self.interval_minutes} min, "
                f"{self.depth_mm.normalize():f} mm in all",
                f"  stored:           {self.stored} new, {self.already_stored} already stored",
-               f"  gaps (no value):  {self.gaps}"]
+               f"  gaps (no value):  {self.gaps}",
+               f"  times:            {self.times}"]
         rejected = sum(self.rejects.values())
         detail = ", ".join(f"{k} {v}" for k, v in sorted(self.rejects.items()))
         out.append(f"  rejected:         {rejected}" + (f" ({detail})" if rejected else ""))
@@ -145,12 +151,17 @@ class StationImportSummary:
 
 
 def _day_end(day: date, ends: time | None, zone: tzinfo) -> datetime:
-    """The end (UTC) of the observation day ``day``: ``ends`` local time that day, or midnight after it."""
+    """The end (UTC) of the observation day ``day``: ``ends`` local time that day, read by the
+    file-time rule (:func:`~stormwatch.importers.table.logger_local`: a time the clocks skip that day
+    is refused, a repeated one is the first), or the midnight after it -- the start of the next
+    local day, which is the instant the clocks jump where they skip midnight itself.
+
+    Raises:
+        ValueError: ``ends`` does not exist that day in ``zone``.
+    """
     if ends is None:
-        local = datetime.combine(day + timedelta(days=1), time(0), zone)
-    else:
-        local = datetime.combine(day, ends, zone)
-    return local.astimezone(UTC)
+        return datetime.combine(day + timedelta(days=1), time(0), zone).astimezone(UTC)
+    return logger_local(datetime.combine(day, ends), zone).astimezone(UTC)
 
 
 def parse_ghcn_daily(path: Path, lines: Sequence[str], zone: tzinfo, day_ends: time | None) -> StationRecord:
@@ -199,7 +210,12 @@ def parse_ghcn_daily(path: Path, lines: Sequence[str], zone: tzinfo, day_ends: t
             except ValueError:
                 rec.reject("bad_date", f"{where}: day {d + 1} of {year}-{month:02d} does not exist")
                 continue
-            rec.values.append(StationValue(_day_end(day, day_ends, zone), Decimal(value) / 10, "mm", n))
+            try:
+                end = _day_end(day, day_ends, zone)
+            except ValueError as exc:
+                rec.reject("bad_time", f"{where}: day {d + 1}: the day's end (--day-ends): {exc}")
+                continue
+            rec.values.append(StationValue(end, Decimal(value) / 10, "mm", n))
     return rec
 
 
@@ -304,7 +320,21 @@ def parse_delimited(path: Path, options: ImportOptions, shift: timedelta) -> Sta
             rec.reject("negative", f"{where}: {value} {unit}")
             continue
         rec.values.append(StationValue(end, value, unit, n))
+    rec.local_times = table.time.local_times
     return rec
+
+
+def _times_read(fmt: StationFormat, zone: str, source: str, day_ends: time | None, local_times: int,
+                options: ImportOptions | None) -> str:
+    """How a station file's times were read, for a person (the summary's ``times`` line)."""
+    if fmt == "ghcn-daily":
+        ends = f"at {day_ends:%H:%M}" if day_ends is not None else "at midnight"
+        return f"days end {ends} in {zone} ({zone_origin(source)})"
+    if fmt == "hpd":
+        return f"hours in the standard time of {zone} (TD-3240; {zone_origin(source)})"
+    if options is not None and options.tz is not None:
+        return zone_note(options.tz, options.tz_source, local_times)
+    return zone_note(zone, source, local_times)
 
 
 def detect_station_format(lines: Sequence[str]) -> StationFormat:
@@ -359,10 +389,12 @@ def import_station(path: Path, cfg: SiteConfig, store: ReadingStore, fmt: Statio
         cfg: the site (its ``fallback_gauge`` names the station and the interval of its values).
         store: where the readings go.
         fmt: ``ghcn-daily``, ``hpd`` or ``delimited``.
-        tz: IANA zone of the file's local times (default: the site's); TD-3240 uses its standard time.
+        tz: IANA zone of the file's local times (``--tz``; default: the site's); TD-3240 uses its
+            standard time. The summary says which zone was used and how.
         day_ends: GHCN-Daily observation time (``None``: midnight, the calendar day).
         options: delimited only: delimiter, time column and format, skip rows, and the depth column
-            (one ``value_columns`` entry whose unit is ``mm`` or ``in``; its zone wins over ``tz``).
+            (one ``value_columns`` entry whose unit is ``mm`` or ``in``; its zone, when it names
+            one, wins over ``tz``).
         time_marks: delimited only: whether a time is the end (default) or the start of its interval.
         batch_size: readings per store write.
 
@@ -379,6 +411,7 @@ def import_station(path: Path, cfg: SiteConfig, store: ReadingStore, fmt: Statio
     if fixed is not None and fixed != fb.interval_minutes:
         raise StationImportError(f"a {fmt} file holds {fixed}-minute values but the site's fallback_gauge has "
                                  f"interval_minutes: {fb.interval_minutes}")
+    source: ZoneSource = "--tz" if tz else "site"
     zone = ZoneInfo(tz) if tz else cfg.site.tz
     try:
         if fmt == "ghcn-daily":
@@ -389,6 +422,7 @@ def import_station(path: Path, cfg: SiteConfig, store: ReadingStore, fmt: Statio
             if options is None:
                 raise StationImportError("--format delimited needs --value-column (the depth column) and --unit")
             shift = timedelta(minutes=fb.interval_minutes) if time_marks == "start" else timedelta(0)
+            options = options.in_zone(zone.key, source)
             rec = parse_delimited(path, options, shift)
     except TableError as exc:
         raise StationImportError(str(exc)) from exc
@@ -399,7 +433,9 @@ def import_station(path: Path, cfg: SiteConfig, store: ReadingStore, fmt: Statio
     readings = to_readings(rec, cfg.site.id, fb, path)
     summary = StationImportSummary(str(path), cfg.site.id, fb.station, fmt, fb.interval_minutes, lines=rec.lines,
                                    values=len(readings), gaps=rec.gaps, rejects=dict(rec.rejects),
-                                   first_reject=rec.first_reject)
+                                   first_reject=rec.first_reject, tz=zone.key,
+                                   tz_source=source)
+    summary.times = _times_read(fmt, summary.tz, source, day_ends, rec.local_times, options)
     if not readings:
         why = f"; first: {rec.first_reject}" if rec.first_reject else ""
         raise StationImportError(f"{path}: no precipitation value to import ({rec.lines} lines, {rec.gaps} gaps, "

@@ -13,8 +13,9 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from stormwatch.errors import InputError
 from stormwatch.importers.options import TipsPerRow
@@ -80,6 +81,31 @@ def header_unit(name: str) -> tuple[str, str | None]:
     return name.strip(), None
 
 
+#: A fixed offset as headers write it: ``GMT-04:00``, ``UTC+1``, ``UTC+0530``.
+_HEADER_OFFSET = re.compile(r"^(?:GMT|UTC)\s*(?P<sign>[+-])(?P<h>\d{1,2})(?::?(?P<m>\d{2}))?$", re.IGNORECASE)
+
+
+def header_zone(column: str) -> tzinfo | None:
+    """The zone a time column's header names in brackets -- ``Time [UTC]``, ``Time (GMT-04:00)``,
+    ``Zeit [Europe/Berlin]`` -- or ``None`` when it names none (the file says how its clock ran,
+    and that wins over a default or ``--tz``, as HOBOware's ``Date Time, GMT-04:00`` does)."""
+    unit = header_unit(column)[1]
+    if unit is None:
+        return None
+    if unit.upper() in ("UTC", "GMT", "Z"):
+        return UTC
+    m = _HEADER_OFFSET.match(unit)
+    if m:
+        delta = timedelta(hours=int(m.group("h")), minutes=int(m.group("m") or 0))
+        return timezone(-delta if m.group("sign") == "-" else delta)
+    if "/" in unit:
+        try:
+            return ZoneInfo(unit)
+        except (ZoneInfoNotFoundError, ValueError):
+            return None
+    return None
+
+
 class TimeParser:
     """Parses one file's time column into UTC.
 
@@ -100,13 +126,22 @@ class TimeParser:
       ``bad_time``) rather than shifted to a time the logger never wrote.
     """
 
-    def __init__(self, formats: Sequence[str], zone: tzinfo) -> None:
+    def __init__(self, formats: Sequence[str], zone: tzinfo, source: str = "--tz") -> None:
         if not formats:
             raise ValueError("at least one time format is needed")
         self.formats = list(formats)
         self.zone = zone
+        #: where ``zone`` came from (:data:`stormwatch.importers.options.ZoneSource`)
+        self.source = source
+        #: times read without an offset, so in ``zone`` (the summary says how many, and the zone)
+        self.local_times = 0
         self._locked: str | None = None
         self._previous: datetime | None = None  # the UTC instant of the row parsed before
+
+    @property
+    def zone_name(self) -> str:
+        """The zone as a person names it (``America/New_York``, ``UTC-04:00``)."""
+        return str(getattr(self.zone, "key", None) or self.zone)
 
     @property
     def format(self) -> str | None:
@@ -142,23 +177,33 @@ class TimeParser:
                 tried = ", ".join(repr(f) for f in self.formats)
                 raise ValueError(f"time {text!r} matches none of the formats {tried}")
         if when.tzinfo is None:
-            when = self._local(when, cell)
+            when = logger_local(when, self.zone, self._previous, cell)
+            self.local_times += 1
         utc = when.astimezone(UTC)
         self._previous = utc
         return utc
 
-    def _local(self, naive: datetime, cell: str) -> datetime:
-        """``naive`` read on the file's zone's clock (the class docstring: DST changes)."""
-        first = naive.replace(tzinfo=self.zone, fold=0)
-        second = naive.replace(tzinfo=self.zone, fold=1)
-        if first.utcoffset() == second.utcoffset():
-            return first  # no DST change at this time (or a fixed-offset zone)
-        if first.astimezone(UTC).astimezone(self.zone).replace(tzinfo=None) != naive:
-            raise ValueError(f"time {cell!r} does not exist in {self.zone}: the clocks went forward over it "
-                             "(daylight saving time); a logger on that clock never wrote it")
-        if self._previous is not None and first.astimezone(UTC) < self._previous <= second.astimezone(UTC):
-            return second
-        return first
+
+def logger_local(naive: datetime, zone: tzinfo, previous: datetime | None = None, cell: str | None = None) -> datetime:
+    """``naive`` read on a logger's clock in ``zone`` -- the one rule of every file row and file
+    time (:class:`TimeParser`'s docstring): in the hour repeated when clocks go back, the first
+    occurrence unless that puts it before ``previous`` (the UTC instant of the row before); a time
+    in the hour skipped when they go forward is refused.
+
+    Raises:
+        ValueError: a time the zone's clocks skip (names the zone).
+    """
+    first = naive.replace(tzinfo=zone, fold=0)
+    second = naive.replace(tzinfo=zone, fold=1)
+    if first.utcoffset() == second.utcoffset():
+        return first  # no DST change at this time (or a fixed-offset zone)
+    if first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
+        shown = repr(cell) if cell is not None else naive.isoformat(sep=" ")
+        raise ValueError(f"time {shown} does not exist in {getattr(zone, 'key', zone)}: the clocks went forward "
+                         "over it (daylight saving time); a logger on that clock never wrote it")
+    if previous is not None and first.astimezone(UTC) < previous <= second.astimezone(UTC):
+        return second
+    return first
 
 
 @dataclass(frozen=True)

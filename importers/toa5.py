@@ -9,8 +9,9 @@ line per record, all comma-separated with quoted text::
     "","","Min","Tot","Smp"                                                            processing
     "2024-05-01 00:15:00",0,12.61,0.2,3.4
 
-Timestamps carry no zone: a logger clock is usually kept in local *standard* time, so give
-``--tz`` (e.g. ``Etc/GMT+5`` for EST all year; default UTC). ``"NAN"`` is a gap.
+Timestamps carry no zone: they are read in the site's zone unless ``--tz`` says otherwise -- a
+logger clock is often kept in local *standard* time all year (``--tz Etc/GMT+5`` for EST).
+``"NAN"`` is a gap.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def read_toa5(path: Path, lines: list[str], options: ImportOptions) -> Table:
     units = tuple(None if u.strip() in _NOT_UNITS else normalise_unit(u) for u in units_row)
     zone = options.zone
     formats = [options.time_format] if options.time_format else [ISO]
-    table = Table(path, "toa5", columns, units, (), 0, TimeParser(formats, zone),
+    table = Table(path, "toa5", columns, units, (), 0, TimeParser(formats, zone, options.tz_source),
                   frozenset(i for i, c in enumerate(columns) if c in _BOOKKEEPING), ",")
     time_column = table.column(options.time_column or "TIMESTAMP")
     data = tuple((n, split_line(line, ",")) for n, line in enumerate(lines[HEADER_LINES:], start=HEADER_LINES + 1))

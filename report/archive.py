@@ -18,7 +18,11 @@ is a ZIP file anyone can open without stormwatch:
   rain comes back without a size, as it was stored;
 * ``events.jsonl`` -- the stored ordinance events, one ``Event.to_wire()`` JSON object per line;
 * ``workorders.jsonl`` -- every column of each work order opened in the period (and of the
-  inspection reports they opened), with its full history and its photos (base64).
+  inspection reports they opened), with its full history and its photos (base64);
+* ``enforcement.jsonl`` -- every column of each enforcement case whose violation was found in the
+  period (site-local days), with its full history; ``enforcement-register.csv`` -- their rows of the
+  MS4 enforcement register (:mod:`stormwatch.enforcement.register`). Bundles written before cases
+  were archived have neither and still load.
 
 :func:`load_bundle` verifies every checksum before it writes anything, then loads the readings
 (with their late flag), events and work orders into a store and a work-order book: the round trip
@@ -42,10 +46,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import ValidationError
+
 from stormwatch import __version__
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
+from stormwatch.enforcement.cases import EnforcementBook
+from stormwatch.errors import problems_message
 from stormwatch.stores.base import ReadingStore
 from stormwatch.wire import format_time
 
@@ -87,6 +95,7 @@ class Counts:
     events: int
     orders: int
     events_known: bool = True
+    cases: int = 0
 
 
 class _Hashing:
@@ -111,6 +120,33 @@ def _value(text: str) -> int | float:
     return float(text) if any(c in text for c in ".eEn") else int(text)
 
 
+def _row_reading(rec: dict[str, str], line: int) -> Reading:
+    """The reading of one ``readings.csv`` row.
+
+    Raises:
+        ArchiveError: a row that is not a reading, or a time without its UTC offset -- the archive
+            writes every time with one, and a zone-less time is never read in a guessed zone.
+    """
+    where = f"readings.csv line {line}"
+    try:
+        when = datetime.fromisoformat(rec["time"])
+    except ValueError:
+        raise ArchiveError(f"{where}: time {rec['time']!r} is not an RFC 3339 time") from None
+    if when.tzinfo is None:
+        raise ArchiveError(f"{where}: time {rec['time']!r} has no UTC offset (an archive's times are UTC, "
+                           "written with +00:00; the bundle was made or edited by something else)")
+    try:
+        return Reading(site=rec["site"], device=rec["device"], quantity=rec["quantity"], value=_value(rec["value"]),
+                       unit=rec["unit"], time=when, gateway=rec["gateway"], boot=rec["boot"], seq=int(rec["seq"]),
+                       raw=json.loads(rec["raw"]), flags=tuple(json.loads(rec["flags"])),
+                       tip_size=rec.get("tip_size") or None)
+    except ValidationError as exc:
+        raise ArchiveError(problems_message(f"{where}: not a reading", [
+            f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in exc.errors()])) from None
+    except ValueError as exc:  # a value or sequence number that is not a number, raw or flags not JSON
+        raise ArchiveError(f"{where}: not a reading: {exc}") from None
+
+
 def _reading_row(r: Reading, late: bool) -> list[str]:
     return [r.site, r.device, r.quantity, _value_text(r.value), r.unit,
             r.time.astimezone(UTC).isoformat(timespec="microseconds"), r.gateway, r.boot, str(r.seq),
@@ -124,8 +160,10 @@ def _csv_line(values: list[str]) -> bytes:
 
 
 def write_bundle(path: Path, cfg: SiteConfig, site_file: Path, store: ReadingStore, book: WorkOrders | None,
-                 start: datetime, end: datetime, *, store_name: str = "") -> Counts:
-    """Write the bundle of ``cfg``'s site for ``[start, end)`` to ``path`` (module docstring).
+                 start: datetime, end: datetime, *, store_name: str = "", cases: EnforcementBook | None = None,
+                 ) -> Counts:
+    """Write the bundle of ``cfg``'s site for ``[start, end)`` to ``path`` (module docstring);
+    ``cases``: the enforcement cases of the state directory (``None``: none archived, said in the manifest).
 
     Raises:
         stormwatch.stores.base.StoreError: the store cannot be read.
@@ -173,6 +211,10 @@ def write_bundle(path: Path, cfg: SiteConfig, site_file: Path, store: ReadingSto
                 p["data"] = base64.b64encode(bytes(p["data"])).decode("ascii")
         member("workorders.jsonl", len(orders),
                iter([b"".join(json.dumps(o, ensure_ascii=False).encode("utf-8") + b"\n" for o in orders)]))
+        records, register = _cases(cfg, cases, start, end)
+        member("enforcement.jsonl", len(records),
+               iter([b"".join(json.dumps(c, ensure_ascii=False).encode("utf-8") + b"\n" for c in records)]))
+        member("enforcement-register.csv", register.count("\n") - 1, iter([register.encode("utf-8")]))
         manifest = {
             "format": FORMAT, "version": VERSION, "stormwatch": __version__,
             "written_at": format_time(datetime.now(UTC)),
@@ -181,14 +223,34 @@ def write_bundle(path: Path, cfg: SiteConfig, site_file: Path, store: ReadingSto
             "from": format_time(start), "until": format_time(end), "store": store_name,
             "work_orders": "" if book is not None else "no work-order state given: none archived",
             "events": events_note, "members": members,
+            "enforcement": "" if cases is not None else "no enforcement cases in the state directory: none archived",
         }
         data = json.dumps(manifest, indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
         zf.writestr("manifest.json", data)
         sums = {**{n: m["sha256"] for n, m in members.items()}, "manifest.json": hashlib.sha256(data).hexdigest()}
         zf.writestr("SHA256SUMS", "".join(f"{h}  {n}\n" for n, h in sums.items()))
     tmp.replace(path)
-    log.info("%s: bundle %s: %d readings, %d events, %d work orders", site, path, count[0], len(events), len(orders))
-    return Counts(count[0], len(events), len(orders))
+    log.info("%s: bundle %s: %d readings, %d events, %d work orders, %d enforcement cases", site, path, count[0],
+             len(events), len(orders), len(records))
+    return Counts(count[0], len(events), len(orders), cases=len(records))
+
+
+def _cases(cfg: SiteConfig, cases: EnforcementBook | None, start: datetime,
+           end: datetime) -> tuple[list[dict[str, Any]], str]:
+    """The site's enforcement cases found in ``[start, end)`` (site-local days) as records, and their
+    register rows as CSV."""
+    from stormwatch.enforcement import register
+    from stormwatch.enforcement.view import view_of
+
+    if cases is None:
+        return [], register.to_csv([])
+    tz = cfg.site.tz
+    first, last = start.astimezone(tz).date(), end.astimezone(tz).date()
+    ids = {c.id for c in cases.list(site=cfg.site.id) if first <= c.found_on < last or
+           (c.found_on == last and end.astimezone(tz).time() != datetime.min.time())}
+    records = [r for r in cases.export_records(cfg.site.id) if r["id"] in ids]
+    views = [view_of(cases, cases.get(i)) for i in sorted(ids)]
+    return records, register.to_csv(register.rows_of(views))
 
 
 def read_manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
@@ -225,12 +287,14 @@ def read_manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
     return manifest
 
 
-def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tuple[dict[str, Any], Counts]:
-    """Verify the bundle at ``path``, then load it into ``store`` and ``book``; returns its
-    manifest and how many readings were new, events written and orders added.
+def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None,
+                cases: EnforcementBook | None = None) -> tuple[dict[str, Any], Counts]:
+    """Verify the bundle at ``path``, then load it into ``store``, ``book`` and ``cases``; returns its
+    manifest and how many readings were new, events written, orders and cases added.
 
     Raises:
-        ArchiveError: the bundle does not check out, or it holds work orders and ``book`` is None.
+        ArchiveError: the bundle does not check out, or it holds work orders (cases) and ``book``
+            (``cases``) is None.
         stormwatch.stores.base.StoreError: the store refused a write.
     """
     try:
@@ -254,11 +318,7 @@ def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tup
                     raise ArchiveError(f"readings.csv line {line}: {len(row)} fields, expected "
                                        f"{len(columns)}") from exc
                 late = rec["late"] == "1"
-                batch[late].append(Reading(
-                    site=rec["site"], device=rec["device"], quantity=rec["quantity"], value=_value(rec["value"]),
-                    unit=rec["unit"], time=datetime.fromisoformat(rec["time"]), gateway=rec["gateway"],
-                    boot=rec["boot"], seq=int(rec["seq"]), raw=json.loads(rec["raw"]),
-                    flags=tuple(json.loads(rec["flags"])), tip_size=rec.get("tip_size") or None))
+                batch[late].append(_row_reading(rec, line))
                 if len(batch[late]) >= BATCH:
                     added += store.write_readings(batch[late], late=late)
                     batch[late] = []
@@ -278,7 +338,14 @@ def load_bundle(path: Path, store: ReadingStore, book: WorkOrders | None) -> tup
                 for p in o.get("photos", []):
                     p["data"] = base64.b64decode(p["data"])
             new_orders, _present = book.import_records(orders)
-    return manifest, Counts(added, len(new_events), new_orders, known)
+        records = ([json.loads(line) for line in zf.read("enforcement.jsonl").splitlines() if line]
+                   if "enforcement.jsonl" in zf.namelist() else [])
+        new_cases = 0
+        if records:
+            if cases is None:
+                raise ArchiveError("the bundle holds enforcement cases: give a --state-dir to load them into")
+            new_cases, _present = cases.import_records(records)
+    return manifest, Counts(added, len(new_events), new_orders, known, cases=new_cases)
 
 
 def _new_events(store: ReadingStore, manifest: dict[str, Any], events: list[Event]) -> tuple[list[Event], bool]:

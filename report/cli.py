@@ -324,8 +324,9 @@ def archive_cmd(
     no_work_orders: bool = _NO_WORK_ORDERS,
 ) -> None:
     """Write a site's records of a period -- readings, ordinance events, work orders with their history
-    and photos -- to one portable bundle (ZIP: CSV + JSON, a manifest and SHA-256 checksums) to keep
-    for five years. `stormwatch import-archive` loads it back, losslessly.
+    and photos, enforcement cases with their register -- to one portable bundle (ZIP: CSV + JSON, a
+    manifest and SHA-256 checksums) to keep for five years. `stormwatch import-archive` loads it back,
+    losslessly.
     """
     from stormwatch.alerts.cli import parse_when
     from stormwatch.alerts.packs import PackError
@@ -347,20 +348,40 @@ def archive_cmd(
         fail(f"--until ({t2.isoformat()}) must be after --from ({t1.isoformat()})")
     output_path(output)
     book = _book(state_dir, wall_time=False, without=no_work_orders)[0]
+    cases = _cases(state_dir, book)
     opened = _open_store(store, book)
     try:
         counts = write_bundle(output, cfg, site, opened, book, t1.astimezone(UTC), t2.astimezone(UTC),
-                              store_name=redact(store))
+                              store_name=redact(store), cases=cases)
     except StoreError as exc:
         fail(str(exc), 1)
     except OSError as exc:
         fail(f"--output {output}: {exc.strerror or exc}", 1)
     finally:
         opened.close()
+        for held in (book, cases):
+            if held is not None:
+                held.close()
+    typer.echo(f"{output}: {counts.readings} readings, {counts.events} events, {counts.orders} work orders, "
+               f"{counts.cases} enforcement cases of {cfg.site.id} from {t1.isoformat()} until {t2.isoformat()}")
+
+
+def _cases(state_dir: Path, book: WorkOrders | None):  # type: ignore[no-untyped-def]
+    """The enforcement cases of ``state_dir`` (``None`` when no case was ever opened there), on the
+    work-order book's clock. ``book`` is closed when the file cannot be opened."""
+    from stormwatch.clock import WallClock
+    from stormwatch.enforcement.actions import CaseError
+    from stormwatch.enforcement.cases import CASES_FILE, EnforcementBook
+
+    path = state_dir / CASES_FILE
+    if not path.is_file():
+        return None
+    try:
+        return EnforcementBook(path, book.clock if book is not None else WallClock())
+    except CaseError as exc:
         if book is not None:
             book.close()
-    typer.echo(f"{output}: {counts.readings} readings, {counts.events} events, {counts.orders} work orders of "
-               f"{cfg.site.id} from {t1.isoformat()} until {t2.isoformat()}")
+        fail(str(exc))
 
 
 def import_archive_cmd(
@@ -376,6 +397,8 @@ def import_archive_cmd(
     from stormwatch.alerts.cli import STATE_FILE
     from stormwatch.alerts.workorders import WorkOrderError, WorkOrders
     from stormwatch.clock import WallClock
+    from stormwatch.enforcement.actions import CaseError
+    from stormwatch.enforcement.cases import CASES_FILE, EnforcementBook
     from stormwatch.report.archive import ArchiveError, load_bundle
     from stormwatch.stores.base import StoreError
     from stormwatch.stores.urls import StoreUrlError, open_store, redact
@@ -389,24 +412,28 @@ def import_archive_cmd(
         fail(f"--store {redact(store)}: {exc}")
     try:
         book = WorkOrders(state_dir / STATE_FILE, WallClock())
-    except (OSError, WorkOrderError) as exc:
+        cases = EnforcementBook(state_dir / CASES_FILE, WallClock())
+    except (OSError, WorkOrderError, CaseError) as exc:
         opened.close()
         fail(f"--state-dir {state_dir}: {exc}")
     try:
-        manifest, counts = load_bundle(bundle, opened, book)
-    except (ArchiveError, WorkOrderError) as exc:
+        manifest, counts = load_bundle(bundle, opened, book, cases)
+    except (ArchiveError, WorkOrderError, CaseError) as exc:
         fail(f"{bundle}: {exc}")
     except StoreError as exc:
         fail(str(exc), 1)
     finally:
         opened.close()
         book.close()
+        cases.close()
     members = manifest["members"]
     events = (f"{counts.events} new events (of {members['events.jsonl']['rows']})" if counts.events_known
               else f"{counts.events} events written (this store cannot tell which were new)")
     typer.echo(f"{bundle}: site {manifest['site']['id']} from {manifest['from']} until {manifest['until']}: "
                f"{counts.readings} new readings (of {members['readings.csv']['rows']}), {events}, "
-               f"{counts.orders} work orders added (of {members['workorders.jsonl']['rows']})")
+               f"{counts.orders} work orders added (of {members['workorders.jsonl']['rows']})"
+               + (f", {counts.cases} enforcement cases added (of {members['enforcement.jsonl']['rows']})"
+                  if "enforcement.jsonl" in members else ""))
 
 
 def register(app: typer.Typer) -> None:

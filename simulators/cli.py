@@ -38,7 +38,9 @@ TIP_IN = typer.Option(None, "--tip-in", metavar="IN", help="--rain-file's tip si
 TIME_FORMAT = typer.Option(None, "--time-format", metavar="FORMAT",
                            help="strptime format of --rain-file's times (default: ISO 8601 and year-first forms).")
 DELIMITER = typer.Option(None, "--delimiter", metavar="CHAR", help="Field delimiter of --rain-file (default: sniffed).")
-TZ = typer.Option("UTC", "--tz", metavar="ZONE", help="IANA time zone of --rain-file's times.")
+TZ = typer.Option(None, "--tz", metavar="ZONE",
+                  help="IANA time zone of --rain-file's times without an offset, and of --from/--until (default: "
+                       "the site's timezone; the zone used is printed).")
 FROM = typer.Option(None, "--from", metavar="TIME", help="Use --rain-file rows from this time (its zone: --tz).")
 UNTIL = typer.Option(None, "--until", metavar="TIME", help="Use --rain-file rows before this time.")
 
@@ -51,7 +53,7 @@ def build_scenario(
     rain_tip_in: str | None = None,
     rain_time_format: str | None = None,
     rain_delimiter: str | None = None,
-    rain_tz: str = "UTC",
+    rain_tz: str | None = None,
     rain_time_column: str = "0",
     rain_value_column: str = "1",
     rain_from: datetime | None = None,
@@ -121,7 +123,7 @@ def simulate(
         None, "--storm-depth-in", metavar="IN", help="The design storm's depth in inches (exact decimal, e.g. 1.2)."
     ),
     rain_file: Path | None = RAIN_FILE, tip_mm: str | None = TIP_MM, tip_in: str | None = TIP_IN,
-    time_format: str | None = TIME_FORMAT, delimiter: str | None = DELIMITER, tz: str = TZ,
+    time_format: str | None = TIME_FORMAT, delimiter: str | None = DELIMITER, tz: str | None = TZ,
     time_column: str = typer.Option("0", "--time-column", metavar="COLUMN",
                                     help="--rain-file's time column: header name or 0-based index."),
     tips_column: str = typer.Option("1", "--tips-column", metavar="COLUMN",
@@ -201,6 +203,8 @@ def simulate(
     except ValueError as exc:  # InputErrors (the rain file) and devices that do not fit the scenario
         fail(str(exc))
     tips = story.tips
+    if story.rain_times:
+        typer.echo(story.rain_times, err=True)
     if story.rain_skip_summary:
         log.warning("%s", story.rain_skip_summary)  # once: the simulator reads the file again, quietly
     if len(tips):

@@ -11,15 +11,20 @@ one set of formats and options, and a malformed row is skipped with a reason, ne
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stormwatch.errors import InputError
 from stormwatch.rain import LengthUnit, TipResolution
 from stormwatch.simulators.tips import TipSeries
+
+if TYPE_CHECKING:
+    from stormwatch.importers.options import ZoneSource
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,8 @@ class RainRecord:
             (too_few_fields 1); first: F:3: ...``), ``""`` when none was skipped. The reader does
             not log it: a file is read several times in one run (the command, the simulator, the
             pipeline), and the command tells the user once.
+        times: how the file's times were read (``12 times without an offset, read in
+            America/New_York (the site's zone; ...)``), for the command to say once.
     """
 
     rows: tuple[tuple[datetime, int], ...]
@@ -48,6 +55,7 @@ class RainRecord:
     source: str = ""
     skipped: tuple[str, ...] = ()
     skip_summary: str = ""
+    times: str = ""
 
     @property
     def total_tips(self) -> int:
@@ -62,13 +70,11 @@ class RainRecord:
         if not self.rows:
             return self
         delta = new_start - self.rows[0][0]
-        return RainRecord(tuple((t + delta, n) for t, n in self.rows), self.tip, self.source, self.skipped,
-                          self.skip_summary)
+        return dataclasses.replace(self, rows=tuple((t + delta, n) for t, n in self.rows))
 
     def window(self, start: datetime, end: datetime) -> RainRecord:
         """Only the rows with ``start ≤ time < end``."""
-        return RainRecord(tuple((t, n) for t, n in self.rows if start <= t < end), self.tip, self.source,
-                          self.skipped, self.skip_summary)
+        return dataclasses.replace(self, rows=tuple((t, n) for t, n in self.rows if start <= t < end))
 
     def gauge_tips(self, resolution: TipResolution) -> TipSeries:
         """The record as tips of a gauge of ``resolution`` (identical when the sizes are equal)."""
@@ -95,7 +101,8 @@ def load_rain_record(
     time_column: str | int = 0,
     value_column: str | int = 1,
     time_format: str | None = None,
-    tz: str = "UTC",
+    tz: str | None = None,
+    tz_source: ZoneSource = "--tz",
     delimiter: str | None = None,
 ) -> RainRecord:
     """Read a tip record with the reader of ``stormwatch import``/``replay`` (the same formats,
@@ -112,7 +119,9 @@ def load_rain_record(
         time_column, value_column: column names or 0-based indexes.
         time_format: :func:`datetime.strptime` format (default: ISO 8601 and year-first forms);
             a time with no offset is local to ``tz``.
-        tz: IANA zone of naive times.
+        tz: IANA zone of naive times (the commands give the site's); ``None``: UTC, said in
+            :attr:`RainRecord.times` as a default nobody chose.
+        tz_source: where ``tz`` came from (``site``, ``--tz``), said beside it.
         delimiter: field separator (default: sniffed; ``;`` for the Tharandt files).
 
     Returns:
@@ -124,17 +133,17 @@ def load_rain_record(
             no usable row at all (the first reason given).
     """
     from stormwatch.importers.detect import open_table
-    from stormwatch.importers.options import ImportOptions, OptionsError, TipSpec
+    from stormwatch.importers.options import ImportOptions, OptionsError, TipSpec, zone_note
     from stormwatch.importers.rows import build_readings
     from stormwatch.importers.table import TableError
 
     path = Path(path)
     try:
         options = ImportOptions(
-            delimiter=delimiter, time_column=str(time_column), time_format=time_format, tz=tz,
+            delimiter=delimiter, time_column=str(time_column), time_format=time_format, tz=tz, tz_source=tz_source,
             tips=TipSpec.parse(tip_size if unit == "mm" else None, tip_size if unit == "in" else None,
                                str(value_column)),
-        )
+        ).in_zone("UTC", "default")
         assert options.tips is not None
         table = open_table(path, options)
         conv = build_readings(table, options, "record", "gauge", {})
@@ -152,7 +161,8 @@ def load_rain_record(
                                   f"({reasons}); first: {skipped[0]}")
         summary = f"rain file {path}: {len(skipped)} of {conv.rows_read} rows skipped ({reasons}); first: {skipped[0]}"
         log.debug("%s", summary)
-    record = RainRecord(rows, options.tips.resolution, str(path), skipped, summary if skipped else "")
+    record = RainRecord(rows, options.tips.resolution, str(path), skipped, summary if skipped else "",
+                        zone_note(table.time.zone_name, table.time.source, table.time.local_times))
     log.info("rain record %s: %d tips in %d rows", path, record.total_tips, len(rows))
     return record
 

@@ -23,12 +23,12 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Literal
-from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stormwatch import resources
 from stormwatch.config import M_PER_FT, Basin, SiteConfig
+from stormwatch.display import LocalTimeError, local_instant
 from stormwatch.errors import InputError, load_yaml, problems_message
 from stormwatch.profiles import DeviceProfile
 from stormwatch.rain import LengthUnit, TipResolution
@@ -79,8 +79,10 @@ class RainRecordSpec(_Strict):
         unit: ``mm`` or ``in``.
         time_column, value_column: names (with a header) or 0-based indexes.
         time_format: strptime format (default: ISO 8601 and year-first forms). tz: IANA zone of
-            naive times. delimiter: field separator (default: sniffed from the header).
-        start: when given, only rows from this instant on are replayed (naive = local to ``tz``).
+            naive times (``None``: the site's, as every importer reads a logger's file).
+            delimiter: field separator (default: sniffed from the header).
+        start: when given, only rows from this instant on are replayed (naive = local to ``tz``,
+            read as a typed time: :func:`stormwatch.display.local_instant`).
         end: when given, rows from this instant on are dropped (naive = local to ``tz``).
         shift_to_offset_h: when given, the (windowed) record is moved so its first tip falls this
             many hours after the scenario start.
@@ -92,7 +94,7 @@ class RainRecordSpec(_Strict):
     time_column: str = "0"
     value_column: str = "1"
     time_format: str | None = None
-    tz: str = "UTC"
+    tz: str | None = None
     delimiter: str | None = None
     start: datetime | None = None
     end: datetime | None = None
@@ -374,8 +376,9 @@ def _scenario_site(scenario_file: Path, site: str) -> Path:
     return found
 
 
-def rain_tips(scenario: Scenario, resolution: TipResolution) -> TipSeries:
-    """The scenario's rain as tips of a gauge of ``resolution``.
+def rain_tips(scenario: Scenario, resolution: TipResolution, site_tz: str = "UTC") -> TipSeries:
+    """The scenario's rain as tips of a gauge of ``resolution`` (a record's times without an offset
+    and no ``tz`` of its own: in ``site_tz``, the site's zone).
 
     Raises:
         stormwatch.simulators.rain_record.RainRecordError: the record file cannot be read.
@@ -387,11 +390,17 @@ def rain_tips(scenario: Scenario, resolution: TipResolution) -> TipSeries:
         return TipSeries(times, resolution)
     spec = scenario.rain.record
     assert spec is not None  # RainSpec validates: exactly one source
-    return record_from_spec(spec, scenario.start).gauge_tips(resolution)
+    return record_from_spec(spec, scenario.start, site_tz).gauge_tips(resolution)
 
 
-def record_from_spec(spec: RainRecordSpec, scenario_start: datetime) -> RainRecord:
-    """Load, window and shift a :class:`RainRecordSpec`."""
+def record_from_spec(spec: RainRecordSpec, scenario_start: datetime, site_tz: str) -> RainRecord:
+    """Load, window and shift a :class:`RainRecordSpec`; times without an offset -- the file's and
+    the window's -- are local to ``spec.tz``, else to ``site_tz`` (the site's zone).
+
+    Raises:
+        RainRecordError: an unreadable file, a window time the zone skips or repeats, an empty window.
+    """
+    zone_name = spec.tz or site_tz
     record = load_rain_record(
         spec.path,
         tip_size=spec.tip_size,
@@ -399,15 +408,19 @@ def record_from_spec(spec: RainRecordSpec, scenario_start: datetime) -> RainReco
         time_column=spec.time_column,
         value_column=spec.value_column,
         time_format=spec.time_format,
-        tz=spec.tz,
+        tz=zone_name,
+        tz_source="--tz" if spec.tz else "site",
         delimiter=spec.delimiter,
     )
-    zone = ZoneInfo(spec.tz)
 
     def utc(t: datetime | None, default: datetime) -> datetime:
         if t is None:
             return default
-        return (t if t.tzinfo else t.replace(tzinfo=zone)).astimezone(UTC)
+        try:
+            return local_instant(t, zone_name).astimezone(UTC)
+        except LocalTimeError as exc:
+            raise RainRecordError(f"{spec.path}: the window's {'start' if t is spec.start else 'end'} "
+                                  f"(--from/--until): {exc}") from None
 
     lo = utc(spec.start, datetime.min.replace(tzinfo=UTC))
     hi = utc(spec.end, datetime.max.replace(tzinfo=UTC))
@@ -421,7 +434,7 @@ def record_from_spec(spec: RainRecordSpec, scenario_start: datetime) -> RainReco
                 if whole.rows else "it has no tips at all")
         where = " ".join(p for p in (f"from {lo.isoformat()}" if spec.start else "",
                                      f"until {hi.isoformat()}" if spec.end else "") if p)
-        raise RainRecordError(f"{spec.path}: no rain {where or 'in the file'}: {span}")
+        raise RainRecordError(f"{spec.path}: no rain {where or 'in the file'}: {span} ({whole.times})")
     if spec.shift_to_offset_h is not None:
         record = record.shifted(scenario_start + timedelta(hours=spec.shift_to_offset_h))
     return record
@@ -501,13 +514,16 @@ class SiteScenario:
         self.rain_skipped: tuple[str, ...] = ()
         #: one line about them (the command shows it once; :attr:`RainRecord.skip_summary`)
         self.rain_skip_summary = ""
+        #: how the rain file's times were read (:attr:`RainRecord.times`), ``""`` without a file
+        self.rain_times = ""
         if scenario.rain.record is not None:
-            record = record_from_spec(scenario.rain.record, scenario.start)
+            record = record_from_spec(scenario.rain.record, scenario.start, cfg.site.timezone)
             self.rain_skipped = record.skipped
             self.rain_skip_summary = record.skip_summary
+            self.rain_times = f"rain file {record.source}: {record.times}"
             self.tips = record.gauge_tips(resolution)
         else:
-            self.tips = rain_tips(scenario, resolution)
+            self.tips = rain_tips(scenario, resolution, cfg.site.timezone)
         self._res_in = float(resolution.inches)
         self._basin_setup()
 

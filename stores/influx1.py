@@ -53,7 +53,7 @@ from stormwatch.stores.lineprotocol import (
     from_ns,
     time_ns,
 )
-from stormwatch.stores.rows import engine_order, influx_readings
+from stormwatch.stores.rows import UnreadableRows, engine_order, influx_events, influx_readings, influx_series_row
 from stormwatch.stores.splitwrite import BatchRejected
 
 log = logging.getLogger(__name__)
@@ -138,6 +138,8 @@ class Influx1Store(LineProtocolWrites):
             raise ValueError("an InfluxDB database name is required")
         self.base_url = base_url.rstrip("/")
         self.database = database
+        #: rows answered that cannot be read (skipped, counted, logged; stores/rows.py)
+        self.unreadable = UnreadableRows(f"influx1:{database}")
         self.rp = rp
         self.clock: Clock = clock or WallClock()
         self.timeout_s = timeout_s
@@ -357,7 +359,7 @@ class Influx1Store(LineProtocolWrites):
             q += f" AND \"quantity\" = {influxql_string(quantity)}"
         self.ensure_database()
         rows = (dict(zip(s["columns"], values, strict=True)) for s in self._query(q) for values in s.get("values", []))
-        return influx_readings(((row, int(row["time"])) for row in rows), late=late)
+        return influx_readings(((row, int(row["time"])) for row in rows), late=late, unreadable=self.unreadable)
 
     def stored_series(self, site: str) -> list[tuple[str, str]]:
         """See :meth:`stormwatch.stores.base.SeriesStore.stored_series`: ``SHOW TAG VALUES`` of the
@@ -407,11 +409,14 @@ class Influx1Store(LineProtocolWrites):
                     values[int(result.get("statement_id", 0))].extend(s_.get("values", []))
         out: dict[tuple[str, str], list[StoredRow]] = {}
         for (device, quantity), points in zip(series, values, strict=True):
-            tips_field = quantity == "rain_tips"
-            rows: list[StoredRow] = [
-                (ns // 1_000, int(tips) if tips_field and tips is not None else float(value), unit, flags or "",
-                 gateway, boot, int(seq), tip_size or "")
-                for ns, value, tips, unit, flags, gateway, boot, seq, tip_size in points]
+            rows: list[StoredRow] = []
+            for point in points:
+                try:
+                    rows.append(influx_series_row(point, quantity == "rain_tips"))
+                except (TypeError, ValueError) as exc:
+                    self.unreadable.skip("reading", {"site": site, "device": device, "quantity": quantity,
+                                                     "gateway": point[5], "boot": point[6], "seq": point[7]},
+                                         point[0], exc)
             rows.sort(key=engine_order)
             out[(device, quantity)] = rows
         return out
@@ -429,8 +434,8 @@ class Influx1Store(LineProtocolWrites):
         if end is not None:
             q += f" AND time < {time_ns(end)}"
         self.ensure_database()
-        return [Event.model_validate(json.loads(values[1])) for s in self._query(q) for values in s.get("values", [])
-                if values[1]]
+        return influx_events(((values[0], values[1]) for s in self._query(q) for values in s.get("values", [])
+                              if values[1]), self.unreadable, site)
 
     def query_deadletter_count(self, reason: str | None = None) -> int:
         """How many dead letters are stored (of ``reason`` when given).
@@ -538,7 +543,7 @@ class Influx1Store(LineProtocolWrites):
              " AND \"quantity\" = 'rain_tips' AND \"tips\" > 0")
         self.ensure_database()
         rows = (dict(zip(s["columns"], values, strict=True)) for s in self._query(q) for values in s.get("values", []))
-        readings = influx_readings(((row, int(row["time"])) for row in rows), late=None)
+        readings = influx_readings(((row, int(row["time"])) for row in rows), late=None, unreadable=self.unreadable)
         return sorted(readings, key=lambda r: (r.site, r.time, r.seq))
 
     def query_site_events(self, start: datetime, end: datetime, sites: Sequence[str] | None = None,
@@ -555,7 +560,7 @@ class Influx1Store(LineProtocolWrites):
         self.ensure_database()
         points = sorted((int(values[0]), values[1]) for s in self._query(q) for values in s.get("values", [])
                         if values[1])
-        return [Event.model_validate(json.loads(wire)) for _, wire in points]
+        return influx_events(points, self.unreadable)
 
     def close(self) -> None:
         """Close the kept-alive HTTP connection (nothing is buffered: every write is synchronous)."""

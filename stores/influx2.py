@@ -14,7 +14,6 @@ must equal the 1.x store's byte for byte -- and checks its Flux texts.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -37,7 +36,7 @@ from stormwatch.stores.lineprotocol import (
     from_ns,
     time_ns,
 )
-from stormwatch.stores.rows import influx_readings
+from stormwatch.stores.rows import UnreadableRows, influx_events, influx_readings
 from stormwatch.stores.splitwrite import BatchRejected
 from stormwatch.wire import format_time
 
@@ -100,6 +99,8 @@ class Influx2Store(LineProtocolWrites):
         self.url = url
         self.org = org
         self.bucket = bucket
+        #: rows answered that cannot be read (skipped, counted, logged; stores/rows.py)
+        self.unreadable = UnreadableRows(f"influx2:{bucket}")
         self.clock: Clock = clock or WallClock()
         self.retries = retries
         self.backoff_s = backoff_s
@@ -207,7 +208,7 @@ class Influx2Store(LineProtocolWrites):
         except Exception as exc:
             raise StoreError(f"InfluxDB {self.url} Flux query failed: {exc}") from exc
         rows = ((rec.values, time_ns(rec.get_time())) for table in tables for rec in table.records)
-        return influx_readings(rows, late=late)
+        return influx_readings(rows, late=late, unreadable=self.unreadable)
 
     def query_events(self, site: str, start: datetime | None = None, end: datetime | None = None) -> list[Event]:
         """Events of ``site`` with ``start <= event_time < end`` in event-time order (from the
@@ -229,7 +230,7 @@ class Influx2Store(LineProtocolWrites):
                 " |> map(fn: (r) => ({r with stormwatch_ns: int(v: r._time)}))")
         points = sorted((int(row["stormwatch_ns"]), str(row["_value"]))
                         for row in self._flux(flux) if row.get("_value"))
-        return [Event.model_validate(json.loads(wire)) for _, wire in points]
+        return influx_events(points, self.unreadable, site)
 
     # -- many sites at once (stormwatch.stores.base.OverviewStore) -------------------------------
 
@@ -329,7 +330,8 @@ class Influx2Store(LineProtocolWrites):
                                 ' |> pivot(rowKey: ["_time"], columnKey: ["_field"], valueColumn: "_value")'
                                 " |> filter(fn: (r) => r.tips > 0)")
         rows = ((row, int(row["stormwatch_ns"])) for row in self._flux(flux))
-        return sorted(influx_readings(rows, late=None), key=lambda r: (r.site, r.time, r.seq))
+        return sorted(influx_readings(rows, late=None, unreadable=self.unreadable),
+                      key=lambda r: (r.site, r.time, r.seq))
 
     def query_site_events(self, start: datetime, end: datetime, sites: Sequence[str] | None = None,
                           ) -> list[Event]:
@@ -344,7 +346,7 @@ class Influx2Store(LineProtocolWrites):
         flux = self._sites_flux(start, end, f'r._measurement == "{EVENTS}" and r._field == "wire"', sites, "")
         points = sorted((int(row["stormwatch_ns"]), str(row["_value"]))
                         for row in self._flux(flux) if row.get("_value"))
-        return [Event.model_validate(json.loads(wire)) for _, wire in points]
+        return influx_events(points, self.unreadable)
 
     def close(self) -> None:
         """Close the HTTP client (writes are synchronous: nothing is buffered)."""

@@ -9,15 +9,91 @@ builds the reading. :func:`influx_readings` decodes the InfluxDB field encoding 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from stormwatch.contract import Reading
+from pydantic import ValidationError
+
+from stormwatch.contract import Event, Reading
 from stormwatch.stores.base import ROW_BOOT, ROW_GATEWAY, ROW_SEQ, ROW_TIME, ReadingStore, StoredRow
 from stormwatch.stores.lineprotocol import from_ns
+from stormwatch.wire import format_time
+
+log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+#: Times one row is read again after it was found unreadable (:class:`UnreadableRows`): a point
+#: InfluxDB 1.x answered half-written while it was being written is whole at the next read; one
+#: still unreadable after these is left out, with an ERROR.
+REREADS = 6
+#: Identities remembered at most (their read counts; forgotten all at once beyond it).
+_REMEMBERED = 10_000
+
+#: What decoding a stored row may raise: a field missing (``None``) or of another type.
+ROW_ERRORS = (TypeError, ValueError, KeyError, ValidationError)
+
+
+class UnreadableRows:
+    """The rows a store answered that cannot be read -- skipped, counted, logged with their identity
+    (WARNING the first time, ERROR when still unreadable after :data:`REREADS` reads) -- and, per
+    site, the earliest time a reader should read again (:meth:`take`): InfluxDB 1.x may answer a
+    point it is writing without some of its fields (``value``: ``None``), and the whole point a
+    moment later. Thread-safe; one per store.
+
+    Args:
+        store: how the store is named in the logs (``influx1:fleet``).
+    """
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        #: rows skipped so far
+        self.count = 0
+        self._reads: dict[tuple[str, ...], int] = {}
+        self._again: dict[str, datetime] = {}
+        self._lock = threading.Lock()
+
+    def skip(self, what: str, row: Mapping[str, Any], ns: int | None, exc: BaseException) -> None:
+        """Count the unreadable ``row`` (a ``what``: ``reading``, ``event``) of time ``ns``."""
+        when = from_ns(ns) if isinstance(ns, int) else None
+        names = ("site", "device", "quantity", "kind", "gateway", "boot", "seq")
+        identity = " ".join(f"{k}={row[k]}" for k in names if row.get(k) is not None)
+        key = (what, identity, str(ns))
+        why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        with self._lock:
+            self.count += 1
+            if len(self._reads) >= _REMEMBERED:
+                self._reads.clear()
+            reads = self._reads[key] = self._reads.get(key, 0) + 1
+            site = row.get("site")
+            if what == "reading" and reads <= REREADS and isinstance(site, str) and when is not None:
+                self._again[site] = min(self._again.get(site, when), when)
+        at = format_time(when) if when is not None else "an unknown time"
+        if reads == 1:
+            again = "; it is read again on the next catch-up" if what == "reading" else ""
+            log.warning("%s: skipped an unreadable stored %s at %s (%s): %s%s", self.store, what, at,
+                        identity or "no identity", why, again)
+        elif reads == REREADS + 1:
+            log.error("%s: the stored %s at %s (%s) is still unreadable after %d reads (%s): left out -- the "
+                      "database holds a point without the fields every %s has", self.store, what, at, identity,
+                      REREADS, why, what)
+        else:
+            log.debug("%s: stored %s at %s (%s) unreadable again (%d reads)", self.store, what, at, identity, reads)
+
+    def take(self) -> dict[str, datetime]:
+        """Per site, the earliest time of the rows skipped since the last call (to read again)."""
+        with self._lock:
+            again, self._again = self._again, {}
+        return again
+
+
+def unreadable_of(store: object) -> UnreadableRows | None:
+    """The :class:`UnreadableRows` of ``store`` (``None``: a store whose rows are always whole)."""
+    found = getattr(store, "unreadable", None)
+    return found if isinstance(found, UnreadableRows) else None
 
 
 def time_of_us(us: int) -> datetime:
@@ -126,7 +202,8 @@ def stored_reading(row: Mapping[str, Any], ns: int, *, value: int | float, raw: 
     )
 
 
-def influx_readings(rows: Iterable[tuple[Mapping[str, Any], int]], *, late: bool | None) -> list[Reading]:
+def influx_readings(rows: Iterable[tuple[Mapping[str, Any], int]], *, late: bool | None,
+                    unreadable: UnreadableRows | None = None) -> list[Reading]:
     """Readings from InfluxDB ``readings`` rows (fields pivoted into columns), in (time, ``seq``) order.
 
     Args:
@@ -134,21 +211,63 @@ def influx_readings(rows: Iterable[tuple[Mapping[str, Any], int]], *, late: bool
             ``value`` comes back as a float, except ``rain_tips`` whose integer ``tips`` field is
             used; ``raw`` is JSON text (absent: ``None``); ``flags`` is comma-joined text.
         late: ``None`` every row, ``False`` rows without the ``late`` field, ``True`` late rows only.
+        unreadable: where a row that does not make a reading is counted (it is skipped); ``None``:
+            such a row raises.
 
     Raises:
-        pydantic.ValidationError: a row does not make a valid reading.
+        TypeError, ValueError, KeyError, pydantic.ValidationError: a row does not make a valid
+            reading, and ``unreadable`` is ``None``.
     """
     out: list[tuple[int, int, Reading]] = []
     for row, ns in rows:
         if late is not None and bool(row.get("late")) != late:
             continue
-        value: int | float = float(row["value"])
-        if row.get("quantity") == "rain_tips" and row.get("tips") is not None:
-            value = int(row["tips"])
-        reading = stored_reading(
-            row, ns, value=value, raw=json.loads(row["raw"]) if row.get("raw") else None,
-            flags=row["flags"].split(",") if row.get("flags") else (),
-        )
+        try:
+            reading = _influx_reading(row, ns)
+        except ROW_ERRORS as exc:
+            if unreadable is None:
+                raise
+            unreadable.skip("reading", row, ns, exc)
+            continue
         out.append((ns, reading.seq, reading))
     out.sort(key=lambda t: (t[0], t[1]))
     return [r for _, _, r in out]
+
+
+def _influx_reading(row: Mapping[str, Any], ns: int) -> Reading:
+    value: int | float = float(row["value"])
+    if row.get("quantity") == "rain_tips" and row.get("tips") is not None:
+        value = int(row["tips"])
+    return stored_reading(
+        row, ns, value=value, raw=json.loads(row["raw"]) if row.get("raw") else None,
+        flags=row["flags"].split(",") if row.get("flags") else (),
+    )
+
+
+def influx_series_row(point: Sequence[Any], tips_field: bool) -> StoredRow:
+    """The :data:`StoredRow` of one point of a series query (``time, value, tips, unit, flags,
+    gateway, boot, seq, tip_size``; ``tips`` is read for rain).
+
+    Raises:
+        TypeError, ValueError: a field the row needs is missing (``None``) or not a number.
+    """
+    ns, value, tips, unit, flags, gateway, boot, seq, tip_size = point
+    if unit is None or gateway is None or boot is None:
+        raise TypeError("the point has no unit, gateway or boot")
+    return (ns // 1_000, int(tips) if tips_field and tips is not None else float(value), unit, flags or "",
+            gateway, boot, int(seq), tip_size or "")
+
+
+def influx_events(points: Iterable[tuple[int, str]], unreadable: UnreadableRows | None = None,
+                  site: str | None = None) -> list[Event]:
+    """Events from their ``wire`` field (the full ``Event.to_wire()`` JSON), in the order given;
+    one that cannot be read is counted in ``unreadable`` and skipped (``None``: it raises)."""
+    out: list[Event] = []
+    for ns, wire in points:
+        try:
+            out.append(Event.model_validate(json.loads(wire)))
+        except ROW_ERRORS as exc:
+            if unreadable is None:
+                raise
+            unreadable.skip("event", {"site": site} if site else {}, ns, exc)
+    return out

@@ -7,8 +7,10 @@ role         may
 ============ ================================================================================
 inspector    see the sites assigned to them; acknowledge and complete those sites' orders,
              attach photos
-smo          see every site (the Stormwater Management Officer); verify completed inspections
-contractor   see their own (assigned) sites, read-only
+smo          see every site (the Stormwater Management Officer); verify completed inspections; open and
+             record enforcement cases (notices of violation, stop-work orders, appeals, ...)
+contractor   see their own (assigned) sites, read-only (their sites' issued notices, deadlines and
+             stop-work orders included)
 ============ ================================================================================
 
 Every page and every action asks :func:`can_view`, :func:`can_act` or :func:`can_verify` on the
@@ -19,7 +21,9 @@ recommended option); a hash made with older parameters is upgraded at the next l
 server-side: the browser holds a random token (256 bits), the database only its SHA-256, with the
 session's CSRF token, its last use and its end. A session ends after ``idle_minutes`` without a
 request or ``max_hours`` after login, whichever is first; changing a password ends the user's
-sessions. Session times are wall-clock time (security), never the simulated time of a demo.
+sessions; logging in ends the session the browser held (its token never outlives a login). Failed
+logins are throttled per account and client address (:mod:`stormwatch.web.throttle`). Session
+times are wall-clock time (security), never the simulated time of a demo.
 
 The accounts live in ``web.db`` in the state directory (beside the alert service's ``alerts.db``).
 
@@ -44,6 +48,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 from stormwatch.contract import check_person_name
+from stormwatch.web.throttle import LoginThrottle
 
 Role = Literal["inspector", "smo", "contractor"]
 
@@ -150,6 +155,11 @@ def can_verify(user: User, site: str) -> bool:
     return user.role == "smo"
 
 
+def can_enforce(user: User, site: str) -> bool:
+    """Whether ``user`` may open and record ``site``'s enforcement cases (the SMO)."""
+    return user.role == "smo"
+
+
 def visible_sites(user: User, sites: Sequence[str]) -> list[str]:
     """The ids among ``sites`` that ``user`` may see, in the given order."""
     return [s for s in sites if can_view(user, s)]
@@ -191,6 +201,8 @@ class Accounts:
             raise AccountError(f"{self.path}: not a stormwatch web state file (SQLite): {exc}") from exc
         # verifying against this when the user is unknown costs the same time as a real check
         self._dummy_hash = self._hasher.hash(secrets.token_hex(16))
+        #: failed logins per account name and client address (docs/web.md, "Guessing passwords")
+        self.throttle = LoginThrottle(self._db, self._lock, now)
 
     def close(self) -> None:
         with self._lock:

@@ -8,6 +8,9 @@ Pages (every one needs a session; every one checks the user's right to the site 
 * ``/orders/{id}`` -- a work order, ``/orders/{id}/print`` the same on paper (:mod:`stormwatch.web.orders`);
   ``POST /orders/{id}/acknowledge|complete|photos|verify`` -- the actions (:mod:`stormwatch.web.order_actions`),
   each with the session's CSRF token (form field ``csrf_token`` or header ``X-CSRF-Token``).
+* ``/lockouts``, ``POST /lockouts/unlock`` -- the SMO's page of login lockouts (:mod:`stormwatch.web.lockouts`).
+* ``/enforcement``, ``/enforcement/{case}`` and their actions -- the SMO's enforcement cases
+  (:mod:`stormwatch.web.enforcement`; docs/enforcement.md).
 * ``/login``, ``POST /logout`` (:mod:`stormwatch.web.login`); ``/metrics`` (Prometheus text), only when
   asked (``Desk.serve_metrics``): served without a login, for a scraper.
 
@@ -30,7 +33,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from stormwatch.resources import builtin_dir
-from stormwatch.web import login, order_actions, orders, portfolio, sites
+from stormwatch.web import enforcement, lockouts, login, order_actions, orders, portfolio, sites
 from stormwatch.web.desk import Desk, desk_of
 from stormwatch.web.pages import page
 from stormwatch.web.photos import size_text
@@ -50,6 +53,9 @@ ROUTES: list[BaseRoute] = [
     Route("/orders/{oid}/complete", page(order_actions.complete, post=True), methods=["POST"]),
     Route("/orders/{oid}/photos", page(order_actions.add_photo, post=True), methods=["POST"]),
     Route("/orders/{oid}/verify", page(order_actions.verify, post=True), methods=["POST"]),
+    Route("/lockouts", page(lockouts.lockouts_page), methods=["GET"]),
+    Route("/lockouts/unlock", page(lockouts.unlock, post=True), methods=["POST"]),
+    *enforcement.ROUTES,
 ]
 
 

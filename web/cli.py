@@ -19,7 +19,8 @@ DEFAULT_STATE_DIR = "./var/alerts"
 _STATE_DIR_OPT = typer.Option(Path(DEFAULT_STATE_DIR), "--state-dir", metavar="DIR",
                               help="The alert service's state directory (it must exist; never created here): "
                                    "alerts.db (work orders) is read there, web.db (accounts, sessions, sent "
-                                   "notifications) is kept beside it.")
+                                   "notifications) and enforcement.db (the SMO's enforcement cases) are kept "
+                                   "beside it.")
 
 #: Whose directory ``--state-dir`` is, for the line that refuses a missing one (never created here).
 _STATE_HINT = ("the alert service's state directory, made by `stormwatch alerts --state-dir DIR` or "
@@ -301,18 +302,47 @@ def users_add(
 
 @users_app.command("list")
 def users_list(state_dir: Path = _STATE_DIR_OPT) -> None:
-    """List the users: name, role, sites, e-mail."""
+    """List the users: name, role, sites, e-mail; then the login lockouts in force."""
     accounts = _accounts(state_dir)
     try:
-        users = accounts.list()
+        users, locks = accounts.list(), accounts.throttle.locks()
     finally:
         accounts.close()
     if not users:
         typer.echo("no users")
-        return
     for u in users:
         sites = "every site" if u.role == "smo" else ", ".join(u.sites)
         typer.echo(f"{u.name:<20} {u.role:<11} {sites:<40} {u.email}")
+    for lock in locks:
+        typer.echo(f"login refused until {_utc(lock.until)} for {lock.kind} {lock.name} ({lock.failures} failed "
+                   f"logins): `stormwatch users unlock {'--ip ' if lock.kind == 'address' else ''}{lock.name}`")
+
+
+def _utc(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@users_app.command("unlock")
+def users_unlock(
+    name: str | None = typer.Argument(None, metavar="NAME", help="The account whose logins are refused."),
+    address: str | None = typer.Option(None, "--ip", metavar="IP",
+                                       help="Unlock this client address instead (as `users list` shows it)."),
+    state_dir: Path = _STATE_DIR_OPT,
+) -> None:
+    """Lift a login lockout: after repeated failed logins an account (or a client address) is refused
+    for a while (1 minute, doubling to 15); `users list` shows the lockouts in force."""
+    if (name is None) == (address is None):
+        fail("give the account NAME or --ip IP (one of them)")
+    kind, what = ("address", address) if address is not None else ("account", name)
+    assert what is not None
+    accounts = _accounts(state_dir)
+    try:
+        was = accounts.throttle.unlock(kind, what, by="stormwatch users unlock")
+    finally:
+        accounts.close()
+    typer.echo(f"{kind} {what}: " + ("unlocked" if was else "was not locked out (its failed logins are forgotten)"))
 
 
 @users_app.command("passwd")

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import Clock, WallClock
 from stormwatch.config import SiteConfig
+from stormwatch.enforcement.cases import EnforcementBook
 from stormwatch.importers.manual import ManualEntry, Recorded
 from stormwatch.stores.base import OverviewStore
 from stormwatch.web.accounts import Accounts
@@ -85,6 +86,7 @@ class Desk:
         record: how the site page's manual field readings are recorded.
         serve_metrics: serve ``/metrics`` (Prometheus text, without a login: a scraper has no session);
             off by default, so a desk on a network answers nothing to a stranger but its login page.
+        cases: the SMO's enforcement cases (``enforcement.db``); ``None``: the desk keeps none.
     """
 
     sites: dict[str, SiteModel]
@@ -101,6 +103,7 @@ class Desk:
     #: the store, or published to the broker); ``None``: the desk takes no readings
     record: Callable[[ManualEntry, SiteConfig], Recorded] | None = None
     serve_metrics: bool = False
+    cases: EnforcementBook | None = None
 
 
 def desk_of(request: Request) -> Desk:

@@ -1,4 +1,5 @@
-"""E-mail about work orders: when one opens, when it is due soon, when it goes overdue.
+"""E-mail about work orders -- when one opens, when it is due soon, when it goes overdue -- and about
+the deadlines of enforcement cases (the appeal window closing, the hearing, the decision, the correction).
 
 Each order gets at most one mail of each kind, to the recipients of its site's ``notify.email``
 (site file), with the order's deadline as an ``.ics`` attachment (:func:`stormwatch.alerts.ical.calendar_of`).
@@ -9,6 +10,14 @@ time, like the pages): an order not completed is *overdue* past its ``due_at``, 
 stage or a later one was queued before: an order first seen already overdue gets only the overdue
 mail, an order opened 3 h before its deadline gets the opened mail (which says so) and no separate
 due-soon mail. A queued mail whose order is completed before it goes out is cancelled.
+
+Enforcement deadlines (with ``cases``): each deadline not yet met of a case not resolved
+(:mod:`stormwatch.enforcement.deadlines`) is mailed the same way, keyed ``<case>/<deadline>``: *opened*
+when it is set, *due soon* on the day before its last day and on that day (deadlines are days, in the
+site's zone), *overdue* after it (a duty; a right that was not used, the appeal window, is not mailed
+again). The mail cites the sections that set the deadline and quotes them, and attaches the deadline
+as an all-day ``.ics`` entry (:func:`stormwatch.enforcement.ical.calendar_of`). A mail whose deadline
+is met, or whose case is resolved, before it goes out is cancelled.
 
 Sent once. The queue is a table of ``web.db`` keyed by ``(order, kind)``: a restart finds what was
 queued and sent and sends nothing twice. A mail is marked sent after the SMTP server accepted it;
@@ -50,7 +59,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import formatdate
 from pathlib import Path
@@ -61,6 +70,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from stormwatch.alerts.ical import calendar_of
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.display import local_time
+from stormwatch.enforcement.actions import CaseError
+from stormwatch.enforcement.cases import EnforcementBook
+from stormwatch.enforcement.deadlines import Deadline
+from stormwatch.enforcement.view import CaseView, view_of
 from stormwatch.web.overview import SiteModel
 
 log = logging.getLogger(__name__)
@@ -240,17 +253,60 @@ def compose(order: WorkOrder, kind: Kind, site: SiteModel, recipients: list[str]
         f"Why:       {order.message}",
         f"Status:    {order.status}",
     ]
-    if base_url:
-        lines += ["", f"Open it: {base_url.rstrip('/')}/orders/{order.id}"]
+    return _finish_mail(msg, lines, f"{base_url.rstrip('/')}/orders/{order.id}" if base_url else "",
+                        calendar_of([order], now), f"{order.id}.ics")
+
+
+def _finish_mail(msg: EmailMessage, lines: list[str], link: str, ics: bytes, filename: str) -> EmailMessage:
+    """``msg`` with its body (``lines``, the desk's ``link``, the closing) and the ``.ics`` attached."""
+    if link:
+        lines += ["", f"Open it: {link}"]
     lines += ["", "The deadline is attached as a calendar entry (.ics).", "-- stormwatch"]
     msg.set_content("\n".join(lines))
-    msg.add_attachment(calendar_of([order], now), maintype="text", subtype="calendar",
-                       filename=f"{order.id}.ics", params={"method": "PUBLISH"})
+    msg.add_attachment(ics, maintype="text", subtype="calendar", filename=filename, params={"method": "PUBLISH"})
     return msg
 
 
+def compose_deadline(view: CaseView, deadline: Deadline, kind: Kind, site: SiteModel, recipients: list[str],
+                     sender: str, now: datetime, base_url: str = "") -> EmailMessage:
+    """The e-mail for an enforcement deadline at stage ``kind``: subject with the site, the case and
+    the last day, a plain-text body citing and quoting the sections that set it, and its ``.ics``."""
+    from stormwatch.enforcement.ical import calendar_of as deadlines_calendar
+
+    case = view.case
+    day = deadline.due.strftime("%a %Y-%m-%d")
+    msg = EmailMessage()
+    msg["Subject"] = f"[stormwatch] {_TITLES[kind]}: {deadline.label} {day} -- {case.id} at {site.name}"
+    msg["From"] = sender
+    msg["To"] = ", ".join(recipients)
+    msg["Date"] = formatdate(localtime=False)
+    msg["Message-ID"] = f"<{case.id}.{deadline.name}.{kind}@stormwatch>"
+    left = (deadline.due - view.today).days
+    when = (f"{left} day(s) left" if left > 0 else "today is the last day" if left == 0
+            else f"{-left} day(s) past")
+    lines = [f"An enforcement case at {site.name} ({site.id}) has a deadline: {deadline.label}.", "",
+             f"Case:      {case.id} ({view.stage})",
+             f"Last day:  {day} ({when}; site-local)",
+             f"Basis:     {deadline.basis}",
+             f"Set by:    {'; '.join(deadline.citations)}",
+             *(f'           "{q}"' for q in deadline.quotes),
+             *([f"Note:      {deadline.note}"] if deadline.note else [])]
+    return _finish_mail(msg, lines, f"{base_url.rstrip('/')}/enforcement/{case.id}" if base_url else "",
+                        deadlines_calendar([view], now, only=deadline.name), f"{case.id}-{deadline.name}.ics")
+
+
+def deadline_stage(deadline: Deadline, today: date) -> Kind | None:
+    """The stage of an enforcement deadline on ``today`` (``None``: nothing to mail: met, moot, or a
+    right no longer open)."""
+    if deadline.state == "overdue":
+        return "overdue"
+    if deadline.state != "open":
+        return None
+    return "due_soon" if (deadline.due - today).days <= 1 else "opened"
+
+
 class Notifier:
-    """Queues and sends the e-mails of a work-order book.
+    """Queues and sends the e-mails of a work-order book (and of enforcement cases).
 
     Args:
         book: the work orders (read).
@@ -258,6 +314,7 @@ class Notifier:
         ledger: the SQLite file of the queue (``web.db``).
         smtp: the mail server.
         engine_now: the alert engine's time (stages are judged on it).
+        cases: the enforcement cases whose deadlines are mailed too (``None``: none).
         due_soon: the "due soon" window.
         base_url: the desk's address, for a link in the mail (optional).
         wall: wall-clock seconds for retry timing (tests pass a controllable one).
@@ -267,8 +324,9 @@ class Notifier:
                  engine_now: Callable[[], datetime], *, due_soon: timedelta = timedelta(hours=6),
                  base_url: str = "", retry_base_s: float = 30.0, retry_max_s: float = 3600.0,
                  max_attempts: int = 10, metrics: NotifyMetrics | None = None,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, cases: EnforcementBook | None = None) -> None:
         self.book = book
+        self.cases = cases
         self.sites = sites
         self.smtp = smtp
         self.engine_now = engine_now
@@ -322,15 +380,63 @@ class Notifier:
             recipients = list(site.cfg.notify.email)
             if not recipients:
                 continue
-            with self._lock:
-                cur = self._db.execute(
-                    "INSERT OR IGNORE INTO notifications (order_id, kind, site, recipients, status, next_attempt_at,"
-                    " queued_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-                    (order.id, kind, order.site, ",".join(recipients), self.wall(), self.wall()))
-            if cur.rowcount:
-                queued += 1
-                log.info("mail queued: %s %s (%s) to %s", kind, order.id, order.site, ", ".join(recipients))
+            queued += self._queue(order.id, kind, order.site, recipients)
+        return queued + self._scan_cases(known)
+
+    def _queue(self, key: str, kind: str, site: str, recipients: list[str]) -> int:
+        """Queue mail ``(key, kind)`` unless it was queued before; 1 when queued now."""
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO notifications (order_id, kind, site, recipients, status, next_attempt_at,"
+                " queued_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                (key, kind, site, ",".join(recipients), self.wall(), self.wall()))
+        if cur.rowcount:
+            log.info("mail queued: %s %s (%s) to %s", kind, key, site, ", ".join(recipients))
+        return 1 if cur.rowcount else 0
+
+    def _views(self) -> list[CaseView]:
+        if self.cases is None:
+            return []
+        out = []
+        for case in self.cases.list(sites=list(self.sites)):
+            try:
+                out.append(view_of(self.cases, case))
+            except CaseError as exc:  # a pack gone: the other cases are still mailed
+                log.error("enforcement case %s: %s; its deadlines are not mailed", case.id, exc)
+        return out
+
+    def _scan_cases(self, known: dict[str, set[str]]) -> int:
+        """Queue the mails the enforcement deadlines call for now (module docstring)."""
+        queued = 0
+        for view in self._views():
+            if not view.open:
+                continue
+            recipients = list(self.sites[view.case.site].cfg.notify.email)
+            for d in view.deadlines:
+                kind = deadline_stage(d, view.today)
+                key = f"{view.case.id}/{d.name}"
+                if kind is None or not recipients or known.get(key, set()) & set(KINDS[KINDS.index(kind):]):
+                    continue
+                queued += self._queue(key, kind, view.case.site, recipients)
         return queued
+
+    def _case_message(self, key: str, kind: str, recipients: str, now: datetime) -> EmailMessage | str:
+        """The mail of enforcement deadline ``key`` (``<case>/<deadline>``), or why it is cancelled."""
+        case_id, _, name = key.partition("/")
+        if self.cases is None:
+            return "no enforcement cases on this desk"
+        try:
+            view = view_of(self.cases, self.cases.get(case_id))
+        except CaseError as exc:
+            return str(exc)
+        deadline = next((d for d in view.deadlines if d.name == name), None)
+        if not view.open or deadline is None or deadline.state not in ("open", "overdue"):
+            return "met, moot or resolved before the mail went out"
+        site = self.sites.get(view.case.site)
+        if site is None:
+            return f"site {view.case.site} is no longer on the desk"
+        return compose_deadline(view, deadline, kind, site, recipients.split(","), self.smtp.sender,  # type: ignore[arg-type]
+                                now, self.base_url)
 
     def deliver(self) -> int:
         """Send the queued mails whose time has come; returns how many the server accepted.
@@ -347,16 +453,10 @@ class Notifier:
         sent = 0
         now = self.engine_now()
         for oid, kind, recipients, attempts in rows:
-            try:
-                order = self.book.get(oid)
-            except WorkOrderError:
-                self._finish(oid, kind, "cancelled", "the order is no longer in the book")
+            message = self._message(oid, kind, recipients, now)
+            if isinstance(message, str):
+                self._finish(oid, kind, "cancelled", message)
                 continue
-            if order.status == "completed":
-                self._finish(oid, kind, "cancelled", "completed before the mail went out")
-                continue
-            message = compose(order, kind, self.sites[order.site], recipients.split(","), self.smtp.sender, now,
-                              self.base_url)
             try:
                 send_mail(self.smtp, message)
             except SmtpAuthError as exc:
@@ -372,6 +472,19 @@ class Notifier:
             sent += 1
         self._update_pending()
         return sent
+
+    def _message(self, oid: str, kind: str, recipients: str, now: datetime) -> EmailMessage | str:
+        """The mail of queue entry ``(oid, kind)``, or why it is cancelled."""
+        if "/" in oid:
+            return self._case_message(oid, kind, recipients, now)
+        try:
+            order = self.book.get(oid)
+        except WorkOrderError:
+            return "the order is no longer in the book"
+        if order.status == "completed":
+            return "completed before the mail went out"
+        return compose(order, kind, self.sites[order.site], recipients.split(","), self.smtp.sender,  # type: ignore[arg-type]
+                       now, self.base_url)
 
     def _finish(self, oid: str, kind: str, status: str, note: str) -> None:
         with self._lock:
@@ -429,7 +542,7 @@ class Notifier:
             try:
                 self.scan()
                 self.deliver()
-            except (sqlite3.Error, WorkOrderError) as exc:
+            except (sqlite3.Error, WorkOrderError, CaseError) as exc:
                 log.error("notification round failed: %s", exc)
             self._stop.wait(interval_s)
 

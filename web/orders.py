@@ -21,8 +21,9 @@ from stormwatch.alerts.rules.registry import EvidenceChart, rule_kinds
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError
 from stormwatch.display import local_time
 from stormwatch.web import charts
-from stormwatch.web.accounts import Session, can_act, can_verify
+from stormwatch.web.accounts import Session, can_act, can_enforce, can_verify
 from stormwatch.web.desk import Desk, desk_of
+from stormwatch.web.enforcement import cases_from
 from stormwatch.web.excerpts import excerpt
 from stormwatch.web.overview import SiteModel, site_series
 from stormwatch.web.pages import order_of, render
@@ -85,7 +86,9 @@ def order_context(desk: Desk, session: Session, order: WorkOrder) -> dict[str, A
             "history": history, "photos": desk.book.photos(order.id), "chart": chart,
             "overdue": order.is_overdue(now), "verified": verified[-1] if verified else None,
             "evidence_rows": _evidence_rows(order, tz), "can_act": can_act(session.user, order.site),
-            "can_verify": can_verify(session.user, order.site), "max_photo": size_text(desk.max_photo_bytes)}
+            "can_verify": can_verify(session.user, order.site), "max_photo": size_text(desk.max_photo_bytes),
+            "can_enforce": can_enforce(session.user, order.site) and desk.cases is not None,
+            **dict(zip(("cases", "drafts"), cases_from(desk.cases, order.id, order.site), strict=True))}
 
 
 async def order_page(request: Request, session: Session) -> Response:

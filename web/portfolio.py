@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from stormwatch.web.accounts import Session, visible_sites
 from stormwatch.web.desk import desk_of
+from stormwatch.web.enforcement import banners
 from stormwatch.web.overview import portfolio
 from stormwatch.web.pages import render
 
@@ -45,6 +46,7 @@ async def home(request: Request, session: Session) -> Response:
     recent = [o for o in orders if o.status != "completed" or (o.completed_at and o.completed_at >= week)]
     recent.sort(key=lambda o: (o.status == "completed", o.due_at or o.event_time))
     response = render(request, name, {"portfolio": result, "recent_orders": recent,
+                                      "enforcement": banners(desk, session.user, ids),
                                       "now_zones": now_zones([desk.sites[i].cfg.site.timezone for i in ids], now)})
     desk.metrics.render_s.labels("portfolio").observe(time.perf_counter() - t0)
     return response

@@ -22,6 +22,7 @@ import uvicorn
 from stormwatch.alerts.workorders import WorkOrders
 from stormwatch.clock import WallClock
 from stormwatch.config import SiteConfig
+from stormwatch.enforcement.cases import CASES_FILE, EnforcementBook
 from stormwatch.importers.manual import ManualEntry, Recorded, record_manual
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import BrokerSettings
@@ -73,6 +74,7 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
         DeskSetupError: a bad site file, a store that cannot summarise many sites, an unusable state file.
     """
     from stormwatch.alerts.workorders import WorkOrderError
+    from stormwatch.enforcement.actions import CaseError
     from stormwatch.stores.base import StoreError
     from stormwatch.stores.urls import StoreUrlError
     from stormwatch.web.accounts import AccountError
@@ -100,14 +102,15 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
     try:
         book = WorkOrders(settings.state_dir / ALERTS_FILE, WallClock())
         accounts = Accounts(settings.state_dir / WEB_FILE, idle_minutes=settings.idle_minutes)
-    except (WorkOrderError, AccountError) as exc:
+        clock = EngineTime(book, settings.wall_time)
+        cases = EnforcementBook(settings.state_dir / CASES_FILE, clock)
+    except (WorkOrderError, AccountError, CaseError) as exc:
         store.close()
         raise DeskSetupError(str(exc)) from None
-    clock = EngineTime(book, settings.wall_time)
     book.clock = clock
     desk = Desk(sites=sites, store=cast(OverviewStore, store), book=book, accounts=accounts, clock=clock,
                 max_photo_bytes=settings.max_photo_bytes, secure_cookies=settings.secure_cookies,
-                serve_metrics=settings.metrics)
+                serve_metrics=settings.metrics, cases=cases)
     broker = settings.manual_broker
 
     def record(entry: ManualEntry, cfg: SiteConfig) -> Recorded:
@@ -171,9 +174,10 @@ def start_notifier(desk: Desk, state_dir: Path, smtp_url: str, sender: str, *, c
     """
     settings = SmtpSettings.from_url(smtp_url, sender, ca_file=str(ca_file) if ca_file else None,
                                      password_file=password_file)
-    book = WorkOrders(state_dir / ALERTS_FILE, WallClock())  # its own connection: used from another thread
+    book = WorkOrders(state_dir / ALERTS_FILE, WallClock())  # its own connections: used from another thread
+    cases = EnforcementBook(state_dir / CASES_FILE, desk.clock)
     notifier = Notifier(book, desk.sites, state_dir / WEB_FILE, settings, desk.clock.now,
-                        due_soon=timedelta(hours=due_soon_hours), base_url=base_url)
+                        due_soon=timedelta(hours=due_soon_hours), base_url=base_url, cases=cases)
     desk.extra_metrics.append(notifier.metrics.registry)
     threading.Thread(target=notifier.run, args=(interval_s,), name="notify", daemon=True).start()
     return notifier
@@ -239,3 +243,5 @@ class WebServer:
         self.desk.store.close()
         self.desk.book.close()
         self.desk.accounts.close()
+        if self.desk.cases is not None:
+            self.desk.cases.close()

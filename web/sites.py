@@ -24,6 +24,7 @@ from stormwatch.stores.base import StoreError
 from stormwatch.web import charts
 from stormwatch.web.accounts import Session, can_act
 from stormwatch.web.desk import desk_of
+from stormwatch.web.enforcement import banners
 from stormwatch.web.overview import PointSeries, site_series
 from stormwatch.web.pages import Forbidden, render, site_of
 
@@ -97,7 +98,7 @@ def site_response(request: Request, session: Session, message: str = "", status:
     orders = desk.book.current([site.id], completed_since=start)  # not completed, or since the window's start
     response = render(request, "site.html", {
         "site": site, "series": series, "hours": hours, "until": until, "window_start": start,
-        "orders": orders,
+        "orders": orders, "enforcement": banners(desk, session.user, [site.id]),
         "rain_chart": charts.rain_chart(site, series, now) if site.cfg.rain_gauge else None,
         "turbidity_charts": [_figure("turbidity", p.point, p.legacy, _probes_caption(p),
                                      charts.turbidity_chart(site, series, p, now)) for p in series.points],

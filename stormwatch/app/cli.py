@@ -49,6 +49,7 @@ COMMANDS: dict[str, str] = {
     "archive": "stormwatch.report.cli",
     "import-archive": "stormwatch.report.cli",
     "workorders": "stormwatch.alerts.cli",
+    "enforce": "stormwatch.enforcement.cli",
     "dashboards": "stormwatch.dashboards.cli",
     "station": "stormwatch.importers.cli",
     "readings": "stormwatch.importers.cli",

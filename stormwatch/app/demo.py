@@ -95,7 +95,8 @@ def demo(
         help="The design storm's depth in inches (default: the scenario's, 1.2).",
     ),
     rain_file: Path | None = simcli.RAIN_FILE, tip_mm: str | None = simcli.TIP_MM, tip_in: str | None = simcli.TIP_IN,
-    time_format: str | None = simcli.TIME_FORMAT, delimiter: str | None = simcli.DELIMITER, tz: str = simcli.TZ,
+    time_format: str | None = simcli.TIME_FORMAT, delimiter: str | None = simcli.DELIMITER,
+    tz: str | None = simcli.TZ,
     rain_from: datetime | None = simcli.FROM, rain_until: datetime | None = simcli.UNTIL,
     broker: str | None = typer.Option(
         None, "--broker", envvar="STORMWATCH_BROKER", metavar="URL",
@@ -216,6 +217,8 @@ def demo(
     tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
     work = state_dir or Path(tmp.name)  # type: ignore[union-attr]
     hours = (sc.end - sc.start).total_seconds() / 3600
+    if as_json and rain.rain_times:
+        typer.echo(rain.rain_times, err=True)  # stdout holds only the events
     if as_json and rain.rain_skip_summary:
         log.warning("%s", rain.rain_skip_summary)  # stdout holds only the events: the skipped rows go to stderr, once
     if not as_json:
@@ -225,6 +228,7 @@ def demo(
             f"{_local(sc.start, zone)} at {speed:g}x (about {hours * 3600 / speed:.0f} s)\n"
             f"broker: {broker or 'embedded amqtt'}; store: {store_url or 'embedded SQLite in ' + str(work)}"
             + (f"\n{work}: the previous run's state was removed (every run starts clean)" if removed else "")
+            + (f"\n{rain.rain_times}" if rain.rain_times else "")
             + (f"\nrain file: {len(skipped)} row{'' if len(skipped) == 1 else 's'} skipped; first: {skipped[0]}"
                if skipped else "")
             + "\n"

@@ -25,7 +25,7 @@ from tests.conftest import REPO
 #: Top-level source folders mapped into the stormwatch namespace (the product's design keeps them
 #: at the top level of the repository).
 LINKED = ("gateway", "ingest", "alerts", "simulators", "importers", "dashboards", "device_profiles", "examples",
-          "web", "report", "stores")
+          "web", "report", "stores", "enforcement")
 
 
 def test_every_source_folder_is_linked_into_the_namespace() -> None:
@@ -62,7 +62,8 @@ def test_wheel_installs_one_namespace_and_every_runtime_file(wheel: Path) -> Non
     # the data a run reads, by kind (counted from the repository, not typed in)
     for folder, pattern in (("device_profiles", "*.yaml"), ("alerts/packs", "*.yaml"),
                             ("simulators/scenarios", "*.yaml"), ("dashboards/json", "*.json"),
-                            ("report/templates", "*.html"), ("report/templates", "*.css")):
+                            ("report/templates", "*.html"), ("report/templates", "*.css"),
+                            ("enforcement/templates", "*.html"), ("enforcement/templates", "*.css")):
         files = sorted(p.name for p in (REPO / folder).glob(pattern))
         assert files, folder
         assert all(f"stormwatch/{folder}/{f}" in names for f in files)

@@ -174,6 +174,7 @@ def test_real_storm_of_23_september_2018_drives_the_gauge(mosquitto_server, tmp_
     start = first - timedelta(hours=1)
     record = RainRecordSpec(
         path=path, tip_size="0.2", unit="mm", time_format="%d.%m.%Y %H:%M", delimiter=";",
+        tz="UTC",  # as tharandt_storm reads the file
         start=first.replace(tzinfo=None), end=(last + timedelta(minutes=1)).replace(tzinfo=None),
     )
     hours = (last + timedelta(hours=7) - start) / timedelta(hours=1)

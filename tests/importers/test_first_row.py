@@ -82,7 +82,8 @@ def test_a_row_after_a_rejected_row_is_measured_from_the_last_accepted_one(site:
     summary = _import(path, site, f"sqlite:///{tmp_path / 's.db'}")
     assert summary["rejected_rows"] == {"beyond_envelope": 2}
     assert [d.split(": ")[0] for d in summary["rejects"]] == [f"{path}:3", f"{path}:4"]  # type: ignore[union-attr]
-    assert "since the previous rain row at 2026-06-01T10:00:00+00:00" in summary["rejects"][1]  # type: ignore[index]
+    # 10:00 in the site's zone, America/New_York: 10:00 EDT = 14:00 UTC
+    assert "since the previous rain row at 2026-06-01T14:00:00+00:00" in summary["rejects"][1]  # type: ignore[index]
     assert summary["tips"] == 1
     path.write_text(path.read_text(encoding="utf-8").replace(",496\n", ",495\n"), encoding="utf-8")
     summary = _import(path, site, f"sqlite:///{tmp_path / 's2.db'}")

@@ -120,8 +120,8 @@ def _round_trip(tmp_path: Path, source_url: str, target_url: str) -> None:
     assert _records(target, dst_state) == before
     target.close()
     with zipfile.ZipFile(bundle) as zf:
-        assert sorted(zf.namelist()) == ["SHA256SUMS", "events.jsonl", "manifest.json", "readings.csv", "site.yaml",
-                                         "workorders.jsonl"]
+        assert sorted(zf.namelist()) == ["SHA256SUMS", "enforcement-register.csv", "enforcement.jsonl", "events.jsonl",
+                                         "manifest.json", "readings.csv", "site.yaml", "workorders.jsonl"]
 
 
 def test_sqlite_round_trip_is_lossless(tmp_path: Path) -> None:
