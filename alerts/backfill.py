@@ -36,8 +36,8 @@ from stormwatch.ingest.validate import LEVEL_QUANTITIES
 from stormwatch.physics import NON_NEGATIVE
 from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import PRECIPITATION, TipResolution
-from stormwatch.stores.base import ReadingStore, StoredRow
-from stormwatch.stores.rows import row_reading, series_chunks, stored_series, time_of_us
+from stormwatch.stores.base import ROW_FLAGS, ROW_TIME, ROW_VALUE, ReadingStore, StoredRow
+from stormwatch.stores.rows import engine_order, row_reading, series_chunks, stored_series, time_of_us
 from stormwatch.stores.seriesrows import SeriesRows
 from stormwatch.wire import format_time
 
@@ -206,7 +206,7 @@ CHUNK = timedelta(days=1)
 _TICK = timedelta(microseconds=1)
 #: What the engine checks before a rule sees a reading: a reading flagged ``late`` is data, not a trigger.
 _LATE = "late"
-_VALUE, _FLAGS = itemgetter(1), itemgetter(3)  # of a StoredRow
+_VALUE, _FLAGS = itemgetter(ROW_VALUE), itemgetter(ROW_FLAGS)  # of a StoredRow
 
 
 def site_series(cfg: SiteConfig, profiles: ProfileLibrary) -> list[tuple[str, str]]:
@@ -236,7 +236,8 @@ def _accepted(engine: Engine, site: str, device: str, quantity: str,
     elif not rows or (not any(map(_FLAGS, rows)) and (quantity not in NON_NEGATIVE or min(map(_VALUE, rows)) >= 0)):
         return rows  # nearly every chunk: nothing flagged, nothing negative (checked at C speed)
     bounded = quantity in NON_NEGATIVE
-    refused = [r for r in rows if (r[3] and _LATE in r[3].split(",")) or (bounded and r[1] < 0)]
+    refused = [r for r in rows if (r[ROW_FLAGS] and _LATE in r[ROW_FLAGS].split(","))
+               or (bounded and r[ROW_VALUE] < 0)]
     if not refused:
         return rows
     for r in refused:
@@ -246,8 +247,7 @@ def _accepted(engine: Engine, site: str, device: str, quantity: str,
 
 
 def _order(item: tuple[tuple[str, str], StoredRow]) -> tuple[int, str, str, int]:
-    row = item[1]
-    return (row[0], row[4], row[5], row[6])
+    return engine_order(item[1])
 
 
 def _fed_one_by_one(rule: Any, chunk: Chunk) -> list[Event]:
@@ -403,10 +403,10 @@ def _evaluate_chunk(engine: Engine, site: str, stored: Mapping[tuple[str, str], 
         rows[(device, quantity)] = kept
         if kept:
             firsts.append(((device, quantity), kept[0]))
-            newest = kept[-1][0] if newest is None else max(newest, kept[-1][0])
+            newest = kept[-1][ROW_TIME] if newest is None else max(newest, kept[-1][ROW_TIME])
     first = min(firsts, key=_order) if firsts else None
     chunk = Chunk(site, rows, None if newest is None else time_of_us(newest),
-                  None if first is None else row_reading(site, first[0][0], first[0][1], first[1]))
+                  None if first is None else row_reading(site, *first[0], first[1]))
     if chunk.watermark is not None:
         found_events: list[list[Event]] = []
         for rule in engine.rules:

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -30,7 +30,7 @@ from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
 from stormwatch.errors import InputError
-from stormwatch.physics import impossible_value
+from stormwatch.physics import impossible_value, plausible_range
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
 from stormwatch.timebounds import TimeBounds
@@ -57,6 +57,7 @@ SPARSE_SNAPSHOTS_S = 12 * 3600.0
 DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 
 _TICK = timedelta(microseconds=1)
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
 #: Event fields that do not make an event "different" when compared after a re-evaluation.
 _NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
 
@@ -111,6 +112,10 @@ class _Held(NamedTuple):
         return Reading.model_construct(site=self.site, device=self.device, quantity=self.quantity, value=self.value,
                                        unit=self.unit, time=self.time, gateway=self.gateway, boot=self.boot,
                                        seq=self.seq, raw=None, flags=self.flags, tip_size=self.tip_size)
+
+
+#: A reading in the reorder buffer: its order key (time, gateway, boot, seq), its arrival, itself.
+_Entry = tuple[datetime, str, str, int, int, Reading]
 
 
 def _immutable(value: object) -> bool:
@@ -181,9 +186,14 @@ class Engine:
         self._offline: list[Any] = []
         self._build(profiles)
         self._routes: dict[tuple[str, str], tuple[Rule, ...]] = {}
-        self._heap: list[tuple[datetime, str, str, int, int, Reading]] = []
+        # the reorder buffer: entries (time, gateway, boot, seq, arrival, reading) that came in order are
+        # appended to _fifo (nearly all), the others pushed on _heap; _take merges the two
+        self._fifo: deque[_Entry] = deque()
+        self._heap: list[_Entry] = []
         self._counter = itertools.count()
         self._seen = SeenIdentities()
+        self._forget_above = 4096  # identities remembered before the next forget (see _release)
+        self._ranges: dict[str, tuple[float, float]] = {}  # quantity -> its plausible range (physics)
         self._max_seen: datetime | None = None
         self._watermark: datetime | None = None
         self._hold: datetime | None = None  # the watermark stays below it (readings known to be missing)
@@ -275,6 +285,83 @@ class Engine:
             reading: a reading of this site.
             retained: it came as a retained MQTT message (never triggers; failure-kinds.md #10).
         """
+        late = self._admit(reading, retained)
+        return late if late is not None else self._release_due()
+
+    def feed_many(self, readings: Sequence[Reading], *, retained: bool = False) -> list[Event]:
+        """Take the readings of one message (a gateway's poll cycle) that arrived together: each
+        admitted as :meth:`feed` admits it, then the watermark moved once for all of them -- the
+        events of feeding them one by one, without deciding between readings that came at once.
+
+        The checks :meth:`feed` makes per reading are made per message here: the clock's bounds once,
+        physics as a range per quantity; a reading that is not plainly admitted (another site, a flag,
+        out of range or bounds, seen, at or before the watermark) takes :meth:`feed`'s own path."""
+        out: list[Event] = []
+        admit = self._admit
+        if retained:
+            for reading in readings:
+                admit(reading, retained)  # each skipped, counted and logged
+            return out
+        earliest: datetime | None = None
+        latest: datetime | None = None
+        if self.clock is not None:
+            now = self.clock.now()
+            latest = self.bounds.latest(now)
+            earliest = self.bounds.earliest(now)
+        site, seen, fifo, ranges, counter = self.site, self._seen, self._fifo, self._ranges, self._counter
+        w, newest = self._watermark, self._max_seen
+        # the message's new identities as one run of seqs of one (gateway, boot), remembered at once
+        key: tuple[str, str] | None = None
+        first = last = -1
+        run_t = _NO_TIME  # the newest time of the run
+        for reading in readings:
+            t = reading.time
+            rng = ranges.get(reading.quantity)
+            if rng is None:
+                rng = ranges[reading.quantity] = plausible_range(reading.quantity)
+            seq = reading.seq
+            if reading.site != site or reading.flags or not rng[0] <= reading.value <= rng[1] \
+                    or (latest is not None and t > latest) or (earliest is not None and t < earliest) \
+                    or (w is not None and t <= w):
+                fresh = False
+            elif key is not None and seq == last + 1 and (reading.gateway, reading.boot) == key:
+                fresh = True  # the next of the run
+            else:
+                if key is not None:
+                    seen.extend(*key, first, last, run_t)
+                    key = None
+                fresh = seq >= seen.fresh_from(reading.gateway, reading.boot)
+                if fresh:
+                    key, first, run_t = (reading.gateway, reading.boot), seq, t
+            if not fresh:
+                if key is not None:
+                    seen.extend(*key, first, last, run_t)
+                    key = None
+                self._max_seen = newest
+                late = admit(reading, retained)
+                newest = self._max_seen
+                if late:
+                    out += late
+                continue
+            last = seq
+            if t > run_t:
+                run_t = t
+            entry = (t, reading.gateway, reading.boot, seq, next(counter), reading)
+            if not fifo or entry > fifo[-1]:
+                fifo.append(entry)
+            else:
+                heapq.heappush(self._heap, entry)
+            if newest is None or t > newest:
+                newest = t
+        if key is not None:
+            seen.extend(*key, first, last, run_t)
+        self._max_seen = newest
+        return out + self._release_due()
+
+    def _admit(self, reading: Reading, retained: bool) -> list[Event] | None:
+        """Put ``reading`` in the reorder buffer (``None``), or why not: ``[]`` (skipped: another site,
+        impossible, implausible time, retained or late-flagged, a duplicate) or the events of its
+        re-evaluation (late)."""
         if reading.site != self.site:
             self.counts["foreign"] += 1
             log.warning("engine %s: reading of site %r ignored", self.site, reading.site)
@@ -292,13 +379,15 @@ class Engine:
                 log.warning("%s: reading %s/%s seq %s ignored: %s: %s (ingest dead-letters it)", self.site,
                             reading.gateway, reading.device, reading.seq, problem[0], problem[1])
                 return []
-        if retained or (reading.flags and "late" in reading.flags):
+        flags = reading.flags
+        if retained or (flags and "late" in flags):
             self.counts["retained"] += 1
             log.info("%s: %s reading %s/%s seq %s at %s is data, not a live trigger: skipped", self.site,
                      "retained" if retained else "late-flagged", reading.gateway, reading.device, reading.seq,
                      format_time(reading.time))
             return []
-        identity = (reading.gateway, reading.boot, reading.seq)
+        gateway, boot, seq = reading.gateway, reading.boot, reading.seq
+        identity = (gateway, boot, seq)
         if identity in self._seen:
             self.counts["duplicate"] += 1
             log.debug("%s: duplicate reading %s dropped", self.site, identity)
@@ -307,10 +396,15 @@ class Engine:
         if self._watermark is not None and t <= self._watermark:
             return self._late(reading, identity)
         self._seen.add(identity, t)
-        heapq.heappush(self._heap, (t, reading.gateway, reading.boot, reading.seq, next(self._counter), reading))
+        entry = (t, gateway, boot, seq, next(self._counter), reading)
+        fifo = self._fifo
+        if not fifo or entry > fifo[-1]:  # in order (nearly always)
+            fifo.append(entry)
+        else:
+            heapq.heappush(self._heap, entry)
         if self._max_seen is None or t > self._max_seen:
             self._max_seen = t
-        return self._release_due()
+        return None
 
     def _release_due(self) -> list[Event]:
         """Release what the newest event time seen, less the lateness, lets through (capped)."""
@@ -380,7 +474,7 @@ class Engine:
             return []
         ready.sort(key=_order_key)
         w = self._watermark
-        if (w is not None and ready[0].time <= w) or self._heap:
+        if (w is not None and ready[0].time <= w) or self._heap or self._fifo:
             raise EngineError(f"{self.site}: replay() needs readings in event-time order after the watermark "
                               f"{format_time(w) if w else '-'} and nothing buffered by feed()")
         last = ready[-1].time
@@ -450,7 +544,7 @@ class Engine:
         """
         found: list[Event] = []
         for rule in self._offline:
-            buffered = [entry[0] for entry in self._heap if rule.wants(entry[-1])]
+            buffered = [entry[0] for entry in itertools.chain(self._fifo, self._heap) if rule.wants(entry[-1])]
             found += rule.source_offline(gateway, at, max(buffered) if buffered else None)
         return [self._with_order(e) for e in self._record(found)]
 
@@ -458,7 +552,7 @@ class Engine:
         """The readings this engine holds and a store may not have yet: those waiting in the reorder
         buffer and the released tail kept for late re-evaluation (``recent_s``), in event-time order.
         A new engine for the same site (a changed site file) takes them over."""
-        held = [h.reading() for h in self._recent] + [entry[-1] for entry in self._heap]
+        held = [h.reading() for h in self._recent] + [entry[-1] for entry in itertools.chain(self._fifo, self._heap)]
         return sorted(held, key=_order_key)
 
     def in_progress(self) -> list[StormSummary]:
@@ -479,21 +573,28 @@ class Engine:
         if self._watermark is not None and w <= self._watermark:
             return []
         self._watermark = w
-        heap = self._heap
-        out: list[Event] = []
-        if heap and heap[0][0] <= w:
-            ready = []
-            while heap and heap[0][0] <= w:
-                ready.append(heapq.heappop(heap)[-1])
-            out = self._run(ready)
+        ready = self._take(w)
+        out = self._run(ready) if ready else []
         out += self._advance_all(w)
         if self.reevaluate_late:
             self._prune(w)
-        elif len(self._seen) > 4096:  # identities at or before the watermark are rejected as late anyway
+        elif len(self._seen) > self._forget_above:  # at or before the watermark they are late anyway
             self._seen.forget(w, including=True)
+            self._forget_above = len(self._seen) + 4096  # a run still growing is kept: not at every release
         if not out:
             return out
         return [self._with_order(e) for e in self._record(out)]
+
+    def _take(self, w: datetime) -> list[Reading]:
+        """The buffered readings at or before ``w``, out of the buffer, in the engine's order (the
+        in-order queue and the heap merged)."""
+        fifo, heap = self._fifo, self._heap
+        ready: list[Reading] = []
+        while fifo and fifo[0][0] <= w:
+            ready.append(heapq.heappop(heap)[-1] if heap and heap[0] < fifo[0] else fifo.popleft()[-1])
+        while heap and heap[0][0] <= w:
+            ready.append(heapq.heappop(heap)[-1])
+        return ready
 
     def _advance_all(self, w: datetime) -> list[Event]:
         out: list[Event] = []
@@ -512,23 +613,35 @@ class Engine:
         routes = self._routes
         keep = self.reevaluate_late
         self.counts["fed"] += len(readings)
+        t_prev: datetime | None = None
+        before: datetime
+        touched: list[Rule] = []  # rules advanced or fed since the last check at this instant
         for reading in readings:
             t = reading.time
             if keep:
                 if self._next_snapshot is None or t >= self._next_snapshot:
                     self._snapshot(t)
                 self._recent.append(_Held.of(reading))
-            before = t - _TICK  # everything strictly before this reading is final
-            for rule in rules:
+            if t is not t_prev:  # the readings of one poll cycle share their time object
+                before = t - _TICK  # everything strictly before this reading is final
+                t_prev = t
+                check: Sequence[Rule] = rules
+            else:  # same instant: only a rule advanced or fed since can be due again
+                check = touched
+            touched = []
+            for rule in check:
                 nd = rule.next_due
                 if nd is not None and nd <= before:
                     out += rule.advance_to(before)
-            key = (reading.device, reading.quantity)
-            wanting = routes.get(key)
+                    touched.append(rule)
+            wanting = routes.get((reading.device, reading.quantity))
             if wanting is None:
-                wanting = routes[key] = tuple(r for r in rules if r.wants(reading))
+                wanting = routes[(reading.device, reading.quantity)] = tuple(r for r in rules if r.wants(reading))
             for rule in wanting:
-                out += rule.feed(reading)
+                found = rule.feed(reading)
+                if found:
+                    out += found
+                touched.append(rule)
         return out
 
     # -- late data ---------------------------------------------------------------------------

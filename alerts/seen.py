@@ -36,13 +36,53 @@ class SeenIdentities:
         return runs, bisect_right(runs, identity[2], key=lambda run: run[0]) - 1
 
     def __contains__(self, identity: Identity) -> bool:
+        runs = self._runs.get((identity[0], identity[1]))
+        if not runs:
+            return False
+        seq, last = identity[2], runs[-1]
+        if seq > last[1]:  # the next reading of the newest run (nearly always): not seen
+            return False
+        if seq >= last[0]:
+            return True
         runs, i = self._find(identity)
-        return i >= 0 and runs[i][0] <= identity[2] <= runs[i][1]
+        return i >= 0 and runs[i][0] <= seq <= runs[i][1]
+
+    def fresh_from(self, gateway: str, boot: str) -> int:
+        """The lowest ``seq`` from which every ``seq`` of ``(gateway, boot)`` is unseen (after its newest
+        run; ``-1`` when none is seen): a message's run of new readings is checked once."""
+        runs = self._runs.get((gateway, boot))
+        return runs[-1][1] + 1 if runs else -1
+
+    def extend(self, gateway: str, boot: str, first: int, last: int, time: datetime) -> None:
+        """Remember ``first`` .. ``last`` of ``(gateway, boot)`` (all unseen, ``first`` at or after
+        :meth:`fresh_from`), the newest measured at ``time``."""
+        key = (gateway, boot)
+        runs = self._runs.get(key)
+        if runs and runs[-1][1] == first - 1:
+            runs[-1][1] = last
+            newest = self._newest[key]
+            if time > newest[-1]:
+                newest[-1] = time
+        else:
+            self._runs.setdefault(key, []).append([first, last])
+            self._newest.setdefault(key, []).append(time)
+        self._count += last - first + 1
 
     def add(self, identity: Identity, time: datetime) -> None:
         """Remember ``identity`` (measured at ``time``); one already remembered is left as it is."""
         key, seq = (identity[0], identity[1]), identity[2]
-        runs = self._runs.setdefault(key, [])
+        runs = self._runs.get(key)
+        if runs:
+            last = runs[-1]
+            if seq == last[1] + 1:  # extends the newest run (nearly always)
+                last[1] = seq
+                newest = self._newest[key]
+                if time > newest[-1]:
+                    newest[-1] = time
+                self._count += 1
+                return
+        else:
+            runs = self._runs[key] = []
         newest = self._newest.setdefault(key, [])
         i = bisect_right(runs, seq, key=lambda run: run[0]) - 1
         if i >= 0 and runs[i][0] <= seq <= runs[i][1]:

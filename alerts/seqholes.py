@@ -13,7 +13,7 @@ The design: docs/alerts.md ("The modules", `alerts/seqholes.py`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from time import monotonic
@@ -92,6 +92,22 @@ class SequenceHoles:
                 return self._open(key, last[0], seq, min(last[1], t), max(last[1], t))
             return False
         return self._fill(key, seq)
+
+    def saw_run(self, readings: Sequence[Reading]) -> bool:
+        """Note a message's live readings when none opens or fills a hole -- each gateway reading the next
+        ``seq`` of its ``(gateway, boot)`` (or its first) -- and say ``True``; else note nothing and say
+        ``False`` (the caller takes them one by one with :meth:`saw`). The common message, checked once."""
+        nexts: dict[tuple[str, str], tuple[int, datetime]] = {}
+        for r in readings:
+            if reading_source(r) != "gateway":
+                continue
+            key = (r.gateway, r.boot)
+            last = nexts.get(key) or self._last.get(key)
+            if last is not None and r.seq != last[0] + 1:
+                return False
+            nexts[key] = (r.seq, r.time)
+        self._last.update(nexts)
+        return True
 
     def _open(self, key: tuple[str, str], prev_seq: int, seq: int, after: datetime, before: datetime | None,
               ) -> bool:

@@ -8,19 +8,33 @@ the sediment basin -- 4 x 525,600 = 2,102,400 readings. This is the re-evaluatio
 then :meth:`~stormwatch.alerts.engine.Engine.flush`. Readings are generated in memory one day at a time and
 only the engine is timed. Runs on loopback/in-process only; bounded by ``--max-seconds``.
 
-Run: ``python benchmarks/engine.py [--days 365] [--max-seconds 300] [--profile]``. The last line is
-one JSON object with ``readings``, ``seconds``, ``readings_per_s`` (bar: >= 200,000 readings/s).
+The live feed path: each poll cycle's four readings as one message (:meth:`Engine.feed_many`, what
+the alert service does with a ``--batch`` gateway's message; ``--single``: one :meth:`Engine.feed`
+per reading). ``--anchor REF`` runs the same benchmark on the code of git commit ``REF`` too (the
+code of the round before; extracted with ``git archive`` into a temporary directory, fed reading by
+reading when that code has no ``feed_many``), the rounds interleaved so a shared machine's drift
+hits both alike; ``--rounds N`` repeats each (medians reported).
+
+Run: ``python benchmarks/engine.py [--days 365] [--rounds 3] [--anchor 59d7efd] [--profile]``. The
+last line is one JSON object with ``readings``, ``seconds``, ``readings_per_s`` (medians; bar: >=
+400,000 readings/s), ``readings_per_cpu_s`` (the process's CPU time: a shared machine disturbs it
+less than the wall clock), ``events``, the anchor's figures and the machine's load.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import logging
 import math
+import os
 import pstats
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.machine import describe, machine  # noqa: E402
+from benchmarks.machine import checkout, describe, machine  # noqa: E402
 from stormwatch.alerts.engine import Engine  # noqa: E402
 from stormwatch.config import load_site  # noqa: E402
 from stormwatch.contract import Reading  # noqa: E402
@@ -62,52 +76,134 @@ def day_readings(cfg_ids: dict[str, str], day: int, seq0: int) -> list[Reading]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--days", type=int, default=365)
-    ap.add_argument("--max-seconds", type=float, default=300.0, help="stop early after this much engine time")
-    ap.add_argument("--profile", action="store_true", help="cProfile the engine and print the top functions")
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.ERROR)
-    info = machine()
-    print(f"machine: {describe()}", flush=True)
+def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str, object]:
+    """One pass over ``days`` of the year through this checkout's engine: readings, seconds, events."""
     profiles = ProfileLibrary()
     cfg = load_site(ROOT / "examples" / "site.yaml", profiles)
     ids = {"site": cfg.site.id, "gateway": cfg.gateway_id, "rain": "rain-1", "up": "turb-up", "down": "turb-down",
            "level": "basin-level"}
     engine = Engine.for_site(cfg, profiles, None)
-    prof = cProfile.Profile() if args.profile else None
-    n = 0
-    events = 0
-    seconds = 0.0
-    seq = 0
-    for day in range(args.days):
+    many = getattr(engine, "feed_many", None)
+    prof = cProfile.Profile(time.process_time) if profile else None  # CPU time: a loaded machine's waits left out
+    n = events = seq = 0
+    seconds = cpu = 0.0
+    for day in range(days):
         chunk = day_readings(ids, day, seq)
         seq += len(chunk)
+        cycles = [chunk[i:i + 4] for i in range(0, len(chunk), 4)]  # one message per poll cycle
         feed = engine.feed
         if prof is not None:
             prof.enable()
-        t0 = time.perf_counter()
-        for r in chunk:
-            events += len(feed(r))
-        if day == args.days - 1:
+        t0, c0 = time.perf_counter(), time.process_time()
+        if many is None or single:
+            for r in chunk:
+                events += len(feed(r))
+        else:
+            for cycle in cycles:
+                events += len(many(cycle))
+        if day == days - 1:
             events += len(engine.flush())
         seconds += time.perf_counter() - t0
+        cpu += time.process_time() - c0
         if prof is not None:
             prof.disable()
         n += len(chunk)
-        if day % 30 == 29:
+        if day % 60 == 59:
             print(f"day {day + 1}: {n:,} readings, {seconds:.1f} s engine time, {n / seconds:,.0f} readings/s, "
                   f"{events} events", flush=True)
-        if seconds > args.max_seconds:
-            print(f"stopping after {args.max_seconds:g} s of engine time", flush=True)
+        if seconds > max_seconds:
+            print(f"stopping after {max_seconds:g} s of engine time", flush=True)
             break
     if prof is not None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
-    print(f"{n:,} readings in {seconds:.2f} s: {n / seconds:,.0f} readings/s; {events} events", flush=True)
-    print(json.dumps({"readings": n, "seconds": round(seconds, 3), "readings_per_s": round(n / seconds),
-                      "events": events, "days": args.days, "cpu": info["cpu"], "cores": info["cores"],
-                      "python": info["python"]}))
+    path = "feed per reading" if many is None or single else "feed_many per poll cycle"
+    print(f"{n:,} readings in {seconds:.2f} s ({cpu:.2f} CPU s): {n / seconds:,.0f} readings/s, "
+          f"{n / cpu:,.0f} per CPU second; {events} events ({path})", flush=True)
+    return {"readings": n, "seconds": round(seconds, 3), "readings_per_s": round(n / seconds), "events": events,
+            "cpu_seconds": round(cpu, 3), "readings_per_cpu_s": round(n / cpu), "path": path}
+
+
+def anchor_tree(ref: str, into: Path) -> Path:
+    """The code of commit ``ref`` in ``into`` with this benchmark file beside it."""
+    checkout(ROOT, ref, into)
+    (into / "benchmarks" / "engine.py").write_text(Path(__file__).read_text())
+    (into / "benchmarks" / "machine.py").write_text((ROOT / "benchmarks" / "machine.py").read_text())
+    return into
+
+
+def run_elsewhere(tree: Path, days: int, max_seconds: float, single: bool) -> dict[str, object]:
+    """One pass of this benchmark in another checkout (its own code on ``sys.path``)."""
+    argv = [sys.executable, str(tree / "benchmarks" / "engine.py"), "--days", str(days), "--max-seconds",
+            str(max_seconds), "--rounds", "1", "--json-only"] + (["--single"] if single else [])
+    out = subprocess.run(argv, cwd=tree, check=True, capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--days", type=int, default=365)
+    ap.add_argument("--max-seconds", type=float, default=300.0, help="stop early after this much engine time")
+    ap.add_argument("--rounds", type=int, default=1, help="passes over the year (medians reported)")
+    ap.add_argument("--anchor", metavar="REF", help="also run the code of git commit REF, interleaved")
+    ap.add_argument("--single", action="store_true", help="feed reading by reading (Engine.feed) instead of a "
+                                                          "poll cycle at a time")
+    ap.add_argument("--profile", action="store_true", help="cProfile the engine and print the top functions")
+    ap.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    if args.json_only:  # one pass for a benchmark run from another checkout
+        with contextlib.redirect_stdout(sys.stderr):
+            one = run(args.days, args.max_seconds, False, args.single)
+        print(json.dumps(one))
+        return
+    info = machine()
+    print(f"machine: {describe()}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    load_before = os.getloadavg()[0]
+    ours: list[dict[str, object]] = []
+    theirs: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="stormwatch-engine-anchor-") as tmp:
+        try:
+            tree = anchor_tree(args.anchor, Path(tmp)) if args.anchor else None
+        except (subprocess.CalledProcessError, OSError) as exc:
+            err = getattr(exc, "stderr", b"") or b""
+            print(f"error: --anchor {args.anchor}: no such commit in {ROOT} "
+                  f"({err.decode(errors='replace').strip() or exc})", file=sys.stderr)
+            sys.exit(2)
+        for rnd in range(max(1, args.rounds)):
+            print(f"round {rnd + 1}: this checkout (load average {os.getloadavg()[0]:.2f})", flush=True)
+            ours.append(run(args.days, args.max_seconds, args.profile and rnd == 0, args.single))
+            if tree is not None:
+                print(f"round {rnd + 1}: the code of {args.anchor} (load average {os.getloadavg()[0]:.2f})",
+                      flush=True)
+                theirs.append(run_elsewhere(tree, args.days, args.max_seconds, args.single))
+                print(f"  {theirs[-1]['readings_per_s']:,} readings/s, {theirs[-1]['events']} events "
+                      f"({theirs[-1].get('path', 'feed per reading')})", flush=True)
+
+    def median(runs: list[dict[str, object]], key: str) -> float:
+        return statistics.median(float(str(r[key])) for r in runs)
+
+    result: dict[str, object] = {
+        "readings": ours[0]["readings"], "seconds": round(median(ours, "seconds"), 3),
+        "readings_per_s": round(median(ours, "readings_per_s")), "events": ours[0]["events"],
+        "rounds": [r["readings_per_s"] for r in ours], "path": ours[0]["path"], "days": args.days,
+        "readings_per_cpu_s": round(median(ours, "readings_per_cpu_s")),
+        "cpu": info["cpu"], "cores": info["cores"], "python": info["python"],
+        "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
+    if theirs:
+        result.update({"anchor": args.anchor, "anchor_readings_per_s": round(median(theirs, "readings_per_s")),
+                       "anchor_readings_per_cpu_s": round(median(theirs, "readings_per_cpu_s")),
+                       "anchor_events": theirs[0]["events"], "anchor_rounds": [r["readings_per_s"] for r in theirs]})
+        result["ratio_to_anchor"] = round(float(str(result["readings_per_s"])) /
+                                          float(str(result["anchor_readings_per_s"])), 2)
+        result["cpu_ratio_to_anchor"] = round(float(str(result["readings_per_cpu_s"])) /
+                                              float(str(result["anchor_readings_per_cpu_s"])), 2)
+        print(f"this checkout {result['readings_per_s']:,}/s vs {args.anchor} {result['anchor_readings_per_s']:,}/s: "
+              f"{result['ratio_to_anchor']}x (per CPU second {result['readings_per_cpu_s']:,} vs "
+              f"{result['anchor_readings_per_cpu_s']:,}: {result['cpu_ratio_to_anchor']}x); events {result['events']} "
+              f"vs {result['anchor_events']}", flush=True)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,10 @@ Bar (issue 7): ≤ 32 MB, ≤ 2.2 CPU-s per 1,000 polls, ≥ 2,000 readings/s.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -46,7 +49,7 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.machine import describe, process_usage  # noqa: E402
+from benchmarks.machine import describe, print_profile, process_usage, start_profiler  # noqa: E402
 
 DEVICES = 10
 WARMUP_S = 8.0
@@ -177,8 +180,10 @@ def outbox_depth(path: Path) -> int:
         con.close()
 
 
-def polling(work: Path, broker_url: str, broker_port: int, sites: list[Path], sim_port: int) -> dict[str, Any]:
-    """CPU and memory of the gateway process polling ``DEVICES`` devices at 1 Hz, and the confirmation lag."""
+def polling(work: Path, broker_url: str, broker_port: int, sites: list[Path], sim_port: int,
+            profile: bool = False) -> dict[str, Any]:
+    """CPU and memory of the gateway process polling ``DEVICES`` devices at 1 Hz, and the confirmation lag
+    (``profile``: sampled with py-spy over the measured window)."""
     watch = LagWatch(broker_port, POLL_SITE, "gw-bench")
     gw = subprocess.Popen([sys.executable, "-m", "stormwatch", "gateway", "--site", str(sites[0]),
                            "--broker", broker_url, "--state-dir", str(work / "gw")],
@@ -191,10 +196,16 @@ def polling(work: Path, broker_url: str, broker_port: int, sites: list[Path], si
         print(f"polling: measuring `{cmdline}`", flush=True)
         if "-m stormwatch.gateway --plan" not in cmdline:
             raise RuntimeError(f"the gateway did not exec the lean process: {cmdline}")
+        spy = start_profiler(gw.pid, work / "profile.txt") if profile else None
         _, _, cpu0 = process_usage(gw.pid)
         t0 = time.monotonic()
         time.sleep(MEASURE_S)
         rss, hwm, cpu1 = process_usage(gw.pid)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
+            print("polling: profile of the gateway process:", flush=True)
+            print_profile(work / "profile.txt")
         elapsed = time.monotonic() - t0
         if gw.poll() is not None:
             raise RuntimeError(f"gateway exited with {gw.returncode}")
@@ -261,10 +272,10 @@ def replay(work: Path, broker_url: str) -> tuple[float, float]:
     return to_puback, to_stored
 
 
-def main() -> None:
+def main(profile: bool = False, polling_only: bool = False) -> None:
     from stormwatch.app import servers
 
-    print(f"machine: {describe()}", flush=True)
+    print(f"machine: {describe()}; load average {os.getloadavg()[0]:.2f}", flush=True)
     lean_imports()
     with tempfile.TemporaryDirectory(prefix="stormwatch-bench-") as tmp:
         work = Path(tmp)
@@ -279,10 +290,11 @@ def main() -> None:
             sites[0].write_text(json.dumps(site_doc(POLL_SITE, "gw-bench", port, range(1, DEVICES + 1))))
             sites[1].write_text(json.dumps(site_doc(REPLAY_SITE, "gw-replay", port, range(DEVICES))))
             ingest = start_ingest(work, broker.url, sites)
-            figures = polling(work, broker.url, broker.port, sites, port)
-            to_puback, to_stored = replay(work, broker.url)
-            figures["outbox_replay_per_s"] = round(to_puback)
-            figures["outbox_replay_confirmed_per_s"] = round(to_stored)
+            figures = polling(work, broker.url, broker.port, sites, port, profile)
+            if not polling_only:
+                to_puback, to_stored = replay(work, broker.url)
+                figures["outbox_replay_per_s"] = round(to_puback)
+                figures["outbox_replay_confirmed_per_s"] = round(to_stored)
         finally:
             if ingest is not None:
                 ingest.terminate()
@@ -292,6 +304,7 @@ def main() -> None:
             broker.stop()
     figures["bar"] = {"rss_mb": 32, "cpu_s_per_1000_polls": 2.2, "outbox_replay_per_s": 2000}
     figures["machine"] = describe()
+    figures["load_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(figures))
 
 
@@ -299,4 +312,8 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--serve":
         serve(int(sys.argv[2]))
     else:
-        main()
+        ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+        ap.add_argument("--profile", action="store_true", help="sample the gateway process with py-spy")
+        ap.add_argument("--polling-only", action="store_true", help="measure polling only (no outbox replay)")
+        args = ap.parse_args()
+        main(args.profile, args.polling_only)

@@ -2,9 +2,11 @@
 
 Run: ``python benchmarks/ingest.py`` (not a test). Issue 6 describes it:
 
-* the same 50,000 messages for every contender: one reading per message (the gateway's JSON,
-  ``stormwatch.contract.dump_readings``), QoS 1, 10 devices, distinct timestamps, published by
-  ``mosquitto_pub -l`` (C, so the publisher is not the bottleneck);
+* the same 50,000 readings for every contender, in two message forms (``--mode``): one reading per
+  message (the gateway's JSON, ``stormwatch.contract.dump_readings``: 50,000 messages) and one message
+  per poll cycle of the gateway's 10 devices (``{"readings": [...]}``, as ``stormwatch gateway
+  --batch`` publishes: 5,000 messages); QoS 1, distinct timestamps, published by ``mosquitto_pub -l``
+  (C, so the publisher is not the bottleneck);
 * each contender writes into a fresh InfluxDB 1.x database and is checked with an InfluxQL
   ``COUNT``; the figure is readings/s end to end, from the first publish to the moment the count
   reaches 50,000 (or, for a contender that loses points, to the last point that landed);
@@ -20,7 +22,11 @@ runs do not keep queueing the next run's messages; each database is dropped afte
 Node-RED with npm into ``~/.cache/stormwatch-bench`` when it is not there (``STORMWATCH_BENCH_CACHE``
 overrides); without npm or network the Node-RED contenders are skipped (``null``). Every
 contender is bounded (``CONTENDER_TIMEOUT_S``). The last output line is one JSON object.
-``--only stormwatch_1_worker,raw`` runs a subset (for profiling; the others are ``null``).
+``--only stormwatch_1_worker,raw`` runs a subset (the others are ``null``), ``--rounds N`` sets the
+rounds, ``--mode single|batched|both`` the message forms (keys of the batched form end in
+``_batched``), ``--profile`` samples the first stormwatch worker of the first round with py-spy (when
+installed) and prints its top functions, ``--anchor REF`` runs the ingest of git commit ``REF``
+(1 worker) beside this one, interleaved (``stormwatch_1_worker_before``: the code before).
 Beside the rates, ``stormwatch_*_cpu_s_per_10k``: the ingest processes' CPU seconds (utime + stime from
 ``/proc``, after their start-up) per 10,000 readings stored, median of the rounds -- a cost that a
 machine shared with other work disturbs far less than a rate (issue 18 measured the confirmations'
@@ -29,10 +35,12 @@ cost with it).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import queue
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,7 +56,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import describe, process_usage  # noqa: E402
+from benchmarks.machine import checkout, describe, print_profile, process_usage, start_profiler  # noqa: E402
 from stormwatch import topics  # noqa: E402
 from stormwatch.app import servers  # noqa: E402
 from stormwatch.contract import Reading, dump_readings  # noqa: E402
@@ -76,15 +84,22 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def make_payloads(path: Path) -> None:
-    """50,000 single-reading payloads, one per line: 10 devices, distinct timestamps (1 s apart)."""
+def bench_readings() -> list[Reading]:
+    """The 50,000 readings: 10 devices polled in turn, distinct timestamps (1 s apart)."""
+    return [Reading(site=SITE, device=f"turb-{i % N_DEVICES}", quantity="turbidity",
+                    value=round(5 + (i % 997) * 0.1, 1), unit="NTU", time=T0 + timedelta(seconds=i), gateway=GATEWAY,
+                    boot="bench-boot", seq=i + 1, raw=[i % 65536, 16720]) for i in range(N_MESSAGES)]
+
+
+def make_payloads(path: Path, batched: bool = False) -> int:
+    """The payloads, one per line: one reading each, or (``batched``) one poll cycle of the 10 devices
+    each (``{"readings": [...]}``, as ``stormwatch gateway --batch`` publishes); returns the messages."""
+    readings = bench_readings()
+    step = N_DEVICES if batched else 1
     with path.open("wb") as f:
-        for i in range(N_MESSAGES):
-            r = Reading(site=SITE, device=f"turb-{i % N_DEVICES}", quantity="turbidity",
-                        value=round(5 + (i % 997) * 0.1, 1), unit="NTU", time=T0 + timedelta(seconds=i),
-                        gateway=GATEWAY, boot="bench-boot", seq=i + 1,
-                        raw=[i % 65536, 16720])
-            f.write(dump_readings([r]) + b"\n")
+        for i in range(0, len(readings), step):
+            f.write(dump_readings(readings[i:i + step]) + b"\n")
+    return len(readings) // step
 
 
 def site_yaml(path: Path) -> None:
@@ -190,10 +205,12 @@ def wait_for_line(proc: subprocess.Popen[bytes], needle: str, timeout_s: float, 
 
 
 def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto, work: Path,
-                   payload_file: Path, site: Path, tag: str, cpu: list[float]) -> tuple[float, int]:
+                   payload_file: Path, site: Path, tag: str, cpu: list[float],
+                   profile: Path | None = None, tree: Path = REPO) -> tuple[float, int]:
     """One stormwatch run; appends to ``cpu`` the workers' CPU seconds (utime + stime, from /proc, after
-    their start-up) per 10,000 readings stored -- a cost figure a loaded machine disturbs less than a rate."""
-    db = f"stormwatch_{workers}_{tag}"
+    their start-up) per 10,000 readings stored -- a cost figure a loaded machine disturbs less than a rate.
+    ``profile``: sample the first worker with py-spy into this file; ``tree``: the checkout whose code runs."""
+    db = f"stormwatch_{workers}_{tag}" + ("" if tree == REPO else "_before")
     create_db(srv, db)
     log(f"stormwatch ingest, {workers} worker(s) -> database {db}")
     procs: list[subprocess.Popen[bytes]] = []
@@ -204,13 +221,17 @@ def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto
                     "--stats-interval-s", "5"]
             if workers > 1:
                 argv += ["--share-group", f"bench{workers}{tag}"]
-            p = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            p = subprocess.Popen(argv, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             procs.append(p)
             if not wait_for_line(p, "subscribed to", 30, work / f"stormwatch-{workers}-{tag}-{w}.log"):
                 raise RuntimeError(f"stormwatch worker {w} did not connect (see {work})")
         time.sleep(0.5)  # SUBACK
+        spy = start_profiler(procs[0].pid, profile) if profile is not None else None
         cpu0 = sum(process_usage(p.pid)[2] for p in procs)
         rate, count = measure(srv, db, mosq, payload_file, lambda: all(p.poll() is None for p in procs))
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
         if count and all(p.poll() is None for p in procs):
             used = sum(process_usage(p.pid)[2] for p in procs) - cpu0
             cpu.append(used / count * 10_000)
@@ -264,10 +285,11 @@ def raw_writer(base_url: str, db: str) -> None:
             if raw is None:
                 done = True
                 break
-            r = json.loads(raw)
-            ts = int(datetime.fromisoformat(r["time"]).timestamp())
-            batch.append(f"readings,device={r['device']},quantity={r['quantity']},site={r['site']},unit={r['unit']} "
-                         f"value={float(r['value'])},seq={r['seq']}i {ts}")
+            msg = json.loads(raw)
+            for r in msg.get("readings", (msg,)):
+                ts = int(datetime.fromisoformat(r["time"]).timestamp())
+                batch.append(f"readings,device={r['device']},quantity={r['quantity']},site={r['site']},"
+                             f"unit={r['unit']} value={float(r['value'])},seq={r['seq']}i {ts}")
         if batch:
             body = ("\n".join(batch) + "\n").encode()
             for _attempt in range(10):
@@ -323,92 +345,147 @@ def run_node_red(binary: Path, flow: str, srv: servers.InfluxDB1, mosq: servers.
         stop_procs([proc])
 
 
-def main(only: set[str] | None = None) -> None:
-    """Run the contenders (``only``: a subset of the result keys, for profiling) and print the JSON line."""
-    log(f"machine: {describe()}")
-    results: dict[str, object] = {}
-    stored: dict[str, list[int]] = {}
-    rates: dict[str, list[float]] = {}
-    cpu: dict[str, list[float]] = {"stormwatch_1_worker": [], "stormwatch_2_workers": []}
+#: Result keys of the contenders, in the order they are reported.
+KEYS = ("stormwatch_1_worker", "stormwatch_2_workers", "stormwatch_1_worker_before", "raw", "node_red_batch",
+        "node_red_per_message")
+
+
+def main(only: set[str] | None = None, rounds: int = ROUNDS, modes: tuple[str, ...] = ("single", "batched"),
+         profile: bool = False, anchor: str | None = None) -> None:
+    """Run the contenders (``only``: a subset of the result keys) in each message form of ``modes`` and
+    print the JSON line (the batched form's keys end in ``_batched``); ``anchor``: a git commit whose
+    ingest runs beside this one (``stormwatch_1_worker_before``)."""
+    log(f"machine: {describe()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    results: dict[str, object] = {"load_before": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory(prefix="stormwatch-bench-") as tmp:
         work = Path(tmp)
-        payload_file = work / "payloads.jsonl"
-        make_payloads(payload_file)
         site = work / "bench-site.yaml"
         site_yaml(site)
+        before: Path | None = None
+        if anchor is not None:
+            try:
+                before = checkout(REPO, anchor, work / "before")
+            except subprocess.CalledProcessError as exc:
+                why = (exc.stderr or b"").decode(errors="replace").strip() or str(exc)
+                print(f"error: --anchor {anchor}: {why}", file=sys.stderr)
+                sys.exit(2)
+            results["anchor"] = anchor
         srv = servers.influxdb1(work / "influxdb")
         srv.start()
-        log(f"influxd on {srv.url}, a fresh mosquitto per run; {N_MESSAGES} messages, {N_DEVICES} devices, QoS 1")
         binary = None
         if only is None or only & {"node_red_batch", "node_red_per_message"}:
             binary = node_red_bin()
-        Run = Callable[[servers.Mosquitto, str], tuple[float, int]]
-        contenders: dict[str, tuple[int, Run]] = {
-            "stormwatch_1_worker": (ROUNDS, lambda mq, tag: run_stormwatch(1, srv, mq, work, payload_file, site, tag,
-                                                                           cpu["stormwatch_1_worker"])),
-            "stormwatch_2_workers": (ROUNDS, lambda mq, tag: run_stormwatch(2, srv, mq, work, payload_file, site, tag,
-                                                                            cpu["stormwatch_2_workers"])),
-            "raw": (ROUNDS, lambda mq, tag: run_raw(srv, mq, payload_file, tag)),
-        }
-        if binary is not None:
-            nr = binary
-            contenders["node_red_batch"] = (
-                NODE_RED_BATCH_ROUNDS, lambda mq, tag: run_node_red(nr, "batch", srv, mq, work, payload_file, tag))
-            # Once: it loses points and then waits SETTLE_S for the count to stop moving.
-            contenders["node_red_per_message"] = (
-                1, lambda mq, tag: run_node_red(nr, "per_message", srv, mq, work, payload_file, tag))
-        rates.update({k: [] for k in contenders})
         try:
-            # Rounds interleave the contenders so that drift on a shared machine hits them alike.
-            for rnd in range(max(n for n, _ in contenders.values())):
-                for key, (n, fn) in contenders.items():
-                    if rnd >= n or (only is not None and key not in only):
-                        continue
-                    log(f"round {rnd + 1}/{n}: {key}")
-                    # A fresh broker per run: persistent sessions of earlier runs would otherwise
-                    # keep queueing every message published (and slow every later run).
-                    mq = servers.mosquitto(work / f"mosquitto-{key}-{rnd}")
-                    mq.start()
-                    try:
-                        rate, count = fn(mq, f"r{rnd}")
-                    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-                        log(f"{key} failed: {exc}")
-                        rate, count = 0.0, 0
-                    finally:
-                        mq.stop()
-                        shutil.rmtree(mq.data_dir, ignore_errors=True)
-                    rates[key].append(rate)
-                    stored.setdefault(key, []).append(count)
+            for mode in modes:
+                run_mode(mode, srv, work, site, binary, only, rounds, profile, results, before)
         finally:
             srv.stop()
-    for key in ("stormwatch_1_worker", "stormwatch_2_workers", "raw", "node_red_batch", "node_red_per_message"):
-        runs = [r for r in rates.get(key, []) if r > 0]
-        results[key] = round(statistics.median(runs)) if runs else None
-        if runs:
-            log(f"{key}: median {results[key]:,}/s of {[round(r) for r in runs]}; stored {stored.get(key)}")
-    for key, values in cpu.items():
-        results[f"{key}_cpu_s_per_10k"] = round(statistics.median(values), 3) if values else None
-        if values:
-            log(f"{key}: CPU median {results[f'{key}_cpu_s_per_10k']} s per 10,000 readings of "
-                f"{[round(v, 3) for v in values]}")
-    per_message = stored.get("node_red_per_message")
-    results["node_red_per_message_stored"] = per_message[0] if per_message else None
-    results["stormwatch_rows_verified"] = all(
-        bool(stored.get(k)) and all(c == N_MESSAGES for c in stored[k])
-        for k in ("stormwatch_1_worker", "stormwatch_2_workers"))
-    sw = {k: results[k] for k in ("stormwatch_1_worker", "stormwatch_2_workers") if isinstance(results[k], int)}
-    for key, value in sw.items():
-        raw, batch = results.get("raw"), results.get("node_red_batch")
-        log(f"bar: {key} {value:,}/s = "
-            + (f"{value / batch:.2f}x Node-RED batched (need >= 1.0), " if isinstance(batch, int) else "")
-            + (f"{value / raw:.2f}x raw (need >= 0.6)" if isinstance(raw, int) else ""))
+    results["load_after"] = round(os.getloadavg()[0], 2)
+    results["machine"] = describe()
     print(json.dumps(results), flush=True)
+
+
+def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: Path | None,
+             only: set[str] | None, rounds: int, profile: bool, results: dict[str, object],
+             before: Path | None = None) -> None:
+    """The rounds of one message form (``single``: one reading a message; ``batched``: one poll cycle)."""
+    batched = mode == "batched"
+    suffix = "_batched" if batched else ""
+    payload_file = work / f"payloads-{mode}.jsonl"
+    messages = make_payloads(payload_file, batched)
+    log(f"{mode}: {N_MESSAGES} readings in {messages} messages, {N_DEVICES} devices, QoS 1; influxd on {srv.url}, "
+        "a fresh mosquitto per run")
+    stored: dict[str, list[int]] = {}
+    rates: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {"stormwatch_1_worker": [], "stormwatch_2_workers": [],
+                                   "stormwatch_1_worker_before": []}
+    spy_out = work / f"profile-{mode}.txt" if profile else None
+    Run = Callable[[servers.Mosquitto, str], tuple[float, int]]
+    contenders: dict[str, tuple[int, Run]] = {
+        "stormwatch_1_worker": (rounds, lambda mq, tag: run_stormwatch(
+            1, srv, mq, work, payload_file, site, tag, cpu["stormwatch_1_worker"],
+            spy_out if tag == f"{mode}0" else None)),
+        "stormwatch_2_workers": (rounds, lambda mq, tag: run_stormwatch(2, srv, mq, work, payload_file, site, tag,
+                                                                        cpu["stormwatch_2_workers"])),
+        "raw": (rounds, lambda mq, tag: run_raw(srv, mq, payload_file, tag)),
+    }
+    if before is not None:
+        old = before
+        contenders["stormwatch_1_worker_before"] = (rounds, lambda mq, tag: run_stormwatch(
+            1, srv, mq, work, payload_file, site, tag, cpu["stormwatch_1_worker_before"], tree=old))
+        nr = binary
+        contenders["node_red_batch"] = (
+            min(rounds, NODE_RED_BATCH_ROUNDS), lambda mq, tag: run_node_red(nr, "batch", srv, mq, work, payload_file,
+                                                                             tag))
+        if not batched:  # once: it loses points and then waits SETTLE_S for the count to stop moving
+            contenders["node_red_per_message"] = (
+                1, lambda mq, tag: run_node_red(nr, "per_message", srv, mq, work, payload_file, tag))
+    rates.update({k: [] for k in contenders})
+    # Rounds interleave the contenders so that drift on a shared machine hits them alike.
+    for rnd in range(max(n for n, _ in contenders.values())):
+        for key, (n, fn) in contenders.items():
+            if rnd >= n or (only is not None and key not in only):
+                continue
+            log(f"{mode} round {rnd + 1}/{n}: {key} (load average {os.getloadavg()[0]:.2f})")
+            # A fresh broker per run: persistent sessions of earlier runs would otherwise
+            # keep queueing every message published (and slow every later run).
+            mq = servers.mosquitto(work / f"mosquitto-{mode}-{key}-{rnd}")
+            mq.start()
+            try:
+                rate, count = fn(mq, f"{mode}{rnd}")
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                log(f"{key} failed: {exc}")
+                rate, count = 0.0, 0
+            finally:
+                mq.stop()
+                shutil.rmtree(mq.data_dir, ignore_errors=True)
+            rates[key].append(rate)
+            stored.setdefault(key, []).append(count)
+    for key in KEYS:
+        runs = [r for r in rates.get(key, []) if r > 0]
+        results[key + suffix] = round(statistics.median(runs)) if runs else None
+        if runs:
+            log(f"{key}{suffix}: median {results[key + suffix]:,}/s of {[round(r) for r in runs]}; "
+                f"stored {stored.get(key)}")
+    for key, values in cpu.items():
+        results[f"{key}{suffix}_cpu_s_per_10k"] = round(statistics.median(values), 3) if values else None
+        if values:
+            log(f"{key}{suffix}: CPU median {results[f'{key}{suffix}_cpu_s_per_10k']} s per 10,000 readings of "
+                f"{[round(v, 3) for v in values]}")
+    if not batched:
+        per_message = stored.get("node_red_per_message")
+        results["node_red_per_message_stored"] = per_message[0] if per_message else None
+    ran = [k for k in ("stormwatch_1_worker", "stormwatch_2_workers", "stormwatch_1_worker_before") if stored.get(k)]
+    results[f"stormwatch_rows_verified{suffix}"] = bool(ran) and all(
+        c == N_MESSAGES for k in ran for c in stored[k])
+    for key in ran:
+        value = results[key + suffix]
+        raw, batch = results.get("raw" + suffix), results.get("node_red_batch" + suffix)
+        if not isinstance(value, int):
+            continue
+        bar = "(need >= 100,000/s)" if batched else "(need >= 1.5x Node-RED batched, >= 0.9x raw)"
+        log(f"bar {mode}: {key} {value:,}/s {bar} = "
+            + (f"{value / batch:.2f}x Node-RED batched, " if isinstance(batch, int) else "")
+            + (f"{value / raw:.2f}x raw" if isinstance(raw, int) else ""))
+    if spy_out is not None and spy_out.exists():
+        log("profile of the first stormwatch worker:")
+        print_profile(spy_out)
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--raw-writer":
         raw_writer(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) == 3 and sys.argv[1] == "--only":
-        main(set(sys.argv[2].split(",")))
     else:
-        main()
+        ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+        ap.add_argument("--only", help="comma-separated contenders: " + ", ".join(KEYS))
+        ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"runs per contender (default {ROUNDS}; "
+                        f"Node-RED batched at most {NODE_RED_BATCH_ROUNDS}, per message once)")
+        ap.add_argument("--mode", choices=("single", "batched", "both"), default="both",
+                        help="message form: one reading a message, one poll cycle a message, or both (default)")
+        ap.add_argument("--profile", action="store_true",
+                        help="sample the first stormwatch worker of the first round with py-spy")
+        ap.add_argument("--anchor", metavar="REF", help="also run the ingest of git commit REF (1 worker), "
+                                                        "interleaved: stormwatch_1_worker_before")
+        args = ap.parse_args()
+        main(set(args.only.split(",")) if args.only else None, max(1, args.rounds),
+             ("single", "batched") if args.mode == "both" else (args.mode,), args.profile, args.anchor)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -96,3 +99,49 @@ def speed_probe(repeat: int = 3) -> float:
         sum(table.values())
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling ``pid`` into ``out`` (collapsed stacks) until stopped; ``None`` without py-spy."""
+    spy = shutil.which("py-spy") or (str(Path(sys.executable).parent / "py-spy")
+                                     if (Path(sys.executable).parent / "py-spy").exists() else None)
+    if spy is None:
+        print("--profile: py-spy is not installed (pip install py-spy); not profiling", flush=True)
+        return None
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--nonblocking",
+                             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def print_profile(path: Path, top: int = 20) -> None:
+    """The functions where the profiled process spent its samples: own samples and with callees."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    samples = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        frames = [f for f in stack.split(";") if f]
+        if not frames:
+            continue
+        samples += n
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for frame in set(frames):
+            total[frame] = total.get(frame, 0) + n
+    print(f"{samples} samples", flush=True)
+    for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {100 * n / samples:5.1f} % own  {100 * total[frame] / samples:5.1f} % total  {frame[:150]}")
+
+
+def checkout(repo: Path, ref: str, into: Path) -> Path:
+    """The tree of commit ``ref`` of the git repository ``repo`` written into ``into`` (``git archive``):
+    the code a benchmark runs as its "before" anchor.
+
+    Raises:
+        subprocess.CalledProcessError: ``ref`` is no commit of ``repo`` (its ``stderr`` says why).
+    """
+    archive = subprocess.run(["git", "-C", str(repo), "archive", ref], check=True, capture_output=True).stdout
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into

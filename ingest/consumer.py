@@ -222,6 +222,7 @@ class Ingest:
         self._stop_deadline = float("inf")
         self._pending_publishes: list[mqtt.MQTTMessageInfo] = []
         self._stored_topics: dict[str, str | None] = {}  # readings topic -> its stored-acknowledgement topic
+        self._topics_in: dict[str, bool] = {}  # topic -> inside the subscription
         self._sites_failing = False
         self._client = self._make_client()
 
@@ -291,10 +292,17 @@ class Ingest:
                                                      payload, received_at)])
 
     def _subscribed_to(self, topic: str) -> bool:
-        if self._sites is None:
-            return topics.matches(self.subscription, topic)
-        where = topics.parse_readings_topic(topic)
-        return where is not None and where[0] in self._sites
+        known = self._topics_in.get(topic)
+        if known is None:
+            if self._sites is None:
+                known = topics.matches(self.subscription, topic)
+            else:
+                where = topics.parse_readings_topic(topic)
+                known = where is not None and where[0] in self._sites
+            if len(self._topics_in) > 100_000:  # topics of unknown gateways must not grow it forever
+                self._topics_in.clear()
+            self._topics_in[topic] = known
+        return known
 
     def set_sites(self, sites: Collection[str]) -> None:
         """Subscribe to exactly these sites' readings (a partitioned ingest whose ``--sites`` changed).
@@ -306,6 +314,7 @@ class Ingest:
             raise ValueError("this ingest subscribes to every site's readings; set_sites needs a partition")
         new, old = frozenset(sites), self._sites
         self._sites = new
+        self._topics_in = {}
         self.subscription = f"{topics.ROOT}/<{len(new)} sites>/+/readings"
         added, removed = sorted(new - old), sorted(old - new)
         if added:
@@ -489,8 +498,8 @@ class Ingest:
         accepted: list[Reading] = []
         late: list[Reading] = []
         dead: list[DeadLetter] = []
-        in_batch: dict[tuple[str, str, int], Reading] = {}
-        topic_of: dict[tuple[str, str, int], str] = {}
+        # identity -> the first reading of it in this batch and its message's topic
+        in_batch: dict[tuple[str, str, int], tuple[Reading, str]] = {}
         handled: dict[str, dict[str, list[int]]] = {}  # stored-ack topic -> boot -> seqs handled
         received_at = self.clock.now()
         for msg in batch:
@@ -501,15 +510,16 @@ class Ingest:
                 dead.append(_duplicate_letter(reading, msg.topic, received_at, "already stored"))
             for target, readings in ((accepted, result.accepted), (late, result.late)):
                 for reading in readings:
-                    first = in_batch.get(reading.identity)
-                    if first is not None and measurement(first) == measurement(reading):
+                    identity = (reading.gateway, reading.boot, reading.seq)
+                    first = in_batch.get(identity)
+                    if first is None:
+                        in_batch[identity] = (reading, msg.topic)
+                    elif measurement(first[0]) == measurement(reading):
                         # QoS 1 redelivery inside one batch
                         dead.append(_duplicate_letter(reading, msg.topic, received_at, "twice in one batch"))
                         continue
                     # one identity with two measurements in one batch: both go to the store, which takes
                     # the first it does not hold another measurement for and refuses the other
-                    in_batch.setdefault(reading.identity, reading)
-                    topic_of.setdefault(reading.identity, msg.topic)
                     target.append(reading)
             dead += result.dead
             ack_topic = self._stored_topic(msg.topic)
@@ -520,7 +530,8 @@ class Ingest:
                         seqs.setdefault(reading.boot, []).append(reading.seq)
                 for _gateway, boot, seq in result.refused:
                     seqs.setdefault(boot, []).append(seq)
-        stored = self._write_until_durable(accepted, late, dead, lambda r: topic_of.get(r.identity, ""), received_at)
+        stored = self._write_until_durable(accepted, late, dead,
+                                           lambda r: in_batch.get(r.identity, (r, ""))[1], received_at)
         if stored is None:
             log.error("store still unavailable at shutdown: %d message(s) left unacknowledged; the broker will "
                       "redeliver them to this session", len(batch))

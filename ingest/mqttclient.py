@@ -77,6 +77,23 @@ class ChunkedReadClient(SessionClient):
     def _buffered(self) -> bool:
         return self._chunk_pos < len(self._chunk)
 
+    def _handle_on_message(self, message: mqtt.MQTTMessage) -> None:
+        # paho matches every message against its per-topic callbacks (a trie walk, and the topic
+        # decoded twice) before it calls on_message; ingest registers none, so that walk is skipped
+        # while the trie is empty.
+        root = getattr(getattr(self, "_on_message_filtered", None), "_root", None)
+        on_message = self.on_message
+        if on_message is None or root is None or root._children:
+            super()._handle_on_message(message)
+            return
+        with self._in_callback_mutex:
+            try:
+                on_message(self, self._userdata, message)
+            except Exception as err:
+                self._easy_log(mqtt.MQTT_LOG_ERR, "Caught exception in on_message: %s", err)
+                if not self.suppress_exceptions:
+                    raise
+
 
 def make_client(broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,
                 on_session: Callable[[bool], None] | None = None,

@@ -26,7 +26,8 @@ from stormwatch.contract import (
     parse_parts,
 )
 from stormwatch.display import names
-from stormwatch.physics import impossible_value, rain_verdict
+from stormwatch.fastwire import fast_readings
+from stormwatch.physics import impossible_value, plausible_range, rain_verdict
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import Conflict, DeadLetter, measurement
 from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S, TimeBounds
@@ -87,6 +88,9 @@ class Validator:
             gateway replaying its outbox after an outage delivers old readings that are real data
             the alert engine must still evaluate (it reports them with ``late_detection_s``).
         dedupe_size: how many committed identities the duplicate LRU remembers.
+        fast: take a message whose readings all pass through the fast parser
+            (:mod:`stormwatch.fastwire`; the same verdicts, tests/ingest/test_fastwire.py); ``False``: every
+            message through :func:`~stormwatch.contract.parse_parts` (the differential tests).
 
     Raises:
         ProfileError: a device's profile cannot be loaded.
@@ -101,8 +105,10 @@ class Validator:
         max_age_s: float | None = DEFAULT_MAX_AGE_S,
         late_after_s: float | None = None,
         dedupe_size: int = 100_000,
+        fast: bool = True,
     ) -> None:
         self.sites = dict(sites)
+        self.fast = fast
         self.clock = clock
         self.bounds = TimeBounds(max_future_s, max_age_s)
         self.late_after = None if late_after_s is None else timedelta(seconds=late_after_s)
@@ -119,6 +125,7 @@ class Validator:
         # (site, device) -> sorted event times of its latest rain readings (rate judgement)
         self._rain_times: dict[tuple[str, str], list[datetime]] = {}
         self._rain_lock = threading.Lock()
+        self._ranges: dict[str, tuple[float, float]] = {}  # quantity -> its plausible range (physics)
         #: rain readings stored with the site file's tip size because they named none, per (site, device)
         self.stamped: dict[tuple[str, str], int] = {}
 
@@ -196,6 +203,14 @@ class Validator:
             reject("bad_topic", f"{topic!r} is not a readings topic ({topics.READINGS_FILTER})")
             return result
         topic_site, topic_gateway = where
+        if self.fast:
+            fast = fast_readings(payload)
+            # the fast path takes a message whose readings all pass; any refusal is the full path's
+            if fast is not None and not any(self._check(r, topic_site, topic_gateway, now) for r in fast[0]):
+                readings, batched = fast
+                for index, fast_one in enumerate(readings):
+                    self._settle(result, fast_one, index if batched else None, topic, payload, retained, now)
+                return result
         try:
             parts = parse_parts(payload)
         except PayloadError as exc:
@@ -215,19 +230,33 @@ class Validator:
                 reject(problem[0], prefix + problem[1], body)
                 result.refused.append(reading.identity)
                 continue
-            if reading.quantity == RAIN_TIPS and reading.gateway != MANUAL_GATEWAY:
-                reading = self._describe(reading)
-            seen = self._seen_again(reading)
-            if seen is True:
-                result.duplicates.append(reading)
-            elif isinstance(seen, tuple):  # the identity was stored with another measurement
-                reject("conflicting_value", prefix + Conflict(reading, *seen).detail(), body)
-                result.refused.append(reading.identity)  # durably dead-lettered: handled, confirmed
-            elif retained or (self.late_after is not None and reading.time < now - self.late_after):
-                result.late.append(reading)
-            else:
-                result.accepted.append(reading)
+            self._settle(result, reading, part.index if part.batched else None, topic, payload, retained, now,
+                         body)
         return result
+
+    def _settle(self, result: ValidationResult, reading: Reading, index: int | None, topic: str, payload: bytes,
+                retained: bool, now: datetime, body: bytes | None = None) -> None:
+        """A reading that passed the checks: described (rain), then a duplicate, a conflict, late or
+        accepted. ``index``: its place in a batch (``None``: the message is the reading); ``body``: its
+        own JSON for a dead letter (made from ``payload`` when needed)."""
+        if reading.quantity == RAIN_TIPS and reading.gateway != MANUAL_GATEWAY:
+            reading = self._describe(reading)
+        seen = self._seen_again(reading)
+        if seen is True:
+            result.duplicates.append(reading)
+        elif isinstance(seen, tuple):  # the identity was stored with another measurement
+            if index is None:
+                prefix, body = "", payload
+            else:
+                prefix = f"readings.{index}: "
+                body = body if body is not None else parse_parts(payload)[index].body
+            result.dead.append(DeadLetter(reason="conflicting_value", detail=prefix + Conflict(reading, *seen).detail(),
+                                          topic=topic, payload=body, received_at=now))
+            result.refused.append(reading.identity)  # durably dead-lettered: handled, confirmed
+        elif retained or (self.late_after is not None and reading.time < now - self.late_after):
+            result.late.append(reading)
+        else:
+            result.accepted.append(reading)
 
     def _check(self, r: Reading, topic_site: str, topic_gateway: str, now: datetime) -> tuple[str, str] | None:
         if r.site != topic_site or r.gateway != topic_gateway:
@@ -260,10 +289,18 @@ class Validator:
                                              f"gives the gauge {sizes.text_at(r.time)} at {r.time.isoformat()} "
                                              f"({sizes.source_at(r.time)}); record a gauge replacement under the "
                                              "device's replaced_gauges, or correct the profile (docs/ingest.md)")
-        impossible = impossible_value(r.quantity, r.value)
-        if impossible is not None:
-            return ("impossible_value", f"{r.device}: {impossible}")
+        low, high = self._range(r.quantity)
+        if not low <= r.value <= high:  # outside: physics says why (or, for a NaN, that it is not)
+            impossible = impossible_value(r.quantity, r.value)
+            if impossible is not None:
+                return ("impossible_value", f"{r.device}: {impossible}")
         return self._check_time(r, now)
+
+    def _range(self, quantity: str) -> tuple[float, float]:
+        found = self._ranges.get(quantity)
+        if found is None:
+            found = self._ranges[quantity] = plausible_range(quantity)
+        return found
 
     def _describe(self, r: Reading) -> Reading:
         """A valid rain reading as it is stored: with the site file's tip size when it names none

@@ -32,7 +32,7 @@ from stormwatch.stores.lineprotocol import (
     from_ns,
     time_ns,
 )
-from stormwatch.stores.rows import UnreadableRows, influx_events, influx_readings, influx_series_row
+from stormwatch.stores.rows import UnreadableRows, engine_order, influx_events, influx_readings, influx_series_row
 from stormwatch.stores.splitwrite import BatchRejected
 
 log = logging.getLogger(__name__)
@@ -396,7 +396,7 @@ class Influx1Store(LineProtocolWrites):
                     self.unreadable.skip("reading", {"site": site, "device": device, "quantity": quantity,
                                                      "gateway": point[5], "boot": point[6], "seq": point[7]},
                                          point[0], exc)
-            rows.sort(key=lambda r: (r[0], r[4], r[5], r[6]))
+            rows.sort(key=engine_order)
             out[(device, quantity)] = rows
         return out
 

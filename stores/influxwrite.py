@@ -122,12 +122,13 @@ Place = tuple[int, int]
 @dataclass
 class Placement:
     """Where the readings of one write go: ``new`` (reading, page, slot), ``stored`` (their identity
-    is already held with the same value: not written again) and ``conflicts`` (their identity is held
+    is already held with the same value: not written again), ``conflicts`` (their identity is held
     with another value or unit: refused, :mod:`stormwatch.stores.base`)."""
 
     new: list[tuple[Reading, int, int]]
     stored: list[Reading]
     conflicts: list[Conflict] = field(default_factory=list)
+    stamps: list[int] = field(default_factory=list)  # the event time in ns of each of ``new``
 
 
 class Retryable(Exception):
@@ -242,32 +243,32 @@ class LineProtocolWrites:
 
     def _place(self, readings: Sequence[Reading]) -> Placement:
         """Give each reading a place no other stored reading holds (module docstring)."""
+        stamps = [time_ns(r.time) for r in readings]
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for r in readings:
-            spans[r.site].append((time_ns(r.time) // 1_000, r.device))
-        # places taken per series (the tags that make one: tip_size is one of them) and microsecond; the
-        # identities held per device, quantity and microsecond whatever the tip size (a reading stored
-        # before it carried a size, delivered again with one, is the same reading)
-        held: dict[tuple[str, str, str, str, str, int], dict[Place, Identity]] = defaultdict(dict)
-        # identity -> (unit, value) it is stored with
-        ids: dict[tuple[str, str, str, int], dict[Identity, tuple[str, Any]]] = defaultdict(dict)
+        for r, ns in zip(readings, stamps, strict=True):
+            spans[r.site].append((ns // 1_000, r.device))
+        # places taken, by series (the tags that make one: tip_size is one of them), microsecond, page and
+        # slot; the identities held per device, quantity and microsecond whatever the tip size (a reading
+        # stored before it carried a size, delivered again with one, is the same reading), with the
+        # (unit, value) each is stored with. Flat keys: most microseconds hold one reading.
+        taken: set[tuple[str, str, str, str, str, int, int, int]] = set()
+        held: dict[tuple[str, str, str, int, str, str, int], tuple[str, Any]] = {}
         for point in self._stored(READINGS, ("gateway", "boot", "seq", "value"), cover("site", spans, "device")):
             t = point.tags
             gateway, boot, seq, value = point.fields
-            identity = (str(gateway), str(boot), int(seq) if seq is not None else -1)
             us = point.time_ns // 1_000
-            key = (t.get("site", ""), t.get("device", ""), t.get("quantity", ""), t.get("unit", ""),
-                   t.get("tip_size", ""), us)
-            page = int(t.get(PAGE_TAG) or 0)
-            held[key][(page, point.time_ns % 1_000)] = identity
-            ids[(key[0], key[1], key[2], us)][identity] = (key[3], value)
+            site, device, quantity, unit = t.get("site", ""), t.get("device", ""), t.get("quantity", ""), t.get(
+                "unit", "")
+            taken.add((site, device, quantity, unit, t.get("tip_size", ""), us, int(t.get(PAGE_TAG) or 0),
+                       point.time_ns % 1_000))
+            held[(site, device, quantity, us, str(gateway), str(boot), int(seq) if seq is not None else -1)] = (
+                unit, value)
         placement = Placement([], [])
-        for r in readings:
-            us = time_ns(r.time) // 1_000
-            places = held[(r.site, r.device, r.quantity, r.unit, r.tip_size or "", us)]
-            known = ids[(r.site, r.device, r.quantity, us)]
-            identity = r.identity
-            stored = known.get(identity)
+        for r, ns in zip(readings, stamps, strict=True):
+            us = ns // 1_000
+            identity = (r.gateway, r.boot, r.seq)
+            key = (r.site, r.device, r.quantity, us, *identity)
+            stored = held.get(key) if held else None
             if stored is not None:
                 unit, value = stored
                 if unit == r.unit and value is not None and float(value) == float(r.value):
@@ -276,15 +277,17 @@ class LineProtocolWrites:
                     shown = value if value is None or r.quantity != RAIN_TIPS else int(value)
                     placement.conflicts.append(Conflict(r, shown, unit, r.time))
                 continue
-            known[identity] = (r.unit, float(r.value))
+            held[key] = (r.unit, float(r.value))
+            series = (r.site, r.device, r.quantity, r.unit, r.tip_size or "", us)
             home = home_slot(identity)
             page, slot = 0, home
-            while (page, slot) in places:
+            while (*series, page, slot) in taken:
                 slot = (slot + 1) % SLOTS_PER_US
                 if slot == home:  # every slot of this page is taken: the next page
                     page += 1
-            places[(page, slot)] = identity
+            taken.add((*series, page, slot))
             placement.new.append((r, page, slot))
+            placement.stamps.append(ns)
         return placement
 
     def write_checked(self, readings: Sequence[Reading], *, late: bool = False) -> WriteOutcome:
@@ -302,7 +305,8 @@ class LineProtocolWrites:
         with self._lock:
             self._before_write()
             placement = self._place(readings)
-            lines = [reading_line(r, late=late, slot=slot, page=page) for r, page, slot in placement.new]
+            lines = [reading_line(r, late=late, slot=slot, page=page, at_ns=ns)
+                     for (r, page, slot), ns in zip(placement.new, placement.stamps, strict=True)]
             refused = self.write_lines(lines)
             if refused:
                 self.rejected_total += len(refused)

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from stormwatch.contract import Event, Reading
-from stormwatch.stores.base import ReadingStore, StoredRow
+from stormwatch.stores.base import ROW_BOOT, ROW_GATEWAY, ROW_SEQ, ROW_TIME, ReadingStore, StoredRow
 from stormwatch.stores.lineprotocol import from_ns
 from stormwatch.wire import format_time
 
@@ -101,9 +101,19 @@ def time_of_us(us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=us)
 
 
+_US = timedelta(microseconds=1)
+_last_us: tuple[datetime | None, int] = (None, 0)  # the last instant asked (a poll cycle's readings share it)
+
+
 def us_of(t: datetime) -> int:
     """Integer microseconds since the Unix epoch of the aware instant ``t`` (exact)."""
-    return (t - _EPOCH) // timedelta(microseconds=1)
+    global _last_us
+    last = _last_us
+    if t is last[0]:
+        return last[1]
+    us = (t - _EPOCH) // _US
+    _last_us = (t, us)
+    return us
 
 
 def row_reading(site: str, device: str, quantity: str, row: StoredRow) -> Reading:
@@ -115,8 +125,9 @@ def row_reading(site: str, device: str, quantity: str, row: StoredRow) -> Readin
                                    flags=tuple(flags.split(",")) if flags else (), tip_size=tip_size or None)
 
 
-def _order(row: StoredRow) -> tuple[int, str, str, int]:
-    return (row[0], row[4], row[5], row[6])
+def engine_order(row: StoredRow) -> tuple[int, str, str, int]:
+    """The engine's order of a stored row: (time, gateway, boot, seq)."""
+    return (row[ROW_TIME], row[ROW_GATEWAY], row[ROW_BOOT], row[ROW_SEQ])
 
 
 def stored_series(store: ReadingStore, site: str) -> list[tuple[str, str]]:
@@ -148,7 +159,7 @@ def series_rows(store: ReadingStore, site: str, series: Sequence[tuple[str, str]
         out.setdefault((r.device, r.quantity), []).append(
             (us_of(r.time), r.value, r.unit, ",".join(r.flags), r.gateway, r.boot, r.seq, r.tip_size or ""))
     for rows in out.values():
-        rows.sort(key=_order)
+        rows.sort(key=engine_order)
     return out
 
 

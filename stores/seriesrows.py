@@ -20,10 +20,12 @@ from collections.abc import Iterator, Sequence
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, overload
 
+from stormwatch.stores.base import ROW_TIME
+
 if TYPE_CHECKING:
     from stormwatch.stores.base import StoredRow
 
-_TIME = operator.itemgetter(0)  # of a StoredRow
+_TIME = operator.itemgetter(ROW_TIME)  # of a StoredRow
 
 
 class SeriesRows(Sequence["StoredRow"]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 
 #: How far ahead of the clock an event time may be, s (gateway clock skew): 5 minutes.
 DEFAULT_MAX_FUTURE_S = 300.0
@@ -39,9 +40,22 @@ class TimeBounds:
             raise ValueError(f"time bounds must be >= 0 s (max_future_s={self.max_future_s}, "
                              f"max_age_s={self.max_age_s})")
 
+    @cached_property
+    def _ahead(self) -> timedelta:
+        return timedelta(seconds=self.max_future_s)
+
+    @cached_property
+    def _behind(self) -> timedelta | None:
+        return None if self.max_age_s is None else timedelta(seconds=self.max_age_s)
+
     def latest(self, now: datetime) -> datetime:
         """The latest plausible event time at clock time ``now``."""
-        return now + timedelta(seconds=self.max_future_s)
+        return now + self._ahead
+
+    def earliest(self, now: datetime) -> datetime | None:
+        """The earliest plausible event time at clock time ``now`` (``None``: no bound)."""
+        behind = self._behind
+        return None if behind is None else now - behind
 
     def check(self, t: datetime, now: datetime) -> tuple[str, str] | None:
         """``(reason, detail)`` when event time ``t`` is implausible at clock time ``now``, else ``None``.
@@ -53,9 +67,10 @@ class TimeBounds:
             ahead_s = (t - now).total_seconds()
             return ("future_time", f"event time {t.isoformat()} is {ahead_s:.0f}s ahead of the clock "
                                    f"({now.isoformat()}; limit {self.max_future_s:.0f}s)")
-        if self.max_age_s is not None and t < now - timedelta(seconds=self.max_age_s):
+        behind, age_s = self._behind, self.max_age_s
+        if behind is not None and age_s is not None and t < now - behind:
             behind_d = (now - t).total_seconds() / 86400
             return ("implausible_time", f"event time {t.isoformat()} is {behind_d:.1f} days behind the clock "
-                                        f"({now.isoformat()}; limit {self.max_age_s / 86400:g} days): the gateway's "
+                                        f"({now.isoformat()}; limit {age_s / 86400:g} days): the gateway's "
                                         "clock is probably wrong (no real-time clock, before NTP)")
         return None

@@ -30,7 +30,8 @@ from stormwatch.config import M_PER_FT, Basin
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import UTC_ZONE, local_time
 from stormwatch.profiles import LevelSpec
-from stormwatch.stores.rows import time_of_us, us_of
+from stormwatch.stores.base import ROW_FLAGS, ROW_TIME, ROW_UNIT, ROW_VALUE
+from stormwatch.stores.rows import engine_order, time_of_us, us_of
 from stormwatch.stores.seriesrows import SeriesRows
 from stormwatch.wire import format_time
 
@@ -161,7 +162,7 @@ class BasinRuleState:
         if not series:
             return []
         if len(series) > 1:  # both a level and a derived depth (rare): one stream in the engine's order
-            merged = sorted(((q, r) for q, rows in series for r in rows), key=lambda x: (x[1][0], *x[1][4:]))
+            merged = sorted(((q, r) for q, rows in series for r in rows), key=lambda x: engine_order(x[1]))
             out: list[Event] = []
             for q, r in merged:
                 out += self.feed(chunk.reading(device, q, r))
@@ -187,16 +188,16 @@ class BasinRuleState:
         depths: dict[tuple[float, str], float | None] = {}  # a level sensor repeats its few values
         for row in rows:
             depth = None
-            if not row[3]:
-                key = (row[1], row[2])
+            if not row[ROW_FLAGS]:
+                key = (row[ROW_VALUE], row[ROW_UNIT])
                 if key in depths:
                     depth = depths[key]
                 else:
-                    depth = depths[key] = depth_of(quantity, row[1], row[2])
+                    depth = depths[key] = depth_of(quantity, *key)
             if depth is None:
                 out += self.feed(chunk.reading(device, quantity, row))
                 continue
-            found = settle(row[0], depth)
+            found = settle(row[ROW_TIME], depth)
             if found:
                 out += found
         return out

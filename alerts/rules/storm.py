@@ -13,6 +13,7 @@ import logging
 import operator
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
@@ -31,8 +32,16 @@ from stormwatch.display import UTC_ZONE, inches, local_time
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_CATCH_UP, FLAG_GLITCH, FLAG_RESET, FLAG_SUSPECT, FLAG_WRAP
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE, FLAG_EXTREME_RATE, max_tips, review_mm
 from stormwatch.rain import PRECIPITATION, TipResolution, precipitation_in
-from stormwatch.stores.base import StoredRow
-from stormwatch.stores.rows import time_of_us, us_of
+from stormwatch.stores.base import (
+    ROW_FLAGS,
+    ROW_GATEWAY,
+    ROW_TIME,
+    ROW_TIP_SIZE,
+    ROW_UNIT,
+    ROW_VALUE,
+    StoredRow,
+)
+from stormwatch.stores.rows import engine_order, time_of_us, us_of
 from stormwatch.stores.seriesrows import SeriesRows
 from stormwatch.tipsizes import TipSizeMismatch, TipSizes
 from stormwatch.wire import format_time
@@ -123,11 +132,6 @@ def _index(flags: list[bool], start: int, default: int) -> int:
         return flags.index(True, start)
     except ValueError:
         return default
-
-
-def _key(row: StoredRow) -> tuple[int, str, str, int]:
-    """The engine's order of a stored row: (time, gateway, boot, seq)."""
-    return (row[0], row[4], row[5], row[6])
 
 
 @dataclass
@@ -383,6 +387,24 @@ class StormRuleState:
                       self.site, reading.gateway, reading.device, reading.seq, TIP_UNIT, reading.value, reading.unit)
             return []
         t = reading.time
+        storm = self._storm
+        if not tips and not reading.flags and self._gap_open is None and self._covered is not None \
+                and reading.tip_size and reading.tip_size == self._single \
+                and (storm is None or t < storm.last_tip + self.gap):
+            # quiet (nearly every reading): a clean 0 of the site file's size, no gap to close, no storm
+            # to end -- what the full path below leaves, without classifying it (as replay's quiet runs)
+            self.gateway = reading.gateway
+            if self._pending:
+                self._pending.clear()
+            if t > self._covered:
+                self._before, self._covered, self._tips_at_covered = self._covered, t, 0
+            self._schedule()
+            return []
+        return self._classify(reading, tips, t)
+
+    def _classify(self, reading: Reading, tips: int, t: datetime) -> list[Event]:
+        """A gauge reading that is not quiet: its flags, size and rate judged; the gaps it ends, the
+        storm it ends or grows."""
         flags = set(reading.flags)
         if FLAG_SUSPECT in flags:
             log.info("%s: rain reading at %s flagged %s: rain at that time unknown, not coverage", self.site,
@@ -391,55 +413,14 @@ class StormRuleState:
         size = self._size(reading.tip_size, t, reading)
         if size is None:
             return []  # another size than the site file's: not rain, not coverage (self.mismatch)
-        out: list[Event] = []
         self.gateway = reading.gateway
         doubt = flags - INFORMATIONAL_FLAGS
         unknown: tuple[datetime, str] | None = None  # an unknown interval ending at t: (start, why)
         if FLAG_RESET in flags and self._covered is not None:
             unknown = (self._covered, f"counter reset (reading at {self._when(t)} flagged {FLAG_RESET})")
-        # Judged over the time since the previous instant with a reading (readings of one instant add
-        # up); the gauge's first instant covers an unknown interval and is not judged.
-        since, before = (self._before, self._tips_at_covered) if t == self._covered else (self._covered, 0)
-        if tips and BEYOND_ENVELOPE in flags:
-            log.warning("%s: rain reading %s/%s seq %s at %s: %d tips stored flagged %s: not rain%s", self.site,
-                        reading.gateway, reading.device, reading.seq, format_time(t), tips, BEYOND_ENVELOPE,
-                        "" if since is None else ", the interval is a data gap")
-            if since is not None:
-                unknown = (since, f"reported {tips} tips at {self._when(t)}, flagged {BEYOND_ENVELOPE} (more rain "
-                                  f"than physically possible)")
-            tips = 0
-        elif tips and since is not None:
-            seconds = (t - since).total_seconds()
-            allowed = max_tips(size.mm_float, seconds)
-            if before + tips > allowed:
-                log.warning("%s: rain reading %s/%s seq %s at %s: %d tips since %s is beyond the world-record "
-                            "envelope (%d): not rain, the interval is a data gap", self.site, reading.gateway,
-                            reading.device, reading.seq, format_time(t), before + tips, format_time(since), allowed)
-                unknown = (since, f"reported {before + tips} tips at {self._when(t)}, more rain than physically "
-                                  f"possible since {self._when(since)} (at most {allowed})")
-                doubt.add(BEYOND_ENVELOPE)
-                tips = 0
-            elif (before + tips) * size.mm_float >= review_mm(seconds) and FLAG_EXTREME_RATE not in doubt:
-                log.info("%s: rain reading at %s: %d tips since %s is extreme but possible rain: counted, flagged %s",
-                         self.site, format_time(t), before + tips, format_time(since), FLAG_EXTREME_RATE)
-                doubt.add(FLAG_EXTREME_RATE)
-        gap_from: datetime | None = None  # start of the unknown period this reading ends
-        if self._gap_open is not None and t > self._gap_open:
-            gap_from = self._gap_open
-            self._gap_open = None
-            gap = GapSummary(self.gauge, gap_from, t)
-            self.gaps.append(gap)
-            if unknown is not None or FLAG_CATCH_UP not in flags:
-                self._unknown_rain.append(gap)  # a catch-up's tips are the gap's (counted, time unknown)
-            out.append(self._gap_event(gap_from, t, t, "reported again", self._gap_filled()))
-        elif unknown is not None and t > unknown[0]:
-            gap_from = unknown[0]
-            # station values held since the gauge's last trusted reading fall inside this gap
-            out += self._use_pending(gap_from, t)
-            gap = GapSummary(self.gauge, gap_from, t)
-            self.gaps.append(gap)
-            self._unknown_rain.append(gap)
-            out.append(self._gap_event(gap_from, t, t, unknown[1], self._gap_filled()))
+        if tips:
+            tips, unknown = self._judge_rate(reading, tips, size, flags, doubt, unknown)
+        out, gap_from = self._end_gaps(t, flags, unknown)
         self._pending.clear()  # the gauge reports: held station values overlap its data
         storm = self._storm
         if storm is not None:
@@ -461,6 +442,63 @@ class StormRuleState:
             out += self._rain(t, tips, Fraction(0), evidence, doubt, size)
         self._schedule()
         return out
+
+    def _judge_rate(self, reading: Reading, tips: int, size: TipResolution, flags: set[str], doubt: set[str],
+                    unknown: tuple[datetime, str] | None) -> tuple[int, tuple[datetime, str] | None]:
+        """``(tips counted, unknown interval)`` of a reading with tips, judged against the physical
+        envelope over the time since the previous instant with a reading (readings of one instant add
+        up; the gauge's first instant covers an unknown interval and is not judged). Beyond it: no
+        rain, the interval a data gap; extreme but possible: counted, ``doubt`` gets the flag."""
+        t = reading.time
+        since, before = (self._before, self._tips_at_covered) if t == self._covered else (self._covered, 0)
+        if BEYOND_ENVELOPE in flags:
+            log.warning("%s: rain reading %s/%s seq %s at %s: %d tips stored flagged %s: not rain%s", self.site,
+                        reading.gateway, reading.device, reading.seq, format_time(t), tips, BEYOND_ENVELOPE,
+                        "" if since is None else ", the interval is a data gap")
+            if since is not None:
+                unknown = (since, f"reported {tips} tips at {self._when(t)}, flagged {BEYOND_ENVELOPE} (more rain "
+                                  f"than physically possible)")
+            return 0, unknown
+        if since is None:
+            return tips, unknown
+        seconds = (t - since).total_seconds()
+        allowed = max_tips(size.mm_float, seconds)
+        if before + tips > allowed:
+            log.warning("%s: rain reading %s/%s seq %s at %s: %d tips since %s is beyond the world-record "
+                        "envelope (%d): not rain, the interval is a data gap", self.site, reading.gateway,
+                        reading.device, reading.seq, format_time(t), before + tips, format_time(since), allowed)
+            doubt.add(BEYOND_ENVELOPE)
+            return 0, (since, f"reported {before + tips} tips at {self._when(t)}, more rain than physically "
+                              f"possible since {self._when(since)} (at most {allowed})")
+        if (before + tips) * size.mm_float >= review_mm(seconds) and FLAG_EXTREME_RATE not in doubt:
+            log.info("%s: rain reading at %s: %d tips since %s is extreme but possible rain: counted, flagged %s",
+                     self.site, format_time(t), before + tips, format_time(since), FLAG_EXTREME_RATE)
+            doubt.add(FLAG_EXTREME_RATE)
+        return tips, unknown
+
+    def _end_gaps(self, t: datetime, flags: set[str], unknown: tuple[datetime, str] | None,
+                  ) -> tuple[list[Event], datetime | None]:
+        """The data gap a gauge reading at ``t`` ends -- the open one (the gauge reports again), or the
+        ``unknown`` interval it reports -- as events, and where that gap began (``None``: none)."""
+        out: list[Event] = []
+        gap_from: datetime | None = None
+        if self._gap_open is not None and t > self._gap_open:
+            gap_from = self._gap_open
+            self._gap_open = None
+            gap = GapSummary(self.gauge, gap_from, t)
+            self.gaps.append(gap)
+            if unknown is not None or FLAG_CATCH_UP not in flags:
+                self._unknown_rain.append(gap)  # a catch-up's tips are the gap's (counted, time unknown)
+            out.append(self._gap_event(gap_from, t, t, "reported again", self._gap_filled()))
+        elif unknown is not None and t > unknown[0]:
+            gap_from = unknown[0]
+            # station values held since the gauge's last trusted reading fall inside this gap
+            out += self._use_pending(gap_from, t)
+            gap = GapSummary(self.gauge, gap_from, t)
+            self.gaps.append(gap)
+            self._unknown_rain.append(gap)
+            out.append(self._gap_event(gap_from, t, t, unknown[1], self._gap_filled()))
+        return out, gap_from
 
     def _size(self, stored: str | None, t: datetime, reading: Reading | None = None) -> TipResolution | None:
         """The tip size of a gauge reading at ``t`` that names ``stored`` (``None``/``""``: none): the
@@ -518,93 +556,117 @@ class StormRuleState:
         station = (chunk.rows.get((fb.station, PRECIPITATION)) or []) if fb is not None else []
         if not rows and not station:
             return []
+        single = self._single  # the size every quiet reading names (None: a replaced gauge, looked up)
+        if not station and isinstance(rows, SeriesRows) and rows.unit == TIP_UNIT \
+                and (rows.tip_size == single or (not rows.tip_size and single is not None)):
+            return self._replay_columns(chunk, rows)
+        return self._replay_rows(chunk, rows, station)
+
+    def _state(self) -> tuple[int, int, int, bool]:
+        """What decides whether the next gauge row is quiet (:meth:`replay`): the coverage and the
+        instant before it (µs), when the open storm's dry gap ends (µs), and whether a quiet reading
+        can follow (covered, no gap open)."""
+        s = self._storm
+        return (0 if self._covered is None else us_of(self._covered),
+                0 if self._before is None else us_of(self._before),
+                _NEVER if s is None else us_of(s.last_tip + self.gap),
+                self._covered is not None and self._gap_open is None)
+
+    def _slow(self, chunk: Chunk, device: str, quantity: str, row: StoredRow) -> list[Event]:
+        """One row as the engine gives it: ``advance_to`` just before it when due, then :meth:`feed`."""
+        out: list[Event] = []
+        reading = chunk.reading(device, quantity, row)
+        edge = reading.time - _TICK
+        if self.next_due is not None and self.next_due <= edge:
+            out += self.advance_to(edge)
+        return out + self.feed(reading)
+
+    def _replay_columns(self, chunk: Chunk, rows: SeriesRows) -> list[Event]:
+        """:meth:`replay` of the gauge's columns (one unit, one tip size, no flag): the quiet runs found
+        at C speed, every other row through :meth:`feed`."""
         out: list[Event] = []
         allow = self.silence_allowance // _US
-        single = self._single  # the size every quiet reading names (None: a replaced gauge, looked up)
+        moved = False
+        gateway = ""
+        cov, before, close, quiet = self._state()
+        times, values, n, i = rows.times, rows.values, len(rows), 0
+        # stop[k]: row k is never quiet -- tips other than a whole 0, or after more than the allowance
+        stop = list(map(operator.or_, map(operator.ne, values, repeat(0)),
+                        map(operator.is_not, map(type, values), repeat(int))))
+        after_gap = [False, *map(operator.gt, map(operator.sub, islice(times, 1, None), times), repeat(allow))]
+        stop = list(map(operator.or_, stop, after_gap))
+        while i < n:
+            end = i
+            if quiet and times[i] - cov <= allow:
+                end = min(_index(stop, i + 1, n) if not stop[i] else i, bisect_left(times, close, i))
+            if end > i:  # rows i .. end-1 are quiet: what feed leaves after each, at once
+                if not rows.tip_size:
+                    self._assume(time_of_us(times[i]), time_of_us(times[end - 1]), end - i)
+                if end - i >= 2:
+                    before, cov = times[end - 2], times[end - 1]
+                elif times[i] != cov:
+                    before, cov = cov, times[i]
+                gateway, moved = rows.gateway, True
+                i = end
+                if i == n:
+                    break
+            if moved:
+                self._moved(before, cov, gateway)
+                moved = False
+            out += self._slow(chunk, self.gauge, "rain_tips", rows[i])
+            cov, before, close, quiet = self._state()
+            i += 1
+        if moved:
+            self._moved(before, cov, gateway)
+        return out
+
+    def _quiet_row(self, row: StoredRow, cov: int, close: int, allow: int) -> bool:
+        """Whether a gauge row (after coverage ``cov``, before the open storm's end ``close``, at most
+        ``allow`` after it, µs) is quiet (:meth:`replay`); the caller knows a quiet reading can follow."""
+        t, tips, tip = row[ROW_TIME], row[ROW_VALUE], row[ROW_TIP_SIZE]
+        single = self._single
+        return (tips == 0 and not row[ROW_FLAGS] and t - cov <= allow and t < close
+                and type(tips) is int and row[ROW_UNIT] == TIP_UNIT
+                and (tip == single or not tip or (single is None and tip == self.sizes.text_at(time_of_us(t)))))
+
+    def _replay_rows(self, chunk: Chunk, rows: Sequence[StoredRow], station: Sequence[StoredRow]) -> list[Event]:
+        """:meth:`replay` row by row, the station's rows merged in the engine's order."""
+        fb = self.fallback
+        out: list[Event] = []
         moved = False
         gateway = ""
         si, ns = 0, len(station)
-
-        def state() -> tuple[int, int, int, bool]:
-            s = self._storm
-            return (0 if self._covered is None else us_of(self._covered),
-                    0 if self._before is None else us_of(self._before),
-                    _NEVER if s is None else us_of(s.last_tip + self.gap),
-                    self._covered is not None and self._gap_open is None)
-
-        def slow(device: str, quantity: str, row: StoredRow) -> None:
-            nonlocal out
-            reading = chunk.reading(device, quantity, row)
-            edge = reading.time - _TICK
-            if self.next_due is not None and self.next_due <= edge:
-                out += self.advance_to(edge)
-            out += self.feed(reading)
-
-        cov, before, close, quiet = state()
-        if not station and isinstance(rows, SeriesRows) and rows.unit == TIP_UNIT \
-                and (rows.tip_size == single or (not rows.tip_size and single is not None)):
-            # the gauge's columns (one unit, one tip size, no flag): find the quiet runs at C speed
-            times, values, n, i = rows.times, rows.values, len(rows), 0
-            # stop[k]: row k is never quiet -- tips other than a whole 0, or after more than the allowance
-            stop = list(map(operator.or_, map(operator.ne, values, repeat(0)),
-                            map(operator.is_not, map(type, values), repeat(int))))
-            after_gap = [False, *map(operator.gt, map(operator.sub, islice(times, 1, None), times), repeat(allow))]
-            stop = list(map(operator.or_, stop, after_gap))
-            while i < n:
-                end = i
-                if quiet and times[i] - cov <= allow:
-                    end = min(_index(stop, i + 1, n) if not stop[i] else i, bisect_left(times, close, i))
-                if end > i:  # rows i .. end-1 are quiet: what feed leaves after each, at once
-                    if not rows.tip_size:
-                        self._assume(time_of_us(times[i]), time_of_us(times[end - 1]), end - i)
-                    if end - i >= 2:
-                        before, cov = times[end - 2], times[end - 1]
-                    elif times[i] != cov:
-                        before, cov = cov, times[i]
-                    gateway, moved = rows.gateway, True
-                    i = end
-                    if i == n:
-                        break
-                if moved:
-                    self._moved(before, cov, gateway)
-                    moved = False
-                slow(self.gauge, "rain_tips", rows[i])
-                cov, before, close, quiet = state()
-                i += 1
-            if moved:
-                self._moved(before, cov, gateway)
-            return out
+        allow = self.silence_allowance // _US
+        cov, before, close, quiet = self._state()
         for row in rows:
-            if si < ns and _key(station[si]) < _key(row):  # station values before this gauge reading
+            if si < ns and engine_order(station[si]) < engine_order(row):  # station values before this reading
                 if moved:
                     self._moved(before, cov, gateway)
                     moved = False
                 assert fb is not None
-                while si < ns and _key(station[si]) < _key(row):
-                    slow(fb.station, PRECIPITATION, station[si])
+                while si < ns and engine_order(station[si]) < engine_order(row):
+                    out += self._slow(chunk, fb.station, PRECIPITATION, station[si])
                     si += 1
-                cov, before, close, quiet = state()
-            t, tips, tip = row[0], row[1], row[7]
-            if quiet and tips == 0 and not row[3] and t - cov <= allow and t < close and type(tips) is int \
-                    and row[2] == TIP_UNIT and (tip == single or not tip
-                                                or (single is None and tip == self.sizes.text_at(time_of_us(t)))):
-                if not tip:
+                cov, before, close, quiet = self._state()
+            if quiet and self._quiet_row(row, cov, close, allow):
+                t = row[ROW_TIME]
+                if not row[ROW_TIP_SIZE]:
                     self._assume(time_of_us(t))
                 if t != cov:
                     before, cov = cov, t
-                gateway, moved = row[4], True
+                gateway, moved = row[ROW_GATEWAY], True
                 continue
             if moved:
                 self._moved(before, cov, gateway)
                 moved = False
-            slow(self.gauge, "rain_tips", row)
-            cov, before, close, quiet = state()
+            out += self._slow(chunk, self.gauge, "rain_tips", row)
+            cov, before, close, quiet = self._state()
         if moved:
             self._moved(before, cov, gateway)
         if si < ns:
             assert fb is not None
             for row in station[si:]:
-                slow(fb.station, PRECIPITATION, row)
+                out += self._slow(chunk, fb.station, PRECIPITATION, row)
         return out
 
     def _moved(self, before_us: int, covered_us: int, gateway: str) -> None:

@@ -29,6 +29,7 @@ from stormwatch.alerts.rules.registry import EventKindSpec, Role, RuleContext, R
 from stormwatch.config import DischargePoint
 from stormwatch.contract import Event, EventDetails, EventKind, Reading
 from stormwatch.display import UTC_ZONE, local_time, names, turbidity
+from stormwatch.stores.base import ROW_FLAGS, ROW_TIME, ROW_UNIT, ROW_VALUE
 from stormwatch.stores.rows import time_of_us, us_of
 from stormwatch.stores.seriesrows import SeriesRows, times_of
 from stormwatch.wire import format_time
@@ -72,7 +73,8 @@ def _median(values: Iterable[float]) -> float:
 
 
 _US = timedelta(microseconds=1)
-_TIME, _VALUE, _UNIT, _FLAGS = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # of a StoredRow
+_TIME, _VALUE, _UNIT, _FLAGS = (itemgetter(ROW_TIME), itemgetter(ROW_VALUE), itemgetter(ROW_UNIT),
+                                itemgetter(ROW_FLAGS))  # of a StoredRow
 
 
 @dataclass
@@ -209,7 +211,7 @@ class TurbidityRuleState:
             return []
         window = self.window // _US
         if self._next is None:
-            idx = min(rows[0][0] for rows in (up, down) if rows) // window
+            idx = min(rows[0][ROW_TIME] for rows in (up, down) if rows) // window
             self._next = idx
             self.next_due = self._start(idx + 1)
         windows, first = self._windows, self._next
@@ -250,7 +252,7 @@ class TurbidityRuleState:
                 part = rows[i:j]
                 i = j
                 if any(map(_FLAGS, part)):
-                    clean = [r for r in part if not r[3]]
+                    clean = [r for r in part if not r[ROW_FLAGS]]
                     if is_up:
                         w.up_flagged += len(part) - len(clean)
                     else:
