@@ -8,9 +8,7 @@ simulator answers as the sensor would (sensors.md "SDI-12"):
   are taken at ``clock.now()`` when the command arrives; after ``ready_s`` REAL seconds the
   service request ``a<CR><LF>`` follows;
 * ``aD0!`` ... ``aD9!`` → ``a+1.23-4.56...<CR><LF>``, at most 35 characters of values per answer;
-* commands for another address, and unknown commands, get silence (a shared SDI-12 bus);
-* answers to chosen commands are dropped or garbled; :class:`RainSinceMeasurement` is a RainVUE10
-  whose ``aM!`` resets its tips since the last measurement (a side effect).
+* other addresses and unknown commands get silence; chosen answers are dropped or garbled.
 
 The design: docs/simulators.md ("The modules", `simulators/sdi12_device.py`).
 """
