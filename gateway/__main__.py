@@ -26,12 +26,14 @@ from stormwatch.runtime.logs import setup_logging
 
 def _site_plan(site: Path, profiles_dir: Path | None) -> GatewayPlan:
     """Validate and compile a site file (imports the pydantic models)."""
-    from stormwatch.config import load_site
+    from stormwatch.config import check_addresses, load_site
     from stormwatch.gateway.plan import compile_plan
     from stormwatch.profiles import ProfileLibrary
 
     profiles = ProfileLibrary(profiles_dir)
-    return compile_plan(load_site(site, profiles), profiles)
+    cfg = load_site(site, profiles)
+    check_addresses(cfg, profiles, site)
+    return compile_plan(cfg, profiles)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from typing import NoReturn
 import typer
 
 from stormwatch.clock import CLOCK_FILE_ENV, WallClock, service_clock
-from stormwatch.config import SiteConfig
+from stormwatch.config import SiteConfig, check_addresses
 from stormwatch.errors import InputError
 from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
@@ -142,6 +142,7 @@ def _checked_sites(site: list[Path], broker: str, profiles: ProfileLibrary,
         load_site_file = site_loader(profiles)  # the file, its profiles, its rule pack (stormwatch.app.cli)
         for path in files:
             cfg = load_site_file(path)
+            check_addresses(cfg, profiles, path)
             plan = compile_plan(cfg, profiles)
             for device in plan.devices:
                 build_driver(device, plan.profile(device), WallClock(), {})

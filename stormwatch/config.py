@@ -656,8 +656,7 @@ def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None
             except ProfileError as exc:
                 raise ConfigError(problems_message(source, [_problem(data, f"devices.{i}.profile", str(exc),
                                                                      lines)])) from exc
-        by_device = device_profiles(cfg, profiles)
-        problems = role_problems(cfg, by_device) + address_problems(cfg, by_device)
+        problems = role_problems(cfg, device_profiles(cfg, profiles))
         if problems:
             raise ConfigError(problems_message(source, [_problem(data, key, why, lines) for key, _, why in
                                                         (p.partition(": ") for p in problems)]))
@@ -799,6 +798,21 @@ def _level_spec(profile: DeviceProfile) -> ValueSpec | None:
     if profile.sdi12 is not None:
         specs += profile.sdi12.values.values()
     return next((v for v in specs if v.quantity == profile.level.quantity), None)
+
+
+def check_addresses(cfg: SiteConfig, profiles: ProfileLibrary, path: str | Path) -> None:
+    """Refuse the site file ``path`` (loaded as ``cfg``) for a gateway if two of its devices share
+    an address (:func:`address_problems`). A site that only imports files may name placeholder
+    transports; the gateway, which sends the requests, cannot.
+
+    Raises:
+        ConfigError: one line: the file, then each clash with both devices and the line.
+    """
+    problems = address_problems(cfg, device_profiles(cfg, profiles))
+    if problems:
+        raise ConfigError(problems_message(str(path), [
+            _problem(None, key, why, lambda loc: yaml_line(path, loc))
+            for key, _, why in (p.partition(": ") for p in problems)]))
 
 
 def load_site(path: str | Path, profiles: ProfileLibrary | None = None) -> SiteConfig:

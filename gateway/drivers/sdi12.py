@@ -110,25 +110,27 @@ class Sdi12Driver:
     def _measure(self, port: serial.Serial) -> list[str]:
         a = self.address
         command = f"{a}{self._spec.measure_command}!"
+        lost_before = self._lost
+        if self.resets:
+            self._lost = True  # until a well-formed answer says the sensor measured and what it holds
         try:
             # A measure command with a side effect is sent once: a resend would reset the count again.
             answer = self._command(port, command, lambda line: self._start.match(line) is not None,
                                    attempts=1 if self.resets else None)
         except (NoDataError, BadDataError):
             if self.resets:
-                self._lost = True
                 log.warning("%s: %s got no well-formed answer and is not sent again (it resets the tip count): "
                             "the interval up to the next measurement is a data gap", self.device_id, command)
             raise
         m = self._start.match(answer)
         assert m is not None
         wait_s, count = int(m.group(1)), int(m.group(2))
-        if wait_s > self._spec.max_wait_s:
-            raise BadDataError(self.device_id, f"{command} announced {wait_s} s, more than {self._spec.max_wait_s} s")
         if count == 0:
             raise BadDataError(self.device_id, f"{command} announced 0 values (sensor not measuring)")
         if self.resets:
-            self._unread = count
+            self._lost, self._unread = lost_before, count
+        if wait_s > self._spec.max_wait_s:
+            raise BadDataError(self.device_id, f"{command} announced {wait_s} s, more than {self._spec.max_wait_s} s")
         if wait_s > 0:
             self._await_service_request(port, wait_s)
         values = self._read_data(port, count)

@@ -99,6 +99,17 @@ def test_delta_mode() -> None:
     assert count_tips(CounterState(0, T0), 356, T0 + timedelta(seconds=60), spec).tips == 356
 
 
+def test_delta_after_a_lost_count_is_a_gap_with_its_tips() -> None:
+    # A count the device reset and nobody read: the 4 tips after it are known, the time since the
+    # trusted sample is a gap -- never 4 tips posing as the whole two minutes.
+    spec = CounterSpec(mode="delta", resolution="0.01 in")
+    res = count_tips(CounterState(0, T0), 4, T0 + timedelta(seconds=120), spec, 60.0, gap_before=True)
+    assert (res.tips, res.outcome, res.gap_start, res.flags) == (4, "reset", T0, ("counter_reset",))
+    assert res.state == CounterState(0, T0 + timedelta(seconds=120))
+    first = count_tips(None, 4, T0, spec, 60.0, gap_before=True)  # the first sample stays a baseline
+    assert (first.tips, first.outcome) == (0, "baseline")
+
+
 def test_bad_sample_raises() -> None:
     with pytest.raises(CounterError):
         count_tips(None, 70000, T0, SPEC16)

@@ -22,7 +22,8 @@ from stormwatch.gateway.drivers.sdi12 import parse_values
 from stormwatch.gateway.errors import BadDataError, NoDataError
 from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.simulators.sdi12_device import Sdi12Sim, d_buffers
+from stormwatch.simulators.sdi12_device import RainSinceMeasurement, Sdi12Sim, d_buffers
+from tests.conftest import REPO
 from tests.gateway_support import Collector, LoopThread
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -135,3 +136,40 @@ def test_rainvue_tips_since_last_measurement_reach_mqtt(loop: LoopThread, mosqui
     assert [(r.value, r.flags) for r in got] == [(0, ("counter_baseline",)), (0, ()), (3, ()), (12, ())]
     assert all(isinstance(r.value, int) and r.unit == "{tip}" for r in got)
     assert [r.time for r in got] == [SIM_START + timedelta(seconds=s) for s in (0, 60, 120, 180)]
+
+
+def test_rainvue_data_lost_in_one_poll_are_read_before_the_next_measure(loop: LoopThread, tmp_path: Path) -> None:
+    """aM! resets the tips: its data are read again with aD0! (not aM!), garbled or lost answers alike."""
+    profile = (REPO / "device_profiles" / "campbell_rainvue10.yaml").read_text()
+    (tmp_path / "campbell_rainvue10.yaml").write_text(profile.replace("response_timeout_s: 1.0",
+                                                                      "response_timeout_s: 0.2"))
+    clock = WallClock()
+    now = clock.now()
+    model = RainSinceMeasurement([now + timedelta(seconds=s) for s in range(-50, 3600, 2)])
+    # #1 poll 0's aD0! garbled; #4-#7 every attempt of poll 1's aD0! lost; #10 poll 2's first aD0!
+    # lost (asked again); #12 poll 3's aM! answer lost
+    sim = Sdi12Sim("1", model, clock, link=str(tmp_path / "rain"), ready_s=0.02, decimals=2, garble={1},
+                   drop={4, 5, 6, 7, 10, 12})
+    loop.run(sim.start())
+    cfg = _site([{"id": "dev", "profile": "campbell_rainvue10", "sdi12_address": "1",
+                  "transport": {"kind": "serial", "port": str(tmp_path / "rain")}}])
+    driver = build_driver(cfg.devices[0], ProfileLibrary(tmp_path).get("campbell_rainvue10"), clock, {})
+    try:
+        first = driver.poll()[0]
+        time.sleep(0.1)  # tips fall meanwhile
+        with pytest.raises(NoDataError, match="1D0!: no answer after 4 attempts"):
+            driver.poll()
+        time.sleep(0.1)
+        recovered = driver.poll()[0]
+        with pytest.raises((NoDataError, BadDataError), match="1M!: "):  # (or its service request alone)
+            driver.poll()
+        after_gap = driver.poll()[0]
+    finally:
+        driver.close()
+        loop.run(sim.stop())
+    m = model.measured
+    assert sim.commands == ["1M!", "1D0!", "1D0!", "1M!", "1D0!", "1D0!", "1D0!", "1D0!", "1D0!", "1M!", "1D0!",
+                            "1D0!", "1M!", "1M!", "1D0!"]
+    assert (first.number, first.gap_before) == (model.tips_between(None, m[0]), False)
+    assert (recovered.number, recovered.gap_before) == (model.tips_between(m[0], m[2]), False)
+    assert (after_gap.number, after_gap.gap_before) == (model.tips_between(m[3], m[4]), True)
