@@ -17,7 +17,7 @@ from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import LocalTimeError, describe_event, local_instant, local_time, turbidity
-from stormwatch.runtime.cliutil import fail, max_age_option, max_future_option, progress, use_state_dir
+from stormwatch.runtime.cliutil import check_site_ids, fail, max_age_option, max_future_option, progress, use_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +174,22 @@ def _book(state_dir: Path, state: Path | None, wall_time: bool = False) -> tuple
     return book, what
 
 
+def _check_site(site: str | None, state_dir: Path, state: Path | None) -> None:
+    """Refuse a ``--site-id`` the state directory (or ``--state`` file) does not record."""
+    import sqlite3
+
+    from stormwatch.alerts.workorders import recorded_sites, state_dir_sites
+
+    if site is None:
+        return
+    path = state_file(state_dir, state)
+    try:
+        known = recorded_sites(path) if state is not None else state_dir_sites(state_dir, path)
+    except sqlite3.Error as exc:
+        fail(f"{path}: not readable ({exc})")
+    check_site_ids([site], known, f"--state {state}" if state is not None else f"--state-dir {state_dir}")
+
+
 def _zone(tz: str | None, order: WorkOrder) -> ZoneInfo:
     name = tz or order.timezone or "UTC"
     try:
@@ -255,6 +271,7 @@ def list_cmd(
         hint = "; overdue is not a status: use --overdue" if status == "overdue" else ""
         fail(f"--status {status!r}: expected one of {', '.join(STATUSES)}{hint}")
     book, what = _book(state_dir, state, wall_time)
+    _check_site(site, state_dir, state)
     now = book.clock.now()
     orders = book.list(site=site, status=status, overdue_at=now if overdue else None)
     if as_json:
@@ -338,6 +355,7 @@ def ical_cmd(state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_
     from stormwatch.alerts.ical import calendar_of
 
     book, _what = _book(state_dir, state, wall_time)
+    _check_site(site, state_dir, state)
     data = calendar_of(book.list(site=site), book.clock.now())
     if output is not None:
         try:

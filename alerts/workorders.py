@@ -869,3 +869,23 @@ def recorded_sites(path: Path) -> list[str]:
         return sorted(found)
     finally:
         db.close()
+
+
+#: The file name of a SQLite store kept in a state directory (``stormwatch demo --state-dir`` keeps
+#: its store there, beside ``alerts.db``).
+STATE_STORE_FILE = "stormwatch.db"
+
+
+def state_dir_sites(state_dir: Path, book: Path | None = None) -> list[str]:
+    """The site ids a state directory records: the work-order book's (``book``, default
+    ``alerts.db`` there: sites the engine watched or opened orders for) and those of a SQLite store
+    kept there (``stormwatch.db``: its configured sites), sorted. Read only.
+
+    Raises:
+        sqlite3.Error: one of the files exists but cannot be read as a database.
+    """
+    from stormwatch.stores.sqlite import recorded_sites as store_sites
+
+    found = set(recorded_sites(book if book is not None else state_dir / "alerts.db"))
+    found.update(store_sites(state_dir / STATE_STORE_FILE))
+    return sorted(found)

@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 import typing
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
@@ -259,6 +259,21 @@ def fail(message: str, code: int = 2) -> NoReturn:
     lines = [line.strip() for line in str(message).splitlines()]
     typer.echo(f"error: {'; '.join(line for line in lines if line)}", err=True)
     raise typer.Exit(code)
+
+
+def check_site_ids(site_ids: Iterable[str | None], known: Iterable[str], source: str) -> None:
+    """Refuse every ``--site-id`` that is not one of the ``known`` sites of ``source`` (the place
+    the command read them from, as the user named it): a typo never gives an empty answer, exit 0.
+    The one check of every command taking ``--site-id`` as a filter.
+
+    Raises:
+        InputError: ``--site-id ID: no such site in SOURCE (its sites: A, B)``.
+    """
+    names = sorted(set(known))
+    unknown = [sid for sid in site_ids if sid is not None and sid not in names]
+    if unknown:
+        its = ", ".join(names) if names else "none recorded yet"
+        raise InputError(f"--site-id {', '.join(unknown)}: no such site in {source} (its sites: {its})")
 
 
 def output_path(path: Path, option: str = "--output", *, directory: bool = False) -> Path:
