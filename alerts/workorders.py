@@ -17,7 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -190,6 +190,13 @@ class WorkOrder:
     def is_overdue(self, now: datetime) -> bool:
         """Not completed and past its due time at ``now``."""
         return self.status != "completed" and self.due_at is not None and now > self.due_at
+
+    @property
+    def late_by(self) -> timedelta | None:
+        """How long after its due time it was completed; ``None`` when not completed, or in time."""
+        if self.completed_at is None or self.due_at is None or self.completed_at <= self.due_at:
+            return None
+        return self.completed_at - self.due_at
 
     def to_json(self, now: datetime | None = None) -> dict[str, Any]:
         """JSON-ready dict (times RFC 3339 UTC); with ``now``, also ``overdue`` as of ``now``."""

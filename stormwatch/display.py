@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from stormwatch.contract import Event
@@ -97,6 +97,21 @@ def local_day(day: date) -> str:
 def counts(by_reason: Mapping[str, int]) -> str:
     """``bad_time 2, not_a_number 1`` (sorted by name) for a person; ``none`` when empty."""
     return ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) or "none"
+
+
+def duration(d: timedelta | None) -> str:
+    """``3 d 4 h 05 min``, ``4 h 05 min``, ``12 min`` (whole minutes, cut); ``-`` for none. The one
+    way a lateness or a gap is written, on the desk and in the log book alike."""
+    if d is None:
+        return "-"
+    minutes = int(d.total_seconds() // 60)
+    days, rest = divmod(minutes, 1440)
+    hrs, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d {hrs} h {mins:02d} min"
+    if hrs:
+        return f"{hrs} h {mins:02d} min"
+    return f"{mins} min"
 
 
 def inches(depth_in: float) -> str:

@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError
-from stormwatch.display import local_time
+from stormwatch.display import duration, local_time
 from stormwatch.resources import builtin_dir
 from stormwatch.stores.base import StoreError
 from stormwatch.web.accounts import Session, User, can_view
@@ -45,6 +45,7 @@ def templates() -> Jinja2Templates:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(builtin_dir("stormwatch.web", "templates"))),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["local"] = lambda t, tz=None: local_time(t, tz)
+    env.filters["duration"] = duration
     env.filters["kind"] = lambda k: str(k).replace("_", " ")
     return Jinja2Templates(env=env)
 

@@ -209,6 +209,11 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     history = d.find_element(By.ID, "history").text
     assert "Demo Inspector acknowledged" in history and "photo attached" in history and "completed" in history
     d.save_screenshot(str(shots / "4-order-completed.png"))
+    # completed months after its June deadline (the desk's clock is today's): LATE, by the log book's figure
+    done_order = WorkOrders(work / "alerts.db", ManualClock(datetime(2026, 6, 3, tzinfo=UTC))).get(oid)
+    assert done_order.completed_at is not None and done_order.due_at is not None
+    late = f"LATE by {_hours_minutes(done_order.completed_at - done_order.due_at)}"
+    assert late in d.find_element(By.ID, "late").text and "completed" in d.find_element(By.ID, "status").text
 
     d.find_element(By.LINK_TEXT, "Portfolio").click()
     wait.until(lambda d: d.find_elements(By.ID, "portfolio"))
@@ -217,5 +222,37 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     done = d.find_element(By.CSS_SELECTOR, f'tr.order[data-order="{oid}"]')
     assert done.get_attribute("data-status") == "completed" and "OVERDUE" not in done.text
     d.save_screenshot(str(shots / "5-portfolio-after.png"))
+    assert late in done.text
     for name in ("1-portfolio.png", "2-site.png", "3-order.png"):
         assert (shots / name).stat().st_size > 10_000
+
+    # the SMO verifying it sees the lateness on the order page, beside the verify button, and on paper
+    d.find_element(By.CSS_SELECTOR, "button.link").click()
+    _log_in(d, wait, "smo", str(demo["passwords"]["smo"]))  # type: ignore[index]
+    d.get(f"{desk}/orders/{oid}")
+    wait.until(lambda d: d.find_elements(By.ID, "verify"))
+    assert late in d.find_element(By.ID, "status").text
+    assert f"completed {late}" in d.find_element(By.ID, "verify-late").text
+    d.save_screenshot(str(shots / "6-verify-late.png"))
+    d.get(f"{desk}/orders/{oid}/print")
+    wait.until(lambda d: d.find_elements(By.ID, "status"))
+    assert late in d.find_element(By.ID, "status").text
+
+
+def _hours_minutes(late: timedelta) -> str:
+    """The log book's way of writing a lateness: ``3 d 4 h 05 min``, ``4 h 28 min``, ``12 min``."""
+    days, seconds = late.days, late.seconds
+    hours, minutes = seconds // 3600, seconds % 3600 // 60
+    if days:
+        return f"{days} d {hours} h {minutes:02d} min"
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
+
+
+def _log_in(d: object, wait: object, name: str, password: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    wait.until(lambda d: d.find_elements(By.ID, "username"))  # type: ignore[attr-defined]
+    d.find_element(By.ID, "username").send_keys(name)  # type: ignore[attr-defined]
+    d.find_element(By.ID, "password").send_keys(password)  # type: ignore[attr-defined]
+    d.find_element(By.ID, "login").click()  # type: ignore[attr-defined]
+    wait.until(lambda d: d.find_elements(By.ID, "portfolio"))  # type: ignore[attr-defined]
