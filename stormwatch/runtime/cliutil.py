@@ -91,6 +91,7 @@ OPTIONS: dict[str, OptionName] = {
     "--time-format": OptionName("the strptime format of a file's times", ("FORMAT",)),
     "--time-column": OptionName("a file's time column (name or 0-based index)", ("COLUMN",)),
     "--value-column": OptionName("a file's column of a quantity: NAME=QUANTITY[:UNIT]", ("NAME=QUANTITY[:UNIT]",)),
+    "--evidence": OptionName("how much of a work order's evidence to show: summary, full or csv", ("HOW",)),
     "--format": OptionName("a logger file's format", ("FORMAT",)),
     "--skip-rows": OptionName("lines before a file's header", ("N",)),
     "--gap-value": OptionName("a number that means 'no value' in a file", ("NUMBER",)),
