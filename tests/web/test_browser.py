@@ -193,6 +193,20 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     assert local_time(order.due_at, "America/New_York") in d.find_element(By.ID, "due").text
     assert "within 24 hours of any storm event producing 0.5 inches" in d.find_element(By.ID, "ordinance").text
     d.save_screenshot(str(shots / "3-order.png"))
+    # read top-down: what, why and when it is due come before the forms that act on it
+    assert d.find_element(By.ID, "due").location["y"] < d.find_element(By.ID, "ack-form").location["y"]
+    # the storm's tip readings summarized in a row; every one behind a closed disclosure
+    tips = [item for item in order.evidence if "tips" in item]
+    first = d.find_element(By.CSS_SELECTOR, "#evidence-summary tbody tr")
+    assert f"{len(tips)} tip readings" in first.text and f"{sum(int(i['tips']) for i in tips)} tips" in first.text
+    assert len(d.find_elements(By.CSS_SELECTOR, "#evidence-summary tbody tr")) <= 8
+    full = d.find_element(By.ID, "evidence-full")
+    assert full.get_attribute("open") is None and len(full.find_elements(By.CSS_SELECTOR, "tbody tr")) == len(tips)
+    # the chart shades the order's own stretch: its first to its last tip, site-local
+    shade = d.find_element(By.CSS_SELECTOR, "#chart-evidence rect.order-window title").get_attribute("textContent")
+    zone = ZoneInfo("America/New_York")
+    stamps = sorted(datetime.fromisoformat(str(i["time"]).replace("Z", "+00:00")) for i in tips)
+    assert f"{stamps[0].astimezone(zone):%d %b %H:%M} – {stamps[-1].astimezone(zone):%d %b %H:%M %Z}" in str(shade)
 
     d.find_element(By.ID, "ack-notes").send_keys("on my way")
     d.find_element(By.ID, "acknowledge").click()
@@ -256,3 +270,48 @@ def _log_in(d: object, wait: object, name: str, password: str) -> None:
     d.find_element(By.ID, "password").send_keys(password)  # type: ignore[attr-defined]
     d.find_element(By.ID, "login").click()  # type: ignore[attr-defined]
     wait.until(lambda d: d.find_elements(By.ID, "portfolio"))  # type: ignore[attr-defined]
+
+
+PHONE, DESKTOP = 390, 1280
+
+
+def _width(d: object, width: int) -> None:
+    """The viewport of a phone (390 px, a touch device) or a desktop, as Chromium's device emulation makes it."""
+    d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # type: ignore[attr-defined]
+                      {"width": width, "height": 844 if width == PHONE else 1000, "deviceScaleFactor": 1,
+                       "mobile": width == PHONE})
+
+
+def test_the_desk_at_phone_and_desktop_width(demo: dict[str, object], desk: str, browser: object) -> None:
+    """At 390 px the portfolio has no sideways scroll and the header is at most two lines; the
+    portfolio, the site page and the storm order's page are kept as screenshots at both widths."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d: WebDriver = browser  # type: ignore[assignment]
+    shots = artifacts_dir("web-widths")
+    print(f"\nscreenshots: {shots}")
+    wait = WebDriverWait(d, 30)
+    d.get(desk + "/")
+    _log_in(d, wait, "inspector", str(demo["passwords"]["inspector"]))  # type: ignore[index]
+    storm = d.find_element(By.XPATH, "//tr[@class='order'][td[contains(., 'storm inspection')]]//a")
+    pages = {"portfolio": desk + "/", "site": desk + "/sites/riverside-commons",
+             "order": desk + f"/orders/{storm.text}"}
+    for width in (PHONE, DESKTOP):
+        _width(d, width)
+        for name, url in pages.items():
+            d.get(url)
+            wait.until(lambda d: d.find_elements(By.ID, "now"))
+            assert d.execute_script("return window.innerWidth") == width
+            if name == "portfolio" and width == PHONE:
+                sideways = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+                assert sideways <= 0, f"the portfolio scrolls {sideways} px sideways at {width} px"
+                line = d.execute_script("return parseFloat(getComputedStyle(document.body).lineHeight)")
+                header = d.find_element(By.CSS_SELECTOR, "header.top").size["height"]
+                assert header <= 2 * line + 16, f"the header is {header} px high ({line} px a line)"
+            d.save_screenshot(str(shots / f"{name}-{width}.png"))
+    for name in pages:
+        for width in (PHONE, DESKTOP):
+            with Image.open(shots / f"{name}-{width}.png") as shot:
+                assert shot.width == width
