@@ -559,9 +559,34 @@ def _by_metavar(params: list[Any]) -> None:
             param.__class__ = _Argument
 
 
+def flowed(text: str | None) -> str | None:
+    """A docstring as help that fills the terminal's width (``COLUMNS``): the lines of a paragraph
+    joined (the help renderer keeps a docstring's line breaks, which wrap raggedly on a narrower
+    terminal), paragraphs kept; a list item (``* ``, ``- ``) and an indented line start a line."""
+    if text is None:
+        return None
+    out = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        if paragraph.startswith("\b"):
+            out.append(paragraph)
+            continue
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not line.startswith(("* ", "- ", "  ")):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line.rstrip())
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
 class Command(TyperCommand):
     """A command that accepts its older option names (:data:`ALIASES`) and shows its parameters by
-    their metavars."""
+    their metavars; its help flows to the terminal's width (:func:`flowed`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = flowed(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params: list[Any] = super().get_params(ctx)
@@ -574,7 +599,11 @@ class Command(TyperCommand):
 
 class Group(TyperGroup):
     """The ``stormwatch`` command and its groups: every error that reaches them becomes one line
-    (module docstring); parameters are shown by their metavars."""
+    (module docstring); parameters are shown by their metavars; help flows (:func:`flowed`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = flowed(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params: list[Any] = super().get_params(ctx)
