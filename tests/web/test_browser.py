@@ -295,14 +295,15 @@ def test_the_desk_at_phone_and_desktop_width(demo: dict[str, object], desk: str,
     wait = WebDriverWait(d, 30)
     d.get(desk + "/")
     _log_in(d, wait, "inspector", str(demo["passwords"]["inspector"]))  # type: ignore[index]
-    storm = d.find_element(By.XPATH, "//tr[@class='order'][td[contains(., 'storm inspection')]]//a")
-    pages = {"portfolio": desk + "/", "site": desk + "/sites/riverside-commons",
-             "order": desk + f"/orders/{storm.text}"}
+    storm = d.find_element(By.XPATH, "//tr[@class='order'][td[contains(., 'storm inspection')]]"
+                                     "//a[starts-with(@href, '/orders/')]")
+    pages = {"portfolio": (desk + "/", "portfolio"), "site": (desk + "/sites/riverside-commons", "chart-rain"),
+             "order": (desk + f"/orders/{storm.text}", "due")}
     for width in (PHONE, DESKTOP):
         _width(d, width)
-        for name, url in pages.items():
+        for name, (url, mark) in pages.items():
             d.get(url)
-            wait.until(lambda d: d.find_elements(By.ID, "now"))
+            wait.until(lambda d, mark=mark: d.find_elements(By.ID, mark))  # type: ignore[misc]
             assert d.execute_script("return window.innerWidth") == width
             if name == "portfolio" and width == PHONE:
                 sideways = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
