@@ -18,7 +18,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.workorders import WorkOrder
-from stormwatch.display import TURBIDITY_DECIMALS, duration, local_time
+from stormwatch.display import TURBIDITY_DECIMALS, local_time
+from stormwatch.display import duration as duration  # the log book writes lateness and gaps as the desk does
 from stormwatch.report.model import DayTotal
 
 
