@@ -285,7 +285,12 @@ class EngineClock:
         if sc is not None and not self.stopped and \
                 (sc.now() - self.last_now).total_seconds() <= LIVE_LAG_REAL_S * sc.speed:
             return sc, "simulated time of the running alert engine"
-        return _Frozen(self.last_now), "simulated time the alert engine reached"
+        return _Frozen(self.last_now), REACHED
+
+
+#: What a reader's clock is after a simulated run ended (a kept demo state): the time its engine
+#: reached, a few minutes past the data's last reading -- silence is then judged at the data's end.
+REACHED = "simulated time the alert engine reached"
 
 
 def order_id(site: str, rule: str, occurrence: str) -> str:

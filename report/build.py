@@ -34,7 +34,7 @@ from stormwatch.alerts.rules.criteria import criterion_named
 from stormwatch.alerts.rules.routine import RoutineRule
 from stormwatch.alerts.rules.storm import GapDetails, StormDetails, StormRule
 from stormwatch.alerts.rules.turbidity import TurbidityDetails, TurbidityRule, watches
-from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
+from stormwatch.alerts.workorders import REACHED, WorkOrder, WorkOrders, order_id
 from stormwatch.config import DischargePoint, SiteConfig
 from stormwatch.contract import Event
 from stormwatch.display import inches, local_time
@@ -88,8 +88,11 @@ class _Device:
 class CoverageCounter:
     """Counts each device's readings in ``[start, end)`` as they stream past (module docstring)."""
 
-    def __init__(self, cfg: SiteConfig, start: datetime, end: datetime) -> None:
+    def __init__(self, cfg: SiteConfig, start: datetime, end: datetime, *, finished: bool = False) -> None:
         self.start, self.end = start, end
+        #: a finished simulated run: its engine's clock stopped minutes past the data, and the run's
+        #: own end is no device's silence (a device's tail gap ends at the site's newest reading)
+        self.finished = finished
         self._devices = {d.id: _Device(timedelta(seconds=d.poll_interval_s), 2 * timedelta(seconds=d.poll_interval_s))
                          for d in cfg.devices}
 
@@ -127,7 +130,10 @@ class CoverageCounter:
         """The device's gaps, the one up to the period's end included."""
         d = self._devices[device]
         last = d.last if d.last is not None else self.start
-        tail = [Interval(last, self.end)] if self.end - last > d.allowance else []
+        end = self.end
+        if self.finished:
+            end = min(end, max((x.last for x in self._devices.values() if x.last is not None), default=end))
+        tail = [Interval(last, end)] if end - last > d.allowance else []
         return [*d.gaps, *tail]
 
     def result(self, cfg: SiteConfig, profiles: ProfileLibrary) -> list[SensorCoverage]:
@@ -228,7 +234,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     horizon = end + dry_gap + TAIL_MARGIN
     while True:
         collector = Collector()
-        coverage = CoverageCounter(cfg, start, known)
+        coverage = CoverageCounter(cfg, start, known, finished=sources.as_of_what == REACHED)
         ev = evaluate(cfg, profiles, sources.store, start - LEAD_IN, horizon, trace=collector, on_rows=coverage.add)
         # a storm of the period still going on where the evaluation stopped, the store holding
         # readings after it: the rules run on until it ends, so the storm is reported whole (its

@@ -316,3 +316,34 @@ def test_the_desk_at_phone_and_desktop_width(demo: dict[str, object], desk: str,
         for width in (PHONE, DESKTOP):
             with Image.open(shots / f"{name}-{width}.png") as shot:
                 assert shot.width == width
+
+
+def test_a_kept_demo_state_shows_no_device_silent_at_the_runs_end(demo: dict[str, object], browser: object) -> None:
+    """The desk over the demo's state at the time its engine reached (no --wall-time): that clock
+    stopped minutes after the last reading, and the run's end is no silence -- no device is listed
+    silent, turbidity and the basin are not UNKNOWN."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    work = demo["work"]
+    port = free_port()
+    log = open(Path(str(demo["root"])) / "web-reached.err", "wb")
+    proc = _stormwatch("web", "--store", f"sqlite:///{work}/stormwatch.db", "--state-dir", str(work), "--port",
+                       str(port), stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/login"), 60, "stormwatch web")
+        d: WebDriver = browser  # type: ignore[assignment]
+        wait = WebDriverWait(d, 30)
+        d.get(f"http://127.0.0.1:{port}/")
+        _log_in(d, wait, "smo", str(demo["passwords"]["smo"]))  # type: ignore[index]
+        assert "simulated time the alert engine reached" in d.find_element(By.ID, "now").text
+        row = d.find_element(By.CSS_SELECTOR, 'tr[data-site="riverside-commons"]')
+        assert "silent:" not in row.text, row.text
+        for label in ("Turbidity", "Basin storage lost"):
+            cell = row.find_element(By.CSS_SELECTOR, f'td[data-label="{label}"]')
+            assert "UNKNOWN" not in cell.text, (label, cell.text)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
