@@ -84,8 +84,8 @@ class SiteModel:
     #: basin's R3 state, each shown apart under its id (empty: the site file's one pair / basin)
     points: tuple[DischargePoint, ...] = ()
     basins: tuple[BasinRuleState, ...] = ()
-    #: after a finished simulated run (the engine's clock stopped past the data): the site's newest
-    #: reading, which silence is judged at
+    #: after a finished simulated run (the engine's clock stopped past the data): the run's newest
+    #: reading (any site's), which silence is judged at
     data_end: datetime | None = None
 
     @property
@@ -106,8 +106,8 @@ class SiteModel:
 
     def silent(self, device: str, last: datetime | None, now: datetime) -> bool:
         """Whether ``device``, last heard at ``last``, missed readings on its own poll grid before
-        ``now`` -- or before :attr:`data_end`, the newest reading of the site, when a finished run
-        set it (its end is not a silence)."""
+        ``now`` -- or before :attr:`data_end`, the run's newest reading, when a finished run set it
+        (its end is not a silence)."""
         at = now if self.data_end is None else min(now, self.data_end)
         return last is None or at - last > SILENCE_POLLS * self.poll(device)
 
@@ -483,10 +483,14 @@ def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence
     for o in orders:
         by_site_orders[o.site].append(o)
     rows = []
+    # a finished simulated run: the data's end is its newest reading of any site (a site silent
+    # while others reported stays silent)
+    data_end = max((s.last_time for by in summaries.values() for s in by.values()), default=None) \
+        if clock_note == REACHED else None
     for site in sites:
         series = summaries.get(site.id, {})
-        if clock_note == REACHED and series:
-            site = dataclasses.replace(site, data_end=max(s.last_time for s in series.values()))
+        if data_end is not None:
+            site = dataclasses.replace(site, data_end=data_end)
         events = events_by_site[site.id]
         pending = [o for o in by_site_orders[site.id] if o.status != "completed"]
         watched = dict.fromkeys(device for _, device, _ in site.series())

@@ -57,6 +57,8 @@ class Forbidden(HTTPException):
         super().__init__(403, detail)
 
 
+#: The template of the refusal and error pages.
+ERROR_PAGE = "error.html"
 #: At most this many zones in a "Now" line (more: UTC).
 MAX_NOW_ZONES = 6
 
@@ -72,13 +74,13 @@ def now_zones(zones: list[str], now: datetime) -> list[str]:
 
 def render(request: Request, name: str, ctx: dict[str, Any], status: int = 200) -> HTMLResponse:
     """Template ``name`` with ``ctx`` and what every page shows (user, CSRF token, "Now" and its
-    clock); a page that names no zone of its own (``tz``) gives "Now" in its user's sites' zones."""
+    clock); an error page (403, 404, 400 ...) gives "Now" in its user's sites' zones."""
     desk = desk_of(request)
     session: Session | None = request.state.session if hasattr(request.state, "session") else None
     now = desk.clock.now()
     base: dict[str, Any] = {"user": session.user if session else None, "csrf": session.csrf if session else "",
                             "now": now, "clock_note": desk.clock.current()[1]}
-    if "tz" not in ctx and "now_zones" not in ctx:
+    if name == ERROR_PAGE and "tz" not in ctx:
         ids = visible_sites(session.user, list(desk.sites)) if session else []
         base["now_zones"] = now_zones([desk.sites[i].cfg.site.timezone for i in ids], now)
     return templates().TemplateResponse(request, name, {**base, **ctx}, status_code=status)
