@@ -17,7 +17,7 @@ from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import LocalTimeError, describe_event, local_instant, local_time, turbidity
-from stormwatch.runtime.cliutil import fail, max_age_option, max_future_option, progress, use_state_dir
+from stormwatch.runtime.cliutil import check_site_ids, fail, max_age_option, max_future_option, progress, use_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +174,22 @@ def _book(state_dir: Path, state: Path | None, wall_time: bool = False) -> tuple
     return book, what
 
 
+def _check_site(site: str | None, state_dir: Path, state: Path | None) -> None:
+    """Refuse a ``--site-id`` the state directory (or ``--state`` file) does not record."""
+    import sqlite3
+
+    from stormwatch.alerts.workorders import recorded_sites, state_dir_sites
+
+    if site is None:
+        return
+    path = state_file(state_dir, state)
+    try:
+        known = recorded_sites(path) if state is not None else state_dir_sites(state_dir, path)
+    except sqlite3.Error as exc:
+        fail(f"{path}: not readable ({exc})")
+    check_site_ids([site], known, f"--state {state}" if state is not None else f"--state-dir {state_dir}")
+
+
 def _zone(tz: str | None, order: WorkOrder) -> ZoneInfo:
     name = tz or order.timezone or "UTC"
     try:
@@ -216,7 +232,32 @@ def _evidence_line(item: dict[str, Any], zone: ZoneInfo) -> str:
     return ", ".join(parts)
 
 
-def _order_text(o: WorkOrder, history: list[Change], now: datetime, tz: str | None) -> list[str]:
+def _evidence_lines(o: WorkOrder, zone: ZoneInfo, full: bool) -> list[str]:
+    """The order's evidence, each item a line (``full``), else summarized: the tip readings counted,
+    at most a few other items, and where the rest is."""
+    from stormwatch.alerts.evidence import other_items, shortened, tip_summary
+
+    pad = " " * 15
+    if full:
+        return [pad + _evidence_line(item, zone) for item in o.evidence]
+    tips = tip_summary(o.evidence)
+    lines = []
+    if tips is not None:
+        flagged = f", {tips.flagged} flagged" if tips.flagged else ""
+        lines.append(f"{pad}{tips.readings} tip reading{'' if tips.readings == 1 else 's'} ({tips.tips} tips"
+                     f"{flagged}) from {local_time(tips.first, zone)} to {local_time(tips.last, zone)}")
+    head, left_out, tail = shortened(other_items(o.evidence))
+    lines += [pad + _evidence_line(item, zone) for item in head]
+    if left_out:
+        lines.append(f"{pad}... {left_out} more ...")
+    lines += [pad + _evidence_line(item, zone) for item in tail]
+    if tips is not None or left_out:
+        lines.append(f"{pad}(every item: --evidence full; as CSV: --evidence csv)")
+    return lines
+
+
+def _order_text(o: WorkOrder, history: list[Change], now: datetime, tz: str | None,
+                full: bool = False) -> list[str]:
     zone = _zone(tz, o)
     status = o.status + (" (overdue)" if o.is_overdue(now) else "")
     rows = [("order", f"{o.id}: {o.kind.replace('_', ' ')} at {o.site}"), ("status", status),
@@ -233,7 +274,7 @@ def _order_text(o: WorkOrder, history: list[Change], now: datetime, tz: str | No
     lines = [f"{k:>13}: {v}" for k, v in rows]
     if o.evidence:
         lines.append(f"{'evidence':>13}:")
-        lines += [f"{'':>15}{_evidence_line(item, zone)}" for item in o.evidence]
+        lines += _evidence_lines(o, zone, full)
     lines.append(f"{'history':>13}:")
     for c in history:
         note = f"  {c.notes}" if c.notes else ""
@@ -255,6 +296,7 @@ def list_cmd(
         hint = "; overdue is not a status: use --overdue" if status == "overdue" else ""
         fail(f"--status {status!r}: expected one of {', '.join(STATUSES)}{hint}")
     book, what = _book(state_dir, state, wall_time)
+    _check_site(site, state_dir, state)
     now = book.clock.now()
     orders = book.list(site=site, status=status, overdue_at=now if overdue else None)
     if as_json:
@@ -270,8 +312,16 @@ def list_cmd(
 @workorders_app.command("show")
 def show_cmd(order_id: str = typer.Argument(..., metavar="ORDER_ID", help="The work order's id (WO-...)."),
              state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_OPT, wall_time: bool = _WALL_OPT,
-             tz: str | None = _TZ_OPT, as_json: bool = _JSON_OPT) -> None:
-    """Show one work order: why it was opened, its evidence and its history (who did what, when)."""
+             tz: str | None = _TZ_OPT, as_json: bool = _JSON_OPT,
+             evidence: str = typer.Option("summary", "--evidence", metavar="HOW",
+                                          help="summary (the tip readings counted, a few other items), full "
+                                               "(every item, a line each) or csv (every item as CSV, alone).")
+             ) -> None:
+    """Show one work order: why it was opened, its evidence (summarized) and its history (who did what, when)."""
+    from stormwatch.alerts.evidence import to_csv
+
+    if evidence not in ("summary", "full", "csv"):
+        fail(f"--evidence {evidence!r}: summary, full or csv")
     book, _what = _book(state_dir, state, wall_time)
     try:
         order = book.get(order_id)
@@ -284,7 +334,10 @@ def show_cmd(order_id: str = typer.Argument(..., metavar="ORDER_ID", help="The w
         data["history"] = [c.to_json() for c in history]
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
-    typer.echo("\n".join(_order_text(order, history, now, tz)))
+    if evidence == "csv":
+        typer.echo(to_csv(order.evidence), nl=False)
+        return
+    typer.echo("\n".join(_order_text(order, history, now, tz, evidence == "full")))
 
 
 @workorders_app.command("ack")
@@ -338,6 +391,7 @@ def ical_cmd(state_dir: Path = _STATE_DIR_OPT, state: Path | None = _STATE_FILE_
     from stormwatch.alerts.ical import calendar_of
 
     book, _what = _book(state_dir, state, wall_time)
+    _check_site(site, state_dir, state)
     data = calendar_of(book.list(site=site), book.clock.now())
     if output is not None:
         try:

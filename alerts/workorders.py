@@ -17,7 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -191,6 +191,13 @@ class WorkOrder:
         """Not completed and past its due time at ``now``."""
         return self.status != "completed" and self.due_at is not None and now > self.due_at
 
+    @property
+    def late_by(self) -> timedelta | None:
+        """How long after its due time it was completed; ``None`` when not completed, or in time."""
+        if self.completed_at is None or self.due_at is None or self.completed_at <= self.due_at:
+            return None
+        return self.completed_at - self.due_at
+
     def to_json(self, now: datetime | None = None) -> dict[str, Any]:
         """JSON-ready dict (times RFC 3339 UTC); with ``now``, also ``overdue`` as of ``now``."""
         out: dict[str, Any] = {}
@@ -278,7 +285,12 @@ class EngineClock:
         if sc is not None and not self.stopped and \
                 (sc.now() - self.last_now).total_seconds() <= LIVE_LAG_REAL_S * sc.speed:
             return sc, "simulated time of the running alert engine"
-        return _Frozen(self.last_now), "simulated time the alert engine reached"
+        return _Frozen(self.last_now), REACHED
+
+
+#: What a reader's clock is after a simulated run ended (a kept demo state): the time its engine
+#: reached, a few minutes past the data's last reading -- silence is then judged at the data's end.
+REACHED = "simulated time the alert engine reached"
 
 
 def order_id(site: str, rule: str, occurrence: str) -> str:
@@ -869,3 +881,23 @@ def recorded_sites(path: Path) -> list[str]:
         return sorted(found)
     finally:
         db.close()
+
+
+#: The file name of a SQLite store kept in a state directory (``stormwatch demo --state-dir`` keeps
+#: its store there, beside ``alerts.db``).
+STATE_STORE_FILE = "stormwatch.db"
+
+
+def state_dir_sites(state_dir: Path, book: Path | None = None) -> list[str]:
+    """The site ids a state directory records: the work-order book's (``book``, default
+    ``alerts.db`` there: sites the engine watched or opened orders for) and those of a SQLite store
+    kept there (``stormwatch.db``: its configured sites), sorted. Read only.
+
+    Raises:
+        sqlite3.Error: one of the files exists but cannot be read as a database.
+    """
+    from stormwatch.stores.sqlite import recorded_sites as store_sites
+
+    found = set(recorded_sites(book if book is not None else state_dir / "alerts.db"))
+    found.update(store_sites(state_dir / STATE_STORE_FILE))
+    return sorted(found)

@@ -20,7 +20,7 @@ from stormwatch.clock import Clock, WallClock
 from stormwatch.enforcement.actions import ACTIONS, CaseError, parse_day
 from stormwatch.enforcement.cases import CASES_FILE, Case, EnforcementBook
 from stormwatch.enforcement.view import CaseView, view_json, view_of
-from stormwatch.runtime.cliutil import fail, output_path, use_state_dir
+from stormwatch.runtime.cliutil import check_site_ids, fail, output_path, use_state_dir
 
 DEFAULT_STATE_DIR = "./var/alerts"
 ALERTS_FILE = "alerts.db"
@@ -70,6 +70,22 @@ def _book(state_dir: Path, wall_time: bool, *, create: bool = False) -> Enforcem
         return EnforcementBook(path, _clock(state_dir, wall_time))
     except CaseError as exc:
         fail(str(exc))
+
+
+def _cases(book: EnforcementBook, site_id: str | None, state_dir: Path) -> list[Case]:
+    """The cases, only ``site_id``'s when given: a site the state directory records (its cases,
+    work orders or store), else refused."""
+    import sqlite3
+
+    from stormwatch.alerts.workorders import state_dir_sites
+
+    if site_id is not None:
+        try:
+            known = state_dir_sites(state_dir)
+        except sqlite3.Error as exc:
+            fail(f"--state-dir {state_dir}: not readable ({exc})")
+        check_site_ids([site_id], known + [c.site for c in book.list()], f"--state-dir {state_dir}")
+    return book.list(site=site_id)
 
 
 def _day(text: str | None, option: str) -> date | None:
@@ -293,7 +309,7 @@ def list_cmd(
     """List the cases, oldest violation first: stage, the next deadline, what is overdue."""
     book = _book(state_dir, wall_time)
     try:
-        views = [view_of(book, c) for c in book.list(site=site_id)]
+        views = [view_of(book, c) for c in _cases(book, site_id, state_dir)]
     except CaseError as exc:
         fail(str(exc))
     if overdue:
@@ -409,7 +425,7 @@ def register_cmd(
         output_path(output)
     book = _book(state_dir, wall_time)
     try:
-        views = [view_of(book, c) for c in book.list(site=site_id)]
+        views = [view_of(book, c) for c in _cases(book, site_id, state_dir)]
     except CaseError as exc:
         fail(str(exc))
     rows = registers.rows_of(views, year)
@@ -465,7 +481,7 @@ def ical_cmd(
         output_path(output)
     book = _book(state_dir, wall_time)
     try:
-        data = calendar_of([view_of(book, c) for c in book.list(site=site_id)], book.clock.now())
+        data = calendar_of([view_of(book, c) for c in _cases(book, site_id, state_dir)], book.clock.now())
     except CaseError as exc:
         fail(str(exc))
     if output is None:

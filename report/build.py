@@ -31,14 +31,15 @@ from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules import parse_occurrence
 from stormwatch.alerts.rules.basin import BasinDetails, BasinRule
 from stormwatch.alerts.rules.criteria import criterion_named
+from stormwatch.alerts.rules.registry import rule_kinds
 from stormwatch.alerts.rules.routine import RoutineRule
 from stormwatch.alerts.rules.storm import GapDetails, StormDetails, StormRule
 from stormwatch.alerts.rules.turbidity import TurbidityDetails, TurbidityRule, watches
-from stormwatch.alerts.workorders import WorkOrder, WorkOrders, order_id
+from stormwatch.alerts.workorders import REACHED, WorkOrder, WorkOrders, order_id
 from stormwatch.config import DischargePoint, SiteConfig
 from stormwatch.contract import Event
 from stormwatch.display import inches, local_time
-from stormwatch.profiles import ProfileLibrary
+from stormwatch.profiles import ProfileError, ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.report.fmt import duration
 from stormwatch.report.model import (
@@ -88,8 +89,11 @@ class _Device:
 class CoverageCounter:
     """Counts each device's readings in ``[start, end)`` as they stream past (module docstring)."""
 
-    def __init__(self, cfg: SiteConfig, start: datetime, end: datetime) -> None:
+    def __init__(self, cfg: SiteConfig, start: datetime, end: datetime, *, finished: bool = False) -> None:
         self.start, self.end = start, end
+        #: a finished simulated run: its engine's clock stopped minutes past the data, and the run's
+        #: own end is no device's silence (a device's tail gap ends at the site's newest reading)
+        self.finished = finished
         self._devices = {d.id: _Device(timedelta(seconds=d.poll_interval_s), 2 * timedelta(seconds=d.poll_interval_s))
                          for d in cfg.devices}
 
@@ -127,7 +131,10 @@ class CoverageCounter:
         """The device's gaps, the one up to the period's end included."""
         d = self._devices[device]
         last = d.last if d.last is not None else self.start
-        tail = [Interval(last, self.end)] if self.end - last > d.allowance else []
+        end = self.end
+        if self.finished:
+            end = min(end, max((x.last for x in self._devices.values() if x.last is not None), default=end))
+        tail = [Interval(last, end)] if end - last > d.allowance else []
         return [*d.gaps, *tail]
 
     def result(self, cfg: SiteConfig, profiles: ProfileLibrary) -> list[SensorCoverage]:
@@ -136,9 +143,18 @@ class CoverageCounter:
         for dev in cfg.devices:
             d = self._devices[dev.id]
             expected = int((self.end - self.start) / d.poll)
-            out.append(SensorCoverage(dev.id, roles.get(dev.id, "other"), dev.profile, dev.poll_interval_s, expected,
+            out.append(SensorCoverage(dev.id, roles.get(dev.id, "other"), _model_name(profiles, dev.profile),
+                                      dev.poll_interval_s, expected,
                                       d.count, tuple(self.gaps(dev.id))))
         return out
+
+
+def _model_name(profiles: ProfileLibrary, profile: str) -> str:
+    """A device's model as people name it (its profile's display name), else the profile's name."""
+    try:
+        return profiles.get(profile).display_name
+    except ProfileError:
+        return profile
 
 
 def _roles(cfg: SiteConfig) -> dict[str, str]:
@@ -228,7 +244,7 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
     horizon = end + dry_gap + TAIL_MARGIN
     while True:
         collector = Collector()
-        coverage = CoverageCounter(cfg, start, known)
+        coverage = CoverageCounter(cfg, start, known, finished=sources.as_of_what == REACHED)
         ev = evaluate(cfg, profiles, sources.store, start - LEAD_IN, horizon, trace=collector, on_rows=coverage.add)
         # a storm of the period still going on where the evaluation stopped, the store holding
         # readings after it: the rules run on until it ends, so the storm is reported whole (its
@@ -242,12 +258,15 @@ def build_report(cfg: SiteConfig, profiles: ProfileLibrary, sources: Sources, st
                  format_time(horizon))
     tz = cfg.site.tz
     citations = {rid: rule.citation for rid, rule in pack.rules.items()}
+    kinds = rule_kinds().kinds
+    meanings = {rid: kinds[rule.kind].summary.split(": ", 1)[-1].split(" (§")[0]
+                for rid, rule in pack.rules.items() if rule.kind in kinds}
     report = Report(
         site_id=cfg.site.id, site_name=cfg.site.name or cfg.site.id, timezone=cfg.site.timezone,
         jurisdiction=cfg.site.jurisdiction, pack_title=pack.title or pack.name, permit=_permit(cfg),
         start=start, end=end, as_of=sources.as_of, as_of_what=sources.as_of_what,
         resolution=ev.resolution, threshold=f"{storm_rule[1].threshold_in} in" if storm_rule else None,
-        citations=citations, state=sources.state, has_orders=sources.book is not None,
+        citations=citations, rule_meanings=meanings, state=sources.state, has_orders=sources.book is not None,
         not_yet=Interval(known, end) if known < end else None,
     )
     basin_rule = pack.first(BasinRule)

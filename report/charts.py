@@ -177,7 +177,8 @@ def _turbidity(report: Report, windows: Sequence[Window], point: str | None, whe
     _time_axis(ax, report)
     ax.set_ylabel(unit)
     ax.set_ylim(bottom=0)
-    ax.legend(loc="upper right", frameon=False, ncol=2)
+    # above the plot: inside, its four entries covered the hatching of the windows not judged
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), frameon=False, ncol=4, borderaxespad=0.0)
     at = f" at {where}" if where else ""
     return Chart(f"Turbidity{at}: downstream against background", _svg(fig, svg_id),
                  "Window medians R2 judged (5-min windows); green: values the criterion allows; hatched: windows "

@@ -87,7 +87,7 @@ def _book(state_dir: Path, wall_time: bool, without: bool = False) -> tuple[Work
     else:
         clock, what = engine.reader_clock(wall_time)
     book.clock = clock
-    return book, clock.now(), what, f"work-order state {path}"
+    return book, clock.now(), what, "the alert engine's work-order records"
 
 
 def _open_store(url: str, book: WorkOrders | None = None):  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.workorders import WorkOrder
 from stormwatch.display import TURBIDITY_DECIMALS, local_time
+from stormwatch.display import duration as duration  # the log book writes lateness and gaps as the desk does
 from stormwatch.report.model import DayTotal
 
 
@@ -45,20 +46,6 @@ def cell_time(t: datetime | None, tz: ZoneInfo, after: datetime | None = None) -
 def iso(t: datetime | None, tz: ZoneInfo) -> str:
     """ISO 8601 with the site's local offset (``2026-06-01T05:12:00-04:00``); empty for none."""
     return "" if t is None else t.astimezone(tz).isoformat(timespec="seconds")
-
-
-def duration(d: timedelta | None) -> str:
-    """``3 d 4 h 05 min``, ``4 h 05 min``, ``12 min``; ``-`` for none."""
-    if d is None:
-        return "-"
-    minutes = int(d.total_seconds() // 60)
-    days, rest = divmod(minutes, 1440)
-    hrs, mins = divmod(rest, 60)
-    if days:
-        return f"{days} d {hrs} h {mins:02d} min"
-    if hrs:
-        return f"{hrs} h {mins:02d} min"
-    return f"{mins} min"
 
 
 def minutes(d: timedelta | None) -> str:
@@ -149,8 +136,8 @@ def month_grid(days: Sequence[DayTotal]) -> list[tuple[list[tuple[str, dict[int,
 def order_verdict(o: WorkOrder, as_of: datetime) -> str:
     """``completed on time``, ``completed LATE by ...``, ``OVERDUE by ...`` or the status."""
     if o.completed_at is not None:
-        if o.due_at is not None and o.completed_at > o.due_at:
-            return f"completed LATE by {duration(o.completed_at - o.due_at)}"
+        if o.late_by is not None:
+            return f"completed LATE by {duration(o.late_by)}"
         return "completed on time"
     if o.is_overdue(as_of):
         assert o.due_at is not None

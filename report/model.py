@@ -241,6 +241,9 @@ class Report:
     threshold: str | None
     citations: dict[str, str]
     state: str
+    #: rule id -> what the rule requires, in words (its rule kind's summary): the log book defines
+    #: R1, R1w ... where it first names them
+    rule_meanings: dict[str, str] = field(default_factory=dict)
     has_orders: bool = True
     readings: int = 0
     coverage: list[SensorCoverage] = field(default_factory=list)

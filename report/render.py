@@ -104,7 +104,8 @@ def to_csv(report: Report) -> str:
     for b in report.basin:
         o = b.outcome
         row("basin", id=o.order.id if o and o.order else "", item=b.kind, start=iso(b.at),
-            depth=fmt.feet(b.depth_ft), percent=fmt.pct_number(b.lost_percent), due=iso(b.due_at),
+            depth=f"{fmt.feet(b.depth_ft)} ft" if b.depth_ft is not None else "",
+            percent=fmt.pct_number(b.lost_percent), due=iso(b.due_at),
             done_at=iso(o.order.completed_at) if o and o.order else "", done_by=o.done if o else "",
             verdict=o.verdict if o else "", point=b.basin)
     for u in report.unknown:

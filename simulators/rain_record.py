@@ -48,6 +48,8 @@ class RainRecord:
             pipeline), and the command tells the user once.
         times: how the file's times were read (``12 times without an offset, read in
             America/New_York (the site's zone; ...)``), for the command to say once.
+        moved_from: the first tip's own time when :meth:`shifted` moved the record (to a
+            scenario's date), else ``None``.
     """
 
     rows: tuple[tuple[datetime, int], ...]
@@ -56,6 +58,7 @@ class RainRecord:
     skipped: tuple[str, ...] = ()
     skip_summary: str = ""
     times: str = ""
+    moved_from: datetime | None = None
 
     @property
     def total_tips(self) -> int:
@@ -70,7 +73,8 @@ class RainRecord:
         if not self.rows:
             return self
         delta = new_start - self.rows[0][0]
-        return dataclasses.replace(self, rows=tuple((t + delta, n) for t, n in self.rows))
+        return dataclasses.replace(self, rows=tuple((t + delta, n) for t, n in self.rows),
+                                   moved_from=self.moved_from or self.rows[0][0])
 
     def window(self, start: datetime, end: datetime) -> RainRecord:
         """Only the rows with ``start ≤ time < end``."""

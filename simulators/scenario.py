@@ -23,12 +23,13 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stormwatch import resources
 from stormwatch.config import M_PER_FT, Basin, SiteConfig
-from stormwatch.display import LocalTimeError, local_instant
+from stormwatch.display import LocalTimeError, local_instant, local_time
 from stormwatch.errors import InputError, load_yaml, problems_message
 from stormwatch.profiles import DeviceProfile
 from stormwatch.rain import LengthUnit, TipResolution
@@ -393,6 +394,14 @@ def rain_tips(scenario: Scenario, resolution: TipResolution, site_tz: str = "UTC
     return record_from_spec(spec, scenario.start, site_tz).gauge_tips(resolution)
 
 
+def _moved(record: RainRecord, tz: ZoneInfo) -> str:
+    """Where a record moved to the scenario's date came from, for the user (``""``: not moved)."""
+    if record.moved_from is None or not record.rows:
+        return ""
+    return (f"; its rain was moved to the scenario's date: the first tip, {local_time(record.moved_from, tz)}, "
+            f"plays at {local_time(record.rows[0][0], tz)} (every tip moved by the same time)")
+
+
 def record_from_spec(spec: RainRecordSpec, scenario_start: datetime, site_tz: str) -> RainRecord:
     """Load, window and shift a :class:`RainRecordSpec`; times without an offset -- the file's and
     the window's -- are local to ``spec.tz``, else to ``site_tz`` (the site's zone).
@@ -520,7 +529,7 @@ class SiteScenario:
             record = record_from_spec(scenario.rain.record, scenario.start, cfg.site.timezone)
             self.rain_skipped = record.skipped
             self.rain_skip_summary = record.skip_summary
-            self.rain_times = f"rain file {record.source}: {record.times}"
+            self.rain_times = f"rain file {record.source}: {record.times}" + _moved(record, cfg.site.tz)
             self.tips = record.gauge_tips(resolution)
         else:
             self.tips = rain_tips(scenario, resolution, cfg.site.timezone)

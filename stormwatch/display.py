@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from stormwatch.contract import Event
@@ -99,6 +99,21 @@ def counts(by_reason: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) or "none"
 
 
+def duration(d: timedelta | None) -> str:
+    """``3 d 4 h 05 min``, ``4 h 05 min``, ``12 min`` (whole minutes, cut); ``-`` for none. The one
+    way a lateness or a gap is written, on the desk and in the log book alike."""
+    if d is None:
+        return "-"
+    minutes = int(d.total_seconds() // 60)
+    days, rest = divmod(minutes, 1440)
+    hrs, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d {hrs} h {mins:02d} min"
+    if hrs:
+        return f"{hrs} h {mins:02d} min"
+    return f"{mins} min"
+
+
 def inches(depth_in: float) -> str:
     """A rain depth in inches for a person: 2 decimals when that is exact (``1.20 in``), else 3
     decimals cut, never rounded up (a 0.2 mm gauge's 63 tips are ``0.496 in``, not ``0.50 in``:
@@ -146,6 +161,18 @@ def amount(value: float, unit: str) -> str:
     return f"{number(value)} {shown}" if shown else number(value)
 
 
+def unconfirmed(e: Event) -> str:
+    """What an event's ``unverified`` means and what to do about it: its rule pack's parameters the
+    permit text in hand does not confirm, confirmed or overridden in the site file."""
+    values = e.unverified or []
+    first = values[0].split("=", 1) if values else ["PARAMETER", "VALUE"]
+    many = len(values) > 1
+    return (f"rule pack parameter{'s' if many else ''} {', '.join(values)}: {'values' if many else 'a value'} "
+            f"the permit text in hand does not confirm; check the permit and set "
+            f"{'them' if many else 'it'} in the site file to confirm or override "
+            f"(rules: {{{e.rule}: {{{first[0]}: {first[-1]}}}}})")
+
+
 def describe_event(e: Event, tz: ZoneInfo) -> str:
     """One timeline line for a person: local time, kind, the facts, the deadline, the citation and
     the work order (``stormwatch demo``, ``replay``, ``evaluate``)."""
@@ -153,5 +180,5 @@ def describe_event(e: Event, tz: ZoneInfo) -> str:
     facts = e.details.headline(e, tz) or (str(e.evidence[-1].get("reason", "")) if e.evidence else "")
     due = f"  due {local_time(e.due_at, tz)}" if e.due_at else ""
     wo = f"  {e.work_order}" if e.work_order else ""
-    unverified = f"  (not confirmed by the permit text: {', '.join(e.unverified)})" if e.unverified else ""
+    unverified = f"  ({unconfirmed(e)})" if e.unverified else ""
     return f"{local_time(e.event_time, tz):>26}  {e.kind:<26} {facts}{due}  [{e.citation}]{wo}{unverified}"

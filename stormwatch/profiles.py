@@ -500,6 +500,15 @@ class DeviceProfile(_Strict):
     counter: CounterSpec | None = None
     level: LevelSpec | None = None
 
+    @property
+    def display_name(self) -> str:
+        """The model as people name it: the maker (unless ``generic``) and the description's first
+        phrase (``Campbell Scientific RainVUE10 tipping-bucket precipitation sensor``, ``Tipping-bucket
+        rain gauge``) -- never the profile's file name."""
+        phrase = self.description.split(",")[0].split(" (")[0].strip().rstrip(".")
+        maker = self.manufacturer.strip()
+        return phrase if maker.lower() == "generic" or phrase.startswith(maker) else f"{maker} {phrase}"
+
     @model_validator(mode="after")
     def _protocol_section(self) -> DeviceProfile:
         section = {"modbus": self.modbus, "serial_line": self.serial_line, "sdi12": self.sdi12}

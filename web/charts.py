@@ -2,7 +2,8 @@
 
 One function, :func:`chart`, draws a time axis in the site's zone, a left value axis (and an
 optional right one), lines, step bars, shaded bands, horizontal reference lines and hatched
-*no data* stretches (gaps are shown as unknown, never as zero). Every text is escaped.
+*no data* stretches (gaps are shown as unknown, never as zero), and an order's own stretch shaded.
+Every text is escaped.
 :func:`rain_chart`, :func:`turbidity_chart` (one per discharge point) and :func:`basin_chart` (one
 per basin) build the charts of the site and work-order pages from
 :class:`stormwatch.web.overview.SiteSeries`.
@@ -27,6 +28,8 @@ LEFT, RIGHT, TOP, BOTTOM = 58, 62, 26, 34
 #: Widths (px) the legend is laid out with: a title character (13 px bold), a legend character
 #: (11 px), the key box and the space after an item; and the height of a legend row of its own.
 TITLE_CHAR, LEGEND_CHAR, LEGEND_GAP, LEGEND_ROW = 8.0, 6.4, 24.0, 16
+#: The shading of an order's own stretch on its evidence chart.
+WINDOW_FILL, WINDOW_STROKE = "rgba(130,80,223,0.16)", "#8250df"
 
 Point = tuple[datetime, float]
 
@@ -237,9 +240,26 @@ def _legend_svg(items: Sequence[tuple[str, str]], x: float, y: int) -> list[str]
     return out
 
 
+def _window_svg(p: _Plot, window: tuple[datetime, datetime] | None, tz: ZoneInfo) -> list[str]:
+    """The stretch an order's evidence covers, shaded and labelled (at least 3 px wide: an instant)."""
+    if window is None:
+        return []
+    wx0, wx1 = p.x(window[0]), p.x(window[1])
+    if wx1 - wx0 < 3:
+        wx0, wx1 = wx0 - 1.5, wx1 + 1.5
+    span = (f'{window[0].astimezone(tz).strftime("%d %b %H:%M")} – '
+            f'{window[1].astimezone(tz).strftime("%d %b %H:%M %Z")}')
+    return [f'<rect x="{wx0:.1f}" y="{p.y1}" width="{wx1 - wx0:.1f}" height="{p.y0 - p.y1}" fill="{WINDOW_FILL}" '
+            f'stroke="{WINDOW_STROKE}" stroke-width="1" class="order-window"><title>this order: '
+            f'{html.escape(span)}</title></rect>',
+            f'<text x="{(wx0 + wx1) / 2:.1f}" y="{p.y1 + 24}" text-anchor="middle" class="windowlabel" '
+            f'fill="{WINDOW_STROKE}">this order</text>']
+
+
 def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Sequence[Line] = (),
           bands: Sequence[Band] = (), rules: Sequence[Rule] = (), gaps: Sequence[Gap] = (),
-          left: str = "", right: str = "", y_max: float | None = None, now: datetime | None = None) -> Markup:
+          left: str = "", right: str = "", y_max: float | None = None, now: datetime | None = None,
+          window: tuple[datetime, datetime] | None = None) -> Markup:
     """An SVG chart of ``[start, end]`` (times shown in ``tz``).
 
     Args:
@@ -248,8 +268,11 @@ def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Se
         left, right: axis labels (``right`` empty: no right axis).
         y_max: at least this top for the left axis (e.g. the 50 % line must show).
         now: a "now" marker.
+        window: the stretch of an order's evidence, shaded (the eye goes to it, not to a larger spike).
     """
     items, beside = _legend(title, lines, bands, gaps)
+    if window is not None:
+        items.append(("this order", WINDOW_FILL))
     legend_x, legend_y = (LEFT + TITLE_CHAR * len(title) + LEGEND_GAP, 7) if beside else (LEFT, 7 + LEGEND_ROW)
     left_values = [v for ln in lines if not ln.right_axis for _, v in ln.points]
     left_values += [v for b in bands for _, v in b.upper] + [r.value for r in rules]
@@ -265,7 +288,7 @@ def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Se
            'patternTransform="rotate(45)"><rect width="6" height="6" fill="#eee"/>'
            '<line x1="0" y1="0" x2="0" y2="6" stroke="#bbb" stroke-width="2"/></pattern></defs>',
            f'<text x="{p.x0}" y="16" class="chart-title">{e(title)}</text>']
-    out += _axes_svg(p, tz, end, right) + _bands_svg(p, bands) + _gaps_svg(p, gaps, tz)
+    out += _axes_svg(p, tz, end, right) + _bands_svg(p, bands) + _gaps_svg(p, gaps, tz) + _window_svg(p, window, tz)
     for ln in lines:
         out += _line_svg(p, ln)
     out += _rules_svg(p, rules)
@@ -277,7 +300,8 @@ def chart(title: str, start: datetime, end: datetime, tz: ZoneInfo, *, lines: Se
     return Markup("".join(out))
 
 
-def rain_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> Markup:
+def rain_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None,
+                window: tuple[datetime, datetime] | None = None) -> Markup:
     """Rain per interval (bars, inches) and cumulative depth (line, right axis); gauge gaps hatched."""
     # each bin's depth is its readings' tips x their own tip sizes (SiteSeries.rain_depth_bins)
     bars = [(t, float(d)) for t, d in s.rain_depth_bins]
@@ -292,10 +316,11 @@ def rain_chart(site: SiteModel, s: SiteSeries, now: datetime | None = None) -> M
                  lines=[Line(f"per {minutes} min", bars, "#3b7dd8", bars=s.bin),
                         Line("cumulative", cumulative, "#173f73", right_axis=True)],
                  gaps=s.gaps.get(gauge, []) if gauge else [], left="in per interval", right="cumulative in",
-                 now=now)
+                 now=now, window=window)
 
 
-def turbidity_chart(site: SiteModel, s: SiteSeries, point: PointSeries, now: datetime | None = None) -> Markup:
+def turbidity_chart(site: SiteModel, s: SiteSeries, point: PointSeries, now: datetime | None = None,
+                window: tuple[datetime, datetime] | None = None) -> Markup:
     """One discharge point's upstream (background) and downstream turbidity with the criterion's
     allowed band (none at a point R2 does not judge: no criterion, or no background probe under a
     criterion that needs one); its probes' gaps hatched. A named point's title names it (a site file's one
@@ -311,10 +336,11 @@ def turbidity_chart(site: SiteModel, s: SiteSeries, point: PointSeries, now: dat
     judged = site.criterion is not None and (point.upstream_device is not None or not site.criterion.needs_background)
     return chart(f"Turbidity{at}: {what}{name}", s.start, s.end, site.tz, lines=lines,
                  bands=[Band("allowed band", point.allowed, "rgba(46,139,87,0.14)")] if judged else [],
-                 gaps=gaps, left=point.unit, now=now)
+                 gaps=gaps, left=point.unit, now=now, window=window)
 
 
-def basin_chart(site: SiteModel, s: SiteSeries, basin: BasinSeries, now: datetime | None = None) -> Markup:
+def basin_chart(site: SiteModel, s: SiteSeries, basin: BasinSeries, now: datetime | None = None,
+                window: tuple[datetime, datetime] | None = None) -> Markup:
     """One basin's sediment as % of design storage volume lost, with the cleanout (50 %) and warning
     lines; its level sensor's gaps hatched. A site with ``basins``: the title names the basin."""
     rule = site.basin_rule
@@ -326,4 +352,4 @@ def basin_chart(site: SiteModel, s: SiteSeries, basin: BasinSeries, now: datetim
     return chart(f"Basin{which}: design storage lost to sediment", s.start, s.end, site.tz,
                  lines=[Line("lost capacity", [(t, v * 100) for t, v in basin.lost], "#7d5a3c")],
                  rules=rules, gaps=s.gaps.get(basin.device, []), left="% of design volume", y_max=cleanout + 10,
-                 now=now)
+                 now=now, window=window)

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from stormwatch import resources
-from stormwatch.runtime.cliutil import fail, listen_socket, use_state_dir
+from stormwatch.runtime.cliutil import check_site_ids, fail, listen_socket, use_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -206,34 +206,23 @@ def _accounts(state_dir: Path):  # type: ignore[no-untyped-def]
         fail(str(exc), 2)
 
 
-#: The file name of a SQLite store kept in a state directory (``stormwatch demo --state-dir`` keeps
-#: its store there, beside ``alerts.db``).
-_STATE_STORE_FILE = "stormwatch.db"
-
-
 def _known_sites(sites_dir: Path | None, state_dir: Path) -> tuple[list[str], str]:
     """The site ids the desk knows, and where they come from (for the refusal line): the site files
-    of ``--sites DIR`` when given, else the sites recorded in ``--state-dir`` -- the work-order book
-    (``alerts.db``: sites the engine watched or opened orders for) and a SQLite store kept there
-    (``stormwatch.db``: the configured sites). ``([], ...)`` when no source names a site."""
+    of ``--sites DIR`` when given, else the sites recorded in ``--state-dir``
+    (:func:`stormwatch.alerts.workorders.state_dir_sites`). ``([], ...)`` when no source names a site."""
     import sqlite3
 
     from stormwatch.alerts.sitefile import load_site_file
-    from stormwatch.alerts.workorders import recorded_sites as book_sites
+    from stormwatch.alerts.workorders import state_dir_sites
     from stormwatch.runtime.sitedir import ServiceSites
-    from stormwatch.stores.sqlite import recorded_sites as store_sites
-    from stormwatch.web.server import ALERTS_FILE
 
     if sites_dir is not None:
         return list(ServiceSites([], sites_dir, load_site_file).load()), f"--sites {sites_dir}"
     use_state_dir(state_dir, create=False, hint=_STATE_HINT)
-    found: set[str] = set()
-    for path, read in ((state_dir / ALERTS_FILE, book_sites), (state_dir / _STATE_STORE_FILE, store_sites)):
-        try:
-            found.update(read(path))
-        except sqlite3.Error as exc:
-            fail(f"--state-dir {state_dir}: {path.name}: not readable ({exc})")
-    return sorted(found), f"--state-dir {state_dir}"
+    try:
+        return state_dir_sites(state_dir), f"--state-dir {state_dir}"
+    except sqlite3.Error as exc:
+        fail(f"--state-dir {state_dir}: not readable ({exc})")
 
 
 def _check_site_ids(site_ids: list[str], sites_dir: Path | None, state_dir: Path) -> None:
@@ -255,9 +244,7 @@ def _check_site_ids(site_ids: list[str], sites_dir: Path | None, state_dir: Path
             fail(f"--sites {sites_dir}: no site file there (*.yaml)")
         fail(f"--site-id: no sites recorded in --state-dir {state_dir} to check {', '.join(site_ids)} against "
              f"(no work orders or store yet): pass --sites DIR, the site files the desk serves")
-    unknown = [sid for sid in site_ids if sid not in known]
-    if unknown:
-        fail(f"--site-id {', '.join(unknown)}: no such site in {source} (its sites: {', '.join(known)})")
+    check_site_ids(site_ids, known, source)
 
 
 @users_app.command("add")

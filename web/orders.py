@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from stormwatch.alerts.evidence import other_items, shortened, tip_summary
 from stormwatch.alerts.rules import parse_occurrence
 from stormwatch.alerts.rules.registry import EvidenceChart, rule_kinds
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError
@@ -65,13 +66,22 @@ def evidence_chart(desk: Desk, site: SiteModel, order: WorkOrder, now: datetime)
     series = site_series(site, desk.store.query_readings(site.id, start, end), [], start, end)
     which, key = evidence_of(desk, order)
     point, basin = series.point(key), series.basin(key)
+    window = evidence_window(order)
     if which == "rain" and site.cfg.rain_gauge:
-        return charts.rain_chart(site, series, now)
+        return charts.rain_chart(site, series, now, window)
     if which == "turbidity" and point is not None:
-        return charts.turbidity_chart(site, series, point, now)
+        return charts.turbidity_chart(site, series, point, now, window)
     if which == "basin" and basin is not None:
-        return charts.basin_chart(site, series, basin, now)
+        return charts.basin_chart(site, series, basin, now, window)
     return None
+
+
+def evidence_window(order: WorkOrder) -> tuple[datetime, datetime] | None:
+    """The stretch the order's evidence covers (its first to its last time: a storm's tips, a
+    plume's 5-minute windows, a basin reading); ``None`` without timed evidence."""
+    times = [parse_time(str(item[k])) for item in order.evidence
+             for k in ("time", "window_start", "window_end") if item.get(k)]
+    return (min(times), max(times)) if times else None
 
 
 def order_context(desk: Desk, session: Session, order: WorkOrder) -> dict[str, Any]:
@@ -85,7 +95,8 @@ def order_context(desk: Desk, session: Session, order: WorkOrder) -> dict[str, A
     return {"order": order, "site": site, "tz": tz, "excerpt": excerpt(order.citation),
             "history": history, "photos": desk.book.photos(order.id), "chart": chart,
             "overdue": order.is_overdue(now), "verified": verified[-1] if verified else None,
-            "evidence_rows": _evidence_rows(order, tz), "can_act": can_act(session.user, order.site),
+            "evidence_rows": _evidence_rows(order, tz), "evidence_summary": _evidence_summary(order, tz),
+            "can_act": can_act(session.user, order.site),
             "can_verify": can_verify(session.user, order.site), "max_photo": size_text(desk.max_photo_bytes),
             "can_enforce": can_enforce(session.user, order.site) and desk.cases is not None,
             **dict(zip(("cases", "drafts"), cases_from(desk.cases, order.id, order.site), strict=True))}
@@ -124,14 +135,35 @@ async def photo_file(request: Request, session: Session) -> Response:
         "Content-Disposition": f'inline; filename="{quote(photo.filename)}"'})
 
 
+def _evidence_summary(order: WorkOrder, tz: str) -> list[dict[str, str]]:
+    """The evidence as the page shows it first: the tip readings counted in one row, then at most a
+    few other items (:mod:`stormwatch.alerts.evidence`); the full table is behind a disclosure."""
+    tips = tip_summary(order.evidence)
+    rows = []
+    if tips is not None:
+        flagged = f", {tips.flagged} flagged" if tips.flagged else ""
+        rows.append({"time": f"{local_time(tips.first, tz)} – {local_time(tips.last, tz)}",
+                     "what": f"{tips.readings} tip readings", "value": f"{tips.tips} tips{flagged}"})
+    head, left_out, tail = shortened(other_items(order.evidence))
+    rows += _item_rows(head, tz)
+    if left_out:
+        rows.append({"time": "…", "what": f"{left_out} more", "value": ""})
+    return rows + _item_rows(tail, tz)
+
+
 def _evidence_rows(order: WorkOrder, tz: str) -> list[dict[str, str]]:
     """The evidence of an order as rows of text (time in the site's zone, what, value)."""
+    return _item_rows(order.evidence, tz)
+
+
+def _item_rows(evidence: list[dict[str, Any]], tz: str) -> list[dict[str, str]]:
+    """Evidence items as rows of text."""
 
     def when(key: str, item: dict[str, Any]) -> str:
         return local_time(parse_time(str(item[key])), tz) if item.get(key) else "-"
 
     rows = []
-    for item in order.evidence:
+    for item in evidence:
         if "tips" in item:
             rows.append({"time": when("time", item), "what": "tips", "value": str(item["tips"])})
         elif "sediment_depth_ft" in item:

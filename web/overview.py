@@ -14,6 +14,7 @@ reading query and one event query.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -30,7 +31,7 @@ from stormwatch.alerts.rules.basin import BasinRule, BasinRuleState
 from stormwatch.alerts.rules.criteria import Criterion, criterion_named
 from stormwatch.alerts.rules.storm import StormDetails, StormRule
 from stormwatch.alerts.rules.turbidity import TurbidityDetails, TurbidityRule, watches
-from stormwatch.alerts.workorders import WorkOrder
+from stormwatch.alerts.workorders import REACHED, WorkOrder
 from stormwatch.config import LEGACY_POINT, DischargePoint, SiteConfig, load_site
 from stormwatch.contract import Event, Reading
 from stormwatch.display import local_time
@@ -83,6 +84,9 @@ class SiteModel:
     #: basin's R3 state, each shown apart under its id (empty: the site file's one pair / basin)
     points: tuple[DischargePoint, ...] = ()
     basins: tuple[BasinRuleState, ...] = ()
+    #: after a finished simulated run (the engine's clock stopped past the data): the run's newest
+    #: reading (any site's), which silence is judged at
+    data_end: datetime | None = None
 
     @property
     def id(self) -> str:
@@ -101,8 +105,11 @@ class SiteModel:
         return timedelta(seconds=self.cfg.device(device).poll_interval_s)
 
     def silent(self, device: str, last: datetime | None, now: datetime) -> bool:
-        """Whether ``device``, last heard at ``last``, is silent at ``now``."""
-        return last is None or now - last > SILENCE_POLLS * self.poll(device)
+        """Whether ``device``, last heard at ``last``, missed readings on its own poll grid before
+        ``now`` -- or before :attr:`data_end`, the run's newest reading, when a finished run set it
+        (its end is not a silence)."""
+        at = now if self.data_end is None else min(now, self.data_end)
+        return last is None or at - last > SILENCE_POLLS * self.poll(device)
 
     def series(self) -> list[tuple[str, str, str]]:
         """The ``(site, device, quantity)`` series the portfolio reads: each role's measured quantity
@@ -316,6 +323,10 @@ def _rain_24h(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now
     return Shown(f"≥ {depth}", "unknown", f"{tips} tips recorded{note}; {why}")
 
 
+#: The events that end a storm in progress: it qualified (an inspection is due) or it did not.
+STORM_ENDS = frozenset({"storm_inspection_due", "storm_ended_below_threshold"})
+
+
 def _storm(site: SiteModel, events: list[Event], tips: list[Reading], now: datetime) -> Shown:
     """The storm in progress: the latest ``storm_started`` without its ``storm_inspection_due``."""
     if site.cfg.rain_gauge is None or site.storm is None:
@@ -324,7 +335,7 @@ def _storm(site: SiteModel, events: list[Event], tips: list[Reading], now: datet
     if not started:
         return Shown("none", "ok")
     last = started[-1]
-    ended = any(e.kind == "storm_inspection_due" and e.occurrence == last.occurrence for e in events)
+    ended = any(e.kind in STORM_ENDS and e.occurrence == last.occurrence for e in events)
     if ended:
         return Shown("none", "ok")
     qualified = any(e.kind == "storm_qualified" and e.occurrence == last.occurrence for e in events)
@@ -472,8 +483,14 @@ def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence
     for o in orders:
         by_site_orders[o.site].append(o)
     rows = []
+    # a finished simulated run: the data's end is its newest reading of any site (a site silent
+    # while others reported stays silent)
+    data_end = max((s.last_time for by in summaries.values() for s in by.values()), default=None) \
+        if clock_note == REACHED else None
     for site in sites:
         series = summaries.get(site.id, {})
+        if data_end is not None:
+            site = dataclasses.replace(site, data_end=data_end)
         events = events_by_site[site.id]
         pending = [o for o in by_site_orders[site.id] if o.status != "completed"]
         watched = dict.fromkeys(device for _, device, _ in site.series())

@@ -12,8 +12,10 @@ import functools
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import jinja2
 from starlette.exceptions import HTTPException
@@ -22,10 +24,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError
-from stormwatch.display import local_time
+from stormwatch.display import duration, local_time
 from stormwatch.resources import builtin_dir
 from stormwatch.stores.base import StoreError
-from stormwatch.web.accounts import Session, User, can_view
+from stormwatch.web.accounts import Session, User, can_view, visible_sites
 from stormwatch.web.desk import Desk, desk_of
 from stormwatch.web.forms import read_form
 from stormwatch.web.overview import SiteModel
@@ -45,6 +47,7 @@ def templates() -> Jinja2Templates:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(builtin_dir("stormwatch.web", "templates"))),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["local"] = lambda t, tz=None: local_time(t, tz)
+    env.filters["duration"] = duration
     env.filters["kind"] = lambda k: str(k).replace("_", " ")
     return Jinja2Templates(env=env)
 
@@ -54,12 +57,32 @@ class Forbidden(HTTPException):
         super().__init__(403, detail)
 
 
+#: The template of the refusal and error pages.
+ERROR_PAGE = "error.html"
+#: At most this many zones in a "Now" line (more: UTC).
+MAX_NOW_ZONES = 6
+
+
+def now_zones(zones: list[str], now: datetime) -> list[str]:
+    """The zones a page without a site of its own (the portfolio, an error page) shows "Now" in:
+    every zone of the user's sites (an SMO watching sites in several zones reads each site's due
+    times in that site's zone), west to east; ``UTC`` alone when there are none or more than
+    :data:`MAX_NOW_ZONES`."""
+    distinct = sorted(set(zones), key=lambda z: (now.astimezone(ZoneInfo(z)).utcoffset() or timedelta(0), z))
+    return distinct if 0 < len(distinct) <= MAX_NOW_ZONES else ["UTC"]
+
+
 def render(request: Request, name: str, ctx: dict[str, Any], status: int = 200) -> HTMLResponse:
-    """Template ``name`` with ``ctx`` and what every page shows (user, CSRF token, "Now" and its clock)."""
+    """Template ``name`` with ``ctx`` and what every page shows (user, CSRF token, "Now" and its
+    clock); an error page (403, 404, 400 ...) gives "Now" in its user's sites' zones."""
     desk = desk_of(request)
     session: Session | None = request.state.session if hasattr(request.state, "session") else None
-    base = {"user": session.user if session else None, "csrf": session.csrf if session else "",
-            "now": desk.clock.now(), "clock_note": desk.clock.current()[1]}
+    now = desk.clock.now()
+    base: dict[str, Any] = {"user": session.user if session else None, "csrf": session.csrf if session else "",
+                            "now": now, "clock_note": desk.clock.current()[1]}
+    if name == ERROR_PAGE and "tz" not in ctx:
+        ids = visible_sites(session.user, list(desk.sites)) if session else []
+        base["now_zones"] = now_zones([desk.sites[i].cfg.site.timezone for i in ids], now)
     return templates().TemplateResponse(request, name, {**base, **ctx}, status_code=status)
 
 

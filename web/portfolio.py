@@ -6,8 +6,7 @@ computed by :func:`stormwatch.web.overview.portfolio`. Design: docs/web.md.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import timedelta
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,18 +15,7 @@ from stormwatch.web.accounts import Session, visible_sites
 from stormwatch.web.desk import desk_of
 from stormwatch.web.enforcement import banners
 from stormwatch.web.overview import portfolio
-from stormwatch.web.pages import render
-
-#: At most this many zones in the portfolio's "Now" line (more: UTC, and a note).
-MAX_NOW_ZONES = 6
-
-
-def now_zones(zones: list[str], now: datetime) -> list[str]:
-    """The zones the portfolio shows "Now" in: every zone of the sites on it (an SMO watching sites
-    in several zones reads each site's due times in that site's zone), west to east; ``UTC`` alone
-    when there are none or more than :data:`MAX_NOW_ZONES`."""
-    distinct = sorted(set(zones), key=lambda z: (now.astimezone(ZoneInfo(z)).utcoffset() or timedelta(0), z))
-    return distinct if 0 < len(distinct) <= MAX_NOW_ZONES else ["UTC"]
+from stormwatch.web.pages import now_zones, render
 
 
 async def home(request: Request, session: Session) -> Response:

@@ -299,9 +299,13 @@ class StormRuleState:
         if storm.threshold_time is not None and self.params.order_opens == "threshold":
             return []  # its storm_inspection_due was emitted at the threshold crossing
         if storm.threshold_time is None:
-            log.debug("%s: storm %s ended below threshold: %s", self.site, storm.occurrence,
-                      self._depth_text(storm.sizes, storm.station_in))
-            return []
+            depth = self._depth_text(storm.sizes, storm.station_in)
+            unknown = " (rain unknown in the rain gauge's data gaps)" if inside else ""
+            return [self._event(
+                "storm_ended_below_threshold", storm, known_at,
+                f"storm of {'at least ' if inside else ''}{depth} ended at {self._when(storm.last_tip)}{unknown}: "
+                f"below the {self.params.threshold_in} in threshold, no inspection due",
+                storm_end=storm.last_tip, lower_bound=bool(inside))]
         clock_start = storm.last_tip if self.params.clock_from == "last_tip" else storm.threshold_time
         due = clock_start + self.within
         note = "" if confirmed else " (rain gauge silent since its last reading: end not confirmed, earliest deadline)"
@@ -828,11 +832,13 @@ class StormRuleState:
 
 
 class StormDetails(EventDetails):
-    """Details of the storm events (``storm_started``, ``storm_qualified``, ``storm_inspection_due``).
+    """Details of the storm events (``storm_started``, ``storm_qualified``, ``storm_inspection_due``,
+    ``storm_ended_below_threshold``).
 
     Attributes:
         storm_start: the storm's first tip (UTC).
-        storm_end: its last tip (``storm_inspection_due`` only: known once the dry gap passed).
+        storm_end: its last tip (``storm_inspection_due``, ``storm_ended_below_threshold``: known once
+            the dry gap passed).
         tips: whole tips counted so far; depth_in: their depth, inches (each reading's tips × its own
             tip size: across a gauge replacement, tips of two sizes).
         needs_verification: the quality flags of rain readings that shaped the storm (rules.md R1).
@@ -867,6 +873,13 @@ class StormDetails(EventDetails):
         text += ")"
         if self.storm_start is not None and self.storm_end is not None:
             text += f", rain {local_time(self.storm_start, tz)} – last tip {local_time(self.storm_end, tz)}"
+        return text
+
+    def headline(self, event: Event, tz: ZoneInfo) -> str:
+        """The summary; a storm that ended below the threshold says that nothing is due."""
+        text = self.summary(tz)
+        if event.kind == "storm_ended_below_threshold":
+            return f"{text}: ended below the threshold, no inspection due"
         return text
 
     def span(self) -> tuple[datetime, datetime] | None:
@@ -935,6 +948,8 @@ KIND = RuleKind(
         EventKindSpec("storm_qualified", StormDetails, "the tip that reaches the threshold: an inspection will be due"),
         EventKindSpec("storm_inspection_due", StormDetails, "a qualifying storm ended: inspection due by due_at",
                       opens="storm_inspection", inspection=True, chart="rain"),
+        EventKindSpec("storm_ended_below_threshold", StormDetails,
+                      "a storm ended (its dry gap passed) below the threshold: no inspection due"),
         EventKindSpec("data_gap", GapDetails, "the rain gauge is silent (gap_end absent) or reported again"),
     ),
 )

@@ -29,6 +29,7 @@ from stormwatch.contract import Event
 from stormwatch.display import counts, describe_event, local_time
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.cliutil import fail, listen_socket
+from stormwatch.runtime.logs import divert_warnings
 from stormwatch.simulators import cli as simcli
 
 if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs
@@ -233,6 +234,9 @@ def demo(
                if skipped else "")
             + "\n"
         )
+    # the timeline is in simulated time: the services' wall-clock WARNING lines go to a file
+    log_path = work / "demo.log" if state_dir else Path(tempfile.mkstemp(prefix="stormwatch-demo-", suffix=".log")[1])
+    diverted = None if as_json else divert_warnings(log_path)
     desk = None
     try:
         if web:
@@ -253,6 +257,11 @@ def demo(
         fail(str(exc), 1)
     finally:
         progress.clear()
+        if diverted is not None and diverted.held:
+            typer.echo(f"{diverted.held} warning{'s' if diverted.held != 1 else ''} of the services (gateway "
+                       f"polls, ingest, alerts; wall-clock times) are in {log_path}", err=True)
+        elif state_dir is None:
+            log_path.unlink(missing_ok=True)
         if desk is not None:
             desk.close()
         if tmp is not None:

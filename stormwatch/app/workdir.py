@@ -28,6 +28,7 @@ RUN_ENTRIES = (
     *(f"{db}{suffix}" for db in ("stormwatch.db", "alerts.db") for suffix in ("", "-wal", "-shm", "-journal")),
     "gateway",
     "links",
+    "demo.log",
 )
 
 

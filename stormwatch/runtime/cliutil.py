@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 import typing
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
@@ -91,6 +91,7 @@ OPTIONS: dict[str, OptionName] = {
     "--time-format": OptionName("the strptime format of a file's times", ("FORMAT",)),
     "--time-column": OptionName("a file's time column (name or 0-based index)", ("COLUMN",)),
     "--value-column": OptionName("a file's column of a quantity: NAME=QUANTITY[:UNIT]", ("NAME=QUANTITY[:UNIT]",)),
+    "--evidence": OptionName("how much of a work order's evidence to show: summary, full or csv", ("HOW",)),
     "--format": OptionName("a logger file's format", ("FORMAT",)),
     "--skip-rows": OptionName("lines before a file's header", ("N",)),
     "--gap-value": OptionName("a number that means 'no value' in a file", ("NUMBER",)),
@@ -259,6 +260,21 @@ def fail(message: str, code: int = 2) -> NoReturn:
     lines = [line.strip() for line in str(message).splitlines()]
     typer.echo(f"error: {'; '.join(line for line in lines if line)}", err=True)
     raise typer.Exit(code)
+
+
+def check_site_ids(site_ids: Iterable[str | None], known: Iterable[str], source: str) -> None:
+    """Refuse every ``--site-id`` that is not one of the ``known`` sites of ``source`` (the place
+    the command read them from, as the user named it): a typo never gives an empty answer, exit 0.
+    The one check of every command taking ``--site-id`` as a filter.
+
+    Raises:
+        InputError: ``--site-id ID: no such site in SOURCE (its sites: A, B)``.
+    """
+    names = sorted(set(known))
+    unknown = [sid for sid in site_ids if sid is not None and sid not in names]
+    if unknown:
+        its = ", ".join(names) if names else "none recorded yet"
+        raise InputError(f"--site-id {', '.join(unknown)}: no such site in {source} (its sites: {its})")
 
 
 def output_path(path: Path, option: str = "--output", *, directory: bool = False) -> Path:
@@ -543,9 +559,34 @@ def _by_metavar(params: list[Any]) -> None:
             param.__class__ = _Argument
 
 
+def flowed(text: str | None) -> str | None:
+    """A docstring as help that fills the terminal's width (``COLUMNS``): the lines of a paragraph
+    joined (the help renderer keeps a docstring's line breaks, which wrap raggedly on a narrower
+    terminal), paragraphs kept; a list item (``* ``, ``- ``) and an indented line start a line."""
+    if text is None:
+        return None
+    out = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        if paragraph.startswith("\b"):
+            out.append(paragraph)
+            continue
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not line.startswith(("* ", "- ", "  ")):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line.rstrip())
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
 class Command(TyperCommand):
     """A command that accepts its older option names (:data:`ALIASES`) and shows its parameters by
-    their metavars."""
+    their metavars; its help flows to the terminal's width (:func:`flowed`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = flowed(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params: list[Any] = super().get_params(ctx)
@@ -558,7 +599,11 @@ class Command(TyperCommand):
 
 class Group(TyperGroup):
     """The ``stormwatch`` command and its groups: every error that reaches them becomes one line
-    (module docstring); parameters are shown by their metavars."""
+    (module docstring); parameters are shown by their metavars; help flows (:func:`flowed`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = flowed(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params: list[Any] = super().get_params(ctx)

@@ -62,3 +62,39 @@ def setup_logging(level: str | None = None, *, log_file: str | Path | None = Non
     root.setLevel(min(file_level, err_level))
     for noisy in ("pymodbus", "amqtt", "transitions", "asyncio"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, file_level))
+
+
+class _Below(logging.Filter):
+    """Passes records of ``level`` and above only (a handler's filter: what goes elsewhere)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+        self.held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= self.level:
+            return True
+        self.held += 1
+        return False
+
+
+def divert_warnings(path: Path) -> _Below | None:
+    """Send this process's WARNING records to ``path`` instead of stderr (ERROR and above stay):
+    a command whose stdout is a timeline in simulated time (``stormwatch demo``) keeps the
+    services' wall-clock log lines out of it. ``None`` (nothing changed) when the user chose where
+    the log goes (a ``--log-file``) or asked for more of it (``-v``, ``--log-level``). The filter
+    returned counts the records held back from stderr (``.held``)."""
+    root = logging.getLogger()
+    ours = [h for h in root.handlers if getattr(h, _OURS, False)]
+    if any(isinstance(h, logging.FileHandler) for h in ours) or any(h.level < logging.WARNING for h in ours):
+        return None
+    below = _Below(logging.ERROR)
+    for h in ours:
+        h.addFilter(below)
+    to_file = logging.FileHandler(path, encoding="utf-8")
+    to_file.setLevel(logging.WARNING)
+    to_file.setFormatter(logging.Formatter(_FORMAT, datefmt="%Y-%m-%d %H:%M:%S"))
+    setattr(to_file, _OURS, True)
+    root.addHandler(to_file)
+    return below

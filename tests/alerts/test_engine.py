@@ -66,7 +66,8 @@ def test_duplicates_counted_once(tmp_path: Path) -> None:
     readings = [r for r in tips for _ in range(2)]  # every tip delivered twice (QoS 1 redelivery)
     readings += [feed.tips(0, T0 + 25 * MIN + k * timedelta(minutes=10)) for k in range(42)]
     events = [e for e in run(tmp_path, readings, "d") if e.rule == "R1"]
-    assert [e.kind for e in events] == ["storm_started"]  # 25 tips = 0.25 in, not 50
+    assert [e.kind for e in events] == ["storm_started", "storm_ended_below_threshold"]
+    assert events[-1].tips == 25  # 25 tips = 0.25 in, not 50
 
 
 def test_late_and_retained_readings_do_not_trigger(tmp_path: Path) -> None:

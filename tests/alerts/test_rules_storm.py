@@ -69,7 +69,10 @@ def test_50_tips_of_001_in_open_a_storm_inspection(tmp_path: Path) -> None:
 def test_49_tips_do_not_qualify(tmp_path: Path) -> None:
     engine, wo = engine_for(tmp_path)
     events = storm_events(run(engine, rain(Feeder(), 49)))
-    assert [e.kind for e in events] == ["storm_started"]
+    assert [e.kind for e in events] == ["storm_started", "storm_ended_below_threshold"]
+    end = events[-1]  # the storm's end is said, with its depth, and that nothing is due
+    assert (end.tips, end.depth_in, end.due_at, end.work_order) == (49, 0.49, None, None)
+    assert "storm of 0.49 in" in end.message and "below the 0.5 in threshold, no inspection due" in end.message
     assert [o for o in wo.list() if o.rule == "R1"] == []
 
 

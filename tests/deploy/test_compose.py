@@ -49,10 +49,45 @@ def test_compose_config_is_valid(tmp_path: Path) -> None:
 def test_compose_refuses_missing_secrets(tmp_path: Path) -> None:
     env = tmp_path / "partial.env"
     env.write_text("\n".join(line for line in ENV_EXAMPLE.read_text().splitlines()
-                             if not line.startswith("INFLUXDB_TOKEN=")) + "\n")
+                             if not line.startswith("INFLUXDB_USER_PASSWORD=")) + "\n")
     result = _config(env, tmp_path)
     assert result.returncode != 0
-    assert "INFLUXDB_TOKEN" in result.stderr
+    assert "INFLUXDB_USER_PASSWORD" in result.stderr
+
+
+def test_readme_step_copy_env_then_config_passes(tmp_path: Path) -> None:
+    """The README's steps as a user runs them: `cp .env.example .env`, then `docker-compose config`
+    in the project directory (no --env-file): it passes; without the .env it fails naming a secret."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "cp .env.example .env" in readme
+    project = tmp_path / "stack"
+    project.mkdir()
+    shutil.copy(COMPOSE, project / "docker-compose.yml")
+    env = {k: v for k, v in os.environ.items()
+           if not re.match(r"^(MQTT_|INFLUXDB_|GRAFANA_|SIM_|SMTP_|MAIL_FROM|WEB_)", k)}
+
+    def config() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([_compose_binary(), "config", "-q"], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    before = config()
+    assert before.returncode != 0 and "in .env" in before.stderr
+    shutil.copy(ENV_EXAMPLE, project / ".env")
+    after = config()
+    assert after.returncode == 0, after.stderr
+
+
+def test_the_stack_runs_the_store_ci_runs_on_a_real_server() -> None:
+    """Every service's store is an influx1:// URL on the stack's InfluxDB 1.8: the store the
+    conformance suite writes to and reads from on a real InfluxDB 1.x (tests/stores)."""
+    services = _services()
+    assert services["influxdb"]["image"].startswith("influxdb:1.")
+    stores = {name: svc["environment"]["STORMWATCH_STORE"] for name, svc in services.items()
+              if "STORMWATCH_STORE" in svc.get("environment", {})}
+    assert set(stores) == {"ingest", "alerts", "web"}
+    assert all(url.startswith("influx1://") and "@influxdb:8086/" in url for url in stores.values()), stores
+    conformance = (REPO / "tests" / "stores" / "test_conformance.py").read_text(encoding="utf-8")
+    assert '"influx1": Sink(influx1_subject, (pytest.mark.influxdb,))' in conformance
 
 
 def _services() -> dict[str, dict]:

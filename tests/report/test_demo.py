@@ -109,6 +109,11 @@ def test_demo_report_pdf_lists_the_storm_the_plume_and_the_cleanout(demo: dict[s
     assert "cleanout due" in text and demo["cleanout_order"] in text and "Sam Operator" in text
     assert "on time" in text
     assert "Qualified inspector" in text and "Signature" in text
+    # for people: device models by name, every rule id defined where the rules are listed, no file
+    # path of the machine that wrote it
+    assert "tipping_bucket_modbus_counter" not in text and "Tipping-bucket rain gauge" in text
+    assert "R1w routine inspection every seven days" in text and "R1 inspection within 24 h of a storm" in text
+    assert str(demo["work"]) not in text and "alerts.db" not in text
     pages = int(subprocess.run(["pdfinfo", str(pdf)], check=True, capture_output=True, text=True).stdout
                 .split("Pages:")[1].split()[0])
     # the print stylesheet's running footer (it had been HTML-escaped into the template, and WeasyPrint
@@ -152,6 +157,16 @@ def test_demo_report_csv_carries_the_same_numbers(demo: dict[str, object], tmp_p
     days = {r["id"]: r for r in rows if r["section"] == "day"}
     assert set(days) == {"2026-06-01", "2026-06-02"}
     assert sum(int(d["tips"]) for d in days.values()) == 120
+    # the run's own end is no data gap: the engine's clock stopped minutes after the last reading,
+    # and no device's UNKNOWN stretch may end there (a device that missed readings on its grid may)
+    book = WorkOrders(Path(str(demo["work"])) / "alerts.db", WallClock())
+    engine = book.engine_clock()
+    book.close()
+    assert engine is not None and engine.stopped
+    tails = [r for r in rows if r["section"] == "unknown" and datetime.fromisoformat(r["end"]) >= engine.last_now]
+    assert tails == [], tails
+    # every column says its unit: the basin's sediment depth in feet
+    assert basin["depth"].endswith(" ft"), basin
 
 
 def test_an_order_a_row_cites_is_in_the_log_book_though_opened_after_the_period(demo: dict[str, object],

@@ -7,6 +7,7 @@ import statistics
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -162,6 +163,13 @@ def test_rain_record_replayed_by_the_scenario() -> None:
     day = rec.window(datetime(2018, 9, 23, tzinfo=UTC), datetime(2018, 9, 24, tzinfo=UTC))
     second_tip = day.rows[0][0] if day.rows[0][1] >= 2 else day.rows[1][0]
     assert ss.tips.times[0] == sc.start + timedelta(hours=1) + (second_tip - day.rows[0][0])
+    # the run says the 2018 rain was moved to the scenario's date: from when to when, site-local
+    # (the file's times are read in the site's zone: the first tip's wall-clock time there)
+    zone = ZoneInfo(cfg.site.timezone)
+    moved = (f"its rain was moved to the scenario's date: the first tip, "
+             f"{day.rows[0][0].replace(tzinfo=zone):%a %d %b %Y %H:%M %Z}, plays at "
+             f"{(sc.start + timedelta(hours=1)).astimezone(zone):%a %d %b %Y %H:%M %Z}")
+    assert moved in ss.rain_times, ss.rain_times
 
 
 def test_bad_record_and_scenario_errors_name_file_and_key(tmp_path: Path) -> None:

@@ -140,8 +140,13 @@ def test_post_without_the_csrf_token_is_refused(world: dict[str, object]) -> Non
 def test_unknown_order_is_404(world: dict[str, object]) -> None:
     c = client(world)
     token = login(c, "sam")
-    assert c.get("/orders/WO-0000000000").status_code == 404
+    r = c.get("/orders/WO-0000000000")
+    assert r.status_code == 404
+    # "Now" in the sites' zone, as every other page gives it (12:00 EDT), never an unlabelled UTC
+    assert re.search(r'id="now">Now: <strong>Tue 02 Jun 2026 12:00 EDT</strong>', r.text), r.text[:1500]
     assert c.post("/orders/WO-0000000000/verify", data={"csrf_token": token}).status_code == 404
+    refused = c.post("/orders/WO-0000000000/verify", data={"csrf_token": "forged"})
+    assert refused.status_code == 403 and "Tue 02 Jun 2026 12:00 EDT" in refused.text
 
 
 def test_oversized_and_non_image_uploads_are_refused_with_a_message(world: dict[str, object]) -> None:

@@ -193,6 +193,20 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     assert local_time(order.due_at, "America/New_York") in d.find_element(By.ID, "due").text
     assert "within 24 hours of any storm event producing 0.5 inches" in d.find_element(By.ID, "ordinance").text
     d.save_screenshot(str(shots / "3-order.png"))
+    # read top-down: what, why and when it is due come before the forms that act on it
+    assert d.find_element(By.ID, "due").location["y"] < d.find_element(By.ID, "ack-form").location["y"]
+    # the storm's tip readings summarized in a row; every one behind a closed disclosure
+    tips = [item for item in order.evidence if "tips" in item]
+    first = d.find_element(By.CSS_SELECTOR, "#evidence-summary tbody tr")
+    assert f"{len(tips)} tip readings" in first.text and f"{sum(int(i['tips']) for i in tips)} tips" in first.text
+    assert len(d.find_elements(By.CSS_SELECTOR, "#evidence-summary tbody tr")) <= 8
+    full = d.find_element(By.ID, "evidence-full")
+    assert full.get_attribute("open") is None and len(full.find_elements(By.CSS_SELECTOR, "tbody tr")) == len(tips)
+    # the chart shades the order's own stretch: its first to its last tip, site-local
+    shade = d.find_element(By.CSS_SELECTOR, "#chart-evidence rect.order-window title").get_attribute("textContent")
+    zone = ZoneInfo("America/New_York")
+    stamps = sorted(datetime.fromisoformat(str(i["time"]).replace("Z", "+00:00")) for i in tips)
+    assert f"{stamps[0].astimezone(zone):%d %b %H:%M} – {stamps[-1].astimezone(zone):%d %b %H:%M %Z}" in str(shade)
 
     d.find_element(By.ID, "ack-notes").send_keys("on my way")
     d.find_element(By.ID, "acknowledge").click()
@@ -209,6 +223,11 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     history = d.find_element(By.ID, "history").text
     assert "Demo Inspector acknowledged" in history and "photo attached" in history and "completed" in history
     d.save_screenshot(str(shots / "4-order-completed.png"))
+    # completed months after its June deadline (the desk's clock is today's): LATE, by the log book's figure
+    done_order = WorkOrders(work / "alerts.db", ManualClock(datetime(2026, 6, 3, tzinfo=UTC))).get(oid)
+    assert done_order.completed_at is not None and done_order.due_at is not None
+    late = f"LATE by {_hours_minutes(done_order.completed_at - done_order.due_at)}"
+    assert late in d.find_element(By.ID, "late").text and "completed" in d.find_element(By.ID, "status").text
 
     d.find_element(By.LINK_TEXT, "Portfolio").click()
     wait.until(lambda d: d.find_elements(By.ID, "portfolio"))
@@ -217,5 +236,114 @@ def test_inspector_completes_the_overdue_storm_inspection_with_a_photo(
     done = d.find_element(By.CSS_SELECTOR, f'tr.order[data-order="{oid}"]')
     assert done.get_attribute("data-status") == "completed" and "OVERDUE" not in done.text
     d.save_screenshot(str(shots / "5-portfolio-after.png"))
+    assert late in done.text
     for name in ("1-portfolio.png", "2-site.png", "3-order.png"):
         assert (shots / name).stat().st_size > 10_000
+
+    # the SMO verifying it sees the lateness on the order page, beside the verify button, and on paper
+    d.find_element(By.CSS_SELECTOR, "button.link").click()
+    _log_in(d, wait, "smo", str(demo["passwords"]["smo"]))  # type: ignore[index]
+    d.get(f"{desk}/orders/{oid}")
+    wait.until(lambda d: d.find_elements(By.ID, "verify"))
+    assert late in d.find_element(By.ID, "status").text
+    assert f"completed {late}" in d.find_element(By.ID, "verify-late").text
+    d.save_screenshot(str(shots / "6-verify-late.png"))
+    d.get(f"{desk}/orders/{oid}/print")
+    wait.until(lambda d: d.find_elements(By.ID, "status"))
+    assert late in d.find_element(By.ID, "status").text
+
+
+def _hours_minutes(late: timedelta) -> str:
+    """The log book's way of writing a lateness: ``3 d 4 h 05 min``, ``4 h 28 min``, ``12 min``."""
+    days, seconds = late.days, late.seconds
+    hours, minutes = seconds // 3600, seconds % 3600 // 60
+    if days:
+        return f"{days} d {hours} h {minutes:02d} min"
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
+
+
+def _log_in(d: object, wait: object, name: str, password: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    wait.until(lambda d: d.find_elements(By.ID, "username"))  # type: ignore[attr-defined]
+    d.find_element(By.ID, "username").send_keys(name)  # type: ignore[attr-defined]
+    d.find_element(By.ID, "password").send_keys(password)  # type: ignore[attr-defined]
+    d.find_element(By.ID, "login").click()  # type: ignore[attr-defined]
+    wait.until(lambda d: d.find_elements(By.ID, "portfolio"))  # type: ignore[attr-defined]
+
+
+PHONE, DESKTOP = 390, 1280
+
+
+def _width(d: object, width: int) -> None:
+    """The viewport of a phone (390 px, a touch device) or a desktop, as Chromium's device emulation makes it."""
+    d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # type: ignore[attr-defined]
+                      {"width": width, "height": 844 if width == PHONE else 1000, "deviceScaleFactor": 1,
+                       "mobile": width == PHONE})
+
+
+def test_the_desk_at_phone_and_desktop_width(demo: dict[str, object], desk: str, browser: object) -> None:
+    """At 390 px the portfolio has no sideways scroll and the header is at most two lines; the
+    portfolio, the site page and the storm order's page are kept as screenshots at both widths."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d: WebDriver = browser  # type: ignore[assignment]
+    shots = artifacts_dir("web-widths")
+    print(f"\nscreenshots: {shots}")
+    wait = WebDriverWait(d, 30)
+    d.get(desk + "/")
+    _log_in(d, wait, "inspector", str(demo["passwords"]["inspector"]))  # type: ignore[index]
+    storm = d.find_element(By.XPATH, "//tr[@class='order'][td[contains(., 'storm inspection')]]"
+                                     "//a[starts-with(@href, '/orders/')]")
+    pages = {"portfolio": (desk + "/", "portfolio"), "site": (desk + "/sites/riverside-commons", "chart-rain"),
+             "order": (desk + f"/orders/{storm.text}", "due")}
+    for width in (PHONE, DESKTOP):
+        _width(d, width)
+        for name, (url, mark) in pages.items():
+            d.get(url)
+            wait.until(lambda d, mark=mark: d.find_elements(By.ID, mark))  # type: ignore[misc]
+            assert d.execute_script("return window.innerWidth") == width
+            if name == "portfolio" and width == PHONE:
+                sideways = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+                assert sideways <= 0, f"the portfolio scrolls {sideways} px sideways at {width} px"
+                line = d.execute_script("return parseFloat(getComputedStyle(document.body).lineHeight)")
+                header = d.find_element(By.CSS_SELECTOR, "header.top").size["height"]
+                assert header <= 2 * line + 16, f"the header is {header} px high ({line} px a line)"
+            d.save_screenshot(str(shots / f"{name}-{width}.png"))
+    for name in pages:
+        for width in (PHONE, DESKTOP):
+            with Image.open(shots / f"{name}-{width}.png") as shot:
+                assert shot.width == width
+
+
+def test_a_kept_demo_state_shows_no_device_silent_at_the_runs_end(demo: dict[str, object], browser: object) -> None:
+    """The desk over the demo's state at the time its engine reached (no --wall-time): that clock
+    stopped minutes after the last reading, and the run's end is no silence -- no device is listed
+    silent, turbidity and the basin are not UNKNOWN."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    work = demo["work"]
+    port = free_port()
+    log = open(Path(str(demo["root"])) / "web-reached.err", "wb")
+    proc = _stormwatch("web", "--store", f"sqlite:///{work}/stormwatch.db", "--state-dir", str(work), "--port",
+                       str(port), stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/login"), 60, "stormwatch web")
+        d: WebDriver = browser  # type: ignore[assignment]
+        wait = WebDriverWait(d, 30)
+        d.get(f"http://127.0.0.1:{port}/")
+        _log_in(d, wait, "smo", str(demo["passwords"]["smo"]))  # type: ignore[index]
+        assert "simulated time the alert engine reached" in d.find_element(By.ID, "now").text
+        row = d.find_element(By.CSS_SELECTOR, 'tr[data-site="riverside-commons"]')
+        assert "silent:" not in row.text, row.text
+        for label in ("Turbidity", "Basin storage lost"):
+            cell = row.find_element(By.CSS_SELECTOR, f'td[data-label="{label}"]')
+            assert "UNKNOWN" not in cell.text, (label, cell.text)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
