@@ -1,8 +1,10 @@
 """The whole pipeline in one process: simulated site → gateway → MQTT → ingest → store → alerts.
 
 :class:`Pipeline` composes the real services (nothing here re-implements a hop): the simulators
-serve real Modbus TCP/RTU and serial pseudo-terminals on a :class:`~stormwatch.clock.ScenarioClock`,
-the gateway polls them and publishes QoS 1 readings, ingest writes them to the store, and the alert
+serve real Modbus TCP/RTU and serial pseudo-terminals on one simulated clock -- by default a
+:class:`~stormwatch.lockstep.LockstepClock` (as fast as the machine allows, the same events on any
+machine), with a ``speed`` a wall-paced :class:`~stormwatch.clock.ScenarioClock` -- the gateway
+polls them and publishes QoS 1 readings, ingest writes them to the store, and the alert
 engine turns them into ordinance events and work orders. ``stormwatch demo`` and the end-to-end
 tests both run it.
 
@@ -14,6 +16,7 @@ reading the gateway made, then ingest and alerts flush and stop, then the simula
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import threading
 import time
@@ -23,17 +26,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 from stormwatch.alerts.engine import lateness_for
+from stormwatch.alerts.lockstep import EngineParticipant
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.app.broker import RunningBroker, start_embedded_broker
-from stormwatch.clock import ScenarioClock
+from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
+from stormwatch.gateway.schedule import StoredParticipant
 from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.validate import Validator
+from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.runtime.mqtt import parse_broker_url
@@ -46,6 +53,9 @@ log = logging.getLogger(__name__)
 
 #: Real seconds the services get to connect before simulated time reaches the scenario start.
 STARTUP_LEAD_S = 3.0
+
+#: Clock seconds between the alert engine's overdue checks of the work orders.
+OVERDUE_CHECK_S = 60.0
 
 #: Line rate of simulated serial level sensors (real lines/s): fast enough that a poll waiting
 #: for a fresh line costs little simulated time.
@@ -159,11 +169,13 @@ class Pipeline:
         profiles: device profiles.
         scenario: the physics (storm, plume, sediment) and the run's start and end.
         workdir: private directory for pty links, gateway state, alert state and the SQLite store.
-        speed: simulated seconds per real second.
-        broker_url: an MQTT broker to use; ``None`` starts the embedded amqtt broker.
+        speed: simulated seconds per real second (wall-paced, for a person watching); ``None``: lockstep.
+        broker_url: an MQTT broker to use; ``None`` starts the embedded broker ``embedded_broker``.
         store_url: a store URL (``stormwatch.stores.urls.open_store``); ``None`` = SQLite in ``workdir``.
         on_event: called (from the alert engine's thread) with each event as it is emitted.
         on_progress: called from :meth:`run`'s thread every ``progress_every_s`` real seconds.
+        embedded_broker: ``amqtt`` in-process, or ``mosquitto`` as a child process when installed (less
+            CPU per message: a lockstep run is many times faster on it), else amqtt.
     """
 
     def __init__(
@@ -173,12 +185,13 @@ class Pipeline:
         scenario: Scenario,
         workdir: Path,
         *,
-        speed: float = 1500.0,
+        speed: float | None = None,
         broker_url: str | None = None,
         store_url: str | None = None,
         on_event: Callable[[Event], None] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         progress_every_s: float = 5.0,
+        embedded_broker: Literal["amqtt", "mosquitto"] = "amqtt",
     ) -> None:
         if cfg.rain_gauge is None:
             raise PipelineError("the site has no rain_gauge: nothing to run a storm through")
@@ -193,6 +206,7 @@ class Pipeline:
         self.on_event = on_event
         self.on_progress = on_progress
         self.progress_every_s = progress_every_s
+        self.embedded_broker = embedded_broker
         self._events: list[Event] = []
         self._events_lock = threading.Lock()
         gauge = profiles.get(self.cfg.device(cfg.rain_gauge).profile)
@@ -217,16 +231,13 @@ class Pipeline:
         broker: RunningBroker | None = None
         embedded = self.broker_url is None
         if embedded:
-            broker = start_embedded_broker("amqtt")
+            broker = start_embedded_broker(self.embedded_broker)
             broker_url = broker.url
         else:
             assert self.broker_url is not None
             broker_url = self.broker_url
-        # Simulated time reaches the scenario start STARTUP_LEAD_S real seconds from now, so every
-        # service is connected before the first poll slot.
-        clock = ScenarioClock(
-            sim_start=self.scenario.start, speed=self.speed, wall_start=time.time() + STARTUP_LEAD_S
-        )
+        clock = self._clock()
+        lockstep = clock if isinstance(clock, LockstepClock) else None
         site = SimulatedSite(
             self.cfg, self.profiles, self.scenario, clock, hrxl_lines_per_s=SIM_SERIAL_LINES_PER_S
         )
@@ -249,11 +260,14 @@ class Pipeline:
             ingest = Ingest(
                 validator, ingest_store, broker_url, client_id=f"stormwatch-ingest-{self.cfg.site.id}-{run}",
                 clock=clock, retained_is_late=not embedded, sites=[self.cfg.site.id],
+                # lockstep: an instant's readings are all in flight at once; waiting for more only slows the run
+                batch_ms=0 if lockstep else 200,
             )
             alerts = AlertService(
                 [self.cfg], self.profiles, broker_url, alerts_store, self.workdir / "alerts.db", clock,
                 client_id=f"stormwatch-alerts-{self.cfg.site.id}-{run}", on_event=self._collect,
                 retained_is_late=not embedded, lateness_s=lateness_for(clock),
+                overdue_check_s=math.inf if lockstep else OVERDUE_CHECK_S,
             )
             for name, svc in (("ingest", ingest), ("alerts", alerts)):
                 t = _ServiceThread(name, svc.run)
@@ -267,8 +281,12 @@ class Pipeline:
             gw_thread = _ServiceThread("gateway", partial(gateway.run, until=self.scenario.end))
             gw_thread.start()
             threads.append(gw_thread)
+            if lockstep is not None:
+                threads.append(self._conduct(lockstep, gateway, alerts))
             self._watch(gw_thread, threads, clock, gateway, ingest)
             self._drain(gateway, ingest, alerts, threads)
+            if lockstep is not None:
+                lockstep.finish()  # the run ends at the scenario's end, however long the drain took
         finally:
             for service in (gateway, ingest, alerts):
                 if service is not None:
@@ -309,6 +327,22 @@ class Pipeline:
         alerts_store.close()
         return result
 
+    def _clock(self) -> Clock:
+        """The run's clock: lockstep, or wall-paced at ``speed`` (simulated time then reaches the scenario
+        start STARTUP_LEAD_S real seconds from now, so every service is connected before the first slot)."""
+        if self.speed is None:
+            return LockstepClock(self.scenario.start, self.scenario.end)
+        return ScenarioClock(sim_start=self.scenario.start, speed=self.speed, wall_start=time.time() + STARTUP_LEAD_S)
+
+    def _conduct(self, clock: LockstepClock, gateway: Gateway, alerts: AlertService) -> _ServiceThread:
+        """Start the thread that moves the lockstep clock: an instant is done when the gateway has polled
+        every device due, ingest has confirmed each reading stored and the engine has taken them all."""
+        clock.add(StoredParticipant(f"gateway {gateway.gateway_id} (stored-acknowledgements)", gateway.outbox_depth))
+        clock.add(EngineParticipant(alerts, lambda: gateway.readings_made, self.scenario.start, OVERDUE_CHECK_S))
+        t = _ServiceThread("the simulated clock", clock.run)
+        t.start()
+        return t
+
     def _preflight(self) -> None:
         """Fail fast, with one clear line, when a given broker or store cannot be reached, or when the
         store already holds readings of this site in the scenario's window.
@@ -332,7 +366,7 @@ class Pipeline:
         if earlier:
             raise PipelineError(earlier)
 
-    def _workorders(self, clock: ScenarioClock) -> tuple[list[WorkOrder], datetime]:
+    def _workorders(self, clock: Clock) -> tuple[list[WorkOrder], datetime]:
         """The site's work orders and the simulated time the alert engine recorded at its stop."""
         orders = WorkOrders(self.workdir / "alerts.db", clock)
         try:
@@ -342,7 +376,7 @@ class Pipeline:
             orders.close()
 
     def _watch(
-        self, gw_thread: _ServiceThread, threads: list[_ServiceThread], clock: ScenarioClock,
+        self, gw_thread: _ServiceThread, threads: list[_ServiceThread], clock: Clock,
         gateway: Gateway, ingest: Ingest,
     ) -> None:
         """Wait for the gateway to reach the scenario end, reporting progress; fail fast on a death."""
