@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-#: The run's own identities: the gateway's boot id (a new one per process start).
-RUN_IDS = ("boot",)
+from tests.answers_support import without_run_ids
 
 
 def _demo(tmp: Path, *args: str) -> list[dict[str, Any]]:
@@ -34,17 +33,9 @@ def _demo(tmp: Path, *args: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
-def _without_run_ids(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_run_ids(v) for k, v in value.items() if k not in RUN_IDS}
-    if isinstance(value, list):
-        return [_without_run_ids(v) for v in value]
-    return value
-
-
 def _assert_same(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> None:
     assert [e["kind"] for e in first] == [e["kind"] for e in second]
-    assert _without_run_ids(first) == _without_run_ids(second)  # times, depths, percentages, due times
+    assert without_run_ids(first) == without_run_ids(second)  # times, depths, percentages, due times
     assert not [e for e in first + second if e["kind"] == "data_gap"]
 
 
