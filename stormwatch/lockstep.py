@@ -21,8 +21,10 @@ from typing import Protocol
 
 #: Real seconds the conductor waits, with nothing moving, before it stops the run.
 DEFAULT_STALL_S = 120.0
-#: Real seconds between the conductor's looks at participants that do not notify it.
-POLL_S = 0.0005
+#: Real seconds between the conductor's looks at participants that do not notify it: from the first
+#: to the longest (doubling), so a quick instant is seen at once and a slow one costs few wake-ups.
+POLL_S = 0.0002
+MAX_POLL_S = 0.002
 
 
 class LockstepStalled(RuntimeError):
@@ -217,6 +219,7 @@ class LockstepClock:
     def _settle(self, stall_s: float) -> None:
         """Return once every worker waits for a later instant and no participant owes anything."""
         deadline = time.monotonic() + stall_s
+        nap = POLL_S
         with self._cond:
             while not self._finished:
                 t = self._t
@@ -227,5 +230,6 @@ class LockstepClock:
                     who = ", ".join(self.waiting_for()) or "nobody"
                     raise LockstepStalled(
                         f"the simulated clock stopped at {t.isoformat()}: waited {stall_s:g} s for {who}")
-                self._cond.wait(POLL_S)
+                self._cond.wait(nap)
+                nap = min(2 * nap, MAX_POLL_S)
 
