@@ -288,6 +288,8 @@ class Pipeline:
             if lockstep is not None:
                 lockstep.finish()  # the run ends at the scenario's end, however long the drain took
         finally:
+            if lockstep is not None:
+                lockstep.finish()  # an early end (a death, Ctrl-C) releases every waiter
             for service in (gateway, ingest, alerts):
                 if service is not None:
                     try:
