@@ -1,7 +1,8 @@
 """The lockstep simulated clock: simulated time moves only when everything due at the current instant is done.
 
 :class:`LockstepClock` holds one instant; the threads that act on it (the gateway's polling threads)
-join it as :class:`Worker` s and wait on it for their next due instant. :meth:`LockstepClock.run`
+join it as :class:`Worker` s and wait on it for their next due instant; those due at one instant
+take turns, in joining order, so every run does the same things in the same order. :meth:`LockstepClock.run`
 (the conductor) moves the clock to the earliest instant anyone waits for once every worker waits
 and every :class:`Participant` (readings stored, engine past the instant) says it is done. A loaded
 machine makes a run slower, never different. When nothing moves for ``stall_s`` real seconds the
@@ -69,7 +70,7 @@ class Worker:
             self.target = t
             clock._cond.notify_all()
             try:
-                while clock._t < t:
+                while clock._t < t or not clock._my_turn(self):
                     if clock._finished or (stop is not None and stop.is_set()):
                         return False
                     clock._cond.wait(0.1)
@@ -81,7 +82,7 @@ class Worker:
         """This worker is done for the run (its thread ends)."""
         with self.clock._cond:
             self.left = True
-            self.clock._workers.discard(self)
+            self.clock._workers.remove(self)
             self.clock._cond.notify_all()
 
 
@@ -100,7 +101,7 @@ class LockstepClock:
         self.sim_end = sim_end.astimezone(UTC)
         self._t = self.sim_start
         self._cond = threading.Condition()
-        self._workers: set[Worker] = set()
+        self._workers: list[Worker] = []  # in joining order: the order of their turns
         self._timers: list[datetime] = []
         self._participants: list[Participant] = []
         self._finished = False
@@ -141,7 +142,7 @@ class LockstepClock:
         """Workers for ``names``, all joined at once (busy until each first waits)."""
         with self._cond:
             workers = [Worker(self, name) for name in names]
-            self._workers.update(workers)
+            self._workers.extend(workers)
             self._joined.set()
             self._cond.notify_all()
         return workers
@@ -180,6 +181,16 @@ class LockstepClock:
             if owed is not None:
                 out.append(f"{p.name} ({owed})")
         return out
+
+    def _my_turn(self, worker: Worker) -> bool:
+        """Workers due at one instant run one after the other, in joining order: what they do (a
+        gateway's sequence numbers, the order its readings reach the broker) is the same on every run."""
+        for earlier in self._workers:
+            if earlier is worker:
+                return True
+            if earlier.target is None or earlier.target <= self._t:  # running, or due and not yet run
+                return False
+        return True
 
     def _next(self) -> datetime:
         t = self._t

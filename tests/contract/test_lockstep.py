@@ -129,3 +129,31 @@ def test_a_busy_worker_is_named_and_a_sleep_in_its_thread_lets_time_move() -> No
 def test_nobody_joining_is_an_error_not_a_run() -> None:
     with pytest.raises(LockstepStalled, match="nobody joined"):
         LockstepClock(START, END).run(joined_timeout_s=0.05)
+
+
+def test_workers_due_at_one_instant_take_turns_in_joining_order() -> None:
+    clock = LockstepClock(START, END)
+    order: list[str] = []
+    workers = clock.join(["slow link", "fast link"])
+
+    def body(worker, pause: float) -> None:
+        t = START
+        while worker.wait_until(t):
+            order.append(f"{worker.name} starts {clock.now():%H:%M}")
+            threading.Event().wait(pause)  # real work of different lengths: the first is slower
+            order.append(f"{worker.name} ends")
+            t += timedelta(minutes=5)
+            if t >= END:
+                break
+        worker.leave()
+
+    pauses = (0.05, 0.0)
+    threads = [threading.Thread(target=body, args=(w, p), daemon=True)
+               for w, p in zip(workers, pauses, strict=True)]
+    for t in reversed(threads):  # the later joiner asks first: its turn is still second
+        t.start()
+    clock.run(stall_s=30)
+    for t in threads:
+        t.join(5)
+    assert order == [line for at in ("04:00", "04:05") for line in (
+        f"slow link starts {at}", "slow link ends", f"fast link starts {at}", "fast link ends")]
