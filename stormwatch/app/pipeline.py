@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 #: Real seconds the services get to connect before simulated time reaches the scenario start.
 STARTUP_LEAD_S = 3.0
 
+#: Real seconds a lockstep run's gateway waits for a simulated device's reply (:func:`patient`).
+LOCKSTEP_REPLY_TIMEOUT_S = 30.0
+
 #: Clock seconds between the alert engine's overdue checks of the work orders.
 OVERDUE_CHECK_S = 60.0
 
@@ -71,6 +74,18 @@ class Progress:
     readings_made: int
     readings_stored: int
     events: int
+
+
+def patient(cfg: SiteConfig) -> SiteConfig:
+    """``cfg`` with every transport's reply timeout at least :data:`LOCKSTEP_REPLY_TIMEOUT_S`: on a
+    lockstep clock a simulated device on loopback always answers, and only a loaded machine makes
+    the answer late -- a poll timed out would be a gap that another run does not have."""
+    data = cfg.model_dump(mode="json")
+    for dev in data["devices"]:
+        tr = dev["transport"]
+        if "timeout_s" in tr:
+            tr["timeout_s"] = max(float(tr["timeout_s"]), LOCKSTEP_REPLY_TIMEOUT_S)
+    return SiteConfig.model_validate(data)
 
 
 def earlier_readings(cfg: SiteConfig, scenario: Scenario, store_url: str) -> str | None:
@@ -175,7 +190,8 @@ class Pipeline:
         on_event: called (from the alert engine's thread) with each event as it is emitted.
         on_progress: called from :meth:`run`'s thread every ``progress_every_s`` real seconds.
         embedded_broker: ``amqtt`` in-process, or ``mosquitto`` as a child process when installed (less
-            CPU per message: a lockstep run is many times faster on it), else amqtt.
+            CPU per message: a lockstep run is much faster on it), else amqtt; ``None``: mosquitto for
+            lockstep, amqtt for a wall-paced run.
     """
 
     def __init__(
@@ -191,13 +207,15 @@ class Pipeline:
         on_event: Callable[[Event], None] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         progress_every_s: float = 5.0,
-        embedded_broker: Literal["amqtt", "mosquitto"] = "amqtt",
+        embedded_broker: Literal["amqtt", "mosquitto"] | None = None,
     ) -> None:
         if cfg.rain_gauge is None:
             raise PipelineError("the site has no rain_gauge: nothing to run a storm through")
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cfg = isolate_site(cfg, workdir / "links")
+        if speed is None:
+            self.cfg = patient(self.cfg)
         self.profiles = profiles
         self.scenario = scenario
         self.speed = speed
@@ -231,7 +249,7 @@ class Pipeline:
         broker: RunningBroker | None = None
         embedded = self.broker_url is None
         if embedded:
-            broker = start_embedded_broker(self.embedded_broker)
+            broker = start_embedded_broker(self.embedded_broker or ("mosquitto" if self.speed is None else "amqtt"))
             broker_url = broker.url
         else:
             assert self.broker_url is not None
