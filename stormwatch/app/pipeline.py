@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -120,6 +120,7 @@ class PipelineResult:
         readings_made: readings the gateway produced.
         missed_slots: poll slots the gateway skipped because it was behind schedule (a loaded
             machine at high speed): gaps, never readings made up.
+        failed_polls: polls that failed, by device (a device error: no reading, a gap).
         readings_stored: readings ingest reported written (new) to the store.
         dead_lettered: dead letters by reason.
         scenario_tips: tips the scenario's gauge produced within the run.
@@ -143,6 +144,7 @@ class PipelineResult:
     wall_seconds: float = 0.0
     sim_hours: float = 0.0
     missed_slots: int = 0
+    failed_polls: dict[str, int] = field(default_factory=dict)
 
 
 class PipelineError(RuntimeError):
@@ -333,6 +335,7 @@ class Pipeline:
             workorders=orders,
             readings_made=gateway.readings_made,
             missed_slots=gateway.missed_slots,
+            failed_polls={d.id: n for d in self.cfg.devices if (n := gateway.health(d.id).total_failures)},
             readings_stored=ingest.written,
             dead_lettered=dict(ingest.dead_lettered),
             scenario_tips=scenario_tips,
