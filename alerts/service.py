@@ -301,6 +301,18 @@ class AlertService:
         with self._lock:
             return self._received
 
+    @property
+    def emitting(self) -> bool:
+        """Events made from a message and not emitted yet (a lockstep clock waits for them)."""
+        with self._lock:
+            return self._emitting > 0
+
+    def check_overdue(self) -> None:
+        """Announce the work orders whose due time has passed, now (what :meth:`run` does every
+        ``overdue_check_s``; a lockstep clock calls it at fixed instants instead)."""
+        self._check_overdue()
+        self.overdue_checks += 1
+
     def clock_real(self, seconds: float) -> float:
         """Real seconds of ``seconds`` clock seconds (scenario clocks run faster)."""
         real = getattr(self.clock, "real_seconds", None)

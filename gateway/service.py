@@ -23,13 +23,12 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stormwatch.clock import Clock, WallClock
+from stormwatch.clock import Clock
 from stormwatch.gateway.clockfloor import ClockFloor
 from stormwatch.gateway.counter import CounterError, CounterStore
 from stormwatch.gateway.drivers import Driver, PointValue
@@ -41,6 +40,7 @@ from stormwatch.gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFA
 from stormwatch.gateway.plan import DevicePlan, GatewayPlan, ProfilePlan, compile_plan
 from stormwatch.gateway.publisher import MqttPublisher
 from stormwatch.gateway.readings import DeviceReadings
+from stormwatch.gateway.schedule import PollTimer, poll_timers
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.wire import WireReading
 
@@ -218,9 +218,11 @@ class Gateway:
             if self.clock_floor is None or self.clock_floor.wait(self.clock, self._stop):  # False: stopped
                 for r in self._runners:
                     by_link.setdefault(r.driver.link_key, []).append(r)
+            timers = poll_timers(self.clock, self._stop, by_link)
             threads = [
-                threading.Thread(target=self._poll_link, args=(runners, until), name=f"poll {key}", daemon=True)
-                for key, runners in by_link.items()
+                threading.Thread(target=self._poll_link, args=(runners, until, timer), name=f"poll {key}",
+                                 daemon=True)
+                for (key, runners), timer in zip(by_link.items(), timers, strict=True)
             ]
             for t in threads:
                 t.start()
@@ -307,22 +309,14 @@ class Gateway:
     def _latest_due_slot(self, r: _Runner, t: datetime) -> int:
         return math.floor((t - self.anchor).total_seconds() / r.device.poll_interval_s + 1e-9)
 
-    def _wait_until(self, target: datetime) -> bool:
-        """Wait in clock time until ``target``; False if stopped first."""
-        real: Callable[[float], float] | None = getattr(self.clock, "real_seconds", None)
-        while not self._stop.is_set():
-            remaining = (target - self.clock.now()).total_seconds()
-            if remaining <= 0:
-                return True
-            if real is not None:
-                self._stop.wait(min(real(remaining), 0.25))
-            elif isinstance(self.clock, WallClock):
-                self._stop.wait(min(remaining, 0.25))
-            else:
-                self.clock.sleep(remaining)  # an unknown clock: trust its sleep (not interruptible)
-        return False
+    def _poll_link(self, runners: list[_Runner], until: datetime | None, timer: PollTimer) -> None:
+        timer.attach()
+        try:
+            self._poll_runners(runners, until, timer)
+        finally:
+            timer.close()
 
-    def _poll_link(self, runners: list[_Runner], until: datetime | None) -> None:
+    def _poll_runners(self, runners: list[_Runner], until: datetime | None, timer: PollTimer) -> None:
         now = self.clock.now()
         for r in runners:
             r.slot = max(0, self._slot_at_or_after(r, now))  # nothing before the anchor (sim_start)
@@ -333,7 +327,7 @@ class Gateway:
             if until is not None and at >= until:
                 active.remove(r)
                 continue
-            if not self._wait_until(at):
+            if not timer.wait_until(at):
                 return
             late = self._due_slot(r, until)
             if late > r.slot:  # a later slot is already due: poll for it (a reading never predates its read)

@@ -1,5 +1,8 @@
 """What a run decided, comparable between runs (no tests here).
 
+On the lockstep clock (``stormwatch demo`` without ``--speed``) two runs agree exactly, but for
+the run's own ids (:func:`without_run_ids`). The rest is for runs paced by the wall clock:
+
 Data gaps, ``turbidity_undetermined`` and ``turbidity_cleared`` follow from readings a loaded
 machine skips at simulation speed (a poll slot missed is a gap, never a zero), so two correct runs
 may differ in them; the compliance answer may not: the storm (tips, depth, due time), the
@@ -71,3 +74,17 @@ def assert_same_answer(got: list[dict[str, Any]], expected: list[dict[str, Any]]
         assert (x["due_at"] is None) == (y["due_at"] is None), (kind, x, y)
         if x["due_at"] is not None:
             assert abs(x["due_at"] - y["due_at"]) <= SLOT_SLACK, (kind, x["due_at"], y["due_at"])
+
+
+#: A run's own identities in its events: the gateway's boot id (new at every process start).
+RUN_IDS = frozenset({"boot"})
+
+
+def without_run_ids(value: Any) -> Any:
+    """``value`` (wire-form events) without the run's own ids (:data:`RUN_IDS`): what two lockstep runs
+    of one scenario must agree on exactly -- kinds, times, depths, percentages, due times."""
+    if isinstance(value, dict):
+        return {k: without_run_ids(v) for k, v in value.items() if k not in RUN_IDS}
+    if isinstance(value, list):
+        return [without_run_ids(v) for v in value]
+    return value

@@ -14,9 +14,10 @@ import signal
 import socket
 import sys
 import tempfile
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
 import typer
@@ -34,6 +35,7 @@ from stormwatch.simulators import cli as simcli
 
 if TYPE_CHECKING:  # the pipeline imports every service; load it only when the demo runs
     from stormwatch.app.pipeline import PipelineResult
+    from stormwatch.simulators.scenario import Scenario, SiteScenario
     from stormwatch.web.demo_desk import DemoDesk
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,8 @@ DEFAULT_SITE = resources.example_site()
 
 #: Above this the gateway cannot keep a 60 s poll grid (60 s simulated = 6 ms real).
 MAX_SPEED = 10_000.0
+#: The pace of ``--web`` without ``--speed``: 32 simulated hours in about 80 s, to watch.
+WEB_SPEED = 1500.0
 
 
 def influx_store_url(url: str, database: str = "stormwatch") -> str:
@@ -87,9 +91,11 @@ def demo(
     scenario: str = typer.Option("default", "--scenario", metavar="NAME|FILE",
                                  help=f"A bundled scenario ({', '.join(resources.builtin_scenarios())}) or a "
                                       "scenario YAML file."),
-    speed: float = typer.Option(
-        1500.0, "--speed", min=1.0, max=MAX_SPEED, metavar="FACTOR",
-        help="Simulated seconds per real second (1 = real time; the default runs 32 h in about 80 s).",
+    speed: float | None = typer.Option(
+        None, "--speed", min=1.0, max=MAX_SPEED, metavar="FACTOR",
+        help="Pace simulated time at FACTOR simulated seconds per real second (1 = real time). Default: "
+             "lockstep -- as fast as this machine allows, every poll made and stored before time moves on, "
+             f"so every run gives the same events; --web paces at {WEB_SPEED:g}x for a person watching.",
     ),
     storm_depth_in: str | None = typer.Option(
         None, "--storm-depth-in", metavar="IN",
@@ -143,11 +149,7 @@ def demo(
     first, and a --store that already holds readings of the run's site and time window is refused
     (the same storm would be counted twice).
     """
-    from stormwatch.app.pipeline import Pipeline, PipelineError, Progress
-    from stormwatch.config import device_profiles
-    from stormwatch.runtime.mqtt import parse_broker_url
     from stormwatch.simulators.cli import build_scenario
-    from stormwatch.simulators.scenario import SiteScenario
 
     # Everything a user can get wrong is checked here, before any service starts (InputErrors
     # become one line and exit 2: stormwatch.runtime.cliutil).
@@ -159,52 +161,127 @@ def demo(
     )
     site = site or sc.site or DEFAULT_SITE
     cfg: SiteConfig = load_site_file(site, profiles)
-    try:
-        # builds the tip series: a rain file is read here
-        rain = SiteScenario(sc, cfg, device_profiles(cfg, profiles))
-    except ValueError as exc:  # InputErrors (the rain file) and a site whose devices do not fit
-        fail(str(exc))
-    if store is not None and influx is not None:
-        fail("give --store (or its older name --influx), not both")
-    given_store = store or influx
-    if web and given_store:
-        fail("--web reads the embedded SQLite store: leave out --store")
-    store_url = (influx_store_url(influx, database) if influx else store) if given_store else None
-    if store_url is not None:
-        from stormwatch.stores.base import StoreError
-        from stormwatch.stores.urls import StoreUrlError, open_store, redact
-
-        try:
-            open_store(store_url).close()  # a malformed URL or a missing directory, before anything starts
-        except (StoreUrlError, StoreError) as exc:
-            fail(f"--{'influx' if influx else 'store'} {redact(given_store or '')}: {exc}")
+    rain = _site_scenario(sc, cfg, profiles)
+    store_url = _store_url(cfg, sc, store, influx, database, web=web)
     if broker is not None:
-        parse_broker_url(broker)
-    if store_url is not None:
-        from stormwatch.app.pipeline import earlier_readings
+        from stormwatch.runtime.mqtt import parse_broker_url
 
-        try:
-            earlier = earlier_readings(cfg, sc, store_url)
-        except PipelineError as exc:
-            fail(str(exc), 1)
-        if earlier:
-            fail(earlier)
+        parse_broker_url(broker)
+    if web and speed is None:
+        speed = WEB_SPEED  # a person watches: wall-paced
     sock = listen_socket("127.0.0.1", web_port, port_option="--web-port") if web else None
     try:
         removed = prepare_workdir(state_dir) if state_dir is not None else []
     except OSError as exc:
         fail(f"--state-dir {state_dir}: {exc.strerror or exc}")
 
+    # SIGTERM (e.g. from `timeout`) ends the run like Ctrl-C: services stop, the temp dir goes.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
+    work = state_dir or Path(tmp.name)  # type: ignore[union-attr]
+    if as_json:
+        if rain.rain_times:
+            typer.echo(rain.rain_times, err=True)  # stdout holds only the events
+        if rain.rain_skip_summary:
+            log.warning("%s", rain.rain_skip_summary)  # stdout holds only the events: skipped rows go to stderr, once
+    else:
+        typer.echo(_header(cfg, sc, rain, speed, broker, store_url or f"embedded SQLite in {work}",
+                           work if removed else None))
+    try:
+        _run(_DemoRun(cfg, profiles, sc, work, speed, broker, store_url, as_json),
+             site if web else None, web_port, sock, state_dir, temporary=tmp is not None and store_url is None)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+@dataclass(frozen=True)
+class _DemoRun:
+    """What one demo run runs (the pipeline's arguments) and how it prints."""
+
+    cfg: SiteConfig
+    profiles: ProfileLibrary
+    scenario: Scenario
+    work: Path
+    speed: float | None
+    broker: str | None
+    store_url: str | None
+    as_json: bool
+
+
+def _site_scenario(sc: Scenario, cfg: SiteConfig, profiles: ProfileLibrary) -> SiteScenario:
+    """The scenario on the site's devices (builds the tip series: a rain file is read here)."""
+    from stormwatch.config import device_profiles
+    from stormwatch.simulators.scenario import SiteScenario
+
+    try:
+        return SiteScenario(sc, cfg, device_profiles(cfg, profiles))
+    except ValueError as exc:  # InputErrors (the rain file) and a site whose devices do not fit
+        fail(str(exc))
+
+
+def _store_url(cfg: SiteConfig, sc: Scenario, store: str | None, influx: str | None, database: str, *,
+               web: bool) -> str | None:
+    """The store URL of ``--store``/``--influx`` (``None``: SQLite in the state directory), checked:
+    reachable, well-formed, and without readings of this site and window (an earlier run)."""
+    from stormwatch.app.pipeline import PipelineError, earlier_readings
+
+    if store is not None and influx is not None:
+        fail("give --store (or its older name --influx), not both")
+    given_store = store or influx
+    if not given_store:
+        return None
+    if web:
+        fail("--web reads the embedded SQLite store: leave out --store")
+    store_url = influx_store_url(influx, database) if influx else given_store
+    from stormwatch.stores.base import StoreError
+    from stormwatch.stores.urls import StoreUrlError, open_store, redact
+
+    try:
+        open_store(store_url).close()  # a malformed URL or a missing directory, before anything starts
+    except (StoreUrlError, StoreError) as exc:
+        fail(f"--{'influx' if influx else 'store'} {redact(given_store)}: {exc}")
+    try:
+        earlier = earlier_readings(cfg, sc, store_url)
+    except PipelineError as exc:
+        fail(str(exc), 1)
+    if earlier:
+        fail(earlier)
+    return store_url
+
+
+def _header(cfg: SiteConfig, sc: Scenario, rain: SiteScenario, speed: float | None, broker: str | None,
+            store: str, cleaned: Path | None) -> str:
+    """What the run will be (the first lines of the text output)."""
     zone = cfg.site.tz
+    hours = (sc.end - sc.start).total_seconds() / 3600
+    pace = (f"at {speed:g}x (about {hours * 3600 / speed:.0f} s)" if speed is not None
+            else "in lockstep (as fast as this machine allows; every run the same)")
+    skipped = rain.rain_skipped
+    return (
+        f"stormwatch demo: site {cfg.site.id} ({cfg.site.jurisdiction}), {hours:.0f} simulated hours from "
+        f"{_local(sc.start, zone)} {pace}\n"
+        f"broker: {broker or 'embedded ' + _embedded_broker(speed)}; store: {store}"
+        + (f"\n{cleaned}: the previous run's state was removed (every run starts clean)" if cleaned else "")
+        + (f"\n{rain.rain_times}" if rain.rain_times else "")
+        + (f"\nrain file: {len(skipped)} row{'' if len(skipped) == 1 else 's'} skipped; first: {skipped[0]}"
+           if skipped else "")
+        + "\n"
+    )
+
+
+def _run(run: _DemoRun, web_site: Path | None, web_port: int, sock: socket.socket | None, state_dir: Path | None,
+         *, temporary: bool) -> None:
+    """Run the pipeline, printing each event as it comes, then the summary; ``web_site``: serve --web."""
+    from stormwatch.app.pipeline import Pipeline, PipelineError, Progress
+
+    zone = run.cfg.site.tz
     out = sys.stdout
-    progress = _Progress(enabled=not as_json and sys.stderr.isatty())
+    progress = _Progress(enabled=not run.as_json and sys.stderr.isatty())
 
     def on_event(e: Event) -> None:
         progress.clear()
-        if as_json:
-            out.write(json.dumps(e.to_wire(), ensure_ascii=False) + "\n")
-        else:
-            out.write(describe_event(e, zone) + "\n")
+        out.write((json.dumps(e.to_wire(), ensure_ascii=False) if run.as_json else describe_event(e, zone)) + "\n")
         out.flush()
 
     def on_progress(p: Progress) -> None:
@@ -213,45 +290,25 @@ def demo(
         log.info("%s", text)
         progress.show(text)
 
-    # SIGTERM (e.g. from `timeout`) ends the run like Ctrl-C: services stop, the temp dir goes.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
-    work = state_dir or Path(tmp.name)  # type: ignore[union-attr]
-    hours = (sc.end - sc.start).total_seconds() / 3600
-    if as_json and rain.rain_times:
-        typer.echo(rain.rain_times, err=True)  # stdout holds only the events
-    if as_json and rain.rain_skip_summary:
-        log.warning("%s", rain.rain_skip_summary)  # stdout holds only the events: the skipped rows go to stderr, once
-    if not as_json:
-        skipped = rain.rain_skipped
-        typer.echo(
-            f"stormwatch demo: site {cfg.site.id} ({cfg.site.jurisdiction}), {hours:.0f} simulated hours from "
-            f"{_local(sc.start, zone)} at {speed:g}x (about {hours * 3600 / speed:.0f} s)\n"
-            f"broker: {broker or 'embedded amqtt'}; store: {store_url or 'embedded SQLite in ' + str(work)}"
-            + (f"\n{work}: the previous run's state was removed (every run starts clean)" if removed else "")
-            + (f"\n{rain.rain_times}" if rain.rain_times else "")
-            + (f"\nrain file: {len(skipped)} row{'' if len(skipped) == 1 else 's'} skipped; first: {skipped[0]}"
-               if skipped else "")
-            + "\n"
-        )
     # the timeline is in simulated time: the services' wall-clock WARNING lines go to a file
-    log_path = work / "demo.log" if state_dir else Path(tempfile.mkstemp(prefix="stormwatch-demo-", suffix=".log")[1])
-    diverted = None if as_json else divert_warnings(log_path)
+    log_path = (run.work / "demo.log" if state_dir
+                else Path(tempfile.mkstemp(prefix="stormwatch-demo-", suffix=".log")[1]))
+    diverted = None if run.as_json else divert_warnings(log_path)
     desk = None
     try:
-        if web:
-            desk = _start_desk(site, cfg.site.id, work, web_port, sock)
+        if web_site is not None:
+            desk = _start_desk(web_site, run.cfg.site.id, run.work, web_port, sock)
         result = Pipeline(
-            cfg, profiles, sc, work, speed=speed, broker_url=broker, store_url=store_url,
-            on_event=on_event, on_progress=on_progress,
+            run.cfg, run.profiles, run.scenario, run.work, speed=run.speed, broker_url=run.broker,
+            store_url=run.store_url, on_event=on_event, on_progress=on_progress,
+            embedded_broker=_embedded_broker(run.speed),
         ).run()
         progress.clear()
-        if not as_json:
+        if not run.as_json:
             typer.echo("")
-            typer.echo(_summary(result, zone, state_dir, temporary=tmp is not None and store_url is None,
-                                speed=speed))
+            typer.echo(_summary(result, zone, state_dir, temporary=temporary, speed=run.speed))
         if desk is not None:
-            typer.echo(f"the run is over; {desk.server.url} still serves it (Ctrl-C to stop)", err=as_json)
+            typer.echo(f"the run is over; {desk.server.url} still serves it (Ctrl-C to stop)", err=run.as_json)
             desk.wait()
     except PipelineError as exc:
         fail(str(exc), 1)
@@ -264,8 +321,14 @@ def demo(
             log_path.unlink(missing_ok=True)
         if desk is not None:
             desk.close()
-        if tmp is not None:
-            tmp.cleanup()
+
+
+def _embedded_broker(speed: float | None) -> Literal["amqtt", "mosquitto"]:
+    """The embedded broker of a run: Mosquitto when installed for lockstep (a lockstep run waits on
+    each round trip; amqtt costs several times the CPU per message), else amqtt in-process."""
+    from stormwatch.app.servers import find_binary
+
+    return "mosquitto" if speed is None and find_binary("mosquitto") else "amqtt"
 
 
 def _start_desk(site: Path, site_id: str, work: Path, port: int, sock: socket.socket | None) -> DemoDesk:
@@ -286,7 +349,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None, temporary: bool = False,
-             speed: float = 1.0) -> str:
+             speed: float | None = None) -> str:
     lines = ["Summary"]
     depth = result.resolution.depth_in(result.stored_tips)
     lines.append(
@@ -304,8 +367,8 @@ def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None, tempo
     lines.append("  events: " + ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items())))
     if result.missed_slots:
         lines.append(f"  gaps: the gateway skipped {result.missed_slots} poll slot(s) because this machine fell "
-                     f"behind at {speed:g}x -- real gaps in the data, never made up (the data_gap events); a lower "
-                     "--speed avoids them")
+                     f"behind at {speed or 0:g}x -- real gaps in the data, never made up (the data_gap events); "
+                     "lockstep (no --speed) avoids them")
     open_orders = [w for w in result.workorders if w.status != "completed"]
     ended = result.ended_at
     overdue = sum(1 for w in open_orders if w.is_overdue(ended))

@@ -1,8 +1,10 @@
 """The whole pipeline in one process: simulated site → gateway → MQTT → ingest → store → alerts.
 
 :class:`Pipeline` composes the real services (nothing here re-implements a hop): the simulators
-serve real Modbus TCP/RTU and serial pseudo-terminals on a :class:`~stormwatch.clock.ScenarioClock`,
-the gateway polls them and publishes QoS 1 readings, ingest writes them to the store, and the alert
+serve real Modbus TCP/RTU and serial pseudo-terminals on one simulated clock -- by default a
+:class:`~stormwatch.lockstep.LockstepClock` (as fast as the machine allows, the same events on any
+machine), with a ``speed`` a wall-paced :class:`~stormwatch.clock.ScenarioClock` -- the gateway
+polls them and publishes QoS 1 readings, ingest writes them to the store, and the alert
 engine turns them into ordinance events and work orders. ``stormwatch demo`` and the end-to-end
 tests both run it.
 
@@ -14,26 +16,31 @@ reading the gateway made, then ingest and alerts flush and stop, then the simula
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 from stormwatch.alerts.engine import lateness_for
+from stormwatch.alerts.lockstep import EngineParticipant
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
 from stormwatch.app.broker import RunningBroker, start_embedded_broker
-from stormwatch.clock import ScenarioClock
+from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
+from stormwatch.gateway.schedule import StoredParticipant
 from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.validate import Validator
+from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.runtime.mqtt import parse_broker_url
@@ -46,6 +53,12 @@ log = logging.getLogger(__name__)
 
 #: Real seconds the services get to connect before simulated time reaches the scenario start.
 STARTUP_LEAD_S = 3.0
+
+#: Real seconds a lockstep run's gateway waits for a simulated device's reply (:func:`patient`).
+LOCKSTEP_REPLY_TIMEOUT_S = 30.0
+
+#: Clock seconds between the alert engine's overdue checks of the work orders.
+OVERDUE_CHECK_S = 60.0
 
 #: Line rate of simulated serial level sensors (real lines/s): fast enough that a poll waiting
 #: for a fresh line costs little simulated time.
@@ -61,6 +74,18 @@ class Progress:
     readings_made: int
     readings_stored: int
     events: int
+
+
+def patient(cfg: SiteConfig) -> SiteConfig:
+    """``cfg`` with every transport's reply timeout at least :data:`LOCKSTEP_REPLY_TIMEOUT_S`: on a
+    lockstep clock a simulated device on loopback always answers, and only a loaded machine makes
+    the answer late -- a poll timed out would be a gap that another run does not have."""
+    data = cfg.model_dump(mode="json")
+    for dev in data["devices"]:
+        tr = dev["transport"]
+        if "timeout_s" in tr:
+            tr["timeout_s"] = max(float(tr["timeout_s"]), LOCKSTEP_REPLY_TIMEOUT_S)
+    return SiteConfig.model_validate(data)
 
 
 def earlier_readings(cfg: SiteConfig, scenario: Scenario, store_url: str) -> str | None:
@@ -95,6 +120,7 @@ class PipelineResult:
         readings_made: readings the gateway produced.
         missed_slots: poll slots the gateway skipped because it was behind schedule (a loaded
             machine at high speed): gaps, never readings made up.
+        failed_polls: polls that failed, by device (a device error: no reading, a gap).
         readings_stored: readings ingest reported written (new) to the store.
         dead_lettered: dead letters by reason.
         scenario_tips: tips the scenario's gauge produced within the run.
@@ -118,6 +144,7 @@ class PipelineResult:
     wall_seconds: float = 0.0
     sim_hours: float = 0.0
     missed_slots: int = 0
+    failed_polls: dict[str, int] = field(default_factory=dict)
 
 
 class PipelineError(RuntimeError):
@@ -159,11 +186,14 @@ class Pipeline:
         profiles: device profiles.
         scenario: the physics (storm, plume, sediment) and the run's start and end.
         workdir: private directory for pty links, gateway state, alert state and the SQLite store.
-        speed: simulated seconds per real second.
-        broker_url: an MQTT broker to use; ``None`` starts the embedded amqtt broker.
+        speed: simulated seconds per real second (wall-paced, for a person watching); ``None``: lockstep.
+        broker_url: an MQTT broker to use; ``None`` starts the embedded broker ``embedded_broker``.
         store_url: a store URL (``stormwatch.stores.urls.open_store``); ``None`` = SQLite in ``workdir``.
         on_event: called (from the alert engine's thread) with each event as it is emitted.
         on_progress: called from :meth:`run`'s thread every ``progress_every_s`` real seconds.
+        embedded_broker: ``amqtt`` in-process, or ``mosquitto`` as a child process when installed (less
+            CPU per message: a lockstep run is much faster on it), else amqtt; ``None``: mosquitto for
+            lockstep, amqtt for a wall-paced run.
     """
 
     def __init__(
@@ -173,18 +203,21 @@ class Pipeline:
         scenario: Scenario,
         workdir: Path,
         *,
-        speed: float = 1500.0,
+        speed: float | None = None,
         broker_url: str | None = None,
         store_url: str | None = None,
         on_event: Callable[[Event], None] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         progress_every_s: float = 5.0,
+        embedded_broker: Literal["amqtt", "mosquitto"] | None = None,
     ) -> None:
         if cfg.rain_gauge is None:
             raise PipelineError("the site has no rain_gauge: nothing to run a storm through")
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cfg = isolate_site(cfg, workdir / "links")
+        if speed is None:
+            self.cfg = patient(self.cfg)
         self.profiles = profiles
         self.scenario = scenario
         self.speed = speed
@@ -193,6 +226,7 @@ class Pipeline:
         self.on_event = on_event
         self.on_progress = on_progress
         self.progress_every_s = progress_every_s
+        self.embedded_broker = embedded_broker
         self._events: list[Event] = []
         self._events_lock = threading.Lock()
         gauge = profiles.get(self.cfg.device(cfg.rain_gauge).profile)
@@ -217,16 +251,13 @@ class Pipeline:
         broker: RunningBroker | None = None
         embedded = self.broker_url is None
         if embedded:
-            broker = start_embedded_broker("amqtt")
+            broker = start_embedded_broker(self.embedded_broker or ("mosquitto" if self.speed is None else "amqtt"))
             broker_url = broker.url
         else:
             assert self.broker_url is not None
             broker_url = self.broker_url
-        # Simulated time reaches the scenario start STARTUP_LEAD_S real seconds from now, so every
-        # service is connected before the first poll slot.
-        clock = ScenarioClock(
-            sim_start=self.scenario.start, speed=self.speed, wall_start=time.time() + STARTUP_LEAD_S
-        )
+        clock = self._clock()
+        lockstep = clock if isinstance(clock, LockstepClock) else None
         site = SimulatedSite(
             self.cfg, self.profiles, self.scenario, clock, hrxl_lines_per_s=SIM_SERIAL_LINES_PER_S
         )
@@ -249,11 +280,14 @@ class Pipeline:
             ingest = Ingest(
                 validator, ingest_store, broker_url, client_id=f"stormwatch-ingest-{self.cfg.site.id}-{run}",
                 clock=clock, retained_is_late=not embedded, sites=[self.cfg.site.id],
+                # lockstep: an instant's readings are all in flight at once; waiting for more only slows the run
+                batch_ms=0 if lockstep else 200,
             )
             alerts = AlertService(
                 [self.cfg], self.profiles, broker_url, alerts_store, self.workdir / "alerts.db", clock,
                 client_id=f"stormwatch-alerts-{self.cfg.site.id}-{run}", on_event=self._collect,
                 retained_is_late=not embedded, lateness_s=lateness_for(clock),
+                overdue_check_s=math.inf if lockstep else OVERDUE_CHECK_S,
             )
             for name, svc in (("ingest", ingest), ("alerts", alerts)):
                 t = _ServiceThread(name, svc.run)
@@ -267,9 +301,15 @@ class Pipeline:
             gw_thread = _ServiceThread("gateway", partial(gateway.run, until=self.scenario.end))
             gw_thread.start()
             threads.append(gw_thread)
+            if lockstep is not None:
+                threads.append(self._conduct(lockstep, gateway, alerts))
             self._watch(gw_thread, threads, clock, gateway, ingest)
             self._drain(gateway, ingest, alerts, threads)
+            if lockstep is not None:
+                lockstep.finish()  # the run ends at the scenario's end, however long the drain took
         finally:
+            if lockstep is not None:
+                lockstep.finish()  # an early end (a death, Ctrl-C) releases every waiter
             for service in (gateway, ingest, alerts):
                 if service is not None:
                     try:
@@ -295,6 +335,7 @@ class Pipeline:
             workorders=orders,
             readings_made=gateway.readings_made,
             missed_slots=gateway.missed_slots,
+            failed_polls={d.id: n for d in self.cfg.devices if (n := gateway.health(d.id).total_failures)},
             readings_stored=ingest.written,
             dead_lettered=dict(ingest.dead_lettered),
             scenario_tips=scenario_tips,
@@ -308,6 +349,22 @@ class Pipeline:
         ingest_store.close()
         alerts_store.close()
         return result
+
+    def _clock(self) -> Clock:
+        """The run's clock: lockstep, or wall-paced at ``speed`` (simulated time then reaches the scenario
+        start STARTUP_LEAD_S real seconds from now, so every service is connected before the first slot)."""
+        if self.speed is None:
+            return LockstepClock(self.scenario.start, self.scenario.end)
+        return ScenarioClock(sim_start=self.scenario.start, speed=self.speed, wall_start=time.time() + STARTUP_LEAD_S)
+
+    def _conduct(self, clock: LockstepClock, gateway: Gateway, alerts: AlertService) -> _ServiceThread:
+        """Start the thread that moves the lockstep clock: an instant is done when the gateway has polled
+        every device due, ingest has confirmed each reading stored and the engine has taken them all."""
+        clock.add(StoredParticipant(f"gateway {gateway.gateway_id} (stored-acknowledgements)", gateway.outbox_depth))
+        clock.add(EngineParticipant(alerts, lambda: gateway.readings_made, self.scenario.start, OVERDUE_CHECK_S))
+        t = _ServiceThread("the simulated clock", clock.run)
+        t.start()
+        return t
 
     def _preflight(self) -> None:
         """Fail fast, with one clear line, when a given broker or store cannot be reached, or when the
@@ -332,7 +389,7 @@ class Pipeline:
         if earlier:
             raise PipelineError(earlier)
 
-    def _workorders(self, clock: ScenarioClock) -> tuple[list[WorkOrder], datetime]:
+    def _workorders(self, clock: Clock) -> tuple[list[WorkOrder], datetime]:
         """The site's work orders and the simulated time the alert engine recorded at its stop."""
         orders = WorkOrders(self.workdir / "alerts.db", clock)
         try:
@@ -342,7 +399,7 @@ class Pipeline:
             orders.close()
 
     def _watch(
-        self, gw_thread: _ServiceThread, threads: list[_ServiceThread], clock: ScenarioClock,
+        self, gw_thread: _ServiceThread, threads: list[_ServiceThread], clock: Clock,
         gateway: Gateway, ingest: Ingest,
     ) -> None:
         """Wait for the gateway to reach the scenario end, reporting progress; fail fast on a death."""

@@ -65,7 +65,7 @@ def test_concrete_washout_ph_nal_end_to_end_on_mosquitto(mosquitto_server, tmp_p
     scenario = load_scenario("concrete-washout")
     cfg = load_site(REPO / "examples" / "ca-cgp-site.yaml", profiles)
     assert scenario.start == DAY_START
-    result = Pipeline(cfg, profiles, scenario, tmp_path, speed=1500, broker_url=mosquitto_server.url).run()
+    result = Pipeline(cfg, profiles, scenario, tmp_path, broker_url=mosquitto_server.url).run()  # lockstep
     # nothing of this site is refused; a broker shared by the whole test session may still hold other
     # tests' sites' readings queued for this ingest's persistent session: those are unknown_site
     with closing(sqlite3.connect(tmp_path / "stormwatch.db")) as db:
@@ -84,16 +84,14 @@ def test_concrete_washout_ph_nal_end_to_end_on_mosquitto(mosquitto_server, tmp_p
             assert not r.flags, r  # 11.70 is inside the probe's 2-12 range
     ph = by_q["ph"]
     day = {t: v for t, v in ph.items() if DAY_START <= t < DAY_END}
-    # one sample per 300-s poll: 288 in the day, fewer only by slots a loaded machine skipped
-    assert 288 - result.missed_slots <= len(day) <= 288 and all((t - DAY_START).total_seconds() % POLL_S == 0
-                                                               for t in day)
-    # A simulated device answers with the scenario's value at the moment it is asked, which at 1500x
-    # lags the poll slot by the line's transactions (the Y511 shares the RS-485 line; each of the
-    # probe's three reads is its own request): each stored pH is the hand pH at some instant
-    # between its slot and the one after the next (with both cores busy a read can lag a whole poll:
-    # 0.2 real s is 300 simulated s at 1500x).
+    # one sample per 300-s poll: 288 in the day
+    assert result.missed_slots == 0
+    assert len(day) == 288 and all((t - DAY_START).total_seconds() % POLL_S == 0 for t in day)
+    # A simulated device answers with the scenario's value at the simulated moment it is asked: on the
+    # lockstep clock that is its slot plus the clock time of what the RS-485 line does first in that
+    # poll (the Y511's wiper command and wait, the probes' warm-ups), always within the poll interval.
     for t, v in day.items():
-        window = [ph_by_hand(t + timedelta(seconds=s)) for s in range(0, 2 * POLL_S + 1, 5)]
+        window = [ph_by_hand(t + timedelta(seconds=s)) for s in range(0, POLL_S + 1, 5)]
         assert min(window) - 1e-4 <= v <= max(window) + 1e-4, (t, v, window[0])
     at_noon = DAY_START + timedelta(hours=12)
     assert ph[at_noon] == pytest.approx(14 + math.log10(0.005), abs=1e-4)  # 11.699, the plateau
@@ -102,7 +100,7 @@ def test_concrete_washout_ph_nal_end_to_end_on_mosquitto(mosquitto_server, tmp_p
     # where a slope fixed at 25 °C would be off by (11.7 - 7)·(1 - 291/298) ≈ 0.11 at 18 °C
     first, last = DAY_START + timedelta(hours=10), DAY_START + timedelta(hours=17, seconds=-POLL_S)
     plateau = [t for t in day if first <= t < last]
-    assert len(plateau) >= 84 - 1 - result.missed_slots  # 7 h of 300-s slots, less the last
+    assert len(plateau) == 84 - 1  # 7 h of 300-s slots, less the last
     for t in plateau:
         e, temp = by_q["electrode_potential"][t], by_q["temperature"][t]
         assert day[t] == pytest.approx(7 - e / (0.19842 * (273.15 + temp)), abs=2e-4), t

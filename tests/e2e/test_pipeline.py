@@ -48,6 +48,12 @@ def _influx_series(influx, db: str, q: str) -> list[list]:
     return series[0]["values"] if series else []
 
 
+def _slot_at_or_after(t: datetime) -> datetime:
+    """The first one-minute poll slot of the scenario at or after ``t``."""
+    k = -((SCENARIO_START - t) // POLL)  # ceiling division
+    return SCENARIO_START + k * POLL
+
+
 def _ns(t: int) -> datetime:
     """InfluxDB's ns time as a reading's time: cut to the microsecond, as the store reads it back (the
     ns below it are the reading's timestamp slot, stormwatch.stores.influxwrite; float division would
@@ -64,13 +70,17 @@ def test_default_storm_end_to_end_on_mosquitto_and_influxdb(mosquitto_server, in
     scenario = load_scenario("default")
     assert scenario.start == SCENARIO_START
     db = f"e2e_{uuid.uuid4().hex[:8]}"
-    result = Pipeline(
-        cfg, profiles, scenario, tmp_path, speed=1500, broker_url=mosquitto_server.url,
-        store_url=influx_server.store_url(db),
+    result = Pipeline(  # lockstep: every poll slot is polled, however loaded the machine
+        cfg, profiles, scenario, tmp_path, broker_url=mosquitto_server.url, store_url=influx_server.store_url(db),
     ).run()
     assert result.dead_lettered == {}
-    # 32 h of the example site's polls; a slot a loaded machine skips is a gap of at most 3 readings
-    assert result.readings_stored == result.readings_made > 9000 - 3 * result.missed_slots
+    assert result.missed_slots == 0
+    # 32 h of the example site's polls: 1,920 one-minute slots of the rain gauge (1 reading) and the two
+    # turbidity probes (turbidity and temperature), 384 five-minute slots of the basin level sensor --
+    # less the readings of polls that failed (a device error, logged: a gap, never a reading made up)
+    per_poll = {"rain-1": 1, "turb-up": 2, "turb-down": 2, "basin-level": 1}
+    lost = sum(per_poll[device] * n for device, n in result.failed_polls.items())
+    assert result.readings_stored == result.readings_made == 1920 * (1 + 2 + 2) + 384 - lost
 
     # Rain stored in InfluxDB = the scenario's 120 tips x 0.01 in.
     [[_, tips_sum]] = _influx_series(
@@ -92,10 +102,9 @@ def test_default_storm_end_to_end_on_mosquitto_and_influxdb(mosquitto_server, in
     assert storm.tips == 120 and storm.depth_in == pytest.approx(1.2)
     assert storm.citation == "Ch. 133 §133-7A(2)"
     assert storm.storm_end == stored_last
-    # The gateway stamps its poll-grid time; the poll that first counts the last tip is the one at
-    # (or, when a loaded machine delays a poll past the next slot, one slot after) the tip.
-    assert last_tip - POLL <= storm.storm_end <= last_tip + POLL
-    assert first_tip - POLL <= storm.storm_start <= first_tip + POLL
+    # The gateway stamps its poll-grid time; the poll that first counts a tip is the one at or after it.
+    assert storm.storm_end == _slot_at_or_after(last_tip)
+    assert storm.storm_start == _slot_at_or_after(first_tip)
     assert storm.storm_start == stored_first
     assert storm.due_at == storm.storm_end + timedelta(hours=24)
     assert storm.work_order
@@ -181,27 +190,26 @@ def test_real_storm_of_23_september_2018_drives_the_gauge(mosquitto_server, tmp_
     scenario = load_scenario("default").with_rain_record(record).model_copy(
         update={"start": start, "duration_h": hours}
     )
-    result = Pipeline(cfg, profiles, scenario, tmp_path, speed=2000, broker_url=mosquitto_server.url).run()
+    result = Pipeline(cfg, profiles, scenario, tmp_path, broker_url=mosquitto_server.url).run()
 
     assert result.stored_tips == len(tips)
     storm = _one(result.events, "storm_inspection_due")
     assert storm.tips == len(tips)
     assert storm.depth_in == pytest.approx(len(tips) * 0.2 / 25.4)
-    # A tip in minute M is counted by the poll stamped M (the gauge's minute grid starts on a minute),
-    # or one slot later when a loaded machine delays that poll past its slot.
-    assert last - POLL <= storm.storm_end <= last + POLL
+    # A tip in minute M is counted by the poll stamped M (the gauge's minute grid starts on a minute).
+    assert storm.storm_end == last
     assert storm.due_at == storm.storm_end + timedelta(hours=24)
     assert storm.citation == "Ch. 133 §133-7A(2)"
 
 
 @pytest.mark.timeout(400)
 def test_demo_json_on_the_embedded_broker(tmp_path: Path) -> None:
-    """The README's main job, as a newcomer runs it (embedded amqtt broker and SQLite store): quiet
+    """The README's main job, as a newcomer runs it (embedded broker and SQLite store, lockstep): quiet
     by default (no INFO lines, and a normal stop logs no warning), and its work orders are read
     afterwards at the simulated time the run reached, not today's date."""
     env = {k: v for k, v in os.environ.items() if k not in ("STORMWATCH_LOG_LEVEL", "STORMWATCH_LOG_FILE")}
     proc = subprocess.run(
-        [sys.executable, "-m", "stormwatch", "demo", "--json", "--speed", "2500", "--state-dir", str(tmp_path)],
+        [sys.executable, "-m", "stormwatch", "demo", "--json", "--state-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=380, env=env, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

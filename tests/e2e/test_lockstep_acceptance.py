@@ -1,0 +1,72 @@
+"""Acceptance of the lockstep clock: `stormwatch demo --json` gives the same events on every run.
+
+Each run is the real command in its own process (simulators on real Modbus TCP/RTU and serial
+ptys, the embedded broker -- Mosquitto when installed -- SQLite); nothing is shared between runs.
+The events must be identical in everything but the run's own ids (the gateway's boot id in the
+evidence), and no poll slot may be skipped (no ``data_gap``), with or without a CPU hog beside the
+run. docs/simulators.md ("The lockstep clock").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.answers_support import without_run_ids
+
+
+def _demo(tmp: Path, *args: str) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "stormwatch", "demo", "--json", *args],
+        capture_output=True, text=True, timeout=900, cwd=tmp,
+        env={k: v for k, v in os.environ.items() if not k.startswith("STORMWATCH_")},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "skipped" not in proc.stderr, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def _assert_same(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> None:
+    assert [e["kind"] for e in first] == [e["kind"] for e in second]
+    assert without_run_ids(first) == without_run_ids(second)  # times, depths, percentages, due times
+    assert not [e for e in first + second if e["kind"] == "data_gap"]
+
+
+@pytest.mark.timeout(1900)
+def test_two_default_runs_give_the_same_events(tmp_path: Path) -> None:
+    first, second = _demo(tmp_path), _demo(tmp_path)
+    _assert_same(first, second)
+    kinds = [e["kind"] for e in first]
+    assert {"storm_inspection_due", "turbidity_contrast", "basin_cleanout_due"} <= set(kinds)
+    storm = next(e for e in first if e["kind"] == "storm_inspection_due")
+    assert storm["tips"] == 120 and storm["depth_in"] == 1.2  # the scenario's 1.2 in, every tip stored
+
+
+@pytest.mark.timeout(1900)
+def test_two_outfalls_runs_give_the_same_events(tmp_path: Path) -> None:
+    _assert_same(_demo(tmp_path, "--scenario", "two-outfalls"), _demo(tmp_path, "--scenario", "two-outfalls"))
+
+
+@pytest.mark.timeout(1900)
+def test_a_run_beside_a_cpu_hog_gives_the_same_events(tmp_path: Path) -> None:
+    """Two stress-ng CPU workers on the two cores: the run is slower, never different."""
+    stress = shutil.which("stress-ng")
+    if stress is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("stress-ng is not installed (.ci/run installs it)")
+        pytest.skip("stress-ng is not installed")
+    quiet = _demo(tmp_path)
+    hog = subprocess.Popen([stress, "--cpu", "2", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        loaded = _demo(tmp_path)
+    finally:
+        hog.terminate()
+        hog.wait(30)
+    _assert_same(quiet, loaded)
