@@ -98,8 +98,8 @@ class TakeoverGuard:
         if held >= self.quiet_s:
             self._reported = False
             self._streak = 0
-        # a connection the other process takes after our back-off held long: still the same episode
-        going_on = self._streak > 0 and held < self.quiet_s
+        # in a reported episode, a connection the other process takes after our back-off held long
+        going_on = self._reported and held < self.quiet_s
         if not (taken_over or (broker_closed and (held < self.short_s or going_on))):
             self._streak = 0
             self._streak_start = None
