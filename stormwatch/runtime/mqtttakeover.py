@@ -8,9 +8,8 @@ configured with one id (two gateways copied from one site file, two ingest worke
 second forever with paho's default backoff, each side seeing only "Unspecified error".
 
 :class:`TakeoverGuard` tells each loss of a connection apart, so the process says once, clearly, that
-another client holds its id, and backs off instead of fighting for the session: the reconnect delay
-doubles through the episode's first minute, then is five minutes -- two such processes take the
-session from each other at most once every five minutes after the first minute.
+another client holds its id, and backs off instead of fighting for the session: at most one
+takeover every five minutes after an episode's first minute.
 
 The design: docs/runtime.md ("The modules", `stormwatch/runtime/mqtttakeover.py`).
 """

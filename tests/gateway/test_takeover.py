@@ -1,4 +1,4 @@
-"""Two gateways with one client id settle (docs/runtime.md, "Session takeovers"; failure-kinds.md):
+"""Two gateways with one client id settle (docs/runtime.md, `runtime/mqtttakeover.py`; failure-kinds.md):
 on a real Mosquitto, with the back-off scaled down (settled after 4 s, then one reconnect every 8 s
 instead of a minute and five minutes), the broker's own log shows the takeovers thinning out to one
 per settled delay, and each gateway logs ONE ERROR naming both processes (boot, host, pid) from the
