@@ -186,6 +186,7 @@ class MqttPublisher:
         self.pid = os.getpid()
         self._other: dict[str, Any] | None = None  # the latest status on our topic from another boot
         self._status_mid: int | None = None
+        self._refusals = 0
         self.dead_lettered = 0
         self.batch = batch
         self.batch_gather_s = batch_gather_s
@@ -294,9 +295,11 @@ class MqttPublisher:
     def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, mid: int, reason_codes: list[Any],
                       _props: Any) -> None:
         if any(rc.is_failure for rc in reason_codes) and mid != self._status_mid:
-            log.error("the broker refused the subscription to %s: ingest's confirmations cannot reach this gateway, "
-                      "so its outbox keeps every reading and re-sends them; grant this gateway `topic read %s` "
-                      "(deploy/mosquitto/acl, docs/deployment.md)", self.stored_topic, self.stored_topic)
+            self._refusals += 1  # asked again with every probe: repeats at DEBUG
+            log.log(logging.ERROR if self._refusals == 1 else logging.DEBUG,
+                    "the broker refused the subscription to %s: ingest's confirmations cannot reach this gateway, "
+                    "so its outbox keeps every reading and re-sends them; grant this gateway `topic read %s` "
+                    "(deploy/mosquitto/acl, docs/deployment.md)", self.stored_topic, self.stored_topic)
 
     def _on_publish(self, _client: mqtt.Client, _userdata: Any, mid: int, _reason: Any, _props: Any) -> None:
         size = self._inflight_bytes.pop(mid, 0)
@@ -526,6 +529,9 @@ class MqttPublisher:
                   self._probe_wait)
         self._probing = True
         self._sweep = _Sweep(head[0], "probe")
+        # and the subscription again: a cluster node may have failed to restore it without telling us
+        # (nats-server 2.9: "Unable to add JetStream consumer for subscription")
+        self._client.subscribe(self.stored_topic, qos=1)
         self._probe_wait = min(self.probe_max_s, self._probe_wait * 2)
         self._next_probe = now + self._probe_wait
 

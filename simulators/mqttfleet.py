@@ -3,7 +3,8 @@
 With ``confirm="stored"`` each session keeps the gateway's contract (:mod:`stormwatch.gateway.outbox`):
 a message is kept until ingest's stored-acknowledgement covers every reading in it, and sent again
 when the broker acknowledged it and ingest did not confirm it -- once later ones were confirmed or
-the broker had lost the session, and the oldest one as a probe after a silence (the gateway's waits).
+the broker had lost the session, and the oldest one as a probe after a silence, subscribing to the
+confirmations again (the gateway's waits).
 
 The design: docs/simulators.md ("The modules", `simulators/mqttfleet.py`).
 """
@@ -250,6 +251,9 @@ class MqttFleet:
         if probe:  # nothing confirmed for a while: the oldest kept message asks again
             session.probe_wait = min(RESEND_MAX_S, session.probe_wait * 2)
             session.next_probe = now + session.probe_wait
+            # and the subscription again: a cluster node may have failed to make it (nats-server
+            # 2.9: "Unable to add JetStream consumer for subscription", not told to the client)
+            session.client.subscribe(session.stored_topic, qos=1)
         for m in list(session.kept.values()):
             if not m.acked:
                 continue  # paho holds it until its PUBACK (and resends it on reconnect)
