@@ -30,6 +30,8 @@ from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
 from tests.waits import wait_until
 
+pytestmark = pytest.mark.mosquitto  # each test starts a Mosquitto of its own (a slow test)
+
 SCENARIO = load_scenario("default")
 #: A rain gauge whose id makes each of its readings some 40 bytes longer than the turbidity probes'.
 LONG_RAIN = "rain-gauge-on-the-roof-of-the-north-maintenance-shed"
