@@ -111,6 +111,11 @@ class Outbox:
         if "added_at" not in columns:  # an outbox of a gateway that forgot readings on the broker's PUBACK
             self._db.execute("ALTER TABLE outbox ADD COLUMN added_at REAL NOT NULL DEFAULT 0")
         self._db.execute("CREATE INDEX IF NOT EXISTS outbox_order ON outbox (event_time, id)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS outbox_deadletter ("
+            " id INTEGER PRIMARY KEY, gateway TEXT NOT NULL, boot TEXT NOT NULL, seq INTEGER NOT NULL,"
+            " reason TEXT NOT NULL, payload BLOB NOT NULL, at REAL NOT NULL)"
+        )
         ensure_schema(self._db)
         self.dropped = 0
         rows, size = self._db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox").fetchone()
@@ -296,6 +301,36 @@ class Outbox:
                 self._db.execute("ROLLBACK")
                 self._rows, self._bytes = rows_before, bytes_before
                 raise
+
+    def dead_letter(self, ids: Sequence[int], reason: str) -> int:
+        """Move rows that can never be sent (a reading over the broker's packet limit) to the local dead
+        letters, with ``reason`` (one committed transaction); returns the rows moved."""
+        if not ids:
+            return 0
+        with self._lock:
+            rows_before, bytes_before = self._rows, self._bytes
+            moved = 0
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for row_id in ids:
+                    self._db.execute(
+                        "INSERT INTO outbox_deadletter (gateway, boot, seq, reason, payload, at)"
+                        " SELECT gateway, boot, seq, ?, payload, ? FROM outbox WHERE id = ?",
+                        (reason, time.time(), row_id))
+                    moved += self._delete_returning("DELETE FROM outbox WHERE id = ? RETURNING LENGTH(payload)",
+                                                    (row_id,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                self._rows, self._bytes = rows_before, bytes_before
+                raise
+        return moved
+
+    def dead_letters(self) -> list[tuple[str, int, str, bytes]]:
+        """The local dead letters, oldest first: ``(boot, seq, reason, payload)`` each."""
+        with self._lock:
+            rows = self._db.execute("SELECT boot, seq, reason, payload FROM outbox_deadletter ORDER BY id").fetchall()
+        return [(str(b), int(q), str(r), bytes(p)) for b, q, r, p in rows]
 
     def depth(self) -> int:
         """Rows not yet confirmed (kept in memory: no table scan)."""

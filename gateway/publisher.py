@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
+import socket
 import threading
 import time
 from collections import deque
@@ -46,23 +48,44 @@ _ALARM_CHECK_S = 1.0
 _SWEEP_EPISODE_S = 300.0
 
 
-def messages(rows: list[OutboxRow], batch: bool) -> list[tuple[tuple[int, ...], bytes]]:
+#: Bytes a batch adds around its readings' JSON: ``{"readings":[`` and ``]}``.
+_BATCH_WRAP = len(b'{"readings":[]}')
+#: A broker that closes the connection while a message larger than this and than any it accepted is
+#: on its way is suspected of refusing the message's size, not of a session takeover (MQTT 3.1.1).
+_SIZE_SUSPECT_BYTES = 1024
+
+
+def packet_size(topic: str, payload_bytes: int, protocol: int = 4) -> int:
+    """Bytes of a QoS 1 PUBLISH packet carrying ``payload_bytes`` on ``topic`` (MQTT 3.1.1 section 3.3;
+    MQTT 5 adds the properties' length, 0 here) -- what a broker's packet limit counts."""
+    remaining = 2 + len(topic.encode()) + 2 + payload_bytes + (1 if protocol == 5 else 0)
+    length_bytes = 1 if remaining < 128 else 2 if remaining < 16_384 else 3 if remaining < 2_097_152 else 4
+    return 1 + length_bytes + remaining
+
+
+def messages(rows: list[OutboxRow], batch: bool, max_payload: int | None = None
+             ) -> list[tuple[tuple[int, ...], bytes]]:
     """The messages of outbox rows in replay order: ``(row ids, payload)`` each.
 
     One per row; with ``batch``, one per run of rows of one event time (a poll cycle), at most
-    :data:`MAX_BATCH_READINGS` readings: ``{"readings":[<row payload>,...]}`` -- the bytes
+    :data:`MAX_BATCH_READINGS` readings and ``max_payload`` bytes (a row that alone is larger is the
+    caller's: it is never sent): ``{"readings":[<row payload>,...]}`` -- the bytes
     :func:`stormwatch.wire.dump_payload` gives for those readings (each row holds one reading's JSON).
     """
     if not batch:
         return [((r.id,), r.payload) for r in rows]
+    room = float("inf") if max_payload is None else max_payload
     out: list[tuple[tuple[int, ...], bytes]] = []
     run: list[OutboxRow] = []
+    size = 0  # the run's payload bytes as a batch
     for row in [*rows, None]:
-        if run and (row is None or row.event_time != run[0].event_time or len(run) == MAX_BATCH_READINGS):
+        if run and (row is None or row.event_time != run[0].event_time or len(run) == MAX_BATCH_READINGS
+                    or size + 1 + len(row.payload) > room):
             payload = run[0].payload if len(run) == 1 else b'{"readings":[' + b",".join(r.payload for r in run) + b"]}"
             out.append((tuple(r.id for r in run), payload))
             run = []
         if row is not None:
+            size = _BATCH_WRAP + len(row.payload) if not run else size + 1 + len(row.payload)
             run.append(row)
     return out
 
@@ -101,6 +124,9 @@ class MqttPublisher:
         probe_after_s, probe_max_s: real seconds without any confirmation before the oldest sent row
             is sent again as a probe; the wait doubles up to ``probe_max_s`` while probes go unanswered.
         confirm_alarm_s: real seconds the oldest reading may stay unconfirmed before the ERROR.
+        takeover_max_s, takeover_settle_s: while another process takes this gateway's session, the reconnect
+            delay doubles for ``takeover_settle_s`` seconds, then is ``takeover_max_s``
+            (:mod:`stormwatch.runtime.mqtttakeover`).
 
     Raises:
         ValueError: an unknown ``confirm`` mode or a non-positive wait.
@@ -127,6 +153,8 @@ class MqttPublisher:
         probe_after_s: float = 30.0,
         probe_max_s: float = 600.0,
         confirm_alarm_s: float = 900.0,
+        takeover_max_s: float = 300.0,
+        takeover_settle_s: float = 60.0,
     ) -> None:
         if confirm not in CONFIRM_MODES:
             raise ValueError(f"confirm must be one of {', '.join(CONFIRM_MODES)}, got {confirm!r}")
@@ -152,6 +180,14 @@ class MqttPublisher:
         self._acks: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._confirmations: queue.SimpleQueue[list[storedack.Confirmed]] = queue.SimpleQueue()
         self._inflight: dict[int, tuple[int, ...]] = {}  # mid -> its outbox row ids (pump thread only)
+        self._inflight_bytes: dict[int, int] = {}  # mid -> packet size (read by paho's thread at a loss)
+        self._largest_accepted = 0  # the largest packet the broker acknowledged
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self._other: dict[str, Any] | None = None  # the latest status on our topic from another boot
+        self._status_mid: int | None = None
+        self._refusals = 0
+        self.dead_lettered = 0
         self.batch = batch
         self.batch_gather_s = batch_gather_s
         self._rows_added = 0.0  # monotonic time of the last wake() for new rows
@@ -183,19 +219,47 @@ class MqttPublisher:
         self.confirmed = 0
         self.confirmations = 0  # stored-acknowledgement messages received
         self._bad_confirmations = 0
-        self._client = self._make_client(reconnect_min_s, reconnect_max_s, keepalive_s)
+        self._client = self._make_client(reconnect_min_s, reconnect_max_s, keepalive_s, takeover_max_s,
+                                         takeover_settle_s)
 
     # -- paho set-up and callbacks -------------------------------------------------------------
 
-    def _make_client(self, reconnect_min_s: float, reconnect_max_s: float, keepalive_s: int) -> SessionClient:
+    def _identity(self) -> dict[str, Any]:
+        """Who this process is, in every status and the last will (tells two gateways with one id apart)."""
+        return {"boot": self.boot, "host": self.host, "pid": self.pid}
+
+    def _sides(self) -> str:
+        """Both processes with this client id, as far as the retained statuses tell (the takeover ERROR)."""
+        me = f"This gateway: boot {self.boot} on host {self.host}, pid {self.pid}"
+        other = self._other
+        if other is None:
+            return (f"{me}; the other has not announced itself on {self.status_topic} yet (an older stormwatch, "
+                    "or another kind of client)")
+        return (f"{me}; the other: boot {other.get('boot')} on host {other.get('host', '?')}, pid "
+                f"{other.get('pid', '?')} (its {other.get('state')} status on {self.status_topic})")
+
+    def _loss_hint(self) -> str | None:
+        """Why the broker closed the connection, when a message's size is the likelier cause (paho's thread)."""
+        biggest = max(list(self._inflight_bytes.values()), default=0)
+        if biggest <= max(self._largest_accepted, _SIZE_SUSPECT_BYTES):
+            return None
+        return (f"it closed the connection while a message of {biggest} bytes was on its way, larger than any it "
+                f"accepted ({self._largest_accepted} bytes at most): most likely over its packet limit (Mosquitto "
+                "max_packet_size; an MQTT 3.1.1 broker closes the connection without a reason). Give the limit as "
+                "max_packet_size=BYTES in the broker URL (or protocol=5 if the broker announces it): batches are "
+                "then split to fit")
+
+    def _make_client(self, reconnect_min_s: float, reconnect_max_s: float, keepalive_s: int,
+                     takeover_max_s: float, takeover_settle_s: float) -> SessionClient:
         min_s = max(1, round(reconnect_min_s))
         client = SessionClient(self.broker, SessionOptions(
             client_id=self.client_id, keepalive_s=keepalive_s,
-            will=Will(self.status_topic, json.dumps({"state": "offline"})),
+            will=Will(self.status_topic, json.dumps({"state": "offline", **self._identity()})),
             reconnect_min_s=min_s, reconnect_max_s=max(min_s, round(reconnect_max_s)),
+            takeover_max_s=max(min_s, round(takeover_max_s)), takeover_settle_s=takeover_settle_s,
             duplicate_hint=(f"Are two gateways configured with site {self.site!r} and gateway id {self.gateway!r}? "
                             "(`stormwatch gateway --check` given every site file finds them.)"),
-            lost_note="the outbox keeps the readings",
+            lost_note="the outbox keeps the readings", sides=self._sides, loss_hint=self._loss_hint,
         ), log, on_session=self._on_session, on_lost=self._connected.clear)
         # paho's own in-flight limit stays OFF (0): our window bounds what is handed over. With a
         # limit, paho 2.2 parks messages as "queued" and, on reconnect, stops resending at the
@@ -210,7 +274,7 @@ class MqttPublisher:
     def _status(self) -> dict[str, Any]:
         return {
             "state": "online",
-            "boot": self.boot,
+            **self._identity(),
             "outbox_depth": self.outbox.depth(),
             "confirm_lag_s": round(self.confirm_lag_s()),
             "session_takeovers": self._client.takeovers,
@@ -218,6 +282,8 @@ class MqttPublisher:
         }
 
     def _on_session(self, session_present: bool) -> None:
+        # another process's status (or last will) names it in a takeover ERROR
+        self._status_mid = self._client.subscribe(self.status_topic, qos=1)[1]
         if self.confirm == "stored":
             self._client.subscribe(self.stored_topic, qos=1)
             if not session_present and self.published:
@@ -226,18 +292,34 @@ class MqttPublisher:
         self._connected.set()
         self._wake.set()
 
-    def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, _mid: int, reason_codes: list[Any],
+    def _on_subscribe(self, _client: mqtt.Client, _userdata: Any, mid: int, reason_codes: list[Any],
                       _props: Any) -> None:
-        if any(rc.is_failure for rc in reason_codes):
-            log.error("the broker refused the subscription to %s: ingest's confirmations cannot reach this gateway, "
-                      "so its outbox keeps every reading and re-sends them; grant this gateway `topic read %s` "
-                      "(deploy/mosquitto/acl, docs/deployment.md)", self.stored_topic, self.stored_topic)
+        if any(rc.is_failure for rc in reason_codes) and mid != self._status_mid:
+            self._refusals += 1  # asked again with every probe: repeats at DEBUG
+            log.log(logging.ERROR if self._refusals == 1 else logging.DEBUG,
+                    "the broker refused the subscription to %s: ingest's confirmations cannot reach this gateway, "
+                    "so its outbox keeps every reading and re-sends them; grant this gateway `topic read %s` "
+                    "(deploy/mosquitto/acl, docs/deployment.md)", self.stored_topic, self.stored_topic)
 
     def _on_publish(self, _client: mqtt.Client, _userdata: Any, mid: int, _reason: Any, _props: Any) -> None:
+        size = self._inflight_bytes.pop(mid, 0)
+        if size > self._largest_accepted:
+            self._largest_accepted = size
         self._acks.put(mid)
         self._wake.set()
 
+    def _on_status(self, payload: bytes) -> None:
+        try:
+            doc = json.loads(payload)
+        except ValueError:
+            return
+        if isinstance(doc, dict) and doc.get("boot") not in (None, self.boot):
+            self._other = doc
+
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        if msg.topic == self.status_topic:
+            self._on_status(bytes(msg.payload))
+            return
         if msg.topic != self.stored_topic:  # amqtt may deliver retained messages nobody subscribed to
             return
         try:
@@ -447,6 +529,9 @@ class MqttPublisher:
                   self._probe_wait)
         self._probing = True
         self._sweep = _Sweep(head[0], "probe")
+        # and the subscription again: a cluster node may have failed to restore it without telling us
+        # (nats-server 2.9: "Unable to add JetStream consumer for subscription")
+        self._client.subscribe(self.stored_topic, qos=1)
         self._probe_wait = min(self.probe_max_s, self._probe_wait * 2)
         self._next_probe = now + self._probe_wait
 
@@ -476,7 +561,11 @@ class MqttPublisher:
               ) -> tuple[int, int | None, bool, float]:
         """Publish the messages of ``rows`` (at most ``room``); returns (messages sent, id of the last row
         sent, whether every message of ``rows`` went out, the next rate slot)."""
-        msgs = messages(rows, self.batch)
+        limit = self._client.packet_limit
+        fits = None if limit is None else limit - packet_size(self.readings_topic, 0, self.broker.protocol)
+        if fits is not None:
+            rows = self._dead_letter_oversize(rows, fits, limit)
+        msgs = messages(rows, self.batch, fits)
         interval = 1.0 / self.max_rate_per_s
         sent, last = 0, None  # rows come in id order: a message's last id is its highest
         for ids, payload in msgs[:room]:
@@ -491,6 +580,7 @@ class MqttPublisher:
                 return sent, last, False, next_slot
             # NO_CONN still queues the message inside paho (resent on reconnect).
             self._inflight[info.mid] = ids
+            self._inflight_bytes[info.mid] = packet_size(self.readings_topic, len(payload), self.broker.protocol)
             self.published += 1
             self.published_rows += len(ids)
             if resend:
@@ -498,6 +588,23 @@ class MqttPublisher:
             sent += 1
             last = ids[-1]
         return sent, last, sent == len(msgs), next_slot
+
+    def _dead_letter_oversize(self, rows: list[OutboxRow], room: int, limit: int | None) -> list[OutboxRow]:
+        """Rows whose one reading can never fit the broker's packet limit become local dead letters
+        (one ERROR each, naming the sizes); the others, to send."""
+        keep = []
+        for row in rows:
+            if len(row.payload) <= room:
+                keep.append(row)
+                continue
+            size = packet_size(self.readings_topic, len(row.payload), self.broker.protocol)
+            announced = self._client.announced_packet_size
+            source = "announced by the broker" if announced == limit else "configured in the broker URL"
+            reason = f"a {size}-byte packet over the broker's limit of {limit} bytes ({source})"
+            self.dead_lettered += self.outbox.dead_letter([row.id], reason)
+            log.error("reading seq %d (event time %s) needs %s: it can never be sent, so it is kept as a local dead "
+                      "letter in the outbox and the readings behind it go on", row.seq, row.event_time, reason)
+        return keep
 
     def _pump(self) -> None:
         next_slot = time.monotonic()

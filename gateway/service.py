@@ -86,8 +86,9 @@ class Gateway:
         outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
             :mod:`stormwatch.gateway.outbox`).
         publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s, batch, confirm, resend_grace_s,
-            probe_after_s, confirm_alarm_s: see :class:`MqttPublisher` (``batch``: one message per poll cycle
-            instead of one per reading; ``confirm``: ``"stored"`` or ``"broker"``).
+            probe_after_s, confirm_alarm_s, takeover_max_s, takeover_settle_s: see :class:`MqttPublisher`
+            (``batch``: one message per poll cycle instead of one per reading; ``confirm``: ``"stored"``
+            or ``"broker"``).
         stats_interval_s: real seconds between the INFO counter lines.
         clock_floor: no reading is polled or stamped while the clock reads before this date/time
             (:mod:`stormwatch.gateway.clockfloor`); default: the build date for the wall clock, none
@@ -148,6 +149,8 @@ class Gateway:
         probe_after_s: float = 30.0,
         confirm_alarm_s: float = 900.0,
         stats_interval_s: float = 60.0,
+        takeover_max_s: float = 300.0,
+        takeover_settle_s: float = 60.0,
     ) -> None:
         self.plan = plan
         self.clock = clock
@@ -184,7 +187,8 @@ class Gateway:
             broker, self.site, self.gateway_id, self.boot, self.outbox, clock,
             window=publish_window, max_rate_per_s=max_publish_rate_per_s, reconnect_max_s=reconnect_max_s,
             keepalive_s=keepalive_s, batch=batch, confirm=confirm, resend_grace_s=resend_grace_s,
-            probe_after_s=probe_after_s, confirm_alarm_s=confirm_alarm_s,
+            probe_after_s=probe_after_s, confirm_alarm_s=confirm_alarm_s, takeover_max_s=takeover_max_s,
+            takeover_settle_s=takeover_settle_s,
         )
         self.stats_interval_s = stats_interval_s
         self._seq = itertools.count()

@@ -163,6 +163,10 @@ def simulate(
                                help="--fleet: one message per gateway and poll cycle, or one per reading."),
     publish_log: Path | None = typer.Option(None, "--publish-log", metavar="FILE", dir_okay=False,
                                             help="--fleet: write when each poll cycle was published (CSV)."),
+    confirm: str = typer.Option("broker", "--confirm", metavar="stored|broker",
+                                help="--fleet: when a gateway is done with a message: stored = when ingest "
+                                     "confirms its readings stored (the gateway's contract: kept and sent again "
+                                     "until then; needs ingest running), broker = on the broker's PUBACK."),
 ) -> None:
     """Run simulated field devices for a site through a storm scenario, on the real protocols.
 
@@ -185,7 +189,7 @@ def simulate(
         from stormwatch.simulators.fleet import fleet_command
 
         fleet_command(fleet, sites_dir, broker, 60.0 if speed == 1000.0 else speed, start, duration_h, seed, batch,
-                      clock_file, start_delay_s, progress_s, publish_log)
+                      clock_file, start_delay_s, progress_s, publish_log, confirm)
         return
     sc = build_scenario(
         scenario, storm_depth_in, rain_file, tip_mm, tip_in, time_format, delimiter,

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 MessageForm = Literal["single", "batch"]
 #: Gateways polled between two network pumps while a poll cycle is being published.
 _PUMP_EVERY = 50
+#: Real seconds the fleet waits at the end for ingest's last stored-acknowledgements (``confirm="stored"``).
+_CONFIRM_WAIT_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class FleetOptions:
         progress_s: real seconds between progress lines.
         keepalive_s: MQTT keep-alive of each gateway session.
         publish_log: CSV of publish times (module docstring), or ``None``.
+        confirm: ``stored`` (as the gateway: every message kept until ingest confirms it stored, and
+            sent again when needed; :mod:`stormwatch.simulators.mqttfleet`) or ``broker`` (the PUBACK).
     """
 
     sites_dir: Path
@@ -74,6 +78,7 @@ class FleetOptions:
     progress_s: float = 10.0
     keepalive_s: int = 30
     publish_log: Path | None = None
+    confirm: str = "broker"
 
     @property
     def end(self) -> datetime:
@@ -89,6 +94,10 @@ class FleetResult:
         acknowledged: of them, acknowledged by the broker (``messages`` when nothing is waiting);
         readings_acknowledged: the readings in the acknowledged messages (what the broker took over);
         readings_by_site: site id → readings published; stories: story kind → sites;
+        readings_confirmed: readings ingest confirmed stored (``confirm="stored"``);
+        resent_readings: readings sent again (``confirm="stored"``), and of them the distinct ones
+        ``resent_after_ack`` (the broker had acknowledged them, ingest had not confirmed them:
+        what the broker lost or held back, at most);
         reconnects: sessions re-established after a lost connection;
         max_behind_s: most real seconds a poll cycle was published after its simulated time;
         real_s: real seconds from the simulated start to the last poll cycle; stopped_early: interrupted.
@@ -99,6 +108,9 @@ class FleetResult:
     messages: int = 0
     acknowledged: int = 0
     readings_acknowledged: int = 0
+    readings_confirmed: int = 0
+    resent_readings: int = 0
+    resent_after_ack: int = 0
     readings_by_site: dict[str, int] = field(default_factory=dict)
     stories: dict[str, int] = field(default_factory=dict)
     reconnects: int = 0
@@ -110,6 +122,8 @@ class FleetResult:
         """JSON-ready summary (without the per-site counts)."""
         return {"sites": self.sites, "readings": self.readings, "messages": self.messages,
                 "acknowledged": self.acknowledged, "readings_acknowledged": self.readings_acknowledged,
+                "readings_confirmed": self.readings_confirmed, "resent_readings": self.resent_readings,
+                "resent_after_ack": self.resent_after_ack,
                 "stories": self.stories, "reconnects": self.reconnects,
                 "max_behind_s": round(self.max_behind_s, 3), "real_s": round(self.real_s, 1),
                 "stopped_early": self.stopped_early}
@@ -135,17 +149,17 @@ def build_gateways(options: FleetOptions, profiles: ProfileLibrary) -> list[Flee
     return gateways
 
 
-def messages_of(readings: list[WireReading], form: MessageForm) -> list[tuple[datetime, int, bytes]]:
-    """The messages of one gateway's readings: ``(slot time, readings, payload)`` each.
+def messages_of(readings: list[WireReading], form: MessageForm) -> list[tuple[datetime, tuple[int, ...], bytes]]:
+    """The messages of one gateway's readings: ``(slot time, the readings' seqs, payload)`` each.
 
     ``single``: one message per reading; ``batch``: one per poll cycle (readings of one slot time).
     """
     if form == "single":
-        return [(r.time, 1, dump_payload([r.to_wire()])) for r in readings]
+        return [(r.time, (r.seq,), dump_payload([r.to_wire()])) for r in readings]
     by_slot: dict[datetime, list[WireReading]] = {}
     for r in readings:
         by_slot.setdefault(r.time, []).append(r)
-    return [(t, len(rs), dump_payload([r.to_wire() for r in rs])) for t, rs in by_slot.items()]
+    return [(t, tuple(r.seq for r in rs), dump_payload([r.to_wire() for r in rs])) for t, rs in by_slot.items()]
 
 
 def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
@@ -161,7 +175,7 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
     raise_fd_limit(len(gateways) + 256)
     clock_box: list[ScenarioClock] = []
     fleet = MqttFleet(options.broker, options.keepalive_s,
-                      lambda: format_time(clock_box[0].now() if clock_box else options.start))
+                      lambda: format_time(clock_box[0].now() if clock_box else options.start), confirm=options.confirm)
     sessions = [fleet.add(g.site, g.gateway_id, g.boot) for g in gateways]
     log.info("fleet: connecting %d gateways to %s", len(gateways), options.broker.safe_url())
     fleet.connect_all()
@@ -196,8 +210,9 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
                 # one poll cycle at a time, in slot order across the fleet: a simulator that falls behind
                 # catches up evenly, every gateway keeps publishing (and its session alive)
                 readings = gateway.poll(slot)
-                for t, count, payload in messages_of(readings, options.form):
-                    fleet.publish(session, payload, count)
+                for t, seqs, payload in messages_of(readings, options.form):
+                    count = len(seqs)
+                    fleet.publish(session, payload, count, seqs)
                     result.messages += 1
                     result.readings += count
                     result.readings_by_site[gateway.site] = result.readings_by_site.get(gateway.site, 0) + count
@@ -228,21 +243,26 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
             if stopped < options.end:  # services started later wait for a new simulation
                 write_clock_file(options.clock_file, ScenarioClock(clock.sim_start, clock.speed, clock.wall_start,
                                                                    sim_end=stopped))
-        drained = fleet.close()
+        drained = fleet.close(_CONFIRM_WAIT_S if options.confirm == "stored" else 30.0)
         if log_file is not None:
             log_file.close()
     result.acknowledged = sum(s.acknowledged for s in sessions)
     result.readings_acknowledged = sum(s.readings_acknowledged for s in sessions)
+    result.readings_confirmed = sum(s.readings_confirmed for s in sessions)
+    result.resent_readings = sum(s.resent_readings for s in sessions)
+    result.resent_after_ack = sum(len(s.resent_after_ack) for s in sessions)
     result.reconnects = fleet.reconnects
-    log.info("fleet %s: %d readings in %d messages from %d gateways, %d acknowledged%s; %d reconnects",
+    log.info("fleet %s: %d readings in %d messages from %d gateways, %d acknowledged%s; %d reconnects%s",
              "stopped" if result.stopped_early else "done", result.readings, result.messages, result.sites,
-             result.acknowledged, "" if drained else " (some still waiting at the end)", result.reconnects)
+             result.acknowledged, "" if drained else " (some still waiting at the end)", result.reconnects,
+             f"; {result.readings_confirmed} readings confirmed stored, {result.resent_readings} re-sent"
+             if options.confirm == "stored" else "")
     return result
 
 
 def fleet_command(n: int, sites_dir: Path | None, broker_url: str, speed: float, start: datetime | None,
                   duration_h: float, seed: int, batch: bool, clock_file: Path | None, start_delay_s: float,
-                  progress_s: float, publish_log: Path | None) -> None:
+                  progress_s: float, publish_log: Path | None, confirm: str = "broker") -> None:
     """``stormwatch simulate --fleet N``: the command-line run of :func:`run_fleet` (errors: one line, exit 2)."""
     import json
     import signal
@@ -259,6 +279,8 @@ def fleet_command(n: int, sites_dir: Path | None, broker_url: str, speed: float,
              "one ingest and alerts are given")
     if duration_h <= 0:
         fail(f"--duration-h {duration_h}: must be > 0")
+    if confirm not in ("stored", "broker"):
+        fail(f"--confirm: expected stored or broker, got {confirm!r}")
     if clock_file is not None and not clock_file.parent.is_dir():
         fail(f"--clock-file {clock_file}: directory {clock_file.parent} does not exist")
     try:
@@ -268,7 +290,8 @@ def fleet_command(n: int, sites_dir: Path | None, broker_url: str, speed: float,
     options = FleetOptions(sites_dir=sites_dir, n=n, broker=broker,
                            start=(start or load_scenario("default").start).astimezone(UTC), duration_h=duration_h,
                            speed=speed, seed=seed, form="batch" if batch else "single", clock_file=clock_file,
-                           start_delay_s=start_delay_s, progress_s=progress_s, publish_log=publish_log)
+                           start_delay_s=start_delay_s, progress_s=progress_s, publish_log=publish_log,
+                           confirm=confirm)
     # A fleet's gateways report their devices' counter baselines and failures as a gateway would, once
     # per site: thousands of lines. The stories say what happens (the silent gauges among them).
     logging.getLogger("stormwatch.gateway").setLevel(logging.WARNING)

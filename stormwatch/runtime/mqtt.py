@@ -1,7 +1,9 @@
 """Broker URLs and client credentials, shared by every MQTT client of stormwatch.
 
 Broker URLs: ``mqtt://[user[:password]@]host[:port]`` or ``mqtts://...`` (TLS); ``tcp://`` and
-``ssl://`` are accepted as aliases, and a bare ``host:port`` means ``mqtt://host:port``. The nodes of
+``ssl://`` are accepted as aliases, and a bare ``host:port`` means ``mqtt://host:port``; query options:
+the TLS files, ``protocol=5`` (MQTT 5 instead of 3.1.1) and ``max_packet_size=BYTES`` (the
+broker's packet limit, when it does not announce it). The nodes of
 a broker cluster are listed with commas, ``mqtt://node1:1883,node2:1883,node3:1883``: a client
 connects to the first and, when a connection is lost or refused, tries the next
 (:class:`stormwatch.runtime.mqttsession.SessionClient`; docs/scaling.md).
@@ -52,6 +54,10 @@ class BrokerSettings:
     key_file: str | None = None
     #: The other nodes of a broker cluster, ``(host, port)`` each, tried in turn after ``host``.
     others: tuple[tuple[str, int], ...] = ()
+    #: MQTT protocol version: 4 (3.1.1) or 5 (the broker then announces its packet limit in CONNACK).
+    protocol: int = 4
+    #: The broker's packet limit in bytes, configured (``None``: only what the broker announces).
+    max_packet_size: int | None = None
 
     @property
     def endpoints(self) -> tuple[tuple[str, int], ...]:
@@ -91,10 +97,11 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
     username = unquote(parts.username) if parts.username else env.get("STORMWATCH_MQTT_USERNAME") or None
     password = unquote(parts.password) if parts.password else env.get("STORMWATCH_MQTT_PASSWORD") or None
     query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - set(_TLS_FILES))
+    unknown = sorted(set(query) - set(_TLS_FILES) - set(_OPTIONS))
     if unknown:
         raise BrokerUrlError(f"unknown broker URL option(s) {', '.join(unknown)} "
-                             f"(known: {', '.join(sorted(_TLS_FILES))})")
+                             f"(known: {', '.join(sorted([*_TLS_FILES, *_OPTIONS]))})")
+    protocol, max_packet = _protocol_options(query)
     files = {key: (query[key][-1] if key in query else env.get(var)) or None for key, var in _TLS_FILES.items()}
     if (files["cert_file"] is None) != (files["key_file"] is None):
         raise BrokerUrlError(
@@ -110,7 +117,37 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
         password=password,
         **files,
         others=others,
+        protocol=protocol,
+        max_packet_size=max_packet,
     )
+
+
+_OPTIONS = ("protocol", "max_packet_size")
+#: The smallest packet limit that still carries a reading message (MQTT 5 section 3.1.2.11.4 allows less).
+MIN_PACKET_SIZE = 256
+
+
+def _protocol_options(query: Mapping[str, list[str]]) -> tuple[int, int | None]:
+    """``protocol`` and ``max_packet_size`` of a URL query.
+
+    Raises:
+        BrokerUrlError: a protocol other than 3.1.1/4 or 5, a packet limit that is not an integer of at
+            least :data:`MIN_PACKET_SIZE` bytes.
+    """
+    protocol = 4
+    if "protocol" in query:
+        text = query["protocol"][-1].strip()
+        if text not in ("5", "5.0", "4", "3.1.1"):
+            raise BrokerUrlError(f"broker URL option protocol={text}: expected 5 (MQTT 5) or 3.1.1")
+        protocol = 5 if text.startswith("5") else 4
+    max_packet: int | None = None
+    if "max_packet_size" in query:
+        text = query["max_packet_size"][-1].strip()
+        if not text.isdigit() or int(text) < MIN_PACKET_SIZE:
+            raise BrokerUrlError(f"broker URL option max_packet_size={text}: expected a whole number of bytes, "
+                                 f"at least {MIN_PACKET_SIZE}")
+        max_packet = int(text)
+    return protocol, max_packet
 
 
 def _check_port(port: int | None, where: str) -> None:

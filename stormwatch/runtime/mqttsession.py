@@ -20,6 +20,8 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion, _ConnectionState
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from stormwatch.runtime.mqtt import BrokerSettings, ConnectFailureLog, apply_credentials
 from stormwatch.runtime.mqtttakeover import SESSION_TAKEN_OVER, TakeoverGuard
@@ -33,6 +35,10 @@ _INTERNALS = ("_check_keepalive", "_send_pingreq", "_sock_close", "_do_on_discon
 WATCHDOG_SUPPORTED = all(hasattr(mqtt.Client, name) for name in _INTERNALS)
 #: paho's reason for a connection that ended without a DISCONNECT (the broker closed it, or a socket error).
 _UNSPECIFIED_ERROR = 0x80
+#: MQTT 5 reason code "Packet too large" (MQTT 5.0 section 2.4, table 2-6).
+PACKET_TOO_LARGE = 0x95
+#: MQTT 5 Session Expiry Interval of a persistent session: "never expires" (MQTT 5.0 section 3.1.2.11.2).
+_SESSION_NEVER_EXPIRES = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,13 @@ class SessionOptions:
         manual_ack: acknowledge QoS 1/2 messages only when the application calls ``ack()``.
         reconnect_min_s, reconnect_max_s: reconnect backoff in whole seconds (paho doubles the
             wait from the minimum up to the maximum while attempts fail).
-        takeover_max_s: cap of the reconnect delay while the session is being taken over (whole s).
+        takeover_max_s: the reconnect delay once a takeover episode is ``takeover_settle_s`` old (whole s);
+            it doubles up to it from ``reconnect_min_s`` before (:mod:`stormwatch.runtime.mqtttakeover`).
+        takeover_settle_s: seconds from a takeover episode's first takeover to the settled delay.
+        sides: what this process and the other one with its client id are, as far as known (in the
+            takeover ERROR), e.g. from the retained statuses (:class:`stormwatch.gateway.publisher.MqttPublisher`).
+        loss_hint: asked at every lost connection the broker closed without a reason (MQTT 3.1.1): a
+            sentence naming a likelier cause than a takeover (a packet over the broker's limit), or ``None``.
         duplicate_hint: what a duplicate client id most likely means for this service, in a sentence
             or two (in the takeover ERROR), e.g. "Are two gateways configured with gateway id 'gw'?".
         lost_note: appended to the WARNING of a lost connection (e.g. "the outbox keeps the readings").
@@ -82,7 +94,10 @@ class SessionOptions:
     manual_ack: bool = False
     reconnect_min_s: int = 1
     reconnect_max_s: int = 30
-    takeover_max_s: int = 120
+    takeover_max_s: int = 300
+    takeover_settle_s: float = 60.0
+    sides: Callable[[], str] | None = None
+    loss_hint: Callable[[], str | None] | None = None
     duplicate_hint: str = "Are two processes configured with the same client id?"
     lost_note: str = ""
     clean_session: bool = False
@@ -131,8 +146,11 @@ class SessionClient(mqtt.Client):
 
     def __init__(self, broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,
                  on_session: Callable[[bool], None] | None = None, on_lost: Callable[[], None] | None = None) -> None:
-        super().__init__(CallbackAPIVersion.VERSION2, client_id=options.client_id, clean_session=options.clean_session,
-                         protocol=MQTTProtocolVersion.MQTTv311, manual_ack=options.manual_ack)
+        v5 = broker.protocol == 5
+        super().__init__(CallbackAPIVersion.VERSION2, client_id=options.client_id,
+                         clean_session=None if v5 else options.clean_session,
+                         protocol=MQTTProtocolVersion.MQTTv5 if v5 else MQTTProtocolVersion.MQTTv311,
+                         manual_ack=options.manual_ack)
         self.broker = broker
         self.options = options
         self.log = logger
@@ -141,7 +159,10 @@ class SessionClient(mqtt.Client):
         self.connects = 0
         self.losses = 0
         self.dead_links = 0
-        self._guard = TakeoverGuard(min_delay_s=options.reconnect_min_s, max_delay_s=options.takeover_max_s)
+        self._guard = TakeoverGuard(min_delay_s=options.reconnect_min_s, max_delay_s=options.takeover_max_s,
+                                    settle_s=options.takeover_settle_s)
+        #: The broker's packet limit as it announced it in the last CONNACK (MQTT 5), or ``None``.
+        self.announced_packet_size: int | None = None
         self._outage = ConnectFailureLog(broker, logger)
         self._refused = False  # a refusal was logged at ERROR; repeats at DEBUG until connected
         self._dead_reason: str | None = None  # set by the keep-alive check for the disconnect that follows
@@ -149,6 +170,7 @@ class SessionClient(mqtt.Client):
         self._node = 0  # index of the cluster node in use (broker.endpoints)
         self._answered = threading.Event()  # the broker answered a CONNECT (accepted or refused)
         self._refusal: str | None = None  # the reason of the last refused connection
+        self._hinted: str | None = None  # the last loss hint logged at ERROR (repeats at DEBUG)
         if options.will is not None:
             w = options.will
             self.will_set(w.topic, w.payload, qos=w.qos, retain=w.retain)
@@ -164,6 +186,21 @@ class SessionClient(mqtt.Client):
         return self._guard.takeovers
 
     @property
+    def packet_limit(self) -> int | None:
+        """The broker's packet limit in bytes: the smaller of the configured one and the announced one."""
+        limits = [n for n in (self.broker.max_packet_size, self.announced_packet_size) if n is not None]
+        return min(limits) if limits else None
+
+    def _connect_args(self) -> dict[str, Any]:
+        """MQTT 5: a persistent session is asked for with clean start off and a session that never expires."""
+        if self.broker.protocol != 5:
+            return {}
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        if not self.options.clean_session:
+            props.SessionExpiryInterval = _SESSION_NEVER_EXPIRES
+        return {"clean_start": self.options.clean_session, "properties": props}
+
+    @property
     def taken_over(self) -> bool:
         """A takeover episode has been reported and no connection has held long enough since to end it."""
         return self._guard.in_episode
@@ -171,7 +208,8 @@ class SessionClient(mqtt.Client):
     def start(self) -> None:
         """Connect in the background (paho's network thread retries until the broker answers)."""
         self._stopping = False
-        self.connect_async(self.broker.host, self.broker.port, keepalive=self.options.keepalive_s)
+        self.connect_async(self.broker.host, self.broker.port, keepalive=self.options.keepalive_s,
+                           **self._connect_args())
         self.loop_start()
 
     @property
@@ -204,7 +242,7 @@ class SessionClient(mqtt.Client):
         error: OSError | None = None
         for i, (host, port) in enumerate(self.broker.endpoints):
             try:
-                self.connect(host, port, keepalive=self.options.keepalive_s)
+                self.connect(host, port, keepalive=self.options.keepalive_s, **self._connect_args())
             except OSError as exc:
                 error = exc
                 continue
@@ -235,7 +273,7 @@ class SessionClient(mqtt.Client):
     # -- connection lifecycle (paho's network thread) -----------------------------------------
 
     def _connected(self, _client: mqtt.Client, _userdata: Any, flags: mqtt.ConnectFlags, reason_code: Any,
-                   _props: Any) -> None:
+                   props: Any) -> None:
         url, cid = self.broker.safe_url(), self.options.client_id
         if len(self.broker.endpoints) > 1:
             url = f"{url} (node {self.node})"
@@ -248,6 +286,7 @@ class SessionClient(mqtt.Client):
                          "" if level == logging.DEBUG else " (repeats logged at DEBUG)")
             return
         self._refused = False
+        self.announced_packet_size = getattr(props, "MaximumPacketSize", None) if props is not None else None
         self.connects += 1
         self._guard.connected(time.monotonic())
         failed = self._outage.connected()
@@ -275,15 +314,25 @@ class SessionClient(mqtt.Client):
         url, cid, opts = self.broker.safe_url(), self.options.client_id, self.options
         from_broker = bool(flags.is_disconnect_packet_from_server)
         code = getattr(reason_code, "value", None)
+        broker_closed = dead is None and not from_broker and code == _UNSPECIFIED_ERROR
+        hint = opts.loss_hint() if opts.loss_hint is not None and (broker_closed or code == PACKET_TOO_LARGE) else None
+        if hint is None and code == PACKET_TOO_LARGE:
+            hint = "a packet over its max packet size (MQTT reason 0x95)"
         verdict = self._guard.lost(time.monotonic(), taken_over=from_broker and code == SESSION_TAKEN_OVER,
-                                   broker_closed=dead is None and not from_broker and code == _UNSPECIFIED_ERROR)
+                                   broker_closed=broker_closed and hint is None)
         note = f"; {opts.lost_note}" if opts.lost_note else ""
-        if verdict.report:
+        if hint is not None:
+            self.log.log(logging.DEBUG if self._hinted == hint else logging.ERROR,
+                         "disconnected from %s by the broker (%s): %s%s", url, reason_code, hint, note)
+            self._hinted = hint
+        elif verdict.report:
             why = ("the broker said so: MQTT reason 0x8E" if code == SESSION_TAKEN_OVER
                    else f"the broker closed this connection right after accepting it, {verdict.streak} times in a row")
-            self.log.error("session taken over: another client connects to %s with client id %r (%s). %s "
-                           "Reconnecting with backoff up to %d s; further takeovers logged at DEBUG",
-                           url, cid, why, opts.duplicate_hint, opts.takeover_max_s)
+            sides = f" {opts.sides()}." if opts.sides is not None else ""
+            self.log.error("session taken over: another client connects to %s with client id %r (%s).%s %s "
+                           "Backing off: after %.0f s of this, one reconnect every %d s; further takeovers logged "
+                           "at DEBUG", url, cid, why, sides, opts.duplicate_hint, opts.takeover_settle_s,
+                           opts.takeover_max_s)
         elif verdict.quiet:
             self.log.debug("session %r taken over again (%d in a row; %d in all); reconnecting in %d s", cid,
                            verdict.streak, self._guard.takeovers, verdict.reconnect_delay_s)

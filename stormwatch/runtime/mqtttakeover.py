@@ -8,7 +8,8 @@ configured with one id (two gateways copied from one site file, two ingest worke
 second forever with paho's default backoff, each side seeing only "Unspecified error".
 
 :class:`TakeoverGuard` tells each loss of a connection apart, so the process says once, clearly, that
-another client holds its id, and backs off instead of fighting for the session.
+another client holds its id, and backs off instead of fighting for the session: at most one
+takeover every five minutes after an episode's first minute.
 
 The design: docs/runtime.md ("The modules", `stormwatch/runtime/mqtttakeover.py`).
 """
@@ -48,22 +49,26 @@ class TakeoverGuard:
         short_s: a connection the broker closes sooner than this after accepting it is suspect (s).
         suspect_after: suspected takeovers in a row before one is reported (MQTT 3.1.1).
         quiet_s: a connection that holds this long ends an episode (s).
-        min_delay_s, max_delay_s: reconnect delay after the first takeover, and its cap (whole s).
+        min_delay_s, max_delay_s: reconnect delay after the first takeover, and the settled delay (whole s).
+        settle_s: seconds from an episode's first takeover after which every delay is ``max_delay_s``.
 
     Raises:
         ValueError: a bound that makes no sense (``suspect_after < 1``, delays out of order).
     """
 
     def __init__(self, *, short_s: float = 10.0, suspect_after: int = 3, quiet_s: float = 600.0,
-                 min_delay_s: int = 1, max_delay_s: int = 120) -> None:
-        if suspect_after < 1 or not 1 <= min_delay_s <= max_delay_s or short_s <= 0 or quiet_s < short_s:
+                 min_delay_s: int = 1, max_delay_s: int = 300, settle_s: float = 60.0) -> None:
+        if (suspect_after < 1 or not 1 <= min_delay_s <= max_delay_s or short_s <= 0 or quiet_s < short_s
+                or settle_s < 0):
             raise ValueError("TakeoverGuard needs suspect_after >= 1, 1 <= min_delay_s <= max_delay_s, "
-                             "0 < short_s <= quiet_s")
+                             "0 < short_s <= quiet_s, settle_s >= 0")
         self.short_s = short_s
         self.suspect_after = suspect_after
         self.quiet_s = quiet_s
         self.min_delay_s = min_delay_s
         self.max_delay_s = max_delay_s
+        self.settle_s = settle_s
+        self._streak_start: float | None = None  # when the current run of takeovers began
         #: Losses counted as takeovers (certain or suspected), since the start.
         self.takeovers = 0
         self._streak = 0
@@ -89,15 +94,24 @@ class TakeoverGuard:
         """
         held = float("inf") if self._connected_at is None else now - self._connected_at
         self._connected_at = None
-        if self._reported and held >= self.quiet_s:
+        if held >= self.quiet_s:
             self._reported = False
-        if not (taken_over or (broker_closed and held < self.short_s)):
             self._streak = 0
+        # in a reported episode, a connection the other process takes after our back-off held long
+        going_on = self._reported and held < self.quiet_s
+        if not (taken_over or (broker_closed and (held < self.short_s or going_on))):
+            self._streak = 0
+            self._streak_start = None
             return LossVerdict(False, False, self._reported, 0, self.min_delay_s)
+        if self._streak == 0 or self._streak_start is None:
+            self._streak_start = now
         self._streak += 1
         self.takeovers += 1
         report = not self._reported and (taken_over or self._streak >= self.suspect_after)
         quiet = self._reported
         self._reported = self._reported or report
-        delay = min(self.max_delay_s, self.min_delay_s * 2 ** min(self._streak - 1, 30))
+        if now - self._streak_start >= self.settle_s:
+            delay = self.max_delay_s
+        else:
+            delay = min(self.max_delay_s, self.min_delay_s * 2 ** min(self._streak - 1, 30))
         return LossVerdict(True, report, quiet, self._streak, delay)

@@ -7,6 +7,7 @@ Expected values are worked by hand from the rules in the module docstrings.
 from __future__ import annotations
 
 import logging
+from itertools import pairwise
 
 import pytest
 
@@ -71,13 +72,55 @@ def test_an_episode_ends_when_a_connection_holds_for_quiet_s_then_a_new_one_is_r
     g.connected(0.0)
     assert g.lost(1.0, taken_over=False, broker_closed=True).report
     g.connected(2.0)
-    v = g.lost(302.0, taken_over=False, broker_closed=True)  # held 300 s < 600 s: still the episode
-    assert not v.takeover and v.quiet and g.in_episode
+    # held 300 s < 600 s: still the episode -- the other side's reconnect after its back-off took it
+    v = g.lost(302.0, taken_over=False, broker_closed=True)
+    assert v.takeover and v.quiet and g.in_episode and v.reconnect_delay_s == 120  # settled: the cap
     g.connected(303.0)
     v = g.lost(903.0, taken_over=False, broker_closed=True)  # held 600 s: over
     assert not v.quiet and not g.in_episode
     g.connected(904.0)
     assert g.lost(904.5, taken_over=False, broker_closed=True).report
+
+
+def _fight(minutes: float, **bounds: float) -> tuple[list[float], list[int]]:
+    """Two processes with one client id on one broker, on simulated time: each connect takes the session
+    from the other (MQTT 5: the broker says so); each waits its guard's delay before connecting again.
+    Returns the takeover times and the reports, A's and B's."""
+    guards = {"A": TakeoverGuard(**bounds), "B": TakeoverGuard(**bounds)}  # type: ignore[arg-type]
+    t, holder, waiting = 0.0, "A", "B"
+    guards["A"].connected(t)
+    takeovers: list[float] = []
+    reports = [0, 0]
+    t = 30.0  # B starts half a minute after A
+    while t < minutes * 60:
+        guards[waiting].connected(t)
+        verdict = guards[holder].lost(t, taken_over=True, broker_closed=False)
+        takeovers.append(t)
+        reports["AB".index(holder)] += verdict.report
+        holder, waiting = waiting, holder
+        t += verdict.reconnect_delay_s
+    return takeovers, reports
+
+
+def test_two_processes_with_one_client_id_settle_to_one_takeover_in_five_minutes_after_the_first() -> None:
+    """The default rule (docs/runtime.md): each process's delay doubles from 1 s while its episode is
+    younger than a minute, then is 300 s. Worked by hand: A loses at 30, 32, 36, 44, 60 s (delays 1, 2,
+    4, 8, 16) and at 92 s (62 s into its episode: 300); B at 31, 34, 40, 52, 76 s (1, 2, 4, 8, 16) and
+    at 392 s (300). Takeovers: 30, 31, 32, 34, 36, 40, 44, 52, 60, 76, 92, then every 300 s."""
+    takeovers, reports = _fight(30)
+    assert takeovers[:13] == [30, 31, 32, 34, 36, 40, 44, 52, 60, 76, 92, 392, 692]
+    later = [t for t in takeovers if t > takeovers[0] + 60]  # after the first minute of the episode
+    assert all(b - a >= 300 for a, b in pairwise(later))  # at most one in five minutes
+    assert len(takeovers) == 11 + (30 * 60 - 92) // 300
+    assert reports == [1, 1]  # one ERROR per process for the whole episode
+
+
+def test_a_configurable_settle_keeps_the_same_shape() -> None:
+    """The same rule scaled down (settle 4 s, settled delay 8 s): A's delays 1, 2, then 8 from 36 s
+    (6 s into its episode); B's 1, 2, then 8 from 44 s."""
+    takeovers, _ = _fight(2, min_delay_s=1, max_delay_s=8, settle_s=4)
+    assert takeovers[:7] == [30, 31, 32, 34, 36, 44, 52]
+    assert all(b - a == 8 for a, b in pairwise(takeovers[4:]))
 
 
 def test_guard_refuses_nonsense_bounds() -> None:
