@@ -189,8 +189,9 @@ class Engine:
         self.storm: StormRuleState | None = None
         self._watchers: list[Any] = []
         self._offline: list[Any] = []
-        self._build(profiles)
         self._routes: dict[tuple[str, str], tuple[Rule, ...]] = {}
+        self._hungry: list[Any] = []
+        self._build(profiles)
         # the reorder buffer: readings that came in order are appended to _fifo as batches (a message's
         # readings at once; nearly all), the others pushed on _heap one by one; _take merges the two
         self._fifo: deque[_Batch] = deque()
@@ -276,6 +277,9 @@ class Engine:
         self.storm = next((r for r in rules if isinstance(r, StormRuleState)), None)
         self._watchers = [r for r in rules if hasattr(r, "on_watermark")]
         self._offline = [r for r in rules if hasattr(r, "source_offline")]
+        # rules that stop taking readings at some point (``sated``, e.g. R1w once its period is open):
+        # the routes are made again without them when they do
+        self._hungry = [r for r in rules if getattr(r, "sated", True) is False]
         self._routes = {}
 
     @property
@@ -455,9 +459,11 @@ class Engine:
 
     def _release_due(self) -> list[Event]:
         """Release what the newest event time seen, less the lateness, lets through (capped)."""
-        if self._max_seen is None:
+        newest = self._max_seen
+        if newest is None:
             return []
-        return self._release(self._capped(self._max_seen - self.lateness))
+        w = newest - self.lateness
+        return self._release(w if self._hold is None and self.clock is None else self._capped(w))
 
     def _capped(self, w: datetime) -> datetime:
         """``w``, or the clock's time when ``w`` is later: the watermark never passes the clock; nor
@@ -624,8 +630,15 @@ class Engine:
         if self._watermark is not None and w <= self._watermark:
             return []
         self._watermark = w
-        ready = self._take(w)
+        fifo = self._fifo
+        if not self._heap and fifo and fifo[0][1][0] <= w and (len(fifo) == 1 or fifo[1][0][0] > w):
+            ready: Sequence[Reading] = fifo.popleft()[2]  # one batch (live: the poll cycle of 2 minutes ago)
+        else:
+            ready = self._take(w)
         out = self._run(ready) if ready else []
+        if self._hungry:
+            self._hungry = [r for r in self._hungry if not r.sated]
+            self._routes = {}
         out += self._advance_all(w)
         if self.reevaluate_late:
             self._prune(w)
@@ -665,14 +678,12 @@ class Engine:
             out += rule.on_watermark(w)
         return out
 
-    def _run(self, readings: list[Reading]) -> list[Event]:
+    def _run(self, readings: Sequence[Reading]) -> list[Event]:
         """Give ``readings`` (event-time order) to the rules; the hot path of live and backfill.
 
         Before a reading every rule due strictly before its time is advanced to 1 µs before it
         (checked once per instant; within an instant, only a rule fed or advanced since can be due)."""
-        if self.reevaluate_late:
-            return self._run_keeping(readings)
-        return self._run_part(readings)
+        return self._run_keeping(readings) if self.reevaluate_late else self._run_part(readings)
 
     def _run_part(self, readings: Sequence[Reading]) -> list[Event]:
         """:meth:`_run` of readings between two snapshots."""
@@ -693,7 +704,8 @@ class Engine:
                 again = self._due_before(check, t, out)
             wanting = routes.get((reading.device, reading.quantity))
             if wanting is None:
-                wanting = routes[(reading.device, reading.quantity)] = tuple(r for r in rules if r.wants(reading))
+                wanting = routes[(reading.device, reading.quantity)] = tuple(
+                    r for r in rules if r.wants(reading) and not getattr(r, "sated", False))
             for rule in wanting:
                 found = rule.feed(reading)
                 if found:
@@ -717,7 +729,7 @@ class Engine:
                     again.append(rule)
         return again
 
-    def _run_keeping(self, readings: list[Reading]) -> list[Event]:
+    def _run_keeping(self, readings: Sequence[Reading]) -> list[Event]:
         """:meth:`_run` of an engine that keeps late re-evaluation state: a snapshot of the rules each
         ``snapshot_every`` and the released readings, between the readings."""
         out: list[Event] = []
