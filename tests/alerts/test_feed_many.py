@@ -104,7 +104,8 @@ def shuffled(days: int = 3) -> list[list[Reading]]:
     return out
 
 
-def dumped(messages: list[list[Reading]], batched: bool, reevaluate_late: bool) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def dumped(messages: list[list[Reading]], batched: bool,
+           reevaluate_late: bool) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Every event, in the order the engine gave them, and the engine's counts."""
     profiles = ProfileLibrary()
     engine = Engine.for_site(load_site(REPO / "examples" / "site.yaml", profiles), profiles, None,
