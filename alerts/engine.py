@@ -375,7 +375,7 @@ class Engine:
         r0 = readings[0]
         t0, gateway, boot, seq = r0.time, r0.gateway, r0.boot, r0.seq
         w = self._watermark
-        if (w is not None and t0 <= w) or seq < self._seen.fresh_from(gateway, boot):
+        if w is not None and t0 <= w:
             return False
         site, ranges = self.site, self._ranges
         t = t0
@@ -396,9 +396,8 @@ class Engine:
                 return False
         first = (t0, gateway, boot, r0.seq)
         fifo = self._fifo
-        if fifo and not first > fifo[-1][1]:
+        if (fifo and not first > fifo[-1][1]) or not self._seen.take_run(gateway, boot, r0.seq, seq - 1, t):
             return False
-        self._seen.extend(gateway, boot, r0.seq, seq - 1, t)
         fifo.append((first, (t, gateway, boot, seq - 1), tuple(readings)))
         if self._max_seen is None or t > self._max_seen:
             self._max_seen = t
@@ -642,9 +641,9 @@ class Engine:
         out += self._advance_all(w)
         if self.reevaluate_late:
             self._prune(w)
-        elif len(self._seen) > self._forget_above:  # at or before the watermark they are late anyway
+        elif self._seen.count > self._forget_above:  # at or before the watermark they are late anyway
             self._seen.forget(w, including=True)
-            self._forget_above = len(self._seen) + 4096  # a run still growing is kept: not at every release
+            self._forget_above = self._seen.count + 4096  # a run still growing is kept: not at every release
         if not out:
             return out
         return [self._with_order(e) for e in self._record(out)]
