@@ -114,8 +114,13 @@ class _Held(NamedTuple):
                                        seq=self.seq, raw=None, flags=self.flags, tip_size=self.tip_size)
 
 
-#: A reading in the reorder buffer: its order key (time, gateway, boot, seq), its arrival, itself.
+#: A reading in the reorder buffer's heap: its order key (time, gateway, boot, seq), its arrival, itself.
 _Entry = tuple[datetime, str, str, int, int, Reading]
+#: The order key of a reading: (time, gateway, boot, seq).
+_Key = tuple[datetime, str, str, int]
+#: Readings in the reorder buffer's in-order queue: the order keys of the first and the last, and the
+#: readings in the engine's order (a message's poll cycle is one batch, not one entry per reading).
+_Batch = tuple[_Key, _Key, Sequence[Reading]]
 
 
 def _immutable(value: object) -> bool:
@@ -184,11 +189,12 @@ class Engine:
         self.storm: StormRuleState | None = None
         self._watchers: list[Any] = []
         self._offline: list[Any] = []
-        self._build(profiles)
         self._routes: dict[tuple[str, str], tuple[Rule, ...]] = {}
-        # the reorder buffer: entries (time, gateway, boot, seq, arrival, reading) that came in order are
-        # appended to _fifo (nearly all), the others pushed on _heap; _take merges the two
-        self._fifo: deque[_Entry] = deque()
+        self._hungry: list[Any] = []
+        self._build(profiles)
+        # the reorder buffer: readings that came in order are appended to _fifo as batches (a message's
+        # readings at once; nearly all), the others pushed on _heap one by one; _take merges the two
+        self._fifo: deque[_Batch] = deque()
         self._heap: list[_Entry] = []
         self._counter = itertools.count()
         self._seen = SeenIdentities()
@@ -271,6 +277,9 @@ class Engine:
         self.storm = next((r for r in rules if isinstance(r, StormRuleState)), None)
         self._watchers = [r for r in rules if hasattr(r, "on_watermark")]
         self._offline = [r for r in rules if hasattr(r, "source_offline")]
+        # rules that stop taking readings at some point (``sated``, e.g. R1w once its period is open):
+        # the routes are made again without them when they do
+        self._hungry = [r for r in rules if getattr(r, "sated", True) is False]
         self._routes = {}
 
     @property
@@ -296,6 +305,8 @@ class Engine:
         The checks :meth:`feed` makes per reading are made per message here: the clock's bounds once,
         physics as a range per quantity; a reading that is not plainly admitted (another site, a flag,
         out of range or bounds, seen, at or before the watermark) takes :meth:`feed`'s own path."""
+        if not retained and self._admit_batch(readings):
+            return self._release_due()
         out: list[Event] = []
         admit = self._admit
         if retained:
@@ -308,7 +319,7 @@ class Engine:
             now = self.clock.now()
             latest = self.bounds.latest(now)
             earliest = self.bounds.earliest(now)
-        site, seen, fifo, ranges, counter = self.site, self._seen, self._fifo, self._ranges, self._counter
+        site, seen, ranges = self.site, self._seen, self._ranges
         w, newest = self._watermark, self._max_seen
         # the message's new identities as one run of seqs of one (gateway, boot), remembered at once
         key: tuple[str, str] | None = None
@@ -346,17 +357,51 @@ class Engine:
             last = seq
             if t > run_t:
                 run_t = t
-            entry = (t, reading.gateway, reading.boot, seq, next(counter), reading)
-            if not fifo or entry > fifo[-1]:
-                fifo.append(entry)
-            else:
-                heapq.heappush(self._heap, entry)
+            self._buffer(reading)
             if newest is None or t > newest:
                 newest = t
         if key is not None:
             seen.extend(*key, first, last, run_t)
         self._max_seen = newest
         return out + self._release_due()
+
+    def _admit_batch(self, readings: Sequence[Reading]) -> bool:
+        """Admit a message's readings as one batch of the reorder buffer when every one is plainly
+        admitted -- this site, no flag, physically possible, within the clock's bounds, after the
+        watermark, one unseen run of seqs of one (gateway, boot) in time order, after everything
+        buffered -- (``True``); else nothing is done (``False``: :meth:`feed_many` looks at each)."""
+        if not readings:
+            return False
+        r0 = readings[0]
+        t0, gateway, boot, seq = r0.time, r0.gateway, r0.boot, r0.seq
+        w = self._watermark
+        if w is not None and t0 <= w:
+            return False
+        site, ranges = self.site, self._ranges
+        t = t0
+        for r in readings:
+            rng = ranges.get(r.quantity)
+            if rng is None:
+                rng = ranges[r.quantity] = plausible_range(r.quantity)
+            rt = r.time
+            if r.seq != seq or rt < t or r.site != site or r.flags or r.gateway != gateway or r.boot != boot \
+                    or not rng[0] <= r.value <= rng[1]:
+                return False
+            t = rt
+            seq += 1
+        if self.clock is not None:
+            now = self.clock.now()
+            earliest = self.bounds.earliest(now)
+            if t > self.bounds.latest(now) or (earliest is not None and t0 < earliest):
+                return False
+        first = (t0, gateway, boot, r0.seq)
+        fifo = self._fifo
+        if (fifo and not first > fifo[-1][1]) or not self._seen.take_run(gateway, boot, r0.seq, seq - 1, t):
+            return False
+        fifo.append((first, (t, gateway, boot, seq - 1), tuple(readings)))
+        if self._max_seen is None or t > self._max_seen:
+            self._max_seen = t
+        return True
 
     def _admit(self, reading: Reading, retained: bool) -> list[Event] | None:
         """Put ``reading`` in the reorder buffer (``None``), or why not: ``[]`` (skipped: another site,
@@ -396,21 +441,28 @@ class Engine:
         if self._watermark is not None and t <= self._watermark:
             return self._late(reading, identity)
         self._seen.add(identity, t)
-        entry = (t, gateway, boot, seq, next(self._counter), reading)
-        fifo = self._fifo
-        if not fifo or entry > fifo[-1]:  # in order (nearly always)
-            fifo.append(entry)
-        else:
-            heapq.heappush(self._heap, entry)
+        self._buffer(reading)
         if self._max_seen is None or t > self._max_seen:
             self._max_seen = t
         return None
 
+    def _buffer(self, reading: Reading) -> None:
+        """Put one admitted reading in the reorder buffer: the in-order queue when it comes after
+        everything there (nearly always), else the heap."""
+        key = (reading.time, reading.gateway, reading.boot, reading.seq)
+        fifo = self._fifo
+        if not fifo or key > fifo[-1][1]:
+            fifo.append((key, key, (reading,)))
+        else:
+            heapq.heappush(self._heap, (*key, next(self._counter), reading))
+
     def _release_due(self) -> list[Event]:
         """Release what the newest event time seen, less the lateness, lets through (capped)."""
-        if self._max_seen is None:
+        newest = self._max_seen
+        if newest is None:
             return []
-        return self._release(self._capped(self._max_seen - self.lateness))
+        w = newest - self.lateness
+        return self._release(w if self._hold is None and self.clock is None else self._capped(w))
 
     def _capped(self, w: datetime) -> datetime:
         """``w``, or the clock's time when ``w`` is later: the watermark never passes the clock; nor
@@ -544,15 +596,19 @@ class Engine:
         """
         found: list[Event] = []
         for rule in self._offline:
-            buffered = [entry[0] for entry in itertools.chain(self._fifo, self._heap) if rule.wants(entry[-1])]
+            buffered = [r.time for r in self._buffered() if rule.wants(r)]
             found += rule.source_offline(gateway, at, max(buffered) if buffered else None)
         return [self._with_order(e) for e in self._record(found)]
+
+    def _buffered(self) -> list[Reading]:
+        """Every reading in the reorder buffer (in no particular order)."""
+        return [r for batch in self._fifo for r in batch[2]] + [entry[-1] for entry in self._heap]
 
     def held_readings(self) -> list[Reading]:
         """The readings this engine holds and a store may not have yet: those waiting in the reorder
         buffer and the released tail kept for late re-evaluation (``recent_s``), in event-time order.
         A new engine for the same site (a changed site file) takes them over."""
-        held = [h.reading() for h in self._recent] + [entry[-1] for entry in itertools.chain(self._fifo, self._heap)]
+        held = [h.reading() for h in self._recent] + self._buffered()
         return sorted(held, key=_order_key)
 
     def in_progress(self) -> list[StormSummary]:
@@ -573,14 +629,21 @@ class Engine:
         if self._watermark is not None and w <= self._watermark:
             return []
         self._watermark = w
-        ready = self._take(w)
+        fifo = self._fifo
+        if not self._heap and fifo and fifo[0][1][0] <= w and (len(fifo) == 1 or fifo[1][0][0] > w):
+            ready: Sequence[Reading] = fifo.popleft()[2]  # one batch (live: the poll cycle of 2 minutes ago)
+        else:
+            ready = self._take(w)
         out = self._run(ready) if ready else []
+        if self._hungry:
+            self._hungry = [r for r in self._hungry if not r.sated]
+            self._routes = {}
         out += self._advance_all(w)
         if self.reevaluate_late:
             self._prune(w)
-        elif len(self._seen) > self._forget_above:  # at or before the watermark they are late anyway
+        elif self._seen.count > self._forget_above:  # at or before the watermark they are late anyway
             self._seen.forget(w, including=True)
-            self._forget_above = len(self._seen) + 4096  # a run still growing is kept: not at every release
+            self._forget_above = self._seen.count + 4096  # a run still growing is kept: not at every release
         if not out:
             return out
         return [self._with_order(e) for e in self._record(out)]
@@ -590,8 +653,16 @@ class Engine:
         in-order queue and the heap merged)."""
         fifo, heap = self._fifo, self._heap
         ready: list[Reading] = []
-        while fifo and fifo[0][0] <= w:
-            ready.append(heapq.heappop(heap)[-1] if heap and heap[0] < fifo[0] else fifo.popleft()[-1])
+        if not heap:  # nearly always: whole batches off the queue
+            while fifo and fifo[0][1][0] <= w:
+                ready += fifo.popleft()[2]
+            if not fifo or fifo[0][0][0] > w:
+                return ready
+        # a batch straddling ``w``, or readings on the heap to merge: the queue's front batches onto the heap
+        counter = self._counter
+        while fifo and fifo[0][0][0] <= w:
+            for r in fifo.popleft()[2]:
+                heapq.heappush(heap, (r.time, r.gateway, r.boot, r.seq, next(counter), r))
         while heap and heap[0][0] <= w:
             ready.append(heapq.heappop(heap)[-1])
         return ready
@@ -606,42 +677,74 @@ class Engine:
             out += rule.on_watermark(w)
         return out
 
-    def _run(self, readings: list[Reading]) -> list[Event]:
-        """Give ``readings`` (event-time order) to the rules; the hot path of live and backfill."""
+    def _run(self, readings: Sequence[Reading]) -> list[Event]:
+        """Give ``readings`` (event-time order) to the rules; the hot path of live and backfill.
+
+        Before a reading every rule due strictly before its time is advanced to 1 µs before it
+        (checked once per instant; within an instant, only a rule fed or advanced since can be due)."""
+        return self._run_keeping(readings) if self.reevaluate_late else self._run_part(readings)
+
+    def _run_part(self, readings: Sequence[Reading]) -> list[Event]:
+        """:meth:`_run` of readings between two snapshots."""
         out: list[Event] = []
         rules = self.rules
         routes = self._routes
-        keep = self.reevaluate_late
         self.counts["fed"] += len(readings)
         t_prev: datetime | None = None
-        before: datetime
-        touched: list[Rule] = []  # rules advanced or fed since the last check at this instant
+        again: list[Rule] = []  # rules still due before this instant after being fed or advanced at it
         for reading in readings:
             t = reading.time
-            if keep:
-                if self._next_snapshot is None or t >= self._next_snapshot:
-                    self._snapshot(t)
-                self._recent.append(_Held.of(reading))
-            if t is not t_prev:  # the readings of one poll cycle share their time object
-                before = t - _TICK  # everything strictly before this reading is final
+            if t is not t_prev and t != t_prev:  # the readings of one poll cycle share their time object
                 t_prev = t
                 check: Sequence[Rule] = rules
-            else:  # same instant: only a rule advanced or fed since can be due again
-                check = touched
-            touched = []
-            for rule in check:
-                nd = rule.next_due
-                if nd is not None and nd <= before:
-                    out += rule.advance_to(before)
-                    touched.append(rule)
+            else:
+                check = again
+            if check:
+                again = self._due_before(check, t, out)
             wanting = routes.get((reading.device, reading.quantity))
             if wanting is None:
-                wanting = routes[(reading.device, reading.quantity)] = tuple(r for r in rules if r.wants(reading))
+                wanting = routes[(reading.device, reading.quantity)] = tuple(
+                    r for r in rules if r.wants(reading) and not getattr(r, "sated", False))
             for rule in wanting:
                 found = rule.feed(reading)
                 if found:
                     out += found
-                touched.append(rule)
+                nd = rule.next_due
+                if nd is not None and nd < t:
+                    again.append(rule)
+        return out
+
+    @staticmethod
+    def _due_before(rules: Sequence[Rule], t: datetime, out: list[Event]) -> list[Rule]:
+        """Advance each of ``rules`` due strictly before ``t`` to 1 µs before it (its events onto
+        ``out``); the ones still due before ``t`` after that."""
+        again: list[Rule] = []
+        for rule in rules:
+            nd = rule.next_due
+            if nd is not None and nd < t:
+                out += rule.advance_to(t - _TICK)
+                nd = rule.next_due
+                if nd is not None and nd < t:
+                    again.append(rule)
+        return again
+
+    def _run_keeping(self, readings: Sequence[Reading]) -> list[Event]:
+        """:meth:`_run` of an engine that keeps late re-evaluation state: a snapshot of the rules each
+        ``snapshot_every`` and the released readings, between the readings."""
+        out: list[Event] = []
+        i, n = 0, len(readings)
+        while i < n:
+            t = readings[i].time
+            if self._next_snapshot is None or t >= self._next_snapshot:
+                self._snapshot(t)
+            j = i + 1
+            nxt = self._next_snapshot
+            while j < n and (nxt is None or readings[j].time < nxt):
+                j += 1
+            part = readings[i:j]
+            self._recent.extend(map(_Held.of, part))
+            out += self._run_part(part)
+            i = j
         return out
 
     # -- late data ---------------------------------------------------------------------------

@@ -25,11 +25,11 @@ class SeenIdentities:
     def __init__(self) -> None:
         self._runs: dict[tuple[str, str], list[list[int]]] = {}  # (gateway, boot) -> [first, last] runs, by first
         self._newest: dict[tuple[str, str], list[datetime]] = {}  # the same runs' newest event times
-        self._count = 0
+        self.count = 0  #: identities remembered (len() without a call: the engine checks it per release)
 
     def __len__(self) -> int:
         """Identities remembered."""
-        return self._count
+        return self.count
 
     def _find(self, identity: Identity) -> tuple[list[list[int]], int]:
         runs = self._runs.get((identity[0], identity[1]), [])
@@ -53,6 +53,25 @@ class SeenIdentities:
         runs = self._runs.get((gateway, boot))
         return runs[-1][1] + 1 if runs else -1
 
+    def take_run(self, gateway: str, boot: str, first: int, last: int, time: datetime) -> bool:
+        """Remember ``first`` .. ``last`` of ``(gateway, boot)``, the newest measured at ``time``, when
+        none of them is seen (``first`` at or after :meth:`fresh_from`); else nothing (``False``)."""
+        key = (gateway, boot)
+        runs = self._runs.get(key)
+        if runs:
+            newest_run = runs[-1]
+            if first <= newest_run[1]:
+                return False
+            if newest_run[1] == first - 1:  # the next of the newest run (nearly always)
+                newest_run[1] = last
+                newest = self._newest[key]
+                if time > newest[-1]:
+                    newest[-1] = time
+                self.count += last - first + 1
+                return True
+        self.extend(gateway, boot, first, last, time)
+        return True
+
     def extend(self, gateway: str, boot: str, first: int, last: int, time: datetime) -> None:
         """Remember ``first`` .. ``last`` of ``(gateway, boot)`` (all unseen, ``first`` at or after
         :meth:`fresh_from`), the newest measured at ``time``."""
@@ -66,7 +85,7 @@ class SeenIdentities:
         else:
             self._runs.setdefault(key, []).append([first, last])
             self._newest.setdefault(key, []).append(time)
-        self._count += last - first + 1
+        self.count += last - first + 1
 
     def add(self, identity: Identity, time: datetime) -> None:
         """Remember ``identity`` (measured at ``time``); one already remembered is left as it is."""
@@ -79,7 +98,7 @@ class SeenIdentities:
                 newest = self._newest[key]
                 if time > newest[-1]:
                     newest[-1] = time
-                self._count += 1
+                self.count += 1
                 return
         else:
             runs = self._runs[key] = []
@@ -87,7 +106,7 @@ class SeenIdentities:
         i = bisect_right(runs, seq, key=lambda run: run[0]) - 1
         if i >= 0 and runs[i][0] <= seq <= runs[i][1]:
             return
-        self._count += 1
+        self.count += 1
         joins_left = i >= 0 and runs[i][1] == seq - 1
         joins_right = i + 1 < len(runs) and runs[i + 1][0] == seq + 1
         if joins_left and joins_right:
@@ -112,7 +131,7 @@ class SeenIdentities:
             if len(keep) == len(runs):
                 continue
             kept = set(keep)
-            self._count -= sum(runs[j][1] - runs[j][0] + 1 for j in range(len(runs)) if j not in kept)
+            self.count -= sum(runs[j][1] - runs[j][0] + 1 for j in range(len(runs)) if j not in kept)
             if keep:
                 self._runs[key] = [runs[j] for j in keep]
                 self._newest[key] = [newest[j] for j in keep]

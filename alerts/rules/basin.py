@@ -107,6 +107,8 @@ class BasinRuleState:
         self._recent: deque[tuple[int, float]] = deque()
         self._sorted: list[float] = []  # the depths of _recent, sorted (running median)
         self._last_settled: float | None = None
+        #: usable depths by (quantity, value, unit): a level sensor repeats its few values
+        self._depths: dict[tuple[str, float, str], float] = {}
         self._warned = False
         self._due = False
         self._cycle_start: datetime | None = None
@@ -140,6 +142,13 @@ class BasinRuleState:
         return bar * PA_PER_BAR / (self.params.water_density_kg_m3 * G_M_S2) / M_PER_FT
 
     def feed(self, reading: Reading) -> list[Event]:
+        depth = self._depths.get((reading.quantity, reading.value, reading.unit))
+        if depth is not None and not reading.flags:
+            return self._settle(us_of(reading.time), depth)
+        return self._feed_new(reading)
+
+    def _feed_new(self, reading: Reading) -> list[Event]:
+        """:meth:`feed` of a flagged reading or a value not seen before."""
         if reading.flags:
             log.info("%s: basin reading at %s flagged %s: skipped", self.site, format_time(reading.time),
                      ",".join(reading.flags))
@@ -149,6 +158,8 @@ class BasinRuleState:
             log.warning("%s: basin reading %s=%r %s at %s is not a usable level: skipped", self.site,
                         reading.quantity, reading.value, reading.unit, format_time(reading.time))
             return []
+        if len(self._depths) < 256:
+            self._depths[(reading.quantity, reading.value, reading.unit)] = depth
         return self._settle(us_of(reading.time), depth)
 
     def replay(self, chunk: Chunk) -> list[Event]:

@@ -51,13 +51,14 @@ class RoutineRuleState:
         rule_id: pack rule id (``R1w``).
         params: the pack's :class:`~stormwatch.alerts.packs.RoutineRule`.
         tz: the site's time zone; periods are counted in its local calendar days.
-        last_inspection: callable giving the last recorded inspection time (UTC) or ``None``.
+        last_inspection: callable giving the last recorded inspection time (UTC) or ``None``;
+            ``None``: no work-order book (no inspection is ever recorded).
         anchor: callable giving the latest routine period already opened (work-order book), so a
             restarted engine continues that period instead of opening one from its first reading.
     """
 
-    def __init__(self, site: str, rule_id: str, params: RoutineRule, tz: ZoneInfo, last_inspection: LastInspection,
-                 anchor: PeriodAnchor | None = None) -> None:
+    def __init__(self, site: str, rule_id: str, params: RoutineRule, tz: ZoneInfo,
+                 last_inspection: LastInspection | None, anchor: PeriodAnchor | None = None) -> None:
         self.site = site
         self.anchor = anchor
         self.rule_id = rule_id
@@ -70,6 +71,12 @@ class RoutineRuleState:
 
     def wants(self, reading: Reading) -> bool:
         return True
+
+    @property
+    def sated(self) -> bool:
+        """Readings are no longer input once a period is open (:meth:`feed` ignores them; time and
+        recorded inspections move the cadence): the engine stops giving them to this rule."""
+        return self._period_start is not None
 
     def _open(self, start: datetime, why: str) -> Event:
         self._period_start = start
@@ -109,7 +116,7 @@ class RoutineRuleState:
 
     def check_inspection(self, t: datetime) -> list[Event]:
         """A recorded inspection after the period start (and at or before ``t``) restarts the cadence."""
-        if self._period_start is None:
+        if self._period_start is None or self.last_inspection is None:
             return []
         done = self.last_inspection()
         if done is not None and self._period_start < done <= t:
@@ -150,7 +157,7 @@ def build(ctx: RuleContext) -> RoutineRuleState:
     wo, site, rule_id = ctx.workorders, ctx.site, ctx.rule_id
     return RoutineRuleState(
         site, rule_id, params, ctx.cfg.site.tz,
-        (lambda: wo.last_completed(site, kinds)) if wo is not None else (lambda: None),
+        (lambda: wo.last_completed(site, kinds)) if wo is not None else None,
         (lambda: wo.latest_period(site, rule_id)) if wo is not None else None)
 
 

@@ -402,7 +402,10 @@ class StormRuleState:
                 self._pending.clear()
             if t > self._covered:
                 self._before, self._covered, self._tips_at_covered = self._covered, t, 0
-            self._schedule()
+            if storm is None:  # _schedule's answer without a storm or a gap
+                self.next_due = self._covered + self.silence_allowance
+            else:
+                self._schedule()
             return []
         return self._classify(reading, tips, t)
 

@@ -60,6 +60,7 @@ class TurbidityRule(RuleParams):
 Status = Literal["compliant", "violating", "undetermined", "needs_verification"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 def _median(values: Iterable[float]) -> float:
@@ -159,9 +160,11 @@ class TurbidityRuleState:
         self._in_violation: _Result | None = None  # first window of the active violation run
         self._ok = 0
         self.next_due: datetime | None = None  # end of the window waiting to be evaluated
-        self._cur_idx = 0  # cache of the window of the latest reading
-        self._cur_start: datetime | None = None
+        # the window of the latest clean reading, not yet judged: its span and itself (the hot path);
+        # empty (start after end) when there is none
+        self._cur_start: datetime = _NEVER
         self._cur_end: datetime = _EPOCH
+        self._cur: _Window | None = None
         self.trace: RuleTrace | None = None  # a report's observer (backfill only)
 
     def wants(self, reading: Reading) -> bool:
@@ -172,11 +175,26 @@ class TurbidityRuleState:
 
     def feed(self, reading: Reading) -> list[Event]:
         t = reading.time
-        if self._cur_start is not None and self._cur_start <= t < self._cur_end:
-            idx = self._cur_idx
+        w = self._cur
+        if w is None or not self._cur_start <= t < self._cur_end or reading.flags:
+            return self._feed_window(reading, t)
+        # a clean reading in the current window (nearly every one): its columns
+        if reading.device == self.upstream:
+            w.up_t.append(us_of(t))
+            w.up_v.append(float(reading.value))
+            if reading.unit not in w.up_units:
+                w.up_units.add(reading.unit)
         else:
-            idx = (t - _EPOCH) // self.window
-            self._cur_idx, self._cur_start, self._cur_end = idx, self._start(idx), self._start(idx + 1)
+            w.down_t.append(us_of(t))
+            w.down_v.append(float(reading.value))
+            if reading.unit not in w.down_units:
+                w.down_units.add(reading.unit)
+        return []
+
+    def _feed_window(self, reading: Reading, t: datetime) -> list[Event]:
+        """:meth:`feed` of a reading outside the current window or with flags: its window found
+        (made current), counted or ignored."""
+        idx = (t - _EPOCH) // self.window
         if self._next is None:
             self._next = idx
             self.next_due = self._start(idx + 1)
@@ -187,6 +205,7 @@ class TurbidityRuleState:
         w = self._windows.get(idx)
         if w is None:
             w = self._windows[idx] = _Window()
+        self._cur, self._cur_start, self._cur_end = w, self._start(idx), self._start(idx + 1)
         up = reading.device == self.upstream
         if reading.flags:
             if up:
@@ -273,6 +292,8 @@ class TurbidityRuleState:
             idx = self._next
             self._next += 1
             w = self._windows.pop(idx, None)
+            if w is self._cur:
+                self._cur, self._cur_start, self._cur_end = None, _NEVER, _EPOCH
             out += self._step(self._evaluate(start, end, _Window() if w is None else w))
             start, end = end, end + self.window
         self.next_due = end
