@@ -257,7 +257,7 @@ class Outbox:
         with self._lock:
             rows_before, bytes_before = self._rows, self._bytes
             deleted = 0
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin_deleting()
             try:
                 for boot, first, last in confirmed:
                     gone = self._db.execute(
@@ -274,6 +274,8 @@ class Outbox:
                 self._db.execute("ROLLBACK")
                 self._rows, self._bytes = rows_before, bytes_before
                 raise
+            finally:
+                self._db.execute("PRAGMA synchronous=FULL")
         return deleted, top
 
     def delete(self, ids: list[int]) -> None:
@@ -283,7 +285,7 @@ class Outbox:
             return
         with self._lock:
             rows_before, bytes_before = self._rows, self._bytes
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin_deleting()
             try:
                 for start in range(0, len(ids), _DELETE_CHUNK):
                     chunk = tuple(ids[start : start + _DELETE_CHUNK])
@@ -296,6 +298,24 @@ class Outbox:
                 self._db.execute("ROLLBACK")
                 self._rows, self._bytes = rows_before, bytes_before
                 raise
+            finally:
+                self._db.execute("PRAGMA synchronous=FULL")
+
+    def _begin_deleting(self) -> None:
+        """Begin a transaction that only deletes rows, committed without waiting for the disk.
+
+        A delete a power cut undoes brings a confirmed row back: it is sent again and dropped as a
+        duplicate by its identity -- never a loss. The WAL keeps commits in order, so the next
+        ``synchronous=FULL`` commit (:meth:`add`) makes an earlier delete durable too. Adds stay
+        FULL: a reading must be on disk before it is published (a rain reading whose commit a power
+        cut undid would have its tips counted again from the old counter baseline).
+        """
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._db.execute("PRAGMA synchronous=FULL")
+            raise
 
     def depth(self) -> int:
         """Rows not yet confirmed (kept in memory: no table scan)."""
