@@ -38,7 +38,7 @@ _DELETE_CHUNK = 500
 
 def _sort_time(value: datetime) -> str:
     """Fixed-width UTC text (always microseconds) so text order is time order."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 class ReadingLike(Protocol):
