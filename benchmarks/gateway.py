@@ -191,8 +191,14 @@ def polling(work: Path, broker_url: str, broker_port: int, sites: list[Path], si
     try:
         print(f"polling: gateway pid {gw.pid}, {DEVICES} devices at 1 Hz (port {sim_port}), an ingest process "
               f"confirming; warm-up {WARMUP_S:.0f} s", flush=True)
+        # On a loaded machine the site's validation before the exec can take longer than the warm-up.
+        deadline = time.monotonic() + 60
+        while True:
+            cmdline = Path(f"/proc/{gw.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            if "-m stormwatch.gateway --plan" in cmdline or time.monotonic() > deadline or gw.poll() is not None:
+                break
+            time.sleep(0.5)
         time.sleep(WARMUP_S)
-        cmdline = Path(f"/proc/{gw.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
         print(f"polling: measuring `{cmdline}`", flush=True)
         if "-m stormwatch.gateway --plan" not in cmdline:
             raise RuntimeError(f"the gateway did not exec the lean process: {cmdline}")

@@ -28,7 +28,8 @@ rounds, ``--mode single|batched|both`` the message forms (keys of the batched fo
 installed) and prints its top functions, ``--anchor REF`` runs the ingest of git commit ``REF``
 (1 worker) beside this one, interleaved (``stormwatch_1_worker_before``: the code before).
 Beside the rates, ``stormwatch_*_cpu_s_per_10k``: the ingest processes' CPU seconds (utime + stime from
-``/proc``, after their start-up) per 10,000 readings stored, median of the rounds -- a cost that a
+``/proc``, after their start-up) per 10,000 readings stored, median of the rounds (``raw_cpu_s_per_10k``:
+mosquitto_sub and the writer; ``node_red_batch_cpu_s_per_10k``: the Node-RED process) -- a cost that a
 machine shared with other work disturbs far less than a rate (issue 18 measured the confirmations'
 cost with it).
 """
@@ -241,7 +242,22 @@ def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto
         stop_procs(procs)
 
 
-def run_raw(srv: servers.InfluxDB1, mosq: servers.Mosquitto, payload_file: Path, tag: str) -> tuple[float, int]:
+def measure_cpu(pids: list[int], cpu: list[float] | None, run: Callable[[], tuple[float, int]]) -> tuple[float, int]:
+    """``run()``, appending to ``cpu`` the CPU seconds (utime + stime) of ``pids`` per 10,000 readings stored."""
+    cpu0 = sum(process_usage(pid)[2] for pid in pids)
+    rate, count = run()
+    if cpu is not None and count:
+        try:
+            used = sum(process_usage(pid)[2] for pid in pids) - cpu0
+        except (OSError, KeyError):  # a process that ended: no figure
+            return rate, count
+        cpu.append(used / count * 10_000)
+        log(f"  CPU {used:.2f} s = {cpu[-1]:.3f} s per 10,000 readings")
+    return rate, count
+
+
+def run_raw(srv: servers.InfluxDB1, mosq: servers.Mosquitto, payload_file: Path, tag: str,
+            cpu: list[float] | None = None) -> tuple[float, int]:
     db = f"raw_{tag}"
     create_db(srv, db)
     log(f"raw limit: mosquitto_sub (persistent session) | batched HTTP writes -> database {db}")
@@ -254,7 +270,8 @@ def run_raw(srv: servers.InfluxDB1, mosq: servers.Mosquitto, payload_file: Path,
     assert sub.stdout is not None
     sub.stdout.close()
     try:
-        return measure(srv, db, mosq, payload_file, lambda: writer.poll() is None and sub.poll() is None)
+        return measure_cpu([sub.pid, writer.pid], cpu, lambda: measure(
+            srv, db, mosq, payload_file, lambda: writer.poll() is None and sub.poll() is None))
     finally:
         stop_procs([sub, writer])
 
@@ -323,7 +340,7 @@ def node_red_bin() -> Path | None:
 
 
 def run_node_red(binary: Path, flow: str, srv: servers.InfluxDB1, mosq: servers.Mosquitto, work: Path,
-                 payload_file: Path, tag: str) -> tuple[float, int]:
+                 payload_file: Path, tag: str, cpu: list[float] | None = None) -> tuple[float, int]:
     db = f"nodered_{flow}_{tag}"
     create_db(srv, db)
     log(f"Node-RED flow {flow} -> database {db}")
@@ -340,7 +357,7 @@ def run_node_red(binary: Path, flow: str, srv: servers.InfluxDB1, mosq: servers.
         if not wait_for_line(proc, "Connected to broker", 90, work / f"nodered-{flow}-{tag}.log"):
             raise RuntimeError(f"Node-RED did not connect to the broker (see {user_dir}.log)")
         time.sleep(1.0)  # subscription
-        return measure(srv, db, mosq, payload_file, lambda: proc.poll() is None)
+        return measure_cpu([proc.pid], cpu, lambda: measure(srv, db, mosq, payload_file, lambda: proc.poll() is None))
     finally:
         stop_procs([proc])
 
@@ -398,7 +415,7 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
     stored: dict[str, list[int]] = {}
     rates: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {"stormwatch_1_worker": [], "stormwatch_2_workers": [],
-                                   "stormwatch_1_worker_before": []}
+                                   "stormwatch_1_worker_before": [], "raw": [], "node_red_batch": []}
     spy_out = work / f"profile-{mode}.txt" if profile else None
     Run = Callable[[servers.Mosquitto, str], tuple[float, int]]
     contenders: dict[str, tuple[int, Run]] = {
@@ -407,7 +424,7 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
             spy_out if tag == f"{mode}0" else None)),
         "stormwatch_2_workers": (rounds, lambda mq, tag: run_stormwatch(2, srv, mq, work, payload_file, site, tag,
                                                                         cpu["stormwatch_2_workers"])),
-        "raw": (rounds, lambda mq, tag: run_raw(srv, mq, payload_file, tag)),
+        "raw": (rounds, lambda mq, tag: run_raw(srv, mq, payload_file, tag, cpu["raw"])),
     }
     if before is not None:
         old = before
@@ -416,7 +433,7 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
         nr = binary
         contenders["node_red_batch"] = (
             min(rounds, NODE_RED_BATCH_ROUNDS), lambda mq, tag: run_node_red(nr, "batch", srv, mq, work, payload_file,
-                                                                             tag))
+                                                                             tag, cpu["node_red_batch"]))
         if not batched:  # once: it loses points and then waits SETTLE_S for the count to stop moving
             contenders["node_red_per_message"] = (
                 1, lambda mq, tag: run_node_red(nr, "per_message", srv, mq, work, payload_file, tag))

@@ -38,7 +38,7 @@ _DELETE_CHUNK = 500
 
 def _sort_time(value: datetime) -> str:
     """Fixed-width UTC text (always microseconds) so text order is time order."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 class ReadingLike(Protocol):
@@ -262,7 +262,7 @@ class Outbox:
         with self._lock:
             rows_before, bytes_before = self._rows, self._bytes
             deleted = 0
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin_deleting()
             try:
                 for boot, first, last in confirmed:
                     gone = self._db.execute(
@@ -279,6 +279,8 @@ class Outbox:
                 self._db.execute("ROLLBACK")
                 self._rows, self._bytes = rows_before, bytes_before
                 raise
+            finally:
+                self._db.execute("PRAGMA synchronous=FULL")
         return deleted, top
 
     def delete(self, ids: list[int]) -> None:
@@ -288,7 +290,7 @@ class Outbox:
             return
         with self._lock:
             rows_before, bytes_before = self._rows, self._bytes
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin_deleting()
             try:
                 for start in range(0, len(ids), _DELETE_CHUNK):
                     chunk = tuple(ids[start : start + _DELETE_CHUNK])
@@ -301,6 +303,24 @@ class Outbox:
                 self._db.execute("ROLLBACK")
                 self._rows, self._bytes = rows_before, bytes_before
                 raise
+            finally:
+                self._db.execute("PRAGMA synchronous=FULL")
+
+    def _begin_deleting(self) -> None:
+        """Begin a transaction that only deletes rows, committed without waiting for the disk.
+
+        A delete a power cut undoes brings a confirmed row back: it is sent again and dropped as a
+        duplicate by its identity -- never a loss. The WAL keeps commits in order, so the next
+        ``synchronous=FULL`` commit (:meth:`add`) makes an earlier delete durable too. Adds stay
+        FULL: a reading must be on disk before it is published (a rain reading whose commit a power
+        cut undid would have its tips counted again from the old counter baseline).
+        """
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._db.execute("PRAGMA synchronous=FULL")
+            raise
 
     def dead_letter(self, ids: Sequence[int], reason: str) -> int:
         """Move rows that can never be sent (a reading over the broker's packet limit) to the local dead

@@ -191,6 +191,9 @@ class MqttPublisher:
         self.batch = batch
         self.batch_gather_s = batch_gather_s
         self._rows_added = 0.0  # monotonic time of the last wake() for new rows
+        # Rows after the forward cursor may be waiting (new rows woke the pump, or the last pass was cut
+        # short): only then does the pump query the outbox, not on every PUBACK and tick.
+        self._unsent = True
         self._connected = threading.Event()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -306,7 +309,10 @@ class MqttPublisher:
         if size > self._largest_accepted:
             self._largest_accepted = size
         self._acks.put(mid)
-        self._wake.set()
+        # Waiting on ingest's confirmation, a PUBACK matters only to a filling window: the pump's
+        # next turn takes it otherwise (a wake-up per message costs more than the message).
+        if self.confirm == "broker" or 2 * len(self._inflight) >= self.window:
+            self._wake.set()
 
     def _on_status(self, payload: bytes) -> None:
         try:
@@ -357,6 +363,7 @@ class MqttPublisher:
     def wake(self) -> None:
         """New rows are in the outbox."""
         self._rows_added = time.monotonic()
+        self._unsent = True
         self._wake.set()
 
     def confirm_lag_s(self) -> float:
@@ -641,13 +648,17 @@ class MqttPublisher:
                         self._end_sweep(time.monotonic())
                     else:
                         more = True
-                if room > 0:
+                if room > 0 and self._unsent:
+                    self._unsent = False  # before the query: a wake() during it is seen on the next turn
                     sending = frozenset(i for ids in self._inflight.values() for i in ids)
-                    rows = self.outbox.pending(room * per_message, exclude=sending, after=self._cursor)
+                    asked = room * per_message
+                    rows = self.outbox.pending(asked, exclude=sending, after=self._cursor)
                     n, last, complete, next_slot = self._send(rows, room, next_slot, resend=False)
                     if last is not None:
                         self._cursor = last
                         self._mark(time.monotonic())
+                    if not complete or len(rows) >= asked:
+                        self._unsent = True
                     more = more or bool(rows)
                 if more:
                     self._wake.set()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from stormwatch.clock import Clock
 from stormwatch.gateway.clockfloor import ClockFloor
-from stormwatch.gateway.counter import CounterError, CounterStore
+from stormwatch.gateway.counter import CounterError, CounterState, CounterStore
 from stormwatch.gateway.drivers import Driver, PointValue
 from stormwatch.gateway.drivers.build import Links, build_driver
 from stormwatch.gateway.drivers.modbus import ModbusLink
@@ -39,7 +39,7 @@ from stormwatch.gateway.health import DeviceHealth
 from stormwatch.gateway.outbox import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Outbox
 from stormwatch.gateway.plan import DevicePlan, GatewayPlan, ProfilePlan, compile_plan
 from stormwatch.gateway.publisher import MqttPublisher
-from stormwatch.gateway.readings import DeviceReadings
+from stormwatch.gateway.readings import DeviceReadings, Pending
 from stormwatch.gateway.schedule import PollTimer, poll_timers
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.wire import WireReading
@@ -66,6 +66,10 @@ class _Runner:
     slot: int = 0
     missed_logged: bool = False
     polls: int = field(default=0)
+
+
+#: One poll waiting for its instant's commit: the device, its slot time, its readings, its new counter state.
+_Staged = tuple[_Runner, datetime, list[Pending], CounterState | None]
 
 
 class Gateway:
@@ -193,6 +197,7 @@ class Gateway:
         self.stats_interval_s = stats_interval_s
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()
+        self._staged = threading.local()  # per link thread: the polls of this instant, not yet committed
         self._stop = threading.Event()
         self._running = threading.Event()
         self._finished = threading.Event()
@@ -233,7 +238,7 @@ class Gateway:
             next_stats = time.monotonic() + self.stats_interval_s
             for t in threads:
                 while t.is_alive():
-                    t.join(0.2)
+                    t.join(max(0.0, next_stats - time.monotonic()))
                     if time.monotonic() >= next_stats:
                         self.log_stats()
                         next_stats = time.monotonic() + self.stats_interval_s
@@ -318,6 +323,7 @@ class Gateway:
         try:
             self._poll_runners(runners, until, timer)
         finally:
+            self._commit_staged()  # before the clock stops waiting for this thread
             timer.close()
 
     def _poll_runners(self, runners: list[_Runner], until: datetime | None, timer: PollTimer) -> None:
@@ -331,6 +337,8 @@ class Gateway:
             if until is not None and at >= until:
                 active.remove(r)
                 continue
+            if at > self.clock.now():
+                self._commit_staged()  # this instant's polls in one outbox transaction, before waiting
             if not timer.wait_until(at):
                 return
             late = self._due_slot(r, until)
@@ -371,28 +379,56 @@ class Gateway:
         r.health.succeeded()
         r.polls += 1
         try:
-            self._publish(r, values, at)
+            self._stage(r, values, at)
         except CounterError as exc:
             log.error("%s: bad counter sample, no reading: %s", r.device.id, exc)
-        except sqlite3.Error as exc:
-            log.error("%s: outbox commit failed, reading at %s lost: %s", r.device.id, at.isoformat(), exc)
         return 0
 
-    def _publish(self, r: _Runner, values: list[PointValue], at: datetime) -> None:
+    def _staged_polls(self) -> list[_Staged]:
+        polls: list[_Staged] | None = getattr(self._staged, "polls", None)
+        if polls is None:
+            polls = self._staged.polls = []
+        return polls
+
+    def _stage(self, r: _Runner, values: list[PointValue], at: datetime) -> None:
+        """The readings of one poll, kept until the link thread's poll instant is over (:meth:`_commit_staged`)."""
+        staged = self._staged_polls()
+        if any(s[0] is r for s in staged):  # this device again before a wait: its counter state goes first
+            self._commit_staged()
         pending, new_state = r.readings.readings(values, at)
-        if not pending and new_state is None:
+        if pending or new_state is not None:
+            staged.append((r, at, pending, new_state))
+
+    def _commit_staged(self) -> None:
+        """Commit the polls this link thread staged in one outbox transaction, then hand them to the publisher.
+
+        Identities are given here, under the lock the commit holds, so outbox order is ``seq`` order; a
+        counter's state advances only once its reading is committed (a failed commit loses the readings
+        of that instant, not their tips: the next poll counts from the old baseline).
+        """
+        staged = self._staged_polls()
+        if not staged:
             return
-        dev = r.device.id
-        with self._seq_lock:
-            readings = [
-                WireReading(
-                    site=self.site, device=dev, quantity=q, value=value, unit=unit, time=at,
-                    gateway=self.gateway_id, boot=self.boot, seq=next(self._seq), raw=raw, flags=flags,
-                    tip_size=tip_size,
-                )
-                for q, value, unit, raw, flags, tip_size in pending
-            ]
-            self.outbox.add(readings, {dev: new_state} if new_state is not None else None)
-        r.readings.advanced(new_state)
+        polls = list(staged)
+        staged.clear()
+        states = {r.device.id: state for r, _at, _pending, state in polls if state is not None}
+        try:
+            with self._seq_lock:
+                readings = [
+                    WireReading(
+                        site=self.site, device=r.device.id, quantity=q, value=value, unit=unit, time=at,
+                        gateway=self.gateway_id, boot=self.boot, seq=next(self._seq), raw=raw, flags=flags,
+                        tip_size=tip_size,
+                    )
+                    for r, at, pending, _state in polls
+                    for q, value, unit, raw, flags, tip_size in pending
+                ]
+                self.outbox.add(readings, states or None)
+        except sqlite3.Error as exc:
+            for r, at, _pending, _state in polls:
+                log.error("%s: outbox commit failed, reading at %s lost: %s", r.device.id, at.isoformat(), exc)
+            return
+        for r, _at, _pending, state in polls:
+            r.readings.advanced(state)
         self.readings_made += len(readings)
         self.publisher.wake()

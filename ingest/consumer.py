@@ -23,7 +23,7 @@ import paho.mqtt.client as mqtt
 from stormwatch import storedack, topics
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, dump_readings
-from stormwatch.ingest.mqttclient import make_client
+from stormwatch.ingest.mqttclient import ChunkedReadClient, make_client
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
@@ -235,6 +235,8 @@ class Ingest:
             "its own (a shared subscription group splits the load)."), log,
             on_session=self._on_session, on_lost=self._connected.clear)
         client.on_message = self._on_message
+        if isinstance(client, ChunkedReadClient):
+            client.on_delivery = self._arrive
         client.on_subscribe = self._on_subscribe
         # No client-side limit on outgoing QoS 1 messages (confirmations, dead letters): with one,
         # paho 2.2 parks messages as "queued" and on reconnect stops resending at the first queued one
@@ -266,8 +268,11 @@ class Ingest:
         self._connected.set()
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        self._arrive(msg.topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain)
+
+    def _arrive(self, topic: str, payload: bytes, mid: int, qos: int, retain: bool) -> None:
         # Runs in paho's network thread, the only writer of _generation: no lock needed to read it.
-        self._inbox.append(_Message(msg.topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain, self._generation))
+        self._inbox.append(_Message(topic, payload, mid, qos, retain, self._generation))
         if not self._arrived.is_set():
             self._arrived.set()
         self.received += 1

@@ -3,7 +3,8 @@
 paho's reader asks the socket for one byte (packet type), one byte per remaining-length byte, then
 the rest of the packet, and handles one packet per ``select()`` wake-up when nothing of its own is
 in flight -- four system calls and a loop turn per incoming message. At thousands of QoS 1
-messages per second that is most of the consumer's receive cost.
+messages per second that is most of the consumer's receive cost. A QoS 0/1 PUBLISH is handed to
+``on_delivery`` as its parts (paho builds an ``MQTTMessage`` and decodes the topic twice).
 
 The design: docs/ingest.md ("The modules", `ingest/mqttclient.py`).
 """
@@ -25,6 +26,9 @@ CHUNK_BYTES = 65536
 #: Packets handled per socket wake-up before paho's loop gets back to writes and keep-alive.
 MAX_PACKETS_PER_WAKE = 256
 
+#: A delivered message as :attr:`ChunkedReadClient.on_delivery` gets it: topic, payload, packet id, QoS, retained.
+Delivery = Callable[[str, bytes, int, int, bool], None]
+
 
 class ChunkedReadClient(SessionClient):
     """:class:`~stormwatch.runtime.mqttsession.SessionClient` with chunked socket reads (module docstring)."""
@@ -33,6 +37,9 @@ class ChunkedReadClient(SessionClient):
         super().__init__(*args, **kwargs)
         self._chunk = b""
         self._chunk_pos = 0
+        #: Called instead of ``on_message`` for a QoS 0 or 1 PUBLISH of MQTT 3.1.x, with its parts as
+        #: they are on the wire -- no ``MQTTMessage``, no second decode of the topic (module docstring).
+        self.on_delivery: Delivery | None = None
 
     def _sock_recv(self, bufsize: int) -> bytes:
         if self._chunk_pos >= len(self._chunk):
@@ -77,6 +84,34 @@ class ChunkedReadClient(SessionClient):
     def _buffered(self) -> bool:
         return self._chunk_pos < len(self._chunk)
 
+    def _handle_publish(self) -> MQTTErrorCode:
+        # MQTT 3.1.1 section 3.3: topic length (2 bytes), topic, packet id (QoS > 0), payload.
+        deliver = self.on_delivery
+        command = self._in_packet["command"]
+        qos = (command & 0x06) >> 1
+        if deliver is None or qos == 2 or self._protocol not in (mqtt.MQTTv31, mqtt.MQTTv311):
+            return super()._handle_publish()
+        packet = self._in_packet["packet"]
+        end = 2 + ((packet[0] << 8) | packet[1]) if len(packet) >= 2 else 0
+        start = end + 2 if qos else end
+        if end <= 2 or len(packet) < start:  # empty topic or short packet: paho says what is wrong
+            return super()._handle_publish()
+        try:
+            topic = bytes(packet[2:end]).decode("utf-8")
+        except UnicodeDecodeError:
+            return super()._handle_publish()
+        mid = (packet[end] << 8) | packet[end + 1] if qos else 0
+        with self._in_callback_mutex:
+            try:
+                deliver(topic, bytes(packet[start:]), mid, qos, bool(command & 0x01))
+            except Exception as err:
+                self._easy_log(mqtt.MQTT_LOG_ERR, "Caught exception in on_delivery: %s", err)
+                if not self.suppress_exceptions:
+                    raise
+        if qos == 1 and not self._manual_ack:
+            return self._send_puback(mid)
+        return mqtt.MQTT_ERR_SUCCESS
+
     def _handle_on_message(self, message: mqtt.MQTTMessage) -> None:
         # paho matches every message against its per-topic callbacks (a trie walk, and the topic
         # decoded twice) before it calls on_message; ingest registers none, so that walk is skipped
@@ -100,6 +135,7 @@ def make_client(broker: BrokerSettings, options: SessionOptions, logger: logging
                 on_lost: Callable[[], None] | None = None) -> SessionClient:
     """A :class:`ChunkedReadClient` (or a plain :class:`~stormwatch.runtime.mqttsession.SessionClient` on a paho
     without the internals it uses); arguments (``on_session``, ``on_lost``) as for ``SessionClient``."""
-    if all(hasattr(mqtt.Client, name) for name in ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect")):
+    if all(hasattr(mqtt.Client, name) for name in ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect",
+                                                    "_handle_publish", "_send_puback")):
         return ChunkedReadClient(broker, options, logger, on_session=on_session, on_lost=on_lost)
     return SessionClient(broker, options, logger, on_session=on_session, on_lost=on_lost)

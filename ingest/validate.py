@@ -128,6 +128,10 @@ class Validator:
         self._ranges: dict[str, tuple[float, float]] = {}  # quantity -> its plausible range (physics)
         #: rain readings stored with the site file's tip size because they named none, per (site, device)
         self.stamped: dict[tuple[str, str], int] = {}
+        # (site, gateway, device, quantity, unit) the configuration accepts: checked once per series,
+        # not per reading (replaced, not cleared, by set_sites; read before the tables it caches)
+        self._known: set[tuple[str, str, str, str, str]] = set()
+        self._topics: dict[str, tuple[str, str] | None] = {}  # topic -> (site, gateway) of a readings topic
 
     def _units_of(self, sites: Mapping[str, SiteConfig]) -> dict[tuple[str, str], dict[str, str]]:
         units_by_device: dict[tuple[str, str], dict[str, str]] = {}
@@ -162,6 +166,7 @@ class Validator:
         self._units = units  # first: a reading of a site being added finds its devices once the site is there
         self._sizes = sizes
         self.sites = dict(sites)
+        self._known = set()
 
     @classmethod
     def for_sites(cls, sites: Iterable[SiteConfig], profiles: ProfileLibrary, clock: Clock,
@@ -198,7 +203,7 @@ class Validator:
         def reject(reason: str, detail: str, body: bytes = payload) -> None:
             result.dead.append(DeadLetter(reason=reason, detail=detail, topic=topic, payload=body, received_at=now))
 
-        where = topics.parse_readings_topic(topic)
+        where = self._topic(topic)
         if where is None:
             reject("bad_topic", f"{topic!r} is not a readings topic ({topics.READINGS_FILTER})")
             return result
@@ -206,7 +211,7 @@ class Validator:
         if self.fast:
             fast = fast_readings(payload)
             # the fast path takes a message whose readings all pass; any refusal is the full path's
-            if fast is not None and not any(self._check(r, topic_site, topic_gateway, now) for r in fast[0]):
+            if fast is not None and self._all_pass(fast[0], topic_site, topic_gateway, now):
                 readings, batched = fast
                 for index, fast_one in enumerate(readings):
                     self._settle(result, fast_one, index if batched else None, topic, payload, retained, now)
@@ -233,6 +238,21 @@ class Validator:
             self._settle(result, reading, part.index if part.batched else None, topic, payload, retained, now,
                          body)
         return result
+
+    def _all_pass(self, readings: list[Reading], topic_site: str, topic_gateway: str, now: datetime) -> bool:
+        check = self._check
+        for r in readings:
+            if check(r, topic_site, topic_gateway, now) is not None:
+                return False
+        return True
+
+    def _topic(self, topic: str) -> tuple[str, str] | None:
+        where = self._topics.get(topic, ())
+        if where == ():
+            if len(self._topics) > 100_000:  # topics of unknown gateways must not grow it forever
+                self._topics.clear()
+            where = self._topics[topic] = topics.parse_readings_topic(topic)
+        return where  # type: ignore[return-value]
 
     def _settle(self, result: ValidationResult, reading: Reading, index: int | None, topic: str, payload: bytes,
                 retained: bool, now: datetime, body: bytes | None = None) -> None:
@@ -262,26 +282,22 @@ class Validator:
         if r.site != topic_site or r.gateway != topic_gateway:
             return ("topic_mismatch", f"reading says site {r.site!r} gateway {r.gateway!r} but the topic says "
                                       f"site {topic_site!r} gateway {topic_gateway!r}")
-        cfg = self.sites.get(r.site)
-        if cfg is None:
-            return ("unknown_site", f"site {r.site!r} is not configured (known: {names(self.sites)})")
-        if r.gateway == MANUAL_GATEWAY:
-            problem = self._check_manual(r, cfg)
+        known = self._known
+        series = (r.site, r.gateway, r.device, r.quantity, r.unit)
+        if series not in known:
+            cfg = self.sites.get(r.site)
+            if cfg is None:
+                return ("unknown_site", f"site {r.site!r} is not configured (known: {names(self.sites)})")
+            if r.gateway == MANUAL_GATEWAY:
+                problem = self._check_manual(r, cfg)
+                if problem is not None:
+                    return problem
+                return self._check_time(r, now)
+            problem = self._check_series(r, cfg)
             if problem is not None:
                 return problem
-            return self._check_time(r, now)
-        if r.gateway != cfg.gateway_id:
-            return ("unknown_gateway", f"gateway {r.gateway!r} is not site {r.site!r}'s gateway {cfg.gateway_id!r}")
-        units = self._units.get((r.site, r.device))
-        if units is None:
-            return ("unknown_device", f"device {r.device!r} is not configured for site {r.site!r} "
-                                      f"(known: {names(d.id for d in cfg.devices)})")
-        expected = units.get(r.quantity)
-        if expected is None:
-            return ("unknown_quantity", f"device {r.device!r} does not produce {r.quantity!r} "
-                                        f"(it produces: {names(units)})")
-        if r.unit != expected:
-            return ("unit_mismatch", f"{r.device} {r.quantity} unit {r.unit!r}, profile says {expected!r}")
+            if len(known) < 100_000:
+                known.add(series)
         if r.tip_size is not None:
             sizes = self._sizes.get((r.site, r.device))
             if sizes is not None and r.tip_size != sizes.text_at(r.time):
@@ -295,6 +311,22 @@ class Validator:
             if impossible is not None:
                 return ("impossible_value", f"{r.device}: {impossible}")
         return self._check_time(r, now)
+
+    def _check_series(self, r: Reading, cfg: SiteConfig) -> tuple[str, str] | None:
+        """What the site's configuration says of a reading's gateway, device, quantity and unit."""
+        if r.gateway != cfg.gateway_id:
+            return ("unknown_gateway", f"gateway {r.gateway!r} is not site {r.site!r}'s gateway {cfg.gateway_id!r}")
+        units = self._units.get((r.site, r.device))
+        if units is None:
+            return ("unknown_device", f"device {r.device!r} is not configured for site {r.site!r} "
+                                      f"(known: {names(d.id for d in cfg.devices)})")
+        expected = units.get(r.quantity)
+        if expected is None:
+            return ("unknown_quantity", f"device {r.device!r} does not produce {r.quantity!r} "
+                                        f"(it produces: {names(units)})")
+        if r.unit != expected:
+            return ("unit_mismatch", f"{r.device} {r.quantity} unit {r.unit!r}, profile says {expected!r}")
+        return None
 
     def _range(self, quantity: str) -> tuple[float, float]:
         found = self._ranges.get(quantity)
@@ -366,7 +398,9 @@ class Validator:
     def _seen_again(self, reading: Reading) -> Literal[True] | tuple[int | float, str, datetime] | None:
         """``None``: identity not remembered; ``True``: remembered with the same measurement (a
         duplicate); else ``(value, unit, time)`` it was stored with (a conflict)."""
-        identity = reading.identity
+        identity = (reading.gateway, reading.boot, reading.seq)
+        if identity not in self._seen:  # the common case, without the lock (a dict lookup is atomic)
+            return None
         with self._seen_lock:
             held = self._seen.get(identity)
             if held is None:
@@ -379,10 +413,14 @@ class Validator:
     def committed(self, readings: Iterable[Reading]) -> None:
         """Remember identities the store has durably written with what they say (call after a successful
         write with the readings the store holds as they are -- not its conflicts; thread-safe)."""
+        seen = self._seen
         with self._seen_lock:
             for r in readings:
-                self._seen[r.identity] = (hash(measurement(r)), r.value, r.unit, r.time)
-                self._seen.move_to_end(r.identity)
-            while len(self._seen) > self.dedupe_size:
-                self._seen.popitem(last=False)
+                identity = (r.gateway, r.boot, r.seq)
+                if identity in seen:
+                    seen.move_to_end(identity)
+                seen[identity] = (hash((r.site, r.device, r.quantity, r.unit, r.time, r.value)), r.value, r.unit,
+                                  r.time)
+            while len(seen) > self.dedupe_size:
+                seen.popitem(last=False)
 

@@ -263,6 +263,8 @@ class LineProtocolWrites:
                        point.time_ns % 1_000))
             held[(site, device, quantity, us, str(gateway), str(boot), int(seq) if seq is not None else -1)] = (
                 unit, value)
+        # the series and microseconds with any place taken (most readings are alone in theirs)
+        busy = {key[:6] for key in taken}
         placement = Placement([], [])
         for r, ns in zip(readings, stamps, strict=True):
             us = ns // 1_000
@@ -281,10 +283,13 @@ class LineProtocolWrites:
             series = (r.site, r.device, r.quantity, r.unit, r.tip_size or "", us)
             home = home_slot(identity)
             page, slot = 0, home
-            while (*series, page, slot) in taken:
-                slot = (slot + 1) % SLOTS_PER_US
-                if slot == home:  # every slot of this page is taken: the next page
-                    page += 1
+            if series in busy:  # another point at this series and microsecond: find a free place
+                while (*series, page, slot) in taken:
+                    slot = (slot + 1) % SLOTS_PER_US
+                    if slot == home:  # every slot of this page is taken: the next page
+                        page += 1
+            else:
+                busy.add(series)
             taken.add((*series, page, slot))
             placement.new.append((r, page, slot))
             placement.stamps.append(ns)

@@ -235,13 +235,28 @@ def _quoted(text: str) -> str:
     return quoted
 
 
+_INT_ONLY = frozenset((int,))
+_SOURCES: dict[tuple[str, str], str] = {}
+
+
+def _source(gateway: str, boot: str) -> str:
+    """The ``gateway`` and ``boot`` fields of a reading, quoted once per boot of a gateway."""
+    text = _SOURCES.get((gateway, boot))
+    if text is None:
+        text = f"gateway={_quoted(gateway)},boot={_quoted(boot)}"
+        if len(_SOURCES) >= _CACHE_MAX:
+            _SOURCES.clear()
+        _SOURCES[(gateway, boot)] = text
+    return text
+
+
 def _raw_field(raw: object) -> str:
     """The ``raw`` field: its compact JSON, quoted (register words and counters need no escaping)."""
     if raw is None:
         return '"null"'
     if type(raw) is int:
         return f'"{raw}"'
-    if type(raw) is list and all(type(w) is int for w in raw):
+    if type(raw) is list and set(map(type, raw)) <= _INT_ONLY:
         return '"[' + ",".join(map(str, raw)) + ']"'
     return escape_string_field(json.dumps(raw, separators=(",", ":")))
 
@@ -264,7 +279,7 @@ def reading_line(reading: Reading, *, late: bool = False, slot: int = 0, page: i
             fields += f"depth_in={float(depth)!r},"
     flags = reading.flags
     line = (f"{_head(reading.site, reading.device, quantity, reading.unit, reading.tip_size or '', page)} {fields}"
-            f"gateway={_quoted(reading.gateway)},boot={_quoted(reading.boot)},seq={int(reading.seq)}i,"
+            f"{_source(reading.gateway, reading.boot)},seq={int(reading.seq)}i,"
             f"raw={_raw_field(reading.raw)},flags={_quoted(','.join(flags)) if flags else chr(34) * 2}")
     if late:
         line += ",late=true"

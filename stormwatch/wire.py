@@ -75,10 +75,14 @@ def reading_wire(
     return out
 
 
+#: ``json.dumps(..., separators=(",", ":"))`` without building an encoder per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def dump_payload(wires: list[dict[str, Any]]) -> bytes:
     """One MQTT payload: the single reading dict itself, or ``{"readings": [...]}`` for several."""
     body: dict[str, Any] = wires[0] if len(wires) == 1 else {"readings": wires}
-    return json.dumps(body, separators=(",", ":")).encode()
+    return _COMPACT.encode(body).encode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,3 +120,45 @@ def test_reconnect_after_broker_restart_starts_clean(own_mosquitto: servers.Mosq
     finally:
         pub.close()
         sub.close()
+
+
+def _parts_client(broker: servers.Mosquitto, subscribed: threading.Event) -> ChunkedReadClient:
+    client = make_client(parse_broker_url(broker.url), SessionOptions(
+        client_id=f"chunk-{next(ids)}", keepalive_s=120, reconnect_min_s=1, reconnect_max_s=1),
+        logging.getLogger(__name__))
+    assert isinstance(client, ChunkedReadClient)
+    client.on_connect = lambda c, *_a: c.subscribe("chunk/parts/#", qos=1)
+    client.on_subscribe = lambda *_a: subscribed.set()
+    return client
+
+
+def test_on_delivery_gets_what_paho_puts_in_a_message(own_mosquitto: servers.Mosquitto) -> None:
+    # ingest's receive path parses a PUBLISH itself (on_delivery); paho's own parse (on_message,
+    # MQTTMessage) is the reference: same topics, payloads, QoS, retain flags, in the same order.
+    pub = Publisher(own_mosquitto)
+    pub.client.publish("chunk/parts/kept", b"retained", qos=1, retain=True).wait_for_publish(5)
+    fast: list[tuple[str, bytes, int, int, bool]] = []
+    seen: list[tuple[str, bytes, int, bool]] = []
+    ready = [threading.Event(), threading.Event()]
+    client, reference = _parts_client(own_mosquitto, ready[0]), _parts_client(own_mosquitto, ready[1])
+    client.on_delivery = lambda *parts: fast.append(parts)
+    reference.on_message = lambda _c, _u, m: seen.append((m.topic, bytes(m.payload), m.qos, m.retain))
+    client.start()
+    reference.start()
+    try:
+        assert ready[0].wait(5) and ready[1].wait(5)
+        sent = [("chunk/parts/a", b'{"x":1}', 1), ("chunk/parts/é/ü", "ünï".encode(), 1), ("chunk/parts/q0", b"q0", 0),
+                ("chunk/parts/empty", b"", 1), ("chunk/parts/big", b"B" * (CHUNK_BYTES + 5), 1)]
+        for topic, payload, qos in sent:
+            pub.client.publish(topic, payload, qos=qos).wait_for_publish(5)
+        wait_until(lambda: len(fast) == len(sent) + 1, what="every message on the fast path")
+        wait_until(lambda: len(seen) == len(sent) + 1, what="every message on paho's path")
+        assert [(t, p, q, r) for t, p, _mid, q, r in fast] == seen
+        assert seen[0] == ("chunk/parts/kept", b"retained", 1, True)
+        assert [(t, p) for t, p, _q, _r in seen[1:]] == [(t, p) for t, p, _q in sent]
+        assert all((mid > 0) == (q == 1) for _t, _p, mid, q, _r in fast)
+    finally:
+        client.stop()
+        reference.stop()
+        pub.client.publish("chunk/parts/kept", b"", qos=1, retain=True).wait_for_publish(5)
+        pub.close()
