@@ -133,7 +133,7 @@ def _extreme(spec: CounterLike, tips: int, since: datetime, now: datetime) -> bo
 
 
 def count_tips(state: CounterState | None, sample: int | float, at: datetime, spec: CounterLike,
-               expected_interval_s: float | None = None) -> CounterResult:
+               expected_interval_s: float | None = None, gap_before: bool = False) -> CounterResult:
     """Turn one counter sample into new tips.
 
     Args:
@@ -144,6 +144,9 @@ def count_tips(state: CounterState | None, sample: int | float, at: datetime, sp
             ``max_intensity_mm_h``).
         expected_interval_s: the poll interval; a sample more than twice that after the trusted
             one is a catch-up (``counter_catch_up``). ``None``: never (file rows).
+        gap_before: ``mode: delta`` only: the device reset a count nobody read since the trusted
+            sample (:attr:`stormwatch.gateway.drivers.PointValue.gap_before`): the sample's tips are
+            counted and the time since the trusted sample is a data gap (``reset``).
 
     Returns:
         :class:`CounterResult`; ``tips`` is an int, never negative, never beyond the envelope.
@@ -168,6 +171,10 @@ def count_tips(state: CounterState | None, sample: int | float, at: datetime, sp
     catch_up = expected_interval_s is not None and (at - since).total_seconds() > 2 * expected_interval_s
 
     if spec.mode == "delta":
+        if gap_before:
+            tips = sample if sample <= allowed_tips(spec, since, at) else 0
+            return CounterResult(tips, CounterState(0, later), "reset", gap_start=since,
+                                 extreme=_extreme(spec, tips, since, at))
         if sample <= allowed_tips(spec, since, at):
             return CounterResult(sample, CounterState(0, later), "delta", catch_up,
                                  extreme=_extreme(spec, sample, since, at))

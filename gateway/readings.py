@@ -70,7 +70,8 @@ class DeviceReadings:
             if v.quantity == DEVICE_ERROR_QUANTITY:
                 continue
             if counter_spec is not None and v.quantity == counter_spec.quantity:
-                result = count_tips(self.counter, v.number, at, counter_spec, self.poll_interval_s)
+                result = count_tips(self.counter, v.number, at, counter_spec, self.poll_interval_s,
+                                    gap_before=v.gap_before)
                 if result.gap_start is not None:
                     log.warning("%s: counter reset at %s (read %s): rain since %s is unknown (a data gap), "
                                 "%d tips since", dev, at.isoformat(), v.number, result.gap_start.isoformat(),

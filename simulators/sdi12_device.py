@@ -8,7 +8,7 @@ simulator answers as the sensor would (sensors.md "SDI-12"):
   are taken at ``clock.now()`` when the command arrives; after ``ready_s`` REAL seconds the
   service request ``a<CR><LF>`` follows;
 * ``aD0!`` ... ``aD9!`` → ``a+1.23-4.56...<CR><LF>``, at most 35 characters of values per answer;
-* commands for another address, and unknown commands, get silence (a shared SDI-12 bus).
+* other addresses and unknown commands get silence; chosen answers are dropped or garbled.
 
 The design: docs/simulators.md ("The modules", `simulators/sdi12_device.py`).
 """
@@ -39,6 +39,44 @@ def format_value(value: float, decimals: int) -> str:
     return text if decimals else text.rstrip(".")
 
 
+def garbled(text: str) -> str:
+    """``text`` as a bit error on the line leaves it: its last character becomes ``#`` (``1+0+7`` →
+    ``1+0+#``), still starting with the address -- a well-formed start, a malformed whole."""
+    return text[:-1] + "#" if len(text) > 1 else "#"
+
+
+class RainSinceMeasurement:
+    """A RainVUE10's ``aM!`` values: raw bucket tips since the last measurement, which it resets.
+
+    Args:
+        tip_times: event times of the bucket's tips (any order).
+
+    Calling it with the event time of an ``aM!`` returns ``[depth_in, tips, total_in, 0, 0]``
+    (RainVUE-series manual, "SDI-12 measurement commands": accumulation since the last
+    measurement, raw tips since the last measurement, total accumulation, intensities) and
+    resets the tips since the last measurement.
+
+    Attributes:
+        measured: the event times of every measurement, in order (for tests).
+    """
+
+    def __init__(self, tip_times: Iterable[datetime]) -> None:
+        self.tip_times = sorted(tip_times)
+        self.measured: list[datetime] = []
+        self._last: datetime | None = None
+
+    def tips_between(self, start: datetime | None, end: datetime) -> int:
+        """Tips after ``start`` (``None``: all before) up to and including ``end``."""
+        return sum(1 for t in self.tip_times if (start is None or t > start) and t <= end)
+
+    def __call__(self, now: datetime) -> list[float]:
+        tips = self.tips_between(self._last, now)
+        self._last = now
+        self.measured.append(now)
+        total = self.tips_between(None, now)
+        return [tips * 0.01, float(tips), total * 0.01, 0.0, 0.0]
+
+
 def d_buffers(values: Iterable[float], decimals: int) -> list[str]:
     """Split formatted values into D answers of at most :data:`MAX_D_CHARS` characters."""
     buffers: list[str] = [""]
@@ -61,7 +99,9 @@ class Sdi12Sim:
         announce_s: the ``ttt`` seconds announced after ``aM!`` (0..999).
         ready_s: REAL seconds until the service request (≤ ``announce_s`` on a real sensor).
         decimals: decimals of each value.
-        drop: indices of received commands whose answer is dropped.
+        drop: indices of received commands whose answer is dropped (the command still acts: an
+            ``aM!`` measures and resets).
+        garble: indices of received commands whose answer arrives garbled (:func:`garbled`).
         turnaround_s: REAL seconds between a command and its answer.
         ident: the ``aI!`` answer after the address.
 
@@ -79,6 +119,7 @@ class Sdi12Sim:
         ready_s: float = 0.2,
         decimals: int = 3,
         drop: Iterable[int] = (),
+        garble: Iterable[int] = (),
         turnaround_s: float = 0.01,
         ident: str = "14STORMWTSDI12SIM001",
     ) -> None:
@@ -94,6 +135,7 @@ class Sdi12Sim:
         self.ready_s = ready_s
         self.decimals = decimals
         self.drop = set(drop)
+        self.garble = set(garble)
         self.turnaround_s = turnaround_s
         self.ident = ident
         self.commands: list[str] = []
@@ -149,6 +191,9 @@ class Sdi12Sim:
             if index in self.drop:
                 log.info("sdi12 %s: dropping the answer to command #%d %s", self.address, index, command)
                 continue
+            if index in self.garble:
+                log.info("sdi12 %s: garbling the answer to command #%d %s", self.address, index, command)
+                answer = garbled(answer)
             self._spawn(self._send_later(answer, self.turnaround_s))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

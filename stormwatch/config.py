@@ -10,6 +10,7 @@ key path (e.g. ``site.yaml: devices.2.transport.port: Field required``).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from datetime import date, datetime
@@ -655,11 +656,54 @@ def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None
             except ProfileError as exc:
                 raise ConfigError(problems_message(source, [_problem(data, f"devices.{i}.profile", str(exc),
                                                                      lines)])) from exc
-        problems = role_problems(cfg, device_profiles(cfg, profiles))
+        by_device = device_profiles(cfg, profiles)
+        problems = role_problems(cfg, by_device) + address_problems(cfg, by_device)
         if problems:
             raise ConfigError(problems_message(source, [_problem(data, key, why, lines) for key, _, why in
                                                         (p.partition(": ") for p in problems)]))
     return cfg
+
+
+def _bus_address(dev: Device, profile: DeviceProfile) -> tuple[str, str, str]:
+    """``(bus, address, key path)`` of a device: where a request to it goes and what answers it.
+
+    A serial port is one bus (its path as written); a Modbus TCP endpoint is one per host and port.
+    A text-line device owns its port: its address is the port itself.
+    """
+    t = dev.transport
+    if isinstance(t, ModbusTcp):
+        return f"Modbus TCP endpoint {t.host.lower()}:{t.port}", f"unit id {t.unit_id}", "transport.unit_id"
+    port = f"port {os.path.normpath(t.port)}"
+    if isinstance(t, ModbusRtu):
+        return port, f"Modbus unit id {t.unit_id}", "transport.unit_id"
+    if profile.protocol == "sdi12" and profile.sdi12 is not None:
+        return port, f"SDI-12 address {dev.sdi12_address or profile.sdi12.default_address!r}", "sdi12_address"
+    return port, "the whole port (a text-line device)", "transport.port"
+
+
+def address_problems(cfg: SiteConfig, profiles: dict[str, DeviceProfile]) -> list[str]:
+    """One address, one device: two devices that one request reaches (two SDI-12 sensors with one
+    address on one port, two Modbus RTU devices with one unit id on one line, two Modbus TCP devices
+    at one host, port and unit id), or a port shared by a text-line device or by two protocols, would
+    answer each other's requests -- each message names both devices (``key.path: why``)."""
+    out: list[str] = []
+    seen: dict[tuple[str, str], Device] = {}
+    protocol_of_bus: dict[str, tuple[str, Device]] = {}
+    for i, dev in enumerate(cfg.devices):
+        profile = profiles[dev.id]
+        bus, address, key = _bus_address(dev, profile)
+        kind = f"{dev.transport.kind} {profile.protocol}"
+        first = seen.get((bus, address))
+        if first is not None:
+            out.append(f"devices.{i}.{key}: devices {first.id!r} and {dev.id!r} are both {address} on {bus}: "
+                       "one address, one device (each would answer the other's requests)")
+        elif bus in protocol_of_bus and (protocol_of_bus[bus][0] != kind or "text-line" in address):
+            other = protocol_of_bus[bus][1]
+            out.append(f"devices.{i}.transport.port: devices {other.id!r} and {dev.id!r} share {bus}, "
+                       "which carries one bus of one protocol: give each its own port")
+        seen.setdefault((bus, address), dev)
+        protocol_of_bus.setdefault(bus, (kind, dev))
+    return out
 
 
 def role_problems(cfg: SiteConfig, profiles: dict[str, DeviceProfile]) -> list[str]:

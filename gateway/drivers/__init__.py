@@ -28,6 +28,9 @@ class PointValue:
         number: the raw number before scale/offset (compared with error codes, counters, no-target).
         value: the engineering value (may be NaN: a gap, decided by :mod:`stormwatch.gateway.qc`).
         valid_range, error_codes, qc: from the profile point (for :mod:`stormwatch.gateway.qc`).
+        gap_before: a ``mode: delta`` count only: the device reset a count that was never read
+            (a lost answer to a command with that side effect), so this count covers only part of
+            the time since the previous reading -- that interval is a data gap (``counter_reset``).
     """
 
     quantity: str
@@ -38,6 +41,7 @@ class PointValue:
     valid_range: tuple[float, float] | None = None
     error_codes: tuple[float, ...] = ()
     qc: QcParams | None = None
+    gap_before: bool = False
 
 
 class Driver(Protocol):

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import serial
@@ -286,6 +286,10 @@ class ModbusDriver:
         unit_id: Modbus device id (slave address) on the link.
         link: the shared connection.
         clock: for command ``delay_s`` (clock time).
+
+    A ``mode: delta`` counter is read-and-clear: the read that returns it zeroes it. Such a read is
+    never repeated within a poll (no client retries), and when a poll fails after it went out the
+    count it cleared is lost, so the next count is marked :attr:`PointValue.gap_before` (a data gap).
     """
 
     def __init__(self, device_id: str, profile: ProfilePlan, unit_id: int, link: ModbusLink, clock: Clock) -> None:
@@ -300,6 +304,10 @@ class ModbusDriver:
         self._blocks = plan_reads(self._spec.wire_points)
         self._polls = 0
         self._initialised_generation = -1
+        counter = profile.counter
+        #: the quantity a read clears (a ``mode: delta`` counter), or ``None``.
+        self.clears = counter.quantity if counter is not None and counter.mode == "delta" else None
+        self._lost = False  # a clearing read went out and its count never reached a reading
 
     def poll(self) -> list[PointValue]:
         """Commands due, then all points. Raises TransportError/DeviceReplyError/BadDataError."""
@@ -318,7 +326,10 @@ class ModbusDriver:
                     if cmd.every_n_polls > 0 and self._polls % cmd.every_n_polls == 0:
                         self._command(client, cmd)
                 values: list[PointValue] = []
+                lost = self._lost
                 for block in self._blocks:
+                    if any(p.quantity == self.clears for p in block.points):
+                        self._lost = True  # until this poll's values are returned
                     words = self._read(client, block.table, block.address, block.count)
                     values.extend(self._decode(block, words))
             except ModbusException as exc:
@@ -330,6 +341,9 @@ class ModbusDriver:
                 self._link.failed(self.device_id)
                 raise TransportError(self.device_id, f"{self.link_key} unit {self.unit_id}: I/O error {exc}") from exc
             self._polls += 1
+            self._lost = False
+            if lost:
+                values = [replace(v, gap_before=True) if v.quantity == self.clears else v for v in values]
             return values
 
     def close(self) -> None:

@@ -50,6 +50,12 @@ def parse_values(body: str) -> list[str]:
 class Sdi12Driver:
     """Polls one SDI-12 sensor on a shared adapter port.
 
+    A measure command whose values include a ``mode: delta`` counter (RainVUE10: raw tips since
+    the last measurement) has a side effect -- it resets that count -- so it is never sent again
+    after a lost answer; the data of a measurement whose D answers were lost are read at the next
+    poll, before the next measure command (they stay readable until then), and added to it; counts
+    that cannot be recovered make the next count a gap (:attr:`PointValue.gap_before`).
+
     Args:
         device_id: the site's device id.
         profile: a ``protocol: sdi12`` profile.
@@ -66,6 +72,15 @@ class Sdi12Driver:
         self._spec = profile.sdi12
         self._bus = bus
         self._start = re.compile(rf"^{re.escape(address)}(\d{{3}})(\d{{1,2}})$")
+        counter = profile.counter
+        #: value indices the measure command resets (counts since the last measurement).
+        self.resets = frozenset(
+            i for i, spec in self._spec.values.items()
+            if counter is not None and counter.mode == "delta" and spec.quantity == counter.quantity
+        )
+        self._unread: int | None = None  # value count of a measurement made but not read
+        self._carried: dict[int, float] = {}  # counts of measurements read but not yet returned
+        self._lost = False  # a reset count was lost: the next one starts after a gap
 
     def close(self) -> None:
         self._bus.close()
@@ -75,18 +90,36 @@ class Sdi12Driver:
         with self._bus.lock:
             port = self._bus.open(self.device_id)
             try:
+                if self._unread is not None:
+                    self._recover(port, self._unread)
                 texts = self._measure(port)
             except (serial.SerialException, OSError) as exc:
                 self._bus.close()
                 raise TransportError(self.device_id, f"{self._bus.settings.port}: I/O error {exc}") from exc
-        return self._values(texts)
+        try:
+            values = self._values(texts)
+        except BadDataError:
+            self._lost = self._lost or bool(self.resets)  # the measurement reset counts no one will see
+            raise
+        self._carried.clear()
+        self._lost = False
+        return values
 
     # -- protocol -----------------------------------------------------------------------------
 
     def _measure(self, port: serial.Serial) -> list[str]:
         a = self.address
         command = f"{a}{self._spec.measure_command}!"
-        answer = self._command(port, command, lambda line: self._start.match(line) is not None)
+        try:
+            # A measure command with a side effect is sent once: a resend would reset the count again.
+            answer = self._command(port, command, lambda line: self._start.match(line) is not None,
+                                   attempts=1 if self.resets else None)
+        except (NoDataError, BadDataError):
+            if self.resets:
+                self._lost = True
+                log.warning("%s: %s got no well-formed answer and is not sent again (it resets the tip count): "
+                            "the interval up to the next measurement is a data gap", self.device_id, command)
+            raise
         m = self._start.match(answer)
         assert m is not None
         wait_s, count = int(m.group(1)), int(m.group(2))
@@ -94,24 +127,61 @@ class Sdi12Driver:
             raise BadDataError(self.device_id, f"{command} announced {wait_s} s, more than {self._spec.max_wait_s} s")
         if count == 0:
             raise BadDataError(self.device_id, f"{command} announced 0 values (sensor not measuring)")
+        if self.resets:
+            self._unread = count
         if wait_s > 0:
             self._await_service_request(port, wait_s)
+        values = self._read_data(port, count)
+        self._unread = None
+        return values
+
+    def _read_data(self, port: serial.Serial, count: int) -> list[str]:
+        """``aD0!``, ``aD1!``... until ``count`` values arrived; each D command retried (no side effect)."""
+        a = self.address
         values: list[str] = []
         for i in range(MAX_D_COMMANDS):
             if len(values) >= count:
                 break
             d = f"{a}D{i}!"
-            line = self._command(port, d, lambda line: line.startswith(a))
-            try:
-                got = parse_values(line[len(a):])
-            except ValueError as exc:
-                raise BadDataError(self.device_id, f"{d} answered {line!r}: {exc}") from exc
+            line = self._command(port, d, self._is_data)
+            got = parse_values(line[len(a):])
             if not got:
                 raise BadDataError(self.device_id, f"{d} answered no values ({len(values)} of {count} read)")
             values.extend(got)
         if len(values) < count:
             raise BadDataError(self.device_id, f"only {len(values)} of {count} values after aD0!..aD9!")
         return values[:count]
+
+    def _is_data(self, line: str) -> bool:
+        """A D answer: this address, then only signed values (anything else is garbled: asked again)."""
+        if not line.startswith(self.address):
+            return False
+        try:
+            parse_values(line[len(self.address):])
+        except ValueError:
+            return False
+        return True
+
+    def _recover(self, port: serial.Serial, count: int) -> None:
+        """Read the unread measurement's data (kept by the sensor until the next measure command).
+
+        Raises:
+            NoDataError: the sensor is silent; its data stay unread (no measure command is sent).
+        """
+        try:
+            texts = self._read_data(port, count)
+        except BadDataError as exc:
+            self._unread = None
+            self._lost = True
+            log.warning("%s: the data of the last measurement are gone (%s): the interval is a data gap",
+                        self.device_id, exc)
+            return
+        self._unread = None
+        for i in self.resets:
+            if i < len(texts):
+                self._carried[i] = self._carried.get(i, 0.0) + float(texts[i])
+        log.info("%s: recovered the data of a measurement whose answer was lost (%s)", self.device_id,
+                 ", ".join(f"value {i}: {texts[i]}" for i in sorted(self.resets) if i < len(texts)))
 
     def _await_service_request(self, port: serial.Serial, wait_s: int) -> None:
         """Wait up to ``wait_s`` (real) seconds for ``a<CR><LF>``; other lines are ignored."""
@@ -126,9 +196,11 @@ class Sdi12Driver:
                     return
         log.debug("%s: no service request within %d s; reading anyway", self.device_id, wait_s)
 
-    def _command(self, port: serial.Serial, command: str, accept: Callable[[str], bool]) -> str:
-        """Send ``command``, return the first answer line ``accept`` takes; retry on silence."""
-        attempts = self._spec.retries + 1
+    def _command(self, port: serial.Serial, command: str, accept: Callable[[str], bool],
+                 attempts: int | None = None) -> str:
+        """Send ``command``, return the first answer line ``accept`` takes; retry on silence or a
+        garbled answer, ``attempts`` times in all (default: the profile's ``retries`` + 1)."""
+        attempts = self._spec.retries + 1 if attempts is None else attempts
         last = ""
         for attempt in range(1, attempts + 1):
             port.reset_input_buffer()
@@ -167,10 +239,13 @@ class Sdi12Driver:
             if index >= len(texts):
                 raise BadDataError(self.device_id, f"value index {index} missing: sensor sent {len(texts)} values")
             number = float(texts[index])
+            reset = index in self.resets
+            if reset:
+                number += self._carried.get(index, 0.0)  # counts of a measurement recovered this poll
             out.append(
                 PointValue(
                     spec.quantity, spec.unit, texts[index], number, scale(number, spec.scale, spec.offset),
-                    spec.valid_range, spec.error_codes, spec.qc,
+                    spec.valid_range, spec.error_codes, spec.qc, gap_before=reset and self._lost,
                 )
             )
         return out
