@@ -76,6 +76,10 @@ VALIDATOR_CASES: dict[str, list[tuple[str, bytes, str]]] = {
         (TOPIC, tip_wire(1, 3).replace(b'"value": 3', b'"value": 3.0'), "whole number of tips"),
         (TOPIC, wire(1, True), "value"),
         (TOPIC, _edit(wire(5), b'"seq": 5', b'"seq": "5"'), "seq"),
+        # beyond what SQLite's INTEGER and InfluxDB's integer fields hold
+        (TOPIC, _edit(wire(5), b'"seq": 5', b'"seq": 99999999999999999999999'), "seq: 99999999999999999999999 is"),
+        (TOPIC, wire(5, raw=[0, 2 ** 63]), "raw: 9223372036854775808 is beyond"),
+        (TOPIC, tip_wire(5, 2 ** 63), "value: 9223372036854775808 is beyond"),
         (TOPIC, _edit(wire(1), b'"time": "2026-06-01T12:01:00+00:00"', b'"time": 1780315260'), "time"),
         (TOPIC, _edit(wire(1), b'"time": "2026-06-01T12:01:00+00:00"', b'"time": "1780315260"'), "time"),
         (TOPIC, _edit(wire(1), b'"flags": []', b'"flags": [1]'), "flags.0"),
