@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from stormwatch.alerts.sitefile import load_site_file
-from stormwatch.clock import CLOCK_FILE_ENV, ScenarioClock, write_clock_file
+from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, ScenarioClock, check_clock_file_path, write_clock_file
 from stormwatch.config import device_profiles
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import parse_tip_size
@@ -194,8 +194,11 @@ def simulate(
     site = site or sc.site
     if site is None:
         fail("give --site FILE (one site's devices on their protocols) or --fleet N --sites DIR")
-    if clock_file is not None and not clock_file.parent.is_dir():
-        fail(f"--clock-file {clock_file}: directory {clock_file.parent} does not exist")
+    if clock_file is not None:
+        try:
+            check_clock_file_path(clock_file)
+        except ClockFileError as exc:
+            fail(str(exc))
     library = ProfileLibrary()
     cfg = load_site_file(site, library)
     try:
