@@ -151,6 +151,12 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "--tip-mm describes a --rain-file"),
         ("simulate-clock-in-missing-dir", ["simulate", "--site", "{site}", "--clock-file", "{dir}/none/clock.json"],
          "--clock-file {dir}/none/clock.json: directory {dir}/none does not exist"),
+        # the fleet's options without --fleet: refused, never silently ignored
+        ("simulate-duration-without-fleet", ["simulate", "--site", "{site}", "--duration-h", "16"],
+         "--duration-h needs --fleet"),
+        ("simulate-seed-without-fleet", ["simulate", "--site", "{site}", "--seed", "3"], "--seed needs --fleet"),
+        ("simulate-start-without-fleet", ["simulate", "--site", "{site}", "--start", "2026-06-01T00:00:00"],
+         "--start needs --fleet"),
         # every service refuses it as simulate does, rather than wait for ever for a file no one can write
         ("ingest-clock-in-missing-dir", ["ingest", "--site", "{site}", "--store", "sqlite:///{dir}/never.db",
                                          "--clock-file", "{dir}/none/clock.json"],
