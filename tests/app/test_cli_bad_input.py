@@ -52,6 +52,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     WorkOrders(state / "alerts.db", WallClock()).close()
     (d / "empty-state").mkdir()  # a directory without a work-order book
     (d / "a-dir.db").mkdir()
+    furlongs = d / "furlongs"  # a turbidity point in a unit no rule reads
+    furlongs.mkdir()
+    y511 = resources.builtin_profiles_dir() / "yosemitech_y511.yaml"
+    (furlongs / y511.name).write_text(y511.read_text(encoding="utf-8").replace("unit: NTU", "unit: furlongs"),
+                                      encoding="utf-8")
     _site_variant(doc_of(site), d / "negative-poll.yaml",
                   lambda x: [dev.update(poll_interval_s=-5) for dev in x["devices"][:3]])
     _site_variant(doc_of(site), d / "bad-override.yaml", lambda x: x.update(rules={"R1": {"dry_gap_hours": -6}}))
@@ -87,7 +92,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     busy = socket.socket()  # another server on a port: the desk must say so in one line
     busy.bind(("127.0.0.1", 0))
     busy.listen()
-    yield {"busy_port": busy.getsockname()[1], "dir": d, "site": site, "ch999": d / "ch999.yaml",
+    yield {"busy_port": busy.getsockname()[1], "dir": d, "furlongs": d / "furlongs", "site": site, "ch999": d / "ch999.yaml",
            "binary": d / "binary.yaml", "latin1": d / "latin1.yaml",
             "broken": d / "broken.yaml", "big": d / "big.csv", "rain": d / "rain.csv", "bin": d / "data.bin",
             "db": d / "store.db", "state": state, "a-file": d / "a-file", "sites": sites,
@@ -151,6 +156,9 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "--tip-mm describes a --rain-file"),
         ("simulate-clock-in-missing-dir", ["simulate", "--site", "{site}", "--clock-file", "{dir}/none/clock.json"],
          "--clock-file {dir}/none/clock.json: directory {dir}/none does not exist"),
+        ("gateway-profile-unit-furlongs", ["gateway", "--check", "--site", "{site}", "--profiles", "{furlongs}"],
+         "{furlongs}/yosemitech_y511.yaml: modbus.points.1: unit 'furlongs' is not a unit of turbidity the rules "
+         "read (NTU, FNU)"),
         # the fleet's options without --fleet: refused, never silently ignored
         ("simulate-duration-without-fleet", ["simulate", "--site", "{site}", "--duration-h", "16"],
          "--duration-h needs --fleet"),
