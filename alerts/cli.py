@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderE
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import LocalTimeError, describe_event, local_instant, local_time, turbidity
 from stormwatch.runtime.cliutil import fail, max_age_option, max_future_option, progress, use_state_dir
+from stormwatch.runtime.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def alerts_cmd(
                                bounds=TimeBounds(max_future_s, max_age_s))
     except (PackError, EngineError, ValueError, OSError) as exc:
         fail(str(exc), 2)
-    signal.signal(signal.SIGTERM, lambda *_: service.stop())
+    stop_on_signals(service.stop, "the alert service")
     log.info("alerts: %d sites (%s)", len(sites), watched.describe())
     watched.watch(lambda current, _changes: service.apply_sites(current))
     try:
