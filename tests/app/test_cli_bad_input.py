@@ -92,8 +92,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     busy = socket.socket()  # another server on a port: the desk must say so in one line
     busy.bind(("127.0.0.1", 0))
     busy.listen()
-    yield {"busy_port": busy.getsockname()[1], "dir": d, "furlongs": d / "furlongs", "site": site, "ch999": d / "ch999.yaml",
-           "binary": d / "binary.yaml", "latin1": d / "latin1.yaml",
+    yield {"busy_port": busy.getsockname()[1], "dir": d, "site": site, "ch999": d / "ch999.yaml",
+           "furlongs": d / "furlongs", "binary": d / "binary.yaml", "latin1": d / "latin1.yaml",
             "broken": d / "broken.yaml", "big": d / "big.csv", "rain": d / "rain.csv", "bin": d / "data.bin",
             "db": d / "store.db", "state": state, "a-file": d / "a-file", "sites": sites,
             "tharandt": data_file("tharandt_davis_tips_Sensor1.csv"), "empty-state": d / "empty-state",
@@ -542,7 +542,7 @@ def test_a_garbage_row_in_a_demo_rain_file_is_skipped_with_its_reason_as_replay_
     assert record.total_tips == 3 and record.skipped == (f"{path}:3: 1 fields, need at least 2",)
     replay = CliRunner().invoke(app, ["replay", str(path), "--tip-mm", "0.2", "--all-events"], catch_exceptions=False)
     assert replay.exit_code == 0, replay.output
-    assert "3 rows, 3 tips = 0.6 mm (0.023 in), 1 rows rejected" in replay.output
+    assert "3 rows, 3 tips = 0.6 mm (0.023 in), 1 row rejected" in replay.output
 
 
 @pytest.mark.parametrize(("variable", "command"), [("STORMWATCH_PROFILES", "profiles"), ("STORMWATCH_PACKS", "packs")])
