@@ -389,7 +389,7 @@ def evaluate_cmd(
     The same rules as the live service, run over the store (after an import, an outage, or a rule
     change). Prints each event, storms still in progress at the end, and a summary.
     """
-    from stormwatch.alerts.backfill import evaluate
+    from stormwatch.alerts.backfill import GAPS_LISTED, evaluate
     from stormwatch.alerts.engine import EngineError
     from stormwatch.alerts.packs import PackError
     from stormwatch.config import ConfigError
@@ -427,6 +427,8 @@ def evaluate_cmd(
     for line in result.in_progress_lines(tz):
         typer.echo(line)
     typer.echo(result.summary(tz))
+    for line in result.gap_lines(tz) if len(result.gaps) > GAPS_LISTED else ():
+        log.info("%s", line)  # -v: each gap the summary counts
 
 
 def register(app: typer.Typer) -> None:
