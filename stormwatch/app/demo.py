@@ -178,7 +178,11 @@ def demo(
         except (StoreUrlError, StoreError) as exc:
             fail(f"--{'influx' if influx else 'store'} {redact(given_store or '')}: {exc}")
     if broker is not None:
-        parse_broker_url(broker)
+        given = parse_broker_url(broker)
+        try:  # before the banner: a broker that does not answer is one line, not a start then an error
+            socket.create_connection((given.host, given.port), timeout=5).close()
+        except OSError as exc:
+            fail(f"cannot reach the MQTT broker at {given.safe_url()}: {exc}", 1)
     if store_url is not None:
         from stormwatch.app.pipeline import earlier_readings
 
