@@ -123,8 +123,8 @@ def check_person_name(value: str, what: str = "name") -> str:
 TIP_UNIT = "{tip}"
 #: The quantity of a rain gauge's tip counts (an integer value).
 RAIN_TIPS = "rain_tips"
-#: The integers a store holds (SQLite INTEGER, InfluxDB ``i`` fields: signed 64-bit): every integer on
-#: the wire (``seq``, a ``rain_tips`` value, ``raw`` counts) is refused beyond them, never stored.
+#: The integers a store holds (SQLite INTEGER, InfluxDB ``i`` fields: signed 64-bit): ``seq`` and ``raw``
+#: counts are refused beyond them (a ``rain_tips`` value far sooner: ``impossible_value``, ingest).
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
@@ -240,7 +240,7 @@ class Reading(BaseModel):
         if info.data.get("quantity") == RAIN_TIPS:
             if not isinstance(v, int):
                 raise ValueError(f"a rain_tips value is a whole number of tips (a JSON integer), got {v!r}")
-            return check_int64(v)
+            return v  # beyond a counter's range: ``impossible_value`` (stormwatch.physics.MAX_TIPS)
         if isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"must be finite, got {v}")
         try:

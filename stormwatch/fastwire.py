@@ -109,7 +109,7 @@ def _reading(w: _Wire) -> Reading | None:
     is not plainly valid (the full path then says why, or accepts it in a form not handled here)."""
     value: Any = w.value
     if w.quantity == RAIN_TIPS:
-        if not isinstance(value, int) or not INT64_MIN <= value <= INT64_MAX:
+        if not isinstance(value, int):
             return None
     else:
         try:
