@@ -43,6 +43,10 @@ from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
 
+#: Rain-gauge gaps a summary lists one by one; more are told as a count and a total (the list:
+#: ``evaluate --json``, or ``-v``).
+GAPS_LISTED = 10
+
 
 def _cut(value: Fraction, places: int) -> str:
     """``value`` with exactly ``places`` decimals, cut toward zero (never rounded up)."""
@@ -159,6 +163,13 @@ class Evaluation:
         return [e for e in self.events if e.kind == "storm_inspection_due"
                 and getattr(e.details, "storm_start", None) not in going_on]
 
+    def gap_lines(self, tz: ZoneInfo | None = None) -> list[str]:
+        """One line per rain-gauge gap (``evaluate -v``), site-local in ``tz``."""
+        def when(t: datetime) -> str:
+            return local_time(t, tz) if tz is not None else format_time(t)
+
+        return [f"rain UNKNOWN ({g.device}): {when(g.start)} to {when(g.end or self.end)}" for g in self.gaps]
+
     def summary(self, tz: ZoneInfo | None = None, incomplete: str = "") -> str:
         """One sentence on rain in the window; never "no storm" across a data gap. Times of gaps are
         site-local with the year in ``tz`` (for a person), ISO UTC without it (the JSON summary).
@@ -175,7 +186,13 @@ class Evaluation:
         parts = [f"{n} qualifying storm(s) ended" if n else "no qualifying storm ended in the covered periods"]
         if open_q:
             parts.append(f"{len(open_q)} qualifying storm(s) still in progress")
-        if self.gaps:
+        if len(self.gaps) > GAPS_LISTED:
+            # hundreds of short gaps would make one line of kilobytes: a count and the total instead
+            total_h = sum(((g.end or self.end) - g.start).total_seconds() for g in self.gaps) / 3600
+            parts.append(f"rain UNKNOWN (no rain-gauge data, not dry) in {len(self.gaps)} intervals, "
+                         f"{total_h:.1f} h in all, from {when(self.gaps[0].start)} to "
+                         f"{when(self.gaps[-1].end or self.end)} (each listed: --json or -v)")
+        elif self.gaps:
             spans = ", ".join(f"{when(g.start)} to {when(g.end) if g.end else when(self.end)}" for g in self.gaps)
             parts.append(f"rain UNKNOWN (no rain-gauge data, not dry) from {spans}")
         if incomplete:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderE
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
 from stormwatch.display import LocalTimeError, describe_event, local_instant, local_time, turbidity
 from stormwatch.runtime.cliutil import check_site_ids, fail, max_age_option, max_future_option, progress, use_state_dir
+from stormwatch.runtime.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def alerts_cmd(
                                bounds=TimeBounds(max_future_s, max_age_s))
     except (PackError, EngineError, ValueError, OSError) as exc:
         fail(str(exc), 2)
-    signal.signal(signal.SIGTERM, lambda *_: service.stop())
+    stop_on_signals(service.stop, "the alert service")
     log.info("alerts: %d sites (%s)", len(sites), watched.describe())
     watched.watch(lambda current, _changes: service.apply_sites(current))
     try:
@@ -443,7 +443,7 @@ def evaluate_cmd(
     The same rules as the live service, run over the store (after an import, an outage, or a rule
     change). Prints each event, storms still in progress at the end, and a summary.
     """
-    from stormwatch.alerts.backfill import evaluate
+    from stormwatch.alerts.backfill import GAPS_LISTED, evaluate
     from stormwatch.alerts.engine import EngineError
     from stormwatch.alerts.packs import PackError
     from stormwatch.config import ConfigError
@@ -481,6 +481,8 @@ def evaluate_cmd(
     for line in result.in_progress_lines(tz):
         typer.echo(line)
     typer.echo(result.summary(tz))
+    for line in result.gap_lines(tz) if len(result.gaps) > GAPS_LISTED else ():
+        log.info("%s", line)  # -v: each gap the summary counts
 
 
 def register(app: typer.Typer) -> None:

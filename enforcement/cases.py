@@ -316,7 +316,7 @@ class EnforcementBook:
         today = self.today(timezone)
         if found_on > today:
             raise CaseError(f"the violation found on {found_on.isoformat()} is after today ({today.isoformat()})")
-        values = self._draft_values(draft)
+        values = self._draft_values(draft, found_on)
         now = self.clock.now()
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -351,7 +351,7 @@ class EnforcementBook:
         if issued is not None:
             raise CaseError(f"the notice of case {case_id} was issued on {issued.on.isoformat()}: its contents are "
                             "as issued (a decision on an appeal may modify them)")
-        values = self._draft_values(changes)
+        values = self._draft_values(changes, case.found_on)
         if not values:
             return case
         now = self.clock.now()
@@ -432,7 +432,7 @@ class EnforcementBook:
             raise CaseError(str(exc)) from None
 
     @staticmethod
-    def _draft_values(draft: dict[str, str | date | None]) -> dict[str, str | None]:
+    def _draft_values(draft: dict[str, str | date | None], found_on: date) -> dict[str, str | None]:
         unknown = sorted(set(draft) - set(DRAFT_FIELDS))
         if unknown:
             raise CaseError(f"not a field of a case: {', '.join(unknown)} (fields: {', '.join(DRAFT_FIELDS)})")
@@ -442,6 +442,10 @@ class EnforcementBook:
                 continue
             if key == "correct_by":
                 day = value if isinstance(value, date) else parse_day(str(value), "correct_by") if value else None
+                if day is not None and day < found_on:
+                    # a date order: nothing is corrected before it was found (docs/enforcement.md)
+                    raise CaseError(f"the day to complete the remedial measures ({day.isoformat()}) is before "
+                                    f"the violation was found ({found_on.isoformat()})")
                 out[key] = day.isoformat() if day else None
             else:
                 out[key] = str(value).strip()

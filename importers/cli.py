@@ -270,10 +270,11 @@ def replay_command(
     notes.append(f"times: {zone_note(result.summary.tz, result.summary.tz_source, result.summary.local_times)}")
     notes += result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
-    missing = [f"{rejected} rows rejected"] if rejected else []
+    rows_rejected = f"{rejected} row{'' if rejected == 1 else 's'} rejected"
+    missing = [rows_rejected] if rejected else []
     missing += [f"{result.summary.gaps} cells without a value"] if result.summary.gaps else []
     lacking = f"{' and '.join(missing)}: the rain then is unknown" if missing else ""
-    notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rejected} rows rejected; "
+    notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rows_rejected}; "
                  f"{result.evaluation.summary(tz_info, lacking)}")
     for note in notes:
         typer.echo(note, err=as_json)

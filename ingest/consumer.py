@@ -28,8 +28,10 @@ from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 from stormwatch.stores.base import (
+    Conflict,
     DeadLetter,
     ReadingStore,
+    Refused,
     SiteInfo,
     StoreError,
     WriteOutcome,
@@ -603,6 +605,37 @@ class Ingest:
         self.acked += len(mids) + len(exactly_once)
         self._room.set()
 
+    def _write_checked(self, readings: list[Reading], *, late: bool = False) -> WriteOutcome:
+        """The store's ``write_checked``; after a failure that is not a :class:`StoreError` (not the store
+        away but, as a rule, something in one reading it cannot hold), the readings one at a time, each
+        that fails again refused (``store_rejected``) so that one reading cannot hold up the rest for
+        ever. Every one of several failing is the store's own fault: raised (no ack, retried)."""
+        try:
+            return self.store.write_checked(readings, late=late)
+        except StoreError:
+            raise
+        except Exception as exc:  # any store bug: find the reading, if it is one
+            failure = exc
+        log.warning("store failed on a batch of %d reading(s) (%s: %s); writing them one at a time",
+                    len(readings), type(failure).__name__, failure)
+        new = already = 0
+        conflicts: list[Conflict] = []
+        refused: list[Refused] = []
+        for reading in readings:
+            try:
+                out = self.store.write_checked([reading], late=late)
+            except StoreError:
+                raise
+            except Exception as exc:  # this reading is what the store cannot hold
+                refused.append(Refused(reading, f"the store could not hold it ({type(exc).__name__}: {exc})"))
+                continue
+            new, already = new + out.new, already + out.already
+            conflicts += out.conflicts
+            refused += out.refused
+        if len(readings) > 1 and len(refused) == len(readings):
+            raise failure
+        return WriteOutcome(new, already, tuple(conflicts), tuple(refused))
+
     def _write_until_durable(self, accepted: list[Reading], late: list[Reading], dead: list[DeadLetter],
                              topic_of: Callable[[Reading], str], received_at: datetime,
                              ) -> tuple[WriteOutcome, WriteOutcome] | None:
@@ -622,10 +655,10 @@ class Ingest:
         while True:
             try:
                 if live is None:
-                    live = self.store.write_checked(accepted)
+                    live = self._write_checked(accepted)
                     dead += refusal_letters(live, received_at, topic_of)
                 if stale is None:
-                    stale = self.store.write_checked(late, late=True)
+                    stale = self._write_checked(late, late=True)
                     dead += refusal_letters(stale, received_at, topic_of)
                 if not dead_done:
                     if dead:

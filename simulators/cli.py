@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from stormwatch.alerts.sitefile import load_site_file
-from stormwatch.clock import CLOCK_FILE_ENV, ScenarioClock, write_clock_file
+from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, ScenarioClock, check_clock_file_path, write_clock_file
 from stormwatch.config import device_profiles
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import parse_tip_size
@@ -111,6 +111,20 @@ def build_scenario(
     return sc.with_rain_record(spec)
 
 
+#: The options of ``simulate --fleet`` alone (parameter -> option; their defaults are ``None``, so given
+#: is told from not given): without --fleet they are refused, never silently ignored.
+FLEET_ONLY = {"sites_dir": "--sites", "duration_h": "--duration-h", "start": "--start", "seed": "--seed",
+              "batch": "--batch/--single", "publish_log": "--publish-log"}
+
+
+def _refuse_fleet_options(given: dict[str, object]) -> None:
+    """``<option> needs --fleet`` for the first fleet-only option given without --fleet."""
+    for name, option in FLEET_ONLY.items():
+        if given[name] is not None:
+            fail(f"{option} needs --fleet (a site's run lasts as long as its scenario: --scenario, or "
+                 "--rain-file with --from/--until)")
+
+
 def simulate(
     site: Path | None = typer.Option(None, "--site", metavar="FILE",
                                      help="The site's YAML file (devices, transports, roles, basin geometry); "
@@ -153,14 +167,16 @@ def simulate(
     ),
     broker: str = typer.Option("mqtt://127.0.0.1:1883", "--broker", "-b", envvar="STORMWATCH_BROKER", metavar="URL",
                                help="--fleet: MQTT broker URL (the nodes of a cluster separated by commas)."),
-    duration_h: float = typer.Option(6.0, "--duration-h", min=0.001, metavar="HOURS",
-                                     help="--fleet: simulated hours to run."),
+    duration_h: float | None = typer.Option(None, "--duration-h", min=0.001, metavar="HOURS",
+                                            help="--fleet: simulated hours to run (default: 6)."),
     start: datetime | None = typer.Option(None, "--start", metavar="TIME",
                                           help="--fleet: simulated start, UTC (default: the default scenario's)."),
-    seed: int = typer.Option(1, "--seed", metavar="N",
-                             help="--fleet: seed of the sites' stories (the same seed, the same run)."),
-    batch: bool = typer.Option(False, "--batch/--single",
-                               help="--fleet: one message per gateway and poll cycle, or one per reading."),
+    seed: int | None = typer.Option(None, "--seed", metavar="N",
+                                    help="--fleet: seed of the sites' stories (the same seed, the same run; "
+                                         "default: 1)."),
+    batch: bool | None = typer.Option(None, "--batch/--single",
+                                      help="--fleet: one message per gateway and poll cycle, or one per reading "
+                                           "(default: --single)."),
     publish_log: Path | None = typer.Option(None, "--publish-log", metavar="FILE", dir_okay=False,
                                             help="--fleet: write when each poll cycle was published (CSV)."),
     confirm: str = typer.Option("broker", "--confirm", metavar="stored|broker",
@@ -184,13 +200,19 @@ def simulate(
     stormwatch simulate --site examples/site.yaml --rain-file tharandt_davis_tips_Sensor1.csv --delimiter ';' --time-format '%d.%m.%Y %H:%M' --tip-mm 0.2 --from 2018-09-23T00:00:00 --until 2018-09-24T00:00:00
 
     A county at the MQTT level (docs/scaling.md): stormwatch simulate --fleet 1000 --sites var/sites
+
+    The options marked --fleet are the fleet's alone: without --fleet they are refused (a site's run
+    lasts as long as its scenario, which says its start and hours).
     """  # noqa: E501
     if fleet is not None:
         from stormwatch.simulators.fleet import fleet_command
 
-        fleet_command(fleet, sites_dir, broker, 60.0 if speed == 1000.0 else speed, start, duration_h, seed, batch,
+        fleet_command(fleet, sites_dir, broker, 60.0 if speed == 1000.0 else speed, start,
+                      6.0 if duration_h is None else duration_h, 1 if seed is None else seed, bool(batch),
                       clock_file, start_delay_s, progress_s, publish_log, confirm)
         return
+    _refuse_fleet_options({"sites_dir": sites_dir, "duration_h": duration_h, "start": start, "seed": seed,
+                           "batch": batch, "publish_log": publish_log})
     sc = build_scenario(
         scenario, storm_depth_in, rain_file, tip_mm, tip_in, time_format, delimiter,
         tz, time_column, tips_column, rain_from, rain_until,
@@ -198,8 +220,11 @@ def simulate(
     site = site or sc.site
     if site is None:
         fail("give --site FILE (one site's devices on their protocols) or --fleet N --sites DIR")
-    if clock_file is not None and not clock_file.parent.is_dir():
-        fail(f"--clock-file {clock_file}: directory {clock_file.parent} does not exist")
+    if clock_file is not None:
+        try:
+            check_clock_file_path(clock_file)
+        except ClockFileError as exc:
+            fail(str(exc))
     library = ProfileLibrary()
     cfg = load_site_file(site, library)
     try:

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal, TextIO
 
-from stormwatch.clock import ScenarioClock, write_clock_file
+from stormwatch.clock import ClockFileError, ScenarioClock, check_clock_file_path, write_clock_file
 from stormwatch.config import load_site
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import BrokerSettings
@@ -281,8 +281,11 @@ def fleet_command(n: int, sites_dir: Path | None, broker_url: str, speed: float,
         fail(f"--duration-h {duration_h}: must be > 0")
     if confirm not in ("stored", "broker"):
         fail(f"--confirm: expected stored or broker, got {confirm!r}")
-    if clock_file is not None and not clock_file.parent.is_dir():
-        fail(f"--clock-file {clock_file}: directory {clock_file.parent} does not exist")
+    if clock_file is not None:
+        try:
+            check_clock_file_path(clock_file)
+        except ClockFileError as exc:
+            fail(str(exc))
     try:
         broker = parse_broker_url(broker_url)
     except BrokerUrlError as exc:

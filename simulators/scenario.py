@@ -344,6 +344,9 @@ def load_scenario(name_or_path: str | Path = "default") -> Scenario:
     data = load_yaml(path, ScenarioError, what="scenario file")
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: expected a mapping at the top level")
+    if isinstance(data.get("site"), dict) and "devices" in data:
+        raise ScenarioError(f"--scenario {name_or_path}: {path} is a site file, not a scenario (give it as --site; "
+                            f"bundled scenarios: {', '.join(resources.builtin_scenarios())})")
     rec = data.get("rain", {}).get("record") if isinstance(data.get("rain"), dict) else None
     if isinstance(rec, dict) and "path" in rec and not Path(str(rec["path"])).is_absolute():
         rec["path"] = str((path.parent / str(rec["path"])).resolve())

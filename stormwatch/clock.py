@@ -202,6 +202,20 @@ class ClockFileError(InputError):
     """A clock file that cannot be read; the message names the file."""
 
 
+def check_clock_file_path(path: str | Path, option: str = "--clock-file") -> Path:
+    """``path`` as a clock file to write or wait for, checked before any work (one rule for
+    ``simulate`` and every service): its directory exists -- a typo must not leave a service
+    waiting for ever for a file no simulation can write.
+
+    Raises:
+        ClockFileError: ``<option> <path>: directory <parent> does not exist``.
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ClockFileError(f"{option} {path}: directory {path.parent} does not exist")
+    return path
+
+
 def write_clock_file(path: str | Path, clock: ScenarioClock) -> Path:
     """Write ``clock`` atomically (temp file + rename) and return the path."""
     path = Path(path)
@@ -295,10 +309,12 @@ def service_clock(clock_file: str | Path | None, env: Mapping[str, str] | None =
     ``stormwatch workorders list``) reads the file as it is, ended simulation or not.
 
     Raises:
-        ClockFileError: an unreadable clock file (``wait=False``: also a missing one).
+        ClockFileError: an unreadable clock file, one in a directory that does not exist
+            (:func:`check_clock_file_path`; ``wait=False``: also a missing one).
     """
     env = os.environ if env is None else env
     path = clock_file if clock_file is not None else (env.get(CLOCK_FILE_ENV) or None)
     if path is not None:
+        check_clock_file_path(path, "--clock-file" if clock_file is not None else f"${CLOCK_FILE_ENV}")
         return wait_for_clock_file(path) if wait else read_clock_file(path)
     return ScenarioClock.from_env(dict(env)) or WallClock()

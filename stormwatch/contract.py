@@ -123,6 +123,21 @@ def check_person_name(value: str, what: str = "name") -> str:
 TIP_UNIT = "{tip}"
 #: The quantity of a rain gauge's tip counts (an integer value).
 RAIN_TIPS = "rain_tips"
+#: The integers a store holds (SQLite INTEGER, InfluxDB ``i`` fields: signed 64-bit): ``seq`` and ``raw``
+#: counts are refused beyond them (a ``rain_tips`` value far sooner: ``impossible_value``, ingest).
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def check_int64(value: int) -> int:
+    """``value`` if a store can hold it as an integer (:data:`INT64_MIN`..:data:`INT64_MAX`), else ``ValueError``."""
+    if not INT64_MIN <= value <= INT64_MAX:
+        shown = str(value) if len(str(value)) <= 24 else f"{str(value)[:20]}..."
+        raise ValueError(f"{shown} is beyond a 64-bit integer ({INT64_MIN}..{INT64_MAX}), more than a store holds")
+    return value
+
+
+#: A JSON integer a store can hold.
+WireInt = Annotated[StrictInt, AfterValidator(check_int64)]
 
 
 def _utc(value: datetime) -> datetime:
@@ -186,10 +201,10 @@ class Reading(BaseModel):
         unit: UCUM-style unit, e.g. ``NTU``, ``m``, ``{tip}``.
         time: event time (when it was measured): RFC 3339 text on the wire, timezone-aware,
             normalised to UTC.
-        gateway, boot, seq: identity; ``seq`` (a JSON integer >= 0) strictly increases within one ``boot``.
+        gateway, boot, seq: identity; ``seq`` (a JSON integer, 0..2^63-1) strictly increases within one ``boot``.
         raw: the undecoded value (register words, counter value or text), for audit; a number
-            must be finite. A reading entered by hand (``gateway`` :data:`MANUAL_GATEWAY`) holds
-            the inspector's name here.
+            must be finite, an integer within 64 bits (:data:`INT64_MAX`). A reading entered by
+            hand (``gateway`` :data:`MANUAL_GATEWAY`) holds the inspector's name here.
         flags: quality-control flags; empty when clean (``out_of_range``, ``flatline``,
             ``spike``, ``device_error``, ...).
         tip_size: ``rain_tips`` only: the depth of one tip of the gauge that counted them, as
@@ -211,7 +226,7 @@ class Reading(BaseModel):
     time: WireTime
     gateway: Identifier
     boot: str = Field(min_length=1, max_length=64, strict=True)
-    seq: StrictInt = Field(ge=0)
+    seq: Annotated[WireInt, Field(ge=0)]
     raw: list[StrictInt] | StrictInt | StrictFloat | StrictStr | None = None
     flags: tuple[StrictStr, ...] = ()
     tip_size: StrictStr | None = None
@@ -225,13 +240,22 @@ class Reading(BaseModel):
         if info.data.get("quantity") == RAIN_TIPS:
             if not isinstance(v, int):
                 raise ValueError(f"a rain_tips value is a whole number of tips (a JSON integer), got {v!r}")
-            return v
+            return v  # beyond a counter's range: ``impossible_value`` (stormwatch.physics.MAX_TIPS)
         if isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"must be finite, got {v}")
         try:
             return float(v)
         except OverflowError:
             raise ValueError(f"{str(v)[:20]}... is too large for a measured value") from None
+
+    @field_validator("raw", mode="before")
+    @classmethod
+    def _raw_ints(cls, v: object) -> object:
+        # before the union: a too-large integer would otherwise pass as a float
+        for item in v if isinstance(v, list) else (v,):
+            if isinstance(item, int) and not isinstance(item, bool):
+                check_int64(item)
+        return v
 
     @field_validator("raw")
     @classmethod

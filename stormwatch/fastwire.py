@@ -17,10 +17,14 @@ from typing import Annotated, Any
 
 import msgspec
 
-from stormwatch.contract import RAIN_TIPS, Reading, check_identifier, trusted_reading
+from stormwatch.contract import INT64_MAX, INT64_MIN, RAIN_TIPS, Reading, check_identifier, trusted_reading
 from stormwatch.rain import tip_size_of
 
 __all__ = ["fast_readings"]
+
+
+#: An integer a store holds (:data:`stormwatch.contract.INT64_MAX`).
+_Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 
 
 class _Wire(msgspec.Struct, forbid_unknown_fields=True):
@@ -36,8 +40,8 @@ class _Wire(msgspec.Struct, forbid_unknown_fields=True):
     time: str
     gateway: str
     boot: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-    seq: Annotated[int, msgspec.Meta(ge=0)]
-    raw: list[int] | int | float | str | None = None
+    seq: Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+    raw: list[_Int64] | _Int64 | float | str | None = None
     flags: list[str] = msgspec.field(default_factory=list)
     tip_size: str | None = None
 

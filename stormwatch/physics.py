@@ -26,6 +26,31 @@ FLAG_BEYOND_ENVELOPE = "rain_beyond_envelope"
 #: a storm it shapes says ``needs_verification`` (failure-kinds.md #24).
 FLAG_EXTREME_RATE = "rain_extreme_rate"
 
+#: quantity -> the units the rules, stores and displays read it in (UCUM style, as profiles write
+#: them): a device profile giving one of these quantities another unit is refused when it is loaded
+#: (:mod:`stormwatch.profiles`), since no rule would convert it. Quantities not named here are not
+#: read by any rule and may carry any unit.
+QUANTITY_UNITS: dict[str, tuple[str, ...]] = {
+    "turbidity": ("NTU", "FNU"),
+    "rain_tips": ("{tip}",),
+    "precipitation": ("mm", "[in_i]"),
+    "distance": ("mm", "cm", "m"),
+    "sediment_depth": ("m",),
+    "pressure": ("bar", "mbar", "Pa", "kPa"),
+    "ph": ("[pH]",),
+    "transparency": ("cm",),
+    "device_error": ("1",),
+}
+
+
+def unit_problem(quantity: str, unit: str) -> str | None:
+    """Why ``unit`` is not a unit of ``quantity`` (:data:`QUANTITY_UNITS`), or ``None``."""
+    units = QUANTITY_UNITS.get(quantity)
+    if units is None or unit in units:
+        return None
+    return f"unit {unit!r} is not a unit of {quantity} the rules read ({', '.join(units)})"
+
+
 #: Contract quantities whose value is never negative (stormwatch/contract.py quantity table).
 NON_NEGATIVE: frozenset[str] = frozenset({"rain_tips", "turbidity", "distance", "stage", "sediment_depth"})
 

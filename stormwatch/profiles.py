@@ -34,6 +34,7 @@ from pydantic import (
 from stormwatch import resources
 from stormwatch.codec import DataType, WordOrder
 from stormwatch.errors import InputError, load_yaml, problems_message
+from stormwatch.physics import unit_problem
 from stormwatch.rain import TipResolution
 
 RegisterKind = Literal["holding", "input", "coil", "discrete"]
@@ -207,6 +208,9 @@ class ValueSpec(_Strict):
             raise ValueError("scale must not be 0")
         if self.valid_range is not None and self.valid_range[0] > self.valid_range[1]:
             raise ValueError(f"valid_range {list(self.valid_range)}: min is above max")
+        problem = unit_problem(self.quantity, self.unit)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import urllib.parse
 from pathlib import Path
 
 import typer
@@ -95,6 +96,8 @@ def web_cmd(
     from stormwatch.web.server import DeskSettings, DeskSetupError, WebServer, open_desk
 
     use_state_dir(state_dir, create=False, hint=_STATE_HINT)
+    if base_url:
+        check_base_url(base_url)
     sock = listen_socket(host, port)  # before anything is printed: a port in use is one line
     broker_settings = None
     if broker:
@@ -356,3 +359,26 @@ def register(app: typer.Typer) -> None:
     """Add ``stormwatch web`` and ``stormwatch users``."""
     app.command("web")(web_cmd)
     app.add_typer(users_app, name="users")
+
+
+def check_base_url(url: str) -> str:
+    """``url`` as the desk's public address for links in mails: ``http(s)://host[:port][/path]``, else
+    the command ends with one line (exit 2), as a bad --smtp or --broker does."""
+    parts = urllib.parse.urlsplit(url)
+    why = ""
+    if url != url.strip() or any(c.isspace() for c in url):
+        why = "has spaces in it"
+    elif parts.scheme not in ("http", "https"):
+        why = "is not an http:// or https:// address"
+    elif not parts.hostname:
+        why = "names no host"
+    elif parts.query or parts.fragment:
+        why = "has a query or fragment (give the desk's address alone)"
+    else:
+        try:
+            _ = parts.port
+        except ValueError:
+            why = "has a port that is not a number 0-65535"
+    if why:
+        fail(f"--base-url {url!r}: {why} (e.g. https://desk.example)", 2)
+    return url

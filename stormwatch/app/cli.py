@@ -7,8 +7,8 @@ of its commands runs, so a command starts without importing the others' librarie
 
 from __future__ import annotations
 
-import logging
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -132,6 +132,6 @@ def main() -> None:
         app()
     except BrokenPipeError:  # stdout closed by its reader outside a command (the shared layer handles inside)
         closed_stdout()
-    except KeyboardInterrupt:
-        logging.getLogger("stormwatch").info("interrupted")
+    except KeyboardInterrupt:  # Ctrl-C: said, whatever the log level, so a run cut short is never taken for done
+        sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None

@@ -166,7 +166,11 @@ def demo(
     if broker is not None:
         from stormwatch.runtime.mqtt import parse_broker_url
 
-        parse_broker_url(broker)
+        given = parse_broker_url(broker)
+        try:  # before the banner: a broker that does not answer is one line, not a start then an error
+            socket.create_connection((given.host, given.port), timeout=5).close()
+        except OSError as exc:
+            fail(f"cannot reach the MQTT broker at {given.safe_url()}: {exc}", 1)
     if web and speed is None:
         speed = WEB_SPEED  # a person watches: wall-paced
     sock = listen_socket("127.0.0.1", web_port, port_option="--web-port") if web else None

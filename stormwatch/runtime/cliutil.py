@@ -619,6 +619,9 @@ class Group(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:  # Ctrl-C: said at any log level, so a run cut short is not taken for done
+            sys.stderr.write("interrupted\n")
+            raise typer.Exit(130) from None
         except Exception as exc:
             _one_line(exc, ctx)
 

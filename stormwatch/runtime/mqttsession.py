@@ -339,7 +339,8 @@ class SessionClient(mqtt.Client):
         elif dead is not None:
             self.log.warning("%s: connection presumed dead; reconnecting%s", dead, note)
         else:
-            self.log.warning("disconnected from %s: %s; reconnecting%s", url, reason_code, note)
+            self.log.warning("disconnected from %s: %s; reconnecting%s", url,
+                             _loss_text(from_broker, code, reason_code), note)
         # paho resets its delay to the minimum on every accepted connection: a takeover raises the minimum.
         delay = verdict.reconnect_delay_s
         self.reconnect_delay_set(min_delay=delay, max_delay=max(delay, opts.reconnect_max_s))
@@ -491,3 +492,13 @@ def publish_once(broker: BrokerSettings, topic: str, payload: bytes, logger: log
         raise PublishUnconfirmed(f"did not take the message: {exc}") from None
     finally:
         client.stop()
+
+
+def _loss_text(from_broker: bool, code: int | None, reason_code: Any) -> str:
+    """What a lost connection's reason means: paho says "Unspecified error" (0x80) for a connection
+    that ended without the broker's DISCONNECT (the broker stopped, the network or a proxy cut it)."""
+    if from_broker:
+        return f"the broker disconnected this client ({reason_code})"
+    if code == _UNSPECIFIED_ERROR:
+        return "connection lost (closed without an MQTT DISCONNECT: the broker stopped or the network failed)"
+    return f"connection lost ({reason_code})"

@@ -52,6 +52,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     WorkOrders(state / "alerts.db", WallClock()).close()
     (d / "empty-state").mkdir()  # a directory without a work-order book
     (d / "a-dir.db").mkdir()
+    furlongs = d / "furlongs"  # a turbidity point in a unit no rule reads
+    furlongs.mkdir()
+    y511 = resources.builtin_profiles_dir() / "yosemitech_y511.yaml"
+    (furlongs / y511.name).write_text(y511.read_text(encoding="utf-8").replace("unit: NTU", "unit: furlongs"),
+                                      encoding="utf-8")
     _site_variant(doc_of(site), d / "negative-poll.yaml",
                   lambda x: [dev.update(poll_interval_s=-5) for dev in x["devices"][:3]])
     _site_variant(doc_of(site), d / "bad-override.yaml", lambda x: x.update(rules={"R1": {"dry_gap_hours": -6}}))
@@ -88,7 +93,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     busy.bind(("127.0.0.1", 0))
     busy.listen()
     yield {"busy_port": busy.getsockname()[1], "dir": d, "site": site, "ch999": d / "ch999.yaml",
-           "binary": d / "binary.yaml", "latin1": d / "latin1.yaml",
+           "furlongs": d / "furlongs", "binary": d / "binary.yaml", "latin1": d / "latin1.yaml",
             "broken": d / "broken.yaml", "big": d / "big.csv", "rain": d / "rain.csv", "bin": d / "data.bin",
             "db": d / "store.db", "state": state, "a-file": d / "a-file", "sites": sites,
             "tharandt": data_file("tharandt_davis_tips_Sensor1.csv"), "empty-state": d / "empty-state",
@@ -150,6 +155,25 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("simulate-tip-without-file", ["simulate", "--site", "{site}", "--tip-mm", "0.2"],
          "--tip-mm describes a --rain-file"),
         ("simulate-clock-in-missing-dir", ["simulate", "--site", "{site}", "--clock-file", "{dir}/none/clock.json"],
+         "--clock-file {dir}/none/clock.json: directory {dir}/none does not exist"),
+        ("gateway-profile-unit-furlongs", ["gateway", "--check", "--site", "{site}", "--profiles", "{furlongs}"],
+         "{furlongs}/yosemitech_y511.yaml: modbus.points.1: unit 'furlongs' is not a unit of turbidity the rules "
+         "read (NTU, FNU)"),
+        # the fleet's options without --fleet: refused, never silently ignored
+        ("simulate-duration-without-fleet", ["simulate", "--site", "{site}", "--duration-h", "16"],
+         "--duration-h needs --fleet"),
+        ("simulate-seed-without-fleet", ["simulate", "--site", "{site}", "--seed", "3"], "--seed needs --fleet"),
+        ("simulate-start-without-fleet", ["simulate", "--site", "{site}", "--start", "2026-06-01T00:00:00"],
+         "--start needs --fleet"),
+        # every service refuses it as simulate does, rather than wait for ever for a file no one can write
+        ("ingest-clock-in-missing-dir", ["ingest", "--site", "{site}", "--store", "sqlite:///{dir}/never.db",
+                                         "--clock-file", "{dir}/none/clock.json"],
+         "--clock-file {dir}/none/clock.json: directory {dir}/none does not exist"),
+        ("gateway-clock-in-missing-dir", ["gateway", "--site", "{site}", "--state-dir", "{dir}",
+                                          "--clock-file", "{dir}/none/clock.json"],
+         "--clock-file {dir}/none/clock.json: directory {dir}/none does not exist"),
+        ("alerts-clock-in-missing-dir", ["alerts", "--site", "{site}", "--state-dir", "{dir}",
+                                         "--clock-file", "{dir}/none/clock.json"],
          "--clock-file {dir}/none/clock.json: directory {dir}/none does not exist"),
         ("demo-tip-1e400", ["demo", "--rain-file", "{tharandt}", *THARANDT, "--tip-mm", "1e400"],
          "--tip-mm '1e400': a tipping bucket"),
@@ -256,6 +280,12 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("import-ipv6-missing-bracket", ["import", "{rain}", "--site", "{site}", "--device", "rain-1", "--tip-in",
                                          "0.01", "--store", "influx1://[::1/db"],
          "--store influx1://[::1/db: not a URL: Invalid IPv6 URL"),
+        ("web-base-url-not-a-url", ["web", "--store", "{db}", "--state-dir", "{state}", "--base-url", "not a url"],
+         "--base-url 'not a url': has spaces in it"),
+        ("web-base-url-no-scheme", ["web", "--store", "{db}", "--state-dir", "{state}", "--base-url", "desk.example"],
+         "--base-url 'desk.example': is not an http:// or https:// address"),
+        ("web-base-url-bad-port", ["web", "--store", "{db}", "--state-dir", "{state}", "--base-url",
+                                   "https://desk.example:99999"], "has a port that is not a number"),
         ("web-missing-store", ["web", "--store", "sqlite:///{dir}/nothing.db", "--state-dir", "{state}"],
          "no SQLite store at {dir}/nothing.db"),
         ("ingest-binary-store", ["ingest", "--site", "{site}", "--store", "sqlite:///{bin}"],
@@ -512,7 +542,7 @@ def test_a_garbage_row_in_a_demo_rain_file_is_skipped_with_its_reason_as_replay_
     assert record.total_tips == 3 and record.skipped == (f"{path}:3: 1 fields, need at least 2",)
     replay = CliRunner().invoke(app, ["replay", str(path), "--tip-mm", "0.2", "--all-events"], catch_exceptions=False)
     assert replay.exit_code == 0, replay.output
-    assert "3 rows, 3 tips = 0.6 mm (0.023 in), 1 rows rejected" in replay.output
+    assert "3 rows, 3 tips = 0.6 mm (0.023 in), 1 row rejected" in replay.output
 
 
 @pytest.mark.parametrize(("variable", "command"), [("STORMWATCH_PROFILES", "profiles"), ("STORMWATCH_PACKS", "packs")])

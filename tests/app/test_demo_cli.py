@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from stormwatch import resources
 from stormwatch.app.cli import app
 from stormwatch.app.demo import influx_store_url
 from tests.conftest import data_file
@@ -32,6 +33,20 @@ def test_bad_input_is_refused_before_anything_starts(args: list[str], message: s
     assert result.exit_code in (1, 2), result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_an_unreachable_broker_is_one_line_before_the_banner() -> None:
+    result = runner.invoke(app, ["demo", "--broker", "mqtt://127.0.0.1:1"])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [result.output.splitlines()[0]]
+    assert result.output.startswith("error: cannot reach the MQTT broker at mqtt://127.0.0.1:1")
+
+
+def test_a_site_file_given_as_the_scenario_is_told_in_plain_words() -> None:
+    result = runner.invoke(app, ["demo", "--scenario", str(resources.example_site())])
+    assert result.exit_code == 2, result.output
+    assert "Input is not a valid path" not in result.output and "pydantic" not in result.output
+    assert "is a site file, not a scenario" in result.output, result.output
 
 
 def test_bad_tip_size_of_a_rain_file_names_the_file() -> None:

@@ -107,6 +107,21 @@ def test_a_refused_action_is_one_line_and_records_nothing(world: dict[str, Path]
     assert _history(world, case) == before
 
 
+def test_a_day_to_correct_before_the_violation_was_found_is_refused(world: dict[str, Path]) -> None:
+    # a date order: a remedy is not due before the violation it remedies was found
+    state = ["--state-dir", str(world["state"])]
+    case = _open(world)  # found 2026-06-29, correct by 2026-07-10
+    before = json.loads(_run("enforce", "show", case, *state, "--json"))
+    out = _run("enforce", "edit", case, "--correct-by", "2026-06-28", "--by", "Sam SMO", *state, code=2)
+    assert out == ("error: the day to complete the remedial measures (2026-06-28) is before the violation was "
+                   "found (2026-06-29)\n")
+    assert json.loads(_run("enforce", "show", case, *state, "--json")) == before
+    out = _run("enforce", "open", "--site", str(world["site"]), "--found-on", "2026-06-29", "--correct-by",
+               "2026-06-01", "--by", "Sam SMO", *state, code=2)
+    assert "(2026-06-01) is before the violation was found (2026-06-29)" in out
+    _run("enforce", "edit", case, "--correct-by", "2026-06-29", "--by", "Sam SMO", *state)  # the same day: fine
+
+
 def test_a_stop_work_lift_without_the_written_confirmation_spencerport_asks(world: dict[str, Path]) -> None:
     state = ["--state-dir", str(world["state"])]
     case = _open(world, "spencer")

@@ -85,6 +85,7 @@ GOOD = [
     body(wire(), batch=True),  # a batch of one: its readings keep their index
     body(wire(raw=None)), body(wire(raw=_DROP, flags=_DROP)), body(wire(raw="text line")), body(wire(raw=1.5)),
     body(wire(raw=[])), body(wire(flags=["spike", "flatline"])),
+    body(wire(seq=2 ** 63 - 1)), body(wire(raw=[-(2 ** 63), 2 ** 63 - 1])), body(rain(raw=2 ** 63 - 1)),
     body(wire(time="2026-06-01T11:59:00.5Z")), body(wire(time="2026-06-01T11:59:00.123456Z")),
     body(rain()), body(rain(tip_size="0.254 mm")), body(rain(tip_size=_DROP)), body(rain(value=0)),
     body(wire(device="basin-level", quantity="distance", unit="mm", value=2000.0, raw="R2000")),
@@ -98,7 +99,9 @@ BAD = [
     body(wire(value=1e400)), body(wire(value=10 ** 400)), body(wire(value=-1.0)), body(wire(value=99999.0)),
     body(wire()).replace(b"12.5", b"NaN"), body(wire()).replace(b"12.5", b"-Infinity"),
     body(wire(seq=-1)), body(wire(seq=1.0)), body(wire(seq="5")), body(wire(seq=True)), body(wire(seq=_DROP)),
-    body(wire(seq=10 ** 30)), body(wire()).replace(b'"seq": 1', b'"seq": ' + b"9" * 5000),
+    body(wire(seq=10 ** 30)), body(wire(seq=2 ** 63)), body(wire(seq=99999999999999999999999)),
+    body(wire(raw=[0, 2 ** 63])), body(wire(raw=2 ** 63)), body(wire(raw=-(2 ** 63) - 1)), body(rain(value=2 ** 63)),
+    body(wire()).replace(b'"seq": 1', b'"seq": ' + b"9" * 5000),
     body(wire(site=_DROP)), body(wire(extra=1)), body(wire(site="")), body(wire(site="riverside-commons ")),
     body(wire(site="-x")), body(wire(device="turb/down")), body(wire(device="x" * 65)), body(wire(gateway="gw 1\n")),
     body(wire(device="turb-9")), body(wire(device="Überlauf-Süd")), body(wire(device="turb-down")).replace(

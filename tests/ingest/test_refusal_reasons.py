@@ -76,6 +76,9 @@ VALIDATOR_CASES: dict[str, list[tuple[str, bytes, str]]] = {
         (TOPIC, tip_wire(1, 3).replace(b'"value": 3', b'"value": 3.0'), "whole number of tips"),
         (TOPIC, wire(1, True), "value"),
         (TOPIC, _edit(wire(5), b'"seq": 5', b'"seq": "5"'), "seq"),
+        # beyond what SQLite's INTEGER and InfluxDB's integer fields hold
+        (TOPIC, _edit(wire(5), b'"seq": 5', b'"seq": 99999999999999999999999'), "seq: 99999999999999999999999 is"),
+        (TOPIC, wire(5, raw=[0, 2 ** 63]), "raw: 9223372036854775808 is beyond"),
         (TOPIC, _edit(wire(1), b'"time": "2026-06-01T12:01:00+00:00"', b'"time": 1780315260'), "time"),
         (TOPIC, _edit(wire(1), b'"time": "2026-06-01T12:01:00+00:00"', b'"time": "1780315260"'), "time"),
         (TOPIC, _edit(wire(1), b'"flags": []', b'"flags": [1]'), "flags.0"),
@@ -96,7 +99,7 @@ VALIDATOR_CASES: dict[str, list[tuple[str, bytes, str]]] = {
     # the example site's rain-1 tips at 0.01 in (its profile): a 0.2 mm reading names another gauge
     "tip_size_mismatch": [(TOPIC, tip_wire(1, 3, tip_size="0.2 mm"), "0.2 mm"),
                           (TOPIC, tip_wire(1, 3, tip_size="0.1 mm"), "0.01 in")],
-    "impossible_value": [(TOPIC, wire(1, -0.5), "turbidity")],
+    "impossible_value": [(TOPIC, wire(1, -0.5), "turbidity"), (TOPIC, tip_wire(1, 2 ** 63), "32-bit")],
     "future_time": [(TOPIC, wire(1, time=(T0 + timedelta(minutes=15, seconds=1)).isoformat()), "ahead")],
     "implausible_time": [(TOPIC, wire(1, time="1970-01-01T00:01:00Z"), "behind the clock")],
 }
