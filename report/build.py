@@ -131,11 +131,15 @@ class CoverageCounter:
         """The device's gaps, the one up to the period's end included."""
         d = self._devices[device]
         last = d.last if d.last is not None else self.start
-        end = self.end
-        if self.finished:
-            end = min(end, max((x.last for x in self._devices.values() if x.last is not None), default=end))
+        end = self.data_end()
         tail = [Interval(last, end)] if end - last > d.allowance else []
         return [*d.gaps, *tail]
+
+    def data_end(self) -> datetime:
+        """Where silence can be judged: the period's end, or a finished run's newest reading."""
+        if not self.finished:
+            return self.end
+        return min(self.end, max((x.last for x in self._devices.values() if x.last is not None), default=self.end))
 
     def result(self, cfg: SiteConfig, profiles: ProfileLibrary) -> list[SensorCoverage]:
         roles = _roles(cfg)
@@ -580,7 +584,8 @@ def _unknown(cfg: SiteConfig, ev: Evaluation, c: Collector, coverage: CoverageCo
     filled = {e.details.gap_start: e.details for e in ev.events
               if isinstance(e.details, GapDetails) and e.details.source and e.details.station_depth_in is not None}
     for g in ev.gaps:
-        span = _clip(g.start, g.end or ev.end, start, end)
+        # a gap still open where a finished run stopped ends at its data's end: the run's end is no gap
+        span = _clip(g.start, g.end or (coverage.data_end() if coverage.finished else ev.end), start, end)
         if span is not None:
             reason = why.get(g.start, "")
             reason = reason.split(": no data from")[0].removeprefix(f"rain gauge {g.device} ") or "no rain-gauge data"
