@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import math
+import os
 import signal
 from datetime import datetime
 from pathlib import Path
@@ -157,8 +157,8 @@ def alerts_cmd(
 
 
 def _follower(broker: str, sites: list[SiteConfig], name: str) -> Clock:
-    """The lockstep clock over MQTT of the one site watched (stormwatch.mqttclock)."""
-    from stormwatch.mqttclock import FollowerClock
+    """The lockstep clock over MQTT of the one site watched (stormwatch.runtime.mqttclock)."""
+    from stormwatch.runtime.mqttclock import FollowerClock
 
     if len(sites) != 1:
         fail(f"--lockstep: watch exactly one site (got {len(sites)})", 2)
@@ -171,7 +171,7 @@ def _engine_joins(clock: Clock, service: AlertService) -> None:
     import threading
 
     from stormwatch.alerts.lockstep import EngineParticipant
-    from stormwatch.mqttclock import FollowerClock
+    from stormwatch.runtime.mqttclock import FollowerClock
 
     assert isinstance(clock, FollowerClock)
     clock.seen = lambda: service.readings_seen

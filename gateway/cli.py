@@ -110,7 +110,7 @@ def gateway_command(
     use_state_dir(state_dir, create=True)
     try:
         if lockstep:
-            from stormwatch.mqttclock import FollowerClock
+            from stormwatch.runtime.mqttclock import FollowerClock
 
             clock: Clock = FollowerClock(broker, plan.site, "gateway")
         else:

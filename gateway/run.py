@@ -21,8 +21,8 @@ from stormwatch.clock import Clock
 from stormwatch.gateway.plan import GatewayPlan
 
 if TYPE_CHECKING:
-    from stormwatch.gateway.service import Gateway
     from stormwatch.config import SiteConfig
+    from stormwatch.gateway.service import Gateway
     from stormwatch.profiles import ProfileLibrary
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def _join_lockstep(clock: Clock, gw: Gateway) -> None:
     """The gateway on the lockstep clock over MQTT: its polling threads are the clock's workers
     (gateway/schedule.py); an instant is done once ingest confirmed every reading stored."""
     from stormwatch.gateway.schedule import StoredParticipant
-    from stormwatch.mqttclock import FollowerClock
+    from stormwatch.runtime.mqttclock import FollowerClock
 
     assert isinstance(clock, FollowerClock)
     clock.add(StoredParticipant(f"gateway {gw.gateway_id} (stored-acknowledgements)", gw.outbox_depth))

@@ -167,8 +167,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _follower(broker: str, sites: list[SiteConfig]) -> Clock:
-    """The lockstep clock over MQTT of the one site stored (stormwatch.mqttclock)."""
-    from stormwatch.mqttclock import FollowerClock
+    """The lockstep clock over MQTT of the one site stored (stormwatch.runtime.mqttclock)."""
+    from stormwatch.runtime.mqttclock import FollowerClock
 
     if len(sites) != 1:
         fail(f"--lockstep: store exactly one site (got {len(sites)})")

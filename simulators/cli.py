@@ -256,9 +256,9 @@ def simulate(
 
 def _lockstep_run(cfg: SiteConfig, library: ProfileLibrary, sc: Scenario, broker: str, participants: str,
                   wait_s: float, hrxl_rate: float) -> None:
-    """The simulated devices on a lockstep clock this process conducts over MQTT (stormwatch.mqttclock)."""
+    """The simulated devices on a lockstep clock this process conducts over MQTT (stormwatch.runtime.mqttclock)."""
     from stormwatch.lockstep import LockstepClock
-    from stormwatch.mqttclock import MqttConductor
+    from stormwatch.runtime.mqttclock import MqttConductor
 
     names = [n.strip() for n in participants.split(",") if n.strip()]
     clock = LockstepClock(sc.start, sc.end)
