@@ -176,7 +176,12 @@ def _engine_joins(clock: Clock, service: AlertService) -> None:
     assert isinstance(clock, FollowerClock)
     clock.seen = lambda: service.readings_seen
     clock.add(EngineParticipant(service, lambda: clock.run_made, clock.sim_start))
-    threading.Thread(target=clock.run, name="lockstep", daemon=True).start()
+
+    def follow() -> None:
+        service.connected.wait()  # ready only once subscribed: no reading made before it listens
+        clock.run()
+
+    threading.Thread(target=follow, name="lockstep", daemon=True).start()
 
 
 workorders_app = typer.Typer(

@@ -112,7 +112,7 @@ def gateway_command(
         if lockstep:
             from stormwatch.runtime.mqttclock import FollowerClock
 
-            clock: Clock = FollowerClock(broker, plan.site, "gateway")
+            clock: Clock = FollowerClock(broker, plan.site, "gateway", workers=True)
         else:
             clock = service_clock(clock_file)
         plan_path = write_plan(plan, state_dir / PLAN_FILE)

@@ -75,6 +75,7 @@ def _join_lockstep(clock: Clock, gw: Gateway) -> None:
     clock.add(StoredParticipant(f"gateway {gw.gateway_id} (stored-acknowledgements)", gw.outbox_depth))
     clock.made_by = lambda: {gw.boot: gw.readings_made}
     threading.Thread(target=clock.run, name="lockstep", daemon=True).start()
+    clock.wait_released()  # no poll before ingest and the engine listen
 
 
 def run_gateway(

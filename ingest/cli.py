@@ -126,7 +126,14 @@ def ingest_command(
 
     if lockstep:
         import threading
-        threading.Thread(target=clock.run, name="lockstep", daemon=True).start()  # type: ignore[attr-defined]
+        follower = clock
+
+        def follow_clock() -> None:
+            while not ingest.wait_connected(1.0):  # ready only once subscribed
+                pass
+            follower.run()  # type: ignore[attr-defined]
+
+        threading.Thread(target=follow_clock, name="lockstep", daemon=True).start()
 
     def _stop(signum: int, _frame: object) -> None:
         log.info("signal %d: flushing and stopping", signum)

@@ -76,7 +76,7 @@ class _Done:
     def __init__(self, msg: dict[str, Any] | None) -> None:
         self.gone = msg is None or msg.get("gone", False)
         self.run = None if msg is None else msg.get("run")
-        self.t = None if self.gone or msg is None else datetime.fromisoformat(msg["t"])
+        self.t = None if self.gone or msg is None or msg.get("t") is None else datetime.fromisoformat(msg["t"])
         self.next = None if self.gone or msg is None or msg.get("next") is None else datetime.fromisoformat(msg["next"])
         self.made = {} if msg is None else dict(msg.get("made", {}))
         self.seen = None if msg is None else msg.get("seen")
@@ -129,19 +129,22 @@ class MqttConductor:
     def made(self) -> int:
         return sum(self._made.values())
 
-    def _publish(self, final: bool = False) -> None:
+    def _publish(self, final: bool = False, hold: bool = False) -> None:
         body = {"run": self.run_id, "t": _iso(self.clock.now()), "start": _iso(self.clock.sim_start),
-                "end": _iso(self.clock.sim_end), "made": self.made(), "final": final}
+                "end": _iso(self.clock.sim_end), "made": self.made(), "final": final, "hold": hold}
         self.client.publish(clock_topic(self.site), json.dumps(body), qos=1, retain=True)
 
-    def owed(self) -> list[str]:
-        """Who the clock waits for at the current instant, and what each owes."""
+    def owed(self, joining: bool = False) -> list[str]:
+        """Who the clock waits for at the current instant, and what each owes (``joining``: who has
+        not said it is ready -- subscribed -- before the first instant)."""
         t, made, out = self.clock.now(), self.made(), []
         for name in self.names:
             d = self._done.get(name)
             if d is None or d.gone:
                 out.append(f"{name} ({'gone: its last will' if d is not None else 'not joined'}; owes done up to "
                            f"{_iso(t)})")
+            elif joining:
+                continue
             elif d.t is None or d.t < t:
                 out.append(f"{name} (owes done up to {_iso(t)}{'; ' + d.owes if d.owes else ''})")
             elif d.seen is not None and d.seen < made:
@@ -154,6 +157,8 @@ class MqttConductor:
         try:
             if not self._connected.wait(30):
                 raise RuntimeError("the simulated clock could not reach the MQTT broker")
+            self._publish(hold=True)
+            self._settle(joining=True)
             self._publish()
             while True:
                 self._settle()
@@ -173,7 +178,7 @@ class MqttConductor:
             self.client.loop_stop()
             self.client.disconnect()
 
-    def _settle(self) -> None:
+    def _settle(self, joining: bool = False) -> None:
         """Return once every participant is done with the current instant; say once whom it waits for
         when one stays silent ``wait_s`` real seconds (or leaves its last will)."""
         said = ""
@@ -182,7 +187,7 @@ class MqttConductor:
         nap = POLL_S
         with self._cond:
             while True:
-                owed = self.owed()
+                owed = self.owed(joining)
                 if not owed:
                     if said:
                         log.warning("the simulated clock moves on at %s", _iso(self.clock.now()))
@@ -212,7 +217,8 @@ class FollowerClock(LockstepClock):
     follows_mqtt = True
 
     def __init__(self, broker_url: str, site: str, name: str, *, seen: Callable[[], int] | None = None,
-                 made: Callable[[], dict[str, int]] | None = None, wait_s: float | None = None) -> None:
+                 made: Callable[[], dict[str, int]] | None = None, wait_s: float | None = None,
+                 workers: bool = False) -> None:
         self.site, self.name = site, name
         self.seen, self.made_by = seen, made
         self._latest: dict[str, Any] | None = None
@@ -225,7 +231,8 @@ class FollowerClock(LockstepClock):
         first = self._first(wait_s)
         super().__init__(datetime.fromisoformat(first["start"]), datetime.fromisoformat(first["end"]))
         self._t = datetime.fromisoformat(first["t"])
-        self._joined.set()
+        if not workers:
+            self._joined.set()
 
     def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
         if not msg.payload:
@@ -267,8 +274,24 @@ class FollowerClock(LockstepClock):
         wanted += [d for p in self._participants if (d := p.next_due(t)) is not None]
         return min(wanted) if wanted else None
 
+    def say_ready(self) -> None:
+        """Tell the simulator this participant listens (subscribed): the first instant may begin."""
+        with self._got:
+            run = (self._latest or {}).get("run")
+        self.client.publish(done_topic(self.site, self.name), json.dumps({"run": run, "ready": True}), qos=1,
+                            retain=True)
+
+    def wait_released(self) -> None:
+        """Until every participant is ready and the first instant begins."""
+        with self._got:
+            while (self._latest or {}).get("hold"):
+                self._got.wait(0.5)
+
     def run(self, *, stall_s: float = float("inf"), joined_timeout_s: float = 30.0) -> None:
-        """Follow the simulator's instants until its last one; say done with each."""
+        """Say ready, then follow the simulator's instants until its last one; say done with each
+        (a gateway's: once its polling threads have joined)."""
+        self.say_ready()
+        self._joined.wait()
         said: tuple[Any, ...] | None = None
         while not self._finished:
             self._settle(stall_s)
