@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
 from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.alerts.workorders import STATUSES, Change, WorkOrder, WorkOrderError, WorkOrders
-from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, WallClock, service_clock
+from stormwatch.clock import CLOCK_FILE_ENV, Clock, ClockFileError, WallClock, service_clock
 from stormwatch.display import LocalTimeError, describe_event, local_instant, local_time, turbidity
+
+if TYPE_CHECKING:
+    from stormwatch.alerts.service import AlertService
+    from stormwatch.config import SiteConfig
 from stormwatch.runtime.cliutil import check_site_ids, fail, max_age_option, max_future_option, progress, use_state_dir
 from stormwatch.runtime.signals import stop_on_signals
 
@@ -71,6 +76,9 @@ def alerts_cmd(
     clock_file: Path | None = typer.Option(
         None, "--clock-file", envvar=CLOCK_FILE_ENV, metavar="FILE",
         help="Run on the simulated clock `stormwatch simulate` writes (waits for it); default: the wall clock."),
+    lockstep: bool = typer.Option(False, "--lockstep",
+                                  help="Run on the lockstep clock `stormwatch simulate --lockstep` conducts over "
+                                       "MQTT (waits for it; the simulator waits for this engine)."),
     webhook: str | None = typer.Option(None, "--webhook", envvar="STORMWATCH_WEBHOOK", metavar="URL",
                                        help="Also POST every event (JSON) to this http(s) URL, with retries."),
     client_id: str = typer.Option("stormwatch-alerts", "--client-id", metavar="ID",
@@ -105,7 +113,7 @@ def alerts_cmd(
     except (ConfigError, PackError, ValueError) as exc:
         fail(str(exc), 2)
     try:
-        clock = service_clock(clock_file)
+        clock = _follower(broker, sites, "alerts") if lockstep else service_clock(clock_file)
     except ClockFileError as exc:
         fail(str(exc), 2)
     from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
@@ -129,9 +137,12 @@ def alerts_cmd(
         service = AlertService(sites, profiles, broker, opened, state_file(state_dir, state), clock, client_id,
                                lateness_s=lateness_for(clock) if lateness_s is None else lateness_s,
                                webhook_url=webhook, grafana=GrafanaAnnotations.from_env(os.environ),
-                               bounds=TimeBounds(max_future_s, max_age_s))
+                               bounds=TimeBounds(max_future_s, max_age_s),
+                               overdue_check_s=math.inf if lockstep else 60.0)
     except (PackError, EngineError, ValueError, OSError) as exc:
         fail(str(exc), 2)
+    if lockstep:
+        _engine_joins(clock, service)
     stop_on_signals(service.stop, "the alert service")
     log.info("alerts: %d sites (%s)", len(sites), watched.describe())
     watched.watch(lambda current, _changes: service.apply_sites(current))
@@ -143,6 +154,34 @@ def alerts_cmd(
         watched.stop()
         if opened is not None:
             opened.close()
+
+
+def _follower(broker: str, sites: list[SiteConfig], name: str) -> Clock:
+    """The lockstep clock over MQTT of the one site watched (stormwatch.runtime.mqttclock)."""
+    from stormwatch.runtime.mqttclock import FollowerClock
+
+    if len(sites) != 1:
+        fail(f"--lockstep: watch exactly one site (got {len(sites)})", 2)
+    return FollowerClock(broker, sites[0].site.id, name)
+
+
+def _engine_joins(clock: Clock, service: AlertService) -> None:
+    """The engine as a participant of the lockstep clock: done with an instant once it has taken every
+    reading the gateway confirmed stored; its overdue check runs on the clock's 60-s grid."""
+    import threading
+
+    from stormwatch.alerts.lockstep import EngineParticipant
+    from stormwatch.runtime.mqttclock import FollowerClock
+
+    assert isinstance(clock, FollowerClock)
+    clock.seen = lambda: service.readings_seen
+    clock.add(EngineParticipant(service, lambda: clock.run_made, clock.sim_start))
+
+    def follow() -> None:
+        service.connected.wait()  # ready only once subscribed: no reading made before it listens
+        clock.run()
+
+    threading.Thread(target=follow, name="lockstep", daemon=True).start()
 
 
 workorders_app = typer.Typer(

@@ -25,7 +25,7 @@ from typing import NoReturn
 
 import typer
 
-from stormwatch.clock import CLOCK_FILE_ENV, WallClock, service_clock
+from stormwatch.clock import CLOCK_FILE_ENV, Clock, WallClock, service_clock
 from stormwatch.config import SiteConfig, check_addresses
 from stormwatch.errors import InputError
 from stormwatch.gateway.clockfloor import parse_floor
@@ -60,6 +60,9 @@ def gateway_command(
         None, "--clock-file", envvar=CLOCK_FILE_ENV, metavar="FILE",
         help="Run on the simulated clock `stormwatch simulate` writes (waits for it).",
     ),
+    lockstep: bool = typer.Option(False, "--lockstep",
+                                  help="Run on the lockstep clock `stormwatch simulate --lockstep` conducts over "
+                                       "MQTT (waits for it; polls in this process)."),
     until: str | None = typer.Option(None, "--until", metavar="TIME",
                                      help="Stop at this clock time (ISO 8601 with an offset)."),
     clock_floor: str | None = typer.Option(
@@ -106,11 +109,16 @@ def gateway_command(
     _, _, plan = checked[0]
     use_state_dir(state_dir, create=True)
     try:
-        clock = service_clock(clock_file)
+        if lockstep:
+            from stormwatch.runtime.mqttclock import FollowerClock
+
+            clock: Clock = FollowerClock(broker, plan.site, "gateway", workers=True)
+        else:
+            clock = service_clock(clock_file)
         plan_path = write_plan(plan, state_dir / PLAN_FILE)
     except (ValueError, OSError) as exc:
         fail(str(exc))
-    if no_exec:
+    if no_exec or lockstep:  # the lockstep clock's connection lives in this process
         run_plan(plan, clock, broker, state_dir, until_dt, floor_dt, batch, confirm=confirm,
                  stats_interval_s=stats_interval_s)
         return

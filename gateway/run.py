@@ -22,6 +22,7 @@ from stormwatch.gateway.plan import GatewayPlan
 
 if TYPE_CHECKING:
     from stormwatch.config import SiteConfig
+    from stormwatch.gateway.service import Gateway
     from stormwatch.profiles import ProfileLibrary
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,26 @@ def run_plan(plan: GatewayPlan, clock: Clock, broker: str, state_dir: Path, unti
 
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
-    gw.run(until)
+    if getattr(clock, "follows_mqtt", False):
+        _join_lockstep(clock, gw)
+    try:
+        gw.run(until)
+    finally:
+        if getattr(clock, "follows_mqtt", False):
+            clock.close()  # type: ignore[attr-defined]
+
+
+def _join_lockstep(clock: Clock, gw: Gateway) -> None:
+    """The gateway on the lockstep clock over MQTT: its polling threads are the clock's workers
+    (gateway/schedule.py); an instant is done once ingest confirmed every reading stored."""
+    from stormwatch.gateway.schedule import StoredParticipant
+    from stormwatch.runtime.mqttclock import FollowerClock
+
+    assert isinstance(clock, FollowerClock)
+    clock.add(StoredParticipant(f"gateway {gw.gateway_id} (stored-acknowledgements)", gw.outbox_depth))
+    clock.made_by = lambda: {gw.boot: gw.readings_made}
+    threading.Thread(target=clock.run, name="lockstep", daemon=True).start()
+    clock.wait_released()  # no poll before ingest and the engine listen
 
 
 def run_gateway(

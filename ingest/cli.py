@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from stormwatch.clock import CLOCK_FILE_ENV, service_clock
+from stormwatch.clock import CLOCK_FILE_ENV, Clock, service_clock
 from stormwatch.config import SiteConfig
 from stormwatch.ingest.consumer import Ingest
 from stormwatch.ingest.metrics import serve_metrics
@@ -53,6 +53,9 @@ def ingest_command(
                                                 "load (Mosquitto; not amqtt)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, metavar="N", help="Messages per store write."),
     batch_ms: int = typer.Option(200, "--batch-ms", min=0, metavar="MS", help="Max wait (ms) to fill a batch."),
+    lockstep: bool = typer.Option(False, "--lockstep",
+                                  help="Run on the lockstep clock `stormwatch simulate --lockstep` conducts over "
+                                       "MQTT (waits for it); with it --batch-ms 0 is the fast choice."),
     max_inflight: int = typer.Option(1000, "--max-inflight", min=1, metavar="N",
                                      help="Most messages delivered and not yet acknowledged (match the broker's "
                                           "max_inflight_messages; keep above --batch-size)."),
@@ -94,7 +97,7 @@ def ingest_command(
         # each file checked as every command checks it: itself, its profiles, its rule pack (stormwatch.app.cli)
         watched = ServiceSites(site, sites_dir, site_loader(profiles), parts)
         sites = list(watched.load().values())
-        clock = service_clock(clock_file)
+        clock = _follower(broker, sites) if lockstep else service_clock(clock_file)
         validator = Validator.for_sites(sites, profiles, clock, max_future_s=max_future_s,
                                         max_age_s=max_age_s, late_after_s=late_after_s)
     except ValueError as exc:  # InputError (the site file, a profile, the rule pack, the options)
@@ -120,6 +123,17 @@ def ingest_command(
     except ValueError as exc:  # --share-group with a partition
         sink.close()
         fail(str(exc))
+
+    if lockstep:
+        import threading
+        follower = clock
+
+        def follow_clock() -> None:
+            while not ingest.wait_connected(1.0):  # ready only once subscribed
+                pass
+            follower.run()  # type: ignore[attr-defined]
+
+        threading.Thread(target=follow_clock, name="lockstep", daemon=True).start()
 
     def _stop(signum: int, _frame: object) -> None:
         log.info("signal %d: flushing and stopping", signum)
@@ -157,3 +171,12 @@ def ingest_command(
 def register(app: typer.Typer) -> None:
     """Add ``stormwatch ingest`` to the command line."""
     app.command("ingest")(ingest_command)
+
+
+def _follower(broker: str, sites: list[SiteConfig]) -> Clock:
+    """The lockstep clock over MQTT of the one site stored (stormwatch.runtime.mqttclock)."""
+    from stormwatch.runtime.mqttclock import FollowerClock
+
+    if len(sites) != 1:
+        fail(f"--lockstep: store exactly one site (got {len(sites)})")
+    return FollowerClock(broker, sites[0].site.id, "ingest")

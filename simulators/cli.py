@@ -13,7 +13,7 @@ import typer
 
 from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, ScenarioClock, check_clock_file_path, write_clock_file
-from stormwatch.config import device_profiles
+from stormwatch.config import SiteConfig, device_profiles
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import parse_tip_size
 from stormwatch.runtime.cliutil import fail
@@ -183,6 +183,14 @@ def simulate(
                                 help="--fleet: when a gateway is done with a message: stored = when ingest "
                                      "confirms its readings stored (the gateway's contract: kept and sent again "
                                      "until then; needs ingest running), broker = on the broker's PUBACK."),
+    lockstep: bool = typer.Option(
+        False, "--lockstep", help="Be the lockstep clock over MQTT (--broker): time moves when every participant "
+                                  "(gateway, ingest, alerts run with --lockstep) is done, as fast as they allow."),
+    participants: str = typer.Option("gateway,ingest,alerts", "--lockstep-participants", metavar="NAMES",
+                                     help="--lockstep: who must be done with each instant (comma-separated)."),
+    wait_s: float = typer.Option(30.0, "--lockstep-wait-s", min=0.1, metavar="SECONDS",
+                                 help="--lockstep: real seconds a participant may stay silent before the clock "
+                                      "says, in one line, whom it waits for and what it owes."),
 ) -> None:
     """Run simulated field devices for a site through a storm scenario, on the real protocols.
 
@@ -236,6 +244,9 @@ def simulate(
         typer.echo(story.rain_times, err=True)
     if story.rain_skip_summary:
         log.warning("%s", story.rain_skip_summary)  # once: the simulator reads the file again, quietly
+    if lockstep:  # the scenario as written, like `stormwatch demo`: the same span, the same events
+        _lockstep_run(cfg, library, sc, broker, participants, wait_s, hrxl_rate)
+        return
     if len(tips):
         needed = (tips.times[-1] - sc.start).total_seconds() / 3600 + DRY_GAP_H + 0.5
         if needed > sc.duration_h:
@@ -268,6 +279,35 @@ def simulate(
         if clock_file is not None and stopped < sc.end:
             # the file says the simulation is over, so a service started later waits for a new one
             write_clock_file(clock_file, dataclasses.replace(clock, sim_end=stopped))
+    finally:
+        sim.stop()
+
+
+def _lockstep_run(cfg: SiteConfig, library: ProfileLibrary, sc: Scenario, broker: str, participants: str,
+                  wait_s: float, hrxl_rate: float) -> None:
+    """The simulated devices on a lockstep clock this process conducts over MQTT (stormwatch.runtime.mqttclock)."""
+    from stormwatch.lockstep import LockstepClock
+    from stormwatch.runtime.mqttclock import MqttConductor
+
+    names = [n.strip() for n in participants.split(",") if n.strip()]
+    clock = LockstepClock(sc.start, sc.end)
+    try:
+        sim = SimulatedSite(cfg, library, sc, clock, hrxl_lines_per_s=hrxl_rate)
+        sim.start()
+    except (ValueError, OSError) as exc:
+        fail(f"cannot start the simulated site: {exc}", 1)
+    conductor = MqttConductor(clock, broker, cfg.site.id, names, wait_s)
+    log.info("scenario %s: %s .. %s (%.1f h), lockstep over %s for %s", sc.name, sc.start.isoformat(),
+             sc.end.isoformat(), sc.duration_h, broker, ", ".join(names))
+    signal.signal(signal.SIGTERM, _interrupt)
+    wall0 = time.monotonic()
+    try:
+        conductor.run()
+        log.info("scenario end reached: %d instants in %.1f real s", conductor.instants, time.monotonic() - wall0)
+    except KeyboardInterrupt:
+        log.info("interrupted at simulated %s", clock.now().isoformat(timespec="seconds"))
+    except RuntimeError as exc:
+        fail(str(exc), 1)
     finally:
         sim.stop()
 
