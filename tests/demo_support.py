@@ -67,3 +67,23 @@ def write_site(tmp_path: Path, doc: dict) -> Path:
 def example_doc() -> dict:
     """examples/site.yaml as a document to change."""
     return yaml.safe_load(EXAMPLE_SITE.read_text())
+
+
+def own_site_file(tmp: Path, name: str) -> tuple[Path, str]:
+    """examples/site.yaml with its own site id (topics of its own on a shared broker: no retained
+    status of another run), free Modbus TCP ports and pty links under ``tmp``; (path, site id)."""
+    import uuid
+
+    from stormwatch.config import load_site
+    from stormwatch.profiles import ProfileLibrary
+    from stormwatch.simulators.site import isolate_site
+
+    profiles = ProfileLibrary()
+    cfg = load_site(EXAMPLE_SITE, profiles)
+    site_id = f"{name}-{uuid.uuid4().hex[:8]}"
+    doc = isolate_site(cfg, tmp / f"links-{name}").model_dump(mode="json")
+    doc["site"]["id"] = site_id
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    load_site(path, profiles)  # the file is valid as written
+    return path, site_id

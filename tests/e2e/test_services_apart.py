@@ -19,25 +19,20 @@ import signal
 import subprocess
 import sys
 import threading
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-import yaml
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from stormwatch import topics
-from stormwatch.config import load_site
 from stormwatch.contract import parse_readings
-from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
-from stormwatch.simulators.site import isolate_site
 from stormwatch.stores.urls import open_store
 from tests.answers_support import SLOT_SLACK, answer, assert_same_answer
-from tests.conftest import REPO
+from tests.demo_support import own_site_file
 from tests.waits import wait_until
 
 #: Both runs go this fast: 32 simulated hours in 58 s.
@@ -75,20 +70,6 @@ class Listener:
         self.client.loop_stop()
 
 
-def _site_file(tmp_path: Path, name: str) -> tuple[Path, str]:
-    """examples/site.yaml with its own site id (topics of its own on the shared broker: no retained
-    status of the other run), free Modbus TCP ports and pty links under ``tmp_path``."""
-    profiles = ProfileLibrary()
-    cfg = load_site(REPO / "examples" / "site.yaml", profiles)
-    site_id = f"{name}-{uuid.uuid4().hex[:8]}"
-    doc = isolate_site(cfg, tmp_path / f"links-{name}").model_dump(mode="json")
-    doc["site"]["id"] = site_id
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    load_site(path, profiles)  # the file is valid as written
-    return path, site_id
-
-
 def _demo_events(site: Path, broker: str, work: Path) -> list[dict[str, Any]]:
     proc = subprocess.run(
         [STORMWATCH, "demo", "--json", "--site", str(site), "--broker", broker, "--speed", str(SPEED),
@@ -103,8 +84,8 @@ def _demo_events(site: Path, broker: str, work: Path) -> list[dict[str, Any]]:
 def test_services_run_apart_give_the_demos_events(mosquitto_server, tmp_path: Path) -> None:
     scenario = load_scenario("default")
     broker = mosquitto_server.url
-    demo = _demo_events(_site_file(tmp_path, "demo")[0], broker, tmp_path / "demo")
-    site, site_id = _site_file(tmp_path, "apart")
+    demo = _demo_events(own_site_file(tmp_path, "demo")[0], broker, tmp_path / "demo")
+    site, site_id = own_site_file(tmp_path, "apart")
 
     var = tmp_path / "var"
     var.mkdir()

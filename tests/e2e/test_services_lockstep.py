@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,11 +23,9 @@ from typing import Any
 import pytest
 import yaml
 
-from stormwatch.config import load_site
-from stormwatch.profiles import ProfileLibrary
-from stormwatch.simulators.site import isolate_site
 from stormwatch.stores.urls import open_store
 from tests.conftest import REPO
+from tests.demo_support import own_site_file
 from tests.e2e.test_services_apart import Listener
 from tests.waits import wait_until
 
@@ -45,17 +42,6 @@ def _scenario(tmp: Path) -> Path:
     return path
 
 
-def _site(tmp: Path, name: str) -> tuple[Path, str]:
-    profiles = ProfileLibrary()
-    cfg = load_site(REPO / "examples" / "site.yaml", profiles)
-    site_id = f"{name}-{uuid.uuid4().hex[:8]}"
-    doc = isolate_site(cfg, tmp / f"links-{name}").model_dump(mode="json")
-    doc["site"]["id"] = site_id
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path, site_id
-
-
 def _same(events: list[dict[str, Any]], site_id: str) -> list[str]:
     """Each event as compared: everything but the site's id and the work order's id (derived from it)."""
     out = []
@@ -69,7 +55,7 @@ def _same(events: list[dict[str, Any]], site_id: str) -> list[str]:
 def demo(mosquitto_server, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
     tmp = tmp_path_factory.mktemp("demo")
     scenario = _scenario(tmp)
-    site, site_id = _site(tmp, "demo")
+    site, site_id = own_site_file(tmp, "demo")
     proc = subprocess.run(
         [STORMWATCH, "demo", "--json", "--site", str(site), "--scenario", str(scenario),
          "--broker", mosquitto_server.url, "--workdir", str(tmp / "work")],
@@ -88,7 +74,7 @@ class Services:
 
     def __init__(self, broker: str, port: int, tmp: Path, scenario: Path, wait_s: float = 30.0) -> None:
         self.tmp = tmp
-        self.site, self.site_id = _site(tmp, "apart")
+        self.site, self.site_id = own_site_file(tmp, "apart")
         var = tmp / "var"
         var.mkdir()
         self.store = f"sqlite:///{var / 'stormwatch.db'}"
