@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -181,6 +182,7 @@ def demo(
 
     # SIGTERM (e.g. from `timeout`) ends the run like Ctrl-C: services stop, the temp dir goes.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
     tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
     work = state_dir or Path(tmp.name)  # type: ignore[union-attr]
     if as_json:
@@ -308,6 +310,8 @@ def _run(run: _DemoRun, web_site: Path | None, web_port: int, sock: socket.socke
             embedded_broker=_embedded_broker(run.speed),
         ).run()
         progress.clear()
+        if _INTERRUPTED.is_set():  # a Ctrl-C the run's shutdown absorbed: still a run cut short
+            raise KeyboardInterrupt
         if not run.as_json:
             typer.echo("")
             typer.echo(_summary(result, zone, state_dir, temporary=temporary, speed=run.speed))
@@ -348,7 +352,12 @@ def _start_desk(site: Path, site_id: str, work: Path, port: int, sock: socket.so
     return desk
 
 
+#: set by Ctrl-C or SIGTERM: the run was cut short, whatever its threads' shutdown made of the signal
+_INTERRUPTED = threading.Event()
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
+    _INTERRUPTED.set()
     raise KeyboardInterrupt
 
 
