@@ -181,6 +181,7 @@ def demo(
         fail(f"--state-dir {state_dir}: {exc.strerror or exc}")
 
     # SIGTERM (e.g. from `timeout`) ends the run like Ctrl-C: services stop, the temp dir goes.
+    _INTERRUPTED.clear()  # a flag of this run, not of an earlier one in the same process
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, _raise_interrupt)
     tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-")
