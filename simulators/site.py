@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import socket
 import threading
@@ -28,6 +29,9 @@ from stormwatch.simulators.scenario import Scenario, SiteScenario
 from stormwatch.simulators.serial_device import HrxlSim
 
 log = logging.getLogger(__name__)
+
+#: how long a stop (or an abandoned start) waits for the servers' thread to finish
+STOP_TIMEOUT_S = 10.0
 
 
 class SimulatedSite:
@@ -147,9 +151,13 @@ class SimulatedSite:
 
         def run() -> None:
             asyncio.set_event_loop(loop)
+            starting = loop.create_task(self._start_all())
             try:
-                loop.run_until_complete(self._start_all())
+                loop.run_until_complete(starting)
             except BaseException as exc:
+                starting.cancel()  # a start stopped half-way must not bind after the stop below
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(starting)
                 loop.run_until_complete(self._stop_all())
                 loop.close()
                 ready.set_exception(exc)
@@ -164,8 +172,10 @@ class SimulatedSite:
         self._thread.start()
         try:
             ready.result(timeout=timeout_s)
-        except BaseException:
-            self._thread.join(timeout=timeout_s)
+        except BaseException:  # a failed, late or Ctrl-C'd start leaves no loop serving behind
+            with contextlib.suppress(RuntimeError):  # the loop closed itself on a startup error
+                loop.call_soon_threadsafe(loop.stop)
+            self._thread.join(timeout=STOP_TIMEOUT_S)
             self._thread = None
             self._loop = None
             raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -190,3 +191,16 @@ def test_two_outfalls_and_two_basins_each_on_their_own_line(tmp_path: Path) -> N
         assert ntu1 == _f32(sim.state.downstream_ntu(now, "outfall-1"))
         assert ntu2 == _f32(sim.state.downstream_ntu(now, "outfall-2"))
         assert ntu1 > sim.state.upstream_ntu(now) + 5 and ntu2 > sim.state.upstream_ntu(now) + 5  # defaults
+
+
+def test_a_start_cut_short_leaves_no_server_thread_behind(tmp_path: Path) -> None:
+    """A start abandoned mid-way (Ctrl-C, a timeout) stops its servers' loop: no thread left
+    serving, and no unclosed event loop for the interpreter to trip over at exit."""
+    cfg = isolate_site(load_site(REPO / "examples" / "site.yaml", LIB), tmp_path)
+    sc = load_scenario("default")
+    sim = SimulatedSite(cfg, LIB, sc, ManualClock(sc.start))
+    with pytest.raises((TimeoutError, RuntimeError)):
+        sim.start(timeout_s=1e-9)
+    assert not [t for t in threading.enumerate() if t.name == "stormwatch-simulated-site"]
+    sim.start()  # and the site can start again
+    sim.stop()
