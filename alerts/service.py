@@ -303,6 +303,17 @@ class AlertService:
         with self._lock:
             return self._received
 
+    def readings_taken(self) -> dict[str, int]:
+        """Per gateway boot, the readings its engines took, live or from the store at warm-up
+        (:meth:`SequenceHoles.taken`): what a restarted engine has, where :attr:`readings_seen`
+        counts this process's deliveries only."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for holes in self.holes.values():
+                for boot, n in holes.taken().items():
+                    out[boot] = out.get(boot, 0) + n
+        return out
+
     @property
     def emitting(self) -> bool:
         """Events made from a message and not emitted yet (a lockstep clock waits for them)."""
