@@ -607,17 +607,17 @@ class AlertService:
         gauge is silent past its allowance on the clock (StormRuleState.source_offline): asked at the
         will and at each tick of :meth:`run`, as the clock moves."""
         with self._lock:
-            if not self._wills:
-                return
-            now, events = self.clock.now(), []
-            for site, gateway in sorted(self._wills):
+            wills = sorted(self._wills)
+        for site, gateway in wills:
+            events: list[Event] = []
+            with self._site_work(site, "judging its gateway's last will"), self._lock:
                 engine = self.engines.get(site)
                 if engine is not None:  # else removed or stopped since
-                    events += engine.source_offline(gateway, now)
-            if not events:
-                return
-            self._emitting += 1
-        self._emit_made(events)
+                    events = engine.source_offline(gateway, self.clock.now())
+                if events:
+                    self._emitting += 1
+            if events:
+                self._emit_made(events)
 
     # -- output ------------------------------------------------------------------------------
 
