@@ -167,15 +167,19 @@ def _follower(broker: str, sites: list[SiteConfig], name: str) -> Clock:
 
 def _engine_joins(clock: Clock, service: AlertService) -> None:
     """The engine as a participant of the lockstep clock: done with an instant once it has taken every
-    reading the gateway confirmed stored; its overdue check runs on the clock's 60-s grid."""
+    reading the gateway made (live or, after a restart, from the store); its overdue check runs on the
+    clock's 60-s grid."""
     import threading
 
     from stormwatch.alerts.lockstep import EngineParticipant
     from stormwatch.runtime.mqttclock import FollowerClock
 
     assert isinstance(clock, FollowerClock)
-    clock.seen = lambda: service.readings_seen
-    clock.add(EngineParticipant(service, lambda: clock.run_made, clock.sim_start))
+    # Per gateway boot, not a count of deliveries: a restarted engine has the readings made before
+    # it died from the store (warm-up), and they are not delivered to it again.
+    clock.seen = service.readings_taken
+    clock.add(EngineParticipant(service, lambda: service.readings_seen + clock.not_taken(service.readings_taken()),
+                                clock.sim_start))
 
     def follow() -> None:
         service.connected.wait()  # ready only once subscribed: no reading made before it listens

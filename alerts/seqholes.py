@@ -189,6 +189,17 @@ class SequenceHoles:
         (``before`` ``None``: unknown, read to the end)."""
         return [(h.after, None if h.open_end else h.before) for h in self._holes]
 
+    def taken(self) -> dict[str, int]:
+        """Per gateway boot, how many of its readings (``seq`` 0 up to the newest seen) were taken,
+        live or from the store -- the ones of open holes aside. A restarted engine that warmed up
+        from the store counts what it read there (a lockstep clock compares it with what was made)."""
+        out: dict[str, int] = {}
+        for (_gateway, boot), (seq, _t) in self._last.items():
+            out[boot] = out.get(boot, 0) + seq + 1
+        for hole in self._holes:
+            out[hole.boot] -= len(hole.missing)
+        return out
+
     @property
     def open(self) -> list[Hole]:
         """The open holes, oldest first."""

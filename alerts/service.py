@@ -210,6 +210,7 @@ class AlertService:
             self.outputs.append(BackgroundSender(grafana.write_event, "grafana-annotations"))
         self._lock = threading.Lock()
         self._presence = GatewayPresence()
+        self._wills: set[tuple[str, str]] = set()  # (site, gateway) gone by its last will, not back yet
         self._stop = threading.Event()
         self.connected = threading.Event()
         self._client = SessionClient(self.broker, SessionOptions(
@@ -246,6 +247,7 @@ class AlertService:
                     self._check_overdue()
                     self.overdue_checks += 1
                     next_overdue = now + overdue_every
+                self._check_wills()
                 self._reread_unreadable(now)
                 self._remind_stopped(now)
                 self._catch_up(now)
@@ -300,6 +302,17 @@ class AlertService:
         """Readings received on readings topics and handed to an engine so far, all sites."""
         with self._lock:
             return self._received
+
+    def readings_taken(self) -> dict[str, int]:
+        """Per gateway boot, the readings its engines took, live or from the store at warm-up
+        (:meth:`SequenceHoles.taken`): what a restarted engine has, where :attr:`readings_seen`
+        counts this process's deliveries only."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for holes in self.holes.values():
+                for boot, n in holes.taken().items():
+                    out[boot] = out.get(boot, 0) + n
+        return out
 
     @property
     def emitting(self) -> bool:
@@ -575,6 +588,11 @@ class AlertService:
             level, message = self._presence.observe(site, gateway, str(state), None if boot is None else str(boot),
                                                     retained)
         log.log(level, "%s", message)
+        with self._lock:
+            if state == "offline" and reason != "stopped":
+                self._wills.add((site, gateway))
+            else:
+                self._wills.discard((site, gateway))
         if state == "offline" and reason == "stopped":
             # A deliberate stop, not a last will: no outage is announced. If the gauge then stays
             # silent while event time moves on (other devices, or its own readings resuming), the
@@ -582,13 +600,24 @@ class AlertService:
             log.info("%s: gateway %s was stopped by its operator; a silent rain gauge is still a data gap",
                      site, gateway)
         elif state == "offline":
-            with self._lock:
+            self._check_wills()
+
+    def _check_wills(self) -> None:
+        """A gateway gone (its last will, not back online) opens its rain gauge's data gap once the
+        gauge is silent past its allowance on the clock (StormRuleState.source_offline): asked at the
+        will and at each tick of :meth:`run`, as the clock moves."""
+        with self._lock:
+            wills = sorted(self._wills)
+        for site, gateway in wills:
+            events: list[Event] = []
+            with self._site_work(site, "judging its gateway's last will"), self._lock:
                 engine = self.engines.get(site)
-                if engine is None:
-                    return  # removed or stopped since the message was looked at
-                events = engine.source_offline(gateway, self.clock.now())
-                self._emitting += 1
-            self._emit_made(events)
+                if engine is not None:  # else removed or stopped since
+                    events = engine.source_offline(gateway, self.clock.now())
+                if events:
+                    self._emitting += 1
+            if events:
+                self._emit_made(events)
 
     # -- output ------------------------------------------------------------------------------
 

@@ -796,19 +796,25 @@ class StormRuleState:
         return out
 
     def source_offline(self, gateway: str, at: datetime, received: datetime | None = None) -> list[Event]:
-        """The gauge's gateway was reported offline at ``at`` (its MQTT last will): open a data gap.
+        """The gauge's gateway is reported offline (its MQTT last will) and the clock reads ``at``:
+        open a data gap once the gauge has been silent past its allowance on that clock.
 
-        ``received`` is the newest gauge reading received but not yet released to the rules (the
-        engine's reorder buffer); the gap starts after it. Nothing is opened when the gateway is
-        not the gauge's or a gap is already open.
+        The clock, not event time: with its gateway gone nothing moves the site's event time. Within
+        the allowance no poll slot is lost (a gateway restarted in time, or a lockstep clock that waits
+        for it), so no gap; the caller asks again as its clock moves. ``received`` is the newest gauge
+        reading received but not yet released to the rules (the engine's reorder buffer); the gap
+        starts after it. Nothing is opened when the gateway is not the gauge's or a gap is already open.
         """
         if (self.gateway is not None and gateway != self.gateway) or self._gap_open is not None:
             return []
         known = [x for x in (self._covered, received) if x is not None]
         start = max(known) if known else at
+        if known and at <= start + self.silence_allowance:
+            return []
         self._gap_open = start
         self._gap_station_in = Fraction(0)
-        out = [self._gap_event(start, None, max(at, start), f"offline (gateway {gateway} last will)")]
+        opened = start + self.silence_allowance if known else at
+        out = [self._gap_event(start, None, opened, f"offline (gateway {gateway} last will)")]
         out += self._use_pending(start, None)
         self._schedule()
         return out

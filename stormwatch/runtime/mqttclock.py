@@ -131,7 +131,8 @@ class MqttConductor:
 
     def _publish(self, final: bool = False, hold: bool = False) -> None:
         body = {"run": self.run_id, "t": _iso(self.clock.now()), "start": _iso(self.clock.sim_start),
-                "end": _iso(self.clock.sim_end), "made": self.made(), "final": final, "hold": hold}
+                "end": _iso(self.clock.sim_end), "made": self.made(), "by_boot": dict(self._made), "final": final,
+                "hold": hold}
         self.client.publish(clock_topic(self.site), json.dumps(body), qos=1, retain=True)
 
     def owed(self, joining: bool = False) -> list[str]:
@@ -147,9 +148,19 @@ class MqttConductor:
                 continue
             elif d.t is None or d.t < t:
                 out.append(f"{name} (owes done up to {_iso(t)}{'; ' + d.owes if d.owes else ''})")
-            elif d.seen is not None and d.seen < made:
-                out.append(f"{name} ({made - d.seen} readings not taken yet)")
+            elif (missing := self._not_taken(d.seen, made)) > 0:
+                out.append(f"{name} ({missing} readings not taken yet)")
         return out
+
+    def _not_taken(self, seen: int | dict[str, int] | None, made: int) -> int:
+        """Readings made that a participant has not taken: by count, or per gateway boot (an engine
+        restarted mid-run counts what it read from the store; the readings made before it died are
+        not delivered to it again)."""
+        if seen is None:
+            return 0
+        if isinstance(seen, dict):
+            return sum(max(0, n - int(seen.get(boot, 0))) for boot, n in self._made.items())
+        return made - int(seen)
 
     def run(self) -> None:
         """Move the clock from its start to its end; returns at the end (the clock finished)."""
@@ -216,7 +227,8 @@ class FollowerClock(LockstepClock):
 
     follows_mqtt = True
 
-    def __init__(self, broker_url: str, site: str, name: str, *, seen: Callable[[], int] | None = None,
+    def __init__(self, broker_url: str, site: str, name: str, *,
+                 seen: Callable[[], int | dict[str, int]] | None = None,
                  made: Callable[[], dict[str, int]] | None = None, wait_s: float | None = None,
                  workers: bool = False) -> None:
         self.site, self.name = site, name
@@ -257,6 +269,12 @@ class FollowerClock(LockstepClock):
     def run_made(self) -> int:
         with self._got:
             return int((self._latest or {}).get("made", 0))
+
+    def not_taken(self, taken: dict[str, int]) -> int:
+        """Readings made (each gateway boot's count, from the simulator) beyond ``taken`` per boot."""
+        with self._got:
+            made = dict((self._latest or {}).get("by_boot", {}))
+        return sum(max(0, int(n) - taken.get(boot, 0)) for boot, n in made.items())
 
     def _say_done(self, t: datetime, nxt: datetime | None) -> None:
         body: dict[str, Any] = {"run": (self._latest or {}).get("run"), "t": _iso(t),

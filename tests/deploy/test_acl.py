@@ -244,3 +244,37 @@ def test_acl_users_match_the_password_file() -> None:
     assert fixed == {"ingest", "alerts", "healthcheck", "web"}
     assert acl_users == fixed | {env_example()["MQTT_GATEWAY_USER"]}
     assert shutil.which("sh")
+
+
+def test_the_simulated_sites_lockstep_clock_each_user_its_own_part(broker: servers.Mosquitto) -> None:
+    """The compose site's simulator (the gateway's user) conducts the lockstep clock; ingest and
+    alerts follow it and say done, each under its own name only; the web desk has no part."""
+    from stormwatch.runtime.mqttclock import clock_topic, done_topic
+
+    env = env_example()
+    gw = Client(broker.port, GW_A, env["MQTT_GATEWAY_PASSWORD"])
+    ingest = Client(broker.port, "ingest", env["MQTT_INGEST_PASSWORD"])
+    alerts = Client(broker.port, "alerts", env["MQTT_ALERTS_PASSWORD"])
+    web = Client(broker.port, "web", env["MQTT_WEB_PASSWORD"])
+    try:
+        assert gw.publish(clock_topic(SITE_A)) in ACCEPTED
+        assert gw.publish(done_topic(SITE_A, "gateway")) in ACCEPTED
+        assert gw.publish(clock_topic(SITE_B)) == NOT_AUTHORIZED  # another site's clock
+        assert ingest.publish(done_topic(SITE_A, "ingest")) in ACCEPTED
+        assert alerts.publish(done_topic(SITE_A, "alerts")) in ACCEPTED
+        for client, name in ((ingest, "alerts"), (alerts, "ingest"), (ingest, "gateway")):
+            assert client.publish(done_topic(SITE_A, name)) == NOT_AUTHORIZED  # nobody says done for another
+        for client in (ingest, alerts, web):
+            assert client.publish(clock_topic(SITE_A)) == NOT_AUTHORIZED  # only the simulator moves time
+        ingest.c.subscribe(clock_topic(SITE_A), qos=1)
+        assert ingest.subscribed.wait(10)
+        assert gw.publish(clock_topic(SITE_A)) == 0  # a subscriber: delivered
+        wait = threading.Event()
+        for _ in range(50):
+            if ingest.received:
+                break
+            wait.wait(0.1)
+        assert ingest.received == [clock_topic(SITE_A)]
+    finally:
+        for c in (web, alerts, ingest, gw):
+            c.close()
