@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+#: Real seconds a shared run may take (a test's own timeout leaves its setup, the wait for it, to this).
+RUN_TIMEOUT_S = 900
 
 @dataclass(frozen=True)
 class DemoRun:
@@ -55,10 +57,12 @@ def _run(root: Path, args: tuple[str, ...]) -> DemoRun:
     state = root / "state"
     if state.exists():  # a worker stopped mid-run: the run is made again, from nothing
         shutil.rmtree(state)
-    proc = subprocess.run(
-        [sys.executable, "-m", "stormwatch", "demo", "--json", *args, "--state-dir", str(state)],
-        capture_output=True, text=True, timeout=900, env=demo_env(), cwd=root,
-    )
+    command = [sys.executable, "-m", "stormwatch", "demo", "--json", *args, "--state-dir", str(state)]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=demo_env(), cwd=root)
+    except subprocess.TimeoutExpired as exc:  # a failed run for every reader, not one run per reader
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        return DemoRun(-1, "", f"{err}\nstormwatch demo {' '.join(args)}: no end after {RUN_TIMEOUT_S} s", state)
     return DemoRun(proc.returncode, proc.stdout, proc.stderr, state)
 
 

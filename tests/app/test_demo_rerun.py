@@ -61,7 +61,7 @@ def _orders(workdir: Path) -> Counter[str]:
         book.close()
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(600, func_only=True)  # setup: the session's demo run, its own 900 s
 def test_a_rerun_on_the_same_workdir_starts_clean(default_demo: DemoRun, tmp_path: Path) -> None:
     first = default_demo.events  # the first run: the session's, on a copy of its state
     work = default_demo.copy_state(tmp_path / "demo")

@@ -43,7 +43,7 @@ def _table_volume(stage_ft: float) -> float:
     return rows[-1][1]
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(400, func_only=True)  # setup: the session's demo run, its own 900 s
 def test_two_outfalls_two_basins_separate_events_and_work_orders(two_outfalls_demo: DemoRun, tmp_path: Path) -> None:
     events = two_outfalls_demo.events  # every line of stdout is an event
     work = two_outfalls_demo.copy_state(tmp_path / "demo")

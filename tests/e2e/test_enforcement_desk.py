@@ -129,6 +129,7 @@ def browser(tmp_path: Path) -> Iterator[object]:
     driver.quit()
 
 
+@pytest.mark.timeout(600, func_only=True)  # setup: the session's demo run, its own 900 s
 def test_the_smo_serves_a_notice_from_the_turbidity_event_and_the_site_sees_it(
         state: dict[str, object], browser: object) -> None:
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException

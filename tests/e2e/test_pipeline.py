@@ -203,7 +203,7 @@ def test_real_storm_of_23_september_2018_drives_the_gauge(mosquitto_server, tmp_
     assert storm.citation == "Ch. 133 §133-7A(2)"
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(400, func_only=True)  # setup: the session's demo run, its own 900 s
 def test_demo_json_on_the_embedded_broker(default_demo: DemoRun, tmp_path: Path) -> None:
     """The README's main job, as a newcomer runs it (embedded broker and SQLite store, lockstep; the
     session's run, without this session's ``STORMWATCH_*`` settings): quiet by default (no INFO lines,
