@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from stormwatch.app import servers
-from tests.scheduling import schedule
+from tests.scheduling import schedule, workers
 from tests.shared_runs import DemoRun, shared_demo
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +48,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if uses_server or item.path.is_relative_to(E2E):
             item.add_marker(pytest.mark.slow)
     schedule(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook; without xdist, never called
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: as many workers as the tests run can keep busy (tests/scheduling.py)."""
+    return workers(config)
 
 
 def _need(binary: str) -> None:
