@@ -8,8 +8,8 @@ share a topic, a retained message, a session or a database.
 
 The fast lane (``pytest -m "not slow"``, docs/architecture.md "Tests") leaves out every test marked
 ``slow``: by hand (a module's ``pytestmark``, a test's mark: processes, browsers, scenarios at
-speed), and here for every test in tests/e2e/ and every test needing a server -- a fixture of
-:data:`SERVER_FIXTURES` or a ``mosquitto``/``influxdb`` mark (:func:`pytest_collection_modifyitems`).
+speed), and here for every test in tests/e2e/ and every test needing a server or a demo run -- a
+fixture of :data:`SERVER_FIXTURES` or a ``mosquitto``/``influxdb`` mark (:func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -21,27 +21,39 @@ from pathlib import Path
 import pytest
 
 from stormwatch.app import servers
+from tests.scheduling import schedule, workers
+from tests.shared_runs import DemoRun, shared_demo
 
 REPO = Path(__file__).resolve().parent.parent
 #: Real public data files the tests read, with their sources and licences (``tests/data/SOURCES.md``).
 DATA = REPO / "tests" / "data"
 
 
-#: Fixtures that start (or lend) a server process: every test using one is ``slow``.
-SERVER_FIXTURES = frozenset({"mosquitto_server", "own_mosquitto", "influx_server", "own_influx", "nats_cluster"})
+#: Fixtures that start (or lend) a server process or a demo run: every test using one is ``slow``.
+SERVER_FIXTURES = frozenset({"mosquitto_server", "own_mosquitto", "influx_server", "own_influx", "nats_cluster",
+                             "default_demo", "two_outfalls_demo"})
 #: Marks of a test that needs a real server (it may start one itself): every such test is ``slow``.
 SERVER_MARKS = ("mosquitto", "influxdb")
 #: End-to-end and acceptance tests: all ``slow``.
 E2E = REPO / "tests" / "e2e"
 
 
+@pytest.hookimpl(tryfirst=True)  # before the lanes' -m selects, and before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``slow`` the tests of tests/e2e/ and every test that needs a server."""
+    """Mark ``slow`` the tests of tests/e2e/ and every test that needs a server; order and group the
+    tests for the workers (tests/scheduling.py)."""
     for item in items:
         uses_server = not SERVER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) or any(
             item.get_closest_marker(mark) is not None for mark in SERVER_MARKS)
         if uses_server or item.path.is_relative_to(E2E):
             item.add_marker(pytest.mark.slow)
+    schedule(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook; without xdist, never called
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: as many workers as the tests run can keep busy (tests/scheduling.py)."""
+    return workers(config)
 
 
 def _need(binary: str) -> None:
@@ -169,3 +181,16 @@ def nats_cluster(tmp_path: Path) -> Iterator[servers.NatsCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def default_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The session's one `stormwatch demo --json` of the default scenario (tests/shared_runs.py):
+    read it; a test that writes to its state works on ``copy_state``."""
+    return shared_demo(tmp_path_factory, _xdist_worker(), "default")
+
+
+@pytest.fixture(scope="session")
+def two_outfalls_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The session's one `stormwatch demo --json --scenario two-outfalls` (as :func:`default_demo`)."""
+    return shared_demo(tmp_path_factory, _xdist_worker(), "two-outfalls", "--scenario", "two-outfalls")

@@ -30,8 +30,9 @@ from stormwatch.simulators.scenario import load_scenario
 from stormwatch.stores.urls import open_store
 from tests.answers_support import without_run_ids
 from tests.conftest import REPO
+from tests.shared_runs import DemoRun
 
-pytestmark = pytest.mark.slow  # runs the demo scenario twice
+pytestmark = pytest.mark.slow  # reruns the session's demo run on a copy of its state
 
 runner = CliRunner()
 
@@ -60,10 +61,10 @@ def _orders(workdir: Path) -> Counter[str]:
         book.close()
 
 
-@pytest.mark.timeout(600)
-def test_a_rerun_on_the_same_workdir_starts_clean(tmp_path: Path) -> None:
-    work = tmp_path / "demo"
-    first = _demo(work)
+@pytest.mark.timeout(600, func_only=True)  # setup: the session's demo run, its own 900 s
+def test_a_rerun_on_the_same_workdir_starts_clean(default_demo: DemoRun, tmp_path: Path) -> None:
+    first = default_demo.events  # the first run: the session's, on a copy of its state
+    work = default_demo.copy_state(tmp_path / "demo")
     assert (work / MARKER).is_file()
     keep = work / "notes.txt"
     keep.write_text("mine\n")

@@ -17,21 +17,19 @@ Expected by hand (simulators/scenarios/two-outfalls.yaml; hydrology.md; rules.md
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from stormwatch.alerts.workorders import WorkOrders
-from stormwatch.app.cli import app
 from stormwatch.clock import WallClock
 from stormwatch.stores.urls import open_store
 from tests.demo_support import half_volume_depth_ft, washington_violation_start
+from tests.shared_runs import DemoRun
 
-pytestmark = pytest.mark.slow  # runs the two-outfalls demo scenario
+pytestmark = pytest.mark.slow  # reads the session's two-outfalls demo run
 
 SITE = "mill-creek-commons"
 SETTLE = timedelta(minutes=30)
@@ -45,12 +43,10 @@ def _table_volume(stage_ft: float) -> float:
     return rows[-1][1]
 
 
-@pytest.mark.timeout(400)
-def test_two_outfalls_two_basins_separate_events_and_work_orders(tmp_path: Path) -> None:
-    work = tmp_path / "demo"
-    result = CliRunner().invoke(app, ["demo", "--scenario", "two-outfalls", "--json", "--state-dir", str(work)])
-    assert result.exit_code == 0, result.output
-    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+@pytest.mark.timeout(400, func_only=True)  # setup: the session's demo run, its own 900 s
+def test_two_outfalls_two_basins_separate_events_and_work_orders(two_outfalls_demo: DemoRun, tmp_path: Path) -> None:
+    events = two_outfalls_demo.events  # every line of stdout is an event
+    work = two_outfalls_demo.copy_state(tmp_path / "demo")
     assert events and all(e["site"] == SITE for e in events)  # the scenario's own site, no --site given
 
     store = open_store(f"sqlite:///{work / 'stormwatch.db'}")

@@ -34,6 +34,7 @@ from stormwatch.web.accounts import Accounts
 from stormwatch.web.server import free_port
 from tests.conftest import artifacts_dir
 from tests.enforcement.support import in_order
+from tests.shared_runs import DemoRun
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.slow  # a demo run, a web server and a browser
@@ -59,12 +60,11 @@ def _cli(*args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
-    """A finished demo run's state, three accounts, and `stormwatch web` serving it."""
+def state(tmp_path_factory: pytest.TempPathFactory, default_demo: DemoRun) -> Iterator[dict[str, object]]:
+    """A finished demo run's state (a copy of the session's), three accounts, and `stormwatch web` serving it."""
     _need_browser()
     root = tmp_path_factory.mktemp("enforcement-demo")
-    work = root / "demo"
-    _cli("demo", "--state-dir", str(work))
+    work = default_demo.copy_state(root / "demo")
     accounts = Accounts(work / "web.db")
     accounts.add("sam", "smo", PASSWORD, display_name="Sam SMO")
     accounts.add("carl", "contractor", PASSWORD, sites=[SITE], display_name="Carl Contractor")
@@ -129,6 +129,7 @@ def browser(tmp_path: Path) -> Iterator[object]:
     driver.quit()
 
 
+@pytest.mark.timeout(600, func_only=True)  # setup: the session's demo run, its own 900 s
 def test_the_smo_serves_a_notice_from_the_turbidity_event_and_the_site_sees_it(
         state: dict[str, object], browser: object) -> None:
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException

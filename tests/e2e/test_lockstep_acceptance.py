@@ -2,6 +2,7 @@
 
 Each run is the real command in its own process (simulators on real Modbus TCP/RTU and serial
 ptys, the embedded broker -- Mosquitto when installed -- SQLite); nothing is shared between runs.
+A test's own run is compared with the session's run of the same scenario (tests/shared_runs.py).
 The events must be identical in everything but the run's own ids (the gateway's boot id in the
 evidence), and no poll slot may be skipped (no ``data_gap``), with or without a CPU hog beside the
 run. docs/simulators.md ("The lockstep clock").
@@ -20,13 +21,13 @@ from typing import Any
 import pytest
 
 from tests.answers_support import without_run_ids
+from tests.shared_runs import DemoRun, demo_env
 
 
 def _demo(tmp: Path, *args: str) -> list[dict[str, Any]]:
     proc = subprocess.run(
         [sys.executable, "-m", "stormwatch", "demo", "--json", *args],
-        capture_output=True, text=True, timeout=900, cwd=tmp,
-        env={k: v for k, v in os.environ.items() if not k.startswith("STORMWATCH_")},
+        capture_output=True, text=True, timeout=900, cwd=tmp, env=demo_env(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "skipped" not in proc.stderr, proc.stderr[-3000:]
@@ -40,8 +41,9 @@ def _assert_same(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> N
 
 
 @pytest.mark.timeout(1900)
-def test_two_default_runs_give_the_same_events(tmp_path: Path) -> None:
-    first, second = _demo(tmp_path), _demo(tmp_path)
+def test_two_default_runs_give_the_same_events(default_demo: DemoRun, tmp_path: Path) -> None:
+    assert "skipped" not in default_demo.stderr, default_demo.stderr[-3000:]
+    first, second = default_demo.events, _demo(tmp_path)
     _assert_same(first, second)
     kinds = [e["kind"] for e in first]
     assert {"storm_inspection_due", "turbidity_contrast", "basin_cleanout_due"} <= set(kinds)
@@ -50,19 +52,22 @@ def test_two_default_runs_give_the_same_events(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(1900)
-def test_two_outfalls_runs_give_the_same_events(tmp_path: Path) -> None:
-    _assert_same(_demo(tmp_path, "--scenario", "two-outfalls"), _demo(tmp_path, "--scenario", "two-outfalls"))
+def test_two_outfalls_runs_give_the_same_events(two_outfalls_demo: DemoRun, tmp_path: Path) -> None:
+    assert "skipped" not in two_outfalls_demo.stderr, two_outfalls_demo.stderr[-3000:]
+    _assert_same(two_outfalls_demo.events, _demo(tmp_path, "--scenario", "two-outfalls"))
 
 
 @pytest.mark.timeout(1900)
-def test_a_run_beside_a_cpu_hog_gives_the_same_events(tmp_path: Path) -> None:
-    """Two stress-ng CPU workers on the two cores: the run is slower, never different."""
+def test_a_run_beside_a_cpu_hog_gives_the_same_events(default_demo: DemoRun, tmp_path: Path) -> None:
+    """Two stress-ng CPU workers on the two cores: the run is slower, never different (from the
+    session's default run, made without the hog)."""
     stress = shutil.which("stress-ng")
     if stress is None:
         if os.environ.get("CI") == "true":
             pytest.fail("stress-ng is not installed (.ci/run installs it)")
         pytest.skip("stress-ng is not installed")
-    quiet = _demo(tmp_path)
+    assert "skipped" not in default_demo.stderr, default_demo.stderr[-3000:]
+    quiet = default_demo.events
     hog = subprocess.Popen([stress, "--cpu", "2", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         loaded = _demo(tmp_path)

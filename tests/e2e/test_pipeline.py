@@ -30,6 +30,7 @@ from stormwatch.contract import Event
 from stormwatch.profiles import ProfileLibrary
 from tests.conftest import data_file
 from tests.demo_support import EXAMPLE_SITE, half_volume_depth_ft, prismoid_ft3, washington_violation_start
+from tests.shared_runs import DemoRun
 
 SCENARIO_START = datetime(2026, 6, 1, 4, 0, tzinfo=UTC)  # simulators/scenarios/default.yaml
 POLL = timedelta(seconds=60)
@@ -202,21 +203,19 @@ def test_real_storm_of_23_september_2018_drives_the_gauge(mosquitto_server, tmp_
     assert storm.citation == "Ch. 133 §133-7A(2)"
 
 
-@pytest.mark.timeout(400)
-def test_demo_json_on_the_embedded_broker(tmp_path: Path) -> None:
-    """The README's main job, as a newcomer runs it (embedded broker and SQLite store, lockstep): quiet
-    by default (no INFO lines, and a normal stop logs no warning), and its work orders are read
-    afterwards at the simulated time the run reached, not today's date."""
+@pytest.mark.timeout(400, func_only=True)  # setup: the session's demo run, its own 900 s
+def test_demo_json_on_the_embedded_broker(default_demo: DemoRun, tmp_path: Path) -> None:
+    """The README's main job, as a newcomer runs it (embedded broker and SQLite store, lockstep; the
+    session's run, without this session's ``STORMWATCH_*`` settings): quiet by default (no INFO lines,
+    and a normal stop logs no warning), and its work orders are read afterwards at the simulated time
+    the run reached, not today's date."""
     env = {k: v for k, v in os.environ.items() if k not in ("STORMWATCH_LOG_LEVEL", "STORMWATCH_LOG_FILE")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "stormwatch", "demo", "--json", "--state-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=380, env=env, cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    logged = proc.stderr.splitlines()
+    assert default_demo.returncode == 0, default_demo.stderr[-3000:]
+    logged = default_demo.stderr.splitlines()
     assert [line for line in logged if " INFO " in line or " DEBUG " in line] == [], logged[:5]
     assert [line for line in logged if "disconnect" in line.lower() or "Traceback" in line] == [], logged
-    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    events = default_demo.events
+    state = default_demo.copy_state(tmp_path / "demo")  # the workorders commands below may write
     kinds = {e["kind"]: e for e in events}
     for kind, citation in (
         ("storm_inspection_due", "Ch. 133 §133-7A(2)"),
@@ -236,15 +235,15 @@ def test_demo_json_on_the_embedded_broker(tmp_path: Path) -> None:
     assert kinds["turbidity_contrast"]["turbidity_unit"] == "NTU"
     assert kinds["basin_cleanout_due"]["lost_capacity"] >= 0.5
 
-    listed = subprocess.run([sys.executable, "-m", "stormwatch", "workorders", "list", "--state-dir", str(tmp_path),
-                             "--json"], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    listed = subprocess.run([sys.executable, "-m", "stormwatch", "workorders", "list", "--state-dir", str(state),
+                             "--json"], capture_output=True, text=True, timeout=60, env=env, cwd=state)
     assert listed.returncode == 0, listed.stderr
     orders = {o["kind"]: o for o in json.loads(listed.stdout)}
     assert orders["storm_inspection"]["id"] == storm["work_order"]
     # the run ended 7 h after the storm's last tip: its inspection (due 24 h after it) is not overdue
     assert orders["storm_inspection"]["status"] == "open" and orders["storm_inspection"]["overdue"] is False
-    walled = subprocess.run([sys.executable, "-m", "stormwatch", "workorders", "list", "--state-dir", str(tmp_path),
+    walled = subprocess.run([sys.executable, "-m", "stormwatch", "workorders", "list", "--state-dir", str(state),
                              "--wall-time", "--overdue", "--json"], capture_output=True, text=True, timeout=60,
-                            env=env, cwd=tmp_path)
+                            env=env, cwd=state)
     wall_overdue = datetime.now(UTC) > datetime.fromisoformat(storm["due_at"])  # today's date decides
     assert (storm["work_order"] in {o["id"] for o in json.loads(walled.stdout)}) == wall_overdue

@@ -1,0 +1,68 @@
+"""The order and grouping of the tests for pytest-xdist's workers (``--dist loadgroup``), so they finish together.
+
+The workers take tests in collection order, one at a time: the modules that take longest on the 2-core
+CI machine (:data:`LONGEST_FIRST`) go first, so no worker is left with a four-minute test alone at the
+end. A test that uses a module- or class-scoped fixture stays with its module's other such tests on one
+worker (an ``xdist_group`` named after the module), so the fixture is made once; every other test goes
+to whichever worker is free. ``-n auto`` is two workers a core when slow tests run (:func:`workers`).
+The order decides the time only, never a result. docs/architecture.md ("Tests").
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+#: Test modules by their time on the 2-core CI machine (its ``--durations``), longest first: a minute
+#: or more each. A module missing here or in the wrong place costs time, never a result.
+LONGEST_FIRST = (
+    "tests/e2e/test_broker_cluster.py",
+    "tests/e2e/test_lockstep_acceptance.py",
+    "tests/e2e/test_services_apart.py",
+    "tests/e2e/test_services_lockstep.py",
+    "tests/e2e/test_delivery_acceptance.py",
+    "tests/web/test_browser.py",
+    "tests/e2e/test_pipeline.py",
+    "tests/gateway/test_takeover.py",
+    "tests/app/test_demo_rerun.py",
+    "tests/e2e/test_engine_acceptance.py",
+    "tests/e2e/test_enforcement_desk.py",
+    "tests/runtime/test_mqtt_session.py",
+    "tests/alerts/test_recovery.py",
+    "tests/gateway/test_packet_limit.py",
+    "tests/report/test_demo.py",
+    "tests/e2e/test_demo_small_storm.py",
+)
+_RANK = {module: rank for rank, module in enumerate(LONGEST_FIRST)}
+_SHARED_SCOPES = frozenset({"class", "module", "package"})
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a fixture made once for its class, module or package."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope in _SHARED_SCOPES for defs in info.name2fixturedefs.values())
+
+
+def schedule(items: list[pytest.Item]) -> None:
+    """Group the tests that share a module's fixture, then put the longest modules first (in place)."""
+    for item in items:
+        if _shares_a_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(_module(item)))
+    items.sort(key=lambda item: _RANK.get(_module(item), len(_RANK)))  # stable: otherwise as collected
+
+
+def workers(config: pytest.Config) -> int:
+    """Workers of ``-n auto``: one a core for the fast lane alone (``-m "not slow"``: logic tests, busy
+    on the CPU, and each worker's collection costs ~14 CPU-s), two a core when slow tests run -- they
+    mostly wait, on a scenario paced at 1000-2000x, an outage, a run's lockstep handshakes: CPU-s of a
+    test against its seconds on the 2-core CI machine, services_apart 19 of 132, delivery_acceptance
+    14 of 121, the broker cluster 98 of 230, a default demo run about 32 of 61."""
+    cores = len(os.sched_getaffinity(0))
+    return cores if config.getoption("markexpr") == "not slow" else 2 * cores
