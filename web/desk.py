@@ -22,7 +22,7 @@ from stormwatch.enforcement.cases import EnforcementBook
 from stormwatch.importers.manual import ManualEntry, Recorded
 from stormwatch.stores.base import OverviewStore
 from stormwatch.web.accounts import Accounts
-from stormwatch.web.overview import GatewayStatus, SiteModel
+from stormwatch.web.overview import GatewayStatus, RunClock, SiteModel
 from stormwatch.web.photos import DEFAULT_MAX_BYTES
 
 
@@ -47,6 +47,14 @@ class EngineTime:
 
     def now(self) -> datetime:
         return self.current()[0].now()
+
+    def run(self) -> RunClock:
+        """What the pages judge devices by: a simulated engine clock (running or stopped) and its
+        run's start, or the wall clock's ``RunClock()``."""
+        recorded = self.book.engine_clock()
+        if recorded is None or self.wall_time or recorded.kind == "wall":
+            return RunClock()
+        return RunClock(simulated=True, start=recorded.run_start)
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
