@@ -590,6 +590,17 @@ class WorkOrders:
         assert start is not None and due is not None
         return start, due
 
+    def watermark(self) -> datetime | None:
+        """The newest watermark the alert service recorded for any site in this state file
+        (:mod:`stormwatch.alerts.servicestate`: every reading before it has arrived or is late), or
+        ``None`` (none recorded, or no service wrote this file)."""
+        with self._lock:
+            try:
+                rows = self._db.execute("SELECT watermark FROM engine_progress").fetchall()
+            except sqlite3.OperationalError:  # no such table: no alert service wrote here yet
+                return None
+        return max((datetime.fromisoformat(w.replace("Z", "+00:00")) for (w,) in rows), default=None)
+
     def engine_clock(self) -> EngineClock | None:
         """The clock the alert service recorded (:meth:`record_clock`), or ``None`` if none did."""
         with self._lock:

@@ -61,10 +61,11 @@ class EngineTime:
         run's start, or the wall clock's ``RunClock()``."""
         recorded = self.book.engine_clock()
         if recorded is None and self.starting is not None:
-            return RunClock(simulated=True, start=self.starting)
+            return RunClock(simulated=True, start=self.starting, live=True)
         if recorded is None or self.wall_time or recorded.kind == "wall":
             return RunClock()
-        return RunClock(simulated=True, start=recorded.run_start)
+        return RunClock(simulated=True, start=recorded.run_start, live=not recorded.stopped,
+                        watermark=self.book.watermark())
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)

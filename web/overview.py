@@ -249,10 +249,17 @@ class RunClock:
             the pipeline has stored yet, or the run's end, is no silence; a site silent while others
             report stays silent.
         start: the run's first instant (``None``: not recorded): no poll grid before it.
+        live: the run is going on.
+        watermark: the newest watermark its alert engine recorded (any site's; ``None``: none yet):
+            every reading made before it has arrived or is late. Devices are judged no later: a
+            probe on a slower link (a serial poll at 1,500x is ~150 simulated seconds) is not
+            silent while its readings are on their way.
     """
 
     simulated: bool = False
     start: datetime | None = None
+    live: bool = False
+    watermark: datetime | None = None
 
     def applied(self, site: SiteModel, data_end: datetime | None) -> SiteModel:
         """``site`` judged on this clock, the run's newest stored reading being ``data_end``."""
@@ -262,9 +269,12 @@ class RunClock:
 
 
 def newest(summaries: Iterable[dict[tuple[str, str], SeriesSummary]], run: RunClock) -> datetime | None:
-    """The newest reading of the summaries (a simulated run's time as far as the store knows it);
-    the run's start when none is stored yet."""
-    return max((s.last_time for by in summaries for s in by.values()), default=run.start)
+    """A simulated run's time as far as the store and its engine know it: the newest stored reading of
+    the summaries, no later than the engine's watermark (a live run's start until it records one);
+    the run's start when nothing is stored yet."""
+    stored = max((s.last_time for by in summaries for s in by.values()), default=run.start)
+    bound = run.watermark if run.watermark is not None else run.start if run.live else None
+    return bound if stored is None else stored if bound is None else min(stored, bound)
 
 
 def judged_site(site: SiteModel, store: OverviewStore, sites: Sequence[SiteModel], now: datetime,

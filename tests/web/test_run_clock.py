@@ -102,3 +102,17 @@ def test_the_site_page_hatches_only_the_runs_own_missed_polls(tmp_path: Path) ->
     assert [(g.start, g.end) for g in wall.gaps["rain-1"]] == [(start, START), (DATA_END, end)]
     assert {d: [(g.start, g.end) for g in gaps] for d, gaps in series.gaps.items() if gaps} == {
         "turb-down": [(DATA_END - timedelta(minutes=3), DATA_END)]}
+
+
+def test_a_probe_whose_readings_are_on_their_way_is_not_silent_before_the_engines_watermark(
+        tmp_path: Path) -> None:
+    """turb-down stored up to 06:57 while the others reached 07:00: silent judged at the store's
+    07:00; not while the engine's watermark (every reading before it arrived or late) is 06:58."""
+    site = _site()
+    with SqliteStore(tmp_path / "store.db") as store:
+        store.write_readings(_readings(turb_down_until=DATA_END - timedelta(minutes=3)))
+        (stored,) = portfolio([site], store, [], NOW, run=RUN).rows
+        held = portfolio([site], store, [], NOW, run=RunClock(simulated=True, start=START, live=True,
+                                                               watermark=DATA_END - timedelta(minutes=2)))
+    assert stored.silent == ("turb-down",)
+    assert held.data_time == DATA_END - timedelta(minutes=2) and held.rows[0].silent == ()
