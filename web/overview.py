@@ -712,7 +712,8 @@ def site_series(site: SiteModel, readings: Sequence[Reading], events: Sequence[E
     # no gap before a simulated run's start nor after its newest stored reading (judged_site)
     known_from, known_until = max(start, site.run_start or start), site.judged_at(end)
     for d in site.cfg.devices:
-        times = [r.time for r in by_device.get(d.id, []) if r.time >= known_from]
+        # readings past the judged time may still be coming in out of order: no gap among them yet
+        times = [r.time for r in by_device.get(d.id, []) if known_from <= r.time <= known_until]
         out.gaps[d.id] = gaps_of(times, known_from, known_until, SILENCE_POLLS * site.poll(d.id), d.id) \
             if known_until > known_from else []
     gauge = site.cfg.rain_gauge
