@@ -88,7 +88,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]
             return "still serves it" in (root / "demo.out").read_text() or proc.poll() is not None
 
         try:
-            wait_until(lambda: "web desk:" in (root / "demo.err").read_text(), 60, "the demo's web desk")
+            wait_until(lambda: "web desk:" in (root / "demo.err").read_text(), 180, "the demo's web desk")
             line = next(x for x in (root / "demo.err").read_text().splitlines() if "web desk:" in x)
             passwords = dict(re.findall(r"(\w+) / (\S+?)(?:,|\))", line))
             assert set(passwords) == {"inspector", "smo"}, line
