@@ -266,12 +266,15 @@ class EngineClock:
         last_now: the service's clock time when it last recorded it.
         stopped: the service recorded a normal stop.
         scenario: the simulated clock's parameters (``None`` for other simulated clocks).
+        run_start: a simulated run's first instant (a scenario's or a lockstep run's start; ``None``:
+            not recorded): no device had a poll grid before it.
     """
 
     kind: Literal["wall", "simulated"]
     last_now: datetime
     stopped: bool
     scenario: ScenarioClock | None = None
+    run_start: datetime | None = None
 
     def reader_clock(self, wall_time: bool = False) -> tuple[Clock, str]:
         """The clock a reader of the state should use, and a few words saying which it is.
@@ -587,6 +590,17 @@ class WorkOrders:
         assert start is not None and due is not None
         return start, due
 
+    def watermark(self) -> datetime | None:
+        """The newest watermark the alert service recorded for any site in this state file
+        (:mod:`stormwatch.alerts.servicestate`: every reading before it has arrived or is late), or
+        ``None`` (none recorded, or no service wrote this file)."""
+        with self._lock:
+            try:
+                rows = self._db.execute("SELECT watermark FROM engine_progress").fetchall()
+            except sqlite3.OperationalError:  # no such table: no alert service wrote here yet
+                return None
+        return max((datetime.fromisoformat(w.replace("Z", "+00:00")) for (w,) in rows), default=None)
+
     def engine_clock(self) -> EngineClock | None:
         """The clock the alert service recorded (:meth:`record_clock`), or ``None`` if none did."""
         with self._lock:
@@ -599,8 +613,9 @@ class WorkOrders:
                                      wall_start=float(doc["wall_start"]))
         last_now = _t(doc["last_now"])
         assert last_now is not None
+        start = doc.get("run_start") or doc.get("sim_start")
         return EngineClock(kind="wall" if doc["kind"] == "wall" else "simulated", last_now=last_now,
-                           stopped=doc.get("stopped") == "1", scenario=scenario)
+                           stopped=doc.get("stopped") == "1", scenario=scenario, run_start=_t(start))
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -615,6 +630,9 @@ class WorkOrders:
         if isinstance(clock, ScenarioClock):
             doc.update(sim_start=clock.sim_start.isoformat(), speed=repr(clock.speed),
                        wall_start=repr(clock.wall_start))
+        start = getattr(clock, "sim_start", None)  # a lockstep run's too: where its poll grids begin
+        if isinstance(start, datetime) and not isinstance(clock, WallClock):
+            doc.update(run_start=_ts(start))
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM engine_clock")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import socket
 import threading
+from datetime import datetime
 from pathlib import Path
 
 from stormwatch.web.accounts import AccountError, Accounts
@@ -28,13 +29,14 @@ class DemoDesk:
         workdir: the demo's state directory.
         port: TCP port on 127.0.0.1 (0: a free one).
         sock: a socket already listening there (:func:`stormwatch.runtime.cliutil.listen_socket`).
+        starting: the run's first instant: "Now" until its alert engine records its clock.
 
     Raises:
         DeskSetupError: the desk cannot open the demo's files.
     """
 
     def __init__(self, site_file: Path, site_id: str, workdir: Path, port: int,
-                 sock: socket.socket | None = None) -> None:
+                 sock: socket.socket | None = None, starting: datetime | None = None) -> None:
         self.passwords: dict[str, str] = {}
         accounts = Accounts(workdir / WEB_FILE)
         try:
@@ -49,7 +51,7 @@ class DemoDesk:
         finally:
             accounts.close()
         desk = open_desk(DeskSettings(sites=[site_file], store_url=f"sqlite:///{(workdir / 'stormwatch.db').resolve()}",
-                                      state_dir=workdir, create_store=True))
+                                      state_dir=workdir, create_store=True, starting=starting))
         self.server = WebServer(desk, "127.0.0.1", port, sock)
 
     def start(self) -> str:

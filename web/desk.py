@@ -16,14 +16,17 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.requests import Request
 
 from stormwatch.alerts.workorders import WorkOrders
-from stormwatch.clock import Clock, WallClock
+from stormwatch.clock import Clock, ManualClock, WallClock
 from stormwatch.config import SiteConfig
 from stormwatch.enforcement.cases import EnforcementBook
 from stormwatch.importers.manual import ManualEntry, Recorded
 from stormwatch.stores.base import OverviewStore
 from stormwatch.web.accounts import Accounts
-from stormwatch.web.overview import GatewayStatus, SiteModel
+from stormwatch.web.overview import GatewayStatus, RunClock, SiteModel
 from stormwatch.web.photos import DEFAULT_MAX_BYTES
+
+#: What "Now" is on a demo's desk before its engine has recorded its clock.
+STARTING = "the simulated run's start: its alert engine is starting"
 
 
 class EngineTime:
@@ -32,21 +35,37 @@ class EngineTime:
     Args:
         book: the work-order book whose ``engine_clock`` table says which clock the engine runs on.
         wall_time: use the wall clock whatever the engine recorded.
+        starting: the first instant of a simulated run about to start here (``stormwatch demo --web``):
+            the time shown, and the start of every poll grid, until its engine records its clock.
     """
 
-    def __init__(self, book: WorkOrders, wall_time: bool = False) -> None:
+    def __init__(self, book: WorkOrders, wall_time: bool = False, starting: datetime | None = None) -> None:
         self.book = book
         self.wall_time = wall_time
+        self.starting = None if wall_time else starting
 
     def current(self) -> tuple[Clock, str]:
         """The clock to use now and a few words saying which it is."""
         recorded = self.book.engine_clock()
+        if recorded is None and self.starting is not None:
+            return ManualClock(self.starting), STARTING
         if recorded is None:
             return WallClock(), "wall-clock time (no alert engine has recorded its clock here)"
         return recorded.reader_clock(self.wall_time)
 
     def now(self) -> datetime:
         return self.current()[0].now()
+
+    def run(self) -> RunClock:
+        """What the pages judge devices by: a simulated engine clock (running or stopped) and its
+        run's start, or the wall clock's ``RunClock()``."""
+        recorded = self.book.engine_clock()
+        if recorded is None and self.starting is not None:
+            return RunClock(simulated=True, start=self.starting, live=True)
+        if recorded is None or self.wall_time or recorded.kind == "wall":
+            return RunClock()
+        return RunClock(simulated=True, start=recorded.run_start, live=not recorded.stopped,
+                        watermark=self.book.watermark())
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)

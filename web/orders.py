@@ -22,11 +22,11 @@ from stormwatch.alerts.rules.registry import EvidenceChart, rule_kinds
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError
 from stormwatch.display import local_time
 from stormwatch.web import charts
-from stormwatch.web.accounts import Session, can_act, can_enforce, can_verify
+from stormwatch.web.accounts import Session, can_act, can_enforce, can_verify, visible_sites
 from stormwatch.web.desk import Desk, desk_of
 from stormwatch.web.enforcement import cases_from
 from stormwatch.web.excerpts import excerpt
-from stormwatch.web.overview import SiteModel, site_series
+from stormwatch.web.overview import SiteModel, judged_site, site_series
 from stormwatch.web.pages import order_of, render
 from stormwatch.web.photos import size_text
 
@@ -89,6 +89,9 @@ def order_context(desk: Desk, session: Session, order: WorkOrder) -> dict[str, A
     now = desk.clock.now()
     site = desk.sites.get(order.site)
     tz = order.timezone or (site.cfg.site.timezone if site else "UTC")
+    if site is not None:  # its gaps judged as the portfolio judges its devices
+        seen = [desk.sites[i] for i in visible_sites(session.user, list(desk.sites))]
+        site = judged_site(site, desk.store, seen, now, desk.clock.run())
     chart = evidence_chart(desk, site, order, now) if site is not None else None
     history = desk.book.history(order.id)
     verified = [c for c in history if c.action == "verified"]

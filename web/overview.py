@@ -84,9 +84,11 @@ class SiteModel:
     #: basin's R3 state, each shown apart under its id (empty: the site file's one pair / basin)
     points: tuple[DischargePoint, ...] = ()
     basins: tuple[BasinRuleState, ...] = ()
-    #: after a finished simulated run (the engine's clock stopped past the data): the run's newest
-    #: reading (any site's), which silence is judged at
+    #: on a simulated run's clock (running, or stopped past the data): the run's newest stored reading
+    #: (any site's), which silence is judged at -- the run's time as far as the store knows it
     data_end: datetime | None = None
+    #: a simulated run's first instant: no poll grid before it (``None``: not known, or the wall clock)
+    run_start: datetime | None = None
 
     @property
     def id(self) -> str:
@@ -104,12 +106,26 @@ class SiteModel:
         """The device's poll interval."""
         return timedelta(seconds=self.cfg.device(device).poll_interval_s)
 
+    def judged_at(self, now: datetime) -> datetime:
+        """The time devices are judged at: ``now``, or :attr:`data_end` when a simulated run set it
+        and it is earlier (a clock ahead of what the pipeline has stored yet, or the run's end, is no
+        silence)."""
+        return now if self.data_end is None else min(now, self.data_end)
+
     def silent(self, device: str, last: datetime | None, now: datetime) -> bool:
-        """Whether ``device``, last heard at ``last``, missed readings on its own poll grid before
-        ``now`` -- or before :attr:`data_end`, the run's newest reading, when a finished run set it
-        (its end is not a silence)."""
-        at = now if self.data_end is None else min(now, self.data_end)
-        return last is None or at - last > SILENCE_POLLS * self.poll(device)
+        """Whether ``device``, last heard at ``last`` (``None``: not in the window), missed readings
+        on its own poll grid before :meth:`judged_at` -- a grid that begins at :attr:`run_start`
+        when a simulated run set it."""
+        since = last if last is not None else self.run_start
+        return since is None or self.judged_at(now) - since > SILENCE_POLLS * self.poll(device)
+
+    def waiting(self, device: str, now: datetime) -> Shown | None:
+        """What a device without a reading in the window shows while a simulated run has not yet
+        stored its first one (``None``: it is silent instead)."""
+        if self.run_start is None or self.silent(device, None, now):
+            return None
+        return Shown("-", "ok", f"{device}: no reading stored yet since the run's start, "
+                                f"{local_time(self.run_start, self.tz)}")
 
     def series(self) -> list[tuple[str, str, str]]:
         """The ``(site, device, quantity)`` series the portfolio reads: each role's measured quantity
@@ -223,6 +239,54 @@ def load_sites(paths: Iterable[Path], profiles: ProfileLibrary) -> dict[str, Sit
     return dict(sorted(out.items()))
 
 
+@dataclass(frozen=True)
+class RunClock:
+    """The alert engine's clock as the pages judge devices by (:meth:`stormwatch.web.desk.EngineTime.run`).
+
+    Attributes:
+        simulated: a simulated run's clock (a demo, a scenario; running or stopped): devices are
+            judged at the run's newest stored reading of any site -- a clock running ahead of what
+            the pipeline has stored yet, or the run's end, is no silence; a site silent while others
+            report stays silent.
+        start: the run's first instant (``None``: not recorded): no poll grid before it.
+        live: the run is going on.
+        watermark: the newest watermark its alert engine recorded (any site's; ``None``: none yet):
+            every reading made before it has arrived or is late. Devices are judged no later: a
+            probe on a slower link (a serial poll at 1,500x is ~150 simulated seconds) is not
+            silent while its readings are on their way.
+    """
+
+    simulated: bool = False
+    start: datetime | None = None
+    live: bool = False
+    watermark: datetime | None = None
+
+    def applied(self, site: SiteModel, data_end: datetime | None) -> SiteModel:
+        """``site`` judged on this clock, the run's newest stored reading being ``data_end``."""
+        if not self.simulated:
+            return site
+        return dataclasses.replace(site, data_end=data_end, run_start=self.start)
+
+
+def newest(summaries: Iterable[dict[tuple[str, str], SeriesSummary]], run: RunClock) -> datetime | None:
+    """A simulated run's time as far as the store and its engine know it: the newest stored reading of
+    the summaries, no later than the engine's watermark (a live run's start until it records one);
+    the run's start when nothing is stored yet."""
+    stored = max((s.last_time for by in summaries for s in by.values()), default=run.start)
+    bound = run.watermark if run.watermark is not None else run.start if run.live else None
+    return bound if stored is None else stored if bound is None else min(stored, bound)
+
+
+def judged_site(site: SiteModel, store: OverviewStore, sites: Sequence[SiteModel], now: datetime,
+                run: RunClock) -> SiteModel:
+    """``site`` judged on ``run``'s clock, as :func:`portfolio` judges it: on a simulated run's, at the
+    newest reading of ``sites`` (those the user may see) in the day before ``now`` (one summary query)."""
+    if not run.simulated:
+        return site
+    found = store.summarize(now - timedelta(hours=24), now, [x for s in sites for x in s.series()])
+    return run.applied(site, newest(_summaries_by_site(found).values(), run))
+
+
 # -- shown values ----------------------------------------------------------------------------
 
 
@@ -277,12 +341,14 @@ class SiteRow:
 
 @dataclass(frozen=True)
 class Portfolio:
-    """Every visible site's state at ``now`` (the engine's time)."""
+    """Every visible site's state at ``now`` (the engine's time); on a simulated run's clock its
+    devices are judged at ``data_time``, the run's newest stored reading (``None``: at ``now``)."""
 
     now: datetime
     clock_note: str
     rows: list[SiteRow]
     queries: int
+    data_time: datetime | None = None
 
 
 def _summaries_by_site(summaries: Iterable[SeriesSummary]) -> dict[str, dict[tuple[str, str], SeriesSummary]]:
@@ -298,7 +364,7 @@ def _rain_24h(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now
         return Shown("-", "ok", "no rain gauge")
     s = series.get((gauge, "rain_tips"))
     if s is None:
-        return Shown(UNKNOWN, "unknown", f"gauge {gauge}: no reading in the last 24 h")
+        return site.waiting(gauge, now) or Shown(UNKNOWN, "unknown", f"gauge {gauge}: no reading in the last 24 h")
     # each size's tips at their own size (readings flagged rain_beyond_envelope are not rain: the
     # store's total leaves them out); tips stored without a size at the site file's, said in the note
     tips = int(s.total or 0)
@@ -311,11 +377,14 @@ def _rain_24h(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now
     note = site.assumed_note(unsized, s.last_time)
     poll = site.poll(gauge)
     covered = s.count * poll
-    missing = timedelta(hours=24) - covered
+    # the day up to the time devices are judged at; none of it before a simulated run's start
+    at = site.judged_at(now)
+    day_start = max(now - timedelta(hours=24), site.run_start or now - timedelta(hours=24))
+    missing = at - day_start - covered
     silent = site.silent(gauge, s.last_time, now)
     if missing <= SILENCE_POLLS * poll and not silent:
         return Shown(depth, "ok", f"{tips} tips{note}")
-    hours = max(missing, now - s.last_time if silent else timedelta(0)) / timedelta(hours=1)
+    hours = max(missing, at - s.last_time if silent else timedelta(0)) / timedelta(hours=1)
     why = f"gauge {gauge} silent since {local_time(s.last_time, site.tz)}" if silent else \
         f"about {hours:.1f} h of gauge data missing"
     if tips == 0:
@@ -378,6 +447,9 @@ def _turbidity_at(site: SiteModel, upstream: str | None, downstream: str, series
     down = series.get((downstream, "turbidity"))
     probes = ([(upstream, up)] if upstream is not None else []) + [(downstream, down)]
     silent = [d for d, s in probes if site.silent(d, s.last_time if s else None, now)]
+    waiting = [site.waiting(d, now) for d, s in probes if s is None and d not in silent]
+    if waiting and not silent:
+        return waiting[0] or Shown("-", "ok")
     r2 = [e for e in events if e.kind in ("turbidity_contrast", "turbidity_cleared")]
     in_contrast = bool(r2) and r2[-1].kind == "turbidity_contrast"
     if silent:
@@ -413,7 +485,7 @@ def _basin_of(site: SiteModel, basin: BasinRuleState, series: dict[tuple[str, st
     device = basin.basin.device
     s = series.get((device, basin.level.quantity))
     if s is None:
-        return Shown(UNKNOWN, "unknown", f"{device}: no reading in the last 24 h")
+        return site.waiting(device, now) or Shown(UNKNOWN, "unknown", f"{device}: no reading in the last 24 h")
     depth = basin.depth_of(s.quantity, float(s.last_value), s.unit)
     if depth is None or s.last_flags:
         why = ", ".join(s.last_flags) or "no target"
@@ -447,7 +519,8 @@ _RANK: dict[State, int] = {"ok": 0, "warn": 1, "unknown": 2, "alert": 3}
 
 
 def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence[WorkOrder], now: datetime, *,
-              clock_note: str = "", gateways: dict[tuple[str, str], GatewayStatus] | None = None) -> Portfolio:
+              clock_note: str = "", gateways: dict[tuple[str, str], GatewayStatus] | None = None,
+              run: RunClock | None = None) -> Portfolio:
     """Each site's state at ``now`` in a constant number of store queries.
 
     Args:
@@ -456,6 +529,8 @@ def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence
         orders: the work orders of these sites (one book query by the caller).
         now: the engine's time.
         gateways: the last status of each ``(site, gateway)``, if the application watches the broker.
+        run: the engine's clock as the desk knows it: on a simulated run's (or after one,
+            ``clock_note`` :data:`REACHED`) devices are judged at the run's newest stored reading.
 
     Raises:
         StoreError: a query failed.
@@ -483,14 +558,11 @@ def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence
     for o in orders:
         by_site_orders[o.site].append(o)
     rows = []
-    # a finished simulated run: the data's end is its newest reading of any site (a site silent
-    # while others reported stays silent)
-    data_end = max((s.last_time for by in summaries.values() for s in by.values()), default=None) \
-        if clock_note == REACHED else None
+    run = run or RunClock(simulated=clock_note == REACHED)
+    data_end = newest(summaries.values(), run) if run.simulated else None
     for site in sites:
         series = summaries.get(site.id, {})
-        if data_end is not None:
-            site = dataclasses.replace(site, data_end=data_end)
+        site = run.applied(site, data_end)
         events = events_by_site[site.id]
         pending = [o for o in by_site_orders[site.id] if o.status != "completed"]
         watched = dict.fromkeys(device for _, device, _ in site.series())
@@ -509,7 +581,8 @@ def portfolio(sites: Sequence[SiteModel], store: OverviewStore, orders: Sequence
             states.append("alert")
         worst = max(states, key=lambda s: _RANK[s])
         rows.append(SiteRow(**{**row.__dict__, "worst": worst}))
-    return Portfolio(now=now, clock_note=clock_note, rows=rows, queries=queries)
+    return Portfolio(now=now, clock_note=clock_note, rows=rows, queries=queries,
+                     data_time=None if data_end is None else min(now, data_end))
 
 
 # -- one site's window -----------------------------------------------------------------------
@@ -630,14 +703,19 @@ def bin_width(span: timedelta) -> timedelta:
 
 def site_series(site: SiteModel, readings: Sequence[Reading], events: Sequence[Event], start: datetime,
                 end: datetime) -> SiteSeries:
-    """Chart data of one site from its readings of ``[start, end)`` (one query by the caller)."""
+    """Chart data of one site from its readings of ``[start, end)`` (one query by the caller); gaps as
+    ``site`` judges them (:func:`judged_site`)."""
     out = SiteSeries(start=start, end=end, bin=bin_width(end - start), events=list(events))
     by_device: dict[str, list[Reading]] = defaultdict(list)
     for r in readings:
         by_device[r.device].append(r)
+    # no gap before a simulated run's start nor after its newest stored reading (judged_site)
+    known_from, known_until = max(start, site.run_start or start), site.judged_at(end)
     for d in site.cfg.devices:
-        times = [r.time for r in by_device.get(d.id, [])]
-        out.gaps[d.id] = gaps_of(times, start, end, SILENCE_POLLS * site.poll(d.id), d.id)
+        # readings past the judged time may still be coming in out of order: no gap among them yet
+        times = [r.time for r in by_device.get(d.id, []) if known_from <= r.time <= known_until]
+        out.gaps[d.id] = gaps_of(times, known_from, known_until, SILENCE_POLLS * site.poll(d.id), d.id) \
+            if known_until > known_from else []
     gauge = site.cfg.rain_gauge
     if gauge is not None:
         nbins = max(1, math.ceil((end - start) / out.bin))

@@ -29,7 +29,8 @@ async def home(request: Request, session: Session) -> Response:
     # index-backed query, not the whole book of every year)
     orders = desk.book.current(ids, completed_since=week)
     result = portfolio([desk.sites[i] for i in ids], desk.store, orders, now,
-                       clock_note=desk.clock.current()[1], gateways=desk.gateways() if desk.gateways else None)
+                       clock_note=desk.clock.current()[1], gateways=desk.gateways() if desk.gateways else None,
+                       run=desk.clock.run())
     name = "_portfolio_table.html" if request.headers.get("HX-Request") else "portfolio.html"
     recent = [o for o in orders if o.status != "completed" or (o.completed_at and o.completed_at >= week)]
     recent.sort(key=lambda o: (o.status == "completed", o.due_at or o.event_time))

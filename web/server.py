@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import cast
 
@@ -65,6 +65,8 @@ class DeskSettings:
     manual_broker: BrokerSettings | None = None
     #: serve ``/metrics`` (Prometheus text, without a login; ``stormwatch web --metrics``)
     metrics: bool = False
+    #: a simulated run about to start (``demo --web``): its first instant (:class:`EngineTime`)
+    starting: datetime | None = None
 
 
 def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) -> Desk:
@@ -102,7 +104,7 @@ def open_desk(settings: DeskSettings, profiles: ProfileLibrary | None = None) ->
     try:
         book = WorkOrders(settings.state_dir / ALERTS_FILE, WallClock())
         accounts = Accounts(settings.state_dir / WEB_FILE, idle_minutes=settings.idle_minutes)
-        clock = EngineTime(book, settings.wall_time)
+        clock = EngineTime(book, settings.wall_time, settings.starting)
         cases = EnforcementBook(settings.state_dir / CASES_FILE, clock)
     except (WorkOrderError, AccountError, CaseError) as exc:
         store.close()

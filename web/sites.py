@@ -22,10 +22,10 @@ from stormwatch.importers.manual import ManualEntry, ManualEntryError, Recorded,
 from stormwatch.numbers import NumberError, parse_float
 from stormwatch.stores.base import StoreError
 from stormwatch.web import charts
-from stormwatch.web.accounts import Session, can_act
+from stormwatch.web.accounts import Session, can_act, visible_sites
 from stormwatch.web.desk import desk_of
 from stormwatch.web.enforcement import banners
-from stormwatch.web.overview import PointSeries, site_series
+from stormwatch.web.overview import PointSeries, judged_site, site_series
 from stormwatch.web.pages import Forbidden, render, site_of
 
 #: Site page windows (hours): the default and the bounds a query may ask.
@@ -91,6 +91,8 @@ def site_response(request: Request, session: Session, message: str = "", status:
     t0 = time.perf_counter()
     site = site_of(desk, session.user, request.path_params["site"])
     now = desk.clock.now()
+    site = judged_site(site, desk.store, [desk.sites[i] for i in visible_sites(session.user, list(desk.sites))],
+                       now, desk.clock.run())
     tz = ZoneInfo(site.cfg.site.timezone)
     start, end, hours, until = window(request, now, tz)
     readings = desk.store.query_readings(site.id, start, end)
@@ -98,6 +100,7 @@ def site_response(request: Request, session: Session, message: str = "", status:
     orders = desk.book.current([site.id], completed_since=start)  # not completed, or since the window's start
     response = render(request, "site.html", {
         "site": site, "series": series, "hours": hours, "until": until, "window_start": start,
+        "data_time": site.judged_at(now) if site.data_end is not None else None,
         "orders": orders, "enforcement": banners(desk, session.user, [site.id]),
         "rain_chart": charts.rain_chart(site, series, now) if site.cfg.rain_gauge else None,
         "turbidity_charts": [_figure("turbidity", p.point, p.legacy, _probes_caption(p),

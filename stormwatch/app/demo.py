@@ -304,7 +304,7 @@ def _run(run: _DemoRun, web_site: Path | None, web_port: int, sock: socket.socke
     desk = None
     try:
         if web_site is not None:
-            desk = _start_desk(web_site, run.cfg.site.id, run.work, web_port, sock)
+            desk = _start_desk(web_site, run.cfg.site.id, run.work, web_port, sock, run.scenario.start)
         result = Pipeline(
             run.cfg, run.profiles, run.scenario, run.work, speed=run.speed, broker_url=run.broker,
             store_url=run.store_url, on_event=on_event, on_progress=on_progress,
@@ -340,13 +340,14 @@ def _embedded_broker(speed: float | None) -> Literal["amqtt", "mosquitto"]:
     return "mosquitto" if speed is None and find_binary("mosquitto") else "amqtt"
 
 
-def _start_desk(site: Path, site_id: str, work: Path, port: int, sock: socket.socket | None) -> DemoDesk:
+def _start_desk(site: Path, site_id: str, work: Path, port: int, sock: socket.socket | None,
+                starting: datetime) -> DemoDesk:
     """Start ``--web``; prints where and how to log in (stderr, so ``--json`` stays clean)."""
     from stormwatch.web.demo_desk import DemoDesk
     from stormwatch.web.server import DeskSetupError
 
     try:
-        desk = DemoDesk(site, site_id, work, port, sock)
+        desk = DemoDesk(site, site_id, work, port, sock, starting)
         typer.echo(desk.start() + "\n", err=True)
     except (DeskSetupError, RuntimeError, OSError) as exc:
         fail(f"--web: {exc}", 1)
