@@ -59,7 +59,7 @@ import tempfile
 import threading
 import time
 from bisect import bisect_left
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 from benchmarks.machine import cpu_by_process, describe, machine, others_busy, process_usage  # noqa: E402
 from stormwatch import topics  # noqa: E402
 from stormwatch.app import servers  # noqa: E402
+from stormwatch.clock import ScenarioClock, read_clock_file, write_clock_file  # noqa: E402
 from stormwatch.simulators.fleetsites import write_fleet_sites  # noqa: E402
 
 START = datetime(2026, 6, 1, 4, tzinfo=UTC)
@@ -86,6 +87,8 @@ FLEET_BEHIND_MAX_S = 5.0
 #: (what is missing then is lost) or at DRAIN_MAX_S (what is missing then is still queued: not drained).
 DRAIN_MAX_S = 1800.0
 DRAIN_STALL_S = 60.0
+#: Most real seconds after the simulated start the benchmark waits for ingest and alerts to be ready.
+READY_LATE_MAX_S = 600.0
 #: Most real seconds the alert service gets after the drain to take its own backlog.
 ALERTS_IDLE_MAX_S = 600.0
 #: The broker saves its state as the deployed one does (deploy/mosquitto/mosquitto.conf), not every second
@@ -189,15 +192,16 @@ class Sampler:
         self._thread.join(5)
 
 
-def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM each process (a service flushes first), wait up to a minute, then SIGKILL; a second
-    Ctrl-C while waiting kills at once -- no service outlives the benchmark."""
+def stop_all(procs: list[subprocess.Popen[bytes]], grace_s: float = 60.0) -> None:
+    """SIGTERM each process (a service flushes first), wait up to ``grace_s`` in all, then SIGKILL; a
+    second Ctrl-C while waiting kills at once -- no service outlives the benchmark."""
     for p in procs:
         if p.poll() is None:
             p.terminate()
+    deadline = time.time() + grace_s
     try:
         for p in procs:
-            p.wait(60)
+            p.wait(max(0.1, deadline - time.time()))
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         pass
     finally:
@@ -221,6 +225,37 @@ def wait_idle(pid: int, deadline: float, window_s: float = 4.0, busy_s: float = 
     except OSError:  # it ended: the caller's check_alive says how
         pass
     return False
+
+
+def ready_budget_s(n: int) -> float:
+    """Real seconds from writing the clock to the simulated start for ``n`` sites: ingest and alerts load
+    every site (on a loaded 2-core machine the alert service took 2.5 min for 1,000) and subscribe."""
+    return 60.0 + 0.3 * n
+
+
+def logged(path: Path, text: str) -> bool:
+    try:
+        return text in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def wait_ready(procs: dict[str, subprocess.Popen[bytes]], work: Path, started: float, deadline: float) -> float | None:
+    """Wait until ingest has subscribed and the alert service has connected (it subscribes at once):
+    the real seconds they were ready before the simulated start (negative: after it; ``None``: not by
+    ``deadline``, the run goes on and says so).
+
+    Raises:
+        ServiceDied: ingest or alerts ended meanwhile.
+    """
+    clock = read_clock_file(work / "clock.json")
+    while time.time() < deadline:
+        check_alive(procs, work, started)
+        if logged(work / "ingest.log", "subscribed to ") and logged(work / "alerts.log", "as bench-alerts (session"):
+            time.sleep(3.0)  # the alert service's SUBSCRIBE (two filters a site) follows its CONNACK
+            return round(clock.wall_start - time.time(), 1)
+        time.sleep(1.0)
+    return None
 
 
 def drain_store(influx: servers.InfluxDB1, db: str, accepted: int, procs: dict[str, subprocess.Popen[bytes]],
@@ -308,6 +343,10 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
     write_fleet_sites(work / "sites", n)
     site_args = ["--sites", str(work / "sites")]  # the directory, as a county runs them
     clock_file = work / "clock.json"
+    hours = round(minutes * speed / 60.0, 4)
+    # the clock first, its start far enough ahead for ingest and alerts to load every site and subscribe
+    wall_start = time.time() + ready_budget_s(n)
+    write_clock_file(clock_file, ScenarioClock(START, speed, wall_start, sim_end=START + timedelta(hours=hours)))
     store = influx.store_url(db)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     logs = {name: open(work / f"{name}.log", "wb") for name in ("ingest", "alerts", "fleet")}
@@ -323,12 +362,10 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
             [*STORMWATCH, "alerts", *site_args, "--broker", mosq.url, "--store", store, "--clock-file",
              str(clock_file), "--state-dir", str(work / "alerts"), "--client-id", "bench-alerts"],
             stdout=logs["alerts"], stderr=subprocess.STDOUT)
-        hours = minutes * speed / 60.0
-        delay = 15.0 + n / 50.0  # ingest and alerts load their sites and subscribe before the first poll
         fleet = subprocess.Popen(
             [*STORMWATCH, "simulate", "--fleet", str(n), "--sites", str(work / "sites"), "--broker", mosq.url,
              "--speed", str(speed), "--duration-h", f"{hours:.4f}", "--start", START.isoformat(), "--clock-file",
-             str(clock_file), "--start-delay-s", f"{delay:.0f}", "--progress-every", "30",
+             str(clock_file), "--start-wall", f"{wall_start:.6f}", "--progress-every", "30",
              "--publish-log", str(work / "published.csv"), f"--{form}"],
             stdout=fleet_out, stderr=logs["fleet"])
         procs["fleet"] = fleet
@@ -337,7 +374,7 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
                 raise RuntimeError(f"the fleet ended early: see {work / 'fleet.log'}")
             check_alive(procs, work, started)
             time.sleep(0.2)
-        wall_start = json.loads(clock_file.read_text())["wall_start"]
+        ready_s = wait_ready(procs, work, started, wall_start + READY_LATE_MAX_S)
         sampler = Sampler({"ingest": procs["ingest"].pid, "alerts": procs["alerts"].pid, "fleet": fleet.pid,
                            "mosquitto": mosq.pid, "influxd": influx.pid})
         time.sleep(max(0.0, wall_start - time.time()))
@@ -372,7 +409,8 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
                                                         *(p.pid for p in procs.values())})
         stopping = time.time()
     finally:
-        stop_all([procs[name] for name in ("alerts", "ingest", "fleet") if name in procs])
+        # the alert service's stop flushes every site's engine: on a loaded machine over a minute at 1,000 sites
+        stop_all([procs[name] for name in ("alerts", "ingest", "fleet") if name in procs], 60.0 + 0.3 * n)
         events.close()
         for f in logs.values():
             f.close()
@@ -408,6 +446,7 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
         "readings_lost": None if drain == "cut" else accepted - count, "readings_not_stored": accepted - count,
         "readings_per_s": round(count / max(1e-9, last_stored - first_publish), 1),
         "offered_readings_per_s": round(published / max(1e-9, float(summary["real_s"])), 1),
+        "services_ready_before_start_s": ready_s,
         "fleet_max_behind_s": summary["max_behind_s"], "fleet_stopped_early": summary["stopped_early"],
         "storm_events": len(decided), "storm_events_at_stop": late_flush, "alerts_caught_up": alerts_idle,
         "latency_decided_p50_s": _r(percentile(decided, 50)), "latency_decided_p99_s": _r(percentile(decided, 99)),
