@@ -2,12 +2,17 @@
 
 Run: ``python benchmarks/fleet.py`` (not a test; issue 17). What it does:
 
-* starts its own InfluxDB 1.x and Mosquitto (:mod:`stormwatch.app.servers`, the project's configuration);
+* starts its own InfluxDB 1.x and Mosquitto (:mod:`stormwatch.app.servers`, the project's configuration
+  with the deployed broker's ``autosave_interval 60``: the test broker's 1 s rewrites every queued
+  message each second, a cost that grows with the backlog);
 * writes the fleet's site files (:mod:`stormwatch.simulators.fleetsites`: each site a rain gauge, an
   upstream and a downstream turbidity probe and a basin level sensor, all polled once a minute --
   4 sensors, 6 readings a minute since each turbidity probe also reports water temperature);
-* starts ``stormwatch ingest`` (InfluxDB 1.x store) and ``stormwatch alerts`` (the same store) on all
-  the sites, one process each, on the fleet's simulated clock, and a listener for the ordinance events;
+* writes the simulated clock, its start 60 s + 0.3 s a site ahead, and starts ``stormwatch ingest``
+  (InfluxDB 1.x store) and ``stormwatch alerts`` (the same store) on all the sites on it, one process
+  each, and a listener for the ordinance events; the fleet starts on that clock (``--start-wall``), so
+  its first poll comes once the services have loaded their sites and subscribed (the run reports how
+  long before the start they were ready);
 * runs ``stormwatch simulate --fleet N`` at 60x (a simulated minute of polls per real second: 1,000
   sites = 4,000 sensor polls = 6,000 readings a real second) for ``--minutes`` real minutes;
 * measures, while it runs and after: readings published (the fleet's count), acknowledged by the
@@ -26,8 +31,11 @@ Run: ``python benchmarks/fleet.py`` (not a test; issue 17). What it does:
   - **from trigger**: from the publish of the reading that carries the event (the tip that crossed the
     threshold) -- adds the allowed lateness (120 simulated s = 2 real s at 60x);
 
-* before stopping the services, waits for the store to stop growing and for the alert service to go
-  idle (its backlog taken: events it decides late still count, with their latency);
+* before stopping the services, waits for the store to hold every acknowledged reading while it grows
+  (``drain``: ``drained``; ``stalled`` -- no growth for a minute, what is missing is lost; ``cut`` --
+  still growing after 30 minutes, what is missing is still queued and no loss figure is given), then
+  for the alert service to go idle (its backlog taken: events it decides late still count, with their
+  latency);
 * the bar (2-core machine): nothing lost, decided p99 <= 2 s, alerts RSS <= 300 MB at 1,000 sites
   (for a larger N, 300 MB per 1,000 sites: memory grows with the sites a process owns, and a
   partitioned county gives each alerts process its share);
