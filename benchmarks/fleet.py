@@ -2,12 +2,17 @@
 
 Run: ``python benchmarks/fleet.py`` (not a test; issue 17). What it does:
 
-* starts its own InfluxDB 1.x and Mosquitto (:mod:`stormwatch.app.servers`, the project's configuration);
+* starts its own InfluxDB 1.x and Mosquitto (:mod:`stormwatch.app.servers`, the project's configuration
+  with the deployed broker's ``autosave_interval 60``: the test broker's 1 s rewrites every queued
+  message each second, a cost that grows with the backlog);
 * writes the fleet's site files (:mod:`stormwatch.simulators.fleetsites`: each site a rain gauge, an
   upstream and a downstream turbidity probe and a basin level sensor, all polled once a minute --
   4 sensors, 6 readings a minute since each turbidity probe also reports water temperature);
-* starts ``stormwatch ingest`` (InfluxDB 1.x store) and ``stormwatch alerts`` (the same store) on all
-  the sites, one process each, on the fleet's simulated clock, and a listener for the ordinance events;
+* writes the simulated clock, its start 60 s + 0.3 s a site ahead, and starts ``stormwatch ingest``
+  (InfluxDB 1.x store) and ``stormwatch alerts`` (the same store) on all the sites on it, one process
+  each, and a listener for the ordinance events; the fleet starts on that clock (``--start-wall``), so
+  its first poll comes once the services have loaded their sites and subscribed (the run reports how
+  long before the start they were ready);
 * runs ``stormwatch simulate --fleet N`` at 60x (a simulated minute of polls per real second: 1,000
   sites = 4,000 sensor polls = 6,000 readings a real second) for ``--minutes`` real minutes;
 * measures, while it runs and after: readings published (the fleet's count), acknowledged by the
@@ -26,8 +31,11 @@ Run: ``python benchmarks/fleet.py`` (not a test; issue 17). What it does:
   - **from trigger**: from the publish of the reading that carries the event (the tip that crossed the
     threshold) -- adds the allowed lateness (120 simulated s = 2 real s at 60x);
 
-* before stopping the services, waits for the store to stop growing and for the alert service to go
-  idle (its backlog taken: events it decides late still count, with their latency);
+* before stopping the services, waits for the store to hold every acknowledged reading while it grows
+  (``drain``: ``drained``; ``stalled`` -- no growth for a minute, what is missing is lost; ``cut`` --
+  still growing after 30 minutes, what is missing is still queued and no loss figure is given), then
+  for the alert service to go idle (its backlog taken: events it decides late still count, with their
+  latency);
 * the bar (2-core machine): nothing lost, decided p99 <= 2 s, alerts RSS <= 300 MB at 1,000 sites
   (for a larger N, 300 MB per 1,000 sites: memory grows with the sites a process owns, and a
   partitioned county gives each alerts process its share);
@@ -59,7 +67,7 @@ import tempfile
 import threading
 import time
 from bisect import bisect_left
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +80,7 @@ from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 from benchmarks.machine import cpu_by_process, describe, machine, others_busy, process_usage  # noqa: E402
 from stormwatch import topics  # noqa: E402
 from stormwatch.app import servers  # noqa: E402
+from stormwatch.clock import ScenarioClock, read_clock_file, write_clock_file  # noqa: E402
 from stormwatch.simulators.fleetsites import write_fleet_sites  # noqa: E402
 
 START = datetime(2026, 6, 1, 4, tzinfo=UTC)
@@ -82,9 +91,18 @@ BAR_P99_S = 2.0
 BAR_ALERTS_RSS_MB = 300.0
 #: Most real seconds the fleet may fall behind its schedule for the run to count as offering the load.
 FLEET_BEHIND_MAX_S = 5.0
-#: After the fleet ends: wait for the store up to this long, and stop early once it has not grown for DRAIN_STALL_S.
-DRAIN_MAX_S = 600.0
+#: After the fleet ends: wait for the store while it grows, and stop once it has not grown for DRAIN_STALL_S
+#: (what is missing then is lost) or at DRAIN_MAX_S (what is missing then is still queued: not drained).
+DRAIN_MAX_S = 1800.0
 DRAIN_STALL_S = 60.0
+#: Most real seconds after the simulated start the benchmark waits for ingest and alerts to be ready.
+READY_LATE_MAX_S = 600.0
+#: Most real seconds the alert service gets after the drain to take its own backlog.
+ALERTS_IDLE_MAX_S = 600.0
+#: The broker saves its state as the deployed one does (deploy/mosquitto/mosquitto.conf), not every second
+#: as the test broker does: each save writes every queued message, so a backlog of minutes made the
+#: test configuration's broker spend its time saving (25x the CPU to queue 100,000 messages).
+BROKER_CONF = "autosave_interval 60\n"
 STORMWATCH = [sys.executable, "-m", "stormwatch"]
 
 
@@ -182,15 +200,16 @@ class Sampler:
         self._thread.join(5)
 
 
-def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM each process (a service flushes first), wait up to a minute, then SIGKILL; a second
-    Ctrl-C while waiting kills at once -- no service outlives the benchmark."""
+def stop_all(procs: list[subprocess.Popen[bytes]], grace_s: float = 60.0) -> None:
+    """SIGTERM each process (a service flushes first), wait up to ``grace_s`` in all, then SIGKILL; a
+    second Ctrl-C while waiting kills at once -- no service outlives the benchmark."""
     for p in procs:
         if p.poll() is None:
             p.terminate()
+    deadline = time.time() + grace_s
     try:
         for p in procs:
-            p.wait(60)
+            p.wait(max(0.1, deadline - time.time()))
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         pass
     finally:
@@ -214,6 +233,66 @@ def wait_idle(pid: int, deadline: float, window_s: float = 4.0, busy_s: float = 
     except OSError:  # it ended: the caller's check_alive says how
         pass
     return False
+
+
+def ready_budget_s(n: int) -> float:
+    """Real seconds from writing the clock to the simulated start for ``n`` sites: ingest and alerts load
+    every site (on a loaded 2-core machine the alert service took 2.5 min for 1,000) and subscribe."""
+    return 60.0 + 0.3 * n
+
+
+def logged(path: Path, text: str) -> bool:
+    try:
+        return text in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def wait_ready(procs: dict[str, subprocess.Popen[bytes]], work: Path, started: float, deadline: float) -> float | None:
+    """Wait until ingest has subscribed and the alert service has connected (it subscribes at once):
+    the real seconds they were ready before the simulated start (negative: after it; ``None``: not by
+    ``deadline``, the run goes on and says so).
+
+    Raises:
+        ServiceDied: ingest or alerts ended meanwhile.
+    """
+    clock = read_clock_file(work / "clock.json")
+    while time.time() < deadline:
+        check_alive(procs, work, started)
+        if logged(work / "ingest.log", "subscribed to ") and logged(work / "alerts.log", "as bench-alerts (session"):
+            time.sleep(3.0)  # the alert service's SUBSCRIBE (two filters a site) follows its CONNACK
+            return round(clock.wall_start - time.time(), 1)
+        time.sleep(1.0)
+    return None
+
+
+def drain_store(influx: servers.InfluxDB1, db: str, accepted: int, procs: dict[str, subprocess.Popen[bytes]],
+                work: Path, started: float) -> tuple[int, str, float]:
+    """Wait for the store to hold the ``accepted`` readings: ``(stored, how the drain ended, wall time of
+    the last growth)``. Ends ``drained`` (all stored), ``stalled`` (no growth for DRAIN_STALL_S: what is
+    missing is lost) or ``cut`` (still growing at DRAIN_MAX_S: what is missing is queued, late, not lost).
+
+    Raises:
+        ServiceDied: ingest or alerts ended meanwhile.
+    """
+    t0 = time.time()
+    count, grew_at = stored(influx, db), t0
+    noted, next_note = count, t0 + 60
+    while count < accepted:
+        now = time.time()
+        if now - grew_at >= DRAIN_STALL_S:
+            return count, "stalled", grew_at
+        if now - t0 >= DRAIN_MAX_S:
+            return count, "cut", now
+        if now >= next_note:
+            log(f"draining: {count:,} of {accepted:,} stored, {(count - noted) / 60:,.0f} a second in the last minute")
+            noted, next_note = count, now + 60
+        check_alive(procs, work, started)
+        time.sleep(5)  # a COUNT over a million points costs the loaded database: not every second
+        now_count = stored(influx, db)
+        if now_count > count:
+            count, grew_at = now_count, time.time()
+    return count, "drained", grew_at
 
 
 def stored(influx: servers.InfluxDB1, db: str) -> int:
@@ -260,11 +339,12 @@ def lateness_s(speed: float) -> float:
     return max(120.0, 0.5 * speed)
 
 
-def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> dict[str, Any]:
+def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED, lead_s: float | None = None
+        ) -> dict[str, Any]:
     """One measurement: ``n`` sites for ``minutes`` real minutes in message form ``form`` at ``speed``."""
     work.mkdir(parents=True, exist_ok=True)
     influx = servers.influxdb1(work / "influxdb")
-    mosq = servers.mosquitto(work / "mosquitto")
+    mosq = servers.mosquitto(work / "mosquitto", extra_conf=BROKER_CONF)
     influx.start()
     mosq.start()
     db = "fleet"
@@ -272,6 +352,10 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
     write_fleet_sites(work / "sites", n)
     site_args = ["--sites", str(work / "sites")]  # the directory, as a county runs them
     clock_file = work / "clock.json"
+    hours = round(minutes * speed / 60.0, 4)
+    # the clock first, its start far enough ahead for ingest and alerts to load every site and subscribe
+    wall_start = time.time() + (ready_budget_s(n) if lead_s is None else lead_s)
+    write_clock_file(clock_file, ScenarioClock(START, speed, wall_start, sim_end=START + timedelta(hours=hours)))
     store = influx.store_url(db)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     logs = {name: open(work / f"{name}.log", "wb") for name in ("ingest", "alerts", "fleet")}
@@ -287,12 +371,10 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
             [*STORMWATCH, "alerts", *site_args, "--broker", mosq.url, "--store", store, "--clock-file",
              str(clock_file), "--state-dir", str(work / "alerts"), "--client-id", "bench-alerts"],
             stdout=logs["alerts"], stderr=subprocess.STDOUT)
-        hours = minutes * speed / 60.0
-        delay = 15.0 + n / 50.0  # ingest and alerts load their sites and subscribe before the first poll
         fleet = subprocess.Popen(
             [*STORMWATCH, "simulate", "--fleet", str(n), "--sites", str(work / "sites"), "--broker", mosq.url,
              "--speed", str(speed), "--duration-h", f"{hours:.4f}", "--start", START.isoformat(), "--clock-file",
-             str(clock_file), "--start-delay-s", f"{delay:.0f}", "--progress-every", "30",
+             str(clock_file), "--start-wall", f"{wall_start:.6f}", "--progress-every", "30",
              "--publish-log", str(work / "published.csv"), f"--{form}"],
             stdout=fleet_out, stderr=logs["fleet"])
         procs["fleet"] = fleet
@@ -301,7 +383,7 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
                 raise RuntimeError(f"the fleet ended early: see {work / 'fleet.log'}")
             check_alive(procs, work, started)
             time.sleep(0.2)
-        wall_start = json.loads(clock_file.read_text())["wall_start"]
+        ready_s = wait_ready(procs, work, started, wall_start + READY_LATE_MAX_S)
         sampler = Sampler({"ingest": procs["ingest"].pid, "alerts": procs["alerts"].pid, "fleet": fleet.pid,
                            "mosquitto": mosq.pid, "influxd": influx.pid})
         time.sleep(max(0.0, wall_start - time.time()))
@@ -309,7 +391,7 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
         usage0 = cpu_by_process()
         log(f"{n} sites, {form} messages: running {minutes:g} real minutes ({hours:g} simulated hours at {speed:g}x)")
         overrun_s = max(120.0, minutes * 60)
-        fleet_deadline = time.time() + minutes * 60 + overrun_s
+        fleet_deadline = wall_start + minutes * 60 + overrun_s  # from the start, however late the services were
         while fleet.poll() is None:
             check_alive(procs, work, started)  # a dead service fails the run now, not after the fleet's minutes
             if time.time() > fleet_deadline:  # a fleet this far behind does not offer the load: it misses the bar
@@ -324,19 +406,11 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
         summary = json.loads((work / "fleet.out").read_text().strip().splitlines()[-1])
         published = int(summary["readings"])
         accepted = int(summary["readings_acknowledged"])  # what the broker took over from the gateways
-        # drain: wait while the store still grows (a backlog in the broker is late, not lost), up to DRAIN_MAX_S
-        drain_end = time.time() + DRAIN_MAX_S
-        count, grew_at = stored(influx, db), time.time()
-        while count < accepted and time.time() < drain_end and time.time() - grew_at < DRAIN_STALL_S:
-            check_alive(procs, work, started)
-            time.sleep(2)
-            now_count = stored(influx, db)
-            if now_count > count:
-                count, grew_at = now_count, time.time()
-        drained = count >= accepted
-        last_stored = time.time() if not drained else grew_at
+        count, drain, last_stored = drain_store(influx, db, accepted, procs, work, started)
+        drained = drain == "drained"
         busy1, total1, load1 = *cpu_busy(), os.getloadavg()
-        alerts_idle = wait_idle(procs["alerts"].pid, drain_end)  # its queued readings taken (it decides on them)
+        # its queued readings taken (it decides on them): a deadline of its own, the drain may have used DRAIN_MAX_S
+        alerts_idle = wait_idle(procs["alerts"].pid, time.time() + ALERTS_IDLE_MAX_S)
         time.sleep(3)  # the engine's last decisions
         check_alive(procs, work, started)  # both lived through the run
         sampler.stop()
@@ -344,7 +418,8 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
                                                         *(p.pid for p in procs.values())})
         stopping = time.time()
     finally:
-        stop_all([procs[name] for name in ("alerts", "ingest", "fleet") if name in procs])
+        # the alert service's stop flushes every site's engine: on a loaded machine over a minute at 1,000 sites
+        stop_all([procs[name] for name in ("alerts", "ingest", "fleet") if name in procs], 60.0 + 0.3 * n)
         events.close()
         for f in logs.values():
             f.close()
@@ -375,9 +450,12 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
     result = {
         "sites": n, "form": form, "speed": speed, "real_minutes": round((last_stored - first_publish) / 60, 2),
         "messages": summary["messages"], "readings_published": published, "readings_acknowledged": accepted,
-        "readings_stored": count, "readings_lost": accepted - count, "drained": drained,
+        "readings_stored": count, "drained": drained, "drain": drain,
+        # lost: missing once the store stopped growing; a drain cut while the store still grew shows no loss figure
+        "readings_lost": None if drain == "cut" else accepted - count, "readings_not_stored": accepted - count,
         "readings_per_s": round(count / max(1e-9, last_stored - first_publish), 1),
         "offered_readings_per_s": round(published / max(1e-9, float(summary["real_s"])), 1),
+        "services_ready_before_start_s": ready_s,
         "fleet_max_behind_s": summary["max_behind_s"], "fleet_stopped_early": summary["stopped_early"],
         "storm_events": len(decided), "storm_events_at_stop": late_flush, "alerts_caught_up": alerts_idle,
         "latency_decided_p50_s": _r(percentile(decided, 50)), "latency_decided_p99_s": _r(percentile(decided, 99)),
@@ -393,18 +471,21 @@ def run(n: int, minutes: float, form: str, work: Path, speed: float = SPEED) -> 
     # a valid run offered the load: the fleet kept its schedule and the broker took every reading
     result["offered_load"] = bool(not summary["stopped_early"] and summary["max_behind_s"] <= FLEET_BEHIND_MAX_S
                                   and accepted == published)
-    result["holds_bar"] = bool(result["offered_load"] and result["readings_lost"] == 0 and p99 is not None
+    ready = ready_s is not None and ready_s >= 0  # the services listened from the first poll
+    result["holds_bar"] = bool(result["offered_load"] and ready and drained and result["readings_lost"] == 0
+                               and p99 is not None
                                and p99 <= BAR_P99_S
                                and sampler.peak_rss["alerts"] <= BAR_ALERTS_RSS_MB * max(1.0, n / 1000))
     log(json.dumps(result))
     return result
 
 
-def measured(n: int, minutes: float, form: str, work: Path, speed: float) -> dict[str, Any]:
+def measured(n: int, minutes: float, form: str, work: Path, speed: float, lead_s: float | None = None
+             ) -> dict[str, Any]:
     """:func:`run`, or -- when a process of the run failed -- the failure as a run that misses the bar
     (the other runs are still measured and reported)."""
     try:
-        return run(n, minutes, form, work, speed)
+        return run(n, minutes, form, work, speed, lead_s)
     except ServiceDied as exc:
         log(f"{n} sites, {form} messages: the run failed: {exc}")
         return {"sites": n, "form": form, "speed": speed, "error": str(exc)[:500], "holds_bar": False,
@@ -431,6 +512,10 @@ def main() -> None:
     ap.add_argument("--search-minutes", type=float, default=2.0, help="real minutes of each search run")
     ap.add_argument("--speed", type=float, default=SPEED,
                     help="simulated seconds per real second (default 60: 1,000 sites = 6,000 readings/s)")
+    ap.add_argument("--start-lead-s", type=float, default=None,
+                    help="real seconds from writing the clock to the simulated start, for ingest and alerts to load "
+                         "every site and subscribe (default 60 + 0.3 a site; a loaded machine needs more: a run "
+                         "whose services were not ready by the start misses the bar)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, publish log)")
     args = ap.parse_args()
     log(f"machine: {describe()}; load average {os.getloadavg()}")
@@ -442,7 +527,8 @@ def main() -> None:
     try:
         forms = ["single", "batch"] if args.form == "both" else [args.form]
         for form in forms:
-            runs.append(measured(args.sites, args.minutes, form, work / f"{args.sites}-{form}", args.speed))
+            runs.append(measured(args.sites, args.minutes, form, work / f"{args.sites}-{form}", args.speed,
+                                 args.start_lead_s))
         # the form that held the bar with the lower p99; when neither held, the one that stored more a second
         best = min(runs, key=lambda r: (not r["holds_bar"], r["latency_decided_p99_s"] or 1e9) if r["holds_bar"]
                    else (True, -float(r.get("readings_per_s") or 0)))
@@ -450,7 +536,8 @@ def main() -> None:
         # up from the main N while the bar holds; down from it (first that holds) when it does not
         steps = args.search if best["holds_bar"] else args.search_down
         for n in [int(x) for x in steps.split(",") if x.strip()]:
-            r = measured(n, args.search_minutes, best["form"], work / f"{n}-{best['form']}", args.speed)
+            r = measured(n, args.search_minutes, best["form"], work / f"{n}-{best['form']}", args.speed,
+                         args.start_lead_s)
             runs.append(r)
             if best["holds_bar"] and not r["holds_bar"]:
                 break

@@ -182,6 +182,9 @@ class MqttPublisher:
         self._inflight: dict[int, tuple[int, ...]] = {}  # mid -> its outbox row ids (pump thread only)
         self._inflight_bytes: dict[int, int] = {}  # mid -> packet size (read by paho's thread at a loss)
         self._largest_accepted = 0  # the largest packet the broker acknowledged
+        # a packet limit learned from connections an MQTT 3.1.1 broker closed over a message's size
+        self._learned_limit: int | None = None
+        self._too_large: queue.SimpleQueue[int] = queue.SimpleQueue()  # mids taken back from paho for splitting
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self._other: dict[str, Any] | None = None  # the latest status on our topic from another boot
@@ -242,15 +245,36 @@ class MqttPublisher:
                 f"{other.get('pid', '?')} (its {other.get('state')} status on {self.status_topic})")
 
     def _loss_hint(self) -> str | None:
-        """Why the broker closed the connection, when a message's size is the likelier cause (paho's thread)."""
-        biggest = max(list(self._inflight_bytes.values()), default=0)
-        if biggest <= max(self._largest_accepted, _SIZE_SUSPECT_BYTES):
+        """Why the broker closed the connection, when a message's size is the likelier cause (paho's thread).
+
+        Then the limit is presumed below that message: half its size, never below the largest packet the
+        broker accepted. The messages on their way above it are taken back from paho (sent again on
+        reconnect, they would be refused again, blocking the outbox) and their rows sent again in messages
+        that fit; a single reading is still sent alone (a presumed limit never makes a dead letter).
+        """
+        sizes = dict(self._inflight_bytes)
+        biggest = max(sizes.values(), default=0)
+        floor = _SIZE_SUSPECT_BYTES if self._learned_limit is None else 0
+        if biggest <= max(self._largest_accepted, floor):
             return None
+        limit = max(self._largest_accepted, biggest // 2)
+        self._learned_limit = limit if self._learned_limit is None else min(limit, self._learned_limit)
+        self._take_back([mid for mid, size in sizes.items() if size > self._learned_limit])
         return (f"it closed the connection while a message of {biggest} bytes was on its way, larger than any it "
                 f"accepted ({self._largest_accepted} bytes at most): most likely over its packet limit (Mosquitto "
-                "max_packet_size; an MQTT 3.1.1 broker closes the connection without a reason). Give the limit as "
-                "max_packet_size=BYTES in the broker URL (or protocol=5 if the broker announces it): batches are "
-                "then split to fit")
+                "max_packet_size; an MQTT 3.1.1 broker closes the connection without a reason). Batches are split "
+                "smaller from now on; give the limit as max_packet_size=BYTES in the broker URL (or protocol=5 if "
+                "the broker announces it) to have them fit from the start")
+
+    def _take_back(self, mids: list[int]) -> None:
+        """Remove messages from paho's resend queue (paho's thread, at a lost connection); the pump sends
+        their rows again."""
+        client: Any = self._client
+        with client._out_message_mutex:  # paho 2.x internals: the messages it resends on reconnect
+            for mid in mids:
+                if client._out_messages.pop(mid, None) is not None:
+                    self._inflight_bytes.pop(mid, None)
+                    self._too_large.put(mid)
 
     def _make_client(self, reconnect_min_s: float, reconnect_max_s: float, keepalive_s: int,
                      takeover_max_s: float, takeover_settle_s: float) -> SessionClient:
@@ -420,6 +444,18 @@ class MqttPublisher:
 
     # -- pump ---------------------------------------------------------------------------------
 
+    def _resend_taken_back(self, now: float) -> None:
+        """Rows of the messages taken back over their size go out again, in messages that fit."""
+        upto: int | None = None
+        while True:
+            try:
+                ids = self._inflight.pop(self._too_large.get_nowait(), None)
+            except queue.Empty:
+                break
+            if ids:
+                upto = max(ids) if upto is None else max(upto, *ids)
+        self._want_sweep(now, upto, "the broker closed the connection over a message's size", force=True)
+
     def _apply_acks(self) -> None:
         done: list[int] = []
         while True:
@@ -569,10 +605,12 @@ class MqttPublisher:
         """Publish the messages of ``rows`` (at most ``room``); returns (messages sent, id of the last row
         sent, whether every message of ``rows`` went out, the next rate slot)."""
         limit = self._client.packet_limit
-        fits = None if limit is None else limit - packet_size(self.readings_topic, 0, self.broker.protocol)
-        if fits is not None:
-            rows = self._dead_letter_oversize(rows, fits, limit)
-        msgs = messages(rows, self.batch, fits)
+        overhead = packet_size(self.readings_topic, 0, self.broker.protocol)
+        if limit is not None:
+            rows = self._dead_letter_oversize(rows, limit - overhead, limit)
+        learned = self._learned_limit
+        split = learned if limit is None else limit if learned is None else min(limit, learned)
+        msgs = messages(rows, self.batch, None if split is None else split - overhead)
         interval = 1.0 / self.max_rate_per_s
         sent, last = 0, None  # rows come in id order: a message's last id is its highest
         for ids, payload in msgs[:room]:
@@ -622,6 +660,7 @@ class MqttPublisher:
             try:
                 now = time.monotonic()
                 self._apply_acks()
+                self._resend_taken_back(now)
                 if self.confirm == "stored":
                     self._apply_confirmations(now)
                     self._plan_resend(now)

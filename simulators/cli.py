@@ -114,7 +114,7 @@ def build_scenario(
 #: The options of ``simulate --fleet`` alone (parameter -> option; their defaults are ``None``, so given
 #: is told from not given): without --fleet they are refused, never silently ignored.
 FLEET_ONLY = {"sites_dir": "--sites", "duration_h": "--duration-h", "start": "--start", "seed": "--seed",
-              "batch": "--batch/--single", "publish_log": "--publish-log"}
+              "batch": "--batch/--single", "publish_log": "--publish-log", "start_wall": "--start-wall"}
 
 
 def _refuse_fleet_options(given: dict[str, object]) -> None:
@@ -179,6 +179,11 @@ def simulate(
                                            "(default: --single)."),
     publish_log: Path | None = typer.Option(None, "--publish-log", metavar="FILE", dir_okay=False,
                                             help="--fleet: write when each poll cycle was published (CSV)."),
+    start_wall: float | None = typer.Option(
+        None, "--start-wall", metavar="POSIX_S",
+        help="--fleet: the real time (POSIX seconds) at which the simulated start is reached, instead of "
+             "--start-delay-s after the gateways connect: services started earlier on a clock file of the same "
+             "start, speed and real start run on this clock."),
     confirm: str = typer.Option("broker", "--confirm", metavar="stored|broker",
                                 help="--fleet: when a gateway is done with a message: stored = when ingest "
                                      "confirms its readings stored (the gateway's contract: kept and sent again "
@@ -217,10 +222,10 @@ def simulate(
 
         fleet_command(fleet, sites_dir, broker, 60.0 if speed == 1000.0 else speed, start,
                       6.0 if duration_h is None else duration_h, 1 if seed is None else seed, bool(batch),
-                      clock_file, start_delay_s, progress_s, publish_log, confirm)
+                      clock_file, start_delay_s, progress_s, publish_log, confirm, start_wall)
         return
     _refuse_fleet_options({"sites_dir": sites_dir, "duration_h": duration_h, "start": start, "seed": seed,
-                           "batch": batch, "publish_log": publish_log})
+                           "batch": batch, "publish_log": publish_log, "start_wall": start_wall})
     sc = build_scenario(
         scenario, storm_depth_in, rain_file, tip_mm, tip_in, time_format, delimiter,
         tz, time_column, tips_column, rain_from, rain_until,

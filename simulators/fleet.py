@@ -58,6 +58,8 @@ class FleetOptions:
         form: ``single`` or ``batch`` (module docstring).
         clock_file: write the simulated clock here for ingest and alerts (``None``: do not).
         start_delay_s: real seconds from writing the clock to the simulated start.
+        start_wall: the real time (POSIX s) of the simulated start instead (services that started earlier,
+            on a clock file of this start, speed and real start, are ready when it comes).
         progress_s: real seconds between progress lines.
         keepalive_s: MQTT keep-alive of each gateway session.
         publish_log: CSV of publish times (module docstring), or ``None``.
@@ -79,6 +81,7 @@ class FleetOptions:
     keepalive_s: int = 30
     publish_log: Path | None = None
     confirm: str = "broker"
+    start_wall: float | None = None
 
     @property
     def end(self) -> datetime:
@@ -180,7 +183,8 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
     log.info("fleet: connecting %d gateways to %s", len(gateways), options.broker.safe_url())
     fleet.connect_all()
     clock = ScenarioClock.starting_now(options.start, options.speed, delay_s=options.start_delay_s,
-                                       sim_end=options.end)
+                                       sim_end=options.end) if options.start_wall is None else \
+        ScenarioClock(options.start.astimezone(UTC), options.speed, options.start_wall, sim_end=options.end)
     clock_box.append(clock)
     if options.clock_file is not None:
         write_clock_file(options.clock_file, clock)
@@ -262,7 +266,8 @@ def run_fleet(options: FleetOptions, gateways: list[FleetGateway],
 
 def fleet_command(n: int, sites_dir: Path | None, broker_url: str, speed: float, start: datetime | None,
                   duration_h: float, seed: int, batch: bool, clock_file: Path | None, start_delay_s: float,
-                  progress_s: float, publish_log: Path | None, confirm: str = "broker") -> None:
+                  progress_s: float, publish_log: Path | None, confirm: str = "broker",
+                  start_wall: float | None = None) -> None:
     """``stormwatch simulate --fleet N``: the command-line run of :func:`run_fleet` (errors: one line, exit 2)."""
     import json
     import signal
@@ -294,7 +299,7 @@ def fleet_command(n: int, sites_dir: Path | None, broker_url: str, speed: float,
                            start=(start or load_scenario("default").start).astimezone(UTC), duration_h=duration_h,
                            speed=speed, seed=seed, form="batch" if batch else "single", clock_file=clock_file,
                            start_delay_s=start_delay_s, progress_s=progress_s, publish_log=publish_log,
-                           confirm=confirm)
+                           confirm=confirm, start_wall=start_wall)
     # A fleet's gateways report their devices' counter baselines and failures as a gateway would, once
     # per site: thousands of lines. The stories say what happens (the silent gauges among them).
     logging.getLogger("stormwatch.gateway").setLevel(logging.WARNING)

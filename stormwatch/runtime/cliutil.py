@@ -114,6 +114,7 @@ OPTIONS: dict[str, OptionName] = {
     "--batch": OptionName("one message per gateway and poll cycle (all its readings)"),
     "--single": OptionName("one message per reading"),
     "--publish-log": OptionName("a CSV of when each poll cycle was published", ("FILE",)),
+    "--start-wall": OptionName("the real time (POSIX seconds) of the simulated start", ("POSIX_S",)),
     # rules
     "--dry-gap-hours": OptionName("the storm rule's dry gap in hours", ("HOURS",)),
     "--option": OptionName("a choice among a rule pack's site options", ("NAME=CHOICE",)),

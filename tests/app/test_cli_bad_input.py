@@ -165,6 +165,8 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("simulate-seed-without-fleet", ["simulate", "--site", "{site}", "--seed", "3"], "--seed needs --fleet"),
         ("simulate-start-without-fleet", ["simulate", "--site", "{site}", "--start", "2026-06-01T00:00:00"],
          "--start needs --fleet"),
+        ("simulate-start-wall-without-fleet", ["simulate", "--site", "{site}", "--start-wall", "1900000000"],
+         "--start-wall needs --fleet"),
         # every service refuses it as simulate does, rather than wait for ever for a file no one can write
         ("ingest-clock-in-missing-dir", ["ingest", "--site", "{site}", "--store", "sqlite:///{dir}/never.db",
                                          "--clock-file", "{dir}/none/clock.json"],

@@ -174,3 +174,26 @@ def test_an_attempt_the_broker_closes_before_accepting_it_is_retried_on_the_next
         fleet.close(timeout_s=5)
     finally:
         closer.close()
+
+
+def test_a_fleet_given_a_real_start_polls_from_it_on_that_clock(tmp_path: Path,
+                                                               mosquitto_server: servers.Mosquitto) -> None:
+    """--start-wall: services started earlier on a clock file of that start run on the fleet's clock."""
+    listener = Listener(mosquitto_server)
+    wall_start = time.time() + 8.0  # after the four gateways connect, even on a loaded machine
+    proc = _fleet(tmp_path, mosquitto_server, "--speed", "60", "--duration-h", "0.1", "--start-wall",
+                  f"{wall_start:.6f}", "--clock-file", str(tmp_path / "clock.json"), "--publish-log",
+                  str(tmp_path / "published.csv"))
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        listener.stop()
+    assert proc.returncode == 0, err
+    clock = json.loads((tmp_path / "clock.json").read_text())
+    assert clock["wall_start"] == pytest.approx(wall_start, abs=1e-3) and clock["speed"] == 60.0
+    assert json.loads(out.splitlines()[-1])["readings"] > 0
+    rows = (tmp_path / "published.csv").read_text().splitlines()[1:]
+    assert rows and min(float(row.split(",")[2]) for row in rows) >= wall_start  # no poll before the start
+    assert any(t.endswith("/readings") for t, _, _ in listener.messages)
