@@ -334,7 +334,7 @@ def main(profile: bool = False, polling_only: bool = False, rounds: int = 1, anc
         sim = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
         ingest: subprocess.Popen[bytes] | None = None
         try:
-            servers.wait_port(port, 20)
+            servers.wait_port(port, 90)  # the simulator imports pymodbus: slow on a busy machine
             sites = [work / "site.json", work / "replay-site.json", work / "anchor-site.json"]  # JSON is YAML
             sites[0].write_text(json.dumps(site_doc(POLL_SITE, "gw-bench", port, range(1, DEVICES + 1))))
             sites[1].write_text(json.dumps(site_doc(REPLAY_SITE, "gw-replay", port, range(DEVICES))))
