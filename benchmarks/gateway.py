@@ -202,10 +202,10 @@ def wait_lean(gw: subprocess.Popen[bytes]) -> str:
     """The command line of ``gw`` once it has exec'd the lean process.
 
     Raises:
-        RuntimeError: it did not within a minute.
+        RuntimeError: it did not within three minutes.
     """
     # On a loaded machine the site's validation before the exec can take longer than the warm-up.
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while True:
         cmdline = Path(f"/proc/{gw.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
         if "-m stormwatch.gateway --plan" in cmdline or time.monotonic() > deadline or gw.poll() is not None:
