@@ -64,8 +64,13 @@ class _Runner:
     health: DeviceHealth
     readings: DeviceReadings
     slot: int = 0
+    at: datetime = EPOCH  # the time of ``slot`` (kept with it: the link thread picks the earliest)
     missed_logged: bool = False
     polls: int = field(default=0)
+
+
+def _slot_of(r: _Runner) -> datetime:
+    return r.at
 
 
 #: One poll waiting for its instant's commit: the device, its slot time, its readings, its new counter state.
@@ -312,6 +317,9 @@ class Gateway:
     def _slot_time(self, r: _Runner, k: int) -> datetime:
         return self.anchor + timedelta(seconds=k * r.device.poll_interval_s)
 
+    def _set_slot(self, r: _Runner, k: int) -> None:
+        r.slot, r.at = k, self._slot_time(r, k)
+
     def _slot_at_or_after(self, r: _Runner, t: datetime) -> int:
         return math.ceil((t - self.anchor).total_seconds() / r.device.poll_interval_s - 1e-9)
 
@@ -329,11 +337,11 @@ class Gateway:
     def _poll_runners(self, runners: list[_Runner], until: datetime | None, timer: PollTimer) -> None:
         now = self.clock.now()
         for r in runners:
-            r.slot = max(0, self._slot_at_or_after(r, now))  # nothing before the anchor (sim_start)
+            self._set_slot(r, max(0, self._slot_at_or_after(r, now)))  # nothing before the anchor (sim_start)
         active = list(runners)
         while active and not self._stop.is_set():
-            r = min(active, key=lambda x: self._slot_time(x, x.slot))
-            at = self._slot_time(r, r.slot)
+            r = min(active, key=_slot_of)
+            at = r.at
             if until is not None and at >= until:
                 active.remove(r)
                 continue
@@ -344,14 +352,15 @@ class Gateway:
             late = self._due_slot(r, until)
             if late > r.slot:  # a later slot is already due: poll for it (a reading never predates its read)
                 self._skipped(r, late - r.slot)
-                r.slot, at = late, self._slot_time(r, late)
+                self._set_slot(r, late)
+                at = r.at
             skip = self._poll(r, at)
             nxt = r.slot + 1 + skip
             due = self._due_slot(r, until)
             if due > nxt:
                 self._skipped(r, due - nxt)
                 nxt = due
-            r.slot = nxt
+            self._set_slot(r, nxt)
 
     def _due_slot(self, r: _Runner, until: datetime | None) -> int:
         """The latest slot already due now -- but never past the last slot before ``until``: however

@@ -12,15 +12,14 @@ from stormwatch.clock import Clock
 from stormwatch.errors import InputError
 from stormwatch.gateway.drivers import Driver
 from stormwatch.gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, link_key, rtu_frame_gap_s
-from stormwatch.gateway.drivers.sdi12 import Sdi12Driver
-from stormwatch.gateway.drivers.serial_bus import PortSettings, SerialBus
-from stormwatch.gateway.drivers.serial_line import SerialLineDriver
 
 if TYPE_CHECKING:
+    from stormwatch.gateway.drivers.serial_bus import SerialBus
     from stormwatch.gateway.plan import DevicePlan, ProfilePlan
 
-#: Shared connections by link key: Modbus endpoints/lines and serial (SDI-12 adapter) ports.
-Links = dict[str, ModbusLink | SerialBus]
+#: Shared connections by link key: Modbus endpoints/lines and serial (SDI-12 adapter) ports. The
+#: serial drivers are imported only for a device that needs one (a Modbus TCP site loads no serial stack).
+Links = dict[str, "ModbusLink | SerialBus"]
 
 
 class UnsupportedDevice(InputError):
@@ -54,7 +53,11 @@ def build_driver(device: DevicePlan, profile: ProfilePlan, clock: Clock, links: 
             f"device {device.id}: profile {profile.model} is a {profile.protocol} device but transport is"
             f" {transport.kind!r} (use kind: serial)"
         )
+    from stormwatch.gateway.drivers.serial_bus import PortSettings, SerialBus
+
     if profile.protocol == "serial_line":
+        from stormwatch.gateway.drivers.serial_line import SerialLineDriver
+
         return SerialLineDriver(device.id, profile, transport)
     assert profile.sdi12 is not None
     spec = profile.sdi12
@@ -68,4 +71,6 @@ def build_driver(device: DevicePlan, profile: ProfilePlan, clock: Clock, links: 
     if not isinstance(bus, SerialBus):
         raise UnsupportedDevice(f"device {device.id}: port {transport.port} is already a Modbus line")
     address = device.sdi12_address or spec.default_address
+    from stormwatch.gateway.drivers.sdi12 import Sdi12Driver
+
     return Sdi12Driver(device.id, profile, address, bus)

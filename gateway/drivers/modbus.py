@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import serial
 from pymodbus.client import ModbusTcpClient
 from pymodbus.client.base import ModbusBaseSyncClient
 from pymodbus.exceptions import ModbusException
@@ -29,10 +28,11 @@ from pymodbus.exceptions import ModbusException
 from stormwatch.clock import Clock
 from stormwatch.codec import DecodeError, decode_point, scale
 from stormwatch.gateway.drivers import PointValue
-from stormwatch.gateway.drivers.rtu import DRAIN_MAX_WINDOWS, ExpectedReply, RtuClient, describe, drain, reply_problem
+from stormwatch.gateway.drivers.replies import ExpectedReply
 from stormwatch.gateway.errors import BadDataError, DeviceReplyError, TransportError
 
 if TYPE_CHECKING:
+    from stormwatch.gateway.drivers.rtu import RtuClient
     from stormwatch.gateway.plan import CommandPlan, ModbusRtuLink, ModbusTcpLink, PointPlan, ProfilePlan
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,8 @@ def client_factory(transport: ModbusTcpLink | ModbusRtuLink) -> Callable[[], Mod
         return lambda: ModbusTcpClient(
             transport.host, port=transport.port, timeout=transport.timeout_s, retries=0
         )
+    from stormwatch.gateway.drivers.rtu import RtuClient  # the serial stack only for a serial line
+
     return lambda: RtuClient(
         transport.port,
         baudrate=transport.baud,
@@ -113,8 +115,10 @@ class ModbusLink:
         wait = self._last_frame_end + self.frame_gap_s - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        client = self._client
-        if isinstance(client, RtuClient):
+        client = self._rtu()
+        if client is not None:
+            from stormwatch.gateway.drivers.rtu import DRAIN_MAX_WINDOWS, describe, drain
+
             port = client.socket
             if port is not None and port.in_waiting:
                 stale, _ = drain(port, self.frame_gap_s, client.reply_window_s * DRAIN_MAX_WINDOWS)
@@ -132,9 +136,11 @@ class ModbusLink:
         Raises:
             BadDataError: the reply was discarded (counted by reason, logged; the line drained).
         """
-        client = self._client
-        if not isinstance(client, RtuClient):
+        client = self._rtu()
+        if client is None:
             return
+        from stormwatch.gateway.drivers.rtu import reply_problem
+
         problem = reply_problem(bytes(client.received), expected)
         if problem is None:
             return
@@ -153,9 +159,13 @@ class ModbusLink:
             frame of another unit that pymodbus skipped, swallowing the reply behind it), for the
             caller's error message.
         """
-        client = self._client
+        client = self._rtu()
         why = ""
-        if isinstance(client, RtuClient):
+        if client is not None:
+            import serial
+
+            from stormwatch.gateway.drivers.rtu import describe, reply_problem
+
             what = self._request or f"a request of {device}"
             if client.received:
                 problem = None if self._expected is None else reply_problem(bytes(client.received), self._expected)
@@ -172,7 +182,18 @@ class ModbusLink:
         self.close()
         return why
 
+    def _rtu(self) -> RtuClient | None:
+        """The connected client when it is a serial line's (RTU): the TCP path never loads the serial stack."""
+        client = self._client
+        if client is None or isinstance(client, ModbusTcpClient):
+            return None
+        from stormwatch.gateway.drivers.rtu import RtuClient
+
+        return client if isinstance(client, RtuClient) else None
+
     def _drain_after_failure(self, client: RtuClient, what: str) -> None:
+        from stormwatch.gateway.drivers.rtu import DRAIN_MAX_WINDOWS, describe, drain
+
         port = client.socket
         if port is None:
             return
@@ -301,12 +322,19 @@ class ModbusDriver:
         self._spec = profile.modbus
         self._link = link
         self._clock = clock
-        self._blocks = plan_reads(self._spec.wire_points)
         self._polls = 0
         self._initialised_generation = -1
         counter = profile.counter
         #: the quantity a read clears (a ``mode: delta`` counter), or ``None``.
         self.clears = counter.quantity if counter is not None and counter.mode == "delta" else None
+        # Each read of a poll, worked out once: its block, its name in logs, the reply it must get and
+        # whether it clears a count.
+        self._reads = [
+            (block, f"unit {unit_id} read {block.table} 0x{block.address:04X} x{block.count}",
+             ExpectedReply.read(unit_id, block.table, block.count),
+             any(p.quantity == self.clears for p in block.points))
+            for block in plan_reads(self._spec.wire_points)
+        ]
         self._lost = False  # a clearing read went out and its count never reached a reading
 
     def poll(self) -> list[PointValue]:
@@ -327,11 +355,11 @@ class ModbusDriver:
                         self._command(client, cmd)
                 values: list[PointValue] = []
                 lost = self._lost
-                for block in self._blocks:
-                    if any(p.quantity == self.clears for p in block.points):
+                for block, what, expected, clears in self._reads:
+                    if clears:
                         self._lost = True  # until this poll's values are returned
-                    words = self._read(client, block.table, block.address, block.count)
-                    values.extend(self._decode(block, words))
+                    words = self._read(client, block.table, block.address, block.count, what, expected)
+                    values.extend(decode_block(self.device_id, block, words))
             except ModbusException as exc:
                 why = self._link.failed(self.device_id)
                 raise TransportError(
@@ -378,9 +406,8 @@ class ModbusDriver:
         if cmd.delay_s > 0:
             self._clock.sleep(cmd.delay_s)
 
-    def _read(self, client: ModbusBaseSyncClient, table: str, address: int, count: int) -> list[int]:
-        what = f"unit {self.unit_id} read {table} 0x{address:04X} x{count}"
-        expected = ExpectedReply.read(self.unit_id, table, count)
+    def _read(self, client: ModbusBaseSyncClient, table: str, address: int, count: int, what: str,
+              expected: ExpectedReply) -> list[int]:
         self._link.before_request(what, expected)
         try:
             if table == "holding":
@@ -404,6 +431,3 @@ class ModbusDriver:
         if len(words) != count:
             raise BadDataError(self.device_id, f"{what}: got {len(words)} registers")
         return words
-
-    def _decode(self, block: _Block, words: list[int]) -> list[PointValue]:
-        return decode_block(self.device_id, block, words)

@@ -50,6 +50,29 @@ def test_runtime_modules_import_no_pydantic() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_a_modbus_tcp_site_loads_no_serial_driver(tmp_path: Path) -> None:
+    """The serial drivers load with the first device that needs one: a Modbus TCP site's lean process
+    spends no memory on them (nor on the statistics module)."""
+    profiles = ProfileLibrary()
+    cfg = parse_site({"site": {"id": "tcp-only", "jurisdiction": "ch133"}, "gateway_id": "gw-1", "devices": [
+        {"id": "level-1", "profile": "keller_acculevel", "poll_interval_s": 60,
+         "transport": {"kind": "modbus-tcp", "host": "127.0.0.1", "port": 1502, "unit_id": 1}}]}, "test", profiles)
+    plan_path = write_plan(compile_plan(cfg, profiles), tmp_path / "plan.json")
+    code = (
+        "import sys\n"
+        "from stormwatch.clock import WallClock\n"
+        "from stormwatch.gateway.run import read_plan\n"
+        "from stormwatch.gateway.service import Gateway\n"
+        f"Gateway.from_plan(read_plan(__import__('pathlib').Path({str(plan_path)!r})), WallClock(), "
+        f"'mqtt://127.0.0.1:1', __import__('pathlib').Path({str(tmp_path / 'gw')!r}))\n"
+        "print(sorted(m for m in ('stormwatch.gateway.drivers.rtu', 'stormwatch.gateway.drivers.sdi12',"
+        " 'stormwatch.gateway.drivers.serial_line', 'stormwatch.gateway.drivers.serial_bus', 'statistics')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
 T = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 LEAN = [
     # rain: integer tips, the counter value as raw, a counter flag
