@@ -132,6 +132,8 @@ class Validator:
         # not per reading (replaced, not cleared, by set_sites; read before the tables it caches)
         self._known: set[tuple[str, str, str, str, str]] = set()
         self._topics: dict[str, tuple[str, str] | None] = {}  # topic -> (site, gateway) of a readings topic
+        # (receive time, latest, earliest plausible event time) of the last message checked
+        self._bounds_at: tuple[datetime | None, datetime, datetime | None] = (None, clock.now(), None)
 
     def _units_of(self, sites: Mapping[str, SiteConfig]) -> dict[tuple[str, str], dict[str, str]]:
         units_by_device: dict[tuple[str, str], dict[str, str]] = {}
@@ -252,7 +254,10 @@ class Validator:
         :meth:`_check` would find of it (one pass, no object but the result)."""
         topic_site, topic_gateway = where
         known, ranges, check = self._known, self._ranges, self._check
-        latest, earliest = self.bounds.latest(now), self.bounds.earliest(now)
+        at = self._bounds_at
+        if at[0] is not now:  # a batch's messages share their receive time
+            at = self._bounds_at = (now, self.bounds.latest(now), self.bounds.earliest(now))
+        _, latest, earliest = at
         for r in readings:
             site, gateway, quantity = r.site, r.gateway, r.quantity
             span = ranges.get(quantity)

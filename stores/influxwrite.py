@@ -253,9 +253,11 @@ class LineProtocolWrites:
 
     def _place(self, readings: Sequence[Reading]) -> Placement:
         """Give each reading a place no other stored reading holds (module docstring)."""
-        stamps = [time_ns(r.time) for r in readings]
+        stamps = []
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for r, ns in zip(readings, stamps, strict=True):
+        for r in readings:
+            ns = time_ns(r.time)
+            stamps.append(ns)
             spans[r.site].append((ns // 1_000, r.device))
         # places taken, by series (the tags that make one: tip_size is one of them), microsecond, page and
         # slot; the identities held per device, quantity and microsecond whatever the tip size (a reading
@@ -273,10 +275,13 @@ class LineProtocolWrites:
                        point.time_ns % 1_000))
             held[(site, device, quantity, us, str(gateway), str(boot), int(seq) if seq is not None else -1)] = (
                 unit, value)
-        # the series and microseconds with any place taken (most readings are alone in theirs)
-        busy = {key[:6] for key in taken}
+        # the series and microseconds with any place taken (most readings are alone in theirs): None
+        # where every place is in ``taken``; the slot of the one reading of this write that holds page 0's
+        # home slot there and is not yet in ``taken`` (added only when a second reading comes)
+        busy: dict[tuple[str, str, str, str, str, int], int | None] = {key[:6]: None for key in taken}
         placement = Placement([], [])
         new, stamps_new = placement.new.append, placement.stamps.append
+        prefix_crc, crc32 = _PREFIX_CRC, zlib.crc32
         for r, ns in zip(readings, stamps, strict=True):
             us = ns // 1_000
             site, device, quantity, gateway, boot, seq = r.site, r.device, r.quantity, r.gateway, r.boot, r.seq
@@ -292,16 +297,22 @@ class LineProtocolWrites:
                 continue
             held[key] = (r.unit, float(r.value))
             series = (site, device, quantity, r.unit, r.tip_size or "", us)
-            page, slot = 0, home_slot((gateway, boot, seq))
+            crc = prefix_crc.get((gateway, boot))
+            slot = (home_slot((gateway, boot, seq)) if crc is None else crc32(str(seq).encode(), crc) % SLOTS_PER_US)
+            page = 0
             if series in busy:  # another point at this series and microsecond: find a free place
+                first = busy[series]
+                if first is not None:
+                    taken.add((*series, 0, first))
+                    busy[series] = None
                 home = slot
                 while (*series, page, slot) in taken:
                     slot = (slot + 1) % SLOTS_PER_US
                     if slot == home:  # every slot of this page is taken: the next page
                         page += 1
+                taken.add((*series, page, slot))
             else:
-                busy.add(series)
-            taken.add((*series, page, slot))
+                busy[series] = slot
             new((r, page, slot))
             stamps_new(ns)
         return placement
