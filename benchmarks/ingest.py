@@ -71,6 +71,8 @@ TOPIC = topics.readings(SITE, GATEWAY)
 #: are in the past and within ingest's age bound (90 days; older ones are refused as implausible_time).
 T0 = (datetime.now(UTC) - timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
 CONTENDER_TIMEOUT_S = 150.0
+#: How long a stormwatch worker may take to start and subscribe (imports take long on a loaded machine).
+START_TIMEOUT_S = 180.0
 #: Runs per contender (median reported): a 2-core machine shared with the broker, the database and
 #: the publisher varies by +-20 % from run to run.
 ROUNDS = 5
@@ -224,7 +226,7 @@ def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto
                 argv += ["--share-group", f"bench{workers}{tag}"]
             p = subprocess.Popen(argv, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             procs.append(p)
-            if not wait_for_line(p, "subscribed to", 30, work / f"stormwatch-{workers}-{tag}-{w}.log"):
+            if not wait_for_line(p, "subscribed to", START_TIMEOUT_S, work / f"stormwatch-{workers}-{tag}-{w}.log"):
                 raise RuntimeError(f"stormwatch worker {w} did not connect (see {work})")
         time.sleep(0.5)  # SUBACK
         spy = start_profiler(procs[0].pid, profile) if profile is not None else None

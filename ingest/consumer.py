@@ -513,11 +513,18 @@ class Ingest:
             result = self._validate(msg.topic, msg.payload, msg.retain, received_at)
             if result is None:
                 continue
+            ack_topic = self._stored_topic(msg.topic)
+            seqs = handled.setdefault(ack_topic, {}) if ack_topic is not None else None
             for reading in result.duplicates:
                 dead.append(_duplicate_letter(reading, msg.topic, received_at, "already stored"))
             for target, readings in ((accepted, result.accepted), (late, result.late)):
                 for reading in readings:
                     identity = (reading.gateway, reading.boot, reading.seq)
+                    if seqs is not None:
+                        boot_seqs = seqs.get(identity[1])
+                        if boot_seqs is None:
+                            boot_seqs = seqs[identity[1]] = []
+                        boot_seqs.append(identity[2])
                     first = in_batch.get(identity)
                     if first is None:
                         in_batch[identity] = (reading, msg.topic)
@@ -528,13 +535,11 @@ class Ingest:
                     # one identity with two measurements in one batch: both go to the store, which takes
                     # the first it does not hold another measurement for and refuses the other
                     target.append(reading)
-            dead += result.dead
-            ack_topic = self._stored_topic(msg.topic)
-            if ack_topic is not None:
-                seqs = handled.setdefault(ack_topic, {})
-                for part in (result.accepted, result.late, result.duplicates):
-                    for reading in part:
-                        seqs.setdefault(reading.boot, []).append(reading.seq)
+            if result.dead:
+                dead += result.dead
+            if seqs is not None:
+                for reading in result.duplicates:
+                    seqs.setdefault(reading.boot, []).append(reading.seq)
                 for _gateway, boot, seq in result.refused:
                     seqs.setdefault(boot, []).append(seq)
         stored = self._write_until_durable(accepted, late, dead,

@@ -132,6 +132,8 @@ class Validator:
         # not per reading (replaced, not cleared, by set_sites; read before the tables it caches)
         self._known: set[tuple[str, str, str, str, str]] = set()
         self._topics: dict[str, tuple[str, str] | None] = {}  # topic -> (site, gateway) of a readings topic
+        # (receive time, latest, earliest plausible event time) of the last message checked
+        self._bounds_at: tuple[datetime | None, datetime, datetime | None] = (None, clock.now(), None)
 
     def _units_of(self, sites: Mapping[str, SiteConfig]) -> dict[tuple[str, str], dict[str, str]]:
         units_by_device: dict[tuple[str, str], dict[str, str]] = {}
@@ -198,24 +200,29 @@ class Validator:
             The typed outcome; never raises for bad input.
         """
         now = received_at or self.clock.now()
+        where = self._topic(topic)
+        if where is not None and self.fast:
+            fast = fast_readings(payload)
+            if fast is not None:
+                # the fast path takes a message whose readings all pass; any refusal is the full path's
+                done = self._all_settled(fast[0], fast[1], where, topic, payload, retained, now)
+                if done is not None:
+                    return done
+        return self._full(topic, payload, where, retained, now)
+
+    def _full(self, topic: str, payload: bytes, where: tuple[str, str] | None, retained: bool,
+              now: datetime) -> ValidationResult:
+        """Every reading of a message through the contract's parser and :meth:`_check`, each refusal
+        with its reason."""
         result = ValidationResult()
 
         def reject(reason: str, detail: str, body: bytes = payload) -> None:
             result.dead.append(DeadLetter(reason=reason, detail=detail, topic=topic, payload=body, received_at=now))
 
-        where = self._topic(topic)
         if where is None:
             reject("bad_topic", f"{topic!r} is not a readings topic ({topics.READINGS_FILTER})")
             return result
         topic_site, topic_gateway = where
-        if self.fast:
-            fast = fast_readings(payload)
-            # the fast path takes a message whose readings all pass; any refusal is the full path's
-            if fast is not None and self._all_pass(fast[0], topic_site, topic_gateway, now):
-                readings, batched = fast
-                for index, fast_one in enumerate(readings):
-                    self._settle(result, fast_one, index if batched else None, topic, payload, retained, now)
-                return result
         try:
             parts = parse_parts(payload)
         except PayloadError as exc:
@@ -239,12 +246,37 @@ class Validator:
                          body)
         return result
 
-    def _all_pass(self, readings: list[Reading], topic_site: str, topic_gateway: str, now: datetime) -> bool:
-        check = self._check
+    def _all_settled(self, readings: list[Reading], batched: bool, where: tuple[str, str], topic: str,
+                     payload: bytes, retained: bool, now: datetime) -> ValidationResult | None:
+        """The outcome of a message whose every reading passes :meth:`_check`, or ``None`` when one does
+        not (the full path then refuses it with its reason). A reading of a series checked before, in
+        its plausible range and time bounds, without a tip size, passes without the call: what
+        :meth:`_check` would find of it (one pass, no object but the result)."""
+        topic_site, topic_gateway = where
+        known, ranges, check = self._known, self._ranges, self._check
+        at = self._bounds_at
+        if at[0] is not now:  # a batch's messages share their receive time
+            at = self._bounds_at = (now, self.bounds.latest(now), self.bounds.earliest(now))
+        _, latest, earliest = at
         for r in readings:
-            if check(r, topic_site, topic_gateway, now) is not None:
-                return False
-        return True
+            site, gateway, quantity = r.site, r.gateway, r.quantity
+            span = ranges.get(quantity)
+            t = r.time
+            if (site != topic_site or gateway != topic_gateway or r.tip_size is not None or span is None
+                    or not span[0] <= r.value <= span[1] or t > latest or (earliest is not None and t < earliest)
+                    or (site, gateway, r.device, quantity, r.unit) not in known):
+                if check(r, topic_site, topic_gateway, now) is not None:
+                    return None
+        result = ValidationResult()
+        seen = self._seen
+        plain = not retained and self.late_after is None
+        for index, r in enumerate(readings):
+            if (plain and (r.gateway, r.boot, r.seq) not in seen
+                    and (r.quantity != RAIN_TIPS or r.gateway == MANUAL_GATEWAY)):
+                result.accepted.append(r)  # what _settle decides for it, without the call
+            else:
+                self._settle(result, r, index if batched else None, topic, payload, retained, now)
+        return result
 
     def _topic(self, topic: str) -> tuple[str, str] | None:
         where = self._topics.get(topic, ())

@@ -42,6 +42,7 @@ from stormwatch.stores.lineprotocol import (
     encode_points,
     event_point,
     reading_line,
+    reading_lines,
     site_point,
     time_ns,
 )
@@ -108,9 +109,18 @@ def cover(pinned: str, spans: Mapping[str, Iterable[tuple[int, str]]], any_of: s
 
 
 def home_slot(identity: Identity) -> int:
-    """The slot a reading tries first: a stable hash of its identity (the same in every process)."""
+    """The slot a reading tries first: a stable hash of its identity (the same in every process) --
+    the CRC-32 of ``gateway NUL boot NUL seq``, continued from the CRC of a boot's prefix."""
     gateway, boot, seq = identity
-    return zlib.crc32(f"{gateway}\x00{boot}\x00{seq}".encode()) % SLOTS_PER_US
+    crc = _PREFIX_CRC.get((gateway, boot))
+    if crc is None:
+        if len(_PREFIX_CRC) >= 4096:
+            _PREFIX_CRC.clear()
+        crc = _PREFIX_CRC[(gateway, boot)] = zlib.crc32(f"{gateway}\x00{boot}\x00".encode())
+    return zlib.crc32(str(seq).encode(), crc) % SLOTS_PER_US
+
+
+_PREFIX_CRC: dict[tuple[str, str], int] = {}
 
 
 #: The tag of a reading's page of timestamp slots (absent on page 0; see the module docstring).
@@ -243,9 +253,11 @@ class LineProtocolWrites:
 
     def _place(self, readings: Sequence[Reading]) -> Placement:
         """Give each reading a place no other stored reading holds (module docstring)."""
-        stamps = [time_ns(r.time) for r in readings]
+        stamps = []
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for r, ns in zip(readings, stamps, strict=True):
+        for r in readings:
+            ns = time_ns(r.time)
+            stamps.append(ns)
             spans[r.site].append((ns // 1_000, r.device))
         # places taken, by series (the tags that make one: tip_size is one of them), microsecond, page and
         # slot; the identities held per device, quantity and microsecond whatever the tip size (a reading
@@ -263,13 +275,17 @@ class LineProtocolWrites:
                        point.time_ns % 1_000))
             held[(site, device, quantity, us, str(gateway), str(boot), int(seq) if seq is not None else -1)] = (
                 unit, value)
-        # the series and microseconds with any place taken (most readings are alone in theirs)
-        busy = {key[:6] for key in taken}
+        # the series and microseconds with any place taken (most readings are alone in theirs): None
+        # where every place is in ``taken``; the slot of the one reading of this write that holds page 0's
+        # home slot there and is not yet in ``taken`` (added only when a second reading comes)
+        busy: dict[tuple[str, str, str, str, str, int], int | None] = {key[:6]: None for key in taken}
         placement = Placement([], [])
+        new, stamps_new = placement.new.append, placement.stamps.append
+        prefix_crc, crc32 = _PREFIX_CRC, zlib.crc32
         for r, ns in zip(readings, stamps, strict=True):
             us = ns // 1_000
-            identity = (r.gateway, r.boot, r.seq)
-            key = (r.site, r.device, r.quantity, us, *identity)
+            site, device, quantity, gateway, boot, seq = r.site, r.device, r.quantity, r.gateway, r.boot, r.seq
+            key = (site, device, quantity, us, gateway, boot, seq)
             stored = held.get(key) if held else None
             if stored is not None:
                 unit, value = stored
@@ -280,19 +296,25 @@ class LineProtocolWrites:
                     placement.conflicts.append(Conflict(r, shown, unit, r.time))
                 continue
             held[key] = (r.unit, float(r.value))
-            series = (r.site, r.device, r.quantity, r.unit, r.tip_size or "", us)
-            home = home_slot(identity)
-            page, slot = 0, home
+            series = (site, device, quantity, r.unit, r.tip_size or "", us)
+            crc = prefix_crc.get((gateway, boot))
+            slot = (home_slot((gateway, boot, seq)) if crc is None else crc32(str(seq).encode(), crc) % SLOTS_PER_US)
+            page = 0
             if series in busy:  # another point at this series and microsecond: find a free place
+                first = busy[series]
+                if first is not None:
+                    taken.add((*series, 0, first))
+                    busy[series] = None
+                home = slot
                 while (*series, page, slot) in taken:
                     slot = (slot + 1) % SLOTS_PER_US
                     if slot == home:  # every slot of this page is taken: the next page
                         page += 1
+                taken.add((*series, page, slot))
             else:
-                busy.add(series)
-            taken.add((*series, page, slot))
-            placement.new.append((r, page, slot))
-            placement.stamps.append(ns)
+                busy[series] = slot
+            new((r, page, slot))
+            stamps_new(ns)
         return placement
 
     def write_checked(self, readings: Sequence[Reading], *, late: bool = False) -> WriteOutcome:
@@ -310,8 +332,8 @@ class LineProtocolWrites:
         with self._lock:
             self._before_write()
             placement = self._place(readings)
-            lines = [reading_line(r, late=late, slot=slot, page=page, at_ns=ns)
-                     for (r, page, slot), ns in zip(placement.new, placement.stamps, strict=True)]
+            lines = reading_lines(((r, page, slot, ns) for (r, page, slot), ns in
+                                   zip(placement.new, placement.stamps, strict=True)), late=late)
             refused = self.write_lines(lines)
             if refused:
                 self.rejected_total += len(refused)

@@ -57,9 +57,11 @@ def time_ns(value: datetime) -> int:
     Raises:
         ValueError: ``value`` is naive.
     """
-    if value.tzinfo is None:
-        raise ValueError("naive datetime: event times must carry a time zone")
-    delta = value.astimezone(UTC) - _EPOCH
+    if value.tzinfo is not UTC:  # a reading's time is held in UTC already: no conversion then
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: event times must carry a time zone")
+        value = value.astimezone(UTC)
+    delta = value - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
 
 
@@ -269,21 +271,41 @@ def reading_line(reading: Reading, *, late: bool = False, slot: int = 0, page: i
     Same line, byte for byte (``tests/stores/test_lineprotocol.py`` checks the two agree), without the
     intermediate :class:`Point` and with a series' tags and repeated texts made once.
     """
-    value = reading.value
-    quantity = reading.quantity
-    fields = "" if isinstance(value, float) and not math.isfinite(value) else f"value={float(value)!r},"
-    if quantity == "rain_tips" and isinstance(value, int):
-        fields += f"tips={value}i,"
-        depth = _depth_in(reading)
-        if depth is not None:
-            fields += f"depth_in={float(depth)!r},"
-    flags = reading.flags
-    line = (f"{_head(reading.site, reading.device, quantity, reading.unit, reading.tip_size or '', page)} {fields}"
-            f"{_source(reading.gateway, reading.boot)},seq={int(reading.seq)}i,"
-            f"raw={_raw_field(reading.raw)},flags={_quoted(','.join(flags)) if flags else chr(34) * 2}")
-    if late:
-        line += ",late=true"
-    return f"{line} {(time_ns(reading.time) if at_ns is None else at_ns) + _slot(slot)}"
+    ns = time_ns(reading.time) if at_ns is None else at_ns
+    return reading_lines([(reading, page, slot, ns)], late=late)[0]
+
+
+def reading_lines(placed: Iterable[tuple[Reading, int, int, int]], *, late: bool = False) -> list[str]:
+    """:func:`reading_line` of each ``(reading, page, slot, time_ns)``, in one loop (a write's lines)."""
+    heads, sources = _HEADS, _SOURCES
+    tail = ",late=true " if late else " "
+    out = []
+    for reading, page, slot, ns in placed:
+        value = reading.value
+        quantity = reading.quantity
+        if type(value) is float:
+            fields = f"value={value!r}," if math.isfinite(value) else ""
+        else:
+            fields = "" if isinstance(value, float) and not math.isfinite(value) else f"value={float(value)!r},"
+        if quantity == "rain_tips" and isinstance(value, int):
+            fields += f"tips={value}i,"
+            depth = _depth_in(reading)
+            if depth is not None:
+                fields += f"depth_in={float(depth)!r},"
+        key = (reading.site, reading.device, quantity, reading.unit, reading.tip_size or "", page)
+        head = heads.get(key) or _head(*key)
+        source = sources.get((reading.gateway, reading.boot)) or _source(reading.gateway, reading.boot)
+        raw = reading.raw
+        if type(raw) is list and set(map(type, raw)) <= _INT_ONLY:
+            raw_text = '"[' + ",".join(map(str, raw)) + ']"'
+        else:
+            raw_text = _raw_field(raw)
+        flags = reading.flags
+        if not 0 <= slot < SLOTS_PER_US:
+            _slot(slot)  # raises
+        out.append(f"{head} {fields}{source},seq={int(reading.seq)}i,raw={raw_text},"
+                   f"flags={_quoted(','.join(flags)) if flags else chr(34) * 2}{tail}{ns + slot}")
+    return out
 
 
 def _detail_fields(event: Event) -> dict[str, FieldValue]:

@@ -108,22 +108,25 @@ def _reading(w: _Wire) -> Reading | None:
     """The reading, as :class:`~stormwatch.contract.Reading` validates it, or ``None`` when any field
     is not plainly valid (the full path then says why, or accepts it in a form not handled here)."""
     value: Any = w.value
-    if w.quantity == RAIN_TIPS:
+    quantity = w.quantity
+    if quantity == RAIN_TIPS:
         if not isinstance(value, int):
             return None
-    else:
+    elif type(value) is not float:
         try:
             value = float(value)
         except OverflowError:
             return None
     tip_size = w.tip_size
-    if tip_size is not None and (w.quantity != RAIN_TIPS or (tip_size := _size(tip_size)) is None):
+    if tip_size is not None and (quantity != RAIN_TIPS or (tip_size := _size(tip_size)) is None):
         return None
-    t = _time(w.time)
-    if t is None or not (_identifier(w.site) and _identifier(w.device) and _identifier(w.gateway)):
+    t = _TIMES.get(w.time) or _time(w.time)
+    site, device, gateway = w.site, w.device, w.gateway
+    if t is None or not ((site in _IDS and device in _IDS and gateway in _IDS)
+                         or (_identifier(site) and _identifier(device) and _identifier(gateway))):
         return None
-    return trusted_reading({"site": w.site, "device": w.device, "quantity": w.quantity, "value": value,
-                            "unit": w.unit, "time": t, "gateway": w.gateway, "boot": w.boot, "seq": w.seq,
+    return trusted_reading({"site": site, "device": device, "quantity": quantity, "value": value,
+                            "unit": w.unit, "time": t, "gateway": gateway, "boot": w.boot, "seq": w.seq,
                             "raw": w.raw, "flags": tuple(w.flags), "tip_size": tip_size})
 
 
@@ -133,12 +136,11 @@ def fast_readings(payload: bytes | bytearray) -> tuple[list[Reading], bool] | No
     try:  # msgspec refuses a lone surrogate escape (the full path says why: bad_json)
         if b'"readings"' in payload:
             wires = _MANY.decode(payload).readings
-            batched = True
             if not wires:
                 return None
         else:
-            wires = [_ONE.decode(payload)]
-            batched = False
+            one = _reading(_ONE.decode(payload))
+            return None if one is None else ([one], False)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     out = []
@@ -147,4 +149,4 @@ def fast_readings(payload: bytes | bytearray) -> tuple[list[Reading], bool] | No
         if r is None:
             return None
         out.append(r)
-    return out, batched
+    return out, True
