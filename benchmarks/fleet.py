@@ -1,6 +1,6 @@
 """Benchmark: a county on one machine -- N simulated sites through Mosquitto -> ingest (InfluxDB 1.x) and alerts.
 
-Run: ``python benchmarks/fleet.py`` (not a test; issue 17). What it does:
+Run: ``python benchmarks/fleet.py`` (not a test; docs/scaling.md holds its figures). What it does:
 
 * starts its own InfluxDB 1.x and Mosquitto (:mod:`stormwatch.app.servers`, the project's configuration
   with the deployed broker's ``autosave_interval 60``: the test broker's 1 s rewrites every queued

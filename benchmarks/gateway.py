@@ -1,4 +1,4 @@
-"""Gateway benchmark (issue 7, issue 18): resident memory and CPU per 1,000 polls, the outbox replay
+"""Gateway benchmark: resident memory and CPU per 1,000 polls, the outbox replay
 rate, and how long a reading waits for ingest's stored-acknowledgement.
 
 Run: ``python benchmarks/gateway.py`` (not a test; loopback only; bounded to ~3 minutes).
@@ -23,12 +23,12 @@ Run: ``python benchmarks/gateway.py`` (not a test; loopback only; bounded to ~3 
 2. Replay: an outbox filled with 24 h × 60 × 10 readings (a 24-hour outage at 1-minute polling
    of 10 devices) is drained by the gateway's publisher to Mosquitto while the ingest process stores
    and confirms them: readings/s until the broker acknowledged every one (``outbox_replay_per_s``,
-   the publishing rate, the figure of issue 7) and until ingest confirmed every one and the outbox
+   the publishing rate) and until ingest confirmed every one and the outbox
    is empty (``outbox_replay_confirmed_per_s``, end to end; bounded by ingest's SQLite writes).
 
 Last line: one JSON object ``{"rss_mb", "cpu_s_per_1000_polls", "confirm_lag_ms", "outbox_replay_per_s",
 "outbox_replay_confirmed_per_s", ...}``.
-Bar: ≤ 32 MB, ≤ 1.0 CPU-s per 1,000 polls (issue 27; 2.2 in issue 7), ≥ 2,000 readings/s.
+Bar: ≤ 32 MB, ≤ 1.0 CPU-s per 1,000 polls (docs/scaling.md, the gateway), ≥ 2,000 readings/s.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark: sustained readings/s from Mosquitto into InfluxDB 1.x, stormwatch vs. the alternatives.
 
-Run: ``python benchmarks/ingest.py`` (not a test). Issue 6 describes it:
+Run: ``python benchmarks/ingest.py`` (not a test; docs/scaling.md holds its figures):
 
 * the same 50,000 readings for every contender, in two message forms (``--mode``): one reading per
   message (the gateway's JSON, ``stormwatch.contract.dump_readings``: 50,000 messages) and one message
@@ -30,8 +30,8 @@ installed) and prints its top functions, ``--anchor REF`` runs the ingest of git
 Beside the rates, ``stormwatch_*_cpu_s_per_10k``: the ingest processes' CPU seconds (utime + stime from
 ``/proc``, after their start-up) per 10,000 readings stored, median of the rounds (``raw_cpu_s_per_10k``:
 mosquitto_sub and the writer; ``node_red_batch_cpu_s_per_10k``: the Node-RED process) -- a cost that a
-machine shared with other work disturbs far less than a rate (issue 18 measured the confirmations'
-cost with it).
+machine shared with other work disturbs far less than a rate (the stored confirmations' cost is measured
+the same way).
 """
 
 from __future__ import annotations
