@@ -309,8 +309,8 @@ class Engine:
         if not retained and self._admit_batch(readings):
             top = self._max_seen  # _release_due, inline: once per message
             assert top is not None
-            w = top - self.lateness
-            return self._release(w if self._hold is None and self.clock is None else self._capped(w))
+            edge = top - self.lateness
+            return self._release(edge if self._hold is None and self.clock is None else self._capped(edge))
         out: list[Event] = []
         admit = self._admit
         if retained:
