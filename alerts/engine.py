@@ -189,7 +189,7 @@ class Engine:
         self.storm: StormRuleState | None = None
         self._watchers: list[Any] = []
         self._offline: list[Any] = []
-        self._routes: dict[tuple[str, str], tuple[Rule, ...]] = {}
+        self._routes: dict[str, dict[str, tuple[Rule, ...]]] = {}  # device -> quantity -> rules
         self._hungry: list[Any] = []
         self._build(profiles)
         # the reorder buffer: readings that came in order are appended to _fifo as batches (a message's
@@ -275,7 +275,8 @@ class Engine:
         """Make ``rules`` (a restored snapshot) the live rule set."""
         self.rules = rules
         self.storm = next((r for r in rules if isinstance(r, StormRuleState)), None)
-        self._watchers = [r for r in rules if hasattr(r, "on_watermark")]
+        # a rule may say it has nothing to watch (R1w without a work-order book): not called per release
+        self._watchers = [r for r in rules if hasattr(r, "on_watermark") and getattr(r, "watching", True)]
         self._offline = [r for r in rules if hasattr(r, "source_offline")]
         # rules that stop taking readings at some point (``sated``, e.g. R1w once its period is open):
         # the routes are made again without them when they do
@@ -306,7 +307,10 @@ class Engine:
         physics as a range per quantity; a reading that is not plainly admitted (another site, a flag,
         out of range or bounds, seen, at or before the watermark) takes :meth:`feed`'s own path."""
         if not retained and self._admit_batch(readings):
-            return self._release_due()
+            top = self._max_seen  # _release_due, inline: once per message
+            assert top is not None
+            edge = top - self.lateness
+            return self._release(edge if self._hold is None and self.clock is None else self._capped(edge))
         out: list[Event] = []
         admit = self._admit
         if retained:
@@ -372,20 +376,23 @@ class Engine:
         buffered -- (``True``); else nothing is done (``False``: :meth:`feed_many` looks at each)."""
         if not readings:
             return False
-        r0 = readings[0]
-        t0, gateway, boot, seq = r0.time, r0.gateway, r0.boot, r0.seq
+        # the fields from each model's __dict__: a pydantic model's attribute goes through its
+        # __getattr__ hook (about 4x a plain object's); this is the hot path of every message
+        r0 = readings[0].__dict__
+        t0, gateway, boot, seq = r0["time"], r0["gateway"], r0["boot"], r0["seq"]
         w = self._watermark
         if w is not None and t0 <= w:
             return False
         site, ranges = self.site, self._ranges
         t = t0
-        for r in readings:
-            rng = ranges.get(r.quantity)
+        for reading in readings:
+            r = reading.__dict__
+            rng = ranges.get(r["quantity"])
             if rng is None:
-                rng = ranges[r.quantity] = plausible_range(r.quantity)
-            rt = r.time
-            if r.seq != seq or rt < t or r.site != site or r.flags or r.gateway != gateway or r.boot != boot \
-                    or not rng[0] <= r.value <= rng[1]:
+                rng = ranges[r["quantity"]] = plausible_range(r["quantity"])
+            rt = r["time"]
+            if r["seq"] != seq or r["flags"] or r["site"] != site or r["gateway"] != gateway or r["boot"] != boot \
+                    or not rng[0] <= r["value"] <= rng[1] or (rt is not t and rt < t):
                 return False
             t = rt
             seq += 1
@@ -394,9 +401,9 @@ class Engine:
             earliest = self.bounds.earliest(now)
             if t > self.bounds.latest(now) or (earliest is not None and t0 < earliest):
                 return False
-        first = (t0, gateway, boot, r0.seq)
+        first = (t0, gateway, boot, r0["seq"])
         fifo = self._fifo
-        if (fifo and not first > fifo[-1][1]) or not self._seen.take_run(gateway, boot, r0.seq, seq - 1, t):
+        if (fifo and not first > fifo[-1][1]) or not self._seen.take_run(gateway, boot, r0["seq"], seq - 1, t):
             return False
         fifo.append((first, (t, gateway, boot, seq - 1), tuple(readings)))
         if self._max_seen is None or t > self._max_seen:
@@ -626,7 +633,8 @@ class Engine:
     # -- evaluation --------------------------------------------------------------------------
 
     def _release(self, w: datetime) -> list[Event]:
-        if self._watermark is not None and w <= self._watermark:
+        wm = self._watermark
+        if wm is not None and w <= wm:
             return []
         self._watermark = w
         fifo = self._fifo
@@ -634,11 +642,16 @@ class Engine:
             ready: Sequence[Reading] = fifo.popleft()[2]  # one batch (live: the poll cycle of 2 minutes ago)
         else:
             ready = self._take(w)
-        out = self._run(ready) if ready else []
+        out = (self._run_keeping(ready) if self.reevaluate_late else self._run_part(ready)) if ready else []
         if self._hungry:
             self._hungry = [r for r in self._hungry if not r.sated]
             self._routes = {}
-        out += self._advance_all(w)
+        for rule in self.rules:  # _advance_all, inline: once per release
+            nd = rule.next_due
+            if nd is not None and nd <= w:
+                out += rule.advance_to(w)
+        for watch in self._watchers:
+            out += watch.on_watermark(w)
         if self.reevaluate_late:
             self._prune(w)
         elif self._seen.count > self._forget_above:  # at or before the watermark they are late anyway
@@ -693,18 +706,23 @@ class Engine:
         t_prev: datetime | None = None
         again: list[Rule] = []  # rules still due before this instant after being fed or advanced at it
         for reading in readings:
-            t = reading.time
+            fields = reading.__dict__  # (see _admit_batch)
+            t = fields["time"]
             if t is not t_prev and t != t_prev:  # the readings of one poll cycle share their time object
                 t_prev = t
-                check: Sequence[Rule] = rules
-            else:
-                check = again
-            if check:
-                again = self._due_before(check, t, out)
-            wanting = routes.get((reading.device, reading.quantity))
+                for rule in rules:
+                    nd = rule.next_due
+                    if nd is not None and nd < t:
+                        again = self._due_before(rules, t, out)
+                        break
+                else:
+                    again = []
+            elif again:
+                again = self._due_before(again, t, out)
+            by_quantity = routes.get(fields["device"])
+            wanting = by_quantity.get(fields["quantity"]) if by_quantity is not None else None
             if wanting is None:
-                wanting = routes[(reading.device, reading.quantity)] = tuple(
-                    r for r in rules if r.wants(reading) and not getattr(r, "sated", False))
+                wanting = self._route(reading)
             for rule in wanting:
                 found = rule.feed(reading)
                 if found:
@@ -713,6 +731,12 @@ class Engine:
                 if nd is not None and nd < t:
                     again.append(rule)
         return out
+
+    def _route(self, reading: Reading) -> tuple[Rule, ...]:
+        """The rules that take readings of ``reading``'s device and quantity (remembered in the routes)."""
+        wanting = tuple(r for r in self.rules if r.wants(reading) and not getattr(r, "sated", False))
+        self._routes.setdefault(reading.device, {})[reading.quantity] = wanting
+        return wanting
 
     @staticmethod
     def _due_before(rules: Sequence[Rule], t: datetime, out: list[Event]) -> list[Rule]:

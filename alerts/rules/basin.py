@@ -142,9 +142,12 @@ class BasinRuleState:
         return bar * PA_PER_BAR / (self.params.water_density_kg_m3 * G_M_S2) / M_PER_FT
 
     def feed(self, reading: Reading) -> list[Event]:
-        depth = self._depths.get((reading.quantity, reading.value, reading.unit))
-        if depth is not None and not reading.flags:
-            return self._settle(us_of(reading.time), depth)
+        # the fields from the model's __dict__: a pydantic model's attribute goes through its
+        # __getattr__ hook (about 4x a plain object's); this is the hot path of every level reading
+        fields = reading.__dict__
+        depth = self._depths.get((fields["quantity"], fields["value"], fields["unit"]))
+        if depth is not None and not fields["flags"]:
+            return self._settle(us_of(fields["time"]), depth)
         return self._feed_new(reading)
 
     def _feed_new(self, reading: Reading) -> list[Event]:

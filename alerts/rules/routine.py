@@ -68,6 +68,8 @@ class RoutineRuleState:
         self._period_start: datetime | None = None
         self._due: datetime | None = None
         self.next_due: datetime | None = None  # the period's deadline (time alone opens the next period)
+        #: :meth:`on_watermark` can find something: there is a book of recorded inspections
+        self.watching = last_inspection is not None
 
     def wants(self, reading: Reading) -> bool:
         return True

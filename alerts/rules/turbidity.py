@@ -14,7 +14,6 @@ import logging
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple
@@ -60,7 +59,6 @@ class TurbidityRule(RuleParams):
 Status = Literal["compliant", "violating", "undetermined", "needs_verification"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 def _median(values: Iterable[float]) -> float:
@@ -78,20 +76,22 @@ _TIME, _VALUE, _UNIT, _FLAGS = (itemgetter(ROW_TIME), itemgetter(ROW_VALUE), ite
                                 itemgetter(ROW_FLAGS))  # of a StoredRow
 
 
-@dataclass
 class _Window:
     """The clean readings of one window as columns -- event times in µs since the epoch (a datetime
     is made only for the evidence of an event) and values, the i-th of each one reading -- and how
     many carried QC flags."""
 
-    up_t: list[int] = field(default_factory=list)
-    up_v: list[float] = field(default_factory=list)
-    down_t: list[int] = field(default_factory=list)
-    down_v: list[float] = field(default_factory=list)
-    up_flagged: int = 0
-    down_flagged: int = 0
-    up_units: set[str] = field(default_factory=set)
-    down_units: set[str] = field(default_factory=set)
+    __slots__ = ("down_flagged", "down_t", "down_units", "down_v", "up_flagged", "up_t", "up_units", "up_v")
+
+    def __init__(self) -> None:
+        self.up_t: list[int] = []
+        self.up_v: list[float] = []
+        self.down_t: list[int] = []
+        self.down_v: list[float] = []
+        self.up_flagged = 0
+        self.down_flagged = 0
+        self.up_units: set[str] = set()
+        self.down_units: set[str] = set()
 
 
 class _Result(NamedTuple):
@@ -151,6 +151,7 @@ class TurbidityRuleState:
         self._where = f"discharge point {point}: " if point else ""
         self.criterion = criterion_named(params.criterion, params.absolute_limit_ntu)
         self.window = timedelta(minutes=params.median_window_min)
+        self._window_us = self.window // _US
         self.need = math.ceil(params.sustained_min / params.median_window_min - 1e-9)
         self.clear_need = math.ceil(params.clear_min / params.median_window_min - 1e-9)
         self._windows: dict[int, _Window] = {}
@@ -162,8 +163,8 @@ class TurbidityRuleState:
         self.next_due: datetime | None = None  # end of the window waiting to be evaluated
         # the window of the latest clean reading, not yet judged: its span and itself (the hot path);
         # empty (start after end) when there is none
-        self._cur_start: datetime = _NEVER
-        self._cur_end: datetime = _EPOCH
+        self._cur_start = 1  # µs since the epoch
+        self._cur_end = 0
         self._cur: _Window | None = None
         self.trace: RuleTrace | None = None  # a report's observer (backfill only)
 
@@ -174,21 +175,26 @@ class TurbidityRuleState:
         return _EPOCH + idx * self.window
 
     def feed(self, reading: Reading) -> list[Event]:
-        t = reading.time
+        # the fields from the model's __dict__: a pydantic model's attribute goes through its
+        # __getattr__ hook (about 4x a plain object's); this is the hot path of every probe reading
+        fields = reading.__dict__
+        t = fields["time"]
         w = self._cur
-        if w is None or not self._cur_start <= t < self._cur_end or reading.flags:
+        us = us_of(t)
+        if w is None or fields["flags"] or not self._cur_start <= us < self._cur_end:
             return self._feed_window(reading, t)
         # a clean reading in the current window (nearly every one): its columns
-        if reading.device == self.upstream:
-            w.up_t.append(us_of(t))
-            w.up_v.append(float(reading.value))
-            if reading.unit not in w.up_units:
-                w.up_units.add(reading.unit)
+        value = fields["value"]
+        if fields["device"] == self.upstream:
+            w.up_t.append(us)
+            w.up_v.append(value if type(value) is float else float(value))
+            if fields["unit"] not in w.up_units:
+                w.up_units.add(fields["unit"])
         else:
-            w.down_t.append(us_of(t))
-            w.down_v.append(float(reading.value))
-            if reading.unit not in w.down_units:
-                w.down_units.add(reading.unit)
+            w.down_t.append(us)
+            w.down_v.append(value if type(value) is float else float(value))
+            if fields["unit"] not in w.down_units:
+                w.down_units.add(fields["unit"])
         return []
 
     def _feed_window(self, reading: Reading, t: datetime) -> list[Event]:
@@ -205,7 +211,7 @@ class TurbidityRuleState:
         w = self._windows.get(idx)
         if w is None:
             w = self._windows[idx] = _Window()
-        self._cur, self._cur_start, self._cur_end = w, self._start(idx), self._start(idx + 1)
+        self._cur, self._cur_start, self._cur_end = w, idx * self._window_us, (idx + 1) * self._window_us
         up = reading.device == self.upstream
         if reading.flags:
             if up:
@@ -293,7 +299,7 @@ class TurbidityRuleState:
             self._next += 1
             w = self._windows.pop(idx, None)
             if w is self._cur:
-                self._cur, self._cur_start, self._cur_end = None, _NEVER, _EPOCH
+                self._cur, self._cur_start, self._cur_end = None, 1, 0
             out += self._step(self._evaluate(start, end, _Window() if w is None else w))
             start, end = end, end + self.window
         self.next_due = end
