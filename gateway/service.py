@@ -89,8 +89,9 @@ class Gateway:
             confirmed).
         outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
             :mod:`stormwatch.gateway.outbox`).
-        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s, batch, confirm, resend_grace_s,
-            probe_after_s, confirm_alarm_s, takeover_max_s, takeover_settle_s: see :class:`MqttPublisher`
+        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s, batch, batch_gather_s, confirm,
+            resend_grace_s, probe_after_s, confirm_alarm_s, takeover_max_s, takeover_settle_s: see
+            :class:`MqttPublisher`
             (``batch``: one message per poll cycle instead of one per reading; ``confirm``: ``"stored"``
             or ``"broker"``).
         stats_interval_s: real seconds between the INFO counter lines.
@@ -148,6 +149,7 @@ class Gateway:
         clock_floor: date | datetime | None = None,
         keepalive_s: int = 30,
         batch: bool = False,
+        batch_gather_s: float = 0.2,
         confirm: str = "stored",
         resend_grace_s: float = 10.0,
         probe_after_s: float = 30.0,
@@ -190,7 +192,8 @@ class Gateway:
         self.publisher = MqttPublisher(
             broker, self.site, self.gateway_id, self.boot, self.outbox, clock,
             window=publish_window, max_rate_per_s=max_publish_rate_per_s, reconnect_max_s=reconnect_max_s,
-            keepalive_s=keepalive_s, batch=batch, confirm=confirm, resend_grace_s=resend_grace_s,
+            keepalive_s=keepalive_s, batch=batch, batch_gather_s=batch_gather_s, confirm=confirm,
+            resend_grace_s=resend_grace_s,
             probe_after_s=probe_after_s, confirm_alarm_s=confirm_alarm_s, takeover_max_s=takeover_max_s,
             takeover_settle_s=takeover_settle_s,
         )

@@ -60,6 +60,11 @@ LOCKSTEP_REPLY_TIMEOUT_S = 30.0
 #: Clock seconds between the alert engine's overdue checks of the work orders.
 OVERDUE_CHECK_S = 60.0
 
+#: Lockstep instants the gateway's polls may run ahead of the stored-acknowledgements (the engine
+#: still takes every reading at its instant): ingest writes several instants in one transaction
+#: and its round trip leaves each instant's critical path.
+STORE_WINDOW = 16
+
 #: Line rate of simulated serial level sensors (real lines/s): fast enough that a poll waiting
 #: for a fresh line costs little simulated time.
 SIM_SERIAL_LINES_PER_S = 50.0
@@ -297,7 +302,9 @@ class Pipeline:
                 raise PipelineError(f"ingest could not subscribe on {broker_url}")
             if not alerts.connected.wait(15):
                 raise PipelineError(f"alert engine could not subscribe on {broker_url}")
-            gateway = Gateway(self.cfg, self.profiles, clock, broker_url, self.workdir / "gateway")
+            # lockstep: an instant's polls are committed before the clock moves, so a batch needs no gathering
+            batching = {"batch": True, "batch_gather_s": 0.0} if lockstep else {}
+            gateway = Gateway(self.cfg, self.profiles, clock, broker_url, self.workdir / "gateway", **batching)
             gw_thread = _ServiceThread("gateway", partial(gateway.run, until=self.scenario.end))
             gw_thread.start()
             threads.append(gw_thread)
@@ -360,7 +367,8 @@ class Pipeline:
     def _conduct(self, clock: LockstepClock, gateway: Gateway, alerts: AlertService) -> _ServiceThread:
         """Start the thread that moves the lockstep clock: an instant is done when the gateway has polled
         every device due, ingest has confirmed each reading stored and the engine has taken them all."""
-        clock.add(StoredParticipant(f"gateway {gateway.gateway_id} (stored-acknowledgements)", gateway.outbox_depth))
+        clock.add(StoredParticipant(f"gateway {gateway.gateway_id} (stored-acknowledgements)", gateway.outbox_depth,
+                                    lambda: gateway.readings_made, STORE_WINDOW))
         clock.add(EngineParticipant(alerts, lambda: gateway.readings_made, self.scenario.start, OVERDUE_CHECK_S))
         t = _ServiceThread("the simulated clock", clock.run)
         t.start()
