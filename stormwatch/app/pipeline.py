@@ -68,6 +68,9 @@ STORE_WINDOW = 16
 #: Line rate of simulated serial level sensors (real lines/s): fast enough that a poll waiting
 #: for a fresh line costs little simulated time.
 SIM_SERIAL_LINES_PER_S = 50.0
+#: The same on a lockstep clock, where simulated time waits for the poll and only the wall clock
+#: pays for the line it waits for (on average one and a half lines: the first one read may be cut).
+LOCKSTEP_SERIAL_LINES_PER_S = 400.0
 
 
 @dataclass(frozen=True)
@@ -264,7 +267,8 @@ class Pipeline:
         clock = self._clock()
         lockstep = clock if isinstance(clock, LockstepClock) else None
         site = SimulatedSite(
-            self.cfg, self.profiles, self.scenario, clock, hrxl_lines_per_s=SIM_SERIAL_LINES_PER_S
+            self.cfg, self.profiles, self.scenario, clock,
+            hrxl_lines_per_s=LOCKSTEP_SERIAL_LINES_PER_S if lockstep else SIM_SERIAL_LINES_PER_S,
         )
         ingest_store = open_store(self.store_url, clock=clock)
         alerts_store = open_store(self.store_url, clock=clock)
@@ -369,7 +373,9 @@ class Pipeline:
         every device due, ingest has confirmed each reading stored and the engine has taken them all."""
         clock.add(StoredParticipant(f"gateway {gateway.gateway_id} (stored-acknowledgements)", gateway.outbox_depth,
                                     lambda: gateway.readings_made, STORE_WINDOW))
-        clock.add(EngineParticipant(alerts, lambda: gateway.readings_made, self.scenario.start, OVERDUE_CHECK_S))
+        engine = EngineParticipant(alerts, lambda: gateway.readings_made, self.scenario.start, OVERDUE_CHECK_S)
+        engine.notify(clock.poke)
+        clock.add(engine)
         t = _ServiceThread("the simulated clock", clock.run)
         t.start()
         return t
