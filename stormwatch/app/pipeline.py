@@ -64,6 +64,8 @@ OVERDUE_CHECK_S = 60.0
 #: still takes every reading at its instant): ingest writes several instants in one transaction
 #: and its round trip leaves each instant's critical path.
 STORE_WINDOW = 16
+#: Real ms ingest gathers messages for one write on a lockstep run (a few instants' worth).
+LOCKSTEP_INGEST_BATCH_MS = 50
 
 #: Line rate of simulated serial level sensors (real lines/s): fast enough that a poll waiting
 #: for a fresh line costs little simulated time.
@@ -289,8 +291,9 @@ class Pipeline:
             ingest = Ingest(
                 validator, ingest_store, broker_url, client_id=f"stormwatch-ingest-{self.cfg.site.id}-{run}",
                 clock=clock, retained_is_late=not embedded, sites=[self.cfg.site.id],
-                # lockstep: an instant's readings are all in flight at once; waiting for more only slows the run
-                batch_ms=0 if lockstep else 200,
+                # lockstep: the polls run ahead of the stored-acknowledgements (STORE_WINDOW), so ingest
+                # can gather a few instants into one write
+                batch_ms=LOCKSTEP_INGEST_BATCH_MS if lockstep else 200,
             )
             alerts = AlertService(
                 [self.cfg], self.profiles, broker_url, alerts_store, self.workdir / "alerts.db", clock,
