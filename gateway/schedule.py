@@ -84,19 +84,26 @@ class StoredParticipant:
         outbox_depth: readings committed and not yet confirmed.
         made: readings made so far (needed with a window).
         window: instants whose readings may still be unconfirmed.
+        polled: called at the clock's first look at each instant -- every poll due then is committed
+            (a gateway that publishes each instant's readings as one message: its publisher's wake).
     """
 
     def __init__(self, name: str, outbox_depth: Callable[[], int], made: Callable[[], int] | None = None,
-                 window: int = 0) -> None:
+                 window: int = 0, polled: Callable[[], None] | None = None) -> None:
         if window < 0 or (window and made is None):
             raise ValueError("a window needs window >= 0 and the count of readings made")
         self.name = name
         self.outbox_depth = outbox_depth
         self.made = made
         self.window = window
+        self.polled = polled
+        self._looked: datetime | None = None
         self._marks: deque[tuple[datetime, int]] = deque(maxlen=window + 1)  # (instant, made after its polls)
 
     def pending(self, t: datetime) -> str | None:
+        if self.polled is not None and self._looked != t:
+            self._looked = t
+            self.polled()
         depth = self.outbox_depth()
         if not depth:
             return None

@@ -95,6 +95,9 @@ class Gateway:
             (``batch``: one message per poll cycle instead of one per reading; ``confirm``: ``"stored"``
             or ``"broker"``).
         stats_interval_s: real seconds between the INFO counter lines.
+        wake_on_commit: each commit of polls wakes the publisher; ``False``: whoever knows when an
+            instant's polls are all committed wakes it (``gateway.publisher.wake``; a lockstep clock's
+            :class:`~stormwatch.gateway.schedule.StoredParticipant`), so they go as one message.
         clock_floor: no reading is polled or stamped while the clock reads before this date/time
             (:mod:`stormwatch.gateway.clockfloor`); default: the build date for the wall clock, none
             for a scenario clock.
@@ -150,6 +153,7 @@ class Gateway:
         keepalive_s: int = 30,
         batch: bool = False,
         batch_gather_s: float = 0.2,
+        wake_on_commit: bool = True,
         confirm: str = "stored",
         resend_grace_s: float = 10.0,
         probe_after_s: float = 30.0,
@@ -198,6 +202,7 @@ class Gateway:
             takeover_settle_s=takeover_settle_s,
         )
         self.stats_interval_s = stats_interval_s
+        self.wake_on_commit = wake_on_commit
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()
         self._staged = threading.local()  # per link thread: the polls of this instant, not yet committed
@@ -245,6 +250,7 @@ class Gateway:
                     if time.monotonic() >= next_stats:
                         self.log_stats()
                         next_stats = time.monotonic() + self.stats_interval_s
+            self.publisher.wake()  # the last commits, also when they do not wake it themselves
             drained = self.publisher.wait_drained(self.drain_timeout_s)
             if not drained:
                 log.warning("stopping with %d readings still in the outbox, not yet confirmed (sent again on the "
@@ -434,4 +440,5 @@ class Gateway:
         for r, _at, _pending, state in polls:
             r.readings.advanced(state)
         self.readings_made += len(readings)
-        self.publisher.wake()
+        if self.wake_on_commit:
+            self.publisher.wake()

@@ -309,8 +309,8 @@ class Pipeline:
                 raise PipelineError(f"ingest could not subscribe on {broker_url}")
             if not alerts.connected.wait(15):
                 raise PipelineError(f"alert engine could not subscribe on {broker_url}")
-            # lockstep: an instant's polls are committed before the clock moves, so a batch needs no gathering
-            batching = {"batch": True, "batch_gather_s": 0.0} if lockstep else {}
+            # lockstep: the clock wakes the publisher once an instant's polls are all committed: one message
+            batching = {"batch": True, "batch_gather_s": 0.0, "wake_on_commit": False} if lockstep else {}
             gateway = Gateway(self.cfg, self.profiles, clock, broker_url, self.workdir / "gateway", **batching)
             gw_thread = _ServiceThread("gateway", partial(gateway.run, until=self.scenario.end))
             gw_thread.start()
@@ -375,7 +375,7 @@ class Pipeline:
         """Start the thread that moves the lockstep clock: an instant is done when the gateway has polled
         every device due, ingest has confirmed each reading stored and the engine has taken them all."""
         clock.add(StoredParticipant(f"gateway {gateway.gateway_id} (stored-acknowledgements)", gateway.outbox_depth,
-                                    lambda: gateway.readings_made, STORE_WINDOW))
+                                    lambda: gateway.readings_made, STORE_WINDOW, polled=gateway.publisher.wake))
         engine = EngineParticipant(alerts, lambda: gateway.readings_made, self.scenario.start, OVERDUE_CHECK_S)
         engine.notify(clock.poke)
         clock.add(engine)
