@@ -57,6 +57,9 @@ STARTUP_LEAD_S = 3.0
 #: Real seconds a lockstep run's gateway waits for a simulated device's reply (:func:`patient`).
 LOCKSTEP_REPLY_TIMEOUT_S = 30.0
 
+#: Baud rate of a lockstep run's simulated Modbus RTU lines (:func:`patient`).
+LOCKSTEP_RTU_BAUD = 115200
+
 #: Clock seconds between the alert engine's overdue checks of the work orders.
 OVERDUE_CHECK_S = 60.0
 
@@ -87,7 +90,8 @@ class Progress:
 
 
 def patient(cfg: SiteConfig) -> SiteConfig:
-    """``cfg`` with every transport's reply timeout at least :data:`LOCKSTEP_REPLY_TIMEOUT_S`: on a
+    """``cfg`` with every transport's reply timeout at least :data:`LOCKSTEP_REPLY_TIMEOUT_S` (and its
+    simulated RTU lines at :data:`LOCKSTEP_RTU_BAUD`): on a
     lockstep clock a simulated device on loopback always answers, and only a loaded machine makes
     the answer late -- a poll timed out would be a gap that another run does not have."""
     data = cfg.model_dump(mode="json")
@@ -95,6 +99,11 @@ def patient(cfg: SiteConfig) -> SiteConfig:
         tr = dev["transport"]
         if "timeout_s" in tr:
             tr["timeout_s"] = max(float(tr["timeout_s"]), LOCKSTEP_REPLY_TIMEOUT_S)
+        if tr.get("kind") == "modbus-rtu":
+            # a pseudo-terminal has no baud rate; the client only paces itself by it (it looks for
+            # a reply every 4 character times, and ends it after one look with nothing new: at
+            # 9,600 baud 8 ms per reply, most of a lockstep instant)
+            tr["baud"] = max(int(tr["baud"]), LOCKSTEP_RTU_BAUD)
     return SiteConfig.model_validate(data)
 
 
