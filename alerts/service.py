@@ -185,6 +185,8 @@ class AlertService:
         self._next_retry = 0.0
         self._retry_s = RETRY_MIN_S
         self._emitting = 0  # threads between making events (under the lock) and emitting them
+        #: Called after each message's events are emitted (a lockstep clock looks again at once).
+        self.after_message: Callable[[], None] | None = None
         self._lost_at: dict[str, datetime | None] | None = None  # watermarks when the connection was lost
         self._catch_up_from: dict[str, datetime | None] = {}
         self._catch_up_at: list[float] = []
@@ -781,6 +783,8 @@ class AlertService:
         finally:
             with self._lock:
                 self._emitting -= 1
+            if self.after_message is not None:
+                self.after_message()
 
     def _check_overdue(self) -> None:
         now = self.clock.now()

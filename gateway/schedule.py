@@ -12,6 +12,7 @@ The design: docs/gateway.md ("The modules", `gateway/schedule.py`).
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
@@ -69,15 +70,55 @@ def poll_timers(clock: Clock, stop: threading.Event, links: Iterable[str]) -> li
 
 class StoredParticipant:
     """The gateway's readings as a participant of a lockstep clock: an instant is done once every
-    reading made so far has left the outbox -- confirmed stored by ingest (the stored-acknowledgement)."""
+    reading made before the last ``window`` instants has left the outbox -- confirmed stored by
+    ingest (the stored-acknowledgement).
 
-    def __init__(self, name: str, outbox_depth: Callable[[], int]) -> None:
+    ``window`` 0 waits for every reading at every instant. A window lets the polls run ahead of
+    storage by that many instants (the outbox is durable; ingest writes several instants at once):
+    what the clock waits for then is the alert engine, which takes the readings from the broker,
+    so the events are the same; a store that stops confirming still stops the clock, ``window``
+    instants later.
+
+    Args:
+        name: who the clock names when it waits for this.
+        outbox_depth: readings committed and not yet confirmed.
+        made: readings made so far (needed with a window).
+        window: instants whose readings may still be unconfirmed.
+        polled: called at the clock's first look at each instant -- every poll due then is committed
+            (a gateway that publishes each instant's readings as one message: its publisher's wake).
+    """
+
+    def __init__(self, name: str, outbox_depth: Callable[[], int], made: Callable[[], int] | None = None,
+                 window: int = 0, polled: Callable[[], None] | None = None) -> None:
+        if window < 0 or (window and made is None):
+            raise ValueError("a window needs window >= 0 and the count of readings made")
         self.name = name
         self.outbox_depth = outbox_depth
+        self.made = made
+        self.window = window
+        self.polled = polled
+        self._looked: datetime | None = None
+        self._marks: deque[tuple[datetime, int]] = deque(maxlen=window + 1)  # (instant, made after its polls)
 
     def pending(self, t: datetime) -> str | None:
+        if self.polled is not None and self._looked != t:
+            self._looked = t
+            self.polled()
         depth = self.outbox_depth()
-        return f"{depth} readings not confirmed stored" if depth else None
+        if not depth:
+            return None
+        if self.made is None or not self.window:
+            return f"{depth} readings not confirmed stored"
+        made = self.made()
+        if not self._marks or self._marks[-1][0] != t:
+            self._marks.append((t, made))  # asked only once the polls of ``t`` are done
+        else:
+            self._marks[-1] = (t, made)
+        since, made_then = self._marks[0]
+        owed = depth - (made - made_then)  # readings made at ``since`` or earlier, still unconfirmed
+        if len(self._marks) <= self.window or owed <= 0:
+            return None
+        return f"{owed} readings made by {since.isoformat()} not confirmed stored"
 
     def next_due(self, t: datetime) -> datetime | None:
         return None

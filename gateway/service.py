@@ -94,11 +94,15 @@ class Gateway:
             confirmed).
         outbox_max_rows, outbox_max_bytes, outbox_max_age_s: outbox bounds and drop policy (see
             :mod:`stormwatch.gateway.outbox`).
-        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s, batch, confirm, resend_grace_s,
-            probe_after_s, confirm_alarm_s, takeover_max_s, takeover_settle_s: see :class:`MqttPublisher`
+        publish_window, max_publish_rate_per_s, reconnect_max_s, keepalive_s, batch, batch_gather_s, confirm,
+            resend_grace_s, probe_after_s, confirm_alarm_s, takeover_max_s, takeover_settle_s: see
+            :class:`MqttPublisher`
             (``batch``: one message per poll cycle instead of one per reading; ``confirm``: ``"stored"``
             or ``"broker"``).
         stats_interval_s: real seconds between the INFO counter lines.
+        wake_on_commit: each commit of polls wakes the publisher; ``False``: whoever knows when an
+            instant's polls are all committed wakes it (``gateway.publisher.wake``; a lockstep clock's
+            :class:`~stormwatch.gateway.schedule.StoredParticipant`), so they go as one message.
         clock_floor: no reading is polled or stamped while the clock reads before this date/time
             (:mod:`stormwatch.gateway.clockfloor`); default: the build date for the wall clock, none
             for a scenario clock.
@@ -153,6 +157,8 @@ class Gateway:
         clock_floor: date | datetime | None = None,
         keepalive_s: int = 30,
         batch: bool = False,
+        batch_gather_s: float = 0.2,
+        wake_on_commit: bool = True,
         confirm: str = "stored",
         resend_grace_s: float = 10.0,
         probe_after_s: float = 30.0,
@@ -195,11 +201,13 @@ class Gateway:
         self.publisher = MqttPublisher(
             broker, self.site, self.gateway_id, self.boot, self.outbox, clock,
             window=publish_window, max_rate_per_s=max_publish_rate_per_s, reconnect_max_s=reconnect_max_s,
-            keepalive_s=keepalive_s, batch=batch, confirm=confirm, resend_grace_s=resend_grace_s,
+            keepalive_s=keepalive_s, batch=batch, batch_gather_s=batch_gather_s, confirm=confirm,
+            resend_grace_s=resend_grace_s,
             probe_after_s=probe_after_s, confirm_alarm_s=confirm_alarm_s, takeover_max_s=takeover_max_s,
             takeover_settle_s=takeover_settle_s,
         )
         self.stats_interval_s = stats_interval_s
+        self.wake_on_commit = wake_on_commit
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()
         self._staged = threading.local()  # per link thread: the polls of this instant, not yet committed
@@ -247,6 +255,7 @@ class Gateway:
                     if time.monotonic() >= next_stats:
                         self.log_stats()
                         next_stats = time.monotonic() + self.stats_interval_s
+            self.publisher.wake()  # the last commits, also when they do not wake it themselves
             drained = self.publisher.wait_drained(self.drain_timeout_s)
             if not drained:
                 log.warning("stopping with %d readings still in the outbox, not yet confirmed (sent again on the "
@@ -440,4 +449,5 @@ class Gateway:
         for r, _at, _pending, state in polls:
             r.readings.advanced(state)
         self.readings_made += len(readings)
-        self.publisher.wake()
+        if self.wake_on_commit:
+            self.publisher.wake()

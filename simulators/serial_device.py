@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 from collections.abc import Callable
 from datetime import datetime
@@ -23,8 +24,11 @@ log = logging.getLogger(__name__)
 
 #: HRXL "no target" reading (max range), mm (sensors.md).
 NO_TARGET_MM = 9999
-#: Lines kept for a slow reader before older ones are dropped.
+#: Lines kept for a slow reader before older ones are dropped, and the real seconds of lines kept
+#: at a fast line rate: a reader the machine holds up between its ``select`` and its ``read`` for
+#: less than that never finds the bytes it was promised gone (an I/O error, a lost poll).
 BACKLOG_LINES = 2
+BACKLOG_S = 0.1
 
 
 def hrxl_line(distance_mm: float | None) -> bytes:
@@ -80,12 +84,12 @@ class HrxlSim:
     async def _run(self) -> None:
         assert self.pty is not None
         period = 1.0 / self.lines_per_s
-        line_len = len(hrxl_line(0))
+        backlog = max(BACKLOG_LINES, math.ceil(BACKLOG_S * self.lines_per_s)) * len(hrxl_line(0))
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while True:
             try:
-                if self.pty.pending_for_client() > BACKLOG_LINES * line_len:
+                if self.pty.pending_for_client() > backlog:
                     self.pty.discard_unread()
                 os.write(self.pty.master_fd, hrxl_line(self.distance_mm(self.clock.now())))
                 self.lines_written += 1

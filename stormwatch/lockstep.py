@@ -28,6 +28,24 @@ POLL_S = 0.0002
 MAX_POLL_S = 0.002
 
 
+class _Broadcast(threading.Condition):
+    """The clock's condition: :meth:`notify_all` wakes every waiter, the workers' own conditions too;
+    :meth:`notify_others` only the threads waiting on this one (the conductor, non-worker sleeps)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        super().__init__(self.lock)
+        self.workers: list[Worker] = []
+
+    def notify_others(self) -> None:
+        super().notify_all()
+
+    def notify_all(self) -> None:
+        super().notify_all()
+        for w in self.workers:
+            w.cond.notify_all()
+
+
 class LockstepStalled(RuntimeError):
     """The clock could not move for ``stall_s`` real seconds; the message names whom it waits for."""
 
@@ -58,6 +76,8 @@ class Worker:
         self.name = name
         self.target: datetime | None = None  # None: busy
         self.left = False
+        # woken alone when its turn comes: one wake-up per poll, not one per waiter and change
+        self.cond = threading.Condition(clock._cond.lock)
 
     def attach(self) -> None:
         """Make the calling thread this worker (its ``clock.sleep`` waits as this worker)."""
@@ -68,12 +88,12 @@ class Worker:
         clock = self.clock
         with clock._cond:
             self.target = t
-            clock._cond.notify_all()
+            clock._wake()
             try:
                 while clock._t < t or not clock._my_turn(self):
                     if clock._finished or (stop is not None and stop.is_set()):
                         return False
-                    clock._cond.wait(0.1)
+                    self.cond.wait(0.1)
             finally:
                 self.target = None
         return True
@@ -83,7 +103,8 @@ class Worker:
         with self.clock._cond:
             self.left = True
             self.clock._workers.remove(self)
-            self.clock._cond.notify_all()
+            self.clock._cond.workers.remove(self)
+            self.clock._wake()
 
 
 class LockstepClock:
@@ -100,7 +121,7 @@ class LockstepClock:
         self.sim_start = sim_start.astimezone(UTC)
         self.sim_end = sim_end.astimezone(UTC)
         self._t = self.sim_start
-        self._cond = threading.Condition()
+        self._cond = _Broadcast()
         self._workers: list[Worker] = []  # in joining order: the order of their turns
         self._timers: list[datetime] = []
         self._participants: list[Participant] = []
@@ -125,7 +146,7 @@ class LockstepClock:
             return
         with self._cond:
             self._timers.append(target)
-            self._cond.notify_all()
+            self._cond.notify_others()
             try:
                 while self._t < target and not self._finished:
                     self._cond.wait(0.1)
@@ -143,6 +164,7 @@ class LockstepClock:
         with self._cond:
             workers = [Worker(self, name) for name in names]
             self._workers.extend(workers)
+            self._cond.workers.extend(workers)
             self._joined.set()
             self._cond.notify_all()
         return workers
@@ -154,7 +176,7 @@ class LockstepClock:
     def poke(self) -> None:
         """Something a participant owes may be done: look again now."""
         with self._cond:
-            self._cond.notify_all()
+            self._cond.notify_others()
 
     @property
     def finished(self) -> bool:
@@ -181,6 +203,18 @@ class LockstepClock:
             if owed is not None:
                 out.append(f"{p.name} ({owed})")
         return out
+
+    def _wake(self) -> None:
+        """After a change (the clock moved, a worker waits or left): wake the worker whose turn it is,
+        if any, and the threads on the clock's condition (the conductor, sleeps). Holding ``_cond``."""
+        t = self._t
+        for w in self._workers:
+            if w.target is None:
+                break  # one is running: the next turn comes when it waits
+            if w.target <= t:
+                w.cond.notify()
+                break
+        self._cond.notify_others()
 
     def _my_turn(self, worker: Worker) -> bool:
         """Workers due at one instant run one after the other, in joining order: what they do (a
@@ -222,10 +256,11 @@ class LockstepClock:
                 if self._t >= self.sim_end or not (self._workers or any(x > self._t for x in self._timers)):
                     self._t = max(self._t, self.sim_end)  # nobody waits for anything before the end
                     self._finished = True
+                    self._cond.notify_all()
                 else:
                     self._t = self._next()
                     self.instants += 1
-                self._cond.notify_all()
+                    self._wake()
 
     def _settle(self, stall_s: float) -> None:
         """Return once every worker waits for a later instant and no participant owes anything."""

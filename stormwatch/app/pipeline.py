@@ -57,12 +57,25 @@ STARTUP_LEAD_S = 3.0
 #: Real seconds a lockstep run's gateway waits for a simulated device's reply (:func:`patient`).
 LOCKSTEP_REPLY_TIMEOUT_S = 30.0
 
+#: Baud rate of a lockstep run's simulated Modbus RTU lines (:func:`patient`).
+LOCKSTEP_RTU_BAUD = 115200
+
 #: Clock seconds between the alert engine's overdue checks of the work orders.
 OVERDUE_CHECK_S = 60.0
+
+#: Lockstep instants the gateway's polls may run ahead of the stored-acknowledgements (the engine
+#: still takes every reading at its instant): ingest writes several instants in one transaction
+#: and its round trip leaves each instant's critical path.
+STORE_WINDOW = 16
+#: Real ms ingest gathers messages for one write on a lockstep run (a few instants' worth).
+LOCKSTEP_INGEST_BATCH_MS = 50
 
 #: Line rate of simulated serial level sensors (real lines/s): fast enough that a poll waiting
 #: for a fresh line costs little simulated time.
 SIM_SERIAL_LINES_PER_S = 50.0
+#: The same on a lockstep clock, where simulated time waits for the poll and only the wall clock
+#: pays for the line it waits for (on average one and a half lines: the first one read may be cut).
+LOCKSTEP_SERIAL_LINES_PER_S = 400.0
 
 
 @dataclass(frozen=True)
@@ -77,7 +90,8 @@ class Progress:
 
 
 def patient(cfg: SiteConfig) -> SiteConfig:
-    """``cfg`` with every transport's reply timeout at least :data:`LOCKSTEP_REPLY_TIMEOUT_S`: on a
+    """``cfg`` with every transport's reply timeout at least :data:`LOCKSTEP_REPLY_TIMEOUT_S` (and its
+    simulated RTU lines at :data:`LOCKSTEP_RTU_BAUD`): on a
     lockstep clock a simulated device on loopback always answers, and only a loaded machine makes
     the answer late -- a poll timed out would be a gap that another run does not have."""
     data = cfg.model_dump(mode="json")
@@ -85,6 +99,11 @@ def patient(cfg: SiteConfig) -> SiteConfig:
         tr = dev["transport"]
         if "timeout_s" in tr:
             tr["timeout_s"] = max(float(tr["timeout_s"]), LOCKSTEP_REPLY_TIMEOUT_S)
+        if tr.get("kind") == "modbus-rtu":
+            # a pseudo-terminal has no baud rate; the client only paces itself by it (it looks for
+            # a reply every 4 character times, and ends it after one look with nothing new: at
+            # 9,600 baud 8 ms per reply, most of a lockstep instant)
+            tr["baud"] = max(int(tr["baud"]), LOCKSTEP_RTU_BAUD)
     return SiteConfig.model_validate(data)
 
 
@@ -259,7 +278,8 @@ class Pipeline:
         clock = self._clock()
         lockstep = clock if isinstance(clock, LockstepClock) else None
         site = SimulatedSite(
-            self.cfg, self.profiles, self.scenario, clock, hrxl_lines_per_s=SIM_SERIAL_LINES_PER_S
+            self.cfg, self.profiles, self.scenario, clock,
+            hrxl_lines_per_s=LOCKSTEP_SERIAL_LINES_PER_S if lockstep else SIM_SERIAL_LINES_PER_S,
         )
         ingest_store = open_store(self.store_url, clock=clock)
         alerts_store = open_store(self.store_url, clock=clock)
@@ -280,8 +300,9 @@ class Pipeline:
             ingest = Ingest(
                 validator, ingest_store, broker_url, client_id=f"stormwatch-ingest-{self.cfg.site.id}-{run}",
                 clock=clock, retained_is_late=not embedded, sites=[self.cfg.site.id],
-                # lockstep: an instant's readings are all in flight at once; waiting for more only slows the run
-                batch_ms=0 if lockstep else 200,
+                # lockstep: the polls run ahead of the stored-acknowledgements (STORE_WINDOW), so ingest
+                # can gather a few instants into one write
+                batch_ms=LOCKSTEP_INGEST_BATCH_MS if lockstep else 200,
             )
             alerts = AlertService(
                 [self.cfg], self.profiles, broker_url, alerts_store, self.workdir / "alerts.db", clock,
@@ -297,7 +318,9 @@ class Pipeline:
                 raise PipelineError(f"ingest could not subscribe on {broker_url}")
             if not alerts.connected.wait(15):
                 raise PipelineError(f"alert engine could not subscribe on {broker_url}")
-            gateway = Gateway(self.cfg, self.profiles, clock, broker_url, self.workdir / "gateway")
+            # lockstep: the clock wakes the publisher once an instant's polls are all committed: one message
+            batching = {"batch": True, "batch_gather_s": 0.0, "wake_on_commit": False} if lockstep else {}
+            gateway = Gateway(self.cfg, self.profiles, clock, broker_url, self.workdir / "gateway", **batching)
             gw_thread = _ServiceThread("gateway", partial(gateway.run, until=self.scenario.end))
             gw_thread.start()
             threads.append(gw_thread)
@@ -360,8 +383,11 @@ class Pipeline:
     def _conduct(self, clock: LockstepClock, gateway: Gateway, alerts: AlertService) -> _ServiceThread:
         """Start the thread that moves the lockstep clock: an instant is done when the gateway has polled
         every device due, ingest has confirmed each reading stored and the engine has taken them all."""
-        clock.add(StoredParticipant(f"gateway {gateway.gateway_id} (stored-acknowledgements)", gateway.outbox_depth))
-        clock.add(EngineParticipant(alerts, lambda: gateway.readings_made, self.scenario.start, OVERDUE_CHECK_S))
+        clock.add(StoredParticipant(f"gateway {gateway.gateway_id} (stored-acknowledgements)", gateway.outbox_depth,
+                                    lambda: gateway.readings_made, STORE_WINDOW, polled=gateway.publisher.wake))
+        engine = EngineParticipant(alerts, lambda: gateway.readings_made, self.scenario.start, OVERDUE_CHECK_S)
+        engine.notify(clock.poke)
+        clock.add(engine)
         t = _ServiceThread("the simulated clock", clock.run)
         t.start()
         return t
