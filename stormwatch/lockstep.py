@@ -90,7 +90,8 @@ class Worker:
             self.target = t
             clock._wake()
             try:
-                while clock._t < t or not clock._my_turn(self):
+                # an ended run lets nobody on, even one whose instant has come: nothing polls after the end
+                while clock._finished or clock._t < t or not clock._my_turn(self):
                     if clock._finished or (stop is not None and stop.is_set()):
                         return False
                     self.cond.wait(0.1)
@@ -189,6 +190,14 @@ class LockstepClock:
         """End the run at ``sim_end`` (every waiter returns)."""
         with self._cond:
             self._t = max(self._t, self.sim_end)
+            self._finished = True
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        """End the run early (a death, Ctrl-C) where it stands: every waiter returns, and time does
+        not jump to ``sim_end`` -- a poll there would read the whole rest of the scenario as one
+        catch-up and its storm as events that never happened."""
+        with self._cond:
             self._finished = True
             self._cond.notify_all()
 

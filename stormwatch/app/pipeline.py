@@ -332,7 +332,7 @@ class Pipeline:
                 lockstep.finish()  # the run ends at the scenario's end, however long the drain took
         finally:
             if lockstep is not None:
-                lockstep.finish()  # an early end (a death, Ctrl-C) releases every waiter
+                lockstep.stop()  # an early end (a death, Ctrl-C) releases every waiter where it stands
             for service in (gateway, ingest, alerts):
                 if service is not None:
                     try:

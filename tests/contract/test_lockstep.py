@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from stormwatch.lockstep import LockstepClock, LockstepStalled
+from tests.waits import wait_until
 
 START = datetime(2026, 6, 1, 4, 0, tzinfo=UTC)
 END = START + timedelta(minutes=10)
@@ -157,3 +158,23 @@ def test_workers_due_at_one_instant_take_turns_in_joining_order() -> None:
         t.join(5)
     assert order == [line for at in ("04:00", "04:05") for line in (
         f"slow link starts {at}", "slow link ends", f"fast link starts {at}", "fast link ends")]
+
+
+def test_a_run_stopped_early_stays_where_it_stood_and_nobody_polls_after() -> None:
+    """Ctrl-C or a death mid-run: time does not jump to the end (a poll there would read the rest
+    of the scenario as one catch-up), and a waiter whose instant comes is not let on."""
+    clock = LockstepClock(START, END)
+    owes = Owes()
+    clock.add(owes)
+    log: list[tuple[str, datetime]] = []
+    poller = _poller(clock, 60, log, "a", owes)
+    poller.start()
+    conductor = threading.Thread(target=clock.run, kwargs={"stall_s": 30}, daemon=True)
+    conductor.start()
+    wait_until(lambda: log, 10, "the first poll")  # its reading is owed: time holds at START
+    clock.stop()
+    conductor.join(10)
+    poller.join(10)
+    assert not conductor.is_alive() and not poller.is_alive()
+    assert clock.finished and clock.now() == START
+    assert log == [("a", START)]
