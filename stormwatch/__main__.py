@@ -1,5 +1,5 @@
 """``python -m stormwatch`` runs the command line."""
 
-from stormwatch.app.cli import main
+from stormwatch.app.entry import main
 
 main()
