@@ -76,7 +76,7 @@ def test_wheel_installs_one_namespace_and_every_runtime_file(wheel: Path) -> Non
     assert "stormwatch/py.typed" in names
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert re.search(r"^stormwatch = stormwatch\.app\.cli:main$", entry_points, re.M)
+    assert re.search(r"^stormwatch = stormwatch\.app\.entry:main$", entry_points, re.M)
 
 
 def _dockerfile_copies() -> list[tuple[str | None, list[str], str]]:
