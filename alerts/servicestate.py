@@ -36,7 +36,7 @@ class ServiceState:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.execute("PRAGMA busy_timeout=60000")  # a commit's disk sync on a busy machine can take seconds
         self._db.execute("PRAGMA synchronous=FULL")
         for stmt in _SCHEMA:
             self._db.execute(stmt)

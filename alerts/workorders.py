@@ -363,7 +363,7 @@ class WorkOrders:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.execute("PRAGMA busy_timeout=60000")  # a commit's disk sync on a busy machine can take seconds
             self._open_schema()
         except sqlite3.DatabaseError as exc:
             self._db.close()
