@@ -32,10 +32,10 @@ class _Broadcast(threading.Condition):
     """The clock's condition: :meth:`notify_all` wakes every waiter, the workers' own conditions too;
     :meth:`notify_others` only the threads waiting on this one (the conductor, non-worker sleeps)."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: list[Worker]) -> None:
         self.lock = threading.RLock()
         super().__init__(self.lock)
-        self.workers: list[Worker] = []
+        self.workers = workers  # the clock's own list (joining order), not a copy kept in step
 
     def notify_others(self) -> None:
         super().notify_all()
@@ -104,7 +104,6 @@ class Worker:
         with self.clock._cond:
             self.left = True
             self.clock._workers.remove(self)
-            self.clock._cond.workers.remove(self)
             self.clock._wake()
 
 
@@ -122,8 +121,8 @@ class LockstepClock:
         self.sim_start = sim_start.astimezone(UTC)
         self.sim_end = sim_end.astimezone(UTC)
         self._t = self.sim_start
-        self._cond = _Broadcast()
         self._workers: list[Worker] = []  # in joining order: the order of their turns
+        self._cond = _Broadcast(self._workers)
         self._timers: list[datetime] = []
         self._participants: list[Participant] = []
         self._finished = False
@@ -165,7 +164,6 @@ class LockstepClock:
         with self._cond:
             workers = [Worker(self, name) for name in names]
             self._workers.extend(workers)
-            self._cond.workers.extend(workers)
             self._joined.set()
             self._cond.notify_all()
         return workers
