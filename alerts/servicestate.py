@@ -24,6 +24,11 @@ _SCHEMA = (
 )
 
 
+#: How long a connection to the state file (``alerts.db``) waits for another one's write lock: both are
+#: this service's, and a commit's disk sync on a busy machine can take seconds.
+STATE_BUSY_TIMEOUT_MS = 60_000
+
+
 class ServiceState:
     """Progress and kept events in the alert service's state file ``path``.
 
@@ -36,7 +41,7 @@ class ServiceState:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=60000")  # a commit's disk sync on a busy machine can take seconds
+        self._db.execute(f"PRAGMA busy_timeout={STATE_BUSY_TIMEOUT_MS}")
         self._db.execute("PRAGMA synchronous=FULL")
         for stmt in _SCHEMA:
             self._db.execute(stmt)

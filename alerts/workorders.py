@@ -24,6 +24,7 @@ from typing import Any, Literal
 from stormwatch.alerts.business_days import report_deadline
 from stormwatch.alerts.rules.registry import rule_kinds
 from stormwatch.alerts.rules.report import ReportRule
+from stormwatch.alerts.servicestate import STATE_BUSY_TIMEOUT_MS
 from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.contract import Event, check_person_name
 from stormwatch.display import local_time
@@ -363,7 +364,7 @@ class WorkOrders:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=60000")  # a commit's disk sync on a busy machine can take seconds
+            self._db.execute(f"PRAGMA busy_timeout={STATE_BUSY_TIMEOUT_MS}")
             self._open_schema()
         except sqlite3.DatabaseError as exc:
             self._db.close()
