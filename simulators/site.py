@@ -148,6 +148,9 @@ class SimulatedSite:
             raise RuntimeError("SimulatedSite already started")
         loop = asyncio.new_event_loop()
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        # Set before the stop is scheduled: a stop that lands while the start is finishing is
+        # consumed by run_until_complete, so run() looks at this before serving on.
+        abandoned = threading.Event()
 
         def run() -> None:
             asyncio.set_event_loop(loop)
@@ -163,7 +166,8 @@ class SimulatedSite:
                 ready.set_exception(exc)
                 return
             ready.set_result(None)
-            loop.run_forever()
+            if not abandoned.is_set():
+                loop.run_forever()
             loop.run_until_complete(self._stop_all())
             loop.close()
 
@@ -173,6 +177,7 @@ class SimulatedSite:
         try:
             ready.result(timeout=timeout_s)
         except BaseException:  # a failed, late or Ctrl-C'd start leaves no loop serving behind
+            abandoned.set()
             with contextlib.suppress(RuntimeError):  # the loop closed itself on a startup error
                 loop.call_soon_threadsafe(loop.stop)
             self._thread.join(timeout=STOP_TIMEOUT_S)
