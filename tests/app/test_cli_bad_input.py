@@ -77,6 +77,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     _site_variant(doc_of(site), d / "override-true.yaml", lambda x: x.update(rules={"R1": {"dry_gap_hours": True}}))
     _site_variant(doc_of(site), d / "bad-host.yaml", lambda x: x["devices"][0]["transport"].update(host="not a host!!"))
     _site_variant(doc_of(site), d / "odd-baud.yaml", lambda x: x["devices"][2]["transport"].update(baud=12345))
+    _site_variant(doc_of(site), d / "two-typos.yaml",
+                  lambda x: [dev.update(profile=f"{dev['id']}-typo") for dev in x["devices"][1:3]])
     (d / "twice-id.yaml").write_text(site.read_text(encoding="utf-8").replace("site:\n", "site:\n  id: other\n", 1),
                                      encoding="utf-8")  # site.id written twice: the next line is the file's own
     (d / "empty.db").write_bytes(b"")  # a 0-byte file: an empty SQLite database, not a store
@@ -102,7 +104,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
             **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
                                                      "low-sensor", "huge-deadline", "twice-id", "infinite-basin",
                                                      "wide-basin", "flat-table", "huge-table", "poll-true",
-                                                     "poll-1e308", "override-true", "bad-host", "odd-baud")}}
+                                                     "poll-1e308", "override-true", "bad-host", "odd-baud",
+                                                     "two-typos")}}
     busy.close()
 
 
@@ -156,6 +159,9 @@ def _cases() -> list[tuple[str, list[str], str]]:
          "--tip-mm describes a --rain-file"),
         ("simulate-clock-in-missing-dir", ["simulate", "--site", "{site}", "--clock-file", "{dir}/none/clock.json"],
          "--clock-file {dir}/none/clock.json: directory {dir}/none does not exist"),
+        ("gateway-two-unknown-profiles", ["gateway", "--check", "--site", "{two-typos}"],
+         "devices.1.profile: no profile 'turb-up-typo' (device turb-up, line 18); devices.2.profile: no profile "
+         "'turb-down-typo' (device turb-down, line 26); profiles searched in "),
         ("gateway-profile-unit-furlongs", ["gateway", "--check", "--site", "{site}", "--profiles", "{furlongs}"],
          "{furlongs}/yosemitech_y511.yaml: modbus.points.1: unit 'furlongs' is not a unit of turbidity the rules "
          "read (NTU, FNU)"),
