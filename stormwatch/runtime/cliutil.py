@@ -193,6 +193,7 @@ OPTIONS: dict[str, OptionName] = {
     "--stats-interval-s": OptionName("seconds between counter log lines", ("SECONDS",)),
     # gateway and field tools
     "--check": OptionName("validate the input, then exit"),
+    "--ports": OptionName("with --check: refuse a site whose serial ports are not there (on the gateway box)"),
     "--clock-floor": OptionName("stamp no reading while the clock reads before this date", ("DATE",)),
     "--no-exec": OptionName("run the gateway in this process (debugging)"),
     "--confirm": OptionName("when a reading leaves the gateway's outbox: stored (ingest confirms it) or broker",
