@@ -586,13 +586,28 @@ def flowed(text: str | None) -> str | None:
     return "\n\n".join(out)
 
 
+#: What every ``--store`` option's help ends with: where an SQLite URL's file is (the rule of
+#: :func:`stormwatch.stores.urls.sqlite_path`), which a reader of ``sqlite:///var/x.db`` may take for /var.
+SQLITE_PATHS = ("SQLite: sqlite:///var/x.db is var/x.db under the current directory, sqlite:////var/x.db "
+                "(four slashes) is /var/x.db, and a bare path is a path.")
+
+
+def _store_help(params: list[Any]) -> None:
+    """End the help of a ``--store`` option with :data:`SQLITE_PATHS` (one sentence, every command)."""
+    for param in params:
+        if "--store" in getattr(param, "opts", ()) and param.help and SQLITE_PATHS not in param.help:
+            param.help = f"{param.help} {SQLITE_PATHS}"
+
+
 class Command(TyperCommand):
     """A command that accepts its older option names (:data:`ALIASES`) and shows its parameters by
-    their metavars; its help flows to the terminal's width (:func:`flowed`)."""
+    their metavars; its help flows to the terminal's width (:func:`flowed`), and a ``--store``
+    option's says where an SQLite URL's file is (:data:`SQLITE_PATHS`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.help = flowed(self.help)
+        _store_help(self.params)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params: list[Any] = super().get_params(ctx)
