@@ -214,7 +214,7 @@ def _cases() -> list[tuple[str, list[str], str]]:
                                      "--value-column", "rain", "--store", "sqlite:///{dir}/i.db"],
          "--value-column 'rain': expected NAME=QUANTITY[:UNIT]"),
         ("replay-cell-1e308", ["replay", "{big}", "--tip-mm", "0.2"],
-         "{big}: no rain readings to replay: 1 of 1 rows rejected (too_many_tips 1)"),
+         "{big}: no rain readings to replay: 1 of 1 row rejected (too_many_tips 1)"),
         ("replay-tip-1e400", ["replay", "{rain}", "--tips", "1e400"], "--tip-mm '1e400': a tipping bucket"),
         ("replay-silence", ["replay", "{rain}", "--tip-mm", "0.2", "--silence", "maybe"], "--silence 'maybe'"),
         ("replay-unknown-pack", ["replay", "{rain}", "--tip-mm", "0.2", "--jurisdiction", "ch999"],
@@ -402,7 +402,7 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("ingest-store-is-a-directory", ["ingest", "--site", "{site}", "--store", "sqlite:///{a-dir-db}"],
          "is a directory, not an SQLite file"),
         ("demo-used-store", ["demo", "--store", "sqlite:///{used}"],
-         "--store sqlite:///{used}: already holds 1 readings of site riverside-commons between "
+         "--store sqlite:///{used}: already holds 1 reading of site riverside-commons between "
          "2026-06-01T04:00:00+00:00 and"),
         ("site-negative-poll-interval", ["gateway", "--check", "--site", "{negative-poll}"],
          "{negative-poll}: devices.0.poll_interval_s: Input should be greater than 0 (device rain-1, line "),
@@ -547,7 +547,7 @@ def test_a_garbage_row_in_a_demo_rain_file_is_skipped_with_its_reason_as_replay_
     path.write_text("time,rain\n2024-06-01T00:00:00Z,0.2\nthis is not a row\n2024-06-01T00:02:00Z,0.4\n",
                     encoding="utf-8")
     record = load_rain_record(path, tip_size="0.2", unit="mm")
-    assert record.total_tips == 3 and record.skipped == (f"{path}:3: 1 fields, need at least 2",)
+    assert record.total_tips == 3 and record.skipped == (f"{path}:3: 1 field, need at least 2",)
     replay = CliRunner().invoke(app, ["replay", str(path), "--tip-mm", "0.2", "--all-events"], catch_exceptions=False)
     assert replay.exit_code == 0, replay.output
     assert "3 rows, 3 tips = 0.6 mm (0.023 in), 1 row rejected" in replay.output
@@ -614,7 +614,7 @@ def test_a_garbage_row_in_a_demo_rain_file_is_told_once(tmp_path: Path) -> None:
                            "--speed", "10000", "--state-dir", str(tmp_path / "demo")],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
-    skip = f"{path}:3: 1 fields, need at least 2"
+    skip = f"{path}:3: 1 field, need at least 2"
     assert done.stdout.count(skip) == 1 and f"rain file: 1 row skipped; first: {skip}" in done.stdout
     assert skip not in done.stderr
 
