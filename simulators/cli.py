@@ -245,8 +245,9 @@ def simulate(
     except ValueError as exc:  # InputErrors (the rain file) and devices that do not fit the scenario
         fail(str(exc))
     tips = story.tips
-    if story.rain_times:
-        typer.echo(story.rain_times, err=True)
+    for note in (story.rain_times, story.rain_rounding):
+        if note:
+            typer.echo(note, err=True)
     if story.rain_skip_summary:
         log.warning("%s", story.rain_skip_summary)  # once: the simulator reads the file again, quietly
     if lockstep:  # the scenario as written, like `stormwatch demo`: the same span, the same events

@@ -193,8 +193,9 @@ def demo(
     tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-", dir=memory_dir())
     work = state_dir or Path(tmp.name)  # type: ignore[union-attr]
     if as_json:
-        if rain.rain_times:
-            typer.echo(rain.rain_times, err=True)  # stdout holds only the events
+        for note in (rain.rain_times, rain.rain_rounding):
+            if note:
+                typer.echo(note, err=True)  # stdout holds only the events
         if rain.rain_skip_summary:
             log.warning("%s", rain.rain_skip_summary)  # stdout holds only the events: skipped rows go to stderr, once
     else:
@@ -290,7 +291,7 @@ def _header(cfg: SiteConfig, sc: Scenario, rain: SiteScenario, speed: float | No
         f"{_local(sc.start, zone)} {pace}\n"
         f"broker: {broker or 'embedded ' + _embedded_broker(speed)}; store: {store}"
         + (f"\n{cleaned}: the previous run's state was removed (every run starts clean)" if cleaned else "")
-        + (f"\n{rain.rain_times}" if rain.rain_times else "")
+        + "".join(f"\n{note}" for note in (rain.rain_times, rain.rain_rounding) if note)
         + (f"\nrain file: {plural(len(skipped), 'row')} skipped; first: {skipped[0]}"
            if skipped else "")
         + "\n"
