@@ -523,6 +523,8 @@ CASES = _cases()
 @pytest.mark.parametrize(("args", "expected"), [(a, e) for _, a, e in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_and_exit_2(files: dict[str, object], args: list[str], expected: str) -> None:
     real = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
+    if real[0] == "web" and "--port" not in real:
+        real += ["--port", "0"]  # any free port: the desk listens before it opens the store, and 8080 may be taken
     result = CliRunner().invoke(app, real, catch_exceptions=False)
     text = result.output
     assert result.exit_code == 2, text
