@@ -232,6 +232,9 @@ def simulate(
         return
     _refuse_fleet_options({"sites_dir": sites_dir, "duration_h": duration_h, "start": start, "seed": seed,
                            "batch": batch, "publish_log": publish_log, "start_wall": start_wall})
+    if lockstep and not participants.replace(",", "").strip():
+        fail(f"--lockstep-participants {participants!r}: name at least one (gateway, ingest, alerts): with none "
+             "the clock would jump to the scenario's end at once, polled by no one")
     sc = build_scenario(
         scenario, storm_depth_in, rain_file, tip_mm, tip_in, time_format, delimiter,
         tz, time_column, tips_column, rain_from, rain_until,
