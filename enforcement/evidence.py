@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from stormwatch.alerts.rules import parse_occurrence
 from stormwatch.config import LEGACY_POINT, SiteConfig
-from stormwatch.display import local_time, turbidity
+from stormwatch.display import local_time, plural, turbidity
 from stormwatch.stores.base import ReadingStore
 
 #: The chart's size in inches (the text width of a Letter page).
@@ -73,7 +73,7 @@ def figures_of(items: Sequence[dict[str, Any]], tz: ZoneInfo) -> list[Figure]:
                               f"{turbidity(float(item['upstream_median_ntu']), unit)}, allowed "
                               f"{turbidity(float(item['allowed_ntu']), unit)}"))
         elif "tips" in item:
-            out.append(Figure(local_time(_t(item["time"]), tz), "rain gauge", f"{item['tips']} tip(s)"))
+            out.append(Figure(local_time(_t(item["time"]), tz), "rain gauge", plural(int(item["tips"]), "tip")))
         elif "sediment_depth_ft" in item:
             out.append(Figure(local_time(_t(item["time"]), tz), "sediment depth (settled)",
                               f"{float(item['sediment_depth_ft']):.2f} ft"))

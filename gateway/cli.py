@@ -27,12 +27,14 @@ import typer
 
 from stormwatch.clock import CLOCK_FILE_ENV, Clock, WallClock, service_clock
 from stormwatch.config import SiteConfig, check_addresses
-from stormwatch.errors import InputError
+from stormwatch.display import plural
+from stormwatch.errors import InputError, problems_message, yaml_line
 from stormwatch.gateway.clockfloor import parse_floor
 from stormwatch.gateway.drivers.build import UnsupportedDevice, build_driver
 from stormwatch.gateway.fieldtool import FieldToolError, decode_text
 from stormwatch.gateway.fleet import fleet_conflicts, site_files
 from stormwatch.gateway.plan import GatewayPlan, PlanError, compile_plan
+from stormwatch.gateway.ports import port_problems
 from stormwatch.gateway.publisher import CONFIRM_MODES
 from stormwatch.gateway.run import run_plan, write_plan
 from stormwatch.profiles import ProfileLibrary
@@ -83,7 +85,12 @@ def gateway_command(
                                            help="Seconds between the counter log lines (readings made, published, "
                                                 "confirmed)."),
     check: bool = typer.Option(False, "--check", help="Check the site file, its profiles and rule pack and the "
-                                                      "broker URL, print what would be polled, and exit."),
+                                                      "broker URL, print what would be polled (and whether each "
+                                                      "serial port is there), and exit."),
+    ports: bool = typer.Option(False, "--ports",
+                               help="With --check, on the gateway box before deployment: refuse the site unless "
+                                    "every serial port is there (a character device this user can open), naming "
+                                    "each device and path that is not."),
     no_exec: bool = typer.Option(
         False, "--no-exec", help="Poll in this process (debugging) instead of the lean gateway process.",
     ),
@@ -97,14 +104,14 @@ def gateway_command(
     """
     if confirm not in CONFIRM_MODES:
         fail(f"--confirm: expected stored or broker, got {confirm!r}")
+    if ports and not check:
+        fail("--ports needs --check (a running gateway polls the devices whose ports are there, and logs the others)")
     checked = _checked_sites(site, broker, ProfileLibrary(profiles_dir), check)
     until_dt, floor_dt = _until(until), _floor(clock_floor)
     if check:
+        _check_ports(checked, refuse=ports)
         for _, cfg, _ in checked:
-            typer.echo(
-                f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {len(cfg.devices)} devices: "
-                + ", ".join(f"{d.id} ({d.profile} via {d.transport.kind})" for d in cfg.devices)
-            )
+            typer.echo(_ok_line(cfg))
         return
     _, _, plan = checked[0]
     use_state_dir(state_dir, create=True)
@@ -118,6 +125,8 @@ def gateway_command(
         plan_path = write_plan(plan, state_dir / PLAN_FILE)
     except (ValueError, OSError) as exc:
         fail(str(exc))
+    for i, why in port_problems(checked[0][1]):  # polled as the others are: a transport error until it is there
+        log.warning("devices.%d.transport.port: %s: polling it fails until it is there", i, why)
     if no_exec or lockstep:  # the lockstep clock's connection lives in this process
         run_plan(plan, clock, broker, state_dir, until_dt, floor_dt, batch, confirm=confirm,
                  stats_interval_s=stats_interval_s)
@@ -161,6 +170,36 @@ def _checked_sites(site: list[Path], broker: str, profiles: ProfileLibrary,
     if conflicts:
         fail("; ".join(conflicts))
     return checked
+
+
+def _check_ports(checked: list[tuple[Path, SiteConfig, GatewayPlan]], *, refuse: bool) -> None:
+    """With ``refuse`` (``--ports``), exit 2 naming every device, path and line whose serial port is
+    not usable here, in every site file checked."""
+    if not refuse:
+        return
+    problems = [problems_message(str(path), [f"devices.{i}.transport.port: {why}" + _at(path, i)
+                                             for i, why in port_problems(cfg)])
+                for path, cfg, _ in checked if port_problems(cfg)]
+    if problems:
+        fail("; ".join(problems) + " (plug the adapter in, or correct the path)")
+
+
+def _at(path: Path, i: int) -> str:
+    line = yaml_line(path, ("devices", i, "transport", "port"))
+    return "" if line is None else f" (line {line})"
+
+
+def _ok_line(cfg: SiteConfig) -> str:
+    """``ok: site S, gateway G, N devices: id (profile via kind), ...``; a serial port that is not
+    usable here is named at its device, then how to refuse it (a desk has no adapters)."""
+    missing = dict(port_problems(cfg))
+    devices = ", ".join(
+        f"{d.id} ({d.profile} via {d.transport.kind}"
+        + (f"; {missing[i].split(': ', 1)[1]} here" if i in missing else "") + ")"
+        for i, d in enumerate(cfg.devices))
+    hint = (f" -- {plural(len(missing), 'serial port')} not usable here (on the gateway box, add --ports to "
+            "refuse the site for that)" if missing else "")
+    return f"ok: site {cfg.site.id}, gateway {cfg.gateway_id}, {plural(len(cfg.devices), 'device')}: {devices}{hint}"
 
 
 def _until(until: str | None) -> datetime | None:

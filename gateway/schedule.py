@@ -23,6 +23,11 @@ from stormwatch.lockstep import LockstepClock, Worker
 MAX_NAP_S = 0.25
 
 
+def _readings(n: int) -> str:
+    """``1 reading``, ``3 readings`` (as :func:`stormwatch.display.plural`, which this lean process does not import)."""
+    return f"{n} reading{'' if n == 1 else 's'}"
+
+
 class PollTimer:
     """One polling thread's wait for its next due instant (one per link)."""
 
@@ -108,7 +113,7 @@ class StoredParticipant:
         if not depth:
             return None
         if self.made is None or not self.window:
-            return f"{depth} readings not confirmed stored"
+            return f"{_readings(depth)} not confirmed stored"
         made = self.made()
         if not self._marks or self._marks[-1][0] != t:
             self._marks.append((t, made))  # asked only once the polls of ``t`` are done
@@ -118,7 +123,7 @@ class StoredParticipant:
         owed = depth - (made - made_then)  # readings made at ``since`` or earlier, still unconfirmed
         if len(self._marks) <= self.window or owed <= 0:
             return None
-        return f"{owed} readings made by {since.isoformat()} not confirmed stored"
+        return f"{_readings(owed)} made by {since.isoformat()} not confirmed stored"
 
     def next_due(self, t: datetime) -> datetime | None:
         return None

@@ -11,7 +11,7 @@ import typer
 
 from stormwatch.alerts.rules.storm import MAX_DRY_GAP_HOURS
 from stormwatch.alerts.sitefile import load_site_file
-from stormwatch.display import counts
+from stormwatch.display import counts, plural
 from stormwatch.importers.options import (
     ImportOptions,
     OptionsError,
@@ -195,9 +195,10 @@ def nothing_stored(summary: ImportSummary) -> str | None:
     if summary.readings_stored or summary.already_stored or not (rejected or dead):
         return None
     first = f"; first: {summary.rejects[0].detail}" if summary.rejects else ""
-    what = [f"{rejected} of {summary.rows_read} rows rejected ({counts(summary.rejected_rows)})"] if rejected else []
+    what = [f"{rejected} of {plural(summary.rows_read, 'row')} rejected ({counts(summary.rejected_rows)})"] \
+        if rejected else []
     if dead:
-        what.append(f"{dead} readings dead-lettered ({counts(summary.dead_lettered)})")
+        what.append(f"{plural(dead, 'reading')} dead-lettered ({counts(summary.dead_lettered)})")
     hint = ("the gateway's readings already cover these rows: nothing to add"
             if set(summary.rejected_rows) == {"overlaps_stored"} and not dead
             else "check --format, --delimiter, --time-format")
@@ -270,11 +271,11 @@ def replay_command(
     notes.append(f"times: {zone_note(result.summary.tz, result.summary.tz_source, result.summary.local_times)}")
     notes += result.evaluation.in_progress_lines(tz_info, "the file")
     rejected = sum(result.summary.rejected_rows.values())
-    rows_rejected = f"{rejected} row{'' if rejected == 1 else 's'} rejected"
+    rows_rejected = f"{plural(rejected, 'row')} rejected"
     missing = [rows_rejected] if rejected else []
-    missing += [f"{result.summary.gaps} cells without a value"] if result.summary.gaps else []
+    missing += [f"{plural(result.summary.gaps, 'cell')} without a value"] if result.summary.gaps else []
     lacking = f"{' and '.join(missing)}: the rain then is unknown" if missing else ""
-    notes.append(f"{result.summary.rows_read} rows, {depth(result.summary.tips)}, {rows_rejected}; "
+    notes.append(f"{plural(result.summary.rows_read, 'row')}, {depth(result.summary.tips)}, {rows_rejected}; "
                  f"{result.evaluation.summary(tz_info, lacking)}")
     for note in notes:
         typer.echo(note, err=as_json)

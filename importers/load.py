@@ -28,7 +28,7 @@ from stormwatch.alerts.backfill import depth_text
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import TIP_UNIT, Reading, dump_readings
-from stormwatch.display import amount, counts, names
+from stormwatch.display import amount, counts, names, plural
 from stormwatch.errors import InputError
 from stormwatch.importers.detect import open_table
 from stormwatch.importers.identity import IMPORT_GATEWAY, import_seq
@@ -146,7 +146,7 @@ class ImportSummary:
         }
 
     def _depth(self) -> str:
-        return depth_text(self.tips, self.resolution) if self.resolution else f"{self.tips} tips"
+        return depth_text(self.tips, self.resolution) if self.resolution else plural(self.tips, "tip")
 
     def lines(self) -> list[str]:
         """The summary for a person."""
@@ -333,9 +333,9 @@ def import_file(path: Path, cfg: SiteConfig, device_id: str, profiles: ProfileLi
     if progress is not None:
         progress(1.0)
     summary.dead_lettered = dict(dead)
-    log.info("import %s: %d rows, %d readings, %d new, %d already stored, %d gaps, %d rows rejected",
-             path, summary.rows_read, summary.readings_made, summary.readings_stored, summary.already_stored,
-             summary.gaps, sum(summary.rejected_rows.values()))
+    log.info("import %s: %s, %s, %d new, %d already stored, %s, %s rejected",
+             path, plural(summary.rows_read, "row"), plural(summary.readings_made, "reading"), summary.readings_stored,
+             summary.already_stored, plural(summary.gaps, "gap"), plural(sum(summary.rejected_rows.values()), "row"))
     return summary
 
 

@@ -29,7 +29,7 @@ from stormwatch.alerts.rules.storm import StormRule
 from stormwatch.clock import Clock
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import Event
-from stormwatch.display import counts
+from stormwatch.display import counts, plural
 from stormwatch.errors import InputError
 from stormwatch.importers.identity import IMPORT_GATEWAY
 from stormwatch.importers.load import Fraction, ImportSummary, dry_polls, import_file
@@ -185,8 +185,9 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
             readings = store.query_readings(REPLAY_SITE, device=REPLAY_DEVICE, quantity="rain_tips")
             if not readings:
                 rejected = sum(summary.rejected_rows.values())
-                why = (f": {rejected} of {summary.rows_read} rows rejected ({counts(summary.rejected_rows)}); "
-                       f"first: {summary.rejects[0].detail}" if summary.rejects else "")
+                why = (f": {rejected} of {plural(summary.rows_read, 'row')} rejected "
+                       f"({counts(summary.rejected_rows)}); first: {summary.rejects[0].detail}"
+                       if summary.rejects else "")
                 raise ReplayError(f"{path}: no rain readings to replay{why}")
             gap = timedelta(hours=load_site_pack(cfg).first(StormRule)[1].dry_gap_hours)  # type: ignore[index]
             if silence == "dry":
@@ -200,6 +201,6 @@ def replay_file(path: Path, options: ImportOptions, clock: Clock, *, jurisdictio
             evaluation = evaluate(cfg, lib, store, readings[0].time, readings[-1].time + _TICK, progress=rest)
         finally:
             store.close()
-    log.info("replay %s: %d readings, %d events, %d storm(s) in progress", path, evaluation.readings,
-             len(evaluation.events), len(evaluation.in_progress))
+    log.info("replay %s: %s, %s, %s in progress", path, plural(evaluation.readings, "reading"),
+             plural(len(evaluation.events), "event"), plural(len(evaluation.in_progress), "storm"))
     return ReplayResult(evaluation, summary, cfg)

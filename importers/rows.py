@@ -20,6 +20,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from stormwatch.contract import TIP_UNIT, Reading
+from stormwatch.display import plural
 from stormwatch.gateway.counter import CounterError, CounterLike, CounterState, count_tips
 from stormwatch.gateway.plan import CounterPlan
 from stormwatch.importers.cells import CellError, convert, normalise_unit, parse_cell
@@ -372,9 +373,9 @@ def _row_time(table: Table, fields: Sequence[str], needed: int) -> datetime:
         _Rejected: ``too_few_fields``, ``extra_fields``, ``bad_time``, ``before_1970``.
     """
     if len(fields) <= needed:
-        raise _Rejected("too_few_fields", f"{len(fields)} fields, need at least {needed + 1}")
+        raise _Rejected("too_few_fields", f"{plural(len(fields), 'field')}, need at least {needed + 1}")
     if len(fields) > len(table.columns) and any(f.strip() for f in fields[len(table.columns):]):
-        raise _Rejected("extra_fields", f"{len(fields)} fields, the header names {len(table.columns)} "
+        raise _Rejected("extra_fields", f"{plural(len(fields), 'field')}, the header names {len(table.columns)} "
                                         f"(which column is which cannot be known)")
     try:
         when = table.time.parse(fields[table.time_column])

@@ -15,7 +15,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from stormwatch.display import names
+from stormwatch.display import names, plural
 from stormwatch.importers.options import ImportOptions
 from stormwatch.importers.table import ISO, UNIX, Table, TableError, TimeParser
 
@@ -111,7 +111,7 @@ def read_rtl433(path: Path, lines: list[str], options: ImportOptions) -> Table:
         where = f" with {' '.join(f'{k}={v}' for k, v in options.select)}" if options.select else ""
         raise TableError(f"{path}: no rtl_433 message{where} carries {sorted(wanted) or 'a wanted column'}")
     if len(sensors) > 1:
-        listed = "; ".join(f"{s or 'no model/id'} ({n} messages)" for s, n in sorted(sensors.items()))
+        listed = "; ".join(f"{s or 'no model/id'} ({plural(n, 'message')})" for s, n in sorted(sensors.items()))
         raise TableError(f"{path}: several sensors carry {names(wanted)}: {listed}; choose one with "
                          "--select KEY=VALUE (e.g. --select model=Acurite-5n1 --select id=3844)")
     columns = ["time", *sorted({k for _, obj in kept for k in obj if k != "time"})]

@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 
 from stormwatch.config import FallbackGauge, SiteConfig
 from stormwatch.contract import Reading
+from stormwatch.display import plural
 from stormwatch.errors import InputError
 from stormwatch.importers.cells import CellError, parse_cell
 from stormwatch.importers.detect import open_table
@@ -280,7 +281,7 @@ def parse_delimited(path: Path, options: ImportOptions, shift: timedelta) -> Sta
         rec.lines += 1
         where = f"{path}:{n}"
         if max(column, table.time_column) >= len(fields):
-            rec.reject("short_row", f"{where}: {len(fields)} fields")
+            rec.reject("short_row", f"{where}: {plural(len(fields), 'field')}")
             continue
         try:
             end = table.time.parse(fields[table.time_column]) + shift
@@ -427,7 +428,7 @@ def import_station(path: Path, cfg: SiteConfig, store: ReadingStore, fmt: Statio
         new = store.write_readings(batch)
         summary.stored += new
         summary.already_stored += len(batch) - new
-    log.info("station import %s: %d values of station %s, %d new, %d already stored, %d gaps, %d rejected", path,
-             summary.values, fb.station, summary.stored, summary.already_stored, summary.gaps,
-             sum(summary.rejects.values()))
+    log.info("station import %s: %s of station %s, %d new, %d already stored, %s, %d rejected", path,
+             plural(summary.values, "value"), fb.station, summary.stored, summary.already_stored,
+             plural(summary.gaps, "gap"), sum(summary.rejects.values()))
     return summary

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from stormwatch.display import plural
 from stormwatch.runtime.cliutil import fail, output_path, use_state_dir
 
 if TYPE_CHECKING:
@@ -362,8 +363,9 @@ def archive_cmd(
         for held in (book, cases):
             if held is not None:
                 held.close()
-    typer.echo(f"{output}: {counts.readings} readings, {counts.events} events, {counts.orders} work orders, "
-               f"{counts.cases} enforcement cases of {cfg.site.id} from {t1.isoformat()} until {t2.isoformat()}")
+    typer.echo(f"{output}: {plural(counts.readings, 'reading')}, {plural(counts.events, 'event')}, "
+               f"{plural(counts.orders, 'work order')}, {plural(counts.cases, 'enforcement case')} of {cfg.site.id} "
+               f"from {t1.isoformat()} until {t2.isoformat()}")
 
 
 def _cases(state_dir: Path, book: WorkOrders | None):  # type: ignore[no-untyped-def]
@@ -427,12 +429,12 @@ def import_archive_cmd(
         book.close()
         cases.close()
     members = manifest["members"]
-    events = (f"{counts.events} new events (of {members['events.jsonl']['rows']})" if counts.events_known
-              else f"{counts.events} events written (this store cannot tell which were new)")
+    events = (f"{plural(counts.events, 'new event')} (of {members['events.jsonl']['rows']})" if counts.events_known
+              else f"{plural(counts.events, 'event')} written (this store cannot tell which were new)")
     typer.echo(f"{bundle}: site {manifest['site']['id']} from {manifest['from']} until {manifest['until']}: "
-               f"{counts.readings} new readings (of {members['readings.csv']['rows']}), {events}, "
-               f"{counts.orders} work orders added (of {members['workorders.jsonl']['rows']})"
-               + (f", {counts.cases} enforcement cases added (of {members['enforcement.jsonl']['rows']})"
+               f"{plural(counts.readings, 'new reading')} (of {members['readings.csv']['rows']}), {events}, "
+               f"{plural(counts.orders, 'work order')} added (of {members['workorders.jsonl']['rows']})"
+               + (f", {plural(counts.cases, 'enforcement case')} added (of {members['enforcement.jsonl']['rows']})"
                   if "enforcement.jsonl" in members else ""))
 
 

@@ -5,18 +5,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 import signal
+import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import typer
 
 from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.clock import CLOCK_FILE_ENV, ClockFileError, ScenarioClock, check_clock_file_path, write_clock_file
 from stormwatch.config import SiteConfig, device_profiles
+from stormwatch.display import local_time, plural
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import parse_tip_size
-from stormwatch.runtime.cliutil import fail
+from stormwatch.runtime.cliutil import Report, fail, progress
 from stormwatch.simulators.scenario import RainRecordSpec, Scenario, ScenarioError, SiteScenario, load_scenario
 from stormwatch.simulators.site import SimulatedSite
 
@@ -27,6 +31,8 @@ DRY_GAP_H = 6.0
 #: Real seconds the devices keep answering after the scenario's end (simulated time stands still
 #: there), so a gateway's polls of the last slots, late on a busy machine, still get an answer.
 END_GRACE_S = 3.0
+#: Real seconds between two progress lines of a lockstep run (rewritten in place on a terminal).
+PROGRESS_EVERY_S = 0.5
 
 
 #: The --rain-file options of `simulate` and `demo` (one definition: the same names, help and checks).
@@ -226,6 +232,9 @@ def simulate(
         return
     _refuse_fleet_options({"sites_dir": sites_dir, "duration_h": duration_h, "start": start, "seed": seed,
                            "batch": batch, "publish_log": publish_log, "start_wall": start_wall})
+    if lockstep and not participants.replace(",", "").strip():
+        fail(f"--lockstep-participants {participants!r}: name at least one (gateway, ingest, alerts): with none "
+             "the clock would jump to the scenario's end at once, polled by no one")
     sc = build_scenario(
         scenario, storm_depth_in, rain_file, tip_mm, tip_in, time_format, delimiter,
         tz, time_column, tips_column, rain_from, rain_until,
@@ -245,8 +254,9 @@ def simulate(
     except ValueError as exc:  # InputErrors (the rain file) and devices that do not fit the scenario
         fail(str(exc))
     tips = story.tips
-    if story.rain_times:
-        typer.echo(story.rain_times, err=True)
+    for note in (story.rain_times, story.rain_rounding):
+        if note:
+            typer.echo(note, err=True)
     if story.rain_skip_summary:
         log.warning("%s", story.rain_skip_summary)  # once: the simulator reads the file again, quietly
     if lockstep:  # the scenario as written, like `stormwatch demo`: the same span, the same events
@@ -306,15 +316,38 @@ def _lockstep_run(cfg: SiteConfig, library: ProfileLibrary, sc: Scenario, broker
              sc.end.isoformat(), sc.duration_h, broker, ", ".join(names))
     signal.signal(signal.SIGTERM, _interrupt)
     wall0 = time.monotonic()
+    stop = threading.Event()
     try:
-        conductor.run()
-        log.info("scenario end reached: %d instants in %.1f real s", conductor.instants, time.monotonic() - wall0)
+        with progress("simulate") as report:
+            threading.Thread(target=_tick, name="progress", daemon=True,
+                             args=(report, stop, lambda: lockstep_line(clock.now(), clock.sim_start, clock.sim_end,
+                                                                       conductor.made(), cfg.site.tz))).start()
+            try:
+                conductor.run()
+            finally:
+                stop.set()
+        log.info("scenario end reached: %s in %.1f real s", plural(conductor.instants, "instant"),
+                 time.monotonic() - wall0)
     except KeyboardInterrupt:
         log.info("interrupted at simulated %s", clock.now().isoformat(timespec="seconds"))
     except RuntimeError as exc:
         fail(str(exc), 1)
     finally:
         sim.stop()
+
+
+def lockstep_line(now: datetime, start: datetime, end: datetime, made: int, zone: ZoneInfo) -> tuple[float, str]:
+    """``(fraction, line)`` of a lockstep run's progress, as the demo words it: ``simulated Mon 01 Jun
+    2026 03:00 EDT ( 12 %): 340 readings made`` (the gateways' readings, as they report them to the clock)."""
+    span = (end - start).total_seconds()
+    fraction = min(1.0, max(0.0, (now - start).total_seconds() / span)) if span > 0 else 1.0
+    return fraction, f"simulated {local_time(now, zone)} ({fraction * 100:3.0f} %): {plural(made, 'reading')} made"
+
+
+def _tick(report: Report, stop: threading.Event, line: Callable[[], tuple[float, str]]) -> None:
+    """Report ``line()`` every half second of real time until ``stop``."""
+    while not stop.wait(PROGRESS_EVERY_S):
+        report(*line())
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -19,8 +19,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stormwatch.display import plural
 from stormwatch.errors import InputError
-from stormwatch.rain import LengthUnit, TipResolution
+from stormwatch.rain import MM_PER_IN, LengthUnit, TipResolution
 from stormwatch.simulators.tips import TipSeries
 
 if TYPE_CHECKING:
@@ -80,6 +81,24 @@ class RainRecord:
         """Only the rows with ``start ≤ time < end``."""
         return dataclasses.replace(self, rows=tuple((t, n) for t, n in self.rows if start <= t < end))
 
+    def rounding(self, resolution: TipResolution) -> str:
+        """What :meth:`gauge_tips` changes when the gauge's tip size is not the record's, for the
+        user to hear once (``""`` when the sizes are equal): the record's depth, the gauge's whole
+        tips of it, and the depth after the last whole tip that no gauge tip carries."""
+        if resolution == self.tip or not self.rows:
+            return ""
+        total = self.tip.depth_in(self.total_tips)
+        whole = int(total // resolution.inches)
+        left = total - resolution.depth_in(whole)
+        unit = str(resolution).split()[-1]
+        other = "mm" if unit == "in" else "in"
+        dropped = (f"the {_depth(left, unit, 3)} ({_depth(left, other, 3)}) after the last whole tip is left out"
+                   if left else "nothing is left out")
+        return (f"rain file {self.source}: its {plural(self.total_tips, 'tip')} of {self.tip} "
+                f"({_depth(total, str(self.tip).split()[-1])}) play as {plural(whole, 'tip')} of the gauge's "
+                f"{resolution} ({_depth(resolution.depth_in(whole), unit)}); {dropped}, and each gauge tip falls at "
+                "the file's tip that completes it")
+
     def gauge_tips(self, resolution: TipResolution) -> TipSeries:
         """The record as tips of a gauge of ``resolution`` (identical when the sizes are equal)."""
         times: list[datetime] = []
@@ -95,6 +114,11 @@ class RainRecord:
             times.extend([t] * (due - emitted))
             emitted = due
         return TipSeries(times, resolution)
+
+
+def _depth(inches: Fraction, unit: str, digits: int = 6) -> str:
+    """``inches`` in ``unit`` (``in`` or ``mm``) to ``digits`` significant digits: ``526.2 mm``, ``1.05 in``."""
+    return f"{float(inches if unit == 'in' else inches * MM_PER_IN):.{digits}g} {unit}"
 
 
 def load_rain_record(

@@ -528,12 +528,15 @@ class SiteScenario:
         self.rain_skip_summary = ""
         #: how the rain file's times were read (:attr:`RainRecord.times`), ``""`` without a file
         self.rain_times = ""
+        #: what playing the rain file at the gauge's tip size changes (:meth:`RainRecord.rounding`), ``""`` if nothing
+        self.rain_rounding = ""
         if scenario.rain.record is not None:
             record = record_from_spec(scenario.rain.record, scenario.start, cfg.site.timezone)
             self.rain_skipped = record.skipped
             self.rain_skip_summary = record.skip_summary
             self.rain_times = f"rain file {record.source}: {record.times}" + _moved(record, cfg.site.tz)
             self.tips = record.gauge_tips(resolution)
+            self.rain_rounding = record.rounding(resolution)
         else:
             self.tips = rain_tips(scenario, resolution, cfg.site.timezone)
         self._res_in = float(resolution.inches)

@@ -34,7 +34,7 @@ from pydantic import (
 from stormwatch.contract import Identifier
 from stormwatch.errors import InputError, load_yaml, problems_message, yaml_line
 from stormwatch.hosts import host_problem
-from stormwatch.profiles import Baud, DeviceProfile, ProfileError, ProfileLibrary, ValueSpec
+from stormwatch.profiles import Baud, DeviceProfile, ProfileError, ProfileLibrary, UnknownProfile, ValueSpec
 from stormwatch.rain import tip_size_of
 
 #: 1 ft = 0.3048 m exactly (international foot).
@@ -650,17 +650,37 @@ def parse_site(data: object, source: str, profiles: ProfileLibrary | None = None
             problems.append(_problem(data, key, err["msg"], lines))
         raise ConfigError(problems_message(source, problems)) from exc
     if profiles is not None:
-        for i, dev in enumerate(cfg.devices):
-            try:
-                profiles.get(dev.profile)
-            except ProfileError as exc:
-                raise ConfigError(problems_message(source, [_problem(data, f"devices.{i}.profile", str(exc),
-                                                                     lines)])) from exc
+        problems = _profile_problems(cfg, data, profiles, lines)
+        if problems:
+            raise ConfigError(problems_message(source, problems))
         problems = role_problems(cfg, device_profiles(cfg, profiles))
         if problems:
             raise ConfigError(problems_message(source, [_problem(data, key, why, lines) for key, _, why in
                                                         (p.partition(": ") for p in problems)]))
     return cfg
+
+
+def _profile_problems(cfg: SiteConfig, data: object, profiles: ProfileLibrary, lines: Locator | None) -> list[str]:
+    """One problem for every device whose profile cannot be loaded, each naming its device; where
+    the library was searched and what it holds is said once, after them, however many are unknown."""
+    out: list[str] = []
+    known = ""
+    first: dict[str, int] = {}  # a broken profile's full reason once, at its first device
+    for i, dev in enumerate(cfg.devices):
+        key = f"devices.{i}.profile"
+        try:
+            profiles.get(dev.profile)
+        except UnknownProfile as exc:
+            out.append(_problem(data, key, f"no profile {dev.profile!r}", lines))
+            known = exc.known
+        except ProfileError as exc:
+            why = str(exc) if dev.profile not in first else f"profile {dev.profile!r} cannot be loaded " \
+                f"(devices.{first[dev.profile]}.profile says why)"
+            first.setdefault(dev.profile, i)
+            out.append(_problem(data, key, why, lines))
+    if known:
+        out.append(f"profiles searched {known}")
+    return out
 
 
 def _bus_address(dev: Device, profile: DeviceProfile) -> tuple[str, str, str]:

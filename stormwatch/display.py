@@ -10,7 +10,8 @@ work-order commands, ``replay``/``evaluate`` and the event messages.
 * rain: inches to 2 decimals (the 0.01-in gauges' resolution) next to the exact tip count;
 * units: as people write them -- the wire's UCUM annotation ``{tip}`` is ``tips`` (``1 tip``),
   never the raw placeholder (:func:`unit_text`, :func:`amount`);
-* numbers in messages: plain decimals (``1000000``, ``0.25``), not ``1e+06`` (:func:`number`).
+* numbers in messages: plain decimals (``1000000``, ``0.25``), not ``1e+06`` (:func:`number`);
+  a count agrees with its noun (``1 warning``, ``2 warnings``: :func:`plural`).
 """
 
 from __future__ import annotations
@@ -138,6 +139,12 @@ def unit_text(unit: str, value: float | None = None) -> str:
         word = unit[1:-1]
         return word if value is not None and value == 1 else f"{word}s"
     return unit
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 warning``, ``2 warnings``, ``0 cells``: a count and its noun in the number it needs
+    (``many``, when the plural is not ``noun + "s"``: ``plural(n, "entry", "entries")``)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
 
 
 def number(value: float) -> str:

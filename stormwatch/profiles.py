@@ -546,6 +546,21 @@ class ProfileError(InputError):
     """A profile that cannot be loaded; the message names the file and the bad key."""
 
 
+class UnknownProfile(ProfileError):
+    """No profile file of that model on the search path.
+
+    Attributes:
+        model: the model asked for.
+        known: where was searched and what is there (``in DIR (known: a, b)``), for one line that
+            serves every device naming an unknown profile.
+    """
+
+    def __init__(self, model: str, known: str) -> None:
+        super().__init__(f"no profile {model!r} {known}")
+        self.model = model
+        self.known = known
+
+
 def profiles_dir() -> Path:
     """The built-in profile directory (``device_profiles/`` in the repository, in the wheel too)."""
     return resources.builtin_profiles_dir()
@@ -596,7 +611,7 @@ class ProfileLibrary:
             if path is None:
                 known = ", ".join(self.names()) or "none"
                 where = ", ".join(str(d) for d in self.search_path)
-                raise ProfileError(f"no profile {model!r} in {where} (known: {known})")
+                raise UnknownProfile(model, f"in {where} (known: {known})")
             self._cache[model] = load_profile_file(path)
         return self._cache[model]
 

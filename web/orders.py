@@ -20,7 +20,7 @@ from stormwatch.alerts.evidence import other_items, shortened, tip_summary
 from stormwatch.alerts.rules import parse_occurrence
 from stormwatch.alerts.rules.registry import EvidenceChart, rule_kinds
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError
-from stormwatch.display import local_time
+from stormwatch.display import local_time, plural
 from stormwatch.web import charts
 from stormwatch.web.accounts import Session, can_act, can_enforce, can_verify, visible_sites
 from stormwatch.web.desk import Desk, desk_of
@@ -146,7 +146,7 @@ def _evidence_summary(order: WorkOrder, tz: str) -> list[dict[str, str]]:
     if tips is not None:
         flagged = f", {tips.flagged} flagged" if tips.flagged else ""
         rows.append({"time": f"{local_time(tips.first, tz)} – {local_time(tips.last, tz)}",
-                     "what": f"{tips.readings} tip readings", "value": f"{tips.tips} tips{flagged}"})
+                     "what": plural(tips.readings, "tip reading"), "value": f"{plural(tips.tips, 'tip')}{flagged}"})
     head, left_out, tail = shortened(other_items(order.evidence))
     rows += _item_rows(head, tz)
     if left_out:

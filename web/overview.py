@@ -34,7 +34,7 @@ from stormwatch.alerts.rules.turbidity import TurbidityDetails, TurbidityRule, w
 from stormwatch.alerts.workorders import REACHED, WorkOrder
 from stormwatch.config import LEGACY_POINT, DischargePoint, SiteConfig, load_site
 from stormwatch.contract import Event, Reading
-from stormwatch.display import local_time
+from stormwatch.display import local_time, plural
 from stormwatch.physics import FLAG_BEYOND_ENVELOPE
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution, tip_size_of
@@ -383,13 +383,13 @@ def _rain_24h(site: SiteModel, series: dict[tuple[str, str], SeriesSummary], now
     missing = at - day_start - covered
     silent = site.silent(gauge, s.last_time, now)
     if missing <= SILENCE_POLLS * poll and not silent:
-        return Shown(depth, "ok", f"{tips} tips{note}")
+        return Shown(depth, "ok", f"{plural(tips, 'tip')}{note}")
     hours = max(missing, at - s.last_time if silent else timedelta(0)) / timedelta(hours=1)
     why = f"gauge {gauge} silent since {local_time(s.last_time, site.tz)}" if silent else \
         f"about {hours:.1f} h of gauge data missing"
     if tips == 0:
         return Shown(UNKNOWN, "unknown", f"no tips recorded, but {why}")
-    return Shown(f"≥ {depth}", "unknown", f"{tips} tips recorded{note}; {why}")
+    return Shown(f"≥ {depth}", "unknown", f"{plural(tips, 'tip')} recorded{note}; {why}")
 
 
 #: The events that end a storm in progress: it qualified (an inspection is due) or it did not.
@@ -414,9 +414,10 @@ def _storm(site: SiteModel, events: list[Event], tips: list[Reading], now: datet
     depth = inches(sum((site.reading_depth_in(r) for r in rain), Fraction(0)) if site.resolution else None)
     since = local_time(start, site.tz)
     if qualified:
-        return Shown(f"{depth} ({n} tips) qualified", "alert",
+        return Shown(f"{depth} ({plural(n, 'tip')}) qualified", "alert",
                      f"since {since}; ≥ {float(site.storm.threshold):.2f} in: an inspection will be due")
-    return Shown(f"{depth} ({n} tips)", "warn", f"since {since}; below {float(site.storm.threshold):.2f} in so far")
+    return Shown(f"{depth} ({plural(n, 'tip')})", "warn",
+                 f"since {since}; below {float(site.storm.threshold):.2f} in so far")
 
 
 def _each(shown: Sequence[tuple[str, Shown]]) -> Shown:

@@ -30,7 +30,7 @@ from stormwatch.alerts.sitefile import load_site_file
 from stormwatch.app.workdir import prepare_workdir
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
-from stormwatch.display import counts, describe_event, local_time
+from stormwatch.display import counts, describe_event, local_time, plural
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.cliutil import fail, listen_socket
 from stormwatch.runtime.logs import divert_warnings
@@ -193,8 +193,9 @@ def demo(
     tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="stormwatch-demo-", dir=memory_dir())
     work = state_dir or Path(tmp.name)  # type: ignore[union-attr]
     if as_json:
-        if rain.rain_times:
-            typer.echo(rain.rain_times, err=True)  # stdout holds only the events
+        for note in (rain.rain_times, rain.rain_rounding):
+            if note:
+                typer.echo(note, err=True)  # stdout holds only the events
         if rain.rain_skip_summary:
             log.warning("%s", rain.rain_skip_summary)  # stdout holds only the events: skipped rows go to stderr, once
     else:
@@ -290,8 +291,8 @@ def _header(cfg: SiteConfig, sc: Scenario, rain: SiteScenario, speed: float | No
         f"{_local(sc.start, zone)} {pace}\n"
         f"broker: {broker or 'embedded ' + _embedded_broker(speed)}; store: {store}"
         + (f"\n{cleaned}: the previous run's state was removed (every run starts clean)" if cleaned else "")
-        + (f"\n{rain.rain_times}" if rain.rain_times else "")
-        + (f"\nrain file: {len(skipped)} row{'' if len(skipped) == 1 else 's'} skipped; first: {skipped[0]}"
+        + "".join(f"\n{note}" for note in (rain.rain_times, rain.rain_rounding) if note)
+        + (f"\nrain file: {plural(len(skipped), 'row')} skipped; first: {skipped[0]}"
            if skipped else "")
         + "\n"
     )
@@ -312,8 +313,8 @@ def _run(run: _DemoRun, web_site: Path | None, web_port: int, sock: socket.socke
         out.flush()
 
     def on_progress(p: Progress) -> None:
-        text = (f"simulated {_local(p.sim_time, zone)} ({p.fraction * 100:3.0f} %): {p.readings_made} readings "
-                f"made, {p.readings_stored} stored, {p.events} events")
+        text = (f"simulated {_local(p.sim_time, zone)} ({p.fraction * 100:3.0f} %): "
+                f"{plural(p.readings_made, 'reading')} made, {p.readings_stored} stored, {plural(p.events, 'event')}")
         log.info("%s", text)
         progress.show(text)
 
@@ -344,8 +345,7 @@ def _run(run: _DemoRun, web_site: Path | None, web_port: int, sock: socket.socke
     finally:
         progress.clear()
         if diverted is not None and diverted.held:
-            typer.echo(f"{diverted.held} warning{'s' if diverted.held != 1 else ''} of the services (gateway "
-                       f"polls, ingest, alerts; wall-clock times) are in {log_path}", err=True)
+            typer.echo(warnings_note(diverted.held, log_path), err=True)
         elif state_dir is None:
             log_path.unlink(missing_ok=True)
         if desk is not None:
@@ -378,6 +378,13 @@ def _start_desk(site: Path, site_id: str, work: Path, port: int, sock: socket.so
 _INTERRUPTED = threading.Event()
 
 
+def warnings_note(held: int, log_path: Path) -> str:
+    """Where the services' WARNING lines of the run went (the timeline is in simulated time, they
+    in wall-clock time): ``1 warning ... is in FILE``, ``3 warnings ... are in FILE``."""
+    return (f"{plural(held, 'warning')} of the services (gateway polls, ingest, alerts; wall-clock times) "
+            f"{'is' if held == 1 else 'are'} in {log_path}")
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     _INTERRUPTED.set()
     raise KeyboardInterrupt
@@ -388,8 +395,8 @@ def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None, tempo
     lines = ["Summary"]
     depth = result.resolution.depth_in(result.stored_tips)
     lines.append(
-        f"  rain: {result.stored_tips} tips = {float(depth):.2f} in stored "
-        f"(scenario produced {result.scenario_tips} tips)"
+        f"  rain: {plural(result.stored_tips, 'tip')} = {float(depth):.2f} in stored "
+        f"(scenario produced {plural(result.scenario_tips, 'tip')})"
     )
     lines.append(
         f"  readings: {result.readings_made} made by the gateway, {result.readings_stored} stored; "
@@ -401,8 +408,8 @@ def _summary(result: PipelineResult, tz: ZoneInfo, state_dir: Path | None, tempo
         kinds[e.kind] = kinds.get(e.kind, 0) + 1
     lines.append("  events: " + ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items())))
     if result.missed_slots:
-        lines.append(f"  gaps: the gateway skipped {result.missed_slots} poll slot(s) because this machine fell "
-                     f"behind at {speed or 0:g}x -- real gaps in the data, never made up (the data_gap events); "
+        lines.append(f"  gaps: the gateway skipped {plural(result.missed_slots, 'poll slot')} because this machine "
+                     f"fell behind at {speed or 0:g}x -- real gaps in the data, never made up (the data_gap events); "
                      "lockstep (no --speed) avoids them")
     open_orders = [w for w in result.workorders if w.status != "completed"]
     ended = result.ended_at

@@ -36,6 +36,7 @@ from stormwatch.app.broker import RunningBroker, start_embedded_broker
 from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
+from stormwatch.display import plural
 from stormwatch.gateway.schedule import StoredParticipant
 from stormwatch.gateway.service import Gateway
 from stormwatch.ingest.consumer import Ingest
@@ -124,9 +125,9 @@ def earlier_readings(cfg: SiteConfig, scenario: Scenario, store_url: str) -> str
         store.close()
     if not earlier:
         return None
-    return (f"--store {redact(store_url)}: already holds {len(earlier)} readings of site {cfg.site.id} between "
-            f"{scenario.start.isoformat()} and {scenario.end.isoformat()} (an earlier run?): this run would count "
-            "that rain twice; use a new database or remove them")
+    return (f"--store {redact(store_url)}: already holds {plural(len(earlier), 'reading')} of site {cfg.site.id} "
+            f"between {scenario.start.isoformat()} and {scenario.end.isoformat()} (an earlier run?): this run would "
+            f"count that rain twice; use a new database or remove {'it' if len(earlier) == 1 else 'them'}")
 
 
 @dataclass

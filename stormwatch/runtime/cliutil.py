@@ -193,6 +193,7 @@ OPTIONS: dict[str, OptionName] = {
     "--stats-interval-s": OptionName("seconds between counter log lines", ("SECONDS",)),
     # gateway and field tools
     "--check": OptionName("validate the input, then exit"),
+    "--ports": OptionName("with --check: refuse a site whose serial ports are not there (on the gateway box)"),
     "--clock-floor": OptionName("stamp no reading while the clock reads before this date", ("DATE",)),
     "--no-exec": OptionName("run the gateway in this process (debugging)"),
     "--confirm": OptionName("when a reading leaves the gateway's outbox: stored (ingest confirms it) or broker",
@@ -305,32 +306,60 @@ def output_path(path: Path, option: str = "--output", *, directory: bool = False
     return path
 
 
+class Report(typing.Protocol):
+    """The callback :func:`progress` yields: ``report(fraction)``, or ``report(fraction, text)`` to
+    say more than the percentage (``simulated Mon 01 Jun 2026 03:00 EDT ( 12 %): 340 readings made``)."""
+
+    def __call__(self, fraction: float, text: str | None = None) -> None: ...
+
+
+class _ClearLine(logging.Filter):
+    """Clears the progress line on the terminal before a log line is written over it."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        super().__init__()
+        self.state = state
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.state["shown"]:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.state["shown"] = False
+        return True
+
+
 @contextlib.contextmanager
-def progress(label: str, after_s: float = 1.0, every_s: float = 10.0) -> Iterator[Callable[[float], None]]:
-    """A progress callback for long work (``report(fraction)``, 0 to 1), quiet for short work: after
-    ``after_s`` of wall time one line on stderr, rewritten in place on a terminal
-    (``evaluate: 42 %``) and cleared at the end; to a file or a pipe, an INFO log line every
-    ``every_s`` instead (a log stays readable)."""
+def progress(label: str, after_s: float = 1.0, every_s: float = 10.0) -> Iterator[Report]:
+    """A progress callback for long work (``report(fraction)``, 0 to 1, or ``report(fraction, text)``),
+    quiet for short work: after ``after_s`` of wall time one line on stderr, rewritten in place on a
+    terminal (``evaluate: 42 %``, or ``text``), cleared before a log line and at the end; to a file
+    or a pipe, an INFO log line every ``every_s`` instead (a log stays readable)."""
     started = time.monotonic()
     tty = sys.stderr.isatty()
-    state = {"shown": False, "logged": started}
+    state: dict[str, Any] = {"shown": False, "logged": started}
+    clear = _ClearLine(state)
+    handlers = list(logging.getLogger().handlers) if tty else []
+    for handler in handlers:
+        handler.addFilter(clear)
 
-    def report(fraction: float) -> None:
+    def report(fraction: float, text: str | None = None) -> None:
         now = time.monotonic()
         if now - started < after_s:
             return
-        text = f"{label}: {fraction * 100:3.0f} %"
+        line = text if text is not None else f"{label}: {fraction * 100:3.0f} %"
         if tty:
-            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.write(f"\r\033[K{line}")
             sys.stderr.flush()
             state["shown"] = True
         elif now - state["logged"] >= every_s:
-            log.info("%s", text)
+            log.info("%s", line)
             state["logged"] = now
 
     try:
         yield report
     finally:
+        for handler in handlers:
+            handler.removeFilter(clear)
         if state["shown"]:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
@@ -585,13 +614,28 @@ def flowed(text: str | None) -> str | None:
     return "\n\n".join(out)
 
 
+#: What every ``--store`` option's help ends with: where an SQLite URL's file is (the rule of
+#: :func:`stormwatch.stores.urls.sqlite_path`), which a reader of ``sqlite:///var/x.db`` may take for /var.
+SQLITE_PATHS = ("SQLite: sqlite:///var/x.db is var/x.db under the current directory, sqlite:////var/x.db "
+                "(four slashes) is /var/x.db, and a bare path is a path.")
+
+
+def _store_help(params: list[Any]) -> None:
+    """End the help of a ``--store`` option with :data:`SQLITE_PATHS` (one sentence, every command)."""
+    for param in params:
+        if "--store" in getattr(param, "opts", ()) and param.help and SQLITE_PATHS not in param.help:
+            param.help = f"{param.help} {SQLITE_PATHS}"
+
+
 class Command(TyperCommand):
     """A command that accepts its older option names (:data:`ALIASES`) and shows its parameters by
-    their metavars; its help flows to the terminal's width (:func:`flowed`)."""
+    their metavars; its help flows to the terminal's width (:func:`flowed`), and a ``--store``
+    option's says where an SQLite URL's file is (:data:`SQLITE_PATHS`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.help = flowed(self.help)
+        _store_help(self.params)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params: list[Any] = super().get_params(ctx)

@@ -77,6 +77,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     _site_variant(doc_of(site), d / "override-true.yaml", lambda x: x.update(rules={"R1": {"dry_gap_hours": True}}))
     _site_variant(doc_of(site), d / "bad-host.yaml", lambda x: x["devices"][0]["transport"].update(host="not a host!!"))
     _site_variant(doc_of(site), d / "odd-baud.yaml", lambda x: x["devices"][2]["transport"].update(baud=12345))
+    _site_variant(doc_of(site), d / "two-typos.yaml",
+                  lambda x: [dev.update(profile=f"{dev['id']}-typo") for dev in x["devices"][1:3]])
     (d / "twice-id.yaml").write_text(site.read_text(encoding="utf-8").replace("site:\n", "site:\n  id: other\n", 1),
                                      encoding="utf-8")  # site.id written twice: the next line is the file's own
     (d / "empty.db").write_bytes(b"")  # a 0-byte file: an empty SQLite database, not a store
@@ -102,7 +104,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
             **{name: d / f"{name}.yaml" for name in ("negative-poll", "bad-override", "one-probe", "tall-basin",
                                                      "low-sensor", "huge-deadline", "twice-id", "infinite-basin",
                                                      "wide-basin", "flat-table", "huge-table", "poll-true",
-                                                     "poll-1e308", "override-true", "bad-host", "odd-baud")}}
+                                                     "poll-1e308", "override-true", "bad-host", "odd-baud",
+                                                     "two-typos")}}
     busy.close()
 
 
@@ -152,10 +155,16 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("simulate-from-after-until", ["simulate", "--site", "{site}", "--rain-file", "{tharandt}", *THARANDT,
                                        "--tip-mm", "0.2", "--from", "2018-09-24T00:00:00",
                                        "--until", "2018-09-23T00:00:00"], "is not before --until"),
+        ("simulate-lockstep-no-participants", ["simulate", "--site", "{site}", "--lockstep",
+                                               "--lockstep-participants", " , "],
+         "--lockstep-participants ' , ': name at least one (gateway, ingest, alerts)"),
         ("simulate-tip-without-file", ["simulate", "--site", "{site}", "--tip-mm", "0.2"],
          "--tip-mm describes a --rain-file"),
         ("simulate-clock-in-missing-dir", ["simulate", "--site", "{site}", "--clock-file", "{dir}/none/clock.json"],
          "--clock-file {dir}/none/clock.json: directory {dir}/none does not exist"),
+        ("gateway-two-unknown-profiles", ["gateway", "--check", "--site", "{two-typos}"],
+         "devices.1.profile: no profile 'turb-up-typo' (device turb-up, line 18); devices.2.profile: no profile "
+         "'turb-down-typo' (device turb-down, line 26); profiles searched in "),
         ("gateway-profile-unit-furlongs", ["gateway", "--check", "--site", "{site}", "--profiles", "{furlongs}"],
          "{furlongs}/yosemitech_y511.yaml: modbus.points.1: unit 'furlongs' is not a unit of turbidity the rules "
          "read (NTU, FNU)"),
@@ -208,7 +217,7 @@ def _cases() -> list[tuple[str, list[str], str]]:
                                      "--value-column", "rain", "--store", "sqlite:///{dir}/i.db"],
          "--value-column 'rain': expected NAME=QUANTITY[:UNIT]"),
         ("replay-cell-1e308", ["replay", "{big}", "--tip-mm", "0.2"],
-         "{big}: no rain readings to replay: 1 of 1 rows rejected (too_many_tips 1)"),
+         "{big}: no rain readings to replay: 1 of 1 row rejected (too_many_tips 1)"),
         ("replay-tip-1e400", ["replay", "{rain}", "--tips", "1e400"], "--tip-mm '1e400': a tipping bucket"),
         ("replay-silence", ["replay", "{rain}", "--tip-mm", "0.2", "--silence", "maybe"], "--silence 'maybe'"),
         ("replay-unknown-pack", ["replay", "{rain}", "--tip-mm", "0.2", "--jurisdiction", "ch999"],
@@ -396,7 +405,7 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("ingest-store-is-a-directory", ["ingest", "--site", "{site}", "--store", "sqlite:///{a-dir-db}"],
          "is a directory, not an SQLite file"),
         ("demo-used-store", ["demo", "--store", "sqlite:///{used}"],
-         "--store sqlite:///{used}: already holds 1 readings of site riverside-commons between "
+         "--store sqlite:///{used}: already holds 1 reading of site riverside-commons between "
          "2026-06-01T04:00:00+00:00 and"),
         ("site-negative-poll-interval", ["gateway", "--check", "--site", "{negative-poll}"],
          "{negative-poll}: devices.0.poll_interval_s: Input should be greater than 0 (device rain-1, line "),
@@ -517,6 +526,8 @@ CASES = _cases()
 @pytest.mark.parametrize(("args", "expected"), [(a, e) for _, a, e in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_and_exit_2(files: dict[str, object], args: list[str], expected: str) -> None:
     real = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
+    if real[0] == "web" and "--port" not in real:
+        real += ["--port", "0"]  # any free port: the desk listens before it opens the store, and 8080 may be taken
     result = CliRunner().invoke(app, real, catch_exceptions=False)
     text = result.output
     assert result.exit_code == 2, text
@@ -541,7 +552,7 @@ def test_a_garbage_row_in_a_demo_rain_file_is_skipped_with_its_reason_as_replay_
     path.write_text("time,rain\n2024-06-01T00:00:00Z,0.2\nthis is not a row\n2024-06-01T00:02:00Z,0.4\n",
                     encoding="utf-8")
     record = load_rain_record(path, tip_size="0.2", unit="mm")
-    assert record.total_tips == 3 and record.skipped == (f"{path}:3: 1 fields, need at least 2",)
+    assert record.total_tips == 3 and record.skipped == (f"{path}:3: 1 field, need at least 2",)
     replay = CliRunner().invoke(app, ["replay", str(path), "--tip-mm", "0.2", "--all-events"], catch_exceptions=False)
     assert replay.exit_code == 0, replay.output
     assert "3 rows, 3 tips = 0.6 mm (0.023 in), 1 row rejected" in replay.output
@@ -608,7 +619,7 @@ def test_a_garbage_row_in_a_demo_rain_file_is_told_once(tmp_path: Path) -> None:
                            "--speed", "10000", "--state-dir", str(tmp_path / "demo")],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
-    skip = f"{path}:3: 1 fields, need at least 2"
+    skip = f"{path}:3: 1 field, need at least 2"
     assert done.stdout.count(skip) == 1 and f"rain file: 1 row skipped; first: {skip}" in done.stdout
     assert skip not in done.stderr
 

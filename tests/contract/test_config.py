@@ -54,6 +54,34 @@ def test_errors_name_the_file_and_the_key(tmp_path: Path, mutate, expected: str)
     assert expected in str(err.value)
 
 
+def test_every_device_with_an_unknown_profile_is_named(tmp_path: Path) -> None:
+    """Two typos are two problems in one error: each names its device, the search path once."""
+    doc = example_doc()
+    doc["devices"][0]["profile"] = "nope_gauge"
+    doc["devices"][3]["profile"] = "nope_level"
+    with pytest.raises(ConfigError) as err:
+        load_site(write_site(tmp_path, doc), ProfileLibrary())
+    msg = str(err.value)
+    assert "devices.0.profile: no profile 'nope_gauge' (device rain-1, line " in msg
+    assert "devices.3.profile: no profile 'nope_level' (device basin-level, line " in msg
+    assert msg.count("known: ") == 1 and "yosemitech_y511" in msg
+    assert "\n" not in msg
+
+
+def test_a_broken_profile_says_why_once_and_names_each_device(tmp_path: Path) -> None:
+    own = tmp_path / "profiles"
+    own.mkdir()
+    (own / "yosemitech_y511.yaml").write_text("model: yosemitech_y511\n")  # no protocol, no values
+    doc = example_doc()
+    with pytest.raises(ConfigError) as err:
+        load_site(write_site(tmp_path, doc), ProfileLibrary(own))
+    msg = str(err.value)
+    assert msg.count(str(own / "yosemitech_y511.yaml")) == 1
+    assert "(device turb-up, line " in msg
+    assert ("devices.2.profile: profile 'yosemitech_y511' cannot be loaded (devices.1.profile says why) "
+            "(device turb-down, line ") in msg
+
+
 def test_roles_must_fit_the_profiles(tmp_path: Path) -> None:
     doc = example_doc()
     doc["rain_gauge"] = "turb-up"  # a turbidity probe does not count tips

@@ -29,3 +29,10 @@ def test_a_conflict_of_rain_tips_names_tips() -> None:
     assert detail == ("identity (gateway 'import', boot 'b', seq 7) is stored with rain-1 rain_tips 1 tip; this "
                       "reading says 3 tips: refused, the stored reading is kept")
     assert "{tip}" not in detail
+
+
+def test_a_count_agrees_with_its_noun() -> None:
+    from stormwatch.display import plural
+
+    assert [plural(n, "cell") for n in (0, 1, 2)] == ["0 cells", "1 cell", "2 cells"]
+    assert plural(1, "work order") == "1 work order" and plural(2, "entry", "entries") == "2 entries"

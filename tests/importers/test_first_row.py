@@ -49,7 +49,7 @@ def test_a_single_row_of_100000_in_is_not_rain_import_and_replay(site: Path, tmp
         store.close()
     replay = CliRunner().invoke(app, ["replay", str(big), "--tip-in", "0.01"], catch_exceptions=False)
     assert replay.exit_code == 2, replay.output
-    assert "no rain readings to replay: 1 of 1 rows rejected (beyond_envelope 1)" in replay.output
+    assert "no rain readings to replay: 1 of 1 row rejected (beyond_envelope 1)" in replay.output
 
 
 def test_first_row_judged_over_the_median_spacing(site: Path, tmp_path: Path) -> None:

@@ -90,3 +90,21 @@ def test_rejected_rows_and_cells_without_a_value_are_never_complete_data(tmp_pat
     good.write_text("time,rain\n2024-06-01T00:00:00Z,0.2\n2024-06-01T00:09:00Z,0.2\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["replay", str(good), "--tip-mm", "0.2"], catch_exceptions=False)
     assert result.output.splitlines()[-1].endswith("; rain-gauge data complete")
+
+
+def test_a_count_of_one_is_singular(tmp_path: Path) -> None:
+    """"1 cells without a value", "1 rows": the summary's nouns agree with their counts."""
+    one = tmp_path / "one.csv"
+    one.write_text("time,rain\n2024-06-01T00:00:00Z,0.2\n2024-06-01T00:01:00Z,\n2024-06-01T00:02:00Z,abc\n",
+                   encoding="utf-8")
+    result = CliRunner().invoke(app, ["replay", str(one), "--tip-mm", "0.2"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    last = result.output.splitlines()[-1]
+    assert last.startswith("3 rows, 1 tip = 0.2 mm (0.007 in), 1 row rejected;"), last
+    assert last.endswith("rain-gauge data NOT complete: 1 row rejected and 1 cell without a value: the rain then "
+                         "is unknown"), last
+    single = tmp_path / "single.csv"
+    single.write_text("time,rain\n2024-06-01T00:00:00Z,0.2\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["replay", str(single), "--tip-mm", "0.2"], catch_exceptions=False)
+    assert result.output.splitlines()[-1].startswith("1 row, 1 tip = 0.2 mm (0.007 in), 0 rows rejected;")
+

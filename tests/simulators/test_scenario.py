@@ -172,6 +172,26 @@ def test_rain_record_replayed_by_the_scenario() -> None:
     assert moved in ss.rain_times, ss.rain_times
 
 
+def test_a_rain_file_played_at_another_tip_size_says_what_was_rounded() -> None:
+    """134 tips x 0.2 mm = 26.8 mm; the 0.01-in gauge carries 105 whole tips = 1.05 in = 26.67 mm:
+    the 0.13 mm (0.13 / 25.4 = 0.005118 in) after the last whole tip is said, once, with the sizes."""
+    path = data_file("tharandt_davis_tips_Sensor1.csv")
+    sc = build_scenario(
+        "default", rain_file=path, rain_tip_mm="0.2", rain_delimiter=";", rain_time_format="%d.%m.%Y %H:%M",
+        rain_from=datetime(2018, 9, 23), rain_until=datetime(2018, 9, 24),
+    )
+    cfg = load_site(REPO / "examples" / "site.yaml", LIB)
+    ss = SiteScenario(sc, cfg, device_profiles(cfg, LIB))
+    assert ss.rain_rounding == (
+        f"rain file {path}: its 134 tips of 0.2 mm (26.8 mm) play as 105 tips of the gauge's 0.01 in (1.05 in); "
+        "the 0.00512 in (0.13 mm) after the last whole tip is left out, and each gauge tip falls at the file's tip "
+        "that completes it")
+    rec = load_rain_record(path, tip_size="0.2", unit="mm", delimiter=";", time_format="%d.%m.%Y %H:%M")
+    assert rec.rounding(rec.tip) == ""  # the gauge's own size: nothing changes, nothing said
+    assert rec.rounding(TipResolution.parse("0.1 mm")).endswith("(526.2 mm); nothing is left out, and each gauge "
+                                                                 "tip falls at the file's tip that completes it")
+
+
 def test_bad_record_and_scenario_errors_name_file_and_key(tmp_path: Path) -> None:
     bad = tmp_path / "rain.csv"
     bad.write_text("time,mm\n2020-01-01T00:00:00,0.3\n", encoding="utf-8")
