@@ -120,6 +120,8 @@ class Collector:
         self.lock = threading.Lock()
         self._subscribed = threading.Event()
         self.topic = topic
+        self._barrier_topic = f"stormwatch-test/barrier/{client_id}"
+        self._barrier = threading.Event()
         self.client = mqtt.Client(
             callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean,
             protocol=MQTTProtocolVersion.MQTTv311,
@@ -134,9 +136,12 @@ class Collector:
             raise TimeoutError("subscription not acknowledged")
 
     def _on_connect(self, client: mqtt.Client, *_args: object) -> None:
-        client.subscribe(self.topic, qos=1)
+        client.subscribe([(self.topic, 1), (self._barrier_topic, 1)])
 
     def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
+        if msg.topic == self._barrier_topic:
+            self._barrier.set()
+            return
         readings = parse_readings(msg.payload)
         with self.lock:
             self.readings.extend(readings)
@@ -151,6 +156,16 @@ class Collector:
                 return len(self.readings) >= n
 
         wait_until(enough, timeout_s, f"{n} readings", fail=False)
+        with self.lock:
+            return list(self.readings)
+
+    def barrier(self, timeout_s: float = 15.0) -> list[Reading]:
+        """The readings received once everything the broker queued for this subscriber before now has
+        arrived: a message it publishes to itself comes back behind them (the broker delivers one
+        client's messages in order) -- e.g. a duplicate, if there were one."""
+        self._barrier.clear()
+        self.client.publish(self._barrier_topic, b"barrier", qos=1)
+        wait_until(self._barrier.is_set, timeout_s, "the subscriber's barrier message back")
         with self.lock:
             return list(self.readings)
 
