@@ -4,12 +4,13 @@ itself failing part-way (the gateway's acceptance):
 * the uplink is cut (or the broker stopped) from hour 10 to hour 20: every slot is polled, the
   outbox holds exactly the outage's readings, every reading arrives exactly once (after
   de-duplication by identity), in order, and the stored storm total equals the scenario's;
-* the gateway process is killed (SIGKILL) mid-storm and restarted: no reading lost, none
-  duplicated downstream (identity, tips total), no rain invented.
+* the gateway process (``--lockstep``, the clock over MQTT) is killed (SIGKILL) at the storm's
+  peak and restarted: every slot polled, no reading lost, none duplicated downstream (identity,
+  tips total), no rain invented.
 
 Both run the default scenario (NRCS Type II, 1.2 in = 120 tips of 0.01 in) on a SimulatedSite with
-5-minute polling; the outage on the lockstep clock (docs/simulators.md), so a loaded machine makes
-it slower, never different.
+5-minute polling on the lockstep clock (docs/simulators.md), so a loaded machine makes them
+slower, never different.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -31,12 +31,12 @@ import yaml
 
 from stormwatch import topics
 from stormwatch.app.pipeline import patient
-from stormwatch.clock import ScenarioClock, write_clock_file
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import Reading
 from stormwatch.gateway.service import STATE_DB, Gateway
 from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.runtime.mqttclock import MqttConductor
 from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
 from stormwatch.stores.urls import open_store
@@ -49,9 +49,6 @@ SCENARIO = load_scenario("default")
 #: The outage test's uplink is away from hour 10 to hour 20 of 32 (the storm's peak: hour 12).
 DOWN_FROM = SCENARIO.start + timedelta(hours=10)
 DOWN_UNTIL = SCENARIO.start + timedelta(hours=20)
-#: The kill test restarts a gateway process mid-storm: 32 h in 29 s, so a loaded machine's slow
-#: process start (seconds) is not the rest of the storm.
-KILL_SPEED = 4000.0
 POLL_S = 300
 
 
@@ -175,50 +172,81 @@ def test_outage_mid_storm_every_reading_arrives_once_in_order(own_mosquitto, tmp
     assert _stored_tips(tmp_path, got, site_id) == scenario_tips
 
 
-def _run_gateway(cfg_path: Path, broker: str, state: Path, clock_file: Path, log: Path) -> subprocess.Popen:
+def _run_gateway(cfg_path: Path, broker: str, state: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "stormwatch"), "gateway", "--site", str(cfg_path), "--broker", broker,
-         "--state-dir", str(state), "--clock-file", str(clock_file), "--until", SCENARIO.end.isoformat(),
+         "--state-dir", str(state), "--lockstep", "--until", SCENARIO.end.isoformat(),
          "--confirm", "broker"],  # no ingest here: the broker's PUBACK is the confirmation
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        env={**{k: v for k, v in os.environ.items() if k != "STORMWATCH_CLOCK_FILE"}, "PYTHONUNBUFFERED": "1"},
     )
 
 
+class _Simulator(MqttConductor):
+    """The simulator's side of the lockstep clock over MQTT (``stormwatch simulate --lockstep``): the
+    simulated devices' clock, moved once the gateway process is done with each instant -- and held
+    at ``hold_at`` (the gateway done with it) until the test releases it."""
+
+    def __init__(self, clock: LockstepClock, broker_url: str, site_id: str, hold_at: datetime) -> None:
+        super().__init__(clock, broker_url, site_id, participants=["gateway"], wait_s=5)
+        self.hold_at = hold_at
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def owed(self, joining: bool = False) -> list[str]:
+        out = super().owed(joining)
+        if not joining and self.clock.now() == self.hold_at and not self.release.is_set():
+            if not out:
+                self.holding.set()
+            out.append("the test (holds the clock)")
+        return out
+
+    def _run(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # re-raised by the test
+            self.error = exc
+
+
 def test_gateway_killed_mid_storm_and_restarted_loses_and_invents_nothing(mosquitto_server, tmp_path: Path) -> None:
+    """The gateway process on the lockstep clock (``--lockstep``): SIGKILLed once the clock is past the
+    storm's peak, the clock waits for it, and the restarted process carries on from that instant."""
     site_id = f"kill-{uuid.uuid4().hex[:8]}"
-    cfg = _site(tmp_path, site_id)
+    cfg = patient(_site(tmp_path, site_id))
     cfg_path = tmp_path / "site.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
-    # Simulated time starts 3 real seconds from now: the gateway process is up before the first slot.
-    clock = ScenarioClock(sim_start=SCENARIO.start, speed=KILL_SPEED, wall_start=time.time() + 3.0)
-    clock_file = write_clock_file(tmp_path / "clock.json", clock)
+    clock = LockstepClock(SCENARIO.start, SCENARIO.end)
     site = SimulatedSite(cfg, ProfileLibrary(), SCENARIO, clock)
     site.start()
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-storm"), f"sub-{site_id}", clean=False)
     state = tmp_path / "gw"
     log = tmp_path / "gateway.log"
-    span = (SCENARIO.end - SCENARIO.start).total_seconds() / KILL_SPEED
+    killed_at = SCENARIO.start + timedelta(hours=12)  # the peak, at hour 12 of 32
+    sim = _Simulator(clock, mosquitto_server.url, site_id, hold_at=killed_at)
+    second: subprocess.Popen | None = None
     try:
-        first = _run_gateway(cfg_path, mosquitto_server.url, state, clock_file, log)
-        mid_storm = SCENARIO.start + timedelta(hours=12)  # the peak, at hour 12 of 32
-
-        def past_mid_storm() -> bool:
-            with sub.lock:
-                return any(r.time >= mid_storm for r in sub.readings)
-
-        # killed once it has published past the peak (waiting on that, not a fixed sleep: a loaded
-        # machine may start the process late)
-        wait_until(past_mid_storm, 30 + span, "the first gateway's readings past the storm's peak", every_s=0.005)
+        first = _run_gateway(cfg_path, mosquitto_server.url, state, log)
+        # killed once it has polled the peak's instant and its readings are PUBACKed
+        wait_until(lambda: sim.holding.is_set() or first.poll() is not None, 300, "the gateway done with the peak")
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-        killed_at = clock.now()
-        second = _run_gateway(cfg_path, mosquitto_server.url, state, clock_file, log)
-        assert second.wait(60) == 0, log.read_text()[-3000:]
-        got = sub.wait_for(10**6, timeout_s=3)  # whatever arrives
+        wait_until(lambda: any(o.startswith("gateway (gone") for o in sim.owed()), 30, "the gateway's last will")
+        second = _run_gateway(cfg_path, mosquitto_server.url, state, log)
+        sim.release.set()  # the clock now waits for the restarted gateway at the peak
+        assert second.wait(300) == 0, log.read_text()[-3000:]
+        sim.thread.join(60)
+        if sim.error is not None:
+            raise sim.error
+        assert clock.finished
+        got = sub.barrier()
     finally:
         for p in (first, second):
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
                 p.kill()
+        clock.stop()
         sub.close()
         site.stop()
     unique = _unique(got)
@@ -231,19 +259,24 @@ def test_gateway_killed_mid_storm_and_restarted_loses_and_invents_nothing(mosqui
     db = sqlite3.connect(str(state / STATE_DB))
     assert db.execute("SELECT COUNT(*) FROM outbox").fetchone() == (0,)  # nothing left behind
     db.close()
-    rain = sorted((r for r in unique.values() if r.quantity == "rain_tips"), key=lambda r: r.time)
-    assert [r.time for r in rain] == sorted({r.time for r in rain})  # one rain reading per slot
+    rain = sorted((r for r in unique.values() if r.quantity == "rain_tips"), key=lambda r: (r.time, r.seq))
+    slots = [SCENARIO.start + timedelta(seconds=POLL_S * k)
+             for k in range(int((SCENARIO.end - SCENARIO.start).total_seconds() // POLL_S))]
     restarted = [r for r in rain if r.boot == boots[1]]
-    assert restarted[0].time > killed_at and "counter_baseline" not in restarted[0].flags  # baseline persisted
+    # the restarted process polls the instant the clock waits at, which the killed one had polled:
+    # that slot has a reading of each process, the second counting no tip (the counter's baseline
+    # was committed with the first); every other slot one reading
+    assert [r.time for r in rain] == sorted([*slots, killed_at])
+    assert restarted[0].time == killed_at and "counter_baseline" not in restarted[0].flags  # baseline persisted
+    before_kill = next(r for r in rain if r.time == killed_at and r.boot == boots[0])
+    assert restarted[0].value == 0 and restarted[0].raw == before_kill.raw
     scenario_tips = site.state.tips.tips_until(SCENARIO.end)
     assert scenario_tips == 120
-    # Tips before the gateway's very first sample are unknowable (that sample is the counter's
-    # baseline); the 3-s lead makes them none unless a loaded machine starts the process late.
-    unseen = int(rain[0].raw) - SCENARIO.rain.counter_offset  # type: ignore[arg-type]
-    assert "counter_baseline" in rain[0].flags
-    tips_at = site.state.tips.tips_until
-    assert tips_at(rain[0].time) <= unseen <= tips_at(rain[0].time + timedelta(seconds=POLL_S))  # read within its slot
-    assert sum(int(r.value) for r in rain) == scenario_tips - unseen, (  # no tip lost, none invented
+    # the gateway joined the clock before its first instant: its first sample (the counter's
+    # baseline) is at the scenario's start, before the first tip
+    assert "counter_baseline" in rain[0].flags and rain[0].time == SCENARIO.start
+    assert int(rain[0].raw) == SCENARIO.rain.counter_offset  # type: ignore[arg-type]
+    assert sum(int(r.value) for r in rain) == scenario_tips, (  # no tip lost, none invented
         f"killed at {killed_at}: " + "; ".join(f"{r.time:%H:%M} {r.boot[:4]} {r.value} {r.raw} {','.join(r.flags)}"
                                                 for r in rain if r.value or r.flags))
-    assert _stored_tips(tmp_path, got, site_id) == scenario_tips - unseen
+    assert _stored_tips(tmp_path, got, site_id) == scenario_tips
