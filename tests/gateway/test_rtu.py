@@ -25,6 +25,7 @@ import pytest
 from pymodbus.framer.rtu import FramerRTU
 
 from stormwatch import topics
+from stormwatch.app.pipeline import patient
 from stormwatch.clock import Clock, WallClock
 from stormwatch.config import ModbusRtu, SiteConfig, parse_site
 from stormwatch.gateway.drivers.modbus import ModbusDriver, ModbusLink, client_factory, rtu_frame_gap_s
@@ -177,7 +178,10 @@ def test_three_devices_on_one_rtu_line_and_a_failing_one(mosquitto_server, tmp_p
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     caplog.set_level(logging.INFO, logger="stormwatch.gateway")
     try:
-        gw = Gateway(gw_cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
+        # patient: a reply late only because the machine is loaded is no failed poll (the ghost's
+        # exception reply is immediate)
+        gw = Gateway(patient(gw_cfg), ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw",
+                     confirm="broker")
         conductor = Conductor(clock)
         gw.run(until=end)
         conductor.join()
@@ -240,7 +244,9 @@ def test_unplugged_rtu_adapter_reopens_with_backoff_others_keep_polling(mosquitt
     loop.run(rtu[0].start())
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     caplog.set_level(logging.DEBUG, logger="stormwatch.gateway")
-    gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
+    # patient: a reply late only because the machine is loaded is no failed poll (the unplugged
+    # adapter's reads fail at once)
+    gw = Gateway(patient(cfg), ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
 
     def replug() -> None:
         rtu[0] = _rtu_sim(cfg, "turb-down", state, clock, link)
