@@ -91,7 +91,8 @@ CDAB_PROFILE = DeviceProfile.model_validate({
 
 def test_cdab_reply_split_frames_and_stale_bytes_on_a_raw_pty() -> None:
     pty = PtyPair()
-    link = ModbusLink("rtu-test", client_factory(ModbusRtu(kind="modbus-rtu", port=pty.slave_path, timeout_s=0.3)),
+    # a 1-s reply timeout: at 0.3 s a loaded machine (load 28, 2 cores) timed out the answered first poll
+    link = ModbusLink("rtu-test", client_factory(ModbusRtu(kind="modbus-rtu", port=pty.slave_path, timeout_s=1.0)),
                       frame_gap_s=rtu_frame_gap_s(9600))
     driver = ModbusDriver("lvl", CDAB_PROFILE, 1, link, WallClock())
     results: list[object] = []
