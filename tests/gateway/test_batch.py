@@ -89,10 +89,13 @@ def test_a_batching_gateway_publishes_one_message_per_poll_cycle(tmp_path: Path,
         with lock:
             got.append(parse_readings(msg.payload))
 
+    subscribed = threading.Event()
     listener.on_message = on_message
+    listener.on_subscribe = lambda *_: subscribed.set()
     listener.connect("127.0.0.1", mosquitto_server.port)
     listener.subscribe(topics.readings(site_id, "gw-batch"), qos=1)
     listener.loop_start()
+    assert subscribed.wait(15)  # before the first instant: the clock does not wait for the listener
     # the publisher is woken once every poll of an instant is committed (both links), as on a
     # lockstep demo run, and the clock moves on once the broker has acknowledged them
     gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", batch=True, confirm="broker",

@@ -67,10 +67,15 @@ class _Listener:
         self.payloads: list[bytes] = []
         self._lock = threading.Lock()
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"listen-{uuid.uuid4().hex[:8]}")
+        subscribed = threading.Event()
         self.client.on_message = self._on_message
+        self.client.on_subscribe = lambda *_: subscribed.set()
         self.client.connect("127.0.0.1", port)
         self.client.subscribe(topic, qos=1)
         self.client.loop_start()
+        # before the first instant: a lockstep clock does not wait for the listener
+        if not subscribed.wait(15):
+            raise TimeoutError("subscription not acknowledged")
 
     def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
         with self._lock:
