@@ -1,5 +1,6 @@
 """Test helpers for the gateway tests (no tests here): a real pymodbus Modbus TCP server whose
-registers the test sets, and a real paho subscriber that collects readings.
+registers the test sets, a real paho subscriber that collects readings, a TCP proxy to cut, and the
+conductor and scripted participant of a lockstep clock (docs/simulators.md "The lockstep clock").
 
 The server is pymodbus's own ``ModbusTcpServer`` with ``SimDevice``/``SimData`` (pymodbus 3.16),
 running its asyncio loop in a background thread; an ``action`` hook overlays the test's register
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 
 import paho.mqtt.client as mqtt
@@ -20,6 +22,7 @@ from pymodbus.simulator import DataType, SimData, SimDevice
 
 from stormwatch.app import servers
 from stormwatch.contract import Reading, parse_readings
+from stormwatch.lockstep import LockstepClock
 from tests.waits import wait_until
 
 RegisterSource = Callable[[int, int], int | None]  # (address, read_index) -> word or None
@@ -113,9 +116,12 @@ class Collector:
 
     def __init__(self, url_port: int, topic: str, client_id: str, clean: bool = True) -> None:
         self.readings: list[Reading] = []
+        self.identities: set[tuple[str, str, int]] = set()  # of every reading received (duplicates once)
         self.lock = threading.Lock()
         self._subscribed = threading.Event()
         self.topic = topic
+        self._barrier_topic = f"stormwatch-test/barrier/{client_id}"
+        self._barrier = threading.Event()
         self.client = mqtt.Client(
             callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean,
             protocol=MQTTProtocolVersion.MQTTv311,
@@ -130,11 +136,16 @@ class Collector:
             raise TimeoutError("subscription not acknowledged")
 
     def _on_connect(self, client: mqtt.Client, *_args: object) -> None:
-        client.subscribe(self.topic, qos=1)
+        client.subscribe([(self.topic, 1), (self._barrier_topic, 1)])
 
     def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
+        if msg.topic == self._barrier_topic:
+            self._barrier.set()
+            return
+        readings = parse_readings(msg.payload)
         with self.lock:
-            self.readings.extend(parse_readings(msg.payload))
+            self.readings.extend(readings)
+            self.identities.update(r.identity for r in readings)
 
     def wait_for(self, n: int, timeout_s: float = 15.0) -> list[Reading]:
         """The readings received once there are ``n`` of them, or when ``timeout_s`` passes (the
@@ -145,6 +156,16 @@ class Collector:
                 return len(self.readings) >= n
 
         wait_until(enough, timeout_s, f"{n} readings", fail=False)
+        with self.lock:
+            return list(self.readings)
+
+    def barrier(self, timeout_s: float = 15.0) -> list[Reading]:
+        """The readings received once everything the broker queued for this subscriber before now has
+        arrived: a message it publishes to itself comes back behind them (the broker delivers one
+        client's messages in order) -- e.g. a duplicate, if there were one."""
+        self._barrier.clear()
+        self.client.publish(self._barrier_topic, b"barrier", qos=1)
+        wait_until(self._barrier.is_set, timeout_s, "the subscriber's barrier message back")
         with self.lock:
             return list(self.readings)
 
@@ -226,7 +247,14 @@ class TcpProxy:
     def cut(self) -> None:
         self._up = False
         if self._listener is not None:
+            try:
+                # wakes the accepting thread (Linux): a close alone leaves it blocked in accept(), the
+                # port listening, and the next connection let through
+                self._listener.shutdown(self._socket.SHUT_RDWR)  # type: ignore[attr-defined]
+            except OSError:
+                pass
             self._listener.close()  # type: ignore[attr-defined]
+            self._listener = None
         with self._lock:
             for c in self._conns:
                 try:
@@ -244,3 +272,54 @@ class TcpProxy:
         the proxy; connections made afterwards are forwarded normally."""
         with self._lock:
             self._stalled.update(id(c) for c in self._conns)
+
+
+class Conductor:
+    """A :class:`~stormwatch.lockstep.LockstepClock`'s conductor in a background thread: it moves the
+    clock while the test's gateway polls; :meth:`join` returns once the run has ended and re-raises
+    what stopped it (``LockstepStalled`` names whom it waited for)."""
+
+    def __init__(self, clock: LockstepClock, stall_s: float = 60.0) -> None:
+        self.clock = clock
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(stall_s,), name="conductor", daemon=True)
+        self._thread.start()
+
+    def _run(self, stall_s: float) -> None:
+        try:
+            self.clock.run(stall_s=stall_s)
+        except BaseException as exc:  # re-raised in the test's thread by join()
+            self.error = exc
+            self.clock.stop()
+
+    def join(self, timeout_s: float = 120.0) -> None:
+        self._thread.join(timeout_s)
+        if self.error is not None:
+            raise self.error
+        assert not self._thread.is_alive(), f"the clock still runs at {self.clock.now().isoformat()}"
+
+
+class Script:
+    """A participant of a lockstep clock (:class:`~stormwatch.lockstep.Participant`): at each instant
+    ``owed(t)`` says what is still owed (``None``: done), and at the instants of ``actions`` the
+    action runs once everything else due then is done -- a broker stopped, an uplink cut, a device
+    unplugged, at a fixed simulated instant whatever the machine's load."""
+
+    def __init__(self, name: str, actions: dict[datetime, Callable[[], None]],
+                 owed: Callable[[datetime], str | None] = lambda t: None) -> None:
+        self.name = name
+        self.actions = dict(sorted(actions.items()))
+        self.owed = owed
+        self.ran: dict[datetime, bool] = {}
+
+    def pending(self, t: datetime) -> str | None:
+        return self.owed(t)
+
+    def next_due(self, t: datetime) -> datetime | None:
+        return next((at for at in self.actions if at > t), None)
+
+    def at(self, t: datetime) -> None:
+        action = self.actions.get(t)
+        if action is not None and not self.ran.get(t):
+            self.ran[t] = True
+            action()

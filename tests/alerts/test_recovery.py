@@ -16,6 +16,7 @@ The alert service runs on a simulated clock pinned after the data (speed 1), so 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -54,6 +55,9 @@ LATENESS = timedelta(seconds=120)
 EXPECTED_KINDS = ["basin_capacity_warning", "basin_cleanout_due", "routine_inspection_due", "storm_inspection_due",
                   "storm_qualified", "storm_started", "turbidity_cleared", "turbidity_contrast"]
 LAST_TIP = T0 + timedelta(minutes=59)
+#: Failed store attempts after the first before the engine's retry spacing reaches its cap
+#: (1, 2, 4 s, then RETRY_MAX_S = 5 s: stormwatch.alerts.service).
+REPEATS_TO_THE_CAP = 3
 
 
 def _parts(*hours: float) -> list[list[Reading]]:
@@ -90,12 +94,12 @@ class Rig:
     def store(self) -> Influx1Store:
         return Influx1Store(self.influx.url, self.db)
 
-    def alerts(self) -> Service:
+    def alerts(self, log_level: str = "INFO") -> Service:
         self.runs += 1
         svc = Service(f"alerts-{self.runs}", [
             "alerts", "--site", str(self.site), "--broker", self.broker.url, "--store", self.influx.store_url(self.db),
             "--state-dir", str(self.state), "--client-id", self.client_id, "--clock-file", str(self.clock_file)],
-            self.tmp / f"alerts-{self.runs}.log")
+            self.tmp / f"alerts-{self.runs}.log", env={"STORMWATCH_LOG_LEVEL": log_level})
         svc.wait_for("connected to", 60)
         return svc
 
@@ -197,26 +201,27 @@ def _log_records(text: str, level: str) -> list[str]:
 
 
 @pytest.mark.timeout(600)
-def test_influxdb_down_60_s_while_events_fire_every_event_reaches_the_events_measurement(
+def test_influxdb_down_while_events_fire_every_event_reaches_the_events_measurement(
         tmp_path: Path, own_influx: servers.InfluxDB1) -> None:
     part1, part2 = _parts(3)
     broker = servers.mosquitto(tmp_path / "mq")
     broker.start()
     rig = Rig(tmp_path, broker, own_influx, f"down_{uuid.uuid4().hex[:8]}")
     listener = EventListener(broker.port, "s1")
-    svc = rig.alerts()
+    svc = rig.alerts(log_level="DEBUG")  # the repeated failures are logged at DEBUG alone
     try:
         rig.feed(part1)
         rig.processed(part1)
         own_influx.kill()  # SIGKILL
-        down_at = time.monotonic()
         rig.feed(part2, store=False)  # ingest holds these (it acknowledges nothing while the store is down)
         rig.processed(part2)
         # the three events of the outage were published and are kept for the store
         wait_until(lambda: kept_events(rig.state_db) == 3, 30, "three events kept in the state file")
         assert sorted(e["kind"] for e in listener.got()[-3:]) == ["basin_capacity_warning", "basin_cleanout_due",
                                                                   "storm_inspection_due"]
-        time.sleep(max(0.0, 60.0 - (time.monotonic() - down_at)))  # the outage lasts 60 s, whatever happens
+        # the outage lasts until the attempts are at their longest spacing and have failed there twice
+        wait_until(lambda: svc.text().count("store still unavailable") >= REPEATS_TO_THE_CAP + 2, 120,
+                   "the store's retries at their longest spacing", every_s=0.2)
         own_influx.start()
         back_at = time.time()
         rig.write(part2)  # ingest writes what it held
@@ -236,6 +241,8 @@ def test_influxdb_down_60_s_while_events_fire_every_event_reaches_the_events_mea
     assert len(back) == 1 and " INFO " in back[0], back
     assert not [line for line in _log_records(log, "INFO") + _log_records(log, "WARNING")
                 if "retrying in" in line or "still unavailable" in line]
+    attempts = re.search(r"\((\d+) failed attempts\)", back[0])
+    assert attempts and int(attempts[1]) >= REPEATS_TO_THE_CAP + 3, back[0]  # the ERROR's, the repeats
     # the kept events went out within seconds of InfluxDB's return (attempts at most 5 s apart)
     assert _line_time(back[0]) - back_at < 15, back[0]
 

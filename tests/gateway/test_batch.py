@@ -2,8 +2,9 @@
 
 Unit: rows of one event time become one ``{"readings": [...]}`` message -- the very bytes the
 contract's encoder gives for those readings -- and rows of another time start the next message.
-On Mosquitto, a simulated site polled every 2 minutes (a rain gauge and two turbidity probes): each
-message holds one poll cycle of every device (rain + 2 x turbidity and temperature = 5 readings),
+On Mosquitto, a simulated site polled every 2 minutes (a rain gauge and two turbidity probes) on the
+lockstep clock, whose instant's end wakes the publisher: each message holds one poll cycle of every
+device (rain + 2 x turbidity and temperature = 5 readings),
 every reading arrives once with its own identity (seq 0..n-1), and each is acknowledged and removed
 from the outbox.
 """
@@ -11,9 +12,7 @@ from the outbox.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,16 +21,18 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from stormwatch import topics
 from stormwatch.app import servers
-from stormwatch.clock import ScenarioClock
 from stormwatch.config import SiteConfig, parse_site
 from stormwatch.contract import Reading, parse_readings
 from stormwatch.gateway.outbox import OutboxRow
 from stormwatch.gateway.publisher import MAX_BATCH_READINGS, messages
+from stormwatch.gateway.schedule import StoredParticipant
 from stormwatch.gateway.service import Gateway
+from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.scenario import load_scenario
 from stormwatch.simulators.site import SimulatedSite, isolate_site
 from stormwatch.wire import dump_payload
+from tests.gateway_support import Conductor
 from tests.waits import wait_until
 
 SCENARIO = load_scenario("default")
@@ -76,8 +77,8 @@ def test_a_batching_gateway_publishes_one_message_per_poll_cycle(tmp_path: Path,
                                                                   mosquitto_server: servers.Mosquitto) -> None:
     site_id = f"batch-{uuid.uuid4().hex[:8]}"
     cfg = _site(tmp_path, site_id)
-    speed = 300.0  # a 2-minute poll cycle every 0.4 real seconds
-    clock = ScenarioClock(sim_start=SCENARIO.start, speed=speed, wall_start=time.time() + 1.0)
+    until = SCENARIO.start + timedelta(minutes=60)
+    clock = LockstepClock(SCENARIO.start, until)
     site = SimulatedSite(cfg, ProfileLibrary(), SCENARIO, clock)
     site.start()
     got: list[list[Reading]] = []
@@ -88,27 +89,37 @@ def test_a_batching_gateway_publishes_one_message_per_poll_cycle(tmp_path: Path,
         with lock:
             got.append(parse_readings(msg.payload))
 
+    subscribed = threading.Event()
     listener.on_message = on_message
+    listener.on_subscribe = lambda *_: subscribed.set()
     listener.connect("127.0.0.1", mosquitto_server.port)
     listener.subscribe(topics.readings(site_id, "gw-batch"), qos=1)
     listener.loop_start()
-    until = SCENARIO.start + timedelta(minutes=60)
-    gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", batch=True, confirm="broker")
+    assert subscribed.wait(15)  # before the first instant: the clock does not wait for the listener
+    # the publisher is woken once every poll of an instant is committed (both links), as on a
+    # lockstep demo run, and the clock moves on once the broker has acknowledged them
+    gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", batch=True, confirm="broker",
+                 batch_gather_s=0.0, wake_on_commit=False)
+    clock.add(StoredParticipant("the batching gateway", gw.outbox_depth, polled=gw.publisher.wake))
     try:
+        conductor = Conductor(clock)
         gw.run(until=until)
+        conductor.join()
         wait_until(lambda: sum(len(m) for m in got) >= gw.readings_made, 15, "every reading")
     finally:
+        clock.stop()
         gw.stop()
         listener.loop_stop()
         listener.disconnect()
         site.stop()
     readings = [r for message in got for r in message]
+    cycles = 30  # 60 minutes of 2-minute polling
+    assert gw.readings_made == cycles * 5 and gw.missed_slots == 0
     assert sorted(r.seq for r in readings) == list(range(gw.readings_made))  # each once, identity kept
     assert gw.outbox_depth() == 0 and gw.publisher.acknowledged == gw.readings_made
+    # one message per poll cycle, whole: rain + 2 x (turbidity, temperature)
+    assert sorted(message[0].time for message in got) == [SCENARIO.start + timedelta(minutes=2 * k)
+                                                          for k in range(cycles)]
     for message in got:
-        assert len({r.time for r in message}) == 1  # one poll cycle per message
-    sizes = Counter(len(m) for m in got)
-    # whole cycles: rain + 2 x (turbidity, temperature); on a loaded machine a link thread may poll
-    # after the 0.2-s gathering, and its readings follow in a second message of the same cycle
-    assert max(sizes) == 5 and sizes[5] >= len(got) / 3, sizes
-    assert gw.publisher.published == len(got) <= gw.readings_made / 2
+        assert len({r.time for r in message}) == 1 and len(message) == 5
+    assert gw.publisher.published == len(got) == cycles

@@ -10,7 +10,6 @@ trusted reading as a data gap and opens no storm inspection.
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,14 +19,14 @@ import pytest
 from stormwatch import topics
 from stormwatch.alerts.engine import Engine
 from stormwatch.alerts.packs import load_pack
-from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Event, Reading
 from stormwatch.gateway.counter import CounterState
 from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.service import STATE_DB, Gateway
+from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
-from tests.gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, Conductor, RegisterServer
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 BEFORE = SIM_START - timedelta(hours=10)  # the last trusted sample, before the power cut
@@ -52,13 +51,18 @@ def test_counter_reset_after_ten_hours_is_a_gap_not_639_inches(mosquitto_server,
     outbox.close()
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-r"), f"sub-{site_id}")
     try:
-        clock = ScenarioClock(sim_start=SIM_START, speed=600.0, wall_start=time.time() + 0.3)
+        end = SIM_START + timedelta(seconds=180)
+        clock = LockstepClock(SIM_START, end)  # every slot polled, whatever the machine's load
         gw = Gateway(cfg, profiles, clock, mosquitto_server.url, state_dir, confirm="broker")
-        gw.run(until=SIM_START + timedelta(seconds=180))
+        conductor = Conductor(clock)
+        gw.run(until=end)
+        conductor.join()
         got = sorted(sub.wait_for(3), key=lambda r: r.seq)
     finally:
+        clock.stop()
         sub.close()
         srv.stop()
+    assert [r.time for r in got] == [SIM_START + timedelta(seconds=s) for s in (0, 60, 120)]
     assert [(r.value, r.raw, r.flags) for r in got] == [
         (0, 0, ("counter_suspect",)), (0, 0, ("counter_reset",)), (3, 3, ())]
 

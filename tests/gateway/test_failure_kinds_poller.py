@@ -4,8 +4,8 @@ I/O errors and then the device answers again -- readings resume by themselves, n
 A real pymodbus Modbus TCP server (tests/gateway_support.py) answers the rain gauge's read
 normally twice, then with exception 0x0B "gateway target device failed to respond" (what a Modbus
 TCP/RTU gateway answers when the field device behind it is silent: the I/O error of the field) to
-exactly 50 consecutive read attempts, then normally again. The real gateway polls it on a fast
-ScenarioClock. Failed attempts are counted on the server side (the gateway's backoff skips slots:
+exactly 50 consecutive read attempts, then normally again. The real gateway polls it on a manual
+clock. Failed attempts are counted on the server side (the gateway's backoff skips slots:
 0, 1, 3, 7, 15, 15, ... -- gateway/health.py), so 50 failed attempts span 751 poll slots.
 """
 

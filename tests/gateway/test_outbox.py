@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 
 from stormwatch import topics
-from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.contract import Reading
 from stormwatch.gateway.outbox import Outbox
 from stormwatch.gateway.service import STATE_DB, Gateway
+from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
-from tests.gateway_support import Collector, RegisterServer
-from tests.waits import wait_until
+from tests.gateway_support import Collector, Conductor, RegisterServer
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -40,26 +39,25 @@ def test_broker_away_ten_readings_all_arrive_exactly_once(own_mosquitto, tmp_pat
         "test", ProfileLibrary(),
     )
     own_mosquitto.stop()
-    clock = ScenarioClock(sim_start=SIM_START, speed=600.0, wall_start=time.time() + 0.3)
     until = SIM_START + timedelta(minutes=10)  # slots 0..9 -> 10 readings
+    clock = LockstepClock(SIM_START, until)
     gw = Gateway(cfg, ProfileLibrary(), clock, own_mosquitto.url, tmp_path / "gw",
                  drain_timeout_s=30.0, reconnect_max_s=2.0, confirm="broker")
     t = threading.Thread(target=gw.run, kwargs={"until": until})
     t.start()
     try:
-        wait_until(lambda: gw.readings_made >= 10 and clock.now() >= until, 15, "10 readings in the outbox")
-        assert gw.readings_made == 10
-        time.sleep(0.3)
+        Conductor(clock).join()  # every slot polled: the clock ran to the end
+        assert gw.readings_made == 10 and gw.missed_slots == 0
         # Broker still down: nothing acknowledged, nothing deleted.
         assert gw.outbox_depth() == 10
         assert gw.publisher.acknowledged == 0
         own_mosquitto.start()
         t.join(40)
         assert not t.is_alive()
-        got = sub.wait_for(10, timeout_s=20)
-        time.sleep(0.5)  # let any duplicate show up
-        got = sub.wait_for(10, timeout_s=0)
+        sub.wait_for(10, timeout_s=20)
+        got = sub.barrier()  # a duplicate would have arrived by now
     finally:
+        clock.stop()
         sub.close()
         srv.stop()
     ids = [(r.gateway, r.boot, r.seq) for r in got]

@@ -3,13 +3,12 @@
 Three simulated RainVUE10s on three pseudo-terminals, one gateway, real MQTT. Each sensor loses one
 answer: a garbled ``aD0!`` answer, every attempt of one ``aD0!`` dropped, a dropped ``aM!``
 answer. The tips the gateway publishes are compared with the tips the simulated buckets made
-between the measurements the sensors saw (failure-kinds.md, "A retried command repeats its side
+between the measurements the sensors saw, on the lockstep clock (failure-kinds.md, "A retried command repeats its side
 effect"; docs/gateway.md, "Commands with side effects").
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from stormwatch import topics
-from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.counter import FLAG_BASELINE, FLAG_RESET
 from stormwatch.gateway.service import Gateway
+from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.sdi12_device import RainSinceMeasurement, Sdi12Sim
-from tests.gateway_support import Collector, LoopThread
+from tests.gateway_support import Collector, Conductor, LoopThread
 from tests.waits import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.mosquitto]
@@ -47,7 +46,8 @@ def test_lost_answers_never_cost_tips_or_publish_a_dry_minute(loop: LoopThread, 
     # every attempt (1 + 3 retries) of poll 2's aD0!; #2 is poll 1's aM!.
     faults = {"a": {"garble": {3}}, "b": {"drop": {5, 6, 7, 8}}, "c": {"drop": {2}}}
     models = {name: RainSinceMeasurement(TIPS) for name in faults}
-    clock = ScenarioClock(sim_start=SIM_START, speed=30.0, wall_start=time.time() + 0.5)
+    end = SIM_START + timedelta(seconds=RUN_S)
+    clock = LockstepClock(SIM_START, end)
     sims = {name: Sdi12Sim(str(i + 1), models[name], clock, link=str(tmp_path / f"sdi-{name}"), ready_s=0.05,
                            decimals=2, **fault)
             for i, (name, fault) in enumerate(faults.items())}
@@ -63,12 +63,16 @@ def test_lost_answers_never_cost_tips_or_publish_a_dry_minute(loop: LoopThread, 
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
         gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
-        gw.run(until=SIM_START + timedelta(seconds=RUN_S))
+        conductor = Conductor(clock)
+        gw.run(until=end)
+        conductor.join()
         wait_until(lambda: len(sub.readings) >= gw.readings_made, 15, "every reading at the subscriber")
     finally:
+        clock.stop()
         sub.close()
         for sim in sims.values():
             loop.run(sim.stop())
+    assert gw.missed_slots == 0
     got = {name: sorted((r for r in sub.readings if r.device == f"rain-{name}"), key=lambda r: r.time)
            for name in faults}
 
