@@ -443,9 +443,10 @@ class Ingest:
     def _collect(self) -> list[_Message]:
         """Up to ``batch_size`` messages: wait up to 0.2 s for the first, then up to ``batch_ms`` for more.
 
-        Filling is polled every 5 ms rather than woken per message (one wake-up per arrival would
-        cost more than the message); it ends early when the in-flight limit is reached, since then
-        nothing more arrives until this batch is acknowledged.
+        While messages keep coming, filling is polled every 5 ms rather than woken per message (one
+        wake-up per arrival would cost more than the message); after a poll that found nothing it
+        waits for the next arrival (a trickle would pay 40 polls a batch). It ends early when the
+        in-flight limit is reached, since then nothing more arrives until this batch is acknowledged.
         """
         batch: list[_Message] = []
         self._arrived.clear()
@@ -455,12 +456,20 @@ class Ingest:
                 return batch
             self._take(batch)
         deadline = time.monotonic() + self.batch_s
+        flowing = True
         while len(batch) < self.batch_size and not self._stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.received - self._settled >= self.max_inflight:
                 break
-            time.sleep(min(remaining, 0.005))
+            if flowing:
+                time.sleep(min(remaining, 0.005))
+            else:  # a trickle: woken by the next message, not 40 polls a batch
+                self._arrived.clear()
+                if not self._inbox:
+                    self._arrived.wait(remaining)
+            had = len(batch)
             self._take(batch)
+            flowing = len(batch) > had
         return batch
 
     def _drain(self) -> list[_Message]:
