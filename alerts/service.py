@@ -39,6 +39,7 @@ from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, Reading, parse_parts
 from stormwatch.display import local_time
 from stormwatch.fastwire import fast_readings
+from stormwatch.ingest.mqttclient import ChunkedReadClient, make_client
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
@@ -190,6 +191,10 @@ class AlertService:
         self._lost_at: dict[str, datetime | None] | None = None  # watermarks when the connection was lost
         self._catch_up_from: dict[str, datetime | None] = {}
         self._catch_up_at: list[float] = []
+        #: The clock's time once the session's subscription was granted: a reading published after it
+        #: was delivered, so the store holds nothing missed past it (plus a gateway clock's allowed
+        #: lead); ``None`` while not known, and the catch-up reads have no end.
+        self._catch_up_until: datetime | None = None
         #: sites whose work raised an unexpected error: not evaluated any more (why, and when it was said)
         self.stopped_sites: dict[str, str] = {}
         self._stopped_said: dict[str, tuple[float, int]] = {}
@@ -215,11 +220,15 @@ class AlertService:
         self._wills: set[tuple[str, str]] = set()  # (site, gateway) gone by its last will, not back yet
         self._stop = threading.Event()
         self.connected = threading.Event()
-        self._client = SessionClient(self.broker, SessionOptions(
+        self._client = make_client(self.broker, SessionOptions(
             client_id=client_id, keepalive_s=keepalive_s, manual_ack=True, reconnect_min_s=1, reconnect_max_s=10,
             duplicate_hint="Are two alert services running with one --client-id? Give each its own."), log,
             on_session=self._on_session, on_lost=self._on_lost)
         self._client.on_message = self._on_message
+        self._chunked: ChunkedReadClient | None = None
+        if isinstance(self._client, ChunkedReadClient):  # a message's parts, and a wake-up's PUBACKs at once
+            self._chunked = self._client
+            self._chunked.on_delivery = self._on_delivery
         self._client.on_subscribe = self._on_subscribe
         self._subscribe_mid: int | None = None
         # No client-side limit on outgoing events (paho 2.2 strands in-flight messages behind a queued
@@ -471,6 +480,7 @@ class AlertService:
                 self._catch_up_from[site] = since
             now = time.monotonic()
             self._catch_up_at = [now + d for d in CATCH_UP_AFTER_S]
+            self._catch_up_until = None  # until the subscription is granted (_on_subscribe)
         log.info("%s: reading the store for what the broker may not have delivered meanwhile",
                  "session came back empty" if not session_present else "reconnected")
 
@@ -483,6 +493,9 @@ class AlertService:
             log.error("broker refused the subscription to %d topic filter(s): %s", len(failed), failed)
             return
         if mid == self._subscribe_mid:
+            with self._lock:
+                if self._catch_up_at:
+                    self._catch_up_until = self.clock.now()
             self.connected.set()
 
     def _on_lost(self) -> None:
@@ -493,7 +506,7 @@ class AlertService:
 
     def _on_message(self, client: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
         try:
-            self._handle(msg)
+            self._handle(msg.topic, msg.payload, msg.retain)
         except Exception:  # a bug must not kill the network thread; the message is still acknowledged
             log.exception("unexpected error handling a message on %s", msg.topic)
         finally:
@@ -501,10 +514,21 @@ class AlertService:
             with self._lock:
                 self._handled += 1
 
-    def _handle(self, msg: mqtt.MQTTMessage) -> None:
+    def _on_delivery(self, topic: str, payload: bytes, mid: int, qos: int, retain: bool) -> None:
+        """:meth:`_on_message` for a QoS 0/1 PUBLISH as :class:`ChunkedReadClient` hands it over."""
+        try:
+            self._handle(topic, payload, retain)
+        except Exception:  # a bug must not kill the network thread; the message is still acknowledged
+            log.exception("unexpected error handling a message on %s", topic)
+        finally:
+            if qos == 1 and self._chunked is not None:
+                self._chunked.ack_later(mid)
+            with self._lock:
+                self._handled += 1
+
+    def _handle(self, topic: str, payload: bytes | bytearray, retain: bool) -> None:
         # our subscriptions are exactly each site's readings and status topics: a dict lookup, not a
         # match against every filter (2 per site: a county's thousands per message)
-        topic = msg.topic
         status = topics.parse_status_topic(topic)
         where = status or topics.parse_readings_topic(topic)
         if where is not None and where[0] in self.stopped_sites:
@@ -517,35 +541,35 @@ class AlertService:
             return
         with self._site_work(where[0], f"handling a message on {topic}"):
             if status is not None:
-                self._status(status[0], status[1], bytes(msg.payload), msg.retain)
+                self._status(status[0], status[1], bytes(payload), retain)
             else:
-                self._readings(where[0], where[1], msg)
+                self._readings(where[0], where[1], topic, payload, retain)
 
-    def _readings(self, site: str, gateway: str, msg: mqtt.MQTTMessage) -> None:
+    def _readings(self, site: str, gateway: str, topic: str, payload: bytes | bytearray, retain: bool) -> None:
         """Feed a readings message of ``site``'s ``gateway`` to its engine and emit the events."""
         refused: list[tuple[str, int]] = []
-        fast = fast_readings(msg.payload)  # a message of plainly valid readings (nearly all): no model work
+        fast = fast_readings(payload)  # a message of plainly valid readings (nearly all): no model work
         readings = fast[0] if fast is not None else []
         try:
-            parts = [] if fast is not None else parse_parts(msg.payload)
+            parts = [] if fast is not None else parse_parts(payload)
         except PayloadError as exc:
-            log.warning("invalid readings on %s (%s): dropped here, ingest dead-letters it", msg.topic, exc)
-            ident = _identity(bytes(msg.payload), gateway)  # a single reading still says which it was
-            if ident is None or msg.retain:
+            log.warning("invalid readings on %s (%s): dropped here, ingest dead-letters it", topic, exc)
+            ident = _identity(bytes(payload), gateway)  # a single reading still says which it was
+            if ident is None or retain:
                 return
             refused.append(ident)
             parts = []
         for part in parts:  # each reading of a batch on its own, as ingest judges them
             if part.reading is None:
                 log.warning("invalid reading %d of a message on %s (%s): dropped here, ingest dead-letters it",
-                            part.index, msg.topic, part.error)
+                            part.index, topic, part.error)
                 ident = _identity(part.body, gateway)
-                if ident is not None and not msg.retain:
+                if ident is not None and not retain:
                     refused.append(ident)
             else:
                 readings.append(part.reading)
         events: list[Event] = []
-        retained = bool(msg.retain) and self.retained_is_late
+        retained = bool(retain) and self.retained_is_late
         with self._lock:
             engine, holes = self.engines.get(site), self.holes.get(site)
             if engine is None or holes is None:
@@ -561,7 +585,7 @@ class AlertService:
                 readings = []
             for r in readings:
                 if r.site != site or r.gateway != gateway:
-                    log.warning("reading of %s/%s on topic %s: dropped", r.site, r.gateway, msg.topic)
+                    log.warning("reading of %s/%s on topic %s: dropped", r.site, r.gateway, topic)
                     continue
                 if retained or not holes.saw(r):
                     events += engine.feed(r, retained=retained)
@@ -573,9 +597,13 @@ class AlertService:
                     events += engine.hold(hold)
                 events += engine.feed(r)
                 events += engine.hold(hold)
-            done = {site: engine.watermark}
-            self._emitting += 1
-        self._emit_made(events, done if events else None)
+            if events:
+                done = {site: engine.watermark}
+                self._emitting += 1
+        if events:
+            self._emit_made(events, done)
+        elif self.after_message is not None:
+            self.after_message()
 
     def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:
         try:
@@ -696,14 +724,16 @@ class AlertService:
             if not schedule or now < schedule[0]:
                 return
             sites = dict(self._catch_up_from)
+            until = self._catch_up_until
         lateness = timedelta(seconds=self.lateness_s)
+        end = None if until is None else self.bounds.latest(until) + _US
         found = read = 0
         for site, since in sites.items():
             if site not in self.engines:
                 continue  # removed or stopped meanwhile
             start = (since - lateness) if since is not None else self.clock.now() - self.warmup
             try:
-                readings = self.store.query_readings(site, start=start)
+                readings = self.store.query_readings(site, start=start, end=end)
             except StoreError as exc:
                 self._outage.failed(f"{site}: reading the store to catch up", exc)
                 with self._lock:
@@ -853,5 +883,8 @@ class AlertService:
                 self._catch_up_from[site] = None if before is None else min(before, since)
             if not self._catch_up_at:
                 self._catch_up_at = [now + d for d in REREAD_AFTER_S]
+                self._catch_up_until = self.clock.now()
+            elif self._catch_up_until is not None:
+                self._catch_up_until = max(self._catch_up_until, self.clock.now())
         log.info("reading the store again from the rows it answered unreadable: %s",
                  ", ".join(f"{site} from {format_time(since)}" for site, since in sorted(again.items())))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 import threading
 import time
 from collections import Counter, deque
@@ -23,7 +22,7 @@ import paho.mqtt.client as mqtt
 from stormwatch import storedack, topics
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, dump_readings
-from stormwatch.ingest.mqttclient import ChunkedReadClient, make_client
+from stormwatch.ingest.mqttclient import ChunkedReadClient, make_client, send_pubacks
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
@@ -47,10 +46,6 @@ log = logging.getLogger(__name__)
 #: as InfluxDB allows, 1 h, still always holds one); a failed record is retried after a minute.
 SITES_EVERY_S = 3600.0
 
-#: PUBACK fixed header + packet id (MQTT 3.1.1 section 3.4).
-_PUBACK = struct.Struct("!BBH")
-
-
 class _Message(NamedTuple):
     """A delivered message, as paho handed it over."""
 
@@ -60,25 +55,6 @@ class _Message(NamedTuple):
     qos: int
     retain: bool
     generation: int
-
-
-def send_pubacks(client: mqtt.Client, mids: list[int]) -> None:
-    """Acknowledge QoS 1 messages ``mids`` -- the same bytes on the wire as ``client.ack(mid, 1)`` each.
-
-    An MQTT 3.1.1 PUBACK is 4 bytes (``0x40 0x02`` + packet id, MQTT 3.1.1 section 3.4). paho sends
-    each ``ack()`` as its own packet, waking its network thread and making one ``send()`` system
-    call per message; for a batch of hundreds that is most of the acknowledging cost. Here the
-    PUBACKs of a batch are queued as one buffer (one wake-up, one ``send()``) through paho's
-    packet queue -- the path ``ack()`` itself takes. Falls back to ``ack()`` per message when
-    that internal is missing (another paho version) or the session is not MQTT 3.1.x.
-    """
-    queue_packet = getattr(client, "_packet_queue", None)
-    if queue_packet is None or getattr(client, "_protocol", None) not in (mqtt.MQTTv31, mqtt.MQTTv311):
-        for mid in mids:
-            client.ack(mid, 1)
-        return
-    blob = b"".join(_PUBACK.pack(0x40, 2, mid) for mid in mids)
-    queue_packet(0x40, blob, mids[-1], 1)
 
 
 def _settled(info: mqtt.MQTTMessageInfo) -> bool:
@@ -467,9 +443,10 @@ class Ingest:
     def _collect(self) -> list[_Message]:
         """Up to ``batch_size`` messages: wait up to 0.2 s for the first, then up to ``batch_ms`` for more.
 
-        Filling is polled every 5 ms rather than woken per message (one wake-up per arrival would
-        cost more than the message); it ends early when the in-flight limit is reached, since then
-        nothing more arrives until this batch is acknowledged.
+        While messages keep coming, filling is polled every 5 ms rather than woken per message (one
+        wake-up per arrival would cost more than the message); after a poll that found nothing it
+        waits for the next arrival (a trickle would pay 40 polls a batch). It ends early when the
+        in-flight limit is reached, since then nothing more arrives until this batch is acknowledged.
         """
         batch: list[_Message] = []
         self._arrived.clear()
@@ -479,12 +456,20 @@ class Ingest:
                 return batch
             self._take(batch)
         deadline = time.monotonic() + self.batch_s
+        flowing = True
         while len(batch) < self.batch_size and not self._stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.received - self._settled >= self.max_inflight:
                 break
-            time.sleep(min(remaining, 0.005))
+            if flowing:
+                time.sleep(min(remaining, 0.005))
+            else:  # a trickle: woken by the next message, not 40 polls a batch
+                self._arrived.clear()
+                if not self._inbox:
+                    self._arrived.wait(remaining)
+            had = len(batch)
             self._take(batch)
+            flowing = len(batch) > had
         return batch
 
     def _drain(self) -> list[_Message]:

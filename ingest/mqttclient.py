@@ -12,6 +12,7 @@ The design: docs/ingest.md ("The modules", `ingest/mqttclient.py`).
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,27 @@ from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 CHUNK_BYTES = 65536
 #: Packets handled per socket wake-up before paho's loop gets back to writes and keep-alive.
 MAX_PACKETS_PER_WAKE = 256
+#: PUBACK fixed header + packet id (MQTT 3.1.1 section 3.4).
+_PUBACK = struct.Struct("!BBH")
+
+def send_pubacks(client: mqtt.Client, mids: list[int]) -> None:
+    """Acknowledge QoS 1 messages ``mids`` -- the same bytes on the wire as ``client.ack(mid, 1)`` each.
+
+    An MQTT 3.1.1 PUBACK is 4 bytes (``0x40 0x02`` + packet id, MQTT 3.1.1 section 3.4). paho sends
+    each ``ack()`` as its own packet, waking its network thread and making one ``send()`` system
+    call per message; for a batch of hundreds that is most of the acknowledging cost. Here the
+    PUBACKs of a batch are queued as one buffer (one wake-up, one ``send()``) through paho's
+    packet queue -- the path ``ack()`` itself takes. Falls back to ``ack()`` per message when
+    that internal is missing (another paho version) or the session is not MQTT 3.1.x.
+    """
+    queue_packet = getattr(client, "_packet_queue", None)
+    if queue_packet is None or getattr(client, "_protocol", None) not in (mqtt.MQTTv31, mqtt.MQTTv311):
+        for mid in mids:
+            client.ack(mid, 1)
+        return
+    blob = b"".join(_PUBACK.pack(0x40, 2, mid) for mid in mids)
+    queue_packet(0x40, blob, mids[-1], 1)
+
 
 #: A delivered message as :attr:`ChunkedReadClient.on_delivery` gets it: topic, payload, packet id, QoS, retained.
 Delivery = Callable[[str, bytes, int, int, bool], None]
@@ -40,6 +62,19 @@ class ChunkedReadClient(SessionClient):
         #: Called instead of ``on_message`` for a QoS 0 or 1 PUBLISH of MQTT 3.1.x, with its parts as
         #: they are on the wire -- no ``MQTTMessage``, no second decode of the topic (module docstring).
         self.on_delivery: Delivery | None = None
+        self._acks: list[int] = []
+
+    def ack_later(self, mid: int) -> None:
+        """Acknowledge QoS 1 message ``mid`` once this socket wake-up's packets are handled: the
+        PUBACKs of one wake-up leave as one buffer (:func:`send_pubacks`), not a ``send()`` each.
+        Call it from ``on_delivery`` (paho's network thread) after the message is processed."""
+        self._acks.append(mid)
+
+    def _send_acks(self) -> None:
+        if self._acks:
+            mids, self._acks = self._acks, []
+            if self._sock is not None:
+                send_pubacks(self, mids)
 
     def _sock_recv(self, bufsize: int) -> bytes:
         if self._chunk_pos >= len(self._chunk):
@@ -53,13 +88,21 @@ class ChunkedReadClient(SessionClient):
 
     def _sock_close(self) -> None:
         self._chunk, self._chunk_pos = b"", 0
+        self._acks = []  # the packet ids of a closed connection: the broker sends those messages again
         super()._sock_close()
 
     def reconnect(self) -> MQTTErrorCode:
         self._chunk, self._chunk_pos = b"", 0
+        self._acks = []
         return super().reconnect()
 
     def loop_read(self, max_packets: int = 1) -> MQTTErrorCode:
+        try:
+            return self._read_packets(max_packets)
+        finally:
+            self._send_acks()
+
+    def _read_packets(self, max_packets: int) -> MQTTErrorCode:
         for _ in range(MAX_PACKETS_PER_WAKE):
             if self._ping_due() or (self._ping_t > 0 and self.want_write()):
                 # The consumer may hold this thread in on_message (at its in-flight limit during a

@@ -162,3 +162,48 @@ def test_on_delivery_gets_what_paho_puts_in_a_message(own_mosquitto: servers.Mos
         reference.stop()
         pub.client.publish("chunk/parts/kept", b"", qos=1, retain=True).wait_for_publish(5)
         pub.close()
+
+
+def test_pubacks_deferred_to_the_end_of_a_wake_up_all_reach_the_broker(own_mosquitto: servers.Mosquitto) -> None:
+    # The alert service acknowledges with ack_later: a wake-up's PUBACKs leave as one buffer. Every
+    # one must reach the broker: the persistent session, back after a clean disconnect, gets nothing
+    # again -- only what was published while it was away.
+    subscribed = threading.Event()
+    got: list[bytes] = []
+    client = make_client(parse_broker_url(own_mosquitto.url), SessionOptions(
+        client_id=f"chunk-{next(ids)}", keepalive_s=120, manual_ack=True, reconnect_min_s=1, reconnect_max_s=1),
+        logging.getLogger(__name__))
+    assert isinstance(client, ChunkedReadClient)
+
+    def deliver(_topic: str, payload: bytes, mid: int, qos: int, _retain: bool) -> None:
+        got.append(payload)
+        if qos == 1:
+            client.ack_later(mid)
+
+    client.on_delivery = deliver
+    client.on_connect = lambda c, *_a: c.subscribe("chunk/acks", qos=1)
+    client.on_subscribe = lambda *_a: subscribed.set()
+    client.start()
+    pub = Publisher(own_mosquitto)
+    try:
+        assert subscribed.wait(10)
+        sent = [f"m-{i}".encode() for i in range(2 * MAX_PACKETS_PER_WAKE + 7)]
+        for info in [pub.client.publish("chunk/acks", p, qos=1) for p in sent]:
+            info.wait_for_publish(10)
+        wait_until(lambda: len(got) == len(sent), what="every message delivered")
+        # a QoS 1 round trip on the same connection: the broker has handled every PUBACK before it
+        info = client.publish("chunk/ordering", b"", qos=1)
+        info.wait_for_publish(10)
+        client.disconnect()
+        client.loop_stop()
+        pub.send(b"while-away", topic="chunk/acks")
+        subscribed.clear()
+        client.reconnect()
+        client.loop_start()
+        wait_until(lambda: len(got) > len(sent), what="the message published while away")
+        pub.send(b"marker", topic="chunk/acks")  # anything redelivered would have come before it
+        wait_until(lambda: got[-1:] == [b"marker"], what="the marker")
+        assert got == [*sent, b"while-away", b"marker"]
+    finally:
+        pub.close()
+        client.stop()
