@@ -50,11 +50,22 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
     return any(defs and defs[-1].scope in _SHARED_SCOPES for defs in info.name2fixturedefs.values())
 
 
+def _group(item: pytest.Item, name: str) -> None:
+    """Put ``item`` in the xdist group ``name``. pytest-xdist's worker marks the group in the test's id
+    (``ID@NAME``, what its scheduler reads) by setting ``item._nodeid``, which pytest 9 no longer reads
+    (the id is ``item._id``): unmarked, every test of a group went to any worker, and each worker made
+    the module's fixture again (the browser tests' ``demo --web`` run twice). So the id is set here."""
+    item.add_marker(pytest.mark.xdist_group(name))
+    ident = getattr(item, "_id", None)
+    if ident is not None and getattr(item.config.option, "loadgroup", False):  # a worker of --dist loadgroup
+        item._id = type(ident).parse(f"{item.nodeid}@{name}")
+
+
 def schedule(items: list[pytest.Item]) -> None:
     """Group the tests that share a module's fixture, then put the longest modules first (in place)."""
     for item in items:
         if _shares_a_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(_module(item)))
+            _group(item, _module(item))
     items.sort(key=lambda item: _RANK.get(_module(item), len(_RANK)))  # stable: otherwise as collected
 
 
