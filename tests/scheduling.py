@@ -33,6 +33,13 @@ LONGEST_FIRST = (
     "tests/gateway/test_packet_limit.py",
     "tests/report/test_demo.py",
     "tests/e2e/test_demo_small_storm.py",
+    # under load (the CI machine shared) these take a minute or more too; collected late, they
+    # would otherwise be the last tests of one worker while the other has finished
+    "tests/stores/test_collisions.py",
+    "tests/report/test_tharandt.py",
+    "tests/deploy/test_packaging.py",
+    "tests/alerts/test_partitioned.py",
+    "tests/importers/test_files.py",
 )
 _RANK = {module: rank for rank, module in enumerate(LONGEST_FIRST)}
 _SHARED_SCOPES = frozenset({"class", "module", "package"})
@@ -50,11 +57,22 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
     return any(defs and defs[-1].scope in _SHARED_SCOPES for defs in info.name2fixturedefs.values())
 
 
+def _group(item: pytest.Item, name: str) -> None:
+    """Put ``item`` in the xdist group ``name``. pytest-xdist's worker marks the group in the test's id
+    (``ID@NAME``, what its scheduler reads) by setting ``item._nodeid``, which pytest 9 no longer reads
+    (the id is ``item._id``): unmarked, every test of a group went to any worker, and each worker made
+    the module's fixture again (the browser tests' ``demo --web`` run twice). So the id is set here."""
+    item.add_marker(pytest.mark.xdist_group(name))
+    ident = getattr(item, "_id", None)
+    if ident is not None and getattr(item.config.option, "loadgroup", False):  # a worker of --dist loadgroup
+        item._id = type(ident).parse(f"{item.nodeid}@{name}")
+
+
 def schedule(items: list[pytest.Item]) -> None:
     """Group the tests that share a module's fixture, then put the longest modules first (in place)."""
     for item in items:
         if _shares_a_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(_module(item)))
+            _group(item, _module(item))
     items.sort(key=lambda item: _RANK.get(_module(item), len(_RANK)))  # stable: otherwise as collected
 
 

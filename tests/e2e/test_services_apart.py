@@ -1,14 +1,15 @@
-"""The README's services recipe -- ``simulate``, ``gateway``, ``ingest`` and ``alerts`` as four
-separate processes on real Mosquitto, one simulated clock handed to all of them through a clock
-file -- gives the same events as ``stormwatch demo`` on the same site and scenario.
+"""The README's wall-paced services recipe -- ``simulate``, ``gateway``, ``ingest`` and ``alerts`` as
+four processes on real Mosquitto, one simulated clock handed to all of them through a clock file --
+gives the same events as ``stormwatch demo`` (the session's shared run, tests/shared_runs.py: the
+default scenario on the lockstep clock) on the same site and scenario.
 
-Both runs are compared on the compliance answer (tests/answers_support.py): event kinds,
-citations, storm tips and depth, due times. The expected storm is also derived by hand: the
-default scenario rains 1.2 in at 0.01 in per tip = 120 tips (hydrology.md), and no work order can
-be overdue within the scenario (the earliest deadline, the turbidity review, is 24 h after a
-violation late on 06-01, after the scenario's end at 06-02 12:00 UTC; the routine week is due
-06-08). An ``alerts`` on the wall clock instead of the simulated one would log hundreds of "late
-reading" warnings and announce an ``inspection_overdue`` at simulated 06-01 for an order due 06-08.
+They are compared on the compliance answer (tests/answers_support.py): event kinds, citations, storm
+tips and depth, due times. The expected storm is also derived by hand: the default scenario rains
+1.2 in at 0.01 in per tip = 120 tips (hydrology.md), and no work order can be overdue within the
+scenario (the earliest deadline, the turbidity review, is 24 h after a violation late on 06-01,
+after the scenario's end at 06-02 12:00 UTC; the routine week is due 06-08). An ``alerts`` on the
+wall clock instead of the simulated one would log hundreds of "late reading" warnings and announce
+an ``inspection_overdue`` at simulated 06-01 for an order due 06-08.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from stormwatch.simulators.scenario import load_scenario
 from stormwatch.stores.urls import open_store
 from tests.answers_support import SLOT_SLACK, answer, assert_same_answer
 from tests.demo_support import own_site_file
+from tests.shared_runs import DemoRun
 from tests.waits import wait_until
 
-#: Both runs go this fast: 32 simulated hours in 58 s.
+#: The services go this fast: 32 simulated hours in 58 s.
 SPEED = 2000
 STORMWATCH = str(Path(sys.executable).parent / "stormwatch")
 
@@ -70,21 +72,11 @@ class Listener:
         self.client.loop_stop()
 
 
-def _demo_events(site: Path, broker: str, work: Path) -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        [STORMWATCH, "demo", "--json", "--site", str(site), "--broker", broker, "--speed", str(SPEED),
-         "--workdir", str(work)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "STORMWATCH_LOG_LEVEL": "WARNING"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads(line) for line in proc.stdout.splitlines()]
-
-
 @pytest.mark.timeout(900)
-def test_services_run_apart_give_the_demos_events(mosquitto_server, tmp_path: Path) -> None:
+def test_services_run_apart_give_the_demos_events(mosquitto_server, default_demo: DemoRun, tmp_path: Path) -> None:
     scenario = load_scenario("default")
     broker = mosquitto_server.url
-    demo = _demo_events(own_site_file(tmp_path, "demo")[0], broker, tmp_path / "demo")
+    demo = default_demo.events
     site, site_id = own_site_file(tmp_path, "apart")
 
     var = tmp_path / "var"
@@ -142,12 +134,13 @@ def test_services_run_apart_give_the_demos_events(mosquitto_server, tmp_path: Pa
     assert f"alert service stopped after {made} readings" in alerts_log, alerts_log[-2000:]
     with listener.lock:
         services = list(listener.events)
-    demo_storm = answer(demo)["storm_inspection_due"]
-    assert (demo_storm["tips"], demo_storm["depth_in"]) == (120, 1.2)  # 1.2 in / 0.01 in per tip
     # the last tip falls 24 h after the storm's start at hour 1 (Type II fraction 1.000 at hour 24):
-    # 2026-06-02 05:00 UTC; the inspection is due 24 h after it
+    # 2026-06-02 05:00 UTC; the inspection is due 24 h after it -- in both runs
     due = datetime(2026, 6, 3, 5, 0, tzinfo=UTC)
-    assert abs(demo_storm["due_at"] - due) <= SLOT_SLACK
+    for run in (demo, services):
+        storm = answer(run)["storm_inspection_due"]
+        assert (storm["tips"], storm["depth_in"]) == (120, 1.2)  # 1.2 in / 0.01 in per tip
+        assert abs(storm["due_at"] - due) <= SLOT_SLACK
     assert_same_answer(services, demo)
     assert not [e for e in services if e["kind"] == "inspection_overdue"]
     assert not [e for e in services if e.get("late_detection_s")]
