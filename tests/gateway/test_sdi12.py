@@ -15,16 +15,18 @@ from pathlib import Path
 import pytest
 
 from stormwatch import topics
-from stormwatch.clock import ScenarioClock, WallClock
+from stormwatch.clock import WallClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.drivers.build import build_driver
 from stormwatch.gateway.drivers.sdi12 import parse_values
 from stormwatch.gateway.errors import BadDataError, NoDataError
 from stormwatch.gateway.service import Gateway
+from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.sdi12_device import RainSinceMeasurement, Sdi12Sim, d_buffers
 from tests.conftest import REPO
-from tests.gateway_support import Collector, LoopThread
+from tests.gateway_support import Collector, Conductor, LoopThread
+from tests.waits import wait_until
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # ClariVUE10 M! values (sensors.md): index 0 turbidity (FNU), 5 temperature (Cel), 6 error code.
@@ -95,6 +97,8 @@ def test_sensor_that_never_answers_is_no_data(loop: LoopThread, tmp_path: Path) 
     try:
         with pytest.raises(NoDataError, match="5M!: no answer after 4 attempts"):
             driver.poll()
+        # the simulator reads the last attempt from its pty on its own loop: wait for it before stopping
+        wait_until(lambda: len(sim.commands) >= 4, 10, "the fourth attempt at the sensor", fail=False)
     finally:
         driver.close()
         loop.run(sim.stop())
@@ -124,13 +128,16 @@ def test_rainvue_tips_since_last_measurement_reach_mqtt(loop: LoopThread, mosqui
     cfg = _site([{"id": "rain-1", "profile": "campbell_rainvue10", "sdi12_address": "1", "poll_interval_s": 60,
                   "transport": {"kind": "serial", "port": str(tmp_path / "rain")}}], site_id)
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
-    clock = ScenarioClock(sim_start=SIM_START, speed=120.0, wall_start=time.time() + 0.3)
+    until = SIM_START + timedelta(seconds=240)
+    clock = LockstepClock(SIM_START, until)  # four slots polled, however busy the machine
     try:
-        Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker").run(
-            until=SIM_START + timedelta(seconds=240)
-        )
+        gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
+        conductor = Conductor(clock)
+        gw.run(until=until)
+        conductor.join()
         got = sorted(sub.wait_for(4), key=lambda r: r.seq)
     finally:
+        clock.stop()
         sub.close()
         loop.run(sim.stop())
     assert [(r.value, r.flags) for r in got] == [(0, ("counter_baseline",)), (0, ()), (3, ()), (12, ())]
