@@ -12,7 +12,7 @@ import logging
 import sys
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -116,9 +116,6 @@ class _Held(NamedTuple):
 
 #: A reading in the reorder buffer's heap: its order key (time, gateway, boot, seq), its arrival, itself.
 _Entry = tuple[datetime, str, str, int, int, Reading]
-#: A rule on a route and what takes its readings: its ``feed``, or the ``append`` of its ``pending``
-#: list (:meth:`Engine._route`).
-_Taker = tuple[Rule, Callable[[Reading], list[Event] | None]]
 #: The order key of a reading: (time, gateway, boot, seq).
 _Key = tuple[datetime, str, str, int]
 #: Readings in the reorder buffer's in-order queue: the order keys of the first and the last, and the
@@ -192,7 +189,7 @@ class Engine:
         self.storm: StormRuleState | None = None
         self._watchers: list[Any] = []
         self._offline: list[Any] = []
-        self._routes: dict[str, dict[str, tuple[_Taker, ...]]] = {}  # device -> quantity -> its rules' takers
+        self._routes: dict[str, dict[str, tuple[Rule, ...]]] = {}  # device -> quantity -> rules
         self._hungry: list[Any] = []
         self._build(profiles)
         # the reorder buffer: readings that came in order are appended to _fifo as batches (a message's
@@ -269,9 +266,6 @@ class Engine:
         criteria): a snapshot holds only what changes, a few kilobytes a site (docs/scaling.md)."""
         memo: dict[int, Any] = {}
         for rule in rules:
-            take_pending = getattr(rule, "take_pending", None)
-            if take_pending is not None:
-                take_pending()  # its readings into its state first: a snapshot holds no reading
             for value in vars(rule).values():
                 if _immutable(value):
                     memo[id(value)] = value
@@ -726,11 +720,11 @@ class Engine:
             elif again:
                 again = self._due_before(again, t, out)
             by_quantity = routes.get(fields["device"])
-            takers = by_quantity.get(fields["quantity"]) if by_quantity is not None else None
-            if takers is None:
-                takers = self._route(reading)
-            for rule, take in takers:
-                found = take(reading)
+            wanting = by_quantity.get(fields["quantity"]) if by_quantity is not None else None
+            if wanting is None:
+                wanting = self._route(reading)
+            for rule in wanting:
+                found = rule.feed(reading)
                 if found:
                     out += found
                 nd = rule.next_due
@@ -738,30 +732,11 @@ class Engine:
                     again.append(rule)
         return out
 
-    def _route(self, reading: Reading) -> tuple[_Taker, ...]:
-        """The rules that take readings of ``reading``'s device and quantity, each with what takes them
-        (remembered in the routes): its ``feed``, or -- for a rule with a ``pending`` list whose ``feed``
-        emits nothing and leaves ``next_due`` as it is once it has one (R2: it judges a window only
-        when time reaches its end) -- that list's ``append``; the rule takes those readings itself
-        (``take_pending``) before anything else it does. A route with a rule still without a
-        ``next_due`` is not remembered: its first reading sets it."""
-        takers: list[_Taker] = []
-        final = True
-        for rule in self.rules:
-            if not rule.wants(reading) or getattr(rule, "sated", False):
-                continue
-            pending = getattr(rule, "pending", None)
-            if pending is None:
-                takers.append((rule, rule.feed))
-            elif rule.next_due is None:
-                takers.append((rule, rule.feed))
-                final = False
-            else:
-                takers.append((rule, pending.append))
-        found = tuple(takers)
-        if final:
-            self._routes.setdefault(reading.device, {})[reading.quantity] = found
-        return found
+    def _route(self, reading: Reading) -> tuple[Rule, ...]:
+        """The rules that take readings of ``reading``'s device and quantity (remembered in the routes)."""
+        wanting = tuple(r for r in self.rules if r.wants(reading) and not getattr(r, "sated", False))
+        self._routes.setdefault(reading.device, {})[reading.quantity] = wanting
+        return wanting
 
     @staticmethod
     def _due_before(rules: Sequence[Rule], t: datetime, out: list[Event]) -> list[Rule]:

@@ -146,18 +146,9 @@ class BasinRuleState:
         # __getattr__ hook (about 4x a plain object's); this is the hot path of every level reading
         fields = reading.__dict__
         depth = self._depths.get((fields["quantity"], fields["value"], fields["unit"]))
-        if depth is None or fields["flags"]:
-            return self._feed_new(reading)
-        t_us = us_of(fields["time"])
-        recent = self._recent
-        if recent:  # _settle's first test, inline: the settled depth of a steady level is the same
-            old_us, old_depth = recent[0]
-            edge = t_us - self._settle_us
-            if old_us <= edge and old_depth == depth and (len(recent) == 1 or recent[1][0] > edge):
-                recent.popleft()
-                recent.append((t_us, depth))
-                return []
-        return self._settle(t_us, depth)
+        if depth is not None and not fields["flags"]:
+            return self._settle(us_of(fields["time"]), depth)
+        return self._feed_new(reading)
 
     def _feed_new(self, reading: Reading) -> list[Event]:
         """:meth:`feed` of a flagged reading or a value not seen before."""

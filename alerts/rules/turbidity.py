@@ -167,10 +167,6 @@ class TurbidityRuleState:
         self._cur_end = 0
         self._cur: _Window | None = None
         self.trace: RuleTrace | None = None  # a report's observer (backfill only)
-        #: readings the engine appends here instead of calling :meth:`feed` once :attr:`next_due` is
-        #: set (feed emits nothing, and a window is judged only at its end): put into their windows
-        #: by :meth:`take_pending` at once, before anything else here; cleared in place, never replaced
-        self.pending: list[Reading] = []
 
     def wants(self, reading: Reading) -> bool:
         return reading.quantity == "turbidity" and reading.device in (self.upstream, self.downstream)
@@ -179,48 +175,27 @@ class TurbidityRuleState:
         return _EPOCH + idx * self.window
 
     def feed(self, reading: Reading) -> list[Event]:
-        if self.pending:
-            self.take_pending()
-        self._take([reading])
-        return []
-
-    def take_pending(self) -> None:
-        """Put the readings in :attr:`pending` into their windows, as :meth:`feed` would have one by one."""
-        pending = self.pending
-        if pending:
-            readings = pending.copy()
-            pending.clear()
-            self._take(readings)
-
-    def _take(self, readings: list[Reading]) -> None:
-        """Readings (event-time order) into their windows."""
         # the fields from the model's __dict__: a pydantic model's attribute goes through its
         # __getattr__ hook (about 4x a plain object's); this is the hot path of every probe reading
-        upstream = self.upstream
-        w, start, end = self._cur, self._cur_start, self._cur_end
-        t_prev: datetime | None = None
-        us = 0
-        for reading in readings:
-            fields = reading.__dict__
-            t = fields["time"]
-            if t is not t_prev:  # both probes' readings of a poll cycle share their time object
-                t_prev, us = t, us_of(t)
-            if w is None or fields["flags"] or not start <= us < end:
-                self._feed_window(reading, t)
-                w, start, end = self._cur, self._cur_start, self._cur_end
-                continue
-            # a clean reading in the current window (nearly every one): its columns
-            value = fields["value"]
-            if fields["device"] == upstream:
-                w.up_t.append(us)
-                w.up_v.append(value if type(value) is float else float(value))
-                if fields["unit"] not in w.up_units:
-                    w.up_units.add(fields["unit"])
-            else:
-                w.down_t.append(us)
-                w.down_v.append(value if type(value) is float else float(value))
-                if fields["unit"] not in w.down_units:
-                    w.down_units.add(fields["unit"])
+        fields = reading.__dict__
+        t = fields["time"]
+        w = self._cur
+        us = us_of(t)
+        if w is None or fields["flags"] or not self._cur_start <= us < self._cur_end:
+            return self._feed_window(reading, t)
+        # a clean reading in the current window (nearly every one): its columns
+        value = fields["value"]
+        if fields["device"] == self.upstream:
+            w.up_t.append(us)
+            w.up_v.append(value if type(value) is float else float(value))
+            if fields["unit"] not in w.up_units:
+                w.up_units.add(fields["unit"])
+        else:
+            w.down_t.append(us)
+            w.down_v.append(value if type(value) is float else float(value))
+            if fields["unit"] not in w.down_units:
+                w.down_units.add(fields["unit"])
+        return []
 
     def _feed_window(self, reading: Reading, t: datetime) -> list[Event]:
         """:meth:`feed` of a reading outside the current window or with flags: its window found
@@ -255,7 +230,6 @@ class TurbidityRuleState:
         ``advance_to`` a time at or after its end, when every reading in it -- all earlier -- is in,
         so judging the chunk's windows after all its rows (the backfill's ``advance_to`` its newest
         reading) judges each on the same readings, in the same order, as reading by reading."""
-        self.take_pending()
         up = (chunk.rows.get((self.upstream, "turbidity")) or []) if self.upstream is not None else []
         down = chunk.rows.get((self.downstream, "turbidity")) or []
         if not up and not down:
@@ -315,7 +289,6 @@ class TurbidityRuleState:
         return []
 
     def advance_to(self, t: datetime) -> list[Event]:
-        self.take_pending()
         out: list[Event] = []
         if self._next is None:
             return out
