@@ -18,7 +18,8 @@ hits both alike; ``--rounds N`` repeats each (medians reported).
 Run: ``python benchmarks/engine.py [--days 365] [--rounds 3] [--anchor 59d7efd] [--profile]``. The
 last line is one JSON object with ``readings``, ``seconds``, ``readings_per_s`` (medians; bar: >=
 400,000 readings/s), ``readings_per_cpu_s`` (the process's CPU time: a shared machine disturbs it
-less than the wall clock), ``events``, the anchor's figures and the machine's load.
+less than the wall clock), ``events`` and ``events_sha256`` (of the events' JSON in order), the
+anchor's figures, ``events_identical`` (the two digests equal) and the machine's load.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import hashlib
 import json
 import logging
 import math
@@ -45,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.machine import checkout, describe, machine  # noqa: E402
 from stormwatch.alerts.engine import Engine  # noqa: E402
 from stormwatch.config import load_site  # noqa: E402
-from stormwatch.contract import Reading  # noqa: E402
+from stormwatch.contract import Event, Reading  # noqa: E402
 from stormwatch.profiles import ProfileLibrary  # noqa: E402
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -86,6 +88,7 @@ def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str,
     many = getattr(engine, "feed_many", None)
     prof = cProfile.Profile(time.process_time) if profile else None  # CPU time: a loaded machine's waits left out
     n = events = seq = 0
+    digest = hashlib.sha256()  # of every event's JSON, in order: byte-identical or not
     seconds = cpu = 0.0
     for day in range(days):
         chunk = day_readings(ids, day, seq)
@@ -94,19 +97,23 @@ def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str,
         feed = engine.feed
         if prof is not None:
             prof.enable()
+        found: list[Event] = []
         t0, c0 = time.perf_counter(), time.process_time()
         if many is None or single:
             for r in chunk:
-                events += len(feed(r))
+                found += feed(r)
         else:
             for cycle in cycles:
-                events += len(many(cycle))
+                found += many(cycle)
         if day == days - 1:
-            events += len(engine.flush())
+            found += engine.flush()
         seconds += time.perf_counter() - t0
         cpu += time.process_time() - c0
         if prof is not None:
             prof.disable()
+        events += len(found)
+        for e in found:
+            digest.update(e.model_dump_json().encode() + b"\n")
         n += len(chunk)
         if day % 60 == 59:
             print(f"day {day + 1}: {n:,} readings, {seconds:.1f} s engine time, {n / seconds:,.0f} readings/s, "
@@ -120,6 +127,7 @@ def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str,
     print(f"{n:,} readings in {seconds:.2f} s ({cpu:.2f} CPU s): {n / seconds:,.0f} readings/s, "
           f"{n / cpu:,.0f} per CPU second; {events} events ({path})", flush=True)
     return {"readings": n, "seconds": round(seconds, 3), "readings_per_s": round(n / seconds), "events": events,
+            "events_sha256": digest.hexdigest()[:16],
             "cpu_seconds": round(cpu, 3), "readings_per_cpu_s": round(n / cpu), "path": path}
 
 
@@ -187,6 +195,7 @@ def main() -> None:
     result: dict[str, object] = {
         "readings": ours[0]["readings"], "seconds": round(median(ours, "seconds"), 3),
         "readings_per_s": round(median(ours, "readings_per_s")), "events": ours[0]["events"],
+        "events_sha256": ours[0]["events_sha256"],
         "rounds": [r["readings_per_s"] for r in ours], "path": ours[0]["path"], "days": args.days,
         "readings_per_cpu_s": round(median(ours, "readings_per_cpu_s")),
         "cpu": info["cpu"], "cores": info["cores"], "python": info["python"],
@@ -194,7 +203,9 @@ def main() -> None:
     if theirs:
         result.update({"anchor": args.anchor, "anchor_readings_per_s": round(median(theirs, "readings_per_s")),
                        "anchor_readings_per_cpu_s": round(median(theirs, "readings_per_cpu_s")),
-                       "anchor_events": theirs[0]["events"], "anchor_rounds": [r["readings_per_s"] for r in theirs]})
+                       "anchor_events": theirs[0]["events"], "anchor_rounds": [r["readings_per_s"] for r in theirs],
+                       "anchor_events_sha256": theirs[0].get("events_sha256")})
+        result["events_identical"] = result["events_sha256"] == result["anchor_events_sha256"]
         result["ratio_to_anchor"] = round(float(str(result["readings_per_s"])) /
                                           float(str(result["anchor_readings_per_s"])), 2)
         result["cpu_ratio_to_anchor"] = round(float(str(result["readings_per_cpu_s"])) /
@@ -202,7 +213,8 @@ def main() -> None:
         print(f"this checkout {result['readings_per_s']:,}/s vs {args.anchor} {result['anchor_readings_per_s']:,}/s: "
               f"{result['ratio_to_anchor']}x (per CPU second {result['readings_per_cpu_s']:,} vs "
               f"{result['anchor_readings_per_cpu_s']:,}: {result['cpu_ratio_to_anchor']}x); events {result['events']} "
-              f"vs {result['anchor_events']}", flush=True)
+              f"vs {result['anchor_events']}, {'byte-identical' if result['events_identical'] else 'DIFFERENT'}",
+              flush=True)
     print(json.dumps(result))
 
 

@@ -177,3 +177,31 @@ def test_a_gap_closed_by_a_counter_catch_up_keeps_the_depth_exact() -> None:
     assert due.message.startswith("storm of 0.60 in (60 tips of 0.01 in) ended")
     assert due.details is not None and due.details.model_dump()["depth_lower_bound"] is None
     assert due.details.model_dump()["needs_verification"] == ["counter_catch_up"]
+
+
+def test_a_message_taken_as_one_run_notes_what_reading_by_reading_notes() -> None:
+    """``saw_run`` says ``True`` exactly when no reading of the message opens or fills a hole, and then
+    leaves the holes as :meth:`SequenceHoles.saw` reading by reading leaves them."""
+    messages = [
+        [_reading(1, 0), _reading(2, 0), _reading(3, 0)],  # the gateway's first: one run
+        [_reading(4, 1), _reading(5, 1)],  # the next seqs
+        [_reading(0, 2, boot="b2"), _reading(1, 2, boot="b2")],  # a new boot from 0
+        [_reading(6, 3), _reading(7, 3, gateway="gw2")],  # two gateways in one message
+        [_reading(8, 4), _reading(8, 4)],  # a duplicate within the message
+        [_reading(9, 5), _reading(11, 5)],  # a jump within the message
+        [_reading(15, 6)],  # a jump from the newest (11)
+        [_reading(3, 7, gateway="import"), _reading(9, 7, gateway="import")],  # not a gateway's: never a hole
+    ]
+    run_wise = SequenceHoles("s1", now=RealClock())
+    one_by_one = SequenceHoles("s1", now=RealClock())
+    verdicts = []
+    for message in messages:
+        taken = run_wise.saw_run(message)
+        if not taken:
+            for r in message:
+                run_wise.saw(r)
+        changed = [one_by_one.saw(r) for r in message]
+        verdicts.append(taken)
+        assert not (taken and any(changed))
+        assert (run_wise.hold(), run_wise.windows()) == (one_by_one.hold(), one_by_one.windows())
+    assert verdicts == [True, True, True, True, False, False, False, True]
