@@ -106,6 +106,11 @@ def gateway_command(
         fail(f"--confirm: expected stored or broker, got {confirm!r}")
     if ports and not check:
         fail("--ports needs --check (a running gateway polls the devices whose ports are there, and logs the others)")
+    if lockstep and clock_floor is not None:
+        # the floor is waited out in real time, before the gateway joins the clock: the clock would
+        # wait for it and it for the clock
+        fail("--clock-floor cannot be used with --lockstep (the simulation chooses its time; start its "
+             "scenario at the floor instead)")
     checked = _checked_sites(site, broker, ProfileLibrary(profiles_dir), check)
     until_dt, floor_dt = _until(until), _floor(clock_floor)
     if check:

@@ -145,3 +145,11 @@ def test_cli_refuses_a_bad_clock_floor() -> None:
                                       "--clock-floor", "yesterday"])
     assert result.exit_code == 2
     assert "--clock-floor 'yesterday' is not an ISO 8601 date (e.g. 2026-06-01)" in result.output
+
+
+def test_cli_refuses_a_clock_floor_on_the_lockstep_clock() -> None:
+    """The floor is waited out in real time before the gateway joins the clock, which would wait for it."""
+    result = CliRunner().invoke(app, ["gateway", "--site", str(REPO / "examples" / "site.yaml"), "--lockstep",
+                                      "--clock-floor", "2026-06-01"])
+    assert result.exit_code == 2
+    assert "--clock-floor cannot be used with --lockstep" in result.output
