@@ -11,14 +11,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stormwatch.config import device_profiles, load_site
+from stormwatch.config import SiteConfig, device_profiles, load_site
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.rain import TipResolution
 from stormwatch.simulators.basin import prismoid_volume_ft3
 from stormwatch.simulators.cli import build_scenario
 from stormwatch.simulators.design_storm import design_storm_tip_offsets
 from stormwatch.simulators.rain_record import RainRecordError, load_rain_record, record_day_tips
-from stormwatch.simulators.scenario import ScenarioError, SiteScenario, load_scenario
+from stormwatch.simulators.scenario import Scenario, ScenarioError, SiteScenario, load_scenario
 from stormwatch.simulators.site import isolate_site
 from tests.conftest import REPO, data_file
 
@@ -147,14 +147,19 @@ def test_tharandt_record_day_and_replay() -> None:
     assert len(rec.gauge_tips(GAUGE_RES)) == int(Fraction("526.2") / Fraction("0.254"))
 
 
-def test_rain_record_replayed_by_the_scenario() -> None:
+def _tharandt_day() -> tuple[Path, Scenario, SiteConfig, SiteScenario]:
+    """The Tharandt tip file's 23 Sep 2018 (0.2-mm tips) played on the example site's 0.01-in gauge."""
     path = data_file("tharandt_davis_tips_Sensor1.csv")
     sc = build_scenario(
         "default", rain_file=path, rain_tip_mm="0.2", rain_delimiter=";", rain_time_format="%d.%m.%Y %H:%M",
         rain_from=datetime(2018, 9, 23), rain_until=datetime(2018, 9, 24),
     )
     cfg = load_site(REPO / "examples" / "site.yaml", LIB)
-    ss = SiteScenario(sc, cfg, device_profiles(cfg, LIB))
+    return path, sc, cfg, SiteScenario(sc, cfg, device_profiles(cfg, LIB))
+
+
+def test_rain_record_replayed_by_the_scenario() -> None:
+    path, sc, cfg, ss = _tharandt_day()
     # 134 tips x 0.2 mm = 26.8 mm; as 0.01-in gauge tips: floor(26.8 / 0.254) = 105
     assert len(ss.tips) == 105
     # the record's first tip is moved to start + 1 h; 0.2 mm < 0.254 mm, so the first gauge tip
@@ -175,13 +180,7 @@ def test_rain_record_replayed_by_the_scenario() -> None:
 def test_a_rain_file_played_at_another_tip_size_says_what_was_rounded() -> None:
     """134 tips x 0.2 mm = 26.8 mm; the 0.01-in gauge carries 105 whole tips = 1.05 in = 26.67 mm:
     the 0.13 mm (0.13 / 25.4 = 0.005118 in) after the last whole tip is said, once, with the sizes."""
-    path = data_file("tharandt_davis_tips_Sensor1.csv")
-    sc = build_scenario(
-        "default", rain_file=path, rain_tip_mm="0.2", rain_delimiter=";", rain_time_format="%d.%m.%Y %H:%M",
-        rain_from=datetime(2018, 9, 23), rain_until=datetime(2018, 9, 24),
-    )
-    cfg = load_site(REPO / "examples" / "site.yaml", LIB)
-    ss = SiteScenario(sc, cfg, device_profiles(cfg, LIB))
+    path, _, _, ss = _tharandt_day()
     assert ss.rain_rounding == (
         f"rain file {path}: its 134 tips of 0.2 mm (26.8 mm) play as 105 tips of the gauge's 0.01 in (1.05 in); "
         "the 0.00512 in (0.13 mm) after the last whole tip is left out, and each gauge tip falls at the file's tip "
