@@ -106,6 +106,20 @@ class _GatewaySession(SessionClient):
     alone, without the reason code and properties objects paho builds for each (a third of the network
     thread's CPU at one message per reading); MQTT 5 and malformed packets go to paho."""
 
+    #: Called (paho's thread) as a CONNACK arrives, before paho resends its queue.
+    before_connack: Callable[[], None] | None = None
+    #: True while paho resends its queue at a CONNACK: the queue must not change under that loop.
+    in_connack = False
+
+    def _handle_connack(self) -> MQTTErrorCode:
+        if self.before_connack is not None:
+            self.before_connack()
+        self.in_connack = True
+        try:
+            return super()._handle_connack()
+        finally:
+            self.in_connack = False
+
     def _handle_pubackcomp(self, cmd: Any) -> MQTTErrorCode:
         packet = self._in_packet["packet"]
         if cmd != "PUBACK" or self._protocol == MQTTProtocolVersion.MQTTv5 or len(packet) != 2:
@@ -212,6 +226,7 @@ class MqttPublisher:
         # a packet limit learned from connections an MQTT 3.1.1 broker closed over a message's size
         self._learned_limit: int | None = None
         self._too_large: queue.SimpleQueue[int] = queue.SimpleQueue()  # mids taken back from paho for splitting
+        self._taking_back: list[int] = []  # mids to take back from paho at the next CONNACK (paho's thread)
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self._other: dict[str, Any] | None = None  # the latest status on our topic from another boot
@@ -295,7 +310,22 @@ class MqttPublisher:
 
     def _take_back(self, mids: list[int]) -> None:
         """Remove messages from paho's resend queue (paho's thread, at a lost connection); the pump sends
-        their rows again."""
+        their rows again. A connection lost while paho resends that queue at a CONNACK calls this inside
+        paho's loop over it: then the removal waits for the next CONNACK (a queue changed under that
+        loop kills paho's network thread)."""
+        client: Any = self._client
+        if client.in_connack:
+            self._taking_back.extend(mids)
+            return
+        self._remove_from_paho(mids)
+
+    def _apply_take_back(self) -> None:
+        """Paho's thread, as a CONNACK arrives: the removals a lost resend put off."""
+        if self._taking_back:
+            mids, self._taking_back = self._taking_back, []
+            self._remove_from_paho(mids)
+
+    def _remove_from_paho(self, mids: list[int]) -> None:
         client: Any = self._client
         with client._out_message_mutex:  # paho 2.x internals: the messages it resends on reconnect
             for mid in mids:
@@ -319,6 +349,7 @@ class MqttPublisher:
         # limit, paho 2.2 parks messages as "queued" and, on reconnect, stops resending at the
         # first queued one (client.py _handle_connack), stranding in-flight messages behind it.
         client.max_inflight_messages_set(0)
+        client.before_connack = self._apply_take_back
         client.max_queued_messages_set(0)
         client.on_publish = self._on_publish
         client.on_message = self._on_message
