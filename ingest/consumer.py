@@ -396,6 +396,7 @@ class Ingest:
         if not self._stop.is_set():
             self._stop_deadline = time.monotonic() + self.stop_flush_timeout_s
             self._stop.set()
+            self._arrived.set()  # a batch waiting for its next message flushes now, not at its deadline
         if self._run_ident is not None and self._run_ident != threading.get_ident():
             self._done.wait(timeout_s)
 
@@ -465,7 +466,7 @@ class Ingest:
                 time.sleep(min(remaining, 0.005))
             else:  # a trickle: woken by the next message, not 40 polls a batch
                 self._arrived.clear()
-                if not self._inbox:
+                if not self._inbox and not self._stop.is_set():  # stop() sets _stop, then _arrived
                     self._arrived.wait(remaining)
             had = len(batch)
             self._take(batch)
