@@ -8,6 +8,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,9 @@ from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
+from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
-from tests.gateway_support import Collector, RegisterServer
+from tests.gateway_support import Collector, Conductor, RegisterServer
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
@@ -42,11 +44,19 @@ def site(devices: list[dict], site_id: str) -> object:
     )
 
 
-def clock(speed: float = 600.0) -> ScenarioClock:
-    # Simulated time starts 1.5 s from now: the first poll slot is exactly SIM_START. The lead is the
-    # time the test has to build and start the gateway before that slot (0.3 s was not enough with
-    # both cores busy: the run's `until` had passed before the first poll, and nothing was read).
-    return ScenarioClock(sim_start=SIM_START, speed=speed, wall_start=time.time() + 1.5)
+def run_gateway(cfg: Any, broker_url: str, state: Path, seconds: float) -> Gateway:
+    """A gateway polling from SIM_START for ``seconds`` on the lockstep clock: every slot is polled,
+    however busy the machine (a wall-paced clock skips slots then)."""
+    until = SIM_START + timedelta(seconds=seconds)
+    clock = LockstepClock(SIM_START, until)
+    try:
+        gw = Gateway(cfg, ProfileLibrary(), clock, broker_url, state, confirm="broker")
+        conductor = Conductor(clock)
+        gw.run(until=until)
+        conductor.join()
+    finally:
+        clock.stop()
+    return gw
 
 
 def test_y511_turbidity_over_modbus_tcp_reaches_mqtt(mosquitto_server, tmp_path: Path) -> None:
@@ -63,8 +73,7 @@ def test_y511_turbidity_over_modbus_tcp_reaches_mqtt(mosquitto_server, tmp_path:
     )
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
-        gw = Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, tmp_path / "gw", confirm="broker")
-        gw.run(until=SIM_START + timedelta(seconds=180))  # slots 0, 60, 120 s
+        run_gateway(cfg, mosquitto_server.url, tmp_path / "gw", 180)  # slots 0, 60, 120 s
         got = sub.wait_for(6)
     finally:
         sub.close()
@@ -99,9 +108,7 @@ def test_y511_error_register_and_out_of_range_flags(mosquitto_server, tmp_path: 
     )
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
-        Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, tmp_path / "gw", confirm="broker").run(
-            until=SIM_START + timedelta(seconds=60)
-        )
+        run_gateway(cfg, mosquitto_server.url, tmp_path / "gw", 60)
         got = sub.wait_for(2)
     finally:
         sub.close()
@@ -127,13 +134,10 @@ def test_rain_counter_restart_creates_no_rain_and_failing_device_recovers(mosqui
     state = tmp_path / "gw"
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     try:
-        Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, state, confirm="broker").run(
-            until=SIM_START + timedelta(seconds=120)
-        )
+        run_gateway(cfg, mosquitto_server.url, state, 120)
         first = sub.wait_for(2)
         # Restart: the counter still reads 1,420.
-        gw2 = Gateway(cfg, ProfileLibrary(), clock(), mosquitto_server.url, state, confirm="broker")
-        gw2.run(until=SIM_START + timedelta(seconds=120))
+        gw2 = run_gateway(cfg, mosquitto_server.url, state, 120)
         got = sub.wait_for(4)
     finally:
         sub.close()
@@ -160,7 +164,8 @@ def test_device_failing_then_answering_resumes(mosquitto_server, tmp_path: Path)
         site_id,
     )
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
-    gw = Gateway(cfg, ProfileLibrary(), clock(speed=3000), mosquitto_server.url, tmp_path / "gw", confirm="broker")
+    clock = ScenarioClock(sim_start=SIM_START, speed=3000.0, wall_start=time.time() + 1.5)  # real-time retries
+    gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
     t = threading.Thread(target=gw.run, kwargs={"until": SIM_START + timedelta(hours=12)})
     t.start()
     srv2: RegisterServer | None = None
