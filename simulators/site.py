@@ -16,10 +16,11 @@ import contextlib
 import logging
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from functools import partial
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from stormwatch.clock import Clock
 from stormwatch.config import ModbusRtu, ModbusTcp, Serial, SiteConfig
@@ -33,6 +34,19 @@ log = logging.getLogger(__name__)
 #: how long a stop (or an abandoned start) waits for the servers' thread to finish
 STOP_TIMEOUT_S = 10.0
 
+
+
+def _run_to_end(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+    """Run ``coro`` to its end on ``loop``: a ``loop.stop`` an abandoning start scheduled may still be
+    queued, and it would otherwise cut the servers' stop short (leaving a port bound)."""
+    task = loop.create_task(coro)
+    while True:
+        try:
+            loop.run_until_complete(task)
+            return
+        except RuntimeError:
+            if task.done():
+                raise
 
 class SimulatedSite:
     """All simulated devices of one site.
@@ -161,14 +175,14 @@ class SimulatedSite:
                 starting.cancel()  # a start stopped half-way must not bind after the stop below
                 with contextlib.suppress(BaseException):
                     loop.run_until_complete(starting)
-                loop.run_until_complete(self._stop_all())
+                _run_to_end(loop, self._stop_all())
                 loop.close()
                 ready.set_exception(exc)
                 return
             ready.set_result(None)
             if not abandoned.is_set():
                 loop.run_forever()
-            loop.run_until_complete(self._stop_all())
+            _run_to_end(loop, self._stop_all())
             loop.close()
 
         self._loop = loop
