@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
@@ -22,6 +24,7 @@ from pymodbus.simulator import DataType, SimData, SimDevice
 
 from stormwatch.app import servers
 from stormwatch.contract import Reading, parse_readings
+from stormwatch.gateway.service import Gateway
 from stormwatch.lockstep import LockstepClock
 from tests.waits import wait_until
 
@@ -323,3 +326,19 @@ class Script:
         if action is not None and not self.ran.get(t):
             self.ran[t] = True
             action()
+
+
+def run_on_lockstep(cfg: Any, lib: Any, broker_url: str, state: Path, start: datetime, until: datetime,
+                    **options: Any) -> Gateway:
+    """A :class:`~stormwatch.gateway.service.Gateway` polling ``cfg`` from ``start`` to ``until`` on a
+    lockstep clock, returned once the run has ended: every slot is polled, however busy the machine."""
+    clock = LockstepClock(start, until)
+    try:
+        gw = Gateway(cfg, lib, clock, broker_url, state, confirm="broker", **options)
+        conductor = Conductor(clock)
+        gw.run(until=until)
+        conductor.join()
+    finally:
+        clock.stop()
+    return gw
+

@@ -15,10 +15,8 @@ from pymodbus.simulator import DataType, SimData, SimDevice
 
 from stormwatch import topics
 from stormwatch.config import parse_site
-from stormwatch.gateway.service import Gateway
-from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileError, ProfileLibrary, load_profile_file
-from tests.gateway_support import Collector, Conductor, DeviceServer
+from tests.gateway_support import Collector, DeviceServer, run_on_lockstep
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -141,16 +139,10 @@ def test_made_up_profile_is_read_right_with_no_code_change(mosquitto_server, tmp
          "transport": {"kind": "modbus-tcp", "host": "127.0.0.1", "port": srv.port, "unit_id": 7}}]},
         "acme-site", lib)
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
-    until = SIM_START + timedelta(seconds=60)
-    clock = LockstepClock(SIM_START, until)  # the one slot is polled, however busy the machine
-    try:
-        gw = Gateway(cfg, lib, clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
-        conductor = Conductor(clock)
-        gw.run(until=until)
-        conductor.join()
+    try:  # the one slot is polled, however busy the machine
+        run_on_lockstep(cfg, lib, mosquitto_server.url, tmp_path / "gw", SIM_START, SIM_START + timedelta(seconds=60))
         got = {r.quantity: r for r in sub.wait_for(6)}
     finally:
-        clock.stop()
         sub.close()
         srv.stop()
     assert got["temperature"].value == pytest.approx(-0.1) and got["temperature"].raw == -1

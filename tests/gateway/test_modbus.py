@@ -16,9 +16,8 @@ from stormwatch import topics
 from stormwatch.clock import ScenarioClock
 from stormwatch.config import parse_site
 from stormwatch.gateway.service import Gateway
-from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
-from tests.gateway_support import Collector, Conductor, RegisterServer
+from tests.gateway_support import Collector, RegisterServer, run_on_lockstep
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.mosquitto
@@ -45,18 +44,9 @@ def site(devices: list[dict], site_id: str) -> object:
 
 
 def run_gateway(cfg: Any, broker_url: str, state: Path, seconds: float) -> Gateway:
-    """A gateway polling from SIM_START for ``seconds`` on the lockstep clock: every slot is polled,
-    however busy the machine (a wall-paced clock skips slots then)."""
-    until = SIM_START + timedelta(seconds=seconds)
-    clock = LockstepClock(SIM_START, until)
-    try:
-        gw = Gateway(cfg, ProfileLibrary(), clock, broker_url, state, confirm="broker")
-        conductor = Conductor(clock)
-        gw.run(until=until)
-        conductor.join()
-    finally:
-        clock.stop()
-    return gw
+    """A gateway polling from SIM_START for ``seconds`` on the lockstep clock (a wall-paced clock skips slots
+    on a busy machine)."""
+    return run_on_lockstep(cfg, ProfileLibrary(), broker_url, state, SIM_START, SIM_START + timedelta(seconds=seconds))
 
 
 def test_y511_turbidity_over_modbus_tcp_reaches_mqtt(mosquitto_server, tmp_path: Path) -> None:

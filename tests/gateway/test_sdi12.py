@@ -20,12 +20,10 @@ from stormwatch.config import parse_site
 from stormwatch.gateway.drivers.build import build_driver
 from stormwatch.gateway.drivers.sdi12 import parse_values
 from stormwatch.gateway.errors import BadDataError, NoDataError
-from stormwatch.gateway.service import Gateway
-from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.simulators.sdi12_device import RainSinceMeasurement, Sdi12Sim, d_buffers
 from tests.conftest import REPO
-from tests.gateway_support import Collector, Conductor, LoopThread
+from tests.gateway_support import Collector, LoopThread, run_on_lockstep
 from tests.waits import wait_until
 
 SIM_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -128,16 +126,11 @@ def test_rainvue_tips_since_last_measurement_reach_mqtt(loop: LoopThread, mosqui
     cfg = _site([{"id": "rain-1", "profile": "campbell_rainvue10", "sdi12_address": "1", "poll_interval_s": 60,
                   "transport": {"kind": "serial", "port": str(tmp_path / "rain")}}], site_id)
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
-    until = SIM_START + timedelta(seconds=240)
-    clock = LockstepClock(SIM_START, until)  # four slots polled, however busy the machine
-    try:
-        gw = Gateway(cfg, ProfileLibrary(), clock, mosquitto_server.url, tmp_path / "gw", confirm="broker")
-        conductor = Conductor(clock)
-        gw.run(until=until)
-        conductor.join()
+    try:  # four slots polled, however busy the machine
+        run_on_lockstep(cfg, ProfileLibrary(), mosquitto_server.url, tmp_path / "gw", SIM_START,
+                        SIM_START + timedelta(seconds=240))
         got = sorted(sub.wait_for(4), key=lambda r: r.seq)
     finally:
-        clock.stop()
         sub.close()
         loop.run(sim.stop())
     assert [(r.value, r.flags) for r in got] == [(0, ("counter_baseline",)), (0, ()), (3, ()), (12, ())]

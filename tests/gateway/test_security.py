@@ -11,11 +11,9 @@ import pytest
 
 from stormwatch import topics
 from stormwatch.config import parse_site
-from stormwatch.gateway.service import Gateway
-from stormwatch.lockstep import LockstepClock
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import BrokerUrlError, parse_broker_url
-from tests.gateway_support import Collector, Conductor, RegisterServer
+from tests.gateway_support import Collector, RegisterServer, run_on_lockstep
 
 SECRET = "s3cr3t-Pa55w0rd"
 
@@ -49,17 +47,11 @@ def test_password_in_the_url_never_appears_in_logs(mosquitto_server, tmp_path: P
     sub = Collector(mosquitto_server.port, topics.readings(site_id, "gw-t"), f"sub-{site_id}")
     caplog.set_level(logging.DEBUG)
     start = datetime(2026, 6, 1, tzinfo=UTC)
-    until = start + timedelta(seconds=60)
-    clock = LockstepClock(start, until)  # the one slot is polled, however busy the machine
     url = f"mqtt://gateway:{SECRET}@127.0.0.1:{mosquitto_server.port}"
-    try:
-        gw = Gateway(cfg, ProfileLibrary(), clock, url, tmp_path / "gw", confirm="broker")
-        conductor = Conductor(clock)
-        gw.run(until=until)
-        conductor.join()
+    try:  # the one slot is polled, however busy the machine
+        run_on_lockstep(cfg, ProfileLibrary(), url, tmp_path / "gw", start, start + timedelta(seconds=60))
         got = sub.wait_for(1)
     finally:
-        clock.stop()
         sub.close()
         srv.stop()
     assert len(got) == 1 and got[0].raw == 7  # connected with the credentials and published
