@@ -4,7 +4,7 @@ The workers take tests in collection order, one at a time: the modules that take
 CI machine (:data:`LONGEST_FIRST`) go first, so no worker is left with a four-minute test alone at the
 end. A test that uses a module- or class-scoped fixture stays with its module's other such tests on one
 worker (an ``xdist_group`` named after the module), so the fixture is made once; every other test goes
-to whichever worker is free. ``-n auto`` is one worker a core (:func:`workers`).
+to whichever worker is free. ``-n auto`` is one worker a core, one more in the slow lane (:func:`workers`).
 The order decides the time only, never a result. docs/architecture.md ("Tests").
 """
 
@@ -18,27 +18,27 @@ import pytest
 #: or more each. A module missing here or in the wrong place costs time, never a result.
 LONGEST_FIRST = (
     "tests/e2e/test_broker_cluster.py",
+    "tests/e2e/test_services_lockstep.py",  # one worker's: its tests share a module's runs
+    "tests/web/test_browser.py",  # likewise, the demo --web its tests look at
+    "tests/e2e/test_delivery_acceptance.py",
     "tests/e2e/test_lockstep_acceptance.py",
     "tests/e2e/test_services_apart.py",
-    "tests/e2e/test_services_lockstep.py",
-    "tests/e2e/test_delivery_acceptance.py",
-    "tests/web/test_browser.py",
+    "tests/runtime/test_mqtt_session.py",
     "tests/e2e/test_pipeline.py",
     "tests/gateway/test_takeover.py",
     "tests/app/test_demo_rerun.py",
-    "tests/e2e/test_engine_acceptance.py",
     "tests/e2e/test_enforcement_desk.py",
-    "tests/runtime/test_mqtt_session.py",
     "tests/alerts/test_recovery.py",
     "tests/gateway/test_packet_limit.py",
     "tests/report/test_demo.py",
+    "tests/alerts/test_partitioned.py",
+    "tests/e2e/test_engine_acceptance.py",
     "tests/e2e/test_demo_small_storm.py",
     # under load (the CI machine shared) these take a minute or more too; collected late, they
-    # would otherwise be the last tests of one worker while the other has finished
+    # would otherwise be the last tests of one worker while the others have finished
     "tests/stores/test_collisions.py",
     "tests/report/test_tharandt.py",
     "tests/deploy/test_packaging.py",
-    "tests/alerts/test_partitioned.py",
     "tests/importers/test_files.py",
 )
 _RANK = {module: rank for rank, module in enumerate(LONGEST_FIRST)}
@@ -77,8 +77,11 @@ def schedule(items: list[pytest.Item]) -> None:
 
 
 def workers(config: pytest.Config) -> int:
-    """Workers of ``-n auto``: one a core. Slow tests mostly wait (CPU-s of a test against its seconds
-    on the 2-core CI machine: services_apart 19 of 132, the broker cluster 98 of 230), but two a core
-    starved the paced ones: at four workers on two cores the cluster test's stored-acknowledgements
-    missed the fleet's 180 s wait, and a commit's disk sync outlasted a 5 s lock wait."""
-    return len(os.sched_getaffinity(0))
+    """Workers of ``-n auto``: one a core, and one more for the slow lane alone (``-m slow``). Slow tests
+    mostly wait (CPU-s of a test against its seconds on the 2-core CI machine: services_apart 19 of 132,
+    the broker cluster 98 of 230; the lane's load average about 1), so a third worker fills the
+    waits; two a core starved the paced ones (at four workers on two cores the cluster test's
+    stored acknowledgements missed the fleet's 180 s wait, and a commit's disk sync outlasted a 5 s
+    lock wait). Logic tests use their core whole: one worker a core."""
+    cores = len(os.sched_getaffinity(0))
+    return cores + 1 if str(config.option.markexpr).strip() == "slow" else cores
