@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stormwatch.config import SiteConfig
+from stormwatch.display import plural
 from stormwatch.errors import InputError
 from stormwatch.runtime.partition import Partition
 
@@ -293,7 +294,7 @@ class ServiceSites:
 
     def describe(self) -> str:
         """Where the sites come from, for the start-up log line."""
-        parts = [f"{len(self.fixed)} --site file(s)"] if self.files else []
+        parts = [f"{plural(len(self.fixed), '--site file')}"] if self.files else []
         if self.directory is not None:
             parts.append(f"--sites {self.directory.directory} (watched every {self.directory.interval_s:g} s)")
         if not self.partition.is_everything:
