@@ -258,6 +258,11 @@ class Validator:
         if at[0] is not now:  # a batch's messages share their receive time
             at = self._bounds_at = (now, self.bounds.latest(now), self.bounds.earliest(now))
         _, latest, earliest = at
+        result = ValidationResult()
+        accept = result.accepted.append
+        seen = self._seen
+        plain = not retained and self.late_after is None
+        settle = False  # a reading _settle decides: the message's readings again, in their order
         for r in readings:
             site, gateway, quantity = r.site, r.gateway, r.quantity
             span = ranges.get(quantity)
@@ -267,15 +272,18 @@ class Validator:
                     or (site, gateway, r.device, quantity, r.unit) not in known):
                 if check(r, topic_site, topic_gateway, now) is not None:
                     return None
-        result = ValidationResult()
-        seen = self._seen
-        plain = not retained and self.late_after is None
-        for index, r in enumerate(readings):
-            if (plain and (r.gateway, r.boot, r.seq) not in seen
-                    and (r.quantity != RAIN_TIPS or r.gateway == MANUAL_GATEWAY)):
-                result.accepted.append(r)  # what _settle decides for it, without the call
+            if plain and (gateway, r.boot, r.seq) not in seen and (quantity != RAIN_TIPS or gateway == MANUAL_GATEWAY):
+                accept(r)  # what _settle decides for it, without the call
             else:
-                self._settle(result, r, index if batched else None, topic, payload, retained, now)
+                settle = True
+        if settle:
+            result = ValidationResult()
+            for index, r in enumerate(readings):
+                if (plain and (r.gateway, r.boot, r.seq) not in seen
+                        and (r.quantity != RAIN_TIPS or r.gateway == MANUAL_GATEWAY)):
+                    result.accepted.append(r)
+                else:
+                    self._settle(result, r, index if batched else None, topic, payload, retained, now)
         return result
 
     def _topic(self, topic: str) -> tuple[str, str] | None:

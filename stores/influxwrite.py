@@ -131,14 +131,13 @@ Place = tuple[int, int]
 
 @dataclass
 class Placement:
-    """Where the readings of one write go: ``new`` (reading, page, slot), ``stored`` (their identity
-    is already held with the same value: not written again), ``conflicts`` (their identity is held
-    with another value or unit: refused, :mod:`stormwatch.stores.base`)."""
+    """Where the readings of one write go: ``new`` (reading, page, slot, event time in ns), ``stored``
+    (their identity is already held with the same value: not written again), ``conflicts`` (their
+    identity is held with another value or unit: refused, :mod:`stormwatch.stores.base`)."""
 
-    new: list[tuple[Reading, int, int]]
+    new: list[tuple[Reading, int, int, int]]
     stored: list[Reading]
     conflicts: list[Conflict] = field(default_factory=list)
-    stamps: list[int] = field(default_factory=list)  # the event time in ns of each of ``new``
 
 
 class Retryable(Exception):
@@ -280,7 +279,7 @@ class LineProtocolWrites:
         # home slot there and is not yet in ``taken`` (added only when a second reading comes)
         busy: dict[tuple[str, str, str, str, str, int], int | None] = {key[:6]: None for key in taken}
         placement = Placement([], [])
-        new, stamps_new = placement.new.append, placement.stamps.append
+        new = placement.new.append
         prefix_crc, crc32 = _PREFIX_CRC, zlib.crc32
         for r, ns in zip(readings, stamps, strict=True):
             us = ns // 1_000
@@ -313,8 +312,7 @@ class LineProtocolWrites:
                 taken.add((*series, page, slot))
             else:
                 busy[series] = slot
-            new((r, page, slot))
-            stamps_new(ns)
+            new((r, page, slot, ns))
         return placement
 
     def write_checked(self, readings: Sequence[Reading], *, late: bool = False) -> WriteOutcome:
@@ -332,12 +330,11 @@ class LineProtocolWrites:
         with self._lock:
             self._before_write()
             placement = self._place(readings)
-            lines = reading_lines(((r, page, slot, ns) for (r, page, slot), ns in
-                                   zip(placement.new, placement.stamps, strict=True)), late=late)
+            lines = reading_lines(placement.new, late=late)
             refused = self.write_lines(lines)
             if refused:
                 self.rejected_total += len(refused)
-                by_line = {line: r for line, (r, _page, _slot) in zip(lines, placement.new, strict=True)}
+                by_line = {line: placed[0] for line, placed in zip(lines, placement.new, strict=True)}
                 for line, message in refused:
                     self._log.warning("InfluxDB %s refused a reading (store_rejected): %s -- line: %.200s",
                                       self._target(), message, line)
