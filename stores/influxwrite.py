@@ -255,9 +255,10 @@ class LineProtocolWrites:
         stamps = []
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for r in readings:
-            ns = time_ns(r.time)
+            f = r.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+            ns = time_ns(f["time"])
             stamps.append(ns)
-            spans[r.site].append((ns // 1_000, r.device))
+            spans[f["site"]].append((ns // 1_000, f["device"]))
         # places taken, by series (the tags that make one: tip_size is one of them), microsecond, page and
         # slot; the identities held per device, quantity and microsecond whatever the tip size (a reading
         # stored before it carried a size, delivered again with one, is the same reading), with the
@@ -283,7 +284,9 @@ class LineProtocolWrites:
         prefix_crc, crc32 = _PREFIX_CRC, zlib.crc32
         for r, ns in zip(readings, stamps, strict=True):
             us = ns // 1_000
-            site, device, quantity, gateway, boot, seq = r.site, r.device, r.quantity, r.gateway, r.boot, r.seq
+            f = r.__dict__
+            site, device, quantity = f["site"], f["device"], f["quantity"]
+            gateway, boot, seq = f["gateway"], f["boot"], f["seq"]
             key = (site, device, quantity, us, gateway, boot, seq)
             stored = held.get(key) if held else None
             if stored is not None:
@@ -294,8 +297,9 @@ class LineProtocolWrites:
                     shown = value if value is None or r.quantity != RAIN_TIPS else int(value)
                     placement.conflicts.append(Conflict(r, shown, unit, r.time))
                 continue
-            held[key] = (r.unit, float(r.value))
-            series = (site, device, quantity, r.unit, r.tip_size or "", us)
+            unit = f["unit"]
+            held[key] = (unit, float(f["value"]))
+            series = (site, device, quantity, unit, f["tip_size"] or "", us)
             crc = prefix_crc.get((gateway, boot))
             slot = (home_slot((gateway, boot, seq)) if crc is None else crc32(str(seq).encode(), crc) % SLOTS_PER_US)
             page = 0
