@@ -90,8 +90,9 @@ def _gather(readings: list[Reading], target: list[Reading], topic: str, seqs: di
     last_boot: str | None = None
     boot_seqs: list[int] = []
     for reading in readings:
-        boot, seq = reading.boot, reading.seq
-        identity = (reading.gateway, boot, seq)
+        f = reading.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+        boot, seq = f["boot"], f["seq"]
+        identity = (f["gateway"], boot, seq)
         if seqs is not None:
             if boot != last_boot:  # a message's readings share their boot
                 boot_seqs = seqs.setdefault(boot, [])

@@ -264,15 +264,17 @@ class Validator:
         plain = not retained and self.late_after is None
         settle = False  # a reading _settle decides: the message's readings again, in their order
         for r in readings:
-            site, gateway, quantity = r.site, r.gateway, r.quantity
+            f = r.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+            site, gateway, quantity = f["site"], f["gateway"], f["quantity"]
             span = ranges.get(quantity)
-            t = r.time
-            if (site != topic_site or gateway != topic_gateway or r.tip_size is not None or span is None
-                    or not span[0] <= r.value <= span[1] or t > latest or (earliest is not None and t < earliest)
-                    or (site, gateway, r.device, quantity, r.unit) not in known):
+            t = f["time"]
+            if (site != topic_site or gateway != topic_gateway or f["tip_size"] is not None or span is None
+                    or not span[0] <= f["value"] <= span[1] or t > latest or (earliest is not None and t < earliest)
+                    or (site, gateway, f["device"], quantity, f["unit"]) not in known):
                 if check(r, topic_site, topic_gateway, now) is not None:
                     return None
-            if plain and (gateway, r.boot, r.seq) not in seen and (quantity != RAIN_TIPS or gateway == MANUAL_GATEWAY):
+            if (plain and (gateway, f["boot"], f["seq"]) not in seen
+                    and (quantity != RAIN_TIPS or gateway == MANUAL_GATEWAY)):
                 accept(r)  # what _settle decides for it, without the call
             else:
                 settle = True
@@ -456,11 +458,12 @@ class Validator:
         seen = self._seen
         with self._seen_lock:
             for r in readings:
-                identity = (r.gateway, r.boot, r.seq)
+                f = r.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+                identity = (f["gateway"], f["boot"], f["seq"])
                 if identity in seen:
                     seen.move_to_end(identity)
-                seen[identity] = (hash((r.site, r.device, r.quantity, r.unit, r.time, r.value)), r.value, r.unit,
-                                  r.time)
+                unit, t, value = f["unit"], f["time"], f["value"]
+                seen[identity] = (hash((f["site"], f["device"], f["quantity"], unit, t, value)), value, unit, t)
             while len(seen) > self.dedupe_size:
                 seen.popitem(last=False)
 
