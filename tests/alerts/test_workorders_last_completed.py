@@ -42,11 +42,11 @@ def test_an_order_completed_on_another_connection_is_seen_at_the_next_ask(tmp_pa
     result = CliRunner().invoke(app, ["workorders", "complete", order.id, "--by", "ann", "--notes", "inlet clear",
                                       "--state-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    done = sqlite3.connect(state).execute("SELECT completed_at FROM work_orders WHERE id = ?", (order.id,)).fetchone()[0]
+    other = sqlite3.connect(state, isolation_level=None)
+    done = other.execute("SELECT completed_at FROM work_orders WHERE id = ?", (order.id,)).fetchone()[0]
     assert done is not None
     assert service.last_completed("s1", STORM) == datetime.fromisoformat(done.replace("Z", "+00:00"))
     # and a change made to the file by plain SQL (no WorkOrders at all) as well
-    other = sqlite3.connect(state, isolation_level=None)
     other.execute("UPDATE work_orders SET completed_at = ? WHERE id = ?", ("2026-06-01T23:00:00Z", order.id))
     other.close()
     assert service.last_completed("s1", STORM) == T0 + timedelta(hours=11)
