@@ -107,27 +107,8 @@ def _size(text: str) -> str | None:
 def _reading(w: _Wire) -> Reading | None:
     """The reading, as :class:`~stormwatch.contract.Reading` validates it, or ``None`` when any field
     is not plainly valid (the full path then says why, or accepts it in a form not handled here)."""
-    value: Any = w.value
-    quantity = w.quantity
-    if quantity == RAIN_TIPS:
-        if not isinstance(value, int):
-            return None
-    elif type(value) is not float:
-        try:
-            value = float(value)
-        except OverflowError:
-            return None
-    tip_size = w.tip_size
-    if tip_size is not None and (quantity != RAIN_TIPS or (tip_size := _size(tip_size)) is None):
-        return None
-    t = _TIMES.get(w.time) or _time(w.time)
-    site, device, gateway = w.site, w.device, w.gateway
-    if t is None or not ((site in _IDS and device in _IDS and gateway in _IDS)
-                         or (_identifier(site) and _identifier(device) and _identifier(gateway))):
-        return None
-    return trusted_reading({"site": site, "device": device, "quantity": quantity, "value": value,
-                            "unit": w.unit, "time": t, "gateway": gateway, "boot": w.boot, "seq": w.seq,
-                            "raw": w.raw, "flags": tuple(w.flags), "tip_size": tip_size})
+    one = _readings([w])
+    return None if one is None else one[0]
 
 
 def fast_readings(payload: bytes | bytearray) -> tuple[list[Reading], bool] | None:
