@@ -81,6 +81,7 @@ def test_type_ii_storm_with_broker_away_at_the_peak_gives_one_inspection_due(own
         away.clear()
 
     clock.add(_EngineUnlessAway(service, lambda: gateway.readings_made, RUN_FROM, away))
+
     def unacknowledged(t: datetime) -> str | None:  # nothing in flight when the broker goes
         depth = 0 if away.is_set() else gateway.outbox_depth()
         return f"{depth} readings not PUBACKed" if depth else None
