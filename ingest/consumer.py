@@ -115,7 +115,19 @@ def _said(item: Reading | Wire, ns: int) -> tuple[str, str, str, str, int, int |
 def _gather_wires(wires: list[Wire], stamps: list[int], target: _Wires, topic: str,
                   seqs: dict[str, list[int]] | None, in_batch: _InBatch, dead: list[DeadLetter],
                   received_at: datetime) -> None:
-    """:func:`_gather` of a plain message's wire readings."""
+    """:func:`_gather` of a plain message's wire readings: at once when their identities are new to the
+    batch and one boot's (a poll cycle's, as a rule), else one by one."""
+    identities = [(w.gateway, w.boot, w.seq) for w in wires]
+    firsts = dict(zip(identities, zip(wires, [topic] * len(wires), stamps, strict=True), strict=True))
+    boot = identities[0][1]
+    if (len(firsts) == len(identities) and in_batch.keys().isdisjoint(firsts)
+            and all(i[1] == boot for i in identities)):
+        in_batch.update(firsts)
+        if seqs is not None:
+            seqs.setdefault(boot, []).extend([i[2] for i in identities])
+        target.wires.extend(wires)
+        target.stamps.extend(stamps)
+        return
     first_of = in_batch.get
     add, add_ns = target.wires.append, target.stamps.append
     last_boot: str | None = None

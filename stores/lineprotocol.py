@@ -11,13 +11,13 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from typing import Protocol
 
 from stormwatch.contract import Event, Reading
-from stormwatch.stores.base import DeadLetter, SiteInfo
 from stormwatch.rain import tip_size_of
+from stormwatch.stores.base import DeadLetter, SiteInfo
 from stormwatch.wire import format_time
 
 #: Measurement names of the schema.
