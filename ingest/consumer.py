@@ -112,21 +112,29 @@ def _said(item: Reading | Wire, ns: int) -> tuple[str, str, str, str, int, int |
     return (item.site, item.device, item.quantity, item.unit, ns, item.value)
 
 
-def _gather_wires(wires: list[Wire], stamps: list[int], target: _Wires, topic: str,
-                  seqs: dict[str, list[int]] | None, in_batch: _InBatch, dead: list[DeadLetter],
-                  received_at: datetime) -> None:
-    """:func:`_gather` of a plain message's wire readings: at once when their identities are new to the
-    batch and one boot's (a poll cycle's, as a rule), else one by one."""
+def _gathered_at_once(wires: list[Wire], stamps: list[int], target: _Wires, topic: str,
+                      seqs: dict[str, list[int]] | None, in_batch: _InBatch) -> bool:
+    """:func:`_gather_wires` of readings whose identities are new to the batch and of one boot (a poll
+    cycle's, as a rule) in a few C-level steps; ``False`` (nothing done) for any others."""
     identities = [(w.gateway, w.boot, w.seq) for w in wires]
     firsts = dict(zip(identities, zip(wires, [topic] * len(wires), stamps, strict=True), strict=True))
     boot = identities[0][1]
-    if (len(firsts) == len(identities) and in_batch.keys().isdisjoint(firsts)
-            and all(i[1] == boot for i in identities)):
-        in_batch.update(firsts)
-        if seqs is not None:
-            seqs.setdefault(boot, []).extend([i[2] for i in identities])
-        target.wires.extend(wires)
-        target.stamps.extend(stamps)
+    if (len(firsts) != len(identities) or not in_batch.keys().isdisjoint(firsts)
+            or any(i[1] != boot for i in identities)):
+        return False
+    in_batch.update(firsts)
+    if seqs is not None:
+        seqs.setdefault(boot, []).extend([i[2] for i in identities])
+    target.wires.extend(wires)
+    target.stamps.extend(stamps)
+    return True
+
+
+def _gather_wires(wires: list[Wire], stamps: list[int], target: _Wires, topic: str,
+                  seqs: dict[str, list[int]] | None, in_batch: _InBatch, dead: list[DeadLetter],
+                  received_at: datetime) -> None:
+    """:func:`_gather` of a plain message's wire readings (several at once when they can be)."""
+    if len(wires) > 1 and _gathered_at_once(wires, stamps, target, topic, seqs, in_batch):
         return
     first_of = in_batch.get
     add, add_ns = target.wires.append, target.stamps.append
