@@ -27,7 +27,7 @@ __all__ = ["Wire", "fast_readings", "fast_wires", "wire_reading"]
 _Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 
 
-class _Wire(msgspec.Struct, forbid_unknown_fields=True):
+class _Wire(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """One reading as the wire carries it, typed as strictly as :class:`~stormwatch.contract.Reading`
     (no coercion: a bool is not a number, a float not an integer); the checks msgspec cannot say
     (identifiers, the value per quantity, times, tip sizes) follow in :func:`_checked`."""
@@ -46,7 +46,7 @@ class _Wire(msgspec.Struct, forbid_unknown_fields=True):
     tip_size: str | None = None
 
 
-class _Batch(msgspec.Struct, forbid_unknown_fields=True):
+class _Batch(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     readings: list[_Wire]
 
 
