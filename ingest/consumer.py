@@ -23,6 +23,7 @@ import paho.mqtt.client as mqtt
 from stormwatch import storedack, topics
 from stormwatch.clock import Clock, WallClock
 from stormwatch.contract import Reading, dump_readings
+from stormwatch.fastwire import Wire, wire_reading
 from stormwatch.ingest.mqttclient import ChunkedReadClient, make_client, send_pubacks
 from stormwatch.ingest.validate import ValidationResult, Validator
 from stormwatch.runtime.mqtt import parse_broker_url
@@ -35,10 +36,10 @@ from stormwatch.stores.base import (
     SiteInfo,
     StoreError,
     WriteOutcome,
-    measurement,
     refusal_letters,
 )
-from stormwatch.stores.lineprotocol import payload_text
+from stormwatch.stores.influxwrite import LineProtocolWrites
+from stormwatch.stores.lineprotocol import from_ns, payload_text, time_ns
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -75,11 +76,90 @@ def _duplicate_letter(reading: Reading, topic: str, received_at: datetime, why: 
 
 
 _time_of = attrgetter("time")
+#: identity -> the first reading of it in a batch (a reading, or a wire reading and its time in ns;
+#: -1 for a reading) and its message's topic
+_InBatch = dict[tuple[str, str, int], tuple[Reading | Wire, str, int]]
+
+
+class _WiresWritten(NamedTuple):
+    """What became of :class:`_Wires`: the outcome (its conflicts and refusals as readings), the
+    readings the store holds and their times, or -- written as readings after a store failure --
+    the readings it holds."""
+
+    outcome: WriteOutcome
+    wires: list[Reading | Wire]
+    stamps: list[int]
+    readings: list[Reading]
+
+
+class _Wires(NamedTuple):
+    """A batch's live readings for a store that writes the wire form, in message order: the plain
+    messages' readings as decoded (:meth:`stormwatch.ingest.validate.Validator.plain`), the others'
+    as ``Reading`` objects, and their times in ns."""
+
+    wires: list[Reading | Wire]
+    stamps: list[int]
+
+
+def _as_reading(item: Reading | Wire, ns: int) -> Reading:
+    return item if isinstance(item, Reading) else wire_reading(item, ns)
+
+
+def _said(item: Reading | Wire, ns: int) -> tuple[str, str, str, str, int, int | float]:
+    """What a reading says (:func:`stormwatch.stores.base.measurement`, its time in ns), either form."""
+    if isinstance(item, Reading):
+        ns = time_ns(item.time)
+    return (item.site, item.device, item.quantity, item.unit, ns, item.value)
+
+
+def _gathered_at_once(wires: list[Wire], stamps: list[int], target: _Wires, topic: str,
+                      seqs: dict[str, list[int]] | None, in_batch: _InBatch) -> bool:
+    """:func:`_gather_wires` of readings whose identities are new to the batch and of one boot (a poll
+    cycle's, as a rule) in a few C-level steps; ``False`` (nothing done) for any others."""
+    identities = [(w.gateway, w.boot, w.seq) for w in wires]
+    firsts = dict(zip(identities, zip(wires, [topic] * len(wires), stamps, strict=True), strict=True))
+    boot = identities[0][1]
+    if (len(firsts) != len(identities) or not in_batch.keys().isdisjoint(firsts)
+            or any(i[1] != boot for i in identities)):
+        return False
+    in_batch.update(firsts)
+    if seqs is not None:
+        seqs.setdefault(boot, []).extend([i[2] for i in identities])
+    target.wires.extend(wires)
+    target.stamps.extend(stamps)
+    return True
+
+
+def _gather_wires(wires: list[Wire], stamps: list[int], target: _Wires, topic: str,
+                  seqs: dict[str, list[int]] | None, in_batch: _InBatch, dead: list[DeadLetter],
+                  received_at: datetime) -> None:
+    """:func:`_gather` of a plain message's wire readings (several at once when they can be)."""
+    if len(wires) > 1 and _gathered_at_once(wires, stamps, target, topic, seqs, in_batch):
+        return
+    first_of = in_batch.get
+    add, add_ns = target.wires.append, target.stamps.append
+    last_boot: str | None = None
+    boot_seqs: list[int] = []
+    for w, ns in zip(wires, stamps, strict=True):
+        boot, seq = w.boot, w.seq
+        identity = (w.gateway, boot, seq)
+        if seqs is not None:
+            if boot != last_boot:
+                boot_seqs = seqs.setdefault(boot, [])
+                last_boot = boot
+            boot_seqs.append(seq)
+        first = first_of(identity)
+        if first is None:
+            in_batch[identity] = (w, topic, ns)
+        elif _said(first[0], first[2]) == _said(w, ns):
+            dead.append(_duplicate_letter(wire_reading(w, ns), topic, received_at, "twice in one batch"))
+            continue
+        add(w)
+        add_ns(ns)
 
 
 def _gather(readings: list[Reading], target: list[Reading], topic: str, seqs: dict[str, list[int]] | None,
-            in_batch: dict[tuple[str, str, int], tuple[Reading, str]], dead: list[DeadLetter],
-            received_at: datetime) -> None:
+            in_batch: _InBatch, dead: list[DeadLetter], received_at: datetime) -> None:
     """Add a message's valid ``readings`` to ``target`` for the write: each identity's seq to ``seqs``
     (its gateway's stored acknowledgement), a second of one identity and measurement in the batch (a
     QoS 1 redelivery inside it) dead-lettered instead. One identity with two measurements in one
@@ -100,8 +180,8 @@ def _gather(readings: list[Reading], target: list[Reading], topic: str, seqs: di
             boot_seqs.append(seq)
         first = first_of(identity)
         if first is None:
-            in_batch[identity] = (reading, topic)
-        elif measurement(first[0]) == measurement(reading):
+            in_batch[identity] = (reading, topic, -1)
+        elif _said(first[0], first[2]) == _said(reading, -1):
             dead.append(_duplicate_letter(reading, topic, received_at, "twice in one batch"))
             continue
         add(reading)
@@ -237,6 +317,8 @@ class Ingest:
         self._topics_in: dict[str, bool] = {}  # topic -> inside the subscription
         self._sites_failing = False
         self._client = self._make_client()
+        # the store writes readings in their wire form (stormwatch.stores.influxwrite)
+        self._wire_store = isinstance(store, LineProtocolWrites)
 
     # -- MQTT ------------------------------------------------------------------------------
 
@@ -521,51 +603,83 @@ class Ingest:
             topic = self._stored_topics[readings_topic] = topics.stored_for(readings_topic)
         return topic
 
+    def _plain(self, msg: _Message, received_at: datetime) -> tuple[list[Wire], list[int]] | None:
+        """The wire readings of a message the validator accepts whole as they are
+        (:meth:`~stormwatch.ingest.validate.Validator.plain`), when the store writes that form; else
+        ``None`` (the message then takes :meth:`_validate`)."""
+        if not self._wire_store or not self._subscribed_to(msg.topic):
+            return None
+        try:
+            return self.validator.plain(msg.topic, msg.payload, retained=msg.retain and self.retained_is_late,
+                                        received_at=received_at)
+        except Exception:  # a bug of the fast path: the full path gives the verdict
+            log.exception("the validator's fast path failed on a message from %s", msg.topic)
+            return None
+
     def _process(self, batch: list[_Message]) -> None:
         accepted: list[Reading] = []
         late: list[Reading] = []
+        plain = _Wires([], [])
         dead: list[DeadLetter] = []
-        # identity -> the first reading of it in this batch and its message's topic
-        in_batch: dict[tuple[str, str, int], tuple[Reading, str]] = {}
+        in_batch: _InBatch = {}
         handled: dict[str, dict[str, list[int]]] = {}  # stored-ack topic -> boot -> seqs handled
         received_at = self.clock.now()
         for msg in batch:
-            result = self._validate(msg.topic, msg.payload, msg.retain, received_at)
-            if result is None:
+            wires = self._plain(msg, received_at)
+            result = None if wires is not None else self._validate(msg.topic, msg.payload, msg.retain, received_at)
+            if wires is None and result is None:
                 continue
             ack_topic = self._stored_topic(msg.topic)
             seqs = handled.setdefault(ack_topic, {}) if ack_topic is not None else None
-            for reading in result.duplicates:
-                dead.append(_duplicate_letter(reading, msg.topic, received_at, "already stored"))
-            for target, readings in ((accepted, result.accepted), (late, result.late)):
-                if readings:
-                    _gather(readings, target, msg.topic, seqs, in_batch, dead, received_at)
-            if result.dead:
-                dead += result.dead
-            if seqs is not None:
-                for reading in result.duplicates:
-                    seqs.setdefault(reading.boot, []).append(reading.seq)
-                for _gateway, boot, seq in result.refused:
-                    seqs.setdefault(boot, []).append(seq)
-        stored = self._write_until_durable(accepted, late, dead,
-                                           lambda r: in_batch.get(r.identity, (r, ""))[1], received_at)
+            if wires is not None:
+                _gather_wires(*wires, plain, msg.topic, seqs, in_batch, dead, received_at)
+                continue
+            assert result is not None
+            self._gather_result(result, msg.topic, seqs, accepted, late, in_batch, dead, received_at)
+            if self._wire_store and accepted:  # one write in message order: the first of an identity wins
+                plain.wires.extend(accepted)
+                plain.stamps.extend(time_ns(r.time) for r in accepted)
+                accepted.clear()
+        stored = self._write_until_durable(accepted, late, dead, lambda r: in_batch.get(r.identity, (r, ""))[1],
+                                           received_at, plain)
         if stored is None:
             log.error("store still unavailable at shutdown: %d message(s) left unacknowledged; the broker will "
                       "redeliver them to this session", len(batch))
             return
-        live, stale = stored
-        self.validator.committed(live.held(accepted) + stale.held(late))
-        self.written += live.new + stale.new
+        live, stale, fast = stored
+        held = live.held(accepted)
+        self.validator.committed(held + stale.held(late) + fast.readings)
+        self.validator.committed_wires(fast.wires, fast.stamps)
+        self.written += live.new + stale.new + fast.outcome.new
         self.late += stale.new
-        self.duplicates += live.already + stale.already
-        if live.new:
-            newest = max(map(_time_of, live.held(accepted)))
+        self.duplicates += live.already + stale.already + fast.outcome.already
+        if live.new or fast.outcome.new:
+            newest = max((*map(_time_of, held), *map(_time_of, fast.readings),
+                          *((from_ns(max(fast.stamps)),) if fast.stamps else ())))
             if self.last_event_time is None or newest > self.last_event_time:
                 self.last_event_time = newest
         self._dead_lettered(dead)
         self._confirm(handled)
         self._pending_publishes = [i for i in self._pending_publishes if not _settled(i)][-1000:]
         self._ack(batch)
+
+    @staticmethod
+    def _gather_result(result: ValidationResult, topic: str, seqs: dict[str, list[int]] | None,
+                       accepted: list[Reading], late: list[Reading], in_batch: _InBatch, dead: list[DeadLetter],
+                       received_at: datetime) -> None:
+        """A validated message's readings to the write's lists, its refusals to ``dead``."""
+        for reading in result.duplicates:
+            dead.append(_duplicate_letter(reading, topic, received_at, "already stored"))
+        for target, readings in ((accepted, result.accepted), (late, result.late)):
+            if readings:
+                _gather(readings, target, topic, seqs, in_batch, dead, received_at)
+        if result.dead:
+            dead += result.dead
+        if seqs is not None:
+            for reading in result.duplicates:
+                seqs.setdefault(reading.boot, []).append(reading.seq)
+            for _gateway, boot, seq in result.refused:
+                seqs.setdefault(boot, []).append(seq)
 
     def _dead_lettered(self, letters: list[DeadLetter]) -> None:
         """The one place every dead letter passes once the store holds it, whichever stage refused it
@@ -646,9 +760,32 @@ class Ingest:
             raise failure
         return WriteOutcome(new, already, tuple(conflicts), tuple(refused))
 
+    def _write_wires(self, plain: _Wires) -> _WiresWritten:
+        """The store's ``write_wires`` of the plain readings; after a failure that is not a
+        :class:`StoreError`, the same readings as ``Reading`` objects through :meth:`_write_checked` (which
+        finds the one the store cannot hold)."""
+        store = self.store
+        assert isinstance(store, LineProtocolWrites)
+        try:
+            out = store.write_wires(plain.wires, plain.stamps)
+        except StoreError:
+            raise
+        except Exception as exc:  # any store bug: the path that finds the reading, if it is one
+            log.warning("store failed on %d wire reading(s) (%s: %s); writing them as readings",
+                        len(plain.wires), type(exc).__name__, exc)
+            readings = [_as_reading(w, ns) for w, ns in zip(*plain, strict=True)]
+            outcome = self._write_checked(readings)
+            return _WiresWritten(outcome, [], [], outcome.held(readings))
+        wires, stamps = out.held(plain.wires, plain.stamps)
+        outcome = WriteOutcome(out.new, out.already,
+                               tuple(Conflict(_as_reading(w, c[0]), *c[1:]) for w, c in out.conflicts),
+                               tuple(Refused(_as_reading(w, plain.stamps[plain.wires.index(w)]), message)
+                                     for w, message in out.refused))
+        return _WiresWritten(outcome, wires, stamps, [])
+
     def _write_until_durable(self, accepted: list[Reading], late: list[Reading], dead: list[DeadLetter],
-                             topic_of: Callable[[Reading], str], received_at: datetime,
-                             ) -> tuple[WriteOutcome, WriteOutcome] | None:
+                             topic_of: Callable[[Reading], str], received_at: datetime, plain: _Wires,
+                             ) -> tuple[WriteOutcome, WriteOutcome, _WiresWritten] | None:
         """Write the three parts, retrying each until it succeeds; ``None`` if stopped while failing.
 
         One ERROR when the store fails, the retries at DEBUG, one INFO when it is writable again.
@@ -657,6 +794,7 @@ class Ingest:
         """
         live: WriteOutcome | None = None if accepted else WriteOutcome()
         stale: WriteOutcome | None = None if late else WriteOutcome()
+        fast: _WiresWritten | None = None if plain.wires else _WiresWritten(WriteOutcome(), [], [], [])
         dead_done = False
         delay = self.retry_backoff_s
         outage_since: datetime | None = None
@@ -664,6 +802,9 @@ class Ingest:
         attempts = 0
         while True:
             try:
+                if fast is None:
+                    fast = self._write_wires(plain)
+                    dead += refusal_letters(fast.outcome, received_at, topic_of)
                 if live is None:
                     live = self._write_checked(accepted)
                     dead += refusal_letters(live, received_at, topic_of)
@@ -677,7 +818,7 @@ class Ingest:
                 if outage_since is not None:
                     log.info("store is writable again after %.0f s (unavailable since %s, %d failed attempts); "
                              "acknowledging", time.monotonic() - outage_t0, format_time(outage_since), attempts)
-                return live, stale
+                return live, stale, fast
             except Exception as exc:  # StoreError, or a store bug: either way not durable -> no ack, retry
                 if not isinstance(exc, StoreError):
                     log.exception("unexpected store failure (treated as not written)")

@@ -26,10 +26,11 @@ from stormwatch.contract import (
     parse_parts,
 )
 from stormwatch.display import names
-from stormwatch.fastwire import fast_readings
+from stormwatch.fastwire import Wire, fast_readings, fast_wires
 from stormwatch.physics import impossible_value, plausible_range, rain_verdict
 from stormwatch.profiles import ProfileLibrary
-from stormwatch.stores.base import Conflict, DeadLetter, measurement
+from stormwatch.stores.base import Conflict, DeadLetter
+from stormwatch.stores.lineprotocol import Fields, from_ns, time_ns
 from stormwatch.timebounds import DEFAULT_MAX_AGE_S, DEFAULT_MAX_FUTURE_S, TimeBounds
 from stormwatch.tipsizes import TipSizes
 
@@ -113,8 +114,8 @@ class Validator:
         self.bounds = TimeBounds(max_future_s, max_age_s)
         self.late_after = None if late_after_s is None else timedelta(seconds=late_after_s)
         self.dedupe_size = dedupe_size
-        # identity -> (hash of its measurement, value, unit, time): a duplicate says the same, a conflict not
-        self._seen: OrderedDict[tuple[str, str, int], tuple[int, int | float, str, datetime]] = OrderedDict()
+        # identity -> (hash of its measurement, value, unit, time in ns): a duplicate says the same, a conflict not
+        self._seen: OrderedDict[tuple[str, str, int], tuple[int, int | float, str, int]] = OrderedDict()
         # validate() (ingest: paho's network thread) and committed() (the store-writing thread) share _seen.
         self._seen_lock = threading.Lock()
         self.profiles = profiles
@@ -134,6 +135,8 @@ class Validator:
         self._topics: dict[str, tuple[str, str] | None] = {}  # topic -> (site, gateway) of a readings topic
         # (receive time, latest, earliest plausible event time) of the last message checked
         self._bounds_at: tuple[datetime | None, datetime, datetime | None] = (None, clock.now(), None)
+        # the same in ns, for :meth:`plain`
+        self._ns_at: tuple[datetime | None, int, int] = (None, 0, 0)
 
     def _units_of(self, sites: Mapping[str, SiteConfig]) -> dict[tuple[str, str], dict[str, str]]:
         units_by_device: dict[tuple[str, str], dict[str, str]] = {}
@@ -209,6 +212,39 @@ class Validator:
                 if done is not None:
                     return done
         return self._full(topic, payload, where, retained, now)
+
+    def plain(self, topic: str, payload: bytes, *, retained: bool = False,
+              received_at: datetime | None = None) -> tuple[list[Wire], list[int]] | None:
+        """The decoded readings and their event times in ns (:func:`stormwatch.fastwire.fast_wires`) of a
+        message :meth:`validate` would accept whole as they are -- each reading of a series checked
+        before, in its plausible range and the clock's bounds, on its own topic, no tip size, not rain,
+        its identity not remembered, the message not retained nor late -- else ``None``: the caller
+        then takes :meth:`validate`, which gives the rest their verdicts. No object per reading."""
+        where = self._topic(topic)
+        if where is None or not self.fast or retained or self.late_after is not None:
+            return None
+        fast = fast_wires(payload)
+        if fast is None:
+            return None
+        wires, stamps, _ = fast
+        now = received_at or self.clock.now()
+        at = self._ns_at
+        if at[0] is not now:  # a batch's messages share their receive time
+            earliest = self.bounds.earliest(now)
+            at = self._ns_at = (now, time_ns(self.bounds.latest(now)), -(1 << 80) if earliest is None
+                                else time_ns(earliest))
+        _, latest, first = at
+        topic_site, topic_gateway = where
+        known, ranges, seen, rain = self._known, self._ranges, self._seen, RAIN_TIPS
+        for w, ns in zip(wires, stamps, strict=True):
+            site, gateway, quantity = w.site, w.gateway, w.quantity
+            span = ranges.get(quantity)
+            if (site != topic_site or gateway != topic_gateway or quantity == rain or w.tip_size is not None
+                    or span is None or not span[0] <= w.value <= span[1] or ns > latest or ns < first
+                    or (site, gateway, w.device, quantity, w.unit) not in known
+                    or (gateway, w.boot, w.seq) in seen):
+                return None
+        return wires, stamps
 
     def _full(self, topic: str, payload: bytes, where: tuple[str, str] | None, retained: bool,
               now: datetime) -> ValidationResult:
@@ -448,9 +484,10 @@ class Validator:
             if held is None:
                 return None
             self._seen.move_to_end(identity)
-        if held[0] == hash(measurement(reading)):
+        r = reading
+        if held[0] == hash((r.site, r.device, r.quantity, r.unit, time_ns(r.time), r.value)):
             return True
-        return (held[1], held[2], held[3])
+        return (held[1], held[2], from_ns(held[3]))
 
     def committed(self, readings: Iterable[Reading]) -> None:
         """Remember identities the store has durably written with what they say (call after a successful
@@ -462,8 +499,24 @@ class Validator:
                 identity = (f["gateway"], f["boot"], f["seq"])
                 if identity in seen:
                     seen.move_to_end(identity)
-                unit, t, value = f["unit"], f["time"], f["value"]
-                seen[identity] = (hash((f["site"], f["device"], f["quantity"], unit, t, value)), value, unit, t)
-            while len(seen) > self.dedupe_size:
-                seen.popitem(last=False)
+                unit, ns, value = f["unit"], time_ns(f["time"]), f["value"]
+                seen[identity] = (hash((f["site"], f["device"], f["quantity"], unit, ns, value)), value, unit, ns)
+            self._forget()
 
+    def committed_wires(self, wires: Iterable[Fields], stamps: Iterable[int]) -> None:
+        """:meth:`committed` of readings in any form with their fields (the wire form of :meth:`plain`, or
+        a ``Reading``) and their times in ns."""
+        seen = self._seen
+        with self._seen_lock:
+            for w, ns in zip(wires, stamps, strict=True):
+                identity = (w.gateway, w.boot, w.seq)
+                if identity in seen:
+                    seen.move_to_end(identity)
+                unit, value = w.unit, w.value
+                seen[identity] = (hash((w.site, w.device, w.quantity, unit, ns, value)), value, unit, ns)
+            self._forget()
+
+    def _forget(self) -> None:
+        seen = self._seen
+        while len(seen) > self.dedupe_size:
+            seen.popitem(last=False)

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from stormwatch.clock import Clock
 from stormwatch.contract import RAIN_TIPS, Event, Reading
@@ -38,9 +38,11 @@ from stormwatch.stores.lineprotocol import (
     DEADLETTER,
     READINGS,
     SLOTS_PER_US,
+    Fields,
     deadletter_points,
     encode_points,
     event_point,
+    from_ns,
     reading_line,
     reading_lines,
     site_point,
@@ -133,11 +135,35 @@ Place = tuple[int, int]
 class Placement:
     """Where the readings of one write go: ``new`` (reading, page, slot, event time in ns), ``stored``
     (their identity is already held with the same value: not written again), ``conflicts`` (their
-    identity is held with another value or unit: refused, :mod:`stormwatch.stores.base`)."""
+    identity is held with another value or unit: refused, :mod:`stormwatch.stores.base`; the reading,
+    its time in ns, the stored value as shown and the stored unit)."""
 
-    new: list[tuple[Reading, int, int, int]]
-    stored: list[Reading]
-    conflicts: list[Conflict] = field(default_factory=list)
+    new: list[tuple[Fields, int, int, int]]
+    stored: list[Fields]
+    conflicts: list[tuple[Fields, int, Any, str]] = field(default_factory=list)
+
+
+T_Fields = TypeVar("T_Fields", bound=Fields)
+
+
+@dataclass
+class WireOutcome(Generic[T_Fields]):
+    """What became of the readings of :meth:`LineProtocolWrites.write_wires`: counts as
+    :class:`~stormwatch.stores.base.WriteOutcome`'s; ``conflicts``: each reading with its time in ns,
+    the stored value, unit and time; ``refused``: each with the server's message."""
+
+    new: int = 0
+    already: int = 0
+    conflicts: list[tuple[T_Fields, tuple[int, Any, str, datetime]]] = field(default_factory=list)
+    refused: list[tuple[T_Fields, str]] = field(default_factory=list)
+
+    def held(self, readings: Sequence[T_Fields], stamps: Sequence[int]) -> tuple[list[T_Fields], list[int]]:
+        """Those of ``readings`` (and their times) the store now holds as they are (new or already stored)."""
+        out = {id(r) for r, _ in (*self.conflicts, *self.refused)}
+        if not out:
+            return list(readings), list(stamps)
+        kept = [(r, ns) for r, ns in zip(readings, stamps, strict=True) if id(r) not in out]
+        return [r for r, _ in kept], [ns for _, ns in kept]
 
 
 class Retryable(Exception):
@@ -250,15 +276,12 @@ class LineProtocolWrites:
             letters.append(DeadLetter("store_rejected", message, self._deadletter_topic(), line.encode(), now))
         self._write_deadletters(letters, "the dead letter of a refused line")
 
-    def _place(self, readings: Sequence[Reading]) -> Placement:
-        """Give each reading a place no other stored reading holds (module docstring)."""
-        stamps = []
+    def _place(self, readings: Sequence[Fields], stamps: Sequence[int]) -> Placement:
+        """Give each reading (its time in ns in ``stamps``) a place no other stored reading holds
+        (module docstring)."""
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for r in readings:
-            f = r.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
-            ns = time_ns(f["time"])
-            stamps.append(ns)
-            spans[f["site"]].append((ns // 1_000, f["device"]))
+        for r, ns in zip(readings, stamps, strict=True):
+            spans[r.site].append((ns // 1_000, r.device))
         # places taken, by series (the tags that make one: tip_size is one of them), microsecond, page and
         # slot; the identities held per device, quantity and microsecond whatever the tip size (a reading
         # stored before it carried a size, delivered again with one, is the same reading), with the
@@ -284,9 +307,8 @@ class LineProtocolWrites:
         prefix_crc, crc32 = _PREFIX_CRC, zlib.crc32
         for r, ns in zip(readings, stamps, strict=True):
             us = ns // 1_000
-            f = r.__dict__
-            site, device, quantity = f["site"], f["device"], f["quantity"]
-            gateway, boot, seq = f["gateway"], f["boot"], f["seq"]
+            site, device, quantity = r.site, r.device, r.quantity
+            gateway, boot, seq = r.gateway, r.boot, r.seq
             key = (site, device, quantity, us, gateway, boot, seq)
             stored = held.get(key) if held else None
             if stored is not None:
@@ -294,12 +316,12 @@ class LineProtocolWrites:
                 if unit == r.unit and value is not None and float(value) == float(r.value):
                     placement.stored.append(r)
                 else:  # the identity holds another measurement: refused, never written over it
-                    shown = value if value is None or r.quantity != RAIN_TIPS else int(value)
-                    placement.conflicts.append(Conflict(r, shown, unit, r.time))
+                    shown = value if value is None or quantity != RAIN_TIPS else int(value)
+                    placement.conflicts.append((r, ns, shown, unit))
                 continue
-            unit = f["unit"]
-            held[key] = (unit, float(f["value"]))
-            series = (site, device, quantity, unit, f["tip_size"] or "", us)
+            unit = r.unit
+            held[key] = (unit, float(r.value))
+            series = (site, device, quantity, unit, r.tip_size or "", us)
             crc = prefix_crc.get((gateway, boot))
             slot = (home_slot((gateway, boot, seq)) if crc is None else crc32(str(seq).encode(), crc) % SLOTS_PER_US)
             page = 0
@@ -329,22 +351,38 @@ class LineProtocolWrites:
         Raises:
             StoreError: the server is unavailable (nothing may be acknowledged).
         """
+        outcome = self.write_wires(readings, [time_ns(r.time) for r in readings], late=late)
+        return WriteOutcome(outcome.new, outcome.already, tuple(Conflict(r, *c[1:]) for r, c in outcome.conflicts),
+                            tuple(Refused(r, message) for r, message in outcome.refused))
+
+    def write_wires(self, readings: Sequence[T_Fields], stamps: Sequence[int], *, late: bool = False,
+                    ) -> WireOutcome[T_Fields]:
+        """:meth:`write_checked` of readings in any form that has their fields (:class:`Fields`; a
+        decoded wire reading, :class:`stormwatch.fastwire.Wire`) and their times in ns: no
+        :class:`~stormwatch.contract.Reading` made. A conflict comes back as the reading with
+        ``(time in ns, stored value, stored unit, stored time)``, a refusal with the server's message.
+
+        Raises:
+            StoreError: the server is unavailable (nothing may be acknowledged).
+        """
         if not readings:
-            return WriteOutcome()
+            return WireOutcome()
         with self._lock:
             self._before_write()
-            placement = self._place(readings)
+            placement = self._place(readings, stamps)
             lines = reading_lines(placement.new, late=late)
             refused = self.write_lines(lines)
+            by_line: dict[str, Any] = {}
             if refused:
                 self.rejected_total += len(refused)
                 by_line = {line: placed[0] for line, placed in zip(lines, placement.new, strict=True)}
                 for line, message in refused:
                     self._log.warning("InfluxDB %s refused a reading (store_rejected): %s -- line: %.200s",
                                       self._target(), message, line)
-            return WriteOutcome(new=len(lines) - len(refused), already=len(placement.stored),
-                                conflicts=tuple(placement.conflicts),
-                                refused=tuple(Refused(by_line[line], message) for line, message in refused))
+            return WireOutcome(new=len(lines) - len(refused), already=len(placement.stored),
+                               conflicts=[(r, (ns, shown, unit, from_ns(ns))) for r, ns, shown, unit
+                                          in placement.conflicts],
+                               refused=[(by_line[line], message) for line, message in refused])
 
     def write_readings(self, readings: Sequence[Reading], *, late: bool = False) -> int:
         """Write readings (:meth:`write_checked`); returns how many were new. Conflicts and refused

@@ -9,11 +9,14 @@ import base64
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from typing import Protocol
 
 from stormwatch.contract import Event, Reading
+from stormwatch.rain import tip_size_of
 from stormwatch.stores.base import DeadLetter, SiteInfo
 from stormwatch.wire import format_time
 
@@ -276,37 +279,79 @@ def reading_line(reading: Reading, *, late: bool = False, slot: int = 0, page: i
     return reading_lines([(reading, page, slot, ns)], late=late)[0]
 
 
-def reading_lines(placed: Iterable[tuple[Reading, int, int, int]], *, late: bool = False) -> list[str]:
-    """:func:`reading_line` of each ``(reading, page, slot, time_ns)``, in one loop (a write's lines)."""
+class Fields(Protocol):
+    """What a line is made of: the fields of a :class:`~stormwatch.contract.Reading` but its time (given
+    apart, in ns) -- a ``Reading`` or a decoded wire reading (:class:`stormwatch.fastwire.Wire`)."""
+
+    @property
+    def site(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def quantity(self) -> str: ...
+    @property
+    def value(self) -> int | float: ...
+    @property
+    def unit(self) -> str: ...
+    @property
+    def gateway(self) -> str: ...
+    @property
+    def boot(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def raw(self) -> object: ...
+    @property
+    def flags(self) -> Sequence[str]: ...
+    @property
+    def tip_size(self) -> str | None: ...
+
+
+_INCHES: dict[str, Fraction] = {}
+
+
+def _depth(tip_size: str | None, tips: int) -> str:
+    """The ``depth_in`` field of ``tips`` tips of ``tip_size`` as :func:`_depth_in` gives it (``""``
+    without a size)."""
+    if tip_size is None:
+        return ""
+    inches = _INCHES.get(tip_size)
+    if inches is None:
+        if len(_INCHES) >= _CACHE_MAX:
+            _INCHES.clear()
+        inches = _INCHES[tip_size] = tip_size_of(tip_size).inches
+    return f"depth_in={float(tips * inches)!r},"
+
+
+def reading_lines(placed: Iterable[tuple[Fields, int, int, int]], *, late: bool = False) -> list[str]:
+    """:func:`reading_line` of each ``(reading, page, slot, time_ns)``, in one loop (a write's lines);
+    a reading may be a :class:`~stormwatch.contract.Reading` or any :class:`Fields`."""
     heads, sources = _HEADS, _SOURCES
     tail = ",late=true " if late else " "
     out = []
     for reading, page, slot, ns in placed:
-        f = reading.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
-        value = f["value"]
-        quantity = f["quantity"]
+        value = reading.value
+        quantity = reading.quantity
         if type(value) is float:
             fields = f"value={value!r}," if math.isfinite(value) else ""
         else:
             fields = "" if isinstance(value, float) and not math.isfinite(value) else f"value={float(value)!r},"
+        tip_size = reading.tip_size
         if quantity == "rain_tips" and isinstance(value, int):
-            fields += f"tips={value}i,"
-            depth = _depth_in(reading)
-            if depth is not None:
-                fields += f"depth_in={float(depth)!r},"
-        key = (f["site"], f["device"], quantity, f["unit"], f["tip_size"] or "", page)
+            fields += f"tips={value}i," + _depth(tip_size, value)
+        key = (reading.site, reading.device, quantity, reading.unit, tip_size or "", page)
         head = heads.get(key) or _head(*key)
-        gateway, boot = f["gateway"], f["boot"]
+        gateway, boot = reading.gateway, reading.boot
         source = sources.get((gateway, boot)) or _source(gateway, boot)
-        raw = f["raw"]
+        raw = reading.raw
         if type(raw) is list and set(map(type, raw)) <= _INT_ONLY:
             raw_text = '"[' + ",".join(map(str, raw)) + ']"'
         else:
             raw_text = _raw_field(raw)
-        flags = f["flags"]
+        flags = reading.flags
         if not 0 <= slot < SLOTS_PER_US:
             _slot(slot)  # raises
-        out.append(f"{head} {fields}{source},seq={int(f['seq'])}i,raw={raw_text},"
+        out.append(f"{head} {fields}{source},seq={int(reading.seq)}i,raw={raw_text},"
                    f"flags={_quoted(','.join(flags)) if flags else _EMPTY}{tail}{ns + slot}")
     return out
 
