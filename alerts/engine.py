@@ -12,7 +12,7 @@ import logging
 import sys
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -30,9 +30,11 @@ from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
 from stormwatch.errors import InputError
+from stormwatch.fastwire import Cycle
 from stormwatch.physics import impossible_value, plausible_range
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
+from stormwatch.stores.rows import us_of
 from stormwatch.timebounds import TimeBounds
 from stormwatch.wire import format_time
 
@@ -123,6 +125,13 @@ _Key = tuple[datetime, str, str, int]
 _Batch = tuple[_Key, _Key, Sequence[Reading]]
 
 
+#: A rule's quick feeder (``quick_feeder``): ``(time, µs, value, unit, tip_size, gateway)`` of a clean
+#: reading -> its events, or ``None`` when it takes the reading only as a model (nothing done then).
+_Quick = Callable[[datetime, int, Any, str, "str | None", str], "list[Event] | None"]
+#: Per reading of a cycle's shape, the rules that take it, each with its quick feeder or ``None``.
+_Plan = tuple[tuple[tuple[Rule, _Quick | None], ...], ...]
+
+
 def _immutable(value: object) -> bool:
     """A frozen pydantic model or frozen dataclass (shared, never copied, by a snapshot)."""
     if isinstance(value, BaseModel):
@@ -190,6 +199,10 @@ class Engine:
         self._watchers: list[Any] = []
         self._offline: list[Any] = []
         self._routes: dict[str, dict[str, tuple[Rule, ...]]] = {}  # device -> quantity -> rules
+        # a cycle's shape -> per reading, its rules with their quick feeders (routes from columns)
+        self._plans: dict[tuple[tuple[str, ...], tuple[str, ...]], _Plan] = {}
+        self._last_plan: tuple[object, _Plan] = (None, ())
+        self._cycle_ranges: dict[tuple[str, ...], tuple[tuple[float, float], ...]] = {}  # physics by quantities
         self._hungry: list[Any] = []
         self._build(profiles)
         # the reorder buffer: readings that came in order are appended to _fifo as batches (a message's
@@ -282,6 +295,7 @@ class Engine:
         # the routes are made again without them when they do
         self._hungry = [r for r in rules if getattr(r, "sated", True) is False]
         self._routes = {}
+        self._plans, self._last_plan = {}, (None, ())
 
     @property
     def watermark(self) -> datetime | None:
@@ -368,6 +382,47 @@ class Engine:
             seen.extend(*key, first, last, run_t)
         self._max_seen = newest
         return out + self._release_due()
+
+    def feed_cycle(self, cycle: Cycle, *, retained: bool = False) -> list[Event]:
+        """:meth:`feed_many` of a message decoded as columns (:class:`~stormwatch.fastwire.Cycle`): the
+        same events and counts. Its shared fields (site, gateway, boot, time, the seq run) are checked
+        once, physics per reading from ranges found once per shape, and when it is released alone the
+        rules take its readings from the columns; anything not plainly admitted goes :meth:`feed_many`'s
+        way with the cycle's readings."""
+        if retained or not self._admit_cycle(cycle):
+            return self.feed_many(cycle.readings(), retained=retained)
+        top = self._max_seen
+        assert top is not None
+        edge = top - self.lateness
+        return self._release(edge if self._hold is None and self.clock is None else self._capped(edge))
+
+    def _admit_cycle(self, c: Cycle) -> bool:
+        """:meth:`_admit_batch` of a cycle: one batch of the reorder buffer when it is plainly admitted."""
+        t = c.time
+        w = self._watermark
+        n = len(c.values)
+        if not n or (w is not None and t <= w) or c.site != self.site:
+            return False
+        ranges = self._cycle_ranges.get(c.quantities)
+        if ranges is None:
+            ranges = self._cycle_ranges[c.quantities] = tuple(map(plausible_range, c.quantities))
+        for v, (lo, hi) in zip(c.values, ranges, strict=True):
+            if not lo <= v <= hi:
+                return False
+        if self.clock is not None:
+            now = self.clock.now()
+            earliest = self.bounds.earliest(now)
+            if t > self.bounds.latest(now) or (earliest is not None and t < earliest):
+                return False
+        gateway, boot, seq = c.gateway, c.boot, c.seq
+        first = (t, gateway, boot, seq)
+        fifo = self._fifo
+        if (fifo and not first > fifo[-1][1]) or not self._seen.take_run(gateway, boot, seq, seq + n - 1, t):
+            return False
+        fifo.append((first, (t, gateway, boot, seq + n - 1), c))
+        if self._max_seen is None or t > self._max_seen:
+            self._max_seen = t
+        return True
 
     def _admit_batch(self, readings: Sequence[Reading]) -> bool:
         """Admit a message's readings as one batch of the reorder buffer when every one is plainly
@@ -642,10 +697,16 @@ class Engine:
             ready: Sequence[Reading] = fifo.popleft()[2]  # one batch (live: the poll cycle of 2 minutes ago)
         else:
             ready = self._take(w)
-        out = (self._run_keeping(ready) if self.reevaluate_late else self._run_part(ready)) if ready else []
+        if type(ready) is Cycle and not self.reevaluate_late:  # a cycle released alone: never empty
+            out = self._run_cycle(ready)
+        elif not ready:
+            out = []
+        else:
+            out = self._run_keeping(ready) if self.reevaluate_late else self._run_part(ready)
         if self._hungry:
             self._hungry = [r for r in self._hungry if not r.sated]
             self._routes = {}
+            self._plans, self._last_plan = {}, (None, ())
         for rule in self.rules:  # _advance_all, inline: once per release
             nd = rule.next_due
             if nd is not None and nd <= w:
@@ -731,6 +792,60 @@ class Engine:
                 if nd is not None and nd < t:
                     again.append(rule)
         return out
+
+    def _run_cycle(self, c: Cycle) -> list[Event]:
+        """:meth:`_run_part` of one cycle's readings (one instant): each rule takes a reading by its quick
+        feeder from the columns, or as a model when the feeder declines it (or it has none)."""
+        out: list[Event] = []
+        rules = self.rules
+        self.counts["fed"] += len(c.values)
+        t = c.time
+        again: list[Rule] = []  # as in _run_part
+        for rule in rules:
+            nd = rule.next_due
+            if nd is not None and nd < t:
+                again = self._due_before(rules, t, out)
+                break
+        last = self._last_plan  # the cycles of one gateway share their shape object
+        if last[0] is c.shape:
+            plan = last[1]
+        else:
+            plan = self._plans.get(c.shape) or self._plan(c)
+            self._last_plan = (c.shape, plan)
+        us = us_of(t)
+        values, units, sizes, gateway = c.values, c.units, c.tip_sizes, c.gateway
+        i = 0
+        for takers in plan:
+            if i and again:
+                again = self._due_before(again, t, out)
+            for rule, quick in takers:
+                found = None if quick is None else quick(t, us, values[i], units[i], sizes[i], gateway)
+                if found is None:
+                    found = rule.feed(c.reading(i))
+                if found:
+                    out += found
+                nd = rule.next_due
+                if nd is not None and nd < t:
+                    again.append(rule)
+            i += 1
+        return out
+
+    def _plan(self, c: Cycle) -> _Plan:
+        """The rules that take each reading of ``c``'s shape, with their quick feeders (remembered)."""
+        plan = []
+        for i, (device, quantity) in enumerate(zip(c.devices, c.quantities, strict=True)):
+            by_quantity = self._routes.get(device)
+            wanting = by_quantity.get(quantity) if by_quantity is not None else None
+            if wanting is None:
+                wanting = self._route(c[i])
+            plan.append(tuple((rule, self._quick(rule, device, quantity)) for rule in wanting))
+        out = self._plans[c.shape] = tuple(plan)
+        return out
+
+    @staticmethod
+    def _quick(rule: Rule, device: str, quantity: str) -> _Quick | None:
+        make = getattr(rule, "quick_feeder", None)
+        return None if make is None else make(device, quantity)
 
     def _route(self, reading: Reading) -> tuple[Rule, ...]:
         """The rules that take readings of ``reading``'s device and quantity (remembered in the routes)."""
