@@ -31,7 +31,7 @@ from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSumma
 from stormwatch.alerts.rules.turbidity import TurbidityRuleState
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
-from stormwatch.display import local_time
+from stormwatch.display import local_time, plural
 from stormwatch.ingest.validate import LEVEL_QUANTITIES
 from stormwatch.physics import NON_NEGATIVE
 from stormwatch.profiles import ProfileError, ProfileLibrary
@@ -183,9 +183,9 @@ class Evaluation:
             return "storms not watched at this site (no rain gauge or no storm rule in the pack)"
         n = len(self.qualifying_storms)
         open_q = [s for s in self.in_progress if s.qualified]
-        parts = [f"{n} qualifying storm(s) ended" if n else "no qualifying storm ended in the covered periods"]
+        parts = [f"{plural(n, 'qualifying storm')} ended" if n else "no qualifying storm ended in the covered periods"]
         if open_q:
-            parts.append(f"{len(open_q)} qualifying storm(s) still in progress")
+            parts.append(f"{plural(len(open_q), 'qualifying storm')} still in progress")
         if len(self.gaps) > GAPS_LISTED:
             # hundreds of short gaps would make one line of kilobytes: a count and the total instead
             total_h = sum(((g.end or self.end) - g.start).total_seconds() for g in self.gaps) / 3600

@@ -33,8 +33,8 @@ from stormwatch.alerts.presence import GatewayPresence
 from stormwatch.alerts.seqholes import DEFAULT_HOLD_S, SequenceHoles
 from stormwatch.alerts.servicestate import ServiceState
 from stormwatch.alerts.webhook import BackgroundSender, Webhook
-from stormwatch.alerts.workorders import WorkOrder, WorkOrders
-from stormwatch.clock import Clock
+from stormwatch.alerts.workorders import LIVE_LAG_REAL_S, WorkOrder, WorkOrders
+from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, Reading, parse_parts
 from stormwatch.display import local_time
@@ -70,8 +70,13 @@ def _filters(site: str) -> list[str]:
     """A site's subscriptions: its gateways' readings and status topics."""
     return [f"{topics.ROOT}/{site}/+/{leaf}" for leaf in ("readings", "status")]
 
-#: Real seconds between records of the service's clock (and the engines' progress) in the state file.
-CLOCK_RECORD_REAL_S = 1.0
+#: Real seconds between records of the engines' progress (their watermarks) in the state file.
+PROGRESS_RECORD_REAL_S = 1.0
+#: Real seconds between records of a wall or scenario clock: a reader takes a scenario clock as running
+#: while its record is at most LIVE_LAG_REAL_S behind, and reads a wall clock's for its kind alone
+#: (a commit, with its disk sync, each time). Other clocks (lockstep, manual) are read at the time
+#: last recorded: every PROGRESS_RECORD_REAL_S.
+CLOCK_RECORD_REAL_S = LIVE_LAG_REAL_S / 2
 #: Real seconds after a connection to the broker at which the store is read for readings the broker
 #: may not have delivered (the last read about seven minutes on: what a gateway re-sends after a
 #: broker crash reaches the store within its grace and probe times, stormwatch.gateway.publisher).
@@ -248,7 +253,9 @@ class AlertService:
         shown = ", ".join(self.filters[:4]) + (f" ... ({len(self.engines)} sites)" if len(self.engines) > 2 else "")
         log.info("watching %s on %s as %s", shown, self.broker.safe_url(), self.client_id)
         self._client.start()
-        recorded = time.monotonic()
+        recorded = clock_recorded = time.monotonic()
+        formula = isinstance(self.clock, ScenarioClock | WallClock)
+        clock_every = CLOCK_RECORD_REAL_S if formula else PROGRESS_RECORD_REAL_S
         overdue_every = max(0.05, self.clock_real(self.overdue_check_s))
         next_overdue = time.monotonic() + overdue_every
         try:
@@ -264,10 +271,12 @@ class AlertService:
                 self._catch_up(now)
                 self._check_holes(now)
                 self._write_kept(now)
-                if now - recorded >= CLOCK_RECORD_REAL_S:
-                    self.workorders.record_clock(self.clock)
+                if now - recorded >= PROGRESS_RECORD_REAL_S:
                     self._record_progress()
                     recorded = now
+                if now - clock_recorded >= clock_every:
+                    self.workorders.record_clock(self.clock)
+                    clock_recorded = now
         finally:
             events = []
             for site, eng in list(self.engines.items()):

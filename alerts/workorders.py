@@ -362,6 +362,9 @@ class WorkOrders:
             raise WorkOrderError(f"{self.path}: directory {self.path.parent} does not exist")
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        # last_completed's answers, valid while the book is as it was when they were read
+        self._completed: dict[tuple[str, tuple[str, ...]], datetime | None] = {}
+        self._completed_at: tuple[int, int] = (-1, -1)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA busy_timeout={STATE_BUSY_TIMEOUT_MS}")
@@ -571,13 +574,27 @@ class WorkOrders:
                 for at, by, action, status, notes in rows]
 
     def last_completed(self, site: str, kinds: tuple[str, ...]) -> datetime | None:
-        """Completion time of the site's latest completed order of one of ``kinds``."""
-        marks = ",".join("?" * len(kinds))
+        """Completion time of the site's latest completed order of one of ``kinds``.
+
+        Asked at every watermark move of every site: the answer is kept until the file changes --
+        a write of this book (``total_changes``) or a commit of any other connection, such as the
+        web desk's (``PRAGMA data_version``), which SQLite counts for exactly this.
+        """
+        key = (site, kinds)
         with self._lock:
+            book = (self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes)
+            if book != self._completed_at:
+                self._completed.clear()
+                self._completed_at = book
+            elif key in self._completed:
+                return self._completed[key]
+            marks = ",".join("?" * len(kinds))
             row = self._db.execute(
                 f"SELECT MAX(completed_at) FROM work_orders WHERE site = ? AND kind IN ({marks})",
                 (site, *kinds)).fetchone()
-        return _t(row[0]) if row and row[0] else None
+            done = _t(row[0]) if row and row[0] else None
+            self._completed[key] = done
+        return done
 
     def latest_period(self, site: str, rule: str) -> tuple[datetime, datetime] | None:
         """``(event_time, due_at)`` of the site's latest order of ``rule`` (the routine cadence's anchor)."""

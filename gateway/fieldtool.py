@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import get_args
 
 from stormwatch.codec import DataType, DecodeError, WordOrder, decode_words, scale
+from stormwatch.display import plural
 from stormwatch.errors import InputError
 from stormwatch.numbers import NumberError, parse_word_text
 from stormwatch.profiles import REGISTER_COUNT
@@ -73,7 +74,7 @@ def decode_text(words: Sequence[str], dtype: str, order: str, point_scale: float
             raise FieldToolError(f"{name} {number}: must be a finite number")
     need = REGISTER_COUNT[dtype]
     if len(words) != need:
-        raise FieldToolError(f"{dtype} needs {need} register word(s), got {len(words)}")
+        raise FieldToolError(f"{dtype} needs {plural(need, 'register word')}, got {len(words)}")
     values = [parse_word(w) for w in words]
     scaled = point_scale != 1.0 or offset != 0.0
 

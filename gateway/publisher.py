@@ -774,4 +774,4 @@ class MqttPublisher:
         self._last_sweep_end = now
         if sweep.why != "probe":
             self._quiet_until = now + self._quiet_s
-            log.debug("re-sent %d message(s) (%s)", sweep.rows, sweep.why)
+            log.debug("re-sent %d message%s (%s)", sweep.rows, "" if sweep.rows == 1 else "s", sweep.why)

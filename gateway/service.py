@@ -382,7 +382,7 @@ class Gateway:
     def _skipped(self, r: _Runner, n: int) -> None:
         self.missed_slots += n
         level = logging.DEBUG if r.missed_logged else logging.WARNING
-        log.log(level, "%s: polling behind schedule, %d slot(s) skipped (gaps)", r.device.id, n)
+        log.log(level, "%s: polling behind schedule, %d slot%s skipped (gaps)", r.device.id, n, "" if n == 1 else "s")
         r.missed_logged = True
 
     def _poll(self, r: _Runner, at: datetime) -> int:

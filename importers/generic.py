@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stormwatch.display import plural
 from stormwatch.importers.cells import normalise_unit
 from stormwatch.importers.options import ImportOptions
 from stormwatch.importers.table import ISO, Table, TableError, TimeParser, header_unit, header_zone, split_line
@@ -38,7 +39,7 @@ def read_generic(path: Path, lines: list[str], options: ImportOptions) -> Table:
     """
     at = options.skip_rows
     if at >= len(lines):
-        raise TableError(f"{path}: no header line after skipping {at} line(s) (the file has {len(lines)})")
+        raise TableError(f"{path}: no header line after skipping {plural(at, 'line')} (the file has {len(lines)})")
     delimiter = options.delimiter or sniff_delimiter(lines[at])
     columns = tuple(c.strip() for c in split_line(lines[at], delimiter))
     units = tuple(normalise_unit(header_unit(c)[1]) for c in columns)

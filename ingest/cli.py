@@ -11,6 +11,7 @@ import typer
 from stormwatch.clock import CLOCK_FILE_ENV, Clock, service_clock
 from stormwatch.config import SiteConfig
 from stormwatch.ingest.consumer import Ingest
+from stormwatch.ingest.heap import steady_heap
 from stormwatch.ingest.metrics import serve_metrics
 from stormwatch.ingest.validate import Validator
 from stormwatch.profiles import ProfileLibrary
@@ -159,6 +160,7 @@ def ingest_command(
             ingest.set_sites(current)
 
     watched.watch(follow)
+    steady_heap()
     try:
         ingest.run()
     finally:

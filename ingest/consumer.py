@@ -15,6 +15,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Collection
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import paho.mqtt.client as mqtt
@@ -71,6 +72,39 @@ def _duplicate_letter(reading: Reading, topic: str, received_at: datetime, why: 
     gateway, boot, seq = reading.identity
     return DeadLetter("duplicate", f"identity (gateway {gateway!r}, boot {boot!r}, seq {seq}) {why}", topic,
                       dump_readings([reading]), received_at)
+
+
+_time_of = attrgetter("time")
+
+
+def _gather(readings: list[Reading], target: list[Reading], topic: str, seqs: dict[str, list[int]] | None,
+            in_batch: dict[tuple[str, str, int], tuple[Reading, str]], dead: list[DeadLetter],
+            received_at: datetime) -> None:
+    """Add a message's valid ``readings`` to ``target`` for the write: each identity's seq to ``seqs``
+    (its gateway's stored acknowledgement), a second of one identity and measurement in the batch (a
+    QoS 1 redelivery inside it) dead-lettered instead. One identity with two measurements in one
+    batch: both go to the store, which takes the first it does not hold another measurement for and
+    refuses the other."""
+    first_of = in_batch.get
+    add = target.append
+    last_boot: str | None = None
+    boot_seqs: list[int] = []
+    for reading in readings:
+        f = reading.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+        boot, seq = f["boot"], f["seq"]
+        identity = (f["gateway"], boot, seq)
+        if seqs is not None:
+            if boot != last_boot:  # a message's readings share their boot
+                boot_seqs = seqs.setdefault(boot, [])
+                last_boot = boot
+            boot_seqs.append(seq)
+        first = first_of(identity)
+        if first is None:
+            in_batch[identity] = (reading, topic)
+        elif measurement(first[0]) == measurement(reading):
+            dead.append(_duplicate_letter(reading, topic, received_at, "twice in one batch"))
+            continue
+        add(reading)
 
 
 def deadletter_json(letter: DeadLetter) -> bytes:
@@ -504,23 +538,8 @@ class Ingest:
             for reading in result.duplicates:
                 dead.append(_duplicate_letter(reading, msg.topic, received_at, "already stored"))
             for target, readings in ((accepted, result.accepted), (late, result.late)):
-                for reading in readings:
-                    identity = (reading.gateway, reading.boot, reading.seq)
-                    if seqs is not None:
-                        boot_seqs = seqs.get(identity[1])
-                        if boot_seqs is None:
-                            boot_seqs = seqs[identity[1]] = []
-                        boot_seqs.append(identity[2])
-                    first = in_batch.get(identity)
-                    if first is None:
-                        in_batch[identity] = (reading, msg.topic)
-                    elif measurement(first[0]) == measurement(reading):
-                        # QoS 1 redelivery inside one batch
-                        dead.append(_duplicate_letter(reading, msg.topic, received_at, "twice in one batch"))
-                        continue
-                    # one identity with two measurements in one batch: both go to the store, which takes
-                    # the first it does not hold another measurement for and refuses the other
-                    target.append(reading)
+                if readings:
+                    _gather(readings, target, msg.topic, seqs, in_batch, dead, received_at)
             if result.dead:
                 dead += result.dead
             if seqs is not None:
@@ -540,7 +559,7 @@ class Ingest:
         self.late += stale.new
         self.duplicates += live.already + stale.already
         if live.new:
-            newest = max(r.time for r in live.held(accepted))
+            newest = max(map(_time_of, live.held(accepted)))
             if self.last_event_time is None or newest > self.last_event_time:
                 self.last_event_time = newest
         self._dead_lettered(dead)

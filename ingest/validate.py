@@ -258,24 +258,34 @@ class Validator:
         if at[0] is not now:  # a batch's messages share their receive time
             at = self._bounds_at = (now, self.bounds.latest(now), self.bounds.earliest(now))
         _, latest, earliest = at
-        for r in readings:
-            site, gateway, quantity = r.site, r.gateway, r.quantity
-            span = ranges.get(quantity)
-            t = r.time
-            if (site != topic_site or gateway != topic_gateway or r.tip_size is not None or span is None
-                    or not span[0] <= r.value <= span[1] or t > latest or (earliest is not None and t < earliest)
-                    or (site, gateway, r.device, quantity, r.unit) not in known):
-                if check(r, topic_site, topic_gateway, now) is not None:
-                    return None
         result = ValidationResult()
+        accept = result.accepted.append
         seen = self._seen
         plain = not retained and self.late_after is None
-        for index, r in enumerate(readings):
-            if (plain and (r.gateway, r.boot, r.seq) not in seen
-                    and (r.quantity != RAIN_TIPS or r.gateway == MANUAL_GATEWAY)):
-                result.accepted.append(r)  # what _settle decides for it, without the call
+        settle = False  # a reading _settle decides: the message's readings again, in their order
+        for r in readings:
+            f = r.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+            site, gateway, quantity = f["site"], f["gateway"], f["quantity"]
+            span = ranges.get(quantity)
+            t = f["time"]
+            if (site != topic_site or gateway != topic_gateway or f["tip_size"] is not None or span is None
+                    or not span[0] <= f["value"] <= span[1] or t > latest or (earliest is not None and t < earliest)
+                    or (site, gateway, f["device"], quantity, f["unit"]) not in known):
+                if check(r, topic_site, topic_gateway, now) is not None:
+                    return None
+            if (plain and (gateway, f["boot"], f["seq"]) not in seen
+                    and (quantity != RAIN_TIPS or gateway == MANUAL_GATEWAY)):
+                accept(r)  # what _settle decides for it, without the call
             else:
-                self._settle(result, r, index if batched else None, topic, payload, retained, now)
+                settle = True
+        if settle:
+            result = ValidationResult()
+            for index, r in enumerate(readings):
+                if (plain and (r.gateway, r.boot, r.seq) not in seen
+                        and (r.quantity != RAIN_TIPS or r.gateway == MANUAL_GATEWAY)):
+                    result.accepted.append(r)
+                else:
+                    self._settle(result, r, index if batched else None, topic, payload, retained, now)
         return result
 
     def _topic(self, topic: str) -> tuple[str, str] | None:
@@ -448,11 +458,12 @@ class Validator:
         seen = self._seen
         with self._seen_lock:
             for r in readings:
-                identity = (r.gateway, r.boot, r.seq)
+                f = r.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+                identity = (f["gateway"], f["boot"], f["seq"])
                 if identity in seen:
                     seen.move_to_end(identity)
-                seen[identity] = (hash((r.site, r.device, r.quantity, r.unit, r.time, r.value)), r.value, r.unit,
-                                  r.time)
+                unit, t, value = f["unit"], f["time"], f["value"]
+                seen[identity] = (hash((f["site"], f["device"], f["quantity"], unit, t, value)), value, unit, t)
             while len(seen) > self.dedupe_size:
                 seen.popitem(last=False)
 

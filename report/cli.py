@@ -307,9 +307,10 @@ def report_cmd(
         output.write_bytes(data)
     except OSError as exc:
         fail(f"--output {output}: {exc.strerror or exc}", 1)
-    typer.echo(f"{output}: {kind} report of {cfg.site.id}, {len(report.storms)} storm(s), "
-               f"{len(report.turbidity)} turbidity contrast(s), {len(report.unknown)} UNKNOWN interval(s), "
-               f"{len(report.orders)} work order(s)"
+    typer.echo(f"{output}: {kind} report of {cfg.site.id}, {plural(len(report.storms), 'storm')}, "
+               f"{plural(len(report.turbidity), 'turbidity contrast')}, "
+               f"{plural(len(report.unknown), 'UNKNOWN interval')}, "
+               f"{plural(len(report.orders), 'work order')}"
                + (f"; {report.not_yet_text()}" if report.not_yet is not None else ""))
 
 

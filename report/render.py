@@ -19,6 +19,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from stormwatch.display import plural
 from stormwatch.report import fmt
 from stormwatch.report.model import Report
 
@@ -74,7 +75,7 @@ def to_csv(report: Report) -> str:
             note=report.not_yet_text())
     for c in report.coverage:
         row("sensor", id=c.device, item=c.role, unit=c.model, expected=c.expected, received=c.received,
-            percent=fmt.pct_number(c.percent), note=f"poll {c.poll_s:g} s; {len(c.gaps)} gap(s)")
+            percent=fmt.pct_number(c.percent), note=f"poll {c.poll_s:g} s; {plural(len(c.gaps), 'gap')}")
         for g in c.gaps:
             row("sensor_gap", id=c.device, start=iso(g.start), end=iso(g.end),
                 duration_min=fmt.minutes(g.duration), duration=fmt.duration(g.duration))

@@ -131,14 +131,13 @@ Place = tuple[int, int]
 
 @dataclass
 class Placement:
-    """Where the readings of one write go: ``new`` (reading, page, slot), ``stored`` (their identity
-    is already held with the same value: not written again), ``conflicts`` (their identity is held
-    with another value or unit: refused, :mod:`stormwatch.stores.base`)."""
+    """Where the readings of one write go: ``new`` (reading, page, slot, event time in ns), ``stored``
+    (their identity is already held with the same value: not written again), ``conflicts`` (their
+    identity is held with another value or unit: refused, :mod:`stormwatch.stores.base`)."""
 
-    new: list[tuple[Reading, int, int]]
+    new: list[tuple[Reading, int, int, int]]
     stored: list[Reading]
     conflicts: list[Conflict] = field(default_factory=list)
-    stamps: list[int] = field(default_factory=list)  # the event time in ns of each of ``new``
 
 
 class Retryable(Exception):
@@ -256,9 +255,10 @@ class LineProtocolWrites:
         stamps = []
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for r in readings:
-            ns = time_ns(r.time)
+            f = r.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+            ns = time_ns(f["time"])
             stamps.append(ns)
-            spans[r.site].append((ns // 1_000, r.device))
+            spans[f["site"]].append((ns // 1_000, f["device"]))
         # places taken, by series (the tags that make one: tip_size is one of them), microsecond, page and
         # slot; the identities held per device, quantity and microsecond whatever the tip size (a reading
         # stored before it carried a size, delivered again with one, is the same reading), with the
@@ -280,11 +280,13 @@ class LineProtocolWrites:
         # home slot there and is not yet in ``taken`` (added only when a second reading comes)
         busy: dict[tuple[str, str, str, str, str, int], int | None] = {key[:6]: None for key in taken}
         placement = Placement([], [])
-        new, stamps_new = placement.new.append, placement.stamps.append
+        new = placement.new.append
         prefix_crc, crc32 = _PREFIX_CRC, zlib.crc32
         for r, ns in zip(readings, stamps, strict=True):
             us = ns // 1_000
-            site, device, quantity, gateway, boot, seq = r.site, r.device, r.quantity, r.gateway, r.boot, r.seq
+            f = r.__dict__
+            site, device, quantity = f["site"], f["device"], f["quantity"]
+            gateway, boot, seq = f["gateway"], f["boot"], f["seq"]
             key = (site, device, quantity, us, gateway, boot, seq)
             stored = held.get(key) if held else None
             if stored is not None:
@@ -295,8 +297,9 @@ class LineProtocolWrites:
                     shown = value if value is None or r.quantity != RAIN_TIPS else int(value)
                     placement.conflicts.append(Conflict(r, shown, unit, r.time))
                 continue
-            held[key] = (r.unit, float(r.value))
-            series = (site, device, quantity, r.unit, r.tip_size or "", us)
+            unit = f["unit"]
+            held[key] = (unit, float(f["value"]))
+            series = (site, device, quantity, unit, f["tip_size"] or "", us)
             crc = prefix_crc.get((gateway, boot))
             slot = (home_slot((gateway, boot, seq)) if crc is None else crc32(str(seq).encode(), crc) % SLOTS_PER_US)
             page = 0
@@ -313,8 +316,7 @@ class LineProtocolWrites:
                 taken.add((*series, page, slot))
             else:
                 busy[series] = slot
-            new((r, page, slot))
-            stamps_new(ns)
+            new((r, page, slot, ns))
         return placement
 
     def write_checked(self, readings: Sequence[Reading], *, late: bool = False) -> WriteOutcome:
@@ -332,12 +334,11 @@ class LineProtocolWrites:
         with self._lock:
             self._before_write()
             placement = self._place(readings)
-            lines = reading_lines(((r, page, slot, ns) for (r, page, slot), ns in
-                                   zip(placement.new, placement.stamps, strict=True)), late=late)
+            lines = reading_lines(placement.new, late=late)
             refused = self.write_lines(lines)
             if refused:
                 self.rejected_total += len(refused)
-                by_line = {line: r for line, (r, _page, _slot) in zip(lines, placement.new, strict=True)}
+                by_line = {line: placed[0] for line, placed in zip(lines, placement.new, strict=True)}
                 for line, message in refused:
                     self._log.warning("InfluxDB %s refused a reading (store_rejected): %s -- line: %.200s",
                                       self._target(), message, line)

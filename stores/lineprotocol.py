@@ -238,6 +238,7 @@ def _quoted(text: str) -> str:
 
 
 _INT_ONLY = frozenset((int,))
+_EMPTY = '""'
 _SOURCES: dict[tuple[str, str], str] = {}
 
 
@@ -281,8 +282,9 @@ def reading_lines(placed: Iterable[tuple[Reading, int, int, int]], *, late: bool
     tail = ",late=true " if late else " "
     out = []
     for reading, page, slot, ns in placed:
-        value = reading.value
-        quantity = reading.quantity
+        f = reading.__dict__  # a model's fields: one lookup each, not the model's attribute protocol
+        value = f["value"]
+        quantity = f["quantity"]
         if type(value) is float:
             fields = f"value={value!r}," if math.isfinite(value) else ""
         else:
@@ -292,19 +294,20 @@ def reading_lines(placed: Iterable[tuple[Reading, int, int, int]], *, late: bool
             depth = _depth_in(reading)
             if depth is not None:
                 fields += f"depth_in={float(depth)!r},"
-        key = (reading.site, reading.device, quantity, reading.unit, reading.tip_size or "", page)
+        key = (f["site"], f["device"], quantity, f["unit"], f["tip_size"] or "", page)
         head = heads.get(key) or _head(*key)
-        source = sources.get((reading.gateway, reading.boot)) or _source(reading.gateway, reading.boot)
-        raw = reading.raw
+        gateway, boot = f["gateway"], f["boot"]
+        source = sources.get((gateway, boot)) or _source(gateway, boot)
+        raw = f["raw"]
         if type(raw) is list and set(map(type, raw)) <= _INT_ONLY:
             raw_text = '"[' + ",".join(map(str, raw)) + ']"'
         else:
             raw_text = _raw_field(raw)
-        flags = reading.flags
+        flags = f["flags"]
         if not 0 <= slot < SLOTS_PER_US:
             _slot(slot)  # raises
-        out.append(f"{head} {fields}{source},seq={int(reading.seq)}i,raw={raw_text},"
-                   f"flags={_quoted(','.join(flags)) if flags else chr(34) * 2}{tail}{ns + slot}")
+        out.append(f"{head} {fields}{source},seq={int(f['seq'])}i,raw={raw_text},"
+                   f"flags={_quoted(','.join(flags)) if flags else _EMPTY}{tail}{ns + slot}")
     return out
 
 

@@ -108,27 +108,8 @@ def _size(text: str) -> str | None:
 def _reading(w: _Wire) -> Reading | None:
     """The reading, as :class:`~stormwatch.contract.Reading` validates it, or ``None`` when any field
     is not plainly valid (the full path then says why, or accepts it in a form not handled here)."""
-    value: Any = w.value
-    quantity = w.quantity
-    if quantity == RAIN_TIPS:
-        if not isinstance(value, int):
-            return None
-    elif type(value) is not float:
-        try:
-            value = float(value)
-        except OverflowError:
-            return None
-    tip_size = w.tip_size
-    if tip_size is not None and (quantity != RAIN_TIPS or (tip_size := _size(tip_size)) is None):
-        return None
-    t = _TIMES.get(w.time) or _time(w.time)
-    site, device, gateway = w.site, w.device, w.gateway
-    if t is None or not ((site in _IDS and device in _IDS and gateway in _IDS)
-                         or (_identifier(site) and _identifier(device) and _identifier(gateway))):
-        return None
-    return trusted_reading({"site": site, "device": device, "quantity": quantity, "value": value,
-                            "unit": w.unit, "time": t, "gateway": gateway, "boot": w.boot, "seq": w.seq,
-                            "raw": w.raw, "flags": tuple(w.flags), "tip_size": tip_size})
+    one = _readings([w])
+    return None if one is None else one[0]
 
 
 def fast_readings(payload: bytes | bytearray) -> tuple[list[Reading], bool] | None:
@@ -144,13 +125,40 @@ def fast_readings(payload: bytes | bytearray) -> tuple[list[Reading], bool] | No
             return None if one is None else ([one], False)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    out = []
+    out = _readings(wires)
+    return None if out is None else (out, True)
+
+
+def _readings(wires: list[_Wire]) -> list[Reading] | None:
+    """:func:`_reading` of each of a batch's readings in one loop, or ``None`` at the first that is not
+    plainly valid (the same tests, inline: a poll cycle's readings share their texts)."""
+    out: list[Reading] = []
+    append = out.append
+    ids, times, rain = _IDS, _TIMES, RAIN_TIPS
     for w in wires:
-        r = _reading(w)
-        if r is None:
+        value: Any = w.value
+        quantity = w.quantity
+        if quantity == rain:
+            if not isinstance(value, int):
+                return None
+        elif type(value) is not float:
+            try:
+                value = float(value)
+            except OverflowError:
+                return None
+        tip_size = w.tip_size
+        if tip_size is not None and (quantity != rain or (tip_size := _size(tip_size)) is None):
             return None
-        out.append(r)
-    return out, True
+        text = w.time
+        t = times.get(text) or _time(text)
+        site, device, gateway = w.site, w.device, w.gateway
+        if t is None or not ((site in ids and device in ids and gateway in ids)
+                             or (_identifier(site) and _identifier(device) and _identifier(gateway))):
+            return None
+        append(trusted_reading({"site": site, "device": device, "quantity": quantity, "value": value,
+                                "unit": w.unit, "time": t, "gateway": gateway, "boot": w.boot, "seq": w.seq,
+                                "raw": w.raw, "flags": tuple(w.flags), "tip_size": tip_size}))
+    return out
 
 
 class Cycle(Sequence[Reading]):

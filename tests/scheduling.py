@@ -18,27 +18,27 @@ import pytest
 #: or more each. A module missing here or in the wrong place costs time, never a result.
 LONGEST_FIRST = (
     "tests/e2e/test_broker_cluster.py",
+    "tests/e2e/test_services_lockstep.py",  # one worker's: its tests share a module's runs
+    "tests/web/test_browser.py",  # likewise, the demo --web its tests look at
+    "tests/e2e/test_delivery_acceptance.py",
     "tests/e2e/test_lockstep_acceptance.py",
     "tests/e2e/test_services_apart.py",
-    "tests/e2e/test_services_lockstep.py",
-    "tests/e2e/test_delivery_acceptance.py",
-    "tests/web/test_browser.py",
+    "tests/runtime/test_mqtt_session.py",
     "tests/e2e/test_pipeline.py",
     "tests/gateway/test_takeover.py",
     "tests/app/test_demo_rerun.py",
-    "tests/e2e/test_engine_acceptance.py",
     "tests/e2e/test_enforcement_desk.py",
-    "tests/runtime/test_mqtt_session.py",
     "tests/alerts/test_recovery.py",
     "tests/gateway/test_packet_limit.py",
     "tests/report/test_demo.py",
+    "tests/alerts/test_partitioned.py",
+    "tests/e2e/test_engine_acceptance.py",
     "tests/e2e/test_demo_small_storm.py",
     # under load (the CI machine shared) these take a minute or more too; collected late, they
-    # would otherwise be the last tests of one worker while the other has finished
+    # would otherwise be the last tests of one worker while the others have finished
     "tests/stores/test_collisions.py",
     "tests/report/test_tharandt.py",
     "tests/deploy/test_packaging.py",
-    "tests/alerts/test_partitioned.py",
     "tests/importers/test_files.py",
 )
 _RANK = {module: rank for rank, module in enumerate(LONGEST_FIRST)}
@@ -78,7 +78,9 @@ def schedule(items: list[pytest.Item]) -> None:
 
 def workers(config: pytest.Config) -> int:
     """Workers of ``-n auto``: one a core. Slow tests mostly wait (CPU-s of a test against its seconds
-    on the 2-core CI machine: services_apart 19 of 132, the broker cluster 98 of 230), but two a core
-    starved the paced ones: at four workers on two cores the cluster test's stored-acknowledgements
-    missed the fleet's 180 s wait, and a commit's disk sync outlasted a 5 s lock wait."""
+    on the 2-core CI machine: services_apart 19 of 132, the broker cluster 98 of 230), but more workers
+    than cores starved the paced and the lockstep ones: at four workers the cluster test's stored
+    acknowledgements missed the fleet's 180 s wait; at three in the slow lane alone one clean-clone run
+    took 705 s (815 at two) and the next 959 s, red -- the CPU-hog test's stress-ng beside two more
+    lockstep runs made them 222-264 s (37-50 s otherwise) and a takeover settle late."""
     return len(os.sched_getaffinity(0))

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from stormwatch import resources
+from stormwatch.display import plural
 from stormwatch.runtime.cliutil import check_site_ids, fail, listen_socket, use_state_dir
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def web_cmd(
     if not desk.accounts.list():
         typer.echo(f"no accounts yet: add one with `stormwatch users add NAME --role inspector --site-id SITE_ID "
                    f"--state-dir {state_dir}`", err=True)
-    typer.echo(f"stormwatch web: {len(desk.sites)} site(s) on {server.url} (Ctrl-C to stop)", err=True)
+    typer.echo(f"stormwatch web: {plural(len(desk.sites), 'site')} on {server.url} (Ctrl-C to stop)", err=True)
     signal.signal(signal.SIGTERM, lambda *_: setattr(server.server, "should_exit", True))
     try:
         server.serve()

@@ -36,7 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from stormwatch.alerts.ical import calendar_of
 from stormwatch.alerts.workorders import WorkOrder, WorkOrderError, WorkOrders
-from stormwatch.display import local_time
+from stormwatch.display import local_time, plural
 from stormwatch.enforcement.actions import CaseError
 from stormwatch.enforcement.cases import EnforcementBook
 from stormwatch.enforcement.deadlines import Deadline
@@ -249,8 +249,8 @@ def compose_deadline(view: CaseView, deadline: Deadline, kind: Kind, site: SiteM
     msg["Date"] = formatdate(localtime=False)
     msg["Message-ID"] = f"<{case.id}.{deadline.name}.{kind}@stormwatch>"
     left = (deadline.due - view.today).days
-    when = (f"{left} day(s) left" if left > 0 else "today is the last day" if left == 0
-            else f"{-left} day(s) past")
+    when = (f"{plural(left, 'day')} left" if left > 0 else "today is the last day" if left == 0
+            else f"{plural(-left, 'day')} past")
     lines = [f"An enforcement case at {site.name} ({site.id}) has a deadline: {deadline.label}.", "",
              f"Case:      {case.id} ({view.stage})",
              f"Last day:  {day} ({when}; site-local)",

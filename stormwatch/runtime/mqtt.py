@@ -17,6 +17,7 @@ import logging
 import os
 import ssl
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -197,6 +198,20 @@ def _node(text: str, default_port: int) -> tuple[str, int]:
         raise BrokerUrlError(f"bad broker URL node {text!r}: expected host or host:port after a comma")
     _check_host(parts.hostname, f" node {text!r}")
     return parts.hostname, port or default_port
+
+
+def stop_network_loop(client: mqtt.Client) -> None:
+    """End ``client``'s network thread (what paho's ``loop_stop`` does) and wait for it, without the race
+    in paho 2.2's own: the thread clears its reference as it ends, and one that ended between
+    ``loop_stop``'s check and its join made it raise ``AttributeError`` (a stopping ingest died so
+    after a DISCONNECT; https://github.com/eclipse-paho/paho.mqtt.python/issues/872). The thread is
+    read once here."""
+    thread: threading.Thread | None = client._thread
+    if thread is None:
+        return
+    client._thread_terminate = True
+    if thread is not threading.current_thread():
+        thread.join()
 
 
 def apply_credentials(client: mqtt.Client, broker: BrokerSettings) -> None:

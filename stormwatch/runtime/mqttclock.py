@@ -29,7 +29,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from stormwatch import topics
 from stormwatch.lockstep import MAX_POLL_S, POLL_S, LockstepClock
-from stormwatch.runtime.mqtt import parse_broker_url
+from stormwatch.runtime.mqtt import parse_broker_url, stop_network_loop
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ class MqttConductor:
             self.clock.finish()
             self._publish(final=True)
         finally:
-            self.client.loop_stop()
+            stop_network_loop(self.client)
             self.client.disconnect()
 
     def _settle(self, joining: bool = False) -> None:
@@ -339,5 +339,5 @@ class FollowerClock(LockstepClock):
     def close(self) -> None:
         """Leave the clock done up to its end (a participant that stops at ``--until`` owes nothing more)."""
         self._say_done(self.sim_end, None)
-        self.client.loop_stop()
+        stop_network_loop(self.client)
         self.client.disconnect()

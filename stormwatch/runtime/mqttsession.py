@@ -23,7 +23,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersi
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from stormwatch.runtime.mqtt import BrokerSettings, ConnectFailureLog, apply_credentials
+from stormwatch.runtime.mqtt import BrokerSettings, ConnectFailureLog, apply_credentials, stop_network_loop
 from stormwatch.runtime.mqtttakeover import SESSION_TAKEN_OVER, TakeoverGuard
 
 #: A connection is dead when the broker has sent nothing for this many keep-alive periods.
@@ -268,7 +268,7 @@ class SessionClient(mqtt.Client):
         """Disconnect cleanly (DISCONNECT: the broker does not publish the will) and end the network thread."""
         self._stopping = True
         self.disconnect()
-        self.loop_stop()
+        stop_network_loop(self)
 
     # -- connection lifecycle (paho's network thread) -----------------------------------------
 

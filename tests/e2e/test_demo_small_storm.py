@@ -20,7 +20,7 @@ def test_a_storm_below_the_threshold_ends_on_the_timeline(tmp_path: Path) -> Non
     env = {k: v for k, v in os.environ.items() if k not in ("STORMWATCH_LOG_LEVEL", "STORMWATCH_LOG_FILE")}
     state = tmp_path / "demo"
     proc = subprocess.run(
-        [sys.executable, "-m", "stormwatch", "demo", "--storm-depth-in", "0.4", "--speed", "2500",
+        [sys.executable, "-m", "stormwatch", "demo", "--storm-depth-in", "0.4",
          "--state-dir", str(state)], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()

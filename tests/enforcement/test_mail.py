@@ -79,7 +79,7 @@ def test_each_deadline_is_mailed_with_its_citation_and_an_ics(tmp_path: Path, sm
         "[stormwatch] New: appeal window closes Tue 2026-07-07 -- EC-2026-001 at Riverside Commons, Phase 2")
     assert str(appeal["To"]) == ", ".join(RECIPIENTS)
     body = next(p for p in appeal.walk() if p.get_content_type() == "text/plain").get_payload(decode=True).decode()
-    assert "Last day:  Tue 2026-07-07 (7 day(s) left; site-local)" in body
+    assert "Last day:  Tue 2026-07-07 (7 days left; site-local)" in body
     assert "Set by:    Ch. 133 §133-10A(6); Ch. 133 §133-11" in body and "within seven calendar days" in body
     assert "https://desk.village.example/enforcement/EC-2026-001" in body
     ics = next(p for p in appeal.walk() if p.get_content_type() == "text/calendar")

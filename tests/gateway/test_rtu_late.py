@@ -45,6 +45,7 @@ from stormwatch.gateway.service import Gateway
 from stormwatch.profiles import DeviceProfile
 from stormwatch.simulators.pty import PtyPair
 from tests.gateway_support import Collector
+from tests.waits import wait_until
 
 WINDOW_S = 0.3  # the gateway's reply window (transport timeout_s)
 A_BASE, B_BASE = 0, 100  # register blocks of device A and device B
@@ -121,13 +122,15 @@ class SlowDevice:
             while queue and queue[0][0] <= now:
                 os.write(self.fd, queue.pop(0)[1])
 
-    def release_late(self) -> None:
-        """Write the held replies now (called in the gateway's thread once it gave up on them)."""
+    def release_late(self) -> int:
+        """Write the held replies now (called in the gateway's thread once it gave up on them); the
+        number of bytes written."""
         with self._lock:
             held, self._held = self._held, []
             for data in held:
                 self.late_sent.append(time.monotonic())
                 os.write(self.fd, data)
+        return sum(len(data) for data in held)
 
     def close(self) -> None:
         self._stop.set()
@@ -138,12 +141,19 @@ class SlowDevice:
 def late_is_after_giving_up(monkeypatch: pytest.MonkeyPatch) -> Callable[[SlowDevice], None]:
     """``attach(device)``: the device's held replies are written when the gateway's link gives up on
     a request (``ModbusLink.failed``, before its drain of the line), so they arrive after the reply
-    window by construction, never within it because the gateway's thread ran late."""
+    window by construction, never within it because the gateway's thread ran late. The drain starts
+    once the kernel has handed them to the gateway's side of the pty (on a busy machine that can take
+    longer than the drain's quiet window, and a late reply still on its way when the port is closed
+    is flushed unseen: discarded, but not counted)."""
     def attach(device: SlowDevice) -> None:
         real = ModbusLink.failed
 
         def failed(link: ModbusLink, device_id: str) -> str:
-            device.release_late()
+            sent = device.release_late()
+            client = link._rtu()
+            if sent and client is not None and client.socket is not None:
+                port = client.socket
+                wait_until(lambda: port.in_waiting >= sent, 10, "the late reply at the gateway's side", every_s=0.001)
             return real(link, device_id)
         monkeypatch.setattr(ModbusLink, "failed", failed)
     return attach

@@ -71,7 +71,7 @@ def test_64_tips_qualify_63_do_not(tmp_path: Path) -> None:
     text = CliRunner().invoke(app, ["replay", str(path), "--tips", "0.2", "--all-events"], catch_exceptions=False)
     assert text.exit_code == 0, text.output
     assert text.stdout.count("storm_started") == 3 and text.stdout.count("storm_qualified") == 1
-    assert "1 qualifying storm(s) ended" in text.stdout
+    assert "1 qualifying storm ended" in text.stdout
 
 
 def test_silence_gap_reports_the_missing_stretch(tmp_path: Path) -> None:
