@@ -697,8 +697,8 @@ class Engine:
             ready: Sequence[Reading] = fifo.popleft()[2]  # one batch (live: the poll cycle of 2 minutes ago)
         else:
             ready = self._take(w)
-        if type(ready) is Cycle and not self.reevaluate_late:  # a cycle released alone: never empty
-            out = self._run_cycle(ready)
+        if type(ready) is Cycle:  # a cycle released alone: never empty
+            out = self._run_cycle_keeping(ready) if self.reevaluate_late else self._run_cycle(ready)
         elif not ready:
             out = []
         else:
@@ -829,6 +829,20 @@ class Engine:
                     again.append(rule)
             i += 1
         return out
+
+    def _run_cycle_keeping(self, c: Cycle) -> list[Event]:
+        """:meth:`_run_keeping` of one cycle (one instant: one part), its readings kept from the columns."""
+        t = c.time
+        if self._next_snapshot is None or t >= self._next_snapshot:
+            self._snapshot(t)
+        intern = sys.intern
+        site, gateway, boot, seq = intern(c.site), intern(c.gateway), intern(c.boot), c.seq
+        self._recent.extend(
+            _Held(t, site, intern(d), intern(q), v, intern(u), gateway, boot, seq + i, (),
+                  None if size is None else intern(size))
+            for i, (d, q, v, u, size) in enumerate(zip(c.devices, c.quantities, c.values, c.units, c.tip_sizes,
+                                                       strict=True)))
+        return self._run_cycle(c)
 
     def _plan(self, c: Cycle) -> _Plan:
         """The rules that take each reading of ``c``'s shape, with their quick feeders (remembered)."""
