@@ -9,6 +9,7 @@ import copy
 import heapq
 import itertools
 import logging
+import operator
 import sys
 from bisect import bisect_right
 from collections import deque
@@ -60,6 +61,7 @@ DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 
 _TICK = timedelta(microseconds=1)
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
+_le = operator.le
 #: Event fields that do not make an event "different" when compared after a re-evaluation.
 _NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
 
@@ -128,8 +130,31 @@ _Batch = tuple[_Key, _Key, Sequence[Reading]]
 #: A rule's quick feeder (``quick_feeder``): ``(time, µs, value, unit, tip_size, gateway)`` of a clean
 #: reading -> its events, or ``None`` when it takes the reading only as a model (nothing done then).
 _Quick = Callable[[datetime, int, Any, str, "str | None", str], "list[Event] | None"]
-#: Per reading of a cycle's shape, the rules that take it, each with its quick feeder or ``None``.
-_Plan = tuple[tuple[tuple[Rule, _Quick | None], ...], ...]
+#: A cycle's shape fed, reading by reading: ``(i, rule, its quick feeder or None)``; a reading no rule
+#: takes has :data:`_NOBODY` (the rules due before it are still advanced, as :meth:`Engine._run_part` does).
+_Plan = tuple[tuple[int, Rule, "_Quick | None"], ...]
+
+
+class _Nobody:
+    """The taker of a cycle's reading that no rule takes: it takes it and does nothing."""
+
+    rule_id = "-"
+    next_due: datetime | None = None
+
+    def wants(self, reading: Reading) -> bool:
+        return False
+
+    def feed(self, reading: Reading) -> list[Event]:
+        return []
+
+    def advance_to(self, t: datetime) -> list[Event]:
+        return []
+
+    def quick(self, *_fields: object) -> list[Event]:
+        return []
+
+
+_NOBODY = _Nobody()
 
 
 def _immutable(value: object) -> bool:
@@ -202,7 +227,9 @@ class Engine:
         # a cycle's shape -> per reading, its rules with their quick feeders (routes from columns)
         self._plans: dict[tuple[tuple[str, ...], tuple[str, ...]], _Plan] = {}
         self._last_plan: tuple[object, _Plan] = (None, ())
-        self._cycle_ranges: dict[tuple[str, ...], tuple[tuple[float, float], ...]] = {}  # physics by quantities
+        # physics by quantities: the lowest and the highest value of each (the last shape's at hand)
+        self._cycle_ranges: dict[tuple[str, ...], tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._last_bounds: tuple[object, tuple[float, ...], tuple[float, ...]] = (None, (), ())
         self._hungry: list[Any] = []
         self._build(profiles)
         # the reorder buffer: readings that came in order are appended to _fifo as batches (a message's
@@ -400,29 +427,39 @@ class Engine:
         """:meth:`_admit_batch` of a cycle: one batch of the reorder buffer when it is plainly admitted."""
         t = c.time
         w = self._watermark
-        n = len(c.values)
-        if not n or (w is not None and t <= w) or c.site != self.site:
+        if (w is not None and t <= w) or c.site != self.site or not c.values:
             return False
-        ranges = self._cycle_ranges.get(c.quantities)
-        if ranges is None:
-            ranges = self._cycle_ranges[c.quantities] = tuple(map(plausible_range, c.quantities))
-        for v, (lo, hi) in zip(c.values, ranges, strict=True):
-            if not lo <= v <= hi:
-                return False
+        shape = c.shape
+        bounds = self._last_bounds  # the cycles of one gateway share their shape object
+        if bounds[0] is not shape:
+            bounds = self._last_bounds = (shape, *self._bounds_of(c.quantities))
+        values = c.values
+        if not (all(map(_le, bounds[1], values)) and all(map(_le, values, bounds[2]))):
+            return False
         if self.clock is not None:
             now = self.clock.now()
             earliest = self.bounds.earliest(now)
             if t > self.bounds.latest(now) or (earliest is not None and t < earliest):
                 return False
         gateway, boot, seq = c.gateway, c.boot, c.seq
+        end = seq + len(values) - 1
         first = (t, gateway, boot, seq)
         fifo = self._fifo
-        if (fifo and not first > fifo[-1][1]) or not self._seen.take_run(gateway, boot, seq, seq + n - 1, t):
+        if (fifo and not first > fifo[-1][1]) or not self._seen.take_run(gateway, boot, seq, end, t):
             return False
-        fifo.append((first, (t, gateway, boot, seq + n - 1), c))
-        if self._max_seen is None or t > self._max_seen:
+        fifo.append((first, (t, gateway, boot, end), c))
+        top = self._max_seen
+        if top is None or t > top:
             self._max_seen = t
         return True
+
+    def _bounds_of(self, quantities: tuple[str, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The lowest and the highest value physics allows each of ``quantities`` (remembered)."""
+        found = self._cycle_ranges.get(quantities)
+        if found is None:
+            ranges = [plausible_range(q) for q in quantities]
+            found = self._cycle_ranges[quantities] = (tuple(lo for lo, _ in ranges), tuple(hi for _, hi in ranges))
+        return found
 
     def _admit_batch(self, readings: Sequence[Reading]) -> bool:
         """Admit a message's readings as one batch of the reorder buffer when every one is plainly
@@ -798,7 +835,8 @@ class Engine:
         feeder from the columns, or as a model when the feeder declines it (or it has none)."""
         out: list[Event] = []
         rules = self.rules
-        self.counts["fed"] += len(c.values)
+        values = c.values
+        self.counts["fed"] += len(values)
         t = c.time
         again: list[Rule] = []  # as in _run_part
         for rule in rules:
@@ -806,28 +844,24 @@ class Engine:
             if nd is not None and nd < t:
                 again = self._due_before(rules, t, out)
                 break
+        shape = c.shape
         last = self._last_plan  # the cycles of one gateway share their shape object
-        if last[0] is c.shape:
-            plan = last[1]
-        else:
-            plan = self._plans.get(c.shape) or self._plan(c)
-            self._last_plan = (c.shape, plan)
+        plan = last[1] if last[0] is shape else self._plan_of(c)
         us = us_of(t)
-        values, units, sizes, gateway = c.values, c.units, c.tip_sizes, c.gateway
-        i = 0
-        for takers in plan:
-            if i and again:
+        units, sizes, gateway = c.units, c.tip_sizes, c.gateway
+        prev = 0
+        for i, taker, quick in plan:  # reading by reading
+            if again and i != prev:
                 again = self._due_before(again, t, out)
-            for rule, quick in takers:
-                found = None if quick is None else quick(t, us, values[i], units[i], sizes[i], gateway)
-                if found is None:
-                    found = rule.feed(c.reading(i))
-                if found:
-                    out += found
-                nd = rule.next_due
-                if nd is not None and nd < t:
-                    again.append(rule)
-            i += 1
+            prev = i
+            found = None if quick is None else quick(t, us, values[i], units[i], sizes[i], gateway)
+            if found is None:
+                found = taker.feed(c.reading(i))
+            if found:
+                out += found
+            nd = taker.next_due
+            if nd is not None and nd < t:
+                again.append(taker)
         return out
 
     def _run_cycle_keeping(self, c: Cycle) -> list[Event]:
@@ -844,17 +878,22 @@ class Engine:
                                                        strict=True)))
         return self._run_cycle(c)
 
-    def _plan(self, c: Cycle) -> _Plan:
-        """The rules that take each reading of ``c``'s shape, with their quick feeders (remembered)."""
-        plan = []
-        for i, (device, quantity) in enumerate(zip(c.devices, c.quantities, strict=True)):
-            by_quantity = self._routes.get(device)
-            wanting = by_quantity.get(quantity) if by_quantity is not None else None
-            if wanting is None:
-                wanting = self._route(c[i])
-            plan.append(tuple((rule, self._quick(rule, device, quantity)) for rule in wanting))
-        out = self._plans[c.shape] = tuple(plan)
-        return out
+    def _plan_of(self, c: Cycle) -> _Plan:
+        """The rules that take each reading of ``c``'s shape, with their quick feeders, in the readings'
+        order: ``(i, rule, quick)``, ``(i, _NOBODY, ...)`` for a reading no rule takes (remembered)."""
+        plan = self._plans.get(c.shape)
+        if plan is None:
+            steps: list[tuple[int, Rule, _Quick | None]] = []
+            for i, (device, quantity) in enumerate(zip(c.devices, c.quantities, strict=True)):
+                by_quantity = self._routes.get(device)
+                wanting = by_quantity.get(quantity) if by_quantity is not None else None
+                if wanting is None:
+                    wanting = self._route(c[i])
+                quick = [(i, rule, self._quick(rule, device, quantity)) for rule in wanting]
+                steps += quick or [(i, _NOBODY, _NOBODY.quick)]
+            plan = self._plans[c.shape] = tuple(steps)
+        self._last_plan = (c.shape, plan)
+        return plan
 
     @staticmethod
     def _quick(rule: Rule, device: str, quantity: str) -> _Quick | None:

@@ -37,7 +37,7 @@ def as_cycle(message: list[Reading]) -> Cycle | list[Reading]:
 def odd_cycles(days: int = 3) -> list[list[Reading]]:
     """:func:`cycles` with whole cycles the plain path must refuse, each with a run of seqs of its own:
     one with a value physics forbids, one of another site, one an hour behind the watermark, and one
-    delivered twice."""
+    delivered twice; and one whose first reading no rule takes."""
     out = cycles(days)
     fresh = 2_000_000
     for k in range(200, len(out), 1440):
@@ -52,6 +52,11 @@ def odd_cycles(days: int = 3) -> list[list[Reading]]:
             fresh += 100
             out[k:k] = [message]
         out[k + 40:k + 40] = [out[k + 39]]  # redelivered
+    # a cycle whose first reading no rule takes, before the variants' seqs (after them the gateway's older
+    # seqs are not one fresh run: feed_many's way)
+    spare = out[150]
+    out[150] = [spare[0].model_copy(update={"device": "spare-1", "quantity": "temperature", "value": 9.5,
+                                            "unit": "Cel", "tip_size": None}), *spare[1:]]
     return out
 
 
