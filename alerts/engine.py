@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -62,6 +63,7 @@ DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 _TICK = timedelta(microseconds=1)
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 _le = operator.le
+_new_held = tuple.__new__
 #: Event fields that do not make an event "different" when compared after a re-evaluation.
 _NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
 
@@ -869,13 +871,13 @@ class Engine:
         t = c.time
         if self._next_snapshot is None or t >= self._next_snapshot:
             self._snapshot(t)
+        # the held tuples made in C (no frame per reading): the shape's devices and quantities and the
+        # decoder's tip sizes are shared objects already; the cycle's own texts interned
         intern = sys.intern
-        site, gateway, boot, seq = intern(c.site), intern(c.gateway), intern(c.boot), c.seq
-        self._recent.extend(
-            _Held(t, site, intern(d), intern(q), v, intern(u), gateway, boot, seq + i, (),
-                  None if size is None else intern(size))
-            for i, (d, q, v, u, size) in enumerate(zip(c.devices, c.quantities, c.values, c.units, c.tip_sizes,
-                                                       strict=True)))
+        n = len(c.values)
+        self._recent.extend(map(_new_held, repeat(_Held), zip(
+            repeat(t, n), repeat(intern(c.site)), c.devices, c.quantities, c.values, map(intern, c.units),
+            repeat(intern(c.gateway)), repeat(intern(c.boot)), range(c.seq, c.seq + n), repeat(()), c.tip_sizes)))
         return self._run_cycle(c)
 
     def _plan_of(self, c: Cycle) -> _Plan:
