@@ -4,13 +4,15 @@ The workers take tests in collection order, one at a time: the modules that take
 CI machine (:data:`LONGEST_FIRST`) go first, so no worker is left with a four-minute test alone at the
 end. A test that uses a module- or class-scoped fixture stays with its module's other such tests on one
 worker (an ``xdist_group`` named after the module), so the fixture is made once; every other test goes
-to whichever worker is free. ``-n auto`` is one worker a core (:func:`workers`).
-The order decides the time only, never a result. docs/architecture.md ("Tests").
+to whichever worker is free. ``-n auto`` is one worker a core, one more in the slow lane on an otherwise
+idle machine (:func:`workers`). The order decides the time only, never a result. docs/architecture.md ("Tests").
 """
 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -76,11 +78,34 @@ def schedule(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: _RANK.get(_module(item), len(_RANK)))  # stable: otherwise as collected
 
 
+def cpu_times(stat: Path = Path("/proc/stat")) -> tuple[int, int]:
+    """(busy, total) clock ticks of every CPU since boot: busy is user and system time -- niced work
+    (CI's gates run at nice 19) is left out, as it yields to the tests."""
+    user, nice, system, *rest = (int(x) for x in stat.read_text(encoding="ascii").split("\n", 1)[0].split()[1:])
+    return user + system, user + nice + system + sum(rest)
+
+
+def busy_cores(sample_s: float = 0.5) -> float:
+    """Cores kept busy by normal-priority work over ``sample_s`` (0.0 where there is no /proc/stat)."""
+    try:
+        busy0, total0 = cpu_times()
+        time.sleep(sample_s)
+        busy1, total1 = cpu_times()
+    except (OSError, ValueError):
+        return 0.0
+    return len(os.sched_getaffinity(0)) * (busy1 - busy0) / max(1, total1 - total0)
+
+
 def workers(config: pytest.Config) -> int:
-    """Workers of ``-n auto``: one a core. Slow tests mostly wait (CPU-s of a test against its seconds
-    on the 2-core CI machine: services_apart 19 of 132, the broker cluster 98 of 230), but more workers
-    than cores starved the paced and the lockstep ones: at four workers the cluster test's stored
-    acknowledgements missed the fleet's 180 s wait; at three in the slow lane alone one clean-clone run
-    took 705 s (815 at two) and the next 959 s, red -- the CPU-hog test's stress-ng beside two more
-    lockstep runs made them 222-264 s (37-50 s otherwise) and a takeover settle late."""
-    return len(os.sched_getaffinity(0))
+    """Workers of ``-n auto``: one a core, and one more for the slow lane alone (``-m slow``) when no
+    other work holds a core. Slow tests mostly wait (CPU-s of a test against its seconds on the 2-core
+    CI machine: services_apart 19 of 132, the broker cluster 98 of 230; the lane's load average about
+    1), so a third worker fills the waits (clean clone: 705 s against 815-865 s at two); beside other
+    work it would starve the paced ones, as two a core did (at four on two cores the cluster test's
+    stored acknowledgements missed the fleet's 180 s wait). The CPU-hog test keeps its hog and its run
+    on one core, so whatever lands beside it keeps the others (unpinned, at three workers, the lockstep
+    runs beside it took 222-264 s instead of 37-50). Logic tests use their core whole: one a core."""
+    cores = len(os.sched_getaffinity(0))
+    if str(config.option.markexpr).strip() != "slow":
+        return cores
+    return cores + 1 if busy_cores() < 0.5 else cores

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.scheduling import LONGEST_FIRST
+from tests.scheduling import LONGEST_FIRST, cpu_times
 
 
 def test_the_longest_modules_exist_once_each() -> None:
@@ -57,3 +57,11 @@ def test_a_module_fixture_is_made_once_under_two_workers(tmp_path: Path) -> None
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "8 passed" in run.stdout, run.stdout[-3000:]
     assert len(setups.read_text().splitlines()) == 1, setups.read_text()
+
+
+def test_niced_work_is_not_counted_busy(tmp_path: Path) -> None:
+    """CI's gates run at nice 19 beside the slow lane: their time must not take its third worker."""
+    stat = tmp_path / "stat"
+    #                 user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text("cpu  100 5000 20 300 7 1 2 0 0 0\ncpu0 50 2500 10 150 3 0 1 0 0 0\n")
+    assert cpu_times(stat) == (120, 5430)
