@@ -9,12 +9,14 @@ import copy
 import heapq
 import itertools
 import logging
+import operator
 import sys
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -30,9 +32,11 @@ from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, Reading
 from stormwatch.errors import InputError
+from stormwatch.fastwire import Cycle
 from stormwatch.physics import impossible_value, plausible_range
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.stores.base import ReadingStore, StoreError
+from stormwatch.stores.rows import us_of
 from stormwatch.timebounds import TimeBounds
 from stormwatch.wire import format_time
 
@@ -58,6 +62,8 @@ DEFAULT_SNAPSHOT_EVERY_S = 3600.0
 
 _TICK = timedelta(microseconds=1)
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
+_le = operator.le
+_new_held = tuple.__new__
 #: Event fields that do not make an event "different" when compared after a re-evaluation.
 _NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
 
@@ -121,6 +127,36 @@ _Key = tuple[datetime, str, str, int]
 #: Readings in the reorder buffer's in-order queue: the order keys of the first and the last, and the
 #: readings in the engine's order (a message's poll cycle is one batch, not one entry per reading).
 _Batch = tuple[_Key, _Key, Sequence[Reading]]
+
+
+#: A rule's quick feeder (``quick_feeder``): ``(time, µs, value, unit, tip_size, gateway)`` of a clean
+#: reading -> its events, or ``None`` when it takes the reading only as a model (nothing done then).
+_Quick = Callable[[datetime, int, Any, str, "str | None", str], "list[Event] | None"]
+#: A cycle's shape fed, reading by reading: ``(i, rule, its quick feeder or None)``; a reading no rule
+#: takes has :data:`_NOBODY` (the rules due before it are still advanced, as :meth:`Engine._run_part` does).
+_Plan = tuple[tuple[int, Rule, "_Quick | None"], ...]
+
+
+class _Nobody:
+    """The taker of a cycle's reading that no rule takes: it takes it and does nothing."""
+
+    rule_id = "-"
+    next_due: datetime | None = None
+
+    def wants(self, reading: Reading) -> bool:
+        return False
+
+    def feed(self, reading: Reading) -> list[Event]:
+        return []
+
+    def advance_to(self, t: datetime) -> list[Event]:
+        return []
+
+    def quick(self, *_fields: object) -> list[Event]:
+        return []
+
+
+_NOBODY = _Nobody()
 
 
 def _immutable(value: object) -> bool:
@@ -190,6 +226,12 @@ class Engine:
         self._watchers: list[Any] = []
         self._offline: list[Any] = []
         self._routes: dict[str, dict[str, tuple[Rule, ...]]] = {}  # device -> quantity -> rules
+        # a cycle's shape -> per reading, its rules with their quick feeders (routes from columns)
+        self._plans: dict[tuple[tuple[str, ...], tuple[str, ...]], _Plan] = {}
+        self._last_plan: tuple[object, _Plan] = (None, ())
+        # physics by quantities: the lowest and the highest value of each (the last shape's at hand)
+        self._cycle_ranges: dict[tuple[str, ...], tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._last_bounds: tuple[object, tuple[float, ...], tuple[float, ...]] = (None, (), ())
         self._hungry: list[Any] = []
         self._build(profiles)
         # the reorder buffer: readings that came in order are appended to _fifo as batches (a message's
@@ -282,6 +324,7 @@ class Engine:
         # the routes are made again without them when they do
         self._hungry = [r for r in rules if getattr(r, "sated", True) is False]
         self._routes = {}
+        self._plans, self._last_plan = {}, (None, ())
 
     @property
     def watermark(self) -> datetime | None:
@@ -368,6 +411,57 @@ class Engine:
             seen.extend(*key, first, last, run_t)
         self._max_seen = newest
         return out + self._release_due()
+
+    def feed_cycle(self, cycle: Cycle, *, retained: bool = False) -> list[Event]:
+        """:meth:`feed_many` of a message decoded as columns (:class:`~stormwatch.fastwire.Cycle`): the
+        same events and counts. Its shared fields (site, gateway, boot, time, the seq run) are checked
+        once, physics per reading from ranges found once per shape, and when it is released alone the
+        rules take its readings from the columns; anything not plainly admitted goes :meth:`feed_many`'s
+        way with the cycle's readings."""
+        if retained or not self._admit_cycle(cycle):
+            return self.feed_many(cycle.readings(), retained=retained)
+        top = self._max_seen
+        assert top is not None
+        edge = top - self.lateness
+        return self._release(edge if self._hold is None and self.clock is None else self._capped(edge))
+
+    def _admit_cycle(self, c: Cycle) -> bool:
+        """:meth:`_admit_batch` of a cycle: one batch of the reorder buffer when it is plainly admitted."""
+        t = c.time
+        w = self._watermark
+        if (w is not None and t <= w) or c.site != self.site or not c.values:
+            return False
+        shape = c.shape
+        bounds = self._last_bounds  # the cycles of one gateway share their shape object
+        if bounds[0] is not shape:
+            bounds = self._last_bounds = (shape, *self._bounds_of(c.quantities))
+        values = c.values
+        if not (all(map(_le, bounds[1], values)) and all(map(_le, values, bounds[2]))):
+            return False
+        if self.clock is not None:
+            now = self.clock.now()
+            earliest = self.bounds.earliest(now)
+            if t > self.bounds.latest(now) or (earliest is not None and t < earliest):
+                return False
+        gateway, boot, seq = c.gateway, c.boot, c.seq
+        end = seq + len(values) - 1
+        first = (t, gateway, boot, seq)
+        fifo = self._fifo
+        if (fifo and not first > fifo[-1][1]) or not self._seen.take_run(gateway, boot, seq, end, t):
+            return False
+        fifo.append((first, (t, gateway, boot, end), c))
+        top = self._max_seen
+        if top is None or t > top:
+            self._max_seen = t
+        return True
+
+    def _bounds_of(self, quantities: tuple[str, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The lowest and the highest value physics allows each of ``quantities`` (remembered)."""
+        found = self._cycle_ranges.get(quantities)
+        if found is None:
+            ranges = [plausible_range(q) for q in quantities]
+            found = self._cycle_ranges[quantities] = (tuple(lo for lo, _ in ranges), tuple(hi for _, hi in ranges))
+        return found
 
     def _admit_batch(self, readings: Sequence[Reading]) -> bool:
         """Admit a message's readings as one batch of the reorder buffer when every one is plainly
@@ -642,10 +736,16 @@ class Engine:
             ready: Sequence[Reading] = fifo.popleft()[2]  # one batch (live: the poll cycle of 2 minutes ago)
         else:
             ready = self._take(w)
-        out = (self._run_keeping(ready) if self.reevaluate_late else self._run_part(ready)) if ready else []
+        if type(ready) is Cycle:  # a cycle released alone: never empty
+            out = self._run_cycle_keeping(ready) if self.reevaluate_late else self._run_cycle(ready)
+        elif not ready:
+            out = []
+        else:
+            out = self._run_keeping(ready) if self.reevaluate_late else self._run_part(ready)
         if self._hungry:
             self._hungry = [r for r in self._hungry if not r.sated]
             self._routes = {}
+            self._plans, self._last_plan = {}, (None, ())
         for rule in self.rules:  # _advance_all, inline: once per release
             nd = rule.next_due
             if nd is not None and nd <= w:
@@ -731,6 +831,76 @@ class Engine:
                 if nd is not None and nd < t:
                     again.append(rule)
         return out
+
+    def _run_cycle(self, c: Cycle) -> list[Event]:
+        """:meth:`_run_part` of one cycle's readings (one instant): each rule takes a reading by its quick
+        feeder from the columns, or as a model when the feeder declines it (or it has none)."""
+        out: list[Event] = []
+        rules = self.rules
+        values = c.values
+        self.counts["fed"] += len(values)
+        t = c.time
+        again: list[Rule] = []  # as in _run_part
+        for rule in rules:
+            nd = rule.next_due
+            if nd is not None and nd < t:
+                again = self._due_before(rules, t, out)
+                break
+        shape = c.shape
+        last = self._last_plan  # the cycles of one gateway share their shape object
+        plan = last[1] if last[0] is shape else self._plan_of(c)
+        us = us_of(t)
+        units, sizes, gateway = c.units, c.tip_sizes, c.gateway
+        prev = 0
+        for i, taker, quick in plan:  # reading by reading
+            if again and i != prev:
+                again = self._due_before(again, t, out)
+            prev = i
+            found = None if quick is None else quick(t, us, values[i], units[i], sizes[i], gateway)
+            if found is None:
+                found = taker.feed(c.reading(i))
+            if found:
+                out += found
+            nd = taker.next_due
+            if nd is not None and nd < t:
+                again.append(taker)
+        return out
+
+    def _run_cycle_keeping(self, c: Cycle) -> list[Event]:
+        """:meth:`_run_keeping` of one cycle (one instant: one part), its readings kept from the columns."""
+        t = c.time
+        if self._next_snapshot is None or t >= self._next_snapshot:
+            self._snapshot(t)
+        # the held tuples made in C (no frame per reading): the shape's devices and quantities and the
+        # decoder's tip sizes are shared objects already; the cycle's own texts interned
+        intern = sys.intern
+        n = len(c.values)
+        self._recent.extend(map(_new_held, repeat(_Held), zip(
+            repeat(t, n), repeat(intern(c.site)), c.devices, c.quantities, c.values, map(intern, c.units),
+            repeat(intern(c.gateway)), repeat(intern(c.boot)), range(c.seq, c.seq + n), repeat(()), c.tip_sizes)))
+        return self._run_cycle(c)
+
+    def _plan_of(self, c: Cycle) -> _Plan:
+        """The rules that take each reading of ``c``'s shape, with their quick feeders, in the readings'
+        order: ``(i, rule, quick)``, ``(i, _NOBODY, ...)`` for a reading no rule takes (remembered)."""
+        plan = self._plans.get(c.shape)
+        if plan is None:
+            steps: list[tuple[int, Rule, _Quick | None]] = []
+            for i, (device, quantity) in enumerate(zip(c.devices, c.quantities, strict=True)):
+                by_quantity = self._routes.get(device)
+                wanting = by_quantity.get(quantity) if by_quantity is not None else None
+                if wanting is None:
+                    wanting = self._route(c[i])
+                quick = [(i, rule, self._quick(rule, device, quantity)) for rule in wanting]
+                steps += quick or [(i, _NOBODY, _NOBODY.quick)]
+            plan = self._plans[c.shape] = tuple(steps)
+        self._last_plan = (c.shape, plan)
+        return plan
+
+    @staticmethod
+    def _quick(rule: Rule, device: str, quantity: str) -> _Quick | None:
+        make = getattr(rule, "quick_feeder", None)
+        return None if make is None else make(device, quantity)
 
     def _route(self, reading: Reading) -> tuple[Rule, ...]:
         """The rules that take readings of ``reading``'s device and quantity (remembered in the routes)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from time import monotonic
 
-from stormwatch.contract import Reading, reading_source
+from stormwatch.contract import MANUAL_GATEWAY, Reading, reading_source
 from stormwatch.wire import format_time
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,8 @@ DEFAULT_HOLD_S = 120.0
 #: A jump of more sequence numbers than this is not waited for (a gateway's outbox never held that
 #: many unconfirmed readings of one boot; its seq restarted without a new boot): logged, not held.
 MAX_HOLE_SEQS = 100_000
+#: The ``gateway`` of readings that no gateway polled (:func:`stormwatch.contract.reading_source`).
+_NOT_POLLED = frozenset({MANUAL_GATEWAY, "import", "station"})
 
 
 @dataclass
@@ -113,6 +115,18 @@ class SequenceHoles:
                     self._last[(gateway, boot)] = (seq - 1, readings[-1].__dict__["time"])
                     return True
         return self._saw_each(readings)
+
+    def saw_cycle(self, gateway: str, boot: str, first: int, last: int, t: datetime) -> bool:
+        """:meth:`saw_run` of a poll cycle decoded as columns (:class:`stormwatch.fastwire.Cycle`): readings
+        ``first``..``last`` of ``gateway``/``boot``, all made at ``t``; nothing is noted when ``False``."""
+        if gateway in _NOT_POLLED:
+            return True  # (reading_source's other sources: no seqs of a gateway to follow)
+        key = (gateway, boot)
+        prev = self._last.get(key)
+        if prev is not None and first != prev[0] + 1:
+            return False
+        self._last[key] = (last, t)
+        return True
 
     def _saw_each(self, readings: Sequence[Reading]) -> bool:
         """:meth:`saw_run` of a message that is not one run of seqs: reading by reading."""

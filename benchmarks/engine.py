@@ -8,11 +8,13 @@ the sediment basin -- 4 x 525,600 = 2,102,400 readings. This is the re-evaluatio
 then :meth:`~stormwatch.alerts.engine.Engine.flush`. Readings are generated in memory one day at a time and
 only the engine is timed. Runs on loopback/in-process only; bounded by ``--max-seconds``.
 
-The live feed path: each poll cycle's four readings as one message (:meth:`Engine.feed_many`, what
-the alert service does with a ``--batch`` gateway's message; ``--single``: one :meth:`Engine.feed`
-per reading). ``--anchor REF`` runs the same benchmark on the code of git commit ``REF`` too (the
-code of the round before; extracted with ``git archive`` into a temporary directory, fed reading by
-reading when that code has no ``feed_many``), the rounds interleaved so a shared machine's drift
+The live feed path: each poll cycle's four readings as one message, decoded as columns
+(:class:`stormwatch.fastwire.Cycle` into :meth:`Engine.feed_cycle`; code without it:
+:meth:`Engine.feed_many` with the readings, what the alert service does with a ``--batch``
+gateway's message; ``--single``: one :meth:`Engine.feed` per reading). ``--anchor REF`` runs the
+same benchmark on the code of git commit ``REF`` too (the code of the round before; extracted with
+``git archive`` into a temporary directory, fed reading by reading when that code has no
+``feed_many``), the rounds interleaved so a shared machine's drift
 hits both alike; ``--rounds N`` repeats each (medians reported).
 
 Run: ``python benchmarks/engine.py [--days 365] [--rounds 3] [--anchor 59d7efd] [--profile]``. The
@@ -50,6 +52,12 @@ from stormwatch.config import load_site  # noqa: E402
 from stormwatch.contract import Event, Reading  # noqa: E402
 from stormwatch.profiles import ProfileLibrary  # noqa: E402
 
+try:  # the code of an anchor may have no cycles (fed as readings then)
+    from stormwatch.fastwire import Cycle as _Cycle
+    Cycle: type[_Cycle] | None = _Cycle
+except ImportError:  # an anchor's tree
+    Cycle = None
+
 START = datetime(2025, 1, 1, tzinfo=UTC)
 MIN = timedelta(minutes=1)
 
@@ -78,7 +86,23 @@ def day_readings(cfg_ids: dict[str, str], day: int, seq0: int) -> list[Reading]:
     return out
 
 
-def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str, object]:
+def as_cycles(chunk: list[Reading]) -> list[object]:
+    """The day's poll cycles as the alert service's decoder gives them: one
+    :class:`~stormwatch.fastwire.Cycle` (columns) per message, one shape object for them all."""
+    shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    out: list[object] = []
+    assert Cycle is not None
+    for i in range(0, len(chunk), 4):
+        rs = chunk[i:i + 4]
+        shape = (tuple(r.device for r in rs), tuple(r.quantity for r in rs))
+        shape = shapes.setdefault(shape, shape)
+        r0 = rs[0]
+        out.append(Cycle(r0.site, r0.gateway, r0.boot, r0.seq, r0.time, shape, tuple(r.value for r in rs),
+                         tuple(r.unit for r in rs), tuple(r.tip_size for r in rs)))
+    return out
+
+
+def run(days: int, max_seconds: float, profile: bool, single: bool, readings_only: bool = False) -> dict[str, object]:
     """One pass over ``days`` of the year through this checkout's engine: readings, seconds, events."""
     profiles = ProfileLibrary()
     cfg = load_site(ROOT / "examples" / "site.yaml", profiles)
@@ -86,14 +110,18 @@ def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str,
            "level": "basin-level"}
     engine = Engine.for_site(cfg, profiles, None)
     many = getattr(engine, "feed_many", None)
+    columns = getattr(engine, "feed_cycle", None) if Cycle is not None and not readings_only else None
     prof = cProfile.Profile(time.process_time) if profile else None  # CPU time: a loaded machine's waits left out
     n = events = seq = 0
     digest = hashlib.sha256()  # of every event's JSON, in order: byte-identical or not
     seconds = cpu = 0.0
     for day in range(days):
         chunk = day_readings(ids, day, seq)
-        seq += len(chunk)
         cycles = [chunk[i:i + 4] for i in range(0, len(chunk), 4)]  # one message per poll cycle
+        decoded = as_cycles(chunk) if columns is not None and not single else None
+        count = len(chunk)
+        if decoded is not None:  # the service holds a message's columns, not a day of models (nor their GC)
+            chunk, cycles = [], []
         feed = engine.feed
         if prof is not None:
             prof.enable()
@@ -102,6 +130,9 @@ def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str,
         if many is None or single:
             for r in chunk:
                 found += feed(r)
+        elif decoded is not None and columns is not None:
+            for one in decoded:
+                found += columns(one)
         else:
             for cycle in cycles:
                 found += many(cycle)
@@ -114,7 +145,8 @@ def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str,
         events += len(found)
         for e in found:
             digest.update(e.model_dump_json().encode() + b"\n")
-        n += len(chunk)
+        n += count
+        seq += count
         if day % 60 == 59:
             print(f"day {day + 1}: {n:,} readings, {seconds:.1f} s engine time, {n / seconds:,.0f} readings/s, "
                   f"{events} events", flush=True)
@@ -123,7 +155,8 @@ def run(days: int, max_seconds: float, profile: bool, single: bool) -> dict[str,
             break
     if prof is not None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
-    path = "feed per reading" if many is None or single else "feed_many per poll cycle"
+    path = "feed per reading" if many is None or single else \
+        "feed_cycle per poll cycle (columns)" if columns is not None else "feed_many per poll cycle"
     print(f"{n:,} readings in {seconds:.2f} s ({cpu:.2f} CPU s): {n / seconds:,.0f} readings/s, "
           f"{n / cpu:,.0f} per CPU second; {events} events ({path})", flush=True)
     return {"readings": n, "seconds": round(seconds, 3), "readings_per_s": round(n / seconds), "events": events,

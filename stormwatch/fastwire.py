@@ -12,15 +12,16 @@ Design: docs/ingest.md, "The hot path".
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 import msgspec
 
 from stormwatch.contract import INT64_MAX, INT64_MIN, RAIN_TIPS, Reading, check_identifier, trusted_reading
 from stormwatch.rain import tip_size_of
 
-__all__ = ["Wire", "fast_readings", "fast_wires", "wire_reading"]
+__all__ = ["Cycle", "Wire", "fast_cycle", "fast_readings", "fast_wires", "wire_reading"]
 
 
 #: An integer a store holds (:data:`stormwatch.contract.INT64_MAX`).
@@ -202,3 +203,146 @@ def _checked(wires: list[_Wire]) -> list[int] | None:
             return None
         append(ns)
     return out
+
+
+class Cycle(Sequence[Reading]):
+    """The readings of one message as columns: a gateway's poll cycle -- one site, gateway, boot and
+    event time, seqs ``seq, seq + 1, ...``, no flags -- each reading the i-th of ``devices``,
+    ``quantities``, ``values``, ``units``, ``tip_sizes`` and ``raws``, every field as the contract
+    validates it. The alert engine takes it whole (``Engine.feed_cycle``: the shared fields checked
+    once, the rules fed from the columns); as a sequence it is its :class:`Reading` s (made on first
+    use). ``shape`` is ``(devices, quantities)``: pass one tuple object for the cycles of one gateway
+    and the engine finds its routes by identity."""
+
+    __slots__ = (
+        "_readings",
+        "boot",
+        "devices",
+        "gateway",
+        "quantities",
+        "raws",
+        "seq",
+        "shape",
+        "site",
+        "time",
+        "tip_sizes",
+        "units",
+        "values",
+    )
+
+    def __init__(self, site: str, gateway: str, boot: str, seq: int, time: datetime,
+                 shape: tuple[tuple[str, ...], tuple[str, ...]], values: Sequence[int | float],
+                 units: Sequence[str], tip_sizes: Sequence[str | None], raws: Sequence[Any] | None = None) -> None:
+        self.site, self.gateway, self.boot, self.seq, self.time = site, gateway, boot, seq, time
+        self.shape = shape
+        self.devices, self.quantities = shape
+        self.values, self.units, self.tip_sizes = values, units, tip_sizes
+        self.raws = raws
+        self._readings: list[Reading] | None = None
+        if not len(self.devices) == len(self.quantities) == len(values) == len(units) == len(tip_sizes):
+            raise ValueError("a cycle's columns must have one entry per reading")
+
+    def readings(self) -> list[Reading]:
+        """The cycle's readings as models (made once)."""
+        out = self._readings
+        if out is None:
+            raws = self.raws if self.raws is not None else [None] * len(self.values)
+            out = self._readings = [
+                trusted_reading({"site": self.site, "device": d, "quantity": q, "value": v, "unit": u,
+                                 "time": self.time, "gateway": self.gateway, "boot": self.boot, "seq": self.seq + i,
+                                 "raw": raw, "flags": (), "tip_size": size})
+                for i, (d, q, v, u, size, raw) in enumerate(zip(self.devices, self.quantities, self.values,
+                                                                self.units, self.tip_sizes, raws, strict=True))]
+        return out
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, i: int) -> Reading: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Reading]: ...
+
+    def __getitem__(self, i: int | slice) -> Reading | list[Reading]:
+        return self.readings()[i]
+
+    def reading(self, i: int) -> Reading:
+        """The ``i``-th reading alone (a rule taking one reading as a model: the others not made)."""
+        if self._readings is not None:
+            return self._readings[i]
+        return trusted_reading({"site": self.site, "device": self.devices[i], "quantity": self.quantities[i],
+                                "value": self.values[i], "unit": self.units[i], "time": self.time,
+                                "gateway": self.gateway, "boot": self.boot, "seq": self.seq + i,
+                                "raw": None if self.raws is None else self.raws[i], "flags": (),
+                                "tip_size": self.tip_sizes[i]})
+
+    def __iter__(self) -> Iterator[Reading]:
+        return iter(self.readings())
+
+
+#: The shapes of the cycles decoded (one tuple object per gateway's poll cycle: the engine's routes by identity).
+_SHAPES: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def fast_cycle(payload: bytes | bytearray) -> Cycle | None:
+    """The message as a :class:`Cycle` when :func:`fast_readings` accepts it outright and its readings are
+    one poll cycle (one site, gateway, boot and event time, one run of seqs, no flags), else ``None``
+    (the caller takes :func:`fast_readings`, then the full path). Its readings equal
+    ``fast_readings(payload)``'s, made only when asked for (tests/ingest/test_fastwire_cycle.py)."""
+    try:
+        if b'"readings"' in payload:
+            wires = _MANY.decode(payload).readings
+            if not wires:
+                return None
+        else:
+            wires = [_ONE.decode(payload)]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return _cycle(wires)
+
+
+def _cycle(wires: list[_Wire]) -> Cycle | None:
+    """:func:`_readings`' checks of a poll cycle's readings -- the shared fields once -- into columns."""
+    w0 = wires[0]
+    site, gateway, boot, seq, text = w0.site, w0.gateway, w0.boot, w0.seq, w0.time
+    t = _TIMES.get(text) or _time(text)
+    if t is None or not (_identifier(site) and _identifier(gateway)):
+        return None
+    ids, rain = _IDS, RAIN_TIPS
+    devices, quantities, values, units, sizes, raws = [], [], [], [], [], []
+    next_seq = seq
+    for w in wires:
+        if w.seq != next_seq or w.flags or w.time != text or w.site != site or w.gateway != gateway \
+                or w.boot != boot:
+            return None
+        next_seq += 1
+        value: Any = w.value
+        quantity = w.quantity
+        if quantity == rain:
+            if not isinstance(value, int):
+                return None
+        elif type(value) is not float:
+            try:
+                value = float(value)
+            except OverflowError:
+                return None
+        tip_size = w.tip_size
+        if tip_size is not None and (quantity != rain or (tip_size := _size(tip_size)) is None):
+            return None
+        device = w.device
+        if device not in ids and not _identifier(device):
+            return None
+        devices.append(device)
+        quantities.append(quantity)
+        values.append(value)
+        units.append(w.unit)
+        sizes.append(tip_size)
+        raws.append(w.raw)
+    shape = (tuple(devices), tuple(quantities))
+    known = _SHAPES.get(shape)
+    if known is None:
+        if len(_SHAPES) >= _CACHE_MAX:
+            _SHAPES.clear()
+        known = _SHAPES[shape] = shape
+    return Cycle(site, gateway, boot, seq, t, known, values, units, sizes, raws)

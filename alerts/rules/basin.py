@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -149,6 +150,19 @@ class BasinRuleState:
         if depth is not None and not fields["flags"]:
             return self._settle(us_of(fields["time"]), depth)
         return self._feed_new(reading)
+
+    def quick_feeder(self, device: str, quantity: str) -> Callable[..., list[Event] | None] | None:
+        """What takes a clean reading of ``device``'s ``quantity`` from a cycle's columns (the engine's
+        ``feed_cycle``): a value whose depth is known, or ``None`` (nothing done) for :meth:`feed`."""
+        if device != self.basin.device or quantity not in (self.level.quantity, "sediment_depth"):
+            return None
+        depths, settle = self._depths, self._settle
+
+        def quick(t: datetime, us: int, value: float, unit: str, tip_size: str | None,
+                  gateway: str) -> list[Event] | None:
+            depth = depths.get((quantity, value, unit))
+            return None if depth is None else settle(us, depth)
+        return quick
 
     def _feed_new(self, reading: Reading) -> list[Event]:
         """:meth:`feed` of a flagged reading or a value not seen before."""

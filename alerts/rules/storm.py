@@ -13,7 +13,7 @@ import logging
 import operator
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
@@ -413,6 +413,30 @@ class StormRuleState:
                 self._schedule()
             return []
         return self._classify(reading, tips, t)
+
+    def quick_feeder(self, device: str, quantity: str) -> Callable[..., list[Event] | None] | None:
+        """What takes a clean reading of ``device``'s ``quantity`` from a cycle's columns (the engine's
+        ``feed_cycle``): :meth:`feed`'s quiet reading, or ``None`` (nothing done) for :meth:`feed`."""
+        return self._quick if device == self.gauge and quantity == "rain_tips" else None
+
+    def _quick(self, t: datetime, us: int, tips: int, unit: str, tip_size: str | None,
+               gateway: str) -> list[Event] | None:
+        storm = self._storm
+        covered = self._covered
+        if type(tips) is not int or tips or unit != TIP_UNIT or self._gap_open is not None or covered is None \
+                or not tip_size or tip_size != self._single or (storm is not None and t >= storm.last_tip + self.gap):
+            return None
+        self.gateway = gateway  # :meth:`feed`'s quiet reading, from the cycle's fields
+        if self._pending:
+            self._pending.clear()
+        if t > covered:
+            self._before, self._covered, self._tips_at_covered = covered, t, 0
+            covered = t
+        if storm is None:
+            self.next_due = covered + self.silence_allowance
+        else:
+            self._schedule()
+        return []
 
     def _classify(self, reading: Reading, tips: int, t: datetime) -> list[Event]:
         """A gauge reading that is not quiet: its flags, size and rate judged; the gaps it ends, the

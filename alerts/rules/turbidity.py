@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple
@@ -196,6 +196,52 @@ class TurbidityRuleState:
             if fields["unit"] not in w.down_units:
                 w.down_units.add(fields["unit"])
         return []
+
+    def quick_feeder(self, device: str, quantity: str) -> Callable[..., list[Event] | None] | None:
+        """What takes a clean reading of ``device``'s ``quantity`` from a cycle's columns (the engine's
+        ``feed_cycle``): :meth:`feed`'s common case, or ``None`` (nothing done) for :meth:`feed`."""
+        if quantity != "turbidity":
+            return None
+        if device == self.upstream:
+            return self._quick_up
+        return self._quick_down if device == self.downstream else None
+
+    def _quick_up(self, t: datetime, us: int, value: float, unit: str, tip_size: str | None,
+                  gateway: str) -> list[Event] | None:
+        w = self._cur
+        if (w is None or not self._cur_start <= us < self._cur_end) and (w := self._enter(t)) is None:
+            return None
+        w.up_t.append(us)
+        w.up_v.append(value if type(value) is float else float(value))
+        if unit not in w.up_units:
+            w.up_units.add(unit)
+        return []
+
+    def _quick_down(self, t: datetime, us: int, value: float, unit: str, tip_size: str | None,
+                    gateway: str) -> list[Event] | None:
+        w = self._cur
+        if (w is None or not self._cur_start <= us < self._cur_end) and (w := self._enter(t)) is None:
+            return None
+        w.down_t.append(us)
+        w.down_v.append(value if type(value) is float else float(value))
+        if unit not in w.down_units:
+            w.down_units.add(unit)
+        return []
+
+    def _enter(self, t: datetime) -> _Window | None:
+        """The window of a clean reading at ``t`` made current, as :meth:`_feed_window` makes it, or
+        ``None`` (nothing done) when it is in a window already evaluated."""
+        idx = (t - _EPOCH) // self.window
+        if self._next is None:
+            self._next = idx
+            self.next_due = self._start(idx + 1)
+        if idx < self._next:
+            return None
+        w = self._windows.get(idx)
+        if w is None:
+            w = self._windows[idx] = _Window()
+        self._cur, self._cur_start, self._cur_end = w, idx * self._window_us, (idx + 1) * self._window_us
+        return w
 
     def _feed_window(self, reading: Reading, t: datetime) -> list[Event]:
         """:meth:`feed` of a reading outside the current window or with flags: its window found

@@ -205,3 +205,24 @@ def test_a_message_taken_as_one_run_notes_what_reading_by_reading_notes() -> Non
         assert not (taken and any(changed))
         assert (run_wise.hold(), run_wise.windows()) == (one_by_one.hold(), one_by_one.windows())
     assert verdicts == [True, True, True, True, False, False, False, True]
+
+
+def test_a_poll_cycle_taken_whole_notes_what_a_run_notes() -> None:
+    """``saw_cycle`` (a cycle's seqs and time, no models) says what ``saw_run`` says of the cycle's readings
+    and leaves the holes, and the newest seq, as it does: a first cycle, the next, a new boot, a jump, a
+    cycle of an importer, a cycle after a hole."""
+    cycles = [("gw", "b1", 1, 3, 0), ("gw", "b1", 4, 5, 1), ("gw", "b2", 0, 1, 2), ("gw", "b1", 9, 9, 3),
+              ("import", "b1", 3, 4, 4), ("gw", "b1", 6, 6, 5), ("gw", "b1", 10, 11, 6)]
+    columns = SequenceHoles("s1", now=RealClock())
+    runs = SequenceHoles("s1", now=RealClock())
+    verdicts = []
+    for gateway, boot, first, last, minute in cycles:
+        readings = [_reading(seq, minute, gateway, boot) for seq in range(first, last + 1)]
+        taken = columns.saw_cycle(gateway, boot, first, last, T0 + minute * MIN)
+        assert taken == runs.saw_run(readings)
+        for holes in (columns, runs) if not taken else ():
+            for r in readings:
+                holes.saw(r)
+        verdicts.append(taken)
+        assert (columns.hold(), columns.windows(), columns.taken()) == (runs.hold(), runs.windows(), runs.taken())
+    assert verdicts == [True, True, True, False, True, False, True]
