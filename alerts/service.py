@@ -581,6 +581,7 @@ class AlertService:
             else:
                 readings.append(part.reading)
         events: list[Event] = []
+        done: dict[str, datetime | None] | None = None
         retained = bool(retain) and self.retained_is_late
         with self._lock:
             engine, holes = self.engines.get(site), self.holes.get(site)
@@ -612,16 +613,14 @@ class AlertService:
             if events:
                 done = {site: engine.watermark}
                 self._emitting += 1
-        if events:
-            self._emit_made(events, done)
-        elif self.after_message is not None:
-            self.after_message()
+        self._after_feed(events, done)
 
     def _cycle(self, site: str, gateway: str, cycle: Cycle, retained: bool) -> bool:
         """Feed a poll cycle (:func:`stormwatch.fastwire.fast_cycle`) of ``site``'s ``gateway`` to its engine
         whole (:meth:`Engine.feed_cycle`) and emit the events, when it opens or fills no sequence hole
         (``True``); else nothing is done (``False``: :meth:`_readings` takes its readings one by one)."""
         events: list[Event] = []
+        done: dict[str, datetime | None] | None = None
         with self._lock:
             engine, holes = self.engines.get(site), self.holes.get(site)
             if engine is None or holes is None:
@@ -634,10 +633,7 @@ class AlertService:
             if events:
                 done = {site: engine.watermark}
                 self._emitting += 1
-        if events:
-            self._emit_made(events, done)
-        elif self.after_message is not None:
-            self.after_message()
+        self._after_feed(events, done)
         return True
 
     def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:
@@ -839,6 +835,14 @@ class AlertService:
             self._emitting += 1
         self._emit_made(events, done if events else None)
         return len(events)
+
+    def _after_feed(self, events: list[Event], done: Mapping[str, datetime | None] | None) -> None:
+        """After a message's readings were fed: emit what they made (counted in ``_emitting`` under the
+        lock), or tell ``after_message`` that nothing came of it."""
+        if events:
+            self._emit_made(events, done)
+        elif self.after_message is not None:
+            self.after_message()
 
     def _emit_made(self, events: list[Event], done: Mapping[str, datetime | None] | None = None) -> None:
         """Emit ``events`` made under the lock by a thread that counted itself in ``_emitting`` there
