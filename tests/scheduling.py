@@ -93,7 +93,8 @@ def busy_cores(sample_s: float = 0.5) -> float:
         busy1, total1 = cpu_times()
     except (OSError, ValueError):
         return 0.0
-    return len(os.sched_getaffinity(0)) * (busy1 - busy0) / max(1, total1 - total0)
+    # /proc/stat's first line sums every online CPU, not only the ones this process may use
+    return (os.cpu_count() or 1) * (busy1 - busy0) / max(1, total1 - total0)
 
 
 def workers(config: pytest.Config) -> int:
