@@ -57,7 +57,7 @@ def ingest_command(
     lockstep: bool = typer.Option(False, "--lockstep",
                                   help="Run on the lockstep clock `stormwatch simulate --lockstep` conducts over "
                                        "MQTT (waits for it); with it --batch-ms 0 is the fast choice."),
-    max_inflight: int = typer.Option(1000, "--max-inflight", min=1, metavar="N",
+    max_inflight: int = typer.Option(2000, "--max-inflight", min=1, metavar="N",
                                      help="Most messages delivered and not yet acknowledged (match the broker's "
                                           "max_inflight_messages; keep above --batch-size)."),
     retained_late: bool = typer.Option(True, "--retained-late/--no-retained-late",
