@@ -236,7 +236,7 @@ class Ingest:
         retained_is_late: store retained messages as late (``False`` behind amqtt, see above).
         max_inflight: most messages delivered and not yet acknowledged; at the limit paho's network
             thread stops reading (TCP back-pressure). Match the broker's ``max_inflight_messages``
-            (2,000 in the project's configurations) and keep it above ``batch_size``.
+            (4,000 in the project's configurations) and keep it above ``batch_size``.
 
     Attributes (counters, read from any thread):
         received: messages delivered by the broker (counted on arrival; a redelivery counts again).
@@ -265,7 +265,7 @@ class Ingest:
         broker_url: str,
         client_id: str = "stormwatch-ingest",
         clock: Clock | None = None,
-        batch_size: int = 500,
+        batch_size: int = 1000,
         batch_ms: int = 200,
         share_group: str | None = None,
         *,
@@ -275,7 +275,7 @@ class Ingest:
         stop_flush_timeout_s: float = 10.0,
         keepalive_s: int = 30,
         retained_is_late: bool = True,
-        max_inflight: int = 2000,
+        max_inflight: int = 4000,
         sites: Collection[str] | None = None,
     ) -> None:
         if batch_size < 1 or batch_ms < 0 or max_inflight < 1:
