@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 #: Real seconds between records of the configured sites in the store (a retention policy as short
 #: as InfluxDB allows, 1 h, still always holds one); a failed record is retried after a minute.
 SITES_EVERY_S = 3600.0
+#: Payload bytes that end a batch before ``batch_size`` messages: about 5,000 readings in poll-cycle
+#: messages of 10 (2 kB each; a few thousand points a write is InfluxDB's cheapest per point, more
+#: only lengthen each write), 1,000 messages of one reading each.
+BATCH_BYTES = 1 << 20
 
 class _Message(NamedTuple):
     """A delivered message, as paho handed it over."""
@@ -581,13 +585,20 @@ class Ingest:
 
     # -- batching --------------------------------------------------------------------------
 
-    def _take(self, batch: list[_Message]) -> None:
+    def _take(self, batch: list[_Message], size: int) -> int:
+        """Move messages from the inbox to ``batch`` (``size`` bytes of payload so far) while it has room;
+        returns its payload bytes."""
         inbox = self._inbox
-        while inbox and len(batch) < self.batch_size:
-            batch.append(inbox.popleft())
+        limit = self.batch_size
+        while inbox and len(batch) < limit and size < BATCH_BYTES:
+            msg = inbox.popleft()
+            batch.append(msg)
+            size += len(msg.payload)
+        return size
 
     def _collect(self) -> list[_Message]:
-        """Up to ``batch_size`` messages: wait up to 0.2 s for the first, then up to ``batch_ms`` for more.
+        """Up to ``batch_size`` messages (or :data:`BATCH_BYTES` of payload): wait up to 0.2 s for the first,
+        then up to ``batch_ms`` for more.
 
         While messages keep coming, filling is polled every 5 ms rather than woken per message (one
         wake-up per arrival would cost more than the message); after a poll that found nothing it
@@ -596,14 +607,14 @@ class Ingest:
         """
         batch: list[_Message] = []
         self._arrived.clear()
-        self._take(batch)  # after clear(): a message appended from here on sets the event again
+        size = self._take(batch, 0)  # after clear(): a message appended from here on sets the event again
         if not batch:
             if not self._arrived.wait(0.2):
                 return batch
-            self._take(batch)
+            size = self._take(batch, 0)
         deadline = time.monotonic() + self.batch_s
         flowing = True
-        while len(batch) < self.batch_size and not self._stop.is_set():
+        while len(batch) < self.batch_size and size < BATCH_BYTES and not self._stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.received - self._settled >= self.max_inflight:
                 break
@@ -614,7 +625,7 @@ class Ingest:
                 if not self._inbox and not self._stop.is_set():  # stop() sets _stop, then _arrived
                     self._arrived.wait(remaining)
             had = len(batch)
-            self._take(batch)
+            size = self._take(batch, size)
             flowing = len(batch) > had
         return batch
 
