@@ -52,12 +52,12 @@ def ingest_command(
     share_group: str | None = typer.Option(None, "--share-group", metavar="GROUP",
                                            help="Subscribe as $share/GROUP/... so several ingests split the "
                                                 "load (Mosquitto; not amqtt)."),
-    batch_size: int = typer.Option(500, "--batch-size", min=1, metavar="N", help="Messages per store write."),
+    batch_size: int = typer.Option(1000, "--batch-size", min=1, metavar="N", help="Messages per store write."),
     batch_ms: int = typer.Option(200, "--batch-ms", min=0, metavar="MS", help="Max wait (ms) to fill a batch."),
     lockstep: bool = typer.Option(False, "--lockstep",
                                   help="Run on the lockstep clock `stormwatch simulate --lockstep` conducts over "
                                        "MQTT (waits for it); with it --batch-ms 0 is the fast choice."),
-    max_inflight: int = typer.Option(1000, "--max-inflight", min=1, metavar="N",
+    max_inflight: int = typer.Option(4000, "--max-inflight", min=1, metavar="N",
                                      help="Most messages delivered and not yet acknowledged (match the broker's "
                                           "max_inflight_messages; keep above --batch-size)."),
     retained_late: bool = typer.Option(True, "--retained-late/--no-retained-late",

@@ -13,7 +13,8 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Container
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 #: Real seconds between records of the configured sites in the store (a retention policy as short
 #: as InfluxDB allows, 1 h, still always holds one); a failed record is retried after a minute.
 SITES_EVERY_S = 3600.0
+#: Payload bytes that end a batch before ``batch_size`` messages: about 5,000 readings in poll-cycle
+#: messages of 10 (2 kB each; a few thousand points a write is InfluxDB's cheapest per point, more
+#: only lengthen each write), 1,000 messages of one reading each.
+BATCH_BYTES = 1 << 20
 
 class _Message(NamedTuple):
     """A delivered message, as paho handed it over."""
@@ -99,6 +104,23 @@ class _Wires(NamedTuple):
 
     wires: list[Reading | Wire]
     stamps: list[int]
+
+
+class _Prepared(NamedTuple):
+    """A validated batch waiting for its write (:meth:`Ingest._prepare`)."""
+
+    batch: list[_Message]
+    accepted: list[Reading]
+    late: list[Reading]
+    plain: _Wires
+    dead: list[DeadLetter]
+    in_batch: _InBatch
+    handled: dict[str, dict[str, list[int]]]  # stored-ack topic -> boot -> seqs handled
+    received_at: datetime
+
+
+#: No identity in flight.
+_NOTHING: frozenset[tuple[str, str, int]] = frozenset()
 
 
 def _as_reading(item: Reading | Wire, ns: int) -> Reading:
@@ -218,7 +240,7 @@ class Ingest:
         retained_is_late: store retained messages as late (``False`` behind amqtt, see above).
         max_inflight: most messages delivered and not yet acknowledged; at the limit paho's network
             thread stops reading (TCP back-pressure). Match the broker's ``max_inflight_messages``
-            (1,000 in the project's configurations) and keep it above ``batch_size``.
+            (4,000 in the project's configurations) and keep it above ``batch_size``.
 
     Attributes (counters, read from any thread):
         received: messages delivered by the broker (counted on arrival; a redelivery counts again).
@@ -247,7 +269,7 @@ class Ingest:
         broker_url: str,
         client_id: str = "stormwatch-ingest",
         clock: Clock | None = None,
-        batch_size: int = 500,
+        batch_size: int = 1000,
         batch_ms: int = 200,
         share_group: str | None = None,
         *,
@@ -257,7 +279,7 @@ class Ingest:
         stop_flush_timeout_s: float = 10.0,
         keepalive_s: int = 30,
         retained_is_late: bool = True,
-        max_inflight: int = 1000,
+        max_inflight: int = 4000,
         sites: Collection[str] | None = None,
     ) -> None:
         if batch_size < 1 or batch_ms < 0 or max_inflight < 1:
@@ -316,6 +338,10 @@ class Ingest:
         self._stored_topics: dict[str, str | None] = {}  # readings topic -> its stored-acknowledgement topic
         self._topics_in: dict[str, bool] = {}  # topic -> inside the subscription
         self._sites_failing = False
+        # the batch being written in the store thread (run()) and the identities of its readings
+        self._writer: ThreadPoolExecutor | None = None
+        self._writing: Future[None] | None = None
+        self._writing_ids: Container[tuple[str, str, int]] = _NOTHING
         self._client = self._make_client()
         # the store writes readings in their wire form (stormwatch.stores.influxwrite)
         self._wire_store = isinstance(store, LineProtocolWrites)
@@ -462,6 +488,7 @@ class Ingest:
         self._run_ident = threading.get_ident()
         log.info("ingest starting: broker %s, client id %r, subscription %s (QoS 1), store %r", self.broker.safe_url(),
                  self.client_id, self.subscription, self.store)
+        writer = self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-store")
         self._client.start()
         next_stats = time.monotonic() + self.stats_interval_s
         next_sites = time.monotonic()
@@ -471,11 +498,12 @@ class Ingest:
                     next_sites = time.monotonic() + (SITES_EVERY_S if self._record_sites() else 60.0)
                 batch = self._collect()
                 if batch:
-                    self._process(batch)
+                    self._write_next(batch)
                 if time.monotonic() >= next_stats:
                     self.log_stats()
                     next_stats = time.monotonic() + self.stats_interval_s
             # Final flush of whatever arrived before stop() (retried until _stop_deadline).
+            self._settle_writing()
             batch = self._drain()
             if batch:
                 self._process(batch)
@@ -483,6 +511,11 @@ class Ingest:
                 if not _settled(info):
                     info.wait_for_publish(timeout=1.0)
         finally:
+            try:
+                self._settle_writing()
+            finally:
+                writer.shutdown(wait=True)
+                self._writer = None
             self._client.stop()
             self.log_stats()
             log.info("ingest stopped")
@@ -552,13 +585,20 @@ class Ingest:
 
     # -- batching --------------------------------------------------------------------------
 
-    def _take(self, batch: list[_Message]) -> None:
+    def _take(self, batch: list[_Message], size: int) -> int:
+        """Move messages from the inbox to ``batch`` (``size`` bytes of payload so far) while it has room;
+        returns its payload bytes."""
         inbox = self._inbox
-        while inbox and len(batch) < self.batch_size:
-            batch.append(inbox.popleft())
+        limit = self.batch_size
+        while inbox and len(batch) < limit and size < BATCH_BYTES:
+            msg = inbox.popleft()
+            batch.append(msg)
+            size += len(msg.payload)
+        return size
 
     def _collect(self) -> list[_Message]:
-        """Up to ``batch_size`` messages: wait up to 0.2 s for the first, then up to ``batch_ms`` for more.
+        """Up to ``batch_size`` messages (or :data:`BATCH_BYTES` of payload): wait up to 0.2 s for the first,
+        then up to ``batch_ms`` for more.
 
         While messages keep coming, filling is polled every 5 ms rather than woken per message (one
         wake-up per arrival would cost more than the message); after a poll that found nothing it
@@ -567,14 +607,14 @@ class Ingest:
         """
         batch: list[_Message] = []
         self._arrived.clear()
-        self._take(batch)  # after clear(): a message appended from here on sets the event again
+        size = self._take(batch, 0)  # after clear(): a message appended from here on sets the event again
         if not batch:
             if not self._arrived.wait(0.2):
                 return batch
-            self._take(batch)
+            size = self._take(batch, 0)
         deadline = time.monotonic() + self.batch_s
         flowing = True
-        while len(batch) < self.batch_size and not self._stop.is_set():
+        while len(batch) < self.batch_size and size < BATCH_BYTES and not self._stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.received - self._settled >= self.max_inflight:
                 break
@@ -585,7 +625,7 @@ class Ingest:
                 if not self._inbox and not self._stop.is_set():  # stop() sets _stop, then _arrived
                     self._arrived.wait(remaining)
             had = len(batch)
-            self._take(batch)
+            size = self._take(batch, size)
             flowing = len(batch) > had
         return batch
 
@@ -603,7 +643,8 @@ class Ingest:
             topic = self._stored_topics[readings_topic] = topics.stored_for(readings_topic)
         return topic
 
-    def _plain(self, msg: _Message, received_at: datetime) -> tuple[list[Wire], list[int]] | None:
+    def _plain(self, msg: _Message, received_at: datetime,
+               pending: Container[tuple[str, str, int]]) -> tuple[list[Wire], list[int]] | None:
         """The wire readings of a message the validator accepts whole as they are
         (:meth:`~stormwatch.ingest.validate.Validator.plain`), when the store writes that form; else
         ``None`` (the message then takes :meth:`_validate`)."""
@@ -611,21 +652,29 @@ class Ingest:
             return None
         try:
             return self.validator.plain(msg.topic, msg.payload, retained=msg.retain and self.retained_is_late,
-                                        received_at=received_at)
+                                        received_at=received_at, pending=pending)
         except Exception:  # a bug of the fast path: the full path gives the verdict
             log.exception("the validator's fast path failed on a message from %s", msg.topic)
             return None
 
     def _process(self, batch: list[_Message]) -> None:
-        accepted: list[Reading] = []
-        late: list[Reading] = []
-        plain = _Wires([], [])
-        dead: list[DeadLetter] = []
-        in_batch: _InBatch = {}
-        handled: dict[str, dict[str, list[int]]] = {}  # stored-ack topic -> boot -> seqs handled
-        received_at = self.clock.now()
+        """Validate, write durably, then acknowledge ``batch`` (with no other batch in flight)."""
+        self._finish(self._prepare(batch, self._settle_writing))
+
+    def _prepare(self, batch: list[_Message], settle: Callable[[], None]) -> _Prepared:
+        """Validate ``batch`` and gather its readings for the write; the store is not touched. May run
+        while the batch before is being written: a message the fast path does not take whole (one
+        that needs the full validator, or holds an identity of the batch in flight) first calls
+        ``settle``, which waits until that batch is written and remembered, so every verdict is the
+        one a batch written alone before it would give."""
+        prepared = _Prepared(batch, [], [], _Wires([], []), [], {}, {}, self.clock.now())
+        accepted, late, plain, dead, in_batch, handled, received_at = prepared[1:]
+        pending: Container[tuple[str, str, int]] = self._writing_ids
         for msg in batch:
-            wires = self._plain(msg, received_at)
+            wires = self._plain(msg, received_at, pending)
+            if wires is None and pending:
+                settle()
+                pending = _NOTHING
             result = None if wires is not None else self._validate(msg.topic, msg.payload, msg.retain, received_at)
             if wires is None and result is None:
                 continue
@@ -640,6 +689,12 @@ class Ingest:
                 plain.wires.extend(accepted)
                 plain.stamps.extend(time_ns(r.time) for r in accepted)
                 accepted.clear()
+        return prepared
+
+    def _finish(self, prepared: _Prepared) -> None:
+        """Write a prepared batch until durable, remember what the store holds, publish its dead letters
+        and stored-acknowledgements, then acknowledge its messages."""
+        batch, accepted, late, plain, dead, in_batch, handled, received_at = prepared
         stored = self._write_until_durable(accepted, late, dead, lambda r: in_batch.get(r.identity, (r, ""))[1],
                                            received_at, plain)
         if stored is None:
@@ -662,6 +717,26 @@ class Ingest:
         self._confirm(handled)
         self._pending_publishes = [i for i in self._pending_publishes if not _settled(i)][-1000:]
         self._ack(batch)
+
+    def _write_next(self, batch: list[_Message]) -> None:
+        """Prepare ``batch`` while the batch before is written (in the store thread), then hand it to
+        that thread once the one before is acknowledged: the store's answer and the next batch's
+        checks overlap, and batches are written, remembered and acknowledged in their order."""
+        prepared = self._prepare(batch, self._settle_writing)
+        self._settle_writing()
+        self._writing_ids = prepared.in_batch
+        assert self._writer is not None
+        self._writing = self._writer.submit(self._finish, prepared)
+
+    def _settle_writing(self) -> None:
+        """Wait until the batch in flight (if any) is written, remembered and acknowledged."""
+        writing = self._writing
+        if writing is not None:
+            try:
+                writing.result()
+            finally:
+                self._writing = None
+                self._writing_ids = _NOTHING
 
     @staticmethod
     def _gather_result(result: ValidationResult, topic: str, seqs: dict[str, list[int]] | None,

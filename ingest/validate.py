@@ -9,7 +9,7 @@ import bisect
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
@@ -213,13 +213,14 @@ class Validator:
                     return done
         return self._full(topic, payload, where, retained, now)
 
-    def plain(self, topic: str, payload: bytes, *, retained: bool = False,
-              received_at: datetime | None = None) -> tuple[list[Wire], list[int]] | None:
+    def plain(self, topic: str, payload: bytes, *, retained: bool = False, received_at: datetime | None = None,
+              pending: Container[tuple[str, str, int]] = frozenset()) -> tuple[list[Wire], list[int]] | None:
         """The decoded readings and their event times in ns (:func:`stormwatch.fastwire.fast_wires`) of a
         message :meth:`validate` would accept whole as they are -- each reading of a series checked
         before, in its plausible range and the clock's bounds, on its own topic, no tip size, not rain,
-        its identity not remembered, the message not retained nor late -- else ``None``: the caller
-        then takes :meth:`validate`, which gives the rest their verdicts. No object per reading."""
+        its identity not remembered nor among ``pending`` (a write in flight), the message not retained
+        nor late -- else ``None``: the caller then takes :meth:`validate`, which gives the rest their
+        verdicts. No object per reading."""
         where = self._topic(topic)
         if where is None or not self.fast or retained or self.late_after is not None:
             return None
@@ -242,7 +243,7 @@ class Validator:
             if (site != topic_site or gateway != topic_gateway or quantity == rain or w.tip_size is not None
                     or span is None or not span[0] <= w.value <= span[1] or ns > latest or ns < first
                     or (site, gateway, w.device, quantity, w.unit) not in known
-                    or (gateway, w.boot, w.seq) in seen):
+                    or (identity := (gateway, w.boot, w.seq)) in seen or identity in pending):
                 return None
         return wires, stamps
 

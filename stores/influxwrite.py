@@ -125,6 +125,25 @@ def home_slot(identity: Identity) -> int:
 _PREFIX_CRC: dict[tuple[str, str], int] = {}
 
 
+def _place_free(readings: Sequence[Fields], stamps: Sequence[int]) -> Placement | None:
+    """:meth:`LineProtocolWrites._place` of a write when nothing is stored in its windows and each reading
+    is alone in its (site, device, quantity, microsecond) -- so alone in its series and microsecond, its
+    identity nowhere else in the write: every reading new, on page 0 at its home slot, the placement the
+    slot search gives then; ``None`` for any other write."""
+    alone = {(r.site, r.device, r.quantity, ns // 1_000) for r, ns in zip(readings, stamps, strict=True)}
+    if len(alone) != len(readings):
+        return None
+    prefix_crc, crc32 = _PREFIX_CRC, zlib.crc32
+    new: list[tuple[Fields, int, int, int]] = []
+    add = new.append
+    for r, ns in zip(readings, stamps, strict=True):
+        gateway, boot, seq = r.gateway, r.boot, r.seq
+        crc = prefix_crc.get((gateway, boot))
+        add((r, 0, home_slot((gateway, boot, seq)) if crc is None else crc32(str(seq).encode(), crc) % SLOTS_PER_US,
+             ns))
+    return Placement(new, [])
+
+
 #: The tag of a reading's page of timestamp slots (absent on page 0; see the module docstring).
 PAGE_TAG = "page"
 #: A place of a reading in one series and microsecond: (page, slot).
@@ -298,6 +317,10 @@ class LineProtocolWrites:
                        point.time_ns % 1_000))
             held[(site, device, quantity, us, str(gateway), str(boot), int(seq) if seq is not None else -1)] = (
                 unit, value)
+        if not held:
+            free = _place_free(readings, stamps)
+            if free is not None:
+                return free
         # the series and microseconds with any place taken (most readings are alone in theirs): None
         # where every place is in ``taken``; the slot of the one reading of this write that holds page 0's
         # home slot there and is not yet in ``taken`` (added only when a second reading comes)

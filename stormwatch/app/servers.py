@@ -32,7 +32,7 @@ persistence true
 persistence_location {data}/
 autosave_interval 1
 max_queued_messages 1000000
-max_inflight_messages 1000
+max_inflight_messages 4000
 set_tcp_nodelay true
 max_packet_size 1048576
 log_dest file {data}/mosquitto.log

@@ -2,11 +2,13 @@
 ones of every kind, redeliveries and conflicting values, in one reading a message and in poll-cycle
 batches -- go through :class:`Ingest` once with the fast validator and once with ``fast=False``, each
 into its own InfluxDB database: the same rows, the same dead letters (reason, detail, payload), the
-same counters."""
+same counters. Written the way ``Ingest.run`` writes (each batch checked while the one before is being
+written), the fast path stores the same again."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -62,7 +64,32 @@ def _messages(seed: int, n: int) -> list[bytes]:
     return out
 
 
-def _run(url: str, db: str, fast: bool, payloads: list[bytes]) -> tuple[Ingest, Influx1Store]:
+class _Later:
+    """An executor that runs a submitted write only when its result is asked for: ``Ingest.run``'s
+    order (the next batch checked before the one before is written) in one thread."""
+
+    def __init__(self) -> None:
+        self.forced_early = 0
+
+    def submit(self, fn: Callable[[Any], None], arg: Any) -> Any:
+        later = self
+
+        class Pending:
+            done = False
+
+            def result(self) -> None:
+                if not self.done:
+                    self.done = True
+                    later.forced_early += later.preparing
+                    fn(arg)
+
+        return Pending()
+
+    preparing = 0
+
+
+def _run(url: str, db: str, fast: bool, payloads: list[bytes], *,
+         overlapped: bool = False, per_batch: int = 40) -> tuple[Ingest, Influx1Store]:
     from stormwatch.config import load_site
     from stormwatch.profiles import ProfileLibrary
 
@@ -72,8 +99,28 @@ def _run(url: str, db: str, fast: bool, payloads: list[bytes]) -> tuple[Ingest, 
     validator = Validator.for_sites([cfg], profiles, clock, fast=fast)
     store = Influx1Store(url, db, clock=clock)
     ingest = Ingest(validator, store, "mqtt://127.0.0.1:1", client_id=f"pair-{db}", clock=clock)
-    for i in range(0, len(payloads), 40):  # batches of 40 messages: in-batch redeliveries and across batches
-        ingest._process([_Message(TOPIC, p, k + 1, 1, False, 0) for k, p in enumerate(payloads[i:i + 40])])
+    later = _Later()
+    if overlapped:
+        ingest._writer = later  # type: ignore[assignment]
+        prepare = ingest._prepare
+
+        def preparing(*args: Any) -> Any:
+            later.preparing = 1
+            try:
+                return prepare(*args)
+            finally:
+                later.preparing = 0
+
+        ingest._prepare = preparing  # type: ignore[method-assign]
+    for i in range(0, len(payloads), per_batch):  # 40 messages: in-batch redeliveries and across batches
+        batch = [_Message(TOPIC, p, k + 1, 1, False, 0) for k, p in enumerate(payloads[i:i + per_batch])]
+        if overlapped:
+            ingest._write_next(batch)
+        else:
+            ingest._process(batch)
+    if overlapped:
+        ingest._settle_writing()
+        assert later.forced_early > 0  # a message needed the write before it settled: the wait is exercised
     return ingest, store
 
 
@@ -94,6 +141,39 @@ def test_fast_and_full_paths_store_the_same_rows_and_dead_letters(influx_server:
         assert fast.written > 100 and sum(full.dead_lettered.values()) > 20
         assert (fast.written, fast.late, fast.duplicates, fast.dead_lettered) == (
             full.written, full.late, full.duplicates, full.dead_lettered)
+        for measurement in ("readings", "deadletter"):
+            assert _rows(influx_server, dbs[0], measurement) == _rows(influx_server, dbs[1], measurement)
+    finally:
+        for db in dbs:
+            influx_server.query(f'DROP DATABASE "{db}"', None)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_batches_checked_while_the_one_before_is_written_store_the_same(influx_server: servers.InfluxDB1,
+                                                                        seed: int) -> None:
+    payloads = _messages(seed, 160)
+    dbs = [run_unique(f"overlap_{kind}_{seed}").replace("-", "_") for kind in ("fast", "full")]
+    over, _ = _run(influx_server.url, dbs[0], True, payloads, overlapped=True)
+    full, _ = _run(influx_server.url, dbs[1], False, payloads)
+    try:
+        assert (over.written, over.late, over.duplicates, over.dead_lettered, over.acked) == (
+            full.written, full.late, full.duplicates, full.dead_lettered, full.acked)
+        for measurement in ("readings", "deadletter"):
+            assert _rows(influx_server, dbs[0], measurement) == _rows(influx_server, dbs[1], measurement)
+    finally:
+        for db in dbs:
+            influx_server.query(f'DROP DATABASE "{db}"', None)
+
+
+def test_a_redelivery_of_the_batch_being_written_is_judged_after_its_write(influx_server: servers.InfluxDB1) -> None:
+    payloads = [body(wire(seq=1)), body(wire(seq=2)), body(wire(seq=2)), body(wire(seq=3)),
+                body(wire(seq=3, value=1.0)), body(wire(seq=4), wire(seq=5)), body(wire(seq=5), batch=True)]
+    dbs = [run_unique(f"redelivered_{kind}").replace("-", "_") for kind in ("fast", "full")]
+    over, _ = _run(influx_server.url, dbs[0], True, payloads, overlapped=True, per_batch=1)
+    full, _ = _run(influx_server.url, dbs[1], False, payloads, per_batch=1)
+    try:
+        assert over.dead_lettered == full.dead_lettered == {"duplicate": 2, "conflicting_value": 1}
+        assert (over.written, over.duplicates, over.acked) == (full.written, full.duplicates, full.acked) == (5, 0, 7)
         for measurement in ("readings", "deadletter"):
             assert _rows(influx_server, dbs[0], measurement) == _rows(influx_server, dbs[1], measurement)
     finally:

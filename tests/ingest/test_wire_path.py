@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from stormwatch.fastwire import _stamp, fast_wires, wire_reading
 from stormwatch.stores.lineprotocol import encode_point, reading_lines, reading_point, time_ns
-from tests.ingest.test_fastwire import BAD, GOOD, TOPIC, Pair, body, rain, readings, wire
+from tests.ingest.test_fastwire import BAD, GOOD, GW, TOPIC, Pair, body, rain, readings, wire
 
 
 class Three(Pair):
@@ -66,6 +66,9 @@ def test_what_the_wire_path_leaves_to_the_model(three: Three) -> None:
     assert [d.reason for d in conflict.dead] == ["conflicting_value"]
     assert not three.check(body(rain(seq=912)))  # rain: described by the site file first
     assert not three.fast.plain(TOPIC, body(wire(seq=913)), retained=True)  # late
+    in_flight = body(wire(seq=915), wire(seq=916))
+    assert three.fast.plain(TOPIC, in_flight) is not None
+    assert three.fast.plain(TOPIC, in_flight, pending={(GW, "b1", 916)}) is None  # one being written: the model's
     assert not three.check(body(wire(seq=914, value=-1.0)))  # impossible_value
 
 
