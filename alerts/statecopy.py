@@ -1,0 +1,113 @@
+"""A deep copy of rule state for the engine's hourly snapshots, without ``copy.deepcopy``'s detours.
+
+``copy.deepcopy`` copies an immutable ``datetime`` or ``Fraction`` through its pickle protocol (about
+20 µs each here) and a plain object through ``__reduce_ex__``; a rule's state is mostly such values
+in a few lists, dicts, deques and plain objects. :func:`state_copy` shares what cannot change
+(numbers, text, times, zones, frozen models and dataclasses), rebuilds containers and plain objects
+(``__dict__`` or ``__slots__``) as ``deepcopy`` does -- one copy per object, shared references kept
+shared through the memo -- and hands anything else to ``copy.deepcopy`` with the same memo.
+The design: docs/scaling.md ("Alert engine"); tests/alerts/test_statecopy.py holds it equal to deepcopy.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import fractions
+from collections import deque
+from datetime import date, datetime, time, timedelta, tzinfo
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel
+
+_ATOMIC, _LIST, _DICT, _DEQUE, _TUPLE, _PLAIN, _OTHER = range(7)
+_SHARED_TYPES = (str, int, float, bool, bytes, complex, type(None), datetime, date, time, timedelta, tzinfo,
+                 fractions.Fraction, Decimal, range, type, enum.Enum, frozenset)
+_EXACT: dict[type, int] = {list: _LIST, dict: _DICT, deque: _DEQUE, tuple: _TUPLE}
+#: type -> how it is copied (found once per type)
+_KINDS: dict[type, int] = {}
+#: a plain type -> the names of its slots (found once per type)
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def _slots_of(cls: type) -> tuple[str, ...]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [s for s in slots if s not in ("__dict__", "__weakref__")]
+    return tuple(names)
+
+
+def _kind_of(cls: type) -> int:
+    if issubclass(cls, _SHARED_TYPES):
+        return _ATOMIC
+    if issubclass(cls, BaseModel):
+        return _ATOMIC if cls.model_config.get("frozen") else _OTHER
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is not None and params.frozen:
+        return _ATOMIC
+    exact = _EXACT.get(cls)
+    if exact is not None:
+        return exact
+    if issubclass(cls, (list, dict, set, deque, tuple, bytearray)):
+        return _OTHER  # a container's subclass: its items are not in its __dict__
+    plain: bool = (cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__
+                   and getattr(cls, "__deepcopy__", None) is None and cls.__getstate__ is object.__getstate__
+                   and getattr(cls, "__setstate__", None) is None and cls.__new__ is object.__new__)
+    return _PLAIN if plain else _OTHER
+
+
+def state_copy(x: Any, memo: dict[int, Any]) -> Any:
+    """A deep copy of ``x`` (objects in ``memo`` by id are shared, as ``copy.deepcopy``'s memo)."""
+    cls = type(x)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _KINDS[cls] = _kind_of(cls)
+    if kind == _ATOMIC:
+        return x
+    i = id(x)
+    done = memo.get(i)
+    if done is not None:
+        return done
+    if kind == _LIST:
+        new_list: list[Any] = []
+        memo[i] = new_list
+        new_list += [state_copy(v, memo) for v in x]
+        return new_list
+    if kind == _DICT:
+        new_dict: dict[Any, Any] = {}
+        memo[i] = new_dict
+        for k, v in x.items():
+            new_dict[state_copy(k, memo)] = state_copy(v, memo)
+        return new_dict
+    if kind == _DEQUE:
+        new_deque: deque[Any] = deque(maxlen=x.maxlen)
+        memo[i] = new_deque
+        new_deque.extend([state_copy(v, memo) for v in x])
+        return new_deque
+    if kind == _TUPLE:
+        items = [state_copy(v, memo) for v in x]
+        if all(a is b for a, b in zip(items, x, strict=True)):
+            return x  # as deepcopy: a tuple of shared values is itself shared
+        done = memo.get(i)  # a cycle through the tuple made it already
+        return done if done is not None else memo.setdefault(i, tuple(items))
+    if kind == _PLAIN:
+        return _copy_plain(x, cls, i, memo)
+    return copy.deepcopy(x, memo)
+
+
+def _copy_plain(x: Any, cls: type, i: int, memo: dict[int, Any]) -> Any:
+    """A plain object (its state its ``__dict__`` and ``__slots__``) rebuilt with copied values."""
+    new: Any = object.__new__(cls)
+    memo[i] = new
+    state = getattr(x, "__dict__", None)
+    if state is not None:
+        new.__dict__.update({k: state_copy(v, memo) for k, v in state.items()})
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = _slots_of(cls)
+    for name in slots:
+        if hasattr(x, name):
+            object.__setattr__(new, name, state_copy(getattr(x, name), memo))
+    return new
