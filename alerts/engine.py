@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel
-
 from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules import Rule
 from stormwatch.alerts.rules.registry import BuildError, Role, RuleContext, rule_kinds
@@ -187,14 +185,6 @@ class _Nobody:
 _NOBODY = _Nobody()
 
 
-def _immutable(value: object) -> bool:
-    """A frozen pydantic model or frozen dataclass (shared, never copied, by a snapshot)."""
-    if isinstance(value, BaseModel):
-        return bool(value.model_config.get("frozen"))
-    params = getattr(type(value), "__dataclass_params__", None)
-    return bool(params is not None and params.frozen)
-
-
 def _order_key(r: Reading) -> tuple[datetime, str, str, int]:
     return (r.time, r.gateway, r.boot, r.seq)
 
@@ -336,13 +326,8 @@ class Engine:
 
     def _copy_rules(self, rules: list[Rule]) -> list[Rule]:
         """A deep copy of the rules' state sharing their immutable parts (frozen parameters, geometry,
-        criteria): a snapshot holds only what changes, a few kilobytes a site (docs/scaling.md)."""
-        memo: dict[int, Any] = {}
-        for rule in rules:
-            for value in vars(rule).values():
-                if _immutable(value):
-                    memo[id(value)] = value
-        copied: list[Rule] = state_copy(rules, memo)
+        criteria, times): a snapshot holds only what changes, a few kilobytes a site (docs/scaling.md)."""
+        copied: list[Rule] = state_copy(rules, {})
         return copied
 
     def _install(self, rules: list[Any]) -> None:

@@ -5,7 +5,8 @@
 in a few lists, dicts, deques and plain objects. :func:`state_copy` shares what cannot change
 (numbers, text, times, zones, frozen models and dataclasses), rebuilds containers and plain objects
 (``__dict__`` or ``__slots__``) as ``deepcopy`` does -- one copy per object, shared references kept
-shared through the memo -- and hands anything else to ``copy.deepcopy`` with the same memo.
+shared through the memo -- and hands anything else to ``copy.deepcopy`` with the same memo. A class
+names in ``state_flat`` its fields that hold a container of values only (copied with ``.copy()``).
 The design: docs/scaling.md ("Alert engine"); tests/alerts/test_statecopy.py holds it equal to deepcopy.
 """
 
@@ -21,9 +22,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-_ATOMIC, _LIST, _DICT, _DEQUE, _TUPLE, _PLAIN, _OTHER = range(7)
+from stormwatch.rain import TipResolution
+
+_ATOMIC, _LIST, _DICT, _DEQUE, _TUPLE, _NAMED, _PLAIN, _OTHER = range(8)
 _SHARED_TYPES = (str, int, float, bool, bytes, complex, type(None), datetime, date, time, timedelta, tzinfo,
-                 fractions.Fraction, Decimal, range, type, enum.Enum, frozenset)
+                 fractions.Fraction, Decimal, range, type, enum.Enum, frozenset,
+                 TipResolution)  # a value: its inches never change (its texts are made from them, once)
 _EXACT: dict[type, int] = {list: _LIST, dict: _DICT, deque: _DEQUE, tuple: _TUPLE}
 #: type -> how it is copied (found once per type)
 _KINDS: dict[type, int] = {}
@@ -50,6 +54,8 @@ def _kind_of(cls: type) -> int:
     exact = _EXACT.get(cls)
     if exact is not None:
         return exact
+    if issubclass(cls, tuple) and hasattr(cls, "_fields") and cls.__reduce_ex__ is object.__reduce_ex__:
+        return _NAMED
     if issubclass(cls, (list, dict, set, deque, tuple, bytearray)):
         return _OTHER  # a container's subclass: its items are not in its __dict__
     plain: bool = (cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__
@@ -94,6 +100,8 @@ def state_copy(x: Any, memo: dict[int, Any]) -> Any:
         return done if done is not None else memo.setdefault(i, tuple(items))
     if kind == _PLAIN:
         return _copy_plain(x, cls, i, memo)
+    if kind == _NAMED and all(state_copy(v, memo) is v for v in x):
+        return x  # a named tuple of values, shared as deepcopy shares a plain tuple of values
     return copy.deepcopy(x, memo)
 
 
@@ -101,13 +109,16 @@ def _copy_plain(x: Any, cls: type, i: int, memo: dict[int, Any]) -> Any:
     """A plain object (its state its ``__dict__`` and ``__slots__``) rebuilt with copied values."""
     new: Any = object.__new__(cls)
     memo[i] = new
+    flat: frozenset[str] = getattr(cls, "state_flat", frozenset())
     state = getattr(x, "__dict__", None)
     if state is not None:
-        new.__dict__.update({k: state_copy(v, memo) for k, v in state.items()})
+        new.__dict__.update({k: v.copy() if k in flat and v is not None else state_copy(v, memo)
+                             for k, v in state.items()})
     slots = _SLOTS.get(cls)
     if slots is None:
         slots = _SLOTS[cls] = _slots_of(cls)
     for name in slots:
         if hasattr(x, name):
-            object.__setattr__(new, name, state_copy(getattr(x, name), memo))
+            v = getattr(x, name)
+            object.__setattr__(new, name, v.copy() if name in flat and v is not None else state_copy(v, memo))
     return new

@@ -19,10 +19,12 @@ from stormwatch.alerts.statecopy import state_copy
 from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.profiles import ProfileLibrary
+from stormwatch.rain import TipResolution
 from tests.alerts.test_feed_cycle import as_cycle
 from tests.alerts.test_feed_many import REPO, cycles
 
-_VALUES = (str, int, float, bool, bytes, type(None), datetime, date, timedelta, tzinfo, Fraction, type)
+#: what a copy may share with the live rules (a tip size is a value: its inches never change)
+_VALUES = (str, int, float, bool, bytes, type(None), datetime, date, timedelta, tzinfo, Fraction, type, TipResolution)
 
 
 def _frozen(x: object) -> bool:
@@ -58,7 +60,7 @@ def twins(a: Any, b: Any, pairs: dict[int, int]) -> None:
     """``b`` is a copy of ``a`` that shares nothing mutable with it, and shares what ``a`` shares."""
     if isinstance(a, _VALUES) or _frozen(a) or isinstance(a, frozenset):
         return
-    if type(a) is tuple:  # shared as deepcopy shares it when all its items are values; never one that holds more
+    if isinstance(a, tuple):  # shared as deepcopy shares it when all its items are values; never one that holds more
         for va, vb in zip(a, b, strict=True):
             twins(va, vb, pairs)
         return
