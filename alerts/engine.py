@@ -63,6 +63,7 @@ _TICK = timedelta(microseconds=1)
 _PRUNE_EVERY = timedelta(seconds=PRUNE_EVERY_S)
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 _le = operator.le
+_new_tuple = tuple.__new__
 #: Event fields that do not make an event "different" when compared after a re-evaluation.
 _NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
 
@@ -239,6 +240,9 @@ class Engine:
         self.recent = None if recent_s is None else timedelta(seconds=recent_s)
         self.clock = clock
         self.bounds = bounds or TimeBounds()
+        # the bounds' spans as TimeBounds.latest and earliest add them (a message's check without a call)
+        self._ahead = timedelta(seconds=self.bounds.max_future_s)
+        self._behind = None if self.bounds.max_age_s is None else timedelta(seconds=self.bounds.max_age_s)
         self.rules: list[Rule] = []
         self.storm: StormRuleState | None = None
         self._watchers: list[Any] = []
@@ -268,6 +272,7 @@ class Engine:
         # released readings within the horizon (re-evaluation): a poll cycle's as one entry
         self._recent: deque[_Held | _HeldCycle] = deque()
         self._units: tuple[str, ...] = ()  # the last held cycle's units (interned, shared by the next)
+        self._texts: tuple[str, ...] = ()  # the last held cycle's site, gateway and boot (the same)
         self._prune_at = _NO_TIME  # the watermark at which _prune next has something to do
         self._emitted: dict[tuple[str, str, str], tuple[datetime, dict[str, Any]]] = {}
         self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0, "reevaluated": 0,
@@ -455,10 +460,10 @@ class Engine:
         values = c.values
         if not (all(map(_le, bounds[1], values)) and all(map(_le, values, bounds[2]))):
             return False
-        if self.clock is not None:
+        if self.clock is not None:  # the bounds' latest and earliest, inline (once per message)
             now = self.clock.now()
-            earliest = self.bounds.earliest(now)
-            if t > self.bounds.latest(now) or (earliest is not None and t < earliest):
+            behind = self._behind
+            if t > now + self._ahead or (behind is not None and t < now - behind):
                 return False
         gateway, boot, seq = c.gateway, c.boot, c.seq
         end = seq + len(values) - 1
@@ -770,7 +775,8 @@ class Engine:
         for watch in self._watchers:
             out += watch.on_watermark(w)
         if self.reevaluate_late:
-            self._prune(w)
+            if w >= self._prune_at:  # (see _prune: not at every release)
+                self._prune(w)
         elif self._seen.count > self._forget_above:  # at or before the watermark they are late anyway
             self._seen.forget(w, including=True)
             self._forget_above = self._seen.count + 4096  # a run still growing is kept: not at every release
@@ -890,12 +896,14 @@ class Engine:
             self._snapshot(t)
         # one entry per cycle: the shape's devices and quantities and the decoder's columns are shared
         # objects already; the cycle's own texts interned, its units shared with the last cycle's when equal
-        intern = sys.intern
-        units = c.units
+        units, texts = c.units, (c.site, c.gateway, c.boot)
         if units != self._units:
-            self._units = tuple(map(intern, units))
-        self._recent.append(_HeldCycle(t, intern(c.site), intern(c.gateway), intern(c.boot), c.seq, c.devices,
-                                       c.quantities, c.values, self._units, c.tip_sizes))
+            self._units = tuple(map(sys.intern, units))
+        if texts != self._texts:
+            self._texts = tuple(map(sys.intern, texts))
+        site, gateway, boot = self._texts
+        self._recent.append(_new_tuple(_HeldCycle, (t, site, gateway, boot, c.seq, c.devices, c.quantities, c.values,
+                                                    self._units, c.tip_sizes)))  # made in C, no __new__ frame
         return self._run_cycle(c)
 
     def _plan_of(self, c: Cycle) -> _Plan:
@@ -983,8 +991,6 @@ class Engine:
         """Drop what no late reading can need at watermark ``w``: snapshots past the horizon (when the
         next one falls off), and the readings kept and identities seen before the oldest snapshot (every
         :data:`PRUNE_EVERY_S`: kept a little longer, they are only ever filtered out of a re-run)."""
-        if w < self._prune_at:
-            return
         horizon = w - self.late_horizon
         snaps = self._snapshots
         # keep the newest snapshot at or before the horizon: it is the start of the oldest window
