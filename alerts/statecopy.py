@@ -79,13 +79,16 @@ def state_copy(x: Any, memo: dict[int, Any]) -> Any:
     if kind == _LIST:
         new_list: list[Any] = []
         memo[i] = new_list
-        new_list += [state_copy(v, memo) for v in x]
+        kinds = _KINDS  # a value is taken as it is without a call (most items are)
+        new_list += [v if kinds.get(type(v)) == _ATOMIC else state_copy(v, memo) for v in x]
         return new_list
     if kind == _DICT:
         new_dict: dict[Any, Any] = {}
         memo[i] = new_dict
+        kinds = _KINDS
         for k, v in x.items():
-            new_dict[state_copy(k, memo)] = state_copy(v, memo)
+            new_dict[k if kinds.get(type(k)) == _ATOMIC else state_copy(k, memo)] = (
+                v if kinds.get(type(v)) == _ATOMIC else state_copy(v, memo))
         return new_dict
     if kind == _DEQUE:
         new_deque: deque[Any] = deque(maxlen=x.maxlen)
@@ -112,8 +115,9 @@ def _copy_plain(x: Any, cls: type, i: int, memo: dict[int, Any]) -> Any:
     flat: frozenset[str] = getattr(cls, "state_flat", frozenset())
     state = getattr(x, "__dict__", None)
     if state is not None:
-        new.__dict__.update({k: v.copy() if k in flat and v is not None else state_copy(v, memo)
-                             for k, v in state.items()})
+        kinds = _KINDS  # a value is taken as it is without a call (most fields are)
+        new.__dict__.update({k: v if kinds.get(type(v)) == _ATOMIC else v.copy() if k in flat and v is not None
+                             else state_copy(v, memo) for k, v in state.items()})
     slots = _SLOTS.get(cls)
     if slots is None:
         slots = _SLOTS[cls] = _slots_of(cls)
