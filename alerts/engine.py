@@ -445,7 +445,14 @@ class Engine:
         top = self._max_seen
         assert top is not None
         edge = top - self.lateness
-        return self._release(edge if self._hold is None and self.clock is None else self._capped(edge))
+        if self._hold is not None:
+            return self._release(self._capped(edge))
+        clock = self.clock  # _capped, inline: the watermark never passes the clock
+        if clock is not None:
+            now = clock.now()
+            if now < edge:
+                edge = now
+        return self._release(edge)
 
     def _admit_cycle(self, c: Cycle) -> bool:
         """:meth:`_admit_batch` of a cycle: one batch of the reorder buffer when it is plainly admitted."""
