@@ -17,11 +17,17 @@ same benchmark on the code of git commit ``REF`` too (the code of the round befo
 ``feed_many``), the rounds interleaved so a shared machine's drift
 hits both alike; ``--rounds N`` repeats each (medians reported).
 
+Each round runs two engines: the bare one (no late re-evaluation) and the engine as the alert
+service runs it (``AlertService._engine``: late re-evaluation on -- hourly rule snapshots, the
+released readings of the last hour kept -- and a clock at each message's arrival, whose bounds
+are checked); ``--bare`` or ``--service`` runs one.
+
 Run: ``python benchmarks/engine.py [--days 365] [--rounds 3] [--anchor 59d7efd] [--profile]``. The
 last line is one JSON object with ``readings``, ``seconds``, ``readings_per_s`` (medians; bar: >=
 400,000 readings/s), ``readings_per_cpu_s`` (the process's CPU time: a shared machine disturbs it
 less than the wall clock), ``events`` and ``events_sha256`` (of the events' JSON in order), the
-anchor's figures, ``events_identical`` (the two digests equal) and the machine's load.
+anchor's figures, ``events_identical`` (the two digests equal) and the machine's load -- of the bare
+engine, with the service's engine's figures under ``service`` (the same keys).
 """
 
 from __future__ import annotations
