@@ -904,6 +904,8 @@ class Engine:
         # one entry per cycle: the shape's devices and quantities and the decoder's columns are shared
         # objects already; the cycle's own texts interned, its units shared with the last cycle's when equal
         units, texts = c.units, (c.site, c.gateway, c.boot)
+        if type(units) is not tuple:  # the service's decoder gives lists: compared as a tuple
+            units = tuple(units)
         if units != self._units:
             self._units = tuple(map(sys.intern, units))
         if texts != self._texts:
