@@ -5,7 +5,6 @@ The design: docs/alerts.md ("The modules", `alerts/engine.py`).
 
 from __future__ import annotations
 
-import copy
 import heapq
 import itertools
 import logging
@@ -16,10 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import repeat
 from typing import Any, NamedTuple
-
-from pydantic import BaseModel
 
 from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules import Rule
@@ -27,6 +23,7 @@ from stormwatch.alerts.rules.registry import BuildError, Role, RuleContext, rule
 from stormwatch.alerts.rules.report import ReportRule
 from stormwatch.alerts.rules.storm import GapSummary, StormRuleState, StormSummary
 from stormwatch.alerts.seen import SeenIdentities
+from stormwatch.alerts.statecopy import state_copy
 from stormwatch.alerts.workorders import WorkOrders, closing_kinds, inspection_kinds, opening_kinds
 from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
@@ -59,11 +56,14 @@ DENSE_SNAPSHOTS_S = 6 * 3600.0
 SPARSE_SNAPSHOTS_S = 12 * 3600.0
 #: Event time between rule-state snapshots used for late re-evaluation (s).
 DEFAULT_SNAPSHOT_EVERY_S = 3600.0
+#: Event time between drops of the released readings kept beyond ``recent_s`` (s): not one per release.
+PRUNE_EVERY_S = 600.0
 
 _TICK = timedelta(microseconds=1)
+_PRUNE_EVERY = timedelta(seconds=PRUNE_EVERY_S)
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 _le = operator.le
-_new_held = tuple.__new__
+_new_tuple = tuple.__new__
 #: Event fields that do not make an event "different" when compared after a re-evaluation.
 _NOT_COMPARED = {"work_order", "late_detection_s", "message", "evidence"}
 
@@ -119,6 +119,33 @@ class _Held(NamedTuple):
                                        unit=self.unit, time=self.time, gateway=self.gateway, boot=self.boot,
                                        seq=self.seq, raw=None, flags=self.flags, tip_size=self.tip_size)
 
+    def readings(self) -> list[Reading]:
+        return [self.reading()]
+
+
+class _HeldCycle(NamedTuple):
+    """A released poll cycle (:class:`~stormwatch.fastwire.Cycle`) as the engine keeps it for a late
+    re-evaluation: its shared fields and its columns in one tuple (not a tuple per reading)."""
+
+    time: datetime
+    site: str
+    gateway: str
+    boot: str
+    seq: int
+    devices: tuple[str, ...]
+    quantities: tuple[str, ...]
+    values: Sequence[int | float]
+    units: tuple[str, ...]
+    tip_sizes: Sequence[str | None]
+
+    def readings(self) -> list[Reading]:
+        """The cycle's readings again (validated when they first came)."""
+        return [Reading.model_construct(site=self.site, device=d, quantity=q, value=v, unit=u, time=self.time,
+                                        gateway=self.gateway, boot=self.boot, seq=self.seq + i, raw=None, flags=(),
+                                        tip_size=size)
+                for i, (d, q, v, u, size) in enumerate(zip(self.devices, self.quantities, self.values, self.units,
+                                                           self.tip_sizes, strict=True))]
+
 
 #: A reading in the reorder buffer's heap: its order key (time, gateway, boot, seq), its arrival, itself.
 _Entry = tuple[datetime, str, str, int, int, Reading]
@@ -157,14 +184,6 @@ class _Nobody:
 
 
 _NOBODY = _Nobody()
-
-
-def _immutable(value: object) -> bool:
-    """A frozen pydantic model or frozen dataclass (shared, never copied, by a snapshot)."""
-    if isinstance(value, BaseModel):
-        return bool(value.model_config.get("frozen"))
-    params = getattr(type(value), "__dataclass_params__", None)
-    return bool(params is not None and params.frozen)
 
 
 def _order_key(r: Reading) -> tuple[datetime, str, str, int]:
@@ -221,6 +240,9 @@ class Engine:
         self.recent = None if recent_s is None else timedelta(seconds=recent_s)
         self.clock = clock
         self.bounds = bounds or TimeBounds()
+        # the bounds' spans as TimeBounds.latest and earliest add them (a message's check without a call)
+        self._ahead = timedelta(seconds=self.bounds.max_future_s)
+        self._behind = None if self.bounds.max_age_s is None else timedelta(seconds=self.bounds.max_age_s)
         self.rules: list[Rule] = []
         self.storm: StormRuleState | None = None
         self._watchers: list[Any] = []
@@ -247,7 +269,11 @@ class Engine:
         self._hold: datetime | None = None  # the watermark stays below it (readings known to be missing)
         self._snapshots: list[_Snapshot] = []
         self._next_snapshot: datetime | None = None
-        self._recent: deque[_Held] = deque()  # released readings within the horizon (re-evaluation)
+        # released readings within the horizon (re-evaluation): a poll cycle's as one entry
+        self._recent: deque[_Held | _HeldCycle] = deque()
+        self._units: tuple[str, ...] = ()  # the last held cycle's units (interned, shared by the next)
+        self._texts: tuple[str, ...] = ()  # the last held cycle's site, gateway and boot (the same)
+        self._prune_at = _NO_TIME  # the watermark at which _prune next has something to do
         self._emitted: dict[tuple[str, str, str], tuple[datetime, dict[str, Any]]] = {}
         self.counts = {"fed": 0, "duplicate": 0, "late": 0, "retained": 0, "foreign": 0, "reevaluated": 0,
                        "impossible": 0, "future_time": 0, "implausible_time": 0}
@@ -305,13 +331,9 @@ class Engine:
 
     def _copy_rules(self, rules: list[Rule]) -> list[Rule]:
         """A deep copy of the rules' state sharing their immutable parts (frozen parameters, geometry,
-        criteria): a snapshot holds only what changes, a few kilobytes a site (docs/scaling.md)."""
-        memo: dict[int, Any] = {}
-        for rule in rules:
-            for value in vars(rule).values():
-                if _immutable(value):
-                    memo[id(value)] = value
-        return copy.deepcopy(rules, memo)
+        criteria, times): a snapshot holds only what changes, a few kilobytes a site (docs/scaling.md)."""
+        copied: list[Rule] = state_copy(rules, {})
+        return copied
 
     def _install(self, rules: list[Any]) -> None:
         """Make ``rules`` (a restored snapshot) the live rule set."""
@@ -423,7 +445,14 @@ class Engine:
         top = self._max_seen
         assert top is not None
         edge = top - self.lateness
-        return self._release(edge if self._hold is None and self.clock is None else self._capped(edge))
+        if self._hold is not None:
+            return self._release(self._capped(edge))
+        clock = self.clock  # _capped, inline: the watermark never passes the clock
+        if clock is not None:
+            now = clock.now()
+            if now < edge:
+                edge = now
+        return self._release(edge)
 
     def _admit_cycle(self, c: Cycle) -> bool:
         """:meth:`_admit_batch` of a cycle: one batch of the reorder buffer when it is plainly admitted."""
@@ -438,10 +467,10 @@ class Engine:
         values = c.values
         if not (all(map(_le, bounds[1], values)) and all(map(_le, values, bounds[2]))):
             return False
-        if self.clock is not None:
+        if self.clock is not None:  # the bounds' latest and earliest, inline (once per message)
             now = self.clock.now()
-            earliest = self.bounds.earliest(now)
-            if t > self.bounds.latest(now) or (earliest is not None and t < earliest):
+            behind = self._behind
+            if t > now + self._ahead or (behind is not None and t < now - behind):
                 return False
         gateway, boot, seq = c.gateway, c.boot, c.seq
         end = seq + len(values) - 1
@@ -709,7 +738,7 @@ class Engine:
         """The readings this engine holds and a store may not have yet: those waiting in the reorder
         buffer and the released tail kept for late re-evaluation (``recent_s``), in event-time order.
         A new engine for the same site (a changed site file) takes them over."""
-        held = [h.reading() for h in self._recent] + self._buffered()
+        held = [r for h in self._recent for r in h.readings()] + self._buffered()
         return sorted(held, key=_order_key)
 
     def in_progress(self) -> list[StormSummary]:
@@ -753,7 +782,8 @@ class Engine:
         for watch in self._watchers:
             out += watch.on_watermark(w)
         if self.reevaluate_late:
-            self._prune(w)
+            if w >= self._prune_at:  # (see _prune: not at every release)
+                self._prune(w)
         elif self._seen.count > self._forget_above:  # at or before the watermark they are late anyway
             self._seen.forget(w, including=True)
             self._forget_above = self._seen.count + 4096  # a run still growing is kept: not at every release
@@ -871,13 +901,18 @@ class Engine:
         t = c.time
         if self._next_snapshot is None or t >= self._next_snapshot:
             self._snapshot(t)
-        # the held tuples made in C (no frame per reading): the shape's devices and quantities and the
-        # decoder's tip sizes are shared objects already; the cycle's own texts interned
-        intern = sys.intern
-        n = len(c.values)
-        self._recent.extend(map(_new_held, repeat(_Held), zip(
-            repeat(t, n), repeat(intern(c.site)), c.devices, c.quantities, c.values, map(intern, c.units),
-            repeat(intern(c.gateway)), repeat(intern(c.boot)), range(c.seq, c.seq + n), repeat(()), c.tip_sizes)))
+        # one entry per cycle: the shape's devices and quantities and the decoder's columns are shared
+        # objects already; the cycle's own texts interned, its units shared with the last cycle's when equal
+        units, texts = c.units, (c.site, c.gateway, c.boot)
+        if type(units) is not tuple:  # the service's decoder gives lists: compared as a tuple
+            units = tuple(units)
+        if units != self._units:
+            self._units = tuple(map(sys.intern, units))
+        if texts != self._texts:
+            self._texts = tuple(map(sys.intern, texts))
+        site, gateway, boot = self._texts
+        self._recent.append(_new_tuple(_HeldCycle, (t, site, gateway, boot, c.seq, c.devices, c.quantities, c.values,
+                                                    self._units, c.tip_sizes)))  # made in C, no __new__ frame
         return self._run_cycle(c)
 
     def _plan_of(self, c: Cycle) -> _Plan:
@@ -962,6 +997,9 @@ class Engine:
         self._snapshots = kept
 
     def _prune(self, w: datetime) -> None:
+        """Drop what no late reading can need at watermark ``w``: snapshots past the horizon (when the
+        next one falls off), and the readings kept and identities seen before the oldest snapshot (every
+        :data:`PRUNE_EVERY_S`: kept a little longer, they are only ever filtered out of a re-run)."""
         horizon = w - self.late_horizon
         snaps = self._snapshots
         # keep the newest snapshot at or before the horizon: it is the start of the oldest window
@@ -969,14 +1007,17 @@ class Engine:
             snaps.pop(0)
         if not snaps:
             return
+        self._prune_at = w + _PRUNE_EVERY if len(snaps) < 2 else min(w + _PRUNE_EVERY,
+                                                                         snaps[1].time + self.late_horizon)
         oldest = snaps[0].time
         keep_from = oldest if self.recent is None else max(oldest, w - self.recent)
         recent = self._recent
-        while recent and recent[0].time < keep_from:
+        while recent and recent[0][0] < keep_from:
             recent.popleft()
-        if len(self._seen) > 4 * len(recent) + 4096:
+        if self._seen.count > self._forget_above:
             self._seen.forget(oldest)
             self._emitted = {k: v for k, v in self._emitted.items() if v[0] >= oldest}
+            self._forget_above = self._seen.count + 4096  # a run still growing is kept: not at every release
 
     def _record(self, events: list[Event]) -> list[Event]:
         if self.reevaluate_late:
@@ -1014,7 +1055,8 @@ class Engine:
             except StoreError as exc:
                 log.error("%s: re-evaluation could not read the store (%s): using the readings seen live", self.site,
                           exc)
-        for r in itertools.chain((h.reading() for h in self._recent if snap.time <= h.time <= w), late):
+        kept = (r for h in self._recent if snap.time <= h.time <= w for r in h.readings())
+        for r in itertools.chain(kept, late):
             if snap.time <= r.time <= w:
                 window[r.identity] = r
         replay = sorted((r for r in window.values() if not (r.flags and "late" in r.flags)), key=_order_key)
@@ -1022,7 +1064,8 @@ class Engine:
             self._seen.add(r.identity, r.time)
         self._snapshots = self._snapshots[:i]
         self._next_snapshot = None
-        self._recent = deque(r for r in self._recent if r.time < snap.time)
+        self._recent = deque(h for h in self._recent if h.time < snap.time)  # a cycle's readings share one time
+        self._prune_at = _NO_TIME
         self._install(self._copy_rules(snap.rules))
         found = self._run(replay) + self._advance_all(w)
         out: list[Event] = []

@@ -18,7 +18,7 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import Field
@@ -89,6 +89,9 @@ class BasinRuleState:
     Raises:
         ValueError: a ``distance_down`` sensor without ``basin.sensor_mount_height_ft``.
     """
+
+    #: containers of values only: a snapshot copies them flat (stormwatch.alerts.statecopy)
+    state_flat: ClassVar[frozenset[str]] = frozenset({"_depths", "_recent", "_sorted"})
 
     def __init__(self, site: str, rule_id: str, params: BasinRule, basin: Basin, level: LevelSpec,
                  storage: StageStorage, named: bool = False, tz: ZoneInfo = UTC_ZONE) -> None:

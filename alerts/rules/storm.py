@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
 from itertools import islice, repeat
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import Field, field_validator, model_validator
@@ -162,6 +162,9 @@ class _Storm:
 @dataclass(frozen=True)
 class StormSummary:
     """A storm still open (in progress) at the current event time."""
+
+    #: containers of values only: a snapshot copies them flat (stormwatch.alerts.statecopy)
+    state_flat: ClassVar[frozenset[str]] = frozenset({"sizes", "verify", "window", "window_sizes"})
 
     start: datetime
     last_tip: datetime

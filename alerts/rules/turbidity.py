@@ -16,7 +16,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from operator import itemgetter
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 from zoneinfo import ZoneInfo
 
 from pydantic import Field
@@ -82,6 +82,8 @@ class _Window:
     many carried QC flags."""
 
     __slots__ = ("down_flagged", "down_t", "down_units", "down_v", "up_flagged", "up_t", "up_units", "up_v")
+    #: containers of values only: a snapshot copies them flat (stormwatch.alerts.statecopy)
+    state_flat: ClassVar[frozenset[str]] = frozenset({"down_t", "down_units", "down_v", "up_t", "up_units", "up_v"})
 
     def __init__(self) -> None:
         self.up_t: list[int] = []
@@ -138,6 +140,9 @@ class TurbidityRuleState:
         point: the discharge point's id, named in every event and occurrence (``None``: the site
             file's one ``turbidity_pair``, whose events name no point, as before discharge points).
     """
+
+    #: containers of values only (judged windows): a snapshot copies them flat (stormwatch.alerts.statecopy)
+    state_flat: ClassVar[frozenset[str]] = frozenset({"_run"})
 
     def __init__(self, site: str, rule_id: str, params: TurbidityRule, upstream: str | None, downstream: str,
                  point: str | None = None, tz: ZoneInfo = UTC_ZONE) -> None:
@@ -353,8 +358,8 @@ class TurbidityRuleState:
 
     def _evaluate(self, start: datetime, end: datetime, w: _Window) -> _Result:
         def undecided(status: Status, reason: str, down_median: float | None = None) -> _Result:
-            return _Result(start, end, status, reason, down_median=down_median, up_t=w.up_t, up_v=w.up_v,
-                           down_t=w.down_t, down_v=w.down_v)
+            return _Result(start, end, status, reason, down_median=down_median, up_t=tuple(w.up_t),
+                           up_v=tuple(w.up_v), down_t=tuple(w.down_t), down_v=tuple(w.down_v))
 
         if not w.down_v:
             if w.down_flagged:
@@ -374,8 +379,9 @@ class TurbidityRuleState:
         allowed = self.criterion.allowed_ntu(up_median)
         status: Status = "violating" if down_median > allowed else "compliant"
         unit = next(iter(w.down_units)) if len(w.down_units) == 1 else "NTU"
+        # the columns as tuples: a result is a value (a snapshot shares it)
         return _Result(start, end, status, self.criterion.name, up_median, down_median, allowed, unit,
-                       w.up_t, w.up_v, w.down_t, w.down_v)
+                       tuple(w.up_t), tuple(w.up_v), tuple(w.down_t), tuple(w.down_v))
 
     def _event(self, kind: EventKind, r: _Result, occurrence: str, message: str, **extra: Any) -> Event:
         return Event(kind=kind, site=self.site, event_time=r.end, rule=self.rule_id, citation=self.params.citation,
