@@ -28,6 +28,7 @@ import paho.mqtt.client as mqtt
 from stormwatch import topics
 from stormwatch.alerts.engine import DEFAULT_LATENESS_S, RECENT_WITH_STORE_S, Engine, EngineError
 from stormwatch.alerts.grafana import GrafanaAnnotations
+from stormwatch.alerts.mqttbatch import BatchReadClient, Delivered, make_batch_client
 from stormwatch.alerts.packs import PackError
 from stormwatch.alerts.presence import GatewayPresence
 from stormwatch.alerts.seqholes import DEFAULT_HOLD_S, SequenceHoles
@@ -38,8 +39,8 @@ from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, Reading, parse_parts
 from stormwatch.display import local_time
-from stormwatch.fastwire import Cycle, fast_cycle, fast_readings
-from stormwatch.ingest.mqttclient import ChunkedReadClient, make_client
+from stormwatch.fastwire import Cycle, fast_cycle, fast_readings, join_cycles
+from stormwatch.ingest.mqttclient import ChunkedReadClient
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
@@ -64,6 +65,12 @@ def _identity(body: bytes, gateway: str) -> tuple[str, int] | None:
     if not isinstance(boot, str) or not boot or isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         return None
     return boot, seq
+
+
+def _continues(before: Cycle, cycle: Cycle) -> bool:
+    """``cycle`` is the next part of ``before``'s poll: same site, gateway, boot and time, the next seqs."""
+    return (cycle.seq == before.seq + len(before.values) and cycle.time == before.time and cycle.boot == before.boot
+            and cycle.gateway == before.gateway and cycle.site == before.site)
 
 
 def _filters(site: str) -> list[str]:
@@ -225,7 +232,7 @@ class AlertService:
         self._wills: set[tuple[str, str]] = set()  # (site, gateway) gone by its last will, not back yet
         self._stop = threading.Event()
         self.connected = threading.Event()
-        self._client = make_client(self.broker, SessionOptions(
+        self._client = make_batch_client(self.broker, SessionOptions(
             client_id=client_id, keepalive_s=keepalive_s, manual_ack=True, reconnect_min_s=1, reconnect_max_s=10,
             duplicate_hint="Are two alert services running with one --client-id? Give each its own."), log,
             on_session=self._on_session, on_lost=self._on_lost)
@@ -234,6 +241,10 @@ class AlertService:
         if isinstance(self._client, ChunkedReadClient):  # a message's parts, and a wake-up's PUBACKs at once
             self._chunked = self._client
             self._chunked.on_delivery = self._on_delivery
+        if isinstance(self._client, BatchReadClient):  # the messages that arrived together, at once
+            self._client.on_deliveries = self._on_deliveries
+        #: readings topic -> (site, gateway), or None for any other topic (parsed once each)
+        self._topics: dict[str, tuple[str, str] | None] = {}
         self._client.on_subscribe = self._on_subscribe
         self._subscribe_mid: int | None = None
         # No client-side limit on outgoing events (paho 2.2 strands in-flight messages behind a queued
@@ -534,6 +545,69 @@ class AlertService:
                 self._chunked.ack_later(mid)
             with self._lock:
                 self._handled += 1
+
+    def _on_deliveries(self, batch: list[Delivered]) -> None:
+        """:meth:`_on_delivery` of the messages of one socket read (:mod:`stormwatch.alerts.mqttbatch`): the
+        plain poll-cycle messages that continue one another -- a poll sent one reading a message --
+        are fed to their engine as one (:meth:`_feed_run`), every other message on its own, in order."""
+        run: list[tuple[Cycle, str, bytes, int, int]] = []
+        # with no allowed lateness the watermark reaches a message's time, and the next of its poll is late
+        joinable = self.lateness_s > 0
+        for topic, payload, mid, qos, retain in batch:
+            cycle = None
+            where = None if retain else self._readings_of(topic)
+            if where is not None:
+                cycle = fast_cycle(payload)
+                if cycle is not None and (cycle.site != where[0] or cycle.gateway != where[1]):
+                    cycle = None
+            if cycle is not None and run and joinable and _continues(run[-1][0], cycle):
+                run.append((cycle, topic, payload, mid, qos))
+                continue
+            if run:
+                self._feed_run(run)
+                run = []
+            if cycle is not None:
+                run.append((cycle, topic, payload, mid, qos))
+            else:
+                self._on_delivery(topic, payload, mid, qos, retain)
+        if run:
+            self._feed_run(run)
+
+    def _readings_of(self, topic: str) -> tuple[str, str] | None:
+        """``(site, gateway)`` of a readings topic of a watched site that is not stopped, else ``None``."""
+        try:
+            where = self._topics[topic]
+        except KeyError:
+            if len(self._topics) >= 65536:
+                self._topics.clear()
+            where = self._topics[topic] = topics.parse_readings_topic(topic)
+        if where is None or where[0] not in self.engines or where[0] in self.stopped_sites:
+            return None
+        return where
+
+    def _feed_run(self, run: list[tuple[Cycle, str, bytes, int, int]]) -> None:
+        """Feed the poll-cycle messages ``run`` of one gateway, which continue one another, to its engine
+        as one cycle when it opens or fills no sequence hole -- the events of feeding them one by one,
+        since each is after the watermark the one before moves (lateness > 0) -- else each message the
+        way :meth:`_on_delivery` takes it; acknowledge them after."""
+        c0, topic = run[0][0], run[0][1]
+        done = False
+        try:
+            with self._site_work(c0.site, f"handling a message on {topic}"):
+                cycle = c0 if len(run) == 1 else join_cycles([r[0] for r in run])
+                done = cycle is not None and self._cycle(c0.site, c0.gateway, cycle, False)
+        except Exception:  # a bug must not kill the network thread; the messages are still acknowledged
+            log.exception("unexpected error handling a message on %s", topic)
+            done = True
+        if done:
+            for _c, _topic, _payload, mid, qos in run:
+                if qos == 1 and self._chunked is not None:
+                    self._chunked.ack_later(mid)
+            with self._lock:
+                self._handled += len(run)
+            return
+        for _c, each, payload, mid, qos in run:  # a sequence hole opens or fills: the full path
+            self._on_delivery(each, payload, mid, qos, False)
 
     def _handle(self, topic: str, payload: bytes | bytearray, retain: bool) -> None:
         # our subscriptions are exactly each site's readings and status topics: a dict lookup, not a

@@ -21,7 +21,7 @@ import msgspec
 from stormwatch.contract import INT64_MAX, INT64_MIN, RAIN_TIPS, Reading, check_identifier, trusted_reading
 from stormwatch.rain import tip_size_of
 
-__all__ = ["Cycle", "Wire", "fast_cycle", "fast_readings", "fast_wires", "wire_reading"]
+__all__ = ["Cycle", "Wire", "fast_cycle", "fast_readings", "fast_wires", "join_cycles", "wire_reading"]
 
 
 #: An integer a store holds (:data:`stormwatch.contract.INT64_MAX`).
@@ -346,3 +346,36 @@ def _cycle(wires: list[_Wire]) -> Cycle | None:
             _SHAPES.clear()
         known = _SHAPES[shape] = shape
     return Cycle(site, gateway, boot, seq, t, known, values, units, sizes, raws)
+
+
+def join_cycles(cycles: Sequence[Cycle]) -> Cycle | None:
+    """The cycles of one poll sent as several messages (one reading a message) as one :class:`Cycle`: its
+    readings theirs, in order (tests/ingest/test_fastwire_cycle.py); ``None`` unless they share site,
+    gateway, boot and event time and each one's seqs follow the one before's."""
+    c0 = cycles[0]
+    site, gateway, boot, t = c0.site, c0.gateway, c0.boot, c0.time
+    devices: list[str] = []
+    quantities: list[str] = []
+    values: list[int | float] = []
+    units: list[str] = []
+    sizes: list[str | None] = []
+    raws: list[Any] = []
+    seq = c0.seq
+    for c in cycles:
+        if c.seq != seq or c.time != t or c.site != site or c.gateway != gateway or c.boot != boot:
+            return None
+        n = len(c.values)
+        seq += n
+        devices += c.devices
+        quantities += c.quantities
+        values += c.values
+        units += c.units
+        sizes += c.tip_sizes
+        raws += c.raws if c.raws is not None else [None] * n
+    shape = (tuple(devices), tuple(quantities))
+    known = _SHAPES.get(shape)
+    if known is None:
+        if len(_SHAPES) >= _CACHE_MAX:
+            _SHAPES.clear()
+        known = _SHAPES[shape] = shape
+    return Cycle(site, gateway, boot, c0.seq, t, known, values, units, sizes, raws)
