@@ -350,7 +350,7 @@ def _cycle(wires: list[_Wire]) -> Cycle | None:
 
 def join_cycles(cycles: Sequence[Cycle]) -> Cycle | None:
     """The cycles of one poll sent as several messages (one reading a message) as one :class:`Cycle`: its
-    readings theirs, in order (tests/ingest/test_fastwire_cycle.py); ``None`` unless they share site,
+    readings theirs, in order (tests/ingest/test_fastwire_join.py); ``None`` unless they share site,
     gateway, boot and event time and each one's seqs follow the one before's."""
     c0 = cycles[0]
     site, gateway, boot, t = c0.site, c0.gateway, c0.boot, c0.time
