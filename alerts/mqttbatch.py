@@ -5,8 +5,8 @@ reads each packet from the chunk a byte at a time (its type, each byte of its le
 and handles one packet per turn of its loop. Here the complete QoS 0/1 PUBLISH packets at the front
 of the chunk are cut out in one loop and handed to ``on_deliveries`` at once, so the service sees the
 messages that arrived together -- a gateway's poll cycle sent one reading a message -- and can feed
-them to the engine together (docs/alerts.md, "The modules", `alerts/service.py`). Any other packet, a
-packet cut by the chunk's end, or anything paho would complain about takes paho's own path.
+them to the engine together. Any other packet, a packet cut by the chunk's end, or anything paho would
+complain about takes paho's own path. The design: docs/alerts.md ("The modules", `alerts/mqttbatch.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 #: One delivered message: topic, payload, packet id, QoS, retained.
 Delivered = tuple[str, bytes, int, int, bool]
 #: Messages handed over at most at once (paho's loop checks the keep-alive between two lists).
-MAX_BATCH = 64
+MAX_BATCH = 256
 _PUBLISH = 0x30
 #: The paho internals used here and by ChunkedReadClient (paho-mqtt 2.1/2.2).
 _INTERNALS = ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect", "_handle_publish", "_send_puback",

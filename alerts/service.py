@@ -39,7 +39,7 @@ from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, Reading, parse_parts
 from stormwatch.display import local_time
-from stormwatch.fastwire import Cycle, fast_cycle, fast_readings, join_cycles
+from stormwatch.fastwire import Cycle, Wire, fast_cycle, fast_readings, fast_wire, poll_cycle
 from stormwatch.ingest.mqttclient import ChunkedReadClient
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import parse_broker_url
@@ -67,10 +67,10 @@ def _identity(body: bytes, gateway: str) -> tuple[str, int] | None:
     return boot, seq
 
 
-def _continues(before: Cycle, cycle: Cycle) -> bool:
-    """``cycle`` is the next part of ``before``'s poll: same site, gateway, boot and time, the next seqs."""
-    return (cycle.seq == before.seq + len(before.values) and cycle.time == before.time and cycle.boot == before.boot
-            and cycle.gateway == before.gateway and cycle.site == before.site)
+def _continues(before: Wire, wire: Wire) -> bool:
+    """``wire`` is the next reading of ``before``'s poll: same site, gateway, boot and time text, the next seq."""
+    return (wire.seq == before.seq + 1 and wire.time == before.time and wire.boot == before.boot
+            and wire.gateway == before.gateway and wire.site == before.site)
 
 
 def _filters(site: str) -> list[str]:
@@ -547,30 +547,32 @@ class AlertService:
                 self._handled += 1
 
     def _on_deliveries(self, batch: list[Delivered]) -> None:
-        """:meth:`_on_delivery` of the messages of one socket read (:mod:`stormwatch.alerts.mqttbatch`): the
-        plain poll-cycle messages that continue one another -- a poll sent one reading a message --
-        are fed to their engine as one (:meth:`_feed_run`), every other message on its own, in order."""
-        run: list[tuple[Cycle, str, bytes, int, int]] = []
+        """:meth:`_on_delivery` of the messages of one socket read (:mod:`stormwatch.alerts.mqttbatch`): a
+        site's one-reading messages of one poll that follow one another among its messages -- a poll
+        sent one reading a message; the broker interleaves the gateways' -- are fed to its engine as one
+        poll cycle (:meth:`_feed_run`), every other message on its own. Each site's messages are fed in
+        the order they came, and every message after what came before it of any site but plain polls
+        (the engines are the sites' own: what one site's messages make does not depend on another's)."""
+        runs: dict[str, list[tuple[Wire, str, bytes, int, int]]] = {}
         # with no allowed lateness the watermark reaches a message's time, and the next of its poll is late
         joinable = self.lateness_s > 0
         for topic, payload, mid, qos, retain in batch:
-            cycle = None
-            where = None if retain else self._readings_of(topic)
-            if where is not None:
-                cycle = fast_cycle(payload)
-                if cycle is not None and (cycle.site != where[0] or cycle.gateway != where[1]):
-                    cycle = None
-            if cycle is not None and run and joinable and _continues(run[-1][0], cycle):
-                run.append((cycle, topic, payload, mid, qos))
-                continue
-            if run:
-                self._feed_run(run)
-                run = []
-            if cycle is not None:
-                run.append((cycle, topic, payload, mid, qos))
-            else:
+            where = None if retain or not joinable else self._readings_of(topic)
+            wire = None if where is None else fast_wire(payload)
+            if wire is None or where is None or wire.site != where[0] or wire.gateway != where[1]:
+                for run in runs.values():  # what came before it first
+                    self._feed_run(run)
+                runs.clear()
                 self._on_delivery(topic, payload, mid, qos, retain)
-        if run:
+                continue
+            before = runs.get(wire.site)
+            if before is not None and _continues(before[-1][0], wire):
+                before.append((wire, topic, payload, mid, qos))
+                continue
+            if before is not None:
+                self._feed_run(before)
+            runs[wire.site] = [(wire, topic, payload, mid, qos)]
+        for run in runs.values():
             self._feed_run(run)
 
     def _readings_of(self, topic: str) -> tuple[str, str] | None:
@@ -585,17 +587,17 @@ class AlertService:
             return None
         return where
 
-    def _feed_run(self, run: list[tuple[Cycle, str, bytes, int, int]]) -> None:
-        """Feed the poll-cycle messages ``run`` of one gateway, which continue one another, to its engine
-        as one cycle when it opens or fills no sequence hole -- the events of feeding them one by one,
-        since each is after the watermark the one before moves (lateness > 0) -- else each message the
-        way :meth:`_on_delivery` takes it; acknowledge them after."""
-        c0, topic = run[0][0], run[0][1]
+    def _feed_run(self, run: list[tuple[Wire, str, bytes, int, int]]) -> None:
+        """Feed the one-reading messages ``run`` of one poll to its engine as one cycle when their readings
+        are plainly valid (:func:`stormwatch.fastwire.poll_cycle`) and open or fill no sequence hole -- the
+        events of feeding them one by one, since each is after the watermark the one before moves
+        (lateness > 0) -- and acknowledge them; else each message the way :meth:`_on_delivery` takes it."""
+        w0, topic = run[0][0], run[0][1]
         done = False
         try:
-            with self._site_work(c0.site, f"handling a message on {topic}"):
-                cycle = c0 if len(run) == 1 else join_cycles([r[0] for r in run])
-                done = cycle is not None and self._cycle(c0.site, c0.gateway, cycle, False)
+            with self._site_work(w0.site, f"handling a message on {topic}"):
+                cycle = poll_cycle([r[0] for r in run])
+                done = cycle is not None and self._cycle(w0.site, w0.gateway, cycle, False)
         except Exception:  # a bug must not kill the network thread; the messages are still acknowledged
             log.exception("unexpected error handling a message on %s", topic)
             done = True

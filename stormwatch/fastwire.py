@@ -21,7 +21,7 @@ import msgspec
 from stormwatch.contract import INT64_MAX, INT64_MIN, RAIN_TIPS, Reading, check_identifier, trusted_reading
 from stormwatch.rain import tip_size_of
 
-__all__ = ["Cycle", "Wire", "fast_cycle", "fast_readings", "fast_wires", "join_cycles", "wire_reading"]
+__all__ = ["Cycle", "Wire", "fast_cycle", "fast_readings", "fast_wire", "fast_wires", "poll_cycle", "wire_reading"]
 
 
 #: An integer a store holds (:data:`stormwatch.contract.INT64_MAX`).
@@ -348,34 +348,19 @@ def _cycle(wires: list[_Wire]) -> Cycle | None:
     return Cycle(site, gateway, boot, seq, t, known, values, units, sizes, raws)
 
 
-def join_cycles(cycles: Sequence[Cycle]) -> Cycle | None:
-    """The cycles of one poll sent as several messages (one reading a message) as one :class:`Cycle`: its
-    readings theirs, in order (tests/ingest/test_fastwire_join.py); ``None`` unless they share site,
-    gateway, boot and event time and each one's seqs follow the one before's."""
-    c0 = cycles[0]
-    site, gateway, boot, t = c0.site, c0.gateway, c0.boot, c0.time
-    devices: list[str] = []
-    quantities: list[str] = []
-    values: list[int | float] = []
-    units: list[str] = []
-    sizes: list[str | None] = []
-    raws: list[Any] = []
-    seq = c0.seq
-    for c in cycles:
-        if c.seq != seq or c.time != t or c.site != site or c.gateway != gateway or c.boot != boot:
-            return None
-        n = len(c.values)
-        seq += n
-        devices += c.devices
-        quantities += c.quantities
-        values += c.values
-        units += c.units
-        sizes += c.tip_sizes
-        raws += c.raws if c.raws is not None else [None] * n
-    shape = (tuple(devices), tuple(quantities))
-    known = _SHAPES.get(shape)
-    if known is None:
-        if len(_SHAPES) >= _CACHE_MAX:
-            _SHAPES.clear()
-        known = _SHAPES[shape] = shape
-    return Cycle(site, gateway, boot, c0.seq, t, known, values, units, sizes, raws)
+
+def fast_wire(payload: bytes | bytearray) -> Wire | None:
+    """The reading of a one-reading message as decoded and typed (:class:`Wire`), or ``None`` (another
+    form, or what the decoder refuses); the contract's checks of its fields are :func:`poll_cycle`'s."""
+    if b'"readings"' in payload:
+        return None
+    try:
+        return _ONE.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def poll_cycle(wires: list[Wire]) -> Cycle | None:
+    """:func:`fast_cycle` of the readings of several one-reading messages (:func:`fast_wire`), as if they
+    came in one message: a poll sent one reading a message, taken whole (tests/ingest/test_fastwire_join.py)."""
+    return _cycle(wires) if wires else None

@@ -1,5 +1,5 @@
 """A poll sent one reading a message and fed as one cycle (the alert service joins the messages of one
-socket read that continue one another, fastwire.join_cycles) gives the events, in the same order,
+socket read that continue one another, fastwire.poll_cycle) gives the events, in the same order,
 and the counts of feeding each message on its own: storms, plumes, a data gap, messages out of
 order, cycles physics refuses, of another site, behind the watermark, delivered twice -- with and
 without the late re-evaluation's state, and with the service's clock."""
@@ -15,7 +15,7 @@ from stormwatch.alerts.engine import Engine
 from stormwatch.clock import ManualClock
 from stormwatch.config import load_site
 from stormwatch.contract import Event, Reading
-from stormwatch.fastwire import Cycle, join_cycles
+from stormwatch.fastwire import Cycle
 from stormwatch.profiles import ProfileLibrary
 from tests.alerts.test_feed_cycle import as_cycle, odd_cycles
 from tests.alerts.test_feed_many import REPO, START, cycles, shuffled
@@ -30,17 +30,15 @@ def joined(messages: list[Cycle | list[Reading]], wake: int) -> list[Cycle | lis
     """The messages as the service feeds them when every ``wake`` of them arrive in one socket read."""
     out: list[Cycle | list[Reading]] = []
     for k in range(0, len(messages), wake):
-        run: list[Cycle] = []
-        for m in [*messages[k:k + wake], []]:
-            if isinstance(m, Cycle) and run and join_cycles([run[-1], m]) is not None:
-                run.append(m)
+        run: list[Reading] = []
+        for m in [*messages[k:k + wake], None]:
+            if isinstance(m, Cycle) and run and isinstance(as_cycle([*run, m[0]]), Cycle):
+                run.append(m[0])
                 continue
             if run:
-                one = join_cycles(run)
-                assert one is not None
-                out.append(one)
-            run = [m] if isinstance(m, Cycle) else []
-            if m and not isinstance(m, Cycle):
+                out.append(as_cycle(run))
+            run = [m[0]] if isinstance(m, Cycle) else []
+            if m is not None and not isinstance(m, Cycle):
                 out.append(m)
     return out
 
