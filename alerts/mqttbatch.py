@@ -12,6 +12,8 @@ complain about takes paho's own path. The design: docs/alerts.md ("The modules",
 from __future__ import annotations
 
 import logging
+import select
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +42,8 @@ class BatchReadClient(ChunkedReadClient):
         super().__init__(*args, **kwargs)
         #: Called with the messages cut out of one chunk, in their order (paho's network thread).
         self.on_deliveries: Callable[[list[Delivered]], None] | None = None
+        #: Real seconds a list waits, once, for more messages when the socket has no more yet (0: never).
+        self.linger_s = 0.0
 
     def _packet_read(self) -> MQTTErrorCode:
         batch: list[Delivered] = []
@@ -76,14 +80,45 @@ class BatchReadClient(ChunkedReadClient):
         return MQTTErrorCode.MQTT_ERR_SUCCESS
 
     def _publishes(self) -> list[Delivered]:
-        """The complete QoS 0/1 PUBLISH packets at the front of the chunk, taken out of it (MQTT 3.1.1
-        section 3.3: fixed header, remaining length, topic length and topic, packet id if QoS 1, payload)."""
+        """The complete QoS 0/1 PUBLISH packets at the front of the chunk, taken out of it; when the chunk
+        runs out after some, what arrives within ``linger_s`` more (once: the rest of a poll the
+        gateway sent one reading a message is usually a moment behind its first)."""
         if self._protocol not in (mqtt.MQTTv31, mqtt.MQTTv311):
             return []
+        out: list[Delivered] = []
+        ran_out = self._cut(out)
+        if ran_out and out and len(out) < MAX_BATCH and self.linger_s > 0 and self._more_within(self.linger_s):
+            self._cut(out)
+        return out
+
+    def _more_within(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for more bytes and add them to what is left of the chunk; ``True`` if any
+        came (a plain TCP socket only: TLS and websockets buffer on their own)."""
+        sock = self._sock
+        if self._ssl or self._transport != "tcp" or not isinstance(sock, socket.socket):
+            return False
+        try:
+            if not select.select([sock], [], [], seconds)[0]:
+                return False
+            data = super(ChunkedReadClient, self)._sock_recv(CHUNK_BYTES)
+        except (OSError, ValueError):
+            return False  # paho's next read meets it and says what it is
+        if not data:
+            return False  # closed: paho's next read finds it so
+        self._chunk, self._chunk_pos = self._chunk[self._chunk_pos:] + data, 0
+        return True
+
+    def _cut(self, out: list[Delivered]) -> bool:
+        """Append the complete QoS 0/1 PUBLISH packets at the front of the chunk to ``out``, taken out
+        of it (MQTT 3.1.1 section 3.3: fixed header, remaining length, topic length and topic, packet
+        id if QoS 1, payload); ``True`` when the chunk ran out (at its end, or in a packet)."""
         chunk, pos = self._chunk, self._chunk_pos
         size = len(chunk)
-        out: list[Delivered] = []
-        while pos < size and len(out) < MAX_BATCH:
+        ran_out = False
+        while len(out) < MAX_BATCH:
+            if pos >= size:
+                ran_out = True
+                break
             command = chunk[pos]
             qos = (command & 0x06) >> 1
             if command & 0xF0 != _PUBLISH or qos == 2:
@@ -97,12 +132,14 @@ class BatchReadClient(ChunkedReadClient):
                 if not byte & 128:
                     break
             else:
-                break  # the length runs past the chunk (or over 4 bytes: paho says so)
+                ran_out = size - pos <= 4  # else over 4 bytes of length: paho says so
+                break
             start = at + 1
             stop = start + length
-            if stop > size or length < 2:
+            if stop > size:
+                ran_out = True
                 break
-            end = start + 2 + ((chunk[start] << 8) | chunk[start + 1])
+            end = start + 2 + ((chunk[start] << 8) | chunk[start + 1]) if length >= 2 else start
             body = end + 2 if qos else end
             if end <= start + 2 or body > stop:
                 break
@@ -114,7 +151,7 @@ class BatchReadClient(ChunkedReadClient):
             out.append((topic, chunk[body:stop], mid, qos, bool(command & 0x01)))
             pos = stop
         self._chunk_pos = pos
-        return out
+        return ran_out
 
 
 def make_batch_client(broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,

@@ -88,6 +88,9 @@ CLOCK_RECORD_REAL_S = LIVE_LAG_REAL_S / 2
 #: may not have delivered (the last read about seven minutes on: what a gateway re-sends after a
 #: broker crash reaches the store within its grace and probe times, stormwatch.gateway.publisher).
 CATCH_UP_AFTER_S = (0.0, 5.0, 15.0, 45.0, 135.0, 405.0)
+#: Real seconds a socket read's messages wait, once, for more when there are none yet: the rest of a poll
+#: sent one reading a message follows its first within a moment, and is then fed with it as one cycle.
+POLL_LINGER_S = 0.002
 #: Real seconds between reads of the store for the readings of an open sequence hole (seqholes.py).
 HOLE_READ_S = 5.0
 #: Real seconds after a read of the store that skipped unreadable rows at which the store is read
@@ -243,6 +246,7 @@ class AlertService:
             self._chunked.on_delivery = self._on_delivery
         if isinstance(self._client, BatchReadClient):  # the messages that arrived together, at once
             self._client.on_deliveries = self._on_deliveries
+            self._client.linger_s = POLL_LINGER_S
         #: readings topic -> (site, gateway), or None for any other topic (parsed once each)
         self._topics: dict[str, tuple[str, str] | None] = {}
         self._client.on_subscribe = self._on_subscribe

@@ -48,6 +48,7 @@ def test_lists_hold_what_paho_parses_in_order(own_mosquitto: servers.Mosquitto) 
 
     client.on_deliveries = deliveries
     client.on_delivery = lambda t, p, _mid, q, r: got.append((t, p, q, r))
+    client.linger_s = 0.005  # what comes within it joins the list: cut where the chunk was
     reference.on_deliveries = None  # paho's own parse: the reference
     reference.on_message = lambda _c, _u, m: seen.append((m.topic, bytes(m.payload), m.qos, m.retain))
     client.start()
