@@ -28,6 +28,7 @@ import paho.mqtt.client as mqtt
 from stormwatch import topics
 from stormwatch.alerts.engine import DEFAULT_LATENESS_S, RECENT_WITH_STORE_S, Engine, EngineError
 from stormwatch.alerts.grafana import GrafanaAnnotations
+from stormwatch.alerts.mqttbatch import BatchReadClient, Delivered, make_batch_client
 from stormwatch.alerts.packs import PackError
 from stormwatch.alerts.presence import GatewayPresence
 from stormwatch.alerts.seqholes import DEFAULT_HOLD_S, SequenceHoles
@@ -38,8 +39,8 @@ from stormwatch.clock import Clock, ScenarioClock, WallClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event, PayloadError, Reading, parse_parts
 from stormwatch.display import local_time
-from stormwatch.fastwire import Cycle, fast_cycle, fast_readings
-from stormwatch.ingest.mqttclient import ChunkedReadClient, make_client
+from stormwatch.fastwire import Cycle, Wire, fast_cycle, fast_readings, fast_wire, poll_cycle
+from stormwatch.ingest.mqttclient import ChunkedReadClient
 from stormwatch.profiles import ProfileLibrary
 from stormwatch.runtime.mqtt import parse_broker_url
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
@@ -66,6 +67,12 @@ def _identity(body: bytes, gateway: str) -> tuple[str, int] | None:
     return boot, seq
 
 
+def _continues(before: Wire, wire: Wire) -> bool:
+    """``wire`` is the next reading of ``before``'s poll: same site, gateway, boot and time text, the next seq."""
+    return (wire.seq == before.seq + 1 and wire.time == before.time and wire.boot == before.boot
+            and wire.gateway == before.gateway and wire.site == before.site)
+
+
 def _filters(site: str) -> list[str]:
     """A site's subscriptions: its gateways' readings and status topics."""
     return [f"{topics.ROOT}/{site}/+/{leaf}" for leaf in ("readings", "status")]
@@ -81,6 +88,9 @@ CLOCK_RECORD_REAL_S = LIVE_LAG_REAL_S / 2
 #: may not have delivered (the last read about seven minutes on: what a gateway re-sends after a
 #: broker crash reaches the store within its grace and probe times, stormwatch.gateway.publisher).
 CATCH_UP_AFTER_S = (0.0, 5.0, 15.0, 45.0, 135.0, 405.0)
+#: Real seconds a socket read's messages wait, once, for more when there are none yet: the rest of a poll
+#: sent one reading a message follows its first within a moment, and is then fed with it as one cycle.
+POLL_LINGER_S = 0.002
 #: Real seconds between reads of the store for the readings of an open sequence hole (seqholes.py).
 HOLE_READ_S = 5.0
 #: Real seconds after a read of the store that skipped unreadable rows at which the store is read
@@ -225,7 +235,7 @@ class AlertService:
         self._wills: set[tuple[str, str]] = set()  # (site, gateway) gone by its last will, not back yet
         self._stop = threading.Event()
         self.connected = threading.Event()
-        self._client = make_client(self.broker, SessionOptions(
+        self._client = make_batch_client(self.broker, SessionOptions(
             client_id=client_id, keepalive_s=keepalive_s, manual_ack=True, reconnect_min_s=1, reconnect_max_s=10,
             duplicate_hint="Are two alert services running with one --client-id? Give each its own."), log,
             on_session=self._on_session, on_lost=self._on_lost)
@@ -234,6 +244,11 @@ class AlertService:
         if isinstance(self._client, ChunkedReadClient):  # a message's parts, and a wake-up's PUBACKs at once
             self._chunked = self._client
             self._chunked.on_delivery = self._on_delivery
+        if isinstance(self._client, BatchReadClient):  # the messages that arrived together, at once
+            self._client.on_deliveries = self._on_deliveries
+            self._client.linger_s = POLL_LINGER_S
+        #: readings topic -> (site, gateway), or None for any other topic (parsed once each)
+        self._topics: dict[str, tuple[str, str] | None] = {}
         self._client.on_subscribe = self._on_subscribe
         self._subscribe_mid: int | None = None
         # No client-side limit on outgoing events (paho 2.2 strands in-flight messages behind a queued
@@ -534,6 +549,71 @@ class AlertService:
                 self._chunked.ack_later(mid)
             with self._lock:
                 self._handled += 1
+
+    def _on_deliveries(self, batch: list[Delivered]) -> None:
+        """:meth:`_on_delivery` of the messages of one socket read (:mod:`stormwatch.alerts.mqttbatch`): a
+        site's one-reading messages of one poll that follow one another among its messages -- a poll
+        sent one reading a message; the broker interleaves the gateways' -- are fed to its engine as one
+        poll cycle (:meth:`_feed_run`), every other message on its own. Each site's messages are fed in
+        the order they came, and every message after what came before it of any site but plain polls
+        (the engines are the sites' own: what one site's messages make does not depend on another's)."""
+        runs: dict[str, list[tuple[Wire, str, bytes, int, int]]] = {}
+        # with no allowed lateness the watermark reaches a message's time, and the next of its poll is late
+        joinable = self.lateness_s > 0
+        for topic, payload, mid, qos, retain in batch:
+            where = None if retain or not joinable else self._readings_of(topic)
+            wire = None if where is None else fast_wire(payload)
+            if wire is None or where is None or wire.site != where[0] or wire.gateway != where[1]:
+                for run in runs.values():  # what came before it first
+                    self._feed_run(run)
+                runs.clear()
+                self._on_delivery(topic, payload, mid, qos, retain)
+                continue
+            before = runs.get(wire.site)
+            if before is not None and _continues(before[-1][0], wire):
+                before.append((wire, topic, payload, mid, qos))
+                continue
+            if before is not None:
+                self._feed_run(before)
+            runs[wire.site] = [(wire, topic, payload, mid, qos)]
+        for run in runs.values():
+            self._feed_run(run)
+
+    def _readings_of(self, topic: str) -> tuple[str, str] | None:
+        """``(site, gateway)`` of a readings topic of a watched site that is not stopped, else ``None``."""
+        try:
+            where = self._topics[topic]
+        except KeyError:
+            if len(self._topics) >= 65536:
+                self._topics.clear()
+            where = self._topics[topic] = topics.parse_readings_topic(topic)
+        if where is None or where[0] not in self.engines or where[0] in self.stopped_sites:
+            return None
+        return where
+
+    def _feed_run(self, run: list[tuple[Wire, str, bytes, int, int]]) -> None:
+        """Feed the one-reading messages ``run`` of one poll to its engine as one cycle when their readings
+        are plainly valid (:func:`stormwatch.fastwire.poll_cycle`) and open or fill no sequence hole -- the
+        events of feeding them one by one, since each is after the watermark the one before moves
+        (lateness > 0) -- and acknowledge them; else each message the way :meth:`_on_delivery` takes it."""
+        w0, topic = run[0][0], run[0][1]
+        done = False
+        try:
+            with self._site_work(w0.site, f"handling a message on {topic}"):
+                cycle = poll_cycle([r[0] for r in run])
+                done = cycle is not None and self._cycle(w0.site, w0.gateway, cycle, False)
+        except Exception:  # a bug must not kill the network thread; the messages are still acknowledged
+            log.exception("unexpected error handling a message on %s", topic)
+            done = True
+        if done:
+            for _c, _topic, _payload, mid, qos in run:
+                if qos == 1 and self._chunked is not None:
+                    self._chunked.ack_later(mid)
+            with self._lock:
+                self._handled += len(run)
+            return
+        for _c, each, payload, mid, qos in run:  # a sequence hole opens or fills: the full path
+            self._on_delivery(each, payload, mid, qos, False)
 
     def _handle(self, topic: str, payload: bytes | bytearray, retain: bool) -> None:
         # our subscriptions are exactly each site's readings and status topics: a dict lookup, not a

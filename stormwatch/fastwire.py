@@ -21,7 +21,7 @@ import msgspec
 from stormwatch.contract import INT64_MAX, INT64_MIN, RAIN_TIPS, Reading, check_identifier, trusted_reading
 from stormwatch.rain import tip_size_of
 
-__all__ = ["Cycle", "Wire", "fast_cycle", "fast_readings", "fast_wires", "wire_reading"]
+__all__ = ["Cycle", "Wire", "fast_cycle", "fast_readings", "fast_wire", "fast_wires", "poll_cycle", "wire_reading"]
 
 
 #: An integer a store holds (:data:`stormwatch.contract.INT64_MAX`).
@@ -346,3 +346,21 @@ def _cycle(wires: list[_Wire]) -> Cycle | None:
             _SHAPES.clear()
         known = _SHAPES[shape] = shape
     return Cycle(site, gateway, boot, seq, t, known, values, units, sizes, raws)
+
+
+
+def fast_wire(payload: bytes | bytearray) -> Wire | None:
+    """The reading of a one-reading message as decoded and typed (:class:`Wire`), or ``None`` (another
+    form, or what the decoder refuses); the contract's checks of its fields are :func:`poll_cycle`'s."""
+    if b'"readings"' in payload:
+        return None
+    try:
+        return _ONE.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def poll_cycle(wires: list[Wire]) -> Cycle | None:
+    """:func:`fast_cycle` of the readings of several one-reading messages (:func:`fast_wire`), as if they
+    came in one message: a poll sent one reading a message, taken whole (tests/ingest/test_fastwire_join.py)."""
+    return _cycle(wires) if wires else None
