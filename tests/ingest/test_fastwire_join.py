@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from stormwatch.fastwire import Wire, fast_cycle, fast_readings, fast_wire, poll_cycle
-from tests.ingest.test_fastwire import _FIELDS, _SERIES, body
-from tests.ingest.test_fastwire_cycle import SERIES, _cycle_of, _fields
+from tests.ingest.test_fastwire import body
+from tests.ingest.test_fastwire_cycle import SERIES, _cycle_of, _fields, poll_items
 
 
 def _wires(items: list[dict[str, Any]]) -> list[Wire] | None:
@@ -22,24 +21,8 @@ def _wires(items: list[dict[str, Any]]) -> list[Wire] | None:
     return None if any(w is None for w in wires) else wires  # type: ignore[return-value]
 
 
-@st.composite
-def polls(draw: st.DrawFn) -> list[dict[str, Any]]:
-    n = draw(st.integers(min_value=1, max_value=6))
-    picked = [draw(st.sampled_from(_SERIES)) for _ in range(n)]
-    seq = draw(st.integers(min_value=0, max_value=2 ** 63 - 7))
-    items = [{**one, "seq": seq + i} for i, one in enumerate(_cycle_of([(d, q, u, draw(v)) for d, q, u, v in picked]))]
-    if draw(st.booleans()):  # one field of one reading changed (or dropped), as fast_cycle's test does
-        one = draw(st.sampled_from(items))
-        name = draw(st.sampled_from(sorted(_FIELDS)))
-        if draw(st.integers(min_value=0, max_value=5)) == 0:
-            one.pop(name, None)
-        else:
-            one[name] = draw(_FIELDS[name])
-    return items
-
-
 @settings(max_examples=300, deadline=None)
-@given(polls())
+@given(poll_items(6))
 def test_a_poll_one_reading_a_message_is_the_poll_in_one(items: list[dict[str, Any]]) -> None:
     whole = fast_cycle(body(*items, batch=True))
     wires = _wires(items)
