@@ -222,6 +222,9 @@ class MqttPublisher:
         self._confirmations: queue.SimpleQueue[list[storedack.Confirmed]] = queue.SimpleQueue()
         self._inflight: dict[int, tuple[int, ...]] = {}  # mid -> its outbox row ids (pump thread only)
         self._inflight_bytes: dict[int, int] = {}  # mid -> packet size (read by paho's thread at a loss)
+        # the size of the message being handed to paho: the broker may close the connection over it before
+        # publish() returns its mid (paho writes to the socket in the calling thread)
+        self._sending_bytes = 0
         self._largest_accepted = 0  # the largest packet the broker acknowledged
         # a packet limit learned from connections an MQTT 3.1.1 broker closed over a message's size
         self._learned_limit: int | None = None
@@ -295,7 +298,7 @@ class MqttPublisher:
         that fit; a single reading is still sent alone (a presumed limit never makes a dead letter).
         """
         sizes = dict(self._inflight_bytes)
-        biggest = max(sizes.values(), default=0)
+        biggest = max(self._sending_bytes, max(sizes.values(), default=0))
         floor = _SIZE_SUSPECT_BYTES if self._learned_limit is None else 0
         if biggest <= max(self._largest_accepted, floor):
             return None
@@ -679,12 +682,15 @@ class MqttPublisher:
                 time.sleep(next_slot - now)
                 now = next_slot
             next_slot = max(now - _RATE_BURST_S, next_slot) + interval
+            size = self._sending_bytes = packet_size(self.readings_topic, len(payload), self.broker.protocol)
             info = self._client.publish(self.readings_topic, payload, qos=1)
             if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE:
+                self._sending_bytes = 0
                 return sent, last, False, next_slot
             # NO_CONN still queues the message inside paho (resent on reconnect).
             self._inflight[info.mid] = ids
-            self._inflight_bytes[info.mid] = packet_size(self.readings_topic, len(payload), self.broker.protocol)
+            self._inflight_bytes[info.mid] = size
+            self._sending_bytes = 0
             self.published += 1
             self.published_rows += len(ids)
             if resend:
