@@ -18,6 +18,7 @@ import os
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -210,8 +211,20 @@ def stop_network_loop(client: mqtt.Client) -> None:
     if thread is None:
         return
     client._thread_terminate = True
-    if thread is not threading.current_thread():
-        thread.join()
+    if thread is threading.current_thread():
+        return
+    # A stop from another thread can come while the service's own thread is inside loop_start, between
+    # the thread's creation and its start (an early Ctrl-C): join() raises then. Once started, the
+    # network thread sees _thread_terminate and ends.
+    started = time.monotonic() + 5.0
+    while True:
+        try:
+            thread.join()
+            return
+        except RuntimeError:
+            if time.monotonic() > started:
+                raise
+            time.sleep(0.005)
 
 
 def apply_credentials(client: mqtt.Client, broker: BrokerSettings) -> None:

@@ -45,3 +45,24 @@ def test_a_client_without_a_thread_is_left_alone() -> None:
     client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="no-thread")
     stop_network_loop(client)
     assert client._thread is None
+
+
+def test_a_thread_not_started_yet_is_waited_for_and_ended() -> None:
+    # a stop from another thread while the service's thread is inside loop_start: created, not started
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="not-started")
+    client._sockpairR, client._sockpairW = mqtt._socketpair_compat()
+    client._thread_terminate = False
+    thread = client._thread = threading.Thread(target=client._thread_main, daemon=True)
+    errors: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            stop_network_loop(client)
+        except BaseException as exc:
+            errors.append(exc)
+
+    stopping = threading.Thread(target=stop)
+    stopping.start()
+    thread.start()  # what loop_start does next; the thread sees it must terminate
+    stopping.join(10)
+    assert not errors and not stopping.is_alive() and not thread.is_alive()
