@@ -20,7 +20,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
-from stormwatch.ingest.mqttclient import CHUNK_BYTES, ChunkedReadClient, make_client
+from stormwatch.ingest.mqttclient import CHUNK_BYTES, CHUNKED_INTERNALS, ChunkedReadClient, make_client
 from stormwatch.runtime.mqtt import BrokerSettings
 from stormwatch.runtime.mqttsession import SessionClient, SessionOptions
 
@@ -30,8 +30,7 @@ Delivered = tuple[str, bytes, int, int, bool]
 MAX_BATCH = 256
 _PUBLISH = 0x30
 #: The paho internals used here and by ChunkedReadClient (paho-mqtt 2.1/2.2).
-_INTERNALS = ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect", "_handle_publish", "_send_puback",
-              "_packet_read", "_easy_log")
+_INTERNALS = (*CHUNKED_INTERNALS, "_packet_read", "_easy_log")
 
 
 class BatchReadClient(ChunkedReadClient):

@@ -173,12 +173,15 @@ class ChunkedReadClient(SessionClient):
                     raise
 
 
+#: The paho internals ChunkedReadClient uses (paho-mqtt 2.1/2.2).
+CHUNKED_INTERNALS = ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect", "_handle_publish", "_send_puback")
+
+
 def make_client(broker: BrokerSettings, options: SessionOptions, logger: logging.Logger, *,
                 on_session: Callable[[bool], None] | None = None,
                 on_lost: Callable[[], None] | None = None) -> SessionClient:
     """A :class:`ChunkedReadClient` (or a plain :class:`~stormwatch.runtime.mqttsession.SessionClient` on a paho
     without the internals it uses); arguments (``on_session``, ``on_lost``) as for ``SessionClient``."""
-    if all(hasattr(mqtt.Client, name) for name in ("_sock_recv", "_sock_close", "_loop", "loop_read", "reconnect",
-                                                    "_handle_publish", "_send_puback")):
+    if all(hasattr(mqtt.Client, name) for name in CHUNKED_INTERNALS):
         return ChunkedReadClient(broker, options, logger, on_session=on_session, on_lost=on_lost)
     return SessionClient(broker, options, logger, on_session=on_session, on_lost=on_lost)
