@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -56,7 +55,8 @@ def _publish(client: mqtt.Client, gateway: str, readings: list[Reading]) -> None
 
 
 class _Service:
-    def __init__(self, broker: servers.Mosquitto, store: SqliteStore, tmp_path: Path, at: Reading | None) -> None:
+    def __init__(self, broker: servers.Mosquitto, store: SqliteStore, tmp_path: Path, at: Reading | None,
+                 caplog: pytest.LogCaptureFixture) -> None:
         self.seen: list[Event] = []
         self.clock = ManualClock(at.time if at else T0)
         self.svc = AlertService([site("ch133")], ProfileLibrary(), broker.url, store, tmp_path / "state.db",
@@ -64,8 +64,9 @@ class _Service:
                                 overdue_check_s=0.1)
         self.thread = threading.Thread(target=self.svc.run, daemon=True)
         self.thread.start()
-        assert self.svc.connected.wait(10)
-        time.sleep(0.3)  # SUBACK, and retained messages delivered on subscribe
+        assert self.svc.connected.wait(10)  # subscribed; gw's retained status comes on subscribe
+        wait_until(lambda: any("gateway gw status" in r.getMessage() for r in caplog.records), 10,
+                   "the retained status of gw")
 
     def stop(self) -> None:
         self.svc.stop()
@@ -90,7 +91,7 @@ def test_hung_gateway_with_retained_online_still_gives_a_data_gap_from_its_last_
     try:
         gw.publish(topics.status("s1", "gw"), json.dumps({"state": "online", "boot": "b1"}), qos=1,
                    retain=True).wait_for_publish(5)
-        first = _Service(own_mosquitto, store, tmp_path, None)
+        first = _Service(own_mosquitto, store, tmp_path, None, caplog)
         first.clock.set(LAST_RAIN)  # the clock runs with the readings (the engine ignores readings from its future)
         store.write_readings(before)
         _publish(gw, "gw", before)
@@ -106,7 +107,7 @@ def test_hung_gateway_with_retained_online_still_gives_a_data_gap_from_its_last_
 
         # Restart: the new service gets the retained "online" on subscribe, then gw2's next readings.
         caplog.clear()
-        second = _Service(own_mosquitto, store, tmp_path, after[-1])
+        second = _Service(own_mosquitto, store, tmp_path, after[-1], caplog)
         retained = [r.getMessage() for r in caplog.records if "gateway gw status" in r.getMessage()]
         second.clock.set(T0 + 100 * MIN)
         store.write_readings(later)

@@ -7,7 +7,6 @@ Each test runs its own broker (no retained or queued messages from other tests) 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -184,9 +183,10 @@ def test_stop_at_once_flushes_the_pending_point(broker: servers.Mosquitto,
     again = Running(broker, Influx1Store(influx_server.url, db), client_id=run_unique("flush-consumer"), batch_ms=20)
     try:
         pub.send(wire(2, 8.0))
-        wait_until(lambda: again.ingest.received >= 1)
-        time.sleep(0.3)
-        assert again.ingest.received == 1  # only the new one; seq 1 was acked, not redelivered
+        pub.send(wire(3, 8.25))
+        # a redelivered seq 1 would come before both new ones: with all three stored, it was not
+        wait_until(lambda: len(influx_count(influx_server, db, 'SELECT "value" FROM readings')) == 3)
+        assert again.ingest.received == 2  # only the new ones; seq 1 was acked, not redelivered
     finally:
         pub.close()
         again.stop()

@@ -71,7 +71,11 @@ def test_fleet_publishes_what_gateways_would(tmp_path: Path, mosquitto_server: s
     hours = 1.5
     proc = _fleet(tmp_path, mosquitto_server, "--speed", "1200", "--duration-h", str(hours), form)
     out, err = proc.communicate(timeout=120)
-    time.sleep(0.5)
+    # each gateway's last message is its "stopped" status, after all its readings (one client, in order)
+    stopped = {topics.status(f"fleet-000{i}", f"gw-fleet-000{i}") for i in range(1, 5)}
+    wait_until(lambda: stopped <= {t for t, p, kept in listener.messages if t in stopped and not kept
+                                   and json.loads(p) == {"state": "offline", "reason": "stopped"}},
+               10, "the four gateways' stopped statuses")
     listener.stop()
     assert proc.returncode == 0, err[-3000:]
     summary = json.loads(out.strip().splitlines()[-1])
