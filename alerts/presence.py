@@ -5,22 +5,53 @@ time it connects (:mod:`stormwatch.gateway.publisher`). A gateway whose connecti
 gateways configured with one gateway id taking the MQTT session from each other, connect again and
 again: announcing "gateway online" on every connect buries the one line that matters.
 :class:`GatewayPresence` decides, per ``(site, gateway)``, how each status is logged.
+A status it cannot read (:func:`read_status` says why) is bad input and changes nothing.
 
 The design: docs/alerts.md ("The modules", `alerts/presence.py`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+#: The states a gateway's status message says (stormwatch/topics.py).
+STATES = ("online", "offline")
+
 #: Real seconds over which connects are counted.
 DEFAULT_WINDOW_S = 300.0
 #: Online announcements within the window that make a gateway "flapping".
 DEFAULT_FLAP_AFTER = 4
+
+
+@dataclass(frozen=True)
+class Status:
+    """What one readable status message says: ``state`` (one of :data:`STATES`), the ``reason`` of an
+    offline (``"stopped"``: the operator's stop, not a last will) and the gateway's ``boot``."""
+
+    state: str
+    reason: str | None
+    boot: str | None
+
+
+def read_status(payload: bytes) -> Status | str:
+    """The :class:`Status` a status message says, or why it says none (bad input: it must change
+    nothing -- an unreadable message taken as "not offline" would cancel a dead gateway's last will)."""
+    try:
+        doc = json.loads(payload)
+    except ValueError as exc:  # UnicodeDecodeError included
+        return f"not JSON ({exc})"
+    if not isinstance(doc, dict):
+        return f"not a JSON object (got {type(doc).__name__})"
+    state = doc.get("state")
+    if state not in STATES:
+        return f"state {state!r} is neither 'online' nor 'offline'"
+    reason, boot = doc.get("reason"), doc.get("boot")
+    return Status(state, None if reason is None else str(reason), None if boot is None else str(boot))
 
 
 @dataclass

@@ -30,7 +30,7 @@ from stormwatch.alerts.engine import DEFAULT_LATENESS_S, RECENT_WITH_STORE_S, En
 from stormwatch.alerts.grafana import GrafanaAnnotations
 from stormwatch.alerts.mqttbatch import BatchReadClient, Delivered, make_batch_client
 from stormwatch.alerts.packs import PackError
-from stormwatch.alerts.presence import GatewayPresence
+from stormwatch.alerts.presence import GatewayPresence, read_status
 from stormwatch.alerts.seqholes import DEFAULT_HOLD_S, SequenceHoles
 from stormwatch.alerts.servicestate import ServiceState
 from stormwatch.alerts.webhook import BackgroundSender, Webhook
@@ -232,6 +232,7 @@ class AlertService:
             self.outputs.append(BackgroundSender(grafana.write_event, "grafana-annotations"))
         self._lock = threading.Lock()
         self._presence = GatewayPresence()
+        self._unreadable_status: set[tuple[str, str]] = set()  # gateways whose bad status was logged once
         self._wills: set[tuple[str, str]] = set()  # (site, gateway) gone by its last will, not back yet
         self._stop = threading.Event()
         self.connected = threading.Event()
@@ -717,17 +718,27 @@ class AlertService:
         return True
 
     def _status(self, site: str, gateway: str, payload: bytes, retained: bool) -> None:
-        try:
-            doc = json.loads(payload)
-            state, reason, boot = doc.get("state", "?"), doc.get("reason"), doc.get("boot")
-        except (ValueError, AttributeError):
-            state, reason, boot = "?", None, None
+        if not payload:  # a retained status cleared by hand (a zero-length publish): says nothing
+            log.info("%s: gateway %s: its retained status was cleared; nothing changes", site, gateway)
+            return
+        status = read_status(payload)
+        with self._lock:
+            first = (site, gateway) not in self._unreadable_status
+            if isinstance(status, str):
+                self._unreadable_status.add((site, gateway))
+            else:
+                self._unreadable_status.discard((site, gateway))
+        if isinstance(status, str):
+            # Bad input changes nothing: taken as "not offline" it cancelled the gateway's last will.
+            log.log(logging.WARNING if first else logging.DEBUG, "%s: gateway %s: unreadable status message ignored: "
+                    "%s (%r)%s", site, gateway, status, payload[:80], "; further ones at DEBUG" if first else "")
+            return
+        state, reason, boot = status.state, status.reason, status.boot
         # A retained status is the last one the broker kept, not a sign of life: a hung gateway
         # whose connection stays up never gets its last will (failure-kinds.md #11). A flapping
         # gateway (or two with one id) is reported once, not at every connect (alerts/presence.py).
         with self._lock:
-            level, message = self._presence.observe(site, gateway, str(state), None if boot is None else str(boot),
-                                                    retained)
+            level, message = self._presence.observe(site, gateway, state, boot, retained)
         log.log(level, "%s", message)
         with self._lock:
             if state == "offline" and reason != "stopped":
