@@ -81,8 +81,10 @@ class Conflict:
         if self.stored_time != r.time:
             said += f" at {r.time.isoformat()}"
             held += f" at {self.stored_time.isoformat()}"
-        return (f"identity (gateway {gateway!r}, boot {boot!r}, seq {seq}) is stored with {r.device} {r.quantity} "
-                f"{held}; this reading says {said}: refused, the stored reading is kept")
+        # The stored reading's device and quantity are not known here (it may be another device's):
+        # they are said of the refused reading alone.
+        return (f"identity (gateway {gateway!r}, boot {boot!r}, seq {seq}) is stored with {held}; this reading "
+                f"({r.device} {r.quantity}) says {said}: refused, the stored reading is kept")
 
     def letter(self, topic: str, received_at: datetime) -> DeadLetter:
         """The ``conflicting_value`` dead letter of the refused reading (its JSON as the payload)."""

@@ -26,8 +26,8 @@ def test_a_conflict_of_rain_tips_names_tips() -> None:
     r = Reading(site="s1", device="rain-1", quantity="rain_tips", value=3, unit=TIP_UNIT, time=at, gateway="import",
                 boot="b", seq=7, tip_size="0.01 in")
     detail = Conflict(r, 1, TIP_UNIT, at).detail()
-    assert detail == ("identity (gateway 'import', boot 'b', seq 7) is stored with rain-1 rain_tips 1 tip; this "
-                      "reading says 3 tips: refused, the stored reading is kept")
+    assert detail == ("identity (gateway 'import', boot 'b', seq 7) is stored with 1 tip; this reading (rain-1 "
+                      "rain_tips) says 3 tips: refused, the stored reading is kept")
     assert "{tip}" not in detail
 
 
@@ -36,3 +36,17 @@ def test_a_count_agrees_with_its_noun() -> None:
 
     assert [plural(n, "cell") for n in (0, 1, 2)] == ["0 cells", "1 cell", "2 cells"]
     assert plural(1, "work order") == "1 work order" and plural(2, "entry", "entries") == "2 entries"
+
+
+def test_a_conflict_never_names_the_stored_reading_by_the_refused_ones_device() -> None:
+    """The stored reading of the identity may be another device's: the refused reading's device and
+    quantity are said of the refused reading alone (a turbidity reading reusing a rain reading's
+    seq once read "is stored with turb-up turbidity 0 tips")."""
+    at = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    r = Reading(site="s1", device="turb-up", quantity="turbidity", value=10.0, unit="NTU", time=at, gateway="gw",
+                boot="b", seq=1)
+    detail = Conflict(r, 0, TIP_UNIT, datetime(2026, 6, 1, 11, 57, tzinfo=UTC)).detail()
+    assert "turb-up turbidity 0 tips" not in detail
+    assert detail == ("identity (gateway 'gw', boot 'b', seq 1) is stored with 0 tips at 2026-06-01T11:57:00+00:00; "
+                      "this reading (turb-up turbidity) says 10 NTU at 2026-06-01T12:00:00+00:00: refused, the stored "
+                      "reading is kept")

@@ -172,7 +172,7 @@ def test_a_gateway_replay_with_another_value_is_conflicting_value(mosquitto_serv
         store.close()
     conflicts = [m for m in listener.messages if m["reason"] == "conflicting_value"]
     assert [json.loads(str(m["payload"]))["value"] for m in conflicts] == [99.0, 77.0]
-    assert all("stored with turb-down turbidity 12.5 NTU" in str(m["detail"]) for m in conflicts)
+    assert all("stored with 12.5 NTU; this reading (turb-down turbidity)" in str(m["detail"]) for m in conflicts)
     assert _values(store_url, "turb-down") == [("2026-06-01T12:03:00+00:00", 12.5)]
     assert sorted(r for r, _d, _p in _deadletters(store_url)) == ["conflicting_value", "conflicting_value",
                                                                    "duplicate"]
