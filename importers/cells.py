@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from stormwatch.display import quoted
 from stormwatch.numbers import RULE, is_number
 
 #: Cell texts that mean "no value" (compared case-insensitively, after stripping quotes/space).
@@ -60,7 +61,7 @@ def parse_cell(text: str, sentinels: tuple[Decimal, ...] = DEFAULT_SENTINELS, *,
     if decimal_comma and "," in cell and "." not in cell:
         cell = cell.replace(",", ".")
     if not is_number(cell):
-        raise CellError(f"{text!r} is not a number ({RULE})")
+        raise CellError(f"{quoted(text)} is not a number ({RULE})")
     value = Decimal(cell)
     if value in sentinels:
         return None

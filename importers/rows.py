@@ -20,7 +20,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from stormwatch.contract import TIP_UNIT, Reading
-from stormwatch.display import plural
+from stormwatch.display import plural, quoted
 from stormwatch.gateway.counter import CounterError, CounterLike, CounterState, count_tips
 from stormwatch.gateway.plan import CounterPlan
 from stormwatch.importers.cells import CellError, convert, normalise_unit, parse_cell
@@ -178,16 +178,16 @@ def _tips_of(cell: str, options: ImportOptions, mode: TipsPerRow, file_unit: str
             value = converted if converted is not None else value
         exact = value / tips.size
         if exact != exact.to_integral_value():
-            raise ValueError("not_whole_tips", f"{cell.strip()!r} {tips.unit} is not a whole number of "
+            raise ValueError("not_whole_tips", f"{quoted(cell.strip())} {tips.unit} is not a whole number of "
                                                f"{tips.size} {tips.unit} tips")
     else:
         exact = value
         if exact != exact.to_integral_value():
-            raise ValueError("not_whole_tips", f"tip count {cell.strip()!r} is not a whole number")
+            raise ValueError("not_whole_tips", f"tip count {quoted(cell.strip())} is not a whole number")
     if exact < 0:
-        raise ValueError("negative_tips", f"{cell.strip()!r}: a tip count cannot be negative")
+        raise ValueError("negative_tips", f"{quoted(cell.strip())}: a tip count cannot be negative")
     if exact > MAX_TIPS_PER_ROW:
-        raise ValueError("too_many_tips", f"{cell.strip()!r}: {exact:.3g} tips in one row is not rain")
+        raise ValueError("too_many_tips", f"{quoted(cell.strip())}: {exact:.3g} tips in one row is not rain")
     return int(exact)
 
 
@@ -236,11 +236,12 @@ class _ValueColumns:
             converted = convert(value, plan.file_unit, plan.unit)
             value = converted if converted is not None else value
             if not math.isfinite(float(value)):
-                raise _Rejected("not_a_number", f"column {name!r}: {cell.strip()!r} is beyond what a reading can hold")
+                raise _Rejected("not_a_number",
+                                f"column {name!r}: {quoted(cell.strip())} is beyond what a reading can hold")
             impossible = impossible_value(plan.quantity, float(value))
             if impossible is not None:
                 raise _Rejected("negative_value" if value < 0 else "beyond_instrument_range",
-                                f"column {name!r}: {cell.strip()!r}: {impossible}")
+                                f"column {name!r}: {quoted(cell.strip())}: {impossible}")
             row.append((plan, value, cell.strip()))
         return row, gaps
 
@@ -338,7 +339,8 @@ class _RunningTotals(_TipRows):
             return False
         total, seen, line = self.totals[when]
         if total != tips:
-            raise _Rejected("conflicting_time", f"running total {cell!r} at the same time as line {line} ({seen!r})")
+            raise _Rejected("conflicting_time",
+                            f"running total {quoted(cell)} at the same time as line {line} ({seen!r})")
         return True
 
     def keep(self, line: int, when: datetime, tips: int, cell: str) -> None:
@@ -351,7 +353,7 @@ class _RunningTotals(_TipRows):
             try:
                 result = count_tips(state, total, when, self.counter)
             except CounterError as exc:
-                reject(line, "beyond_counter_width", f"running total {cell!r}: {exc} (--counter-bits)")
+                reject(line, "beyond_counter_width", f"running total {quoted(cell)}: {exc} (--counter-bits)")
                 continue
             state = result.state
             emit(when, result.tips, cell, line, result.flags)

@@ -10,8 +10,8 @@ work-order commands, ``replay``/``evaluate`` and the event messages.
 * rain: inches to 2 decimals (the 0.01-in gauges' resolution) next to the exact tip count;
 * units: as people write them -- the wire's UCUM annotation ``{tip}`` is ``tips`` (``1 tip``),
   never the raw placeholder (:func:`unit_text`, :func:`amount`);
-* numbers in messages: plain decimals (``1000000``, ``0.25``), not ``1e+06`` (:func:`number`);
-  a count agrees with its noun (``1 warning``, ``2 warnings``: :func:`plural`).
+* numbers in messages: plain decimals (``1000000``, ``0.25``), not ``1e+06`` (:func:`number`); a count
+  agrees with its noun (``1 tip``, ``2 tips``: :func:`plural`); long input quoted short (:func:`quoted`).
 """
 
 from __future__ import annotations
@@ -145,6 +145,13 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     """``1 warning``, ``2 warnings``, ``0 cells``: a count and its noun in the number it needs
     (``many``, when the plural is not ``noun + "s"``: ``plural(n, "entry", "entries")``)."""
     return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def quoted(text: str, limit: int = 40) -> str:
+    """``text`` quoted for a message (its repr); past ``limit`` characters, its beginning and length."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def number(value: float) -> str:

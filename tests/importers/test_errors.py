@@ -79,3 +79,18 @@ def test_cells_follow_one_number_grammar(site: Path, tmp_path: Path) -> None:
         assert [r.value for r in store.query_readings("import-test", device="sonde-1")] == [12.0, 12.5]
     finally:
         store.close()
+
+
+def test_a_huge_cell_is_quoted_short(site: Path, tmp_path: Path) -> None:
+    """A 5000-character cell once made a 5,300-character "one-line" error: a rejected cell is quoted
+    by its first characters and its length."""
+    path = tmp_path / "tips.csv"
+    path.write_text("time,rain\n"
+                    f"2024-05-01T00:00:00Z,{'9' * 5000}\n"
+                    f"2024-05-01T00:05:00Z,{'x' * 5000}\n", encoding="utf-8")
+    result = invoke(str(path), "--site", str(site), "--device", "rain-1", "--store",
+                    f"sqlite:///{tmp_path / 's.db'}", "--tip-mm", "0.2", "-v")
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) < 700, max(lines, key=len)[:200]  # two paths and the grammar
+    assert "(5000 characters)" in result.output
