@@ -676,7 +676,7 @@ class Engine:
         before the oldest of them, not one per reading -- and every event that was not emitted before,
         or differs from what was, is emitted with ``late_detection_s``. Readings this engine saw, readings
         flagged late (stored data, never a live trigger) and values physics forbids are skipped.
-        Readings older than the re-evaluation horizon are only logged (run ``stormwatch evaluate``).
+        Readings older than the re-evaluation horizon are only logged, once (run ``stormwatch evaluate``).
         """
         late: list[Reading] = []
         fresh: list[Reading] = []
@@ -699,6 +699,8 @@ class Engine:
                             self.site, len(late), format_time(late[0].time), format_time(w),
                             "older than the re-evaluation horizon: run `stormwatch evaluate`" if self.reevaluate_late
                             else "stored data, no live trigger")
+                for r in late:  # judged: the next catch-up (every few seconds while holes are open) skips them
+                    self._seen.add(r.identity, r.time)
             else:
                 self.counts["late"] += len(late)
                 for r in late:
@@ -1038,6 +1040,7 @@ class Engine:
             log.warning("%s: late reading %s/%s %s at %s (watermark %s, lateness %gs): %s", self.site,
                         reading.gateway, reading.device, reading.quantity, format_time(reading.time),
                         format_time(w), self.lateness.total_seconds(), why)
+            self._seen.add(identity, reading.time)  # judged once: a redelivery or a catch-up is not news
             return []
         self._seen.add(identity, reading.time)
         return self._reevaluate(i, [reading], w)
