@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+from stormwatch.alerts import cyclepath
 from stormwatch.alerts.packs import RulePack, load_site_pack
 from stormwatch.alerts.rules import Rule
 from stormwatch.alerts.rules.registry import BuildError, Role, RuleContext, rule_kinds
@@ -434,12 +435,13 @@ class Engine:
         self._max_seen = newest
         return out + self._release_due()
 
-    def feed_cycle(self, cycle: Cycle, *, retained: bool = False) -> list[Event]:
-        """:meth:`feed_many` of a message decoded as columns (:class:`~stormwatch.fastwire.Cycle`): the
-        same events and counts. Its shared fields (site, gateway, boot, time, the seq run) are checked
-        once, physics per reading from ranges found once per shape, and when it is released alone the
-        rules take its readings from the columns; anything not plainly admitted goes :meth:`feed_many`'s
-        way with the cycle's readings."""
+    #: a message decoded as columns: :func:`stormwatch.alerts.cyclepath.feed_cycle` (the common poll
+    #: cycle in one pass; anything else :meth:`_feed_cycle`)
+    feed_cycle = cyclepath.feed_cycle
+
+    def _feed_cycle(self, cycle: Cycle, retained: bool) -> list[Event]:
+        """:meth:`feed_cycle`'s general path: the cycle admitted by :meth:`_admit_cycle` as one batch of
+        the reorder buffer and released by :meth:`_release`, or :meth:`feed_many` of its readings."""
         if retained or not self._admit_cycle(cycle):
             return self.feed_many(cycle.readings(), retained=retained)
         top = self._max_seen
@@ -773,6 +775,11 @@ class Engine:
             out = []
         else:
             out = self._run_keeping(ready) if self.reevaluate_late else self._run_part(ready)
+        return self._after_release(w, out)
+
+    def _after_release(self, w: datetime, out: list[Event]) -> list[Event]:
+        """:meth:`_release` after the released readings' run (``out``, their events): the rules due at
+        ``w`` advanced, the watchers told, what no late reading needs dropped, the events' orders."""
         if self._hungry:
             self._hungry = [r for r in self._hungry if not r.sated]
             self._routes = {}
@@ -900,6 +907,11 @@ class Engine:
 
     def _run_cycle_keeping(self, c: Cycle) -> list[Event]:
         """:meth:`_run_keeping` of one cycle (one instant: one part), its readings kept from the columns."""
+        self._keep_cycle(c)
+        return self._run_cycle(c)
+
+    def _keep_cycle(self, c: Cycle) -> None:
+        """A snapshot when one is due before ``c`` runs, and ``c`` kept for a late re-evaluation."""
         t = c.time
         if self._next_snapshot is None or t >= self._next_snapshot:
             self._snapshot(t)
@@ -915,7 +927,6 @@ class Engine:
         site, gateway, boot = self._texts
         self._recent.append(_new_tuple(_HeldCycle, (t, site, gateway, boot, c.seq, c.devices, c.quantities, c.values,
                                                     self._units, c.tip_sizes)))  # made in C, no __new__ frame
-        return self._run_cycle(c)
 
     def _plan_of(self, c: Cycle) -> _Plan:
         """The rules that take each reading of ``c``'s shape, with their quick feeders, in the readings'
