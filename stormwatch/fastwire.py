@@ -180,6 +180,7 @@ def _checked(wires: list[_Wire]) -> list[int] | None:
     out: list[int] = []
     append = out.append
     ids, rain = _IDS, RAIN_TIPS
+    last_time, last_ns = "", 0  # a poll cycle's readings share their event time: parsed once
     for w in wires:
         value: Any = w.value
         quantity = w.quantity
@@ -196,12 +197,17 @@ def _checked(wires: list[_Wire]) -> list[int] | None:
             if quantity != rain or (tip_size := _size(tip_size)) is None:
                 return None
             w.tip_size = tip_size
-        ns = _stamp(w.time)
+        text = w.time
+        if text != last_time:
+            ns = _stamp(text)
+            if ns is None:
+                return None
+            last_time, last_ns = text, ns
         site, device, gateway = w.site, w.device, w.gateway
-        if ns is None or not ((site in ids and device in ids and gateway in ids)
-                              or (_identifier(site) and _identifier(device) and _identifier(gateway))):
+        if not ((site in ids and device in ids and gateway in ids)
+                or (_identifier(site) and _identifier(device) and _identifier(gateway))):
             return None
-        append(ns)
+        append(last_ns)
     return out
 
 
