@@ -16,7 +16,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Collection, Container
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 import paho.mqtt.client as mqtt
@@ -81,6 +81,8 @@ def _duplicate_letter(reading: Reading, topic: str, received_at: datetime, why: 
 
 
 _time_of = attrgetter("time")
+_identity = attrgetter("gateway", "boot", "seq")  # a reading's identity, either form
+_boot_of, _seq_of = itemgetter(1), itemgetter(2)  # of an identity
 #: identity -> the first reading of it in a batch (a reading, or a wire reading and its time in ns;
 #: -1 for a reading) and its message's topic
 _InBatch = dict[tuple[str, str, int], tuple[Reading | Wire, str, int]]
@@ -138,15 +140,15 @@ def _gathered_at_once(wires: list[Wire], stamps: list[int], target: _Wires, topi
                       seqs: dict[str, list[int]] | None, in_batch: _InBatch) -> bool:
     """:func:`_gather_wires` of readings whose identities are new to the batch and of one boot (a poll
     cycle's, as a rule) in a few C-level steps; ``False`` (nothing done) for any others."""
-    identities = [(w.gateway, w.boot, w.seq) for w in wires]
+    identities = list(map(_identity, wires))  # C-level steps: no Python loop turn per reading
     firsts = dict(zip(identities, zip(wires, [topic] * len(wires), stamps, strict=True), strict=True))
     boot = identities[0][1]
     if (len(firsts) != len(identities) or not in_batch.keys().isdisjoint(firsts)
-            or any(i[1] != boot for i in identities)):
+            or len(set(map(_boot_of, identities))) != 1):
         return False
     in_batch.update(firsts)
     if seqs is not None:
-        seqs.setdefault(boot, []).extend([i[2] for i in identities])
+        seqs.setdefault(boot, []).extend(map(_seq_of, identities))
     target.wires.extend(wires)
     target.stamps.extend(stamps)
     return True
