@@ -81,7 +81,6 @@ def _duplicate_letter(reading: Reading, topic: str, received_at: datetime, why: 
 
 
 _time_of = attrgetter("time")
-_identity = attrgetter("gateway", "boot", "seq")  # a reading's identity, either form
 _boot_of, _seq_of = itemgetter(1), itemgetter(2)  # of an identity
 #: identity -> the first reading of it in a batch (a reading, or a wire reading and its time in ns;
 #: -1 for a reading) and its message's topic
@@ -140,7 +139,7 @@ def _gathered_at_once(wires: list[Wire], stamps: list[int], target: _Wires, topi
                       seqs: dict[str, list[int]] | None, in_batch: _InBatch) -> bool:
     """:func:`_gather_wires` of readings whose identities are new to the batch and of one boot (a poll
     cycle's, as a rule) in a few C-level steps; ``False`` (nothing done) for any others."""
-    identities = list(map(_identity, wires))  # C-level steps: no Python loop turn per reading
+    identities = [(w.gateway, w.boot, w.seq) for w in wires]
     firsts = dict(zip(identities, zip(wires, [topic] * len(wires), stamps, strict=True), strict=True))
     boot = identities[0][1]
     if (len(firsts) != len(identities) or not in_batch.keys().isdisjoint(firsts)

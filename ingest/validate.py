@@ -12,7 +12,6 @@ from collections import OrderedDict
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from operator import attrgetter
 from typing import Literal
 
 from stormwatch import topics
@@ -47,8 +46,6 @@ __all__ = ["DEFAULT_MAX_AGE_S", "DEFAULT_MAX_FUTURE_S", "ValidationResult", "Val
 #: Event times of rain readings remembered per device to judge the next one's rate (a day of
 #: 1-minute polls, and a late reading a day behind still finds its predecessor).
 RAIN_TIMES_KEPT = 1440
-#: A reading's identity ``(gateway, boot, seq)``, of a ``Reading`` or a decoded wire reading.
-_identity = attrgetter("gateway", "boot", "seq")
 #: The counter flag of a sample awaiting confirmation: rain at its time unknown, not coverage
 #: (:data:`stormwatch.gateway.counter.FLAG_SUSPECT`; the storm rule skips such readings too).
 _SUSPECT = "counter_suspect"
@@ -242,17 +239,15 @@ class Validator:
             return None
         topic_site, topic_gateway = where
         known, ranges, rain = self._known, self._ranges, RAIN_TIPS
+        seen = self._seen
         for w in wires:
-            quantity = w.quantity
+            gateway, quantity = w.gateway, w.quantity
             span = ranges.get(quantity)
-            if (w.site != topic_site or w.gateway != topic_gateway or quantity == rain or w.tip_size is not None
+            if (w.site != topic_site or gateway != topic_gateway or quantity == rain or w.tip_size is not None
                     or span is None or not span[0] <= w.value <= span[1]
-                    or (topic_site, topic_gateway, w.device, quantity, w.unit) not in known):
+                    or (topic_site, gateway, w.device, quantity, w.unit) not in known
+                    or (identity := (gateway, w.boot, w.seq)) in seen or identity in pending):
                 return None
-        # the identities in C-level steps (a dict lookup is atomic: no lock, as in _seen_again)
-        identities = list(map(_identity, wires))
-        if any(map(self._seen.__contains__, identities)) or (pending and any(map(pending.__contains__, identities))):
-            return None
         return wires, stamps
 
     def _full(self, topic: str, payload: bytes, where: tuple[str, str] | None, retained: bool,
@@ -517,7 +512,8 @@ class Validator:
         a ``Reading``) and their times in ns."""
         seen = self._seen
         with self._seen_lock:
-            for identity, w, ns in zip(map(_identity, wires), wires, stamps, strict=True):
+            for w, ns in zip(wires, stamps, strict=True):
+                identity = (w.gateway, w.boot, w.seq)
                 if identity in seen:
                     seen.move_to_end(identity)
                 unit, value = w.unit, w.value

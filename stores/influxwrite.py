@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import repeat
-from operator import attrgetter, floordiv, itemgetter, sub
+from operator import floordiv, itemgetter, sub
 from typing import Any, ClassVar, Generic, TypeVar
 
 from stormwatch.clock import Clock
@@ -143,8 +143,7 @@ def _place_free(readings: Sequence[Fields], stamps: Sequence[int]) -> Placement 
     is alone in its (site, device, quantity, microsecond) -- so alone in its series and microsecond, its
     identity nowhere else in the write: every reading new, on page 0 at its home slot, the placement the
     slot search gives then; ``None`` for any other write."""
-    # C-level steps where they can be: no Python loop turn per reading for the test
-    alone = set(zip(map(_series_of, readings), map(floordiv, stamps, repeat(1_000)), strict=True))
+    alone = {(r.site, r.device, r.quantity, ns // 1_000) for r, ns in zip(readings, stamps, strict=True)}
     if len(alone) != len(readings):
         return None
     crc32 = zlib.crc32
@@ -152,17 +151,15 @@ def _place_free(readings: Sequence[Fields], stamps: Sequence[int]) -> Placement 
     add = new.append
     last_gateway = last_boot = None
     crc = 0
-    for (gateway, boot, seq), r, ns in zip(map(_identity_of, readings), readings, stamps, strict=True):
+    for r, ns in zip(readings, stamps, strict=True):
+        gateway, boot, seq = r.gateway, r.boot, r.seq
         if boot != last_boot or gateway != last_gateway:  # a write's readings come by boot, as a rule
             crc, last_gateway, last_boot = _prefix_crc(gateway, boot), gateway, boot
         add((r, 0, crc32(str(seq).encode(), crc) % SLOTS_PER_US, ns))
     return Placement(new, [])
 
 
-_series_of = attrgetter("site", "device", "quantity")
-_site_of, _device_of = attrgetter("site"), attrgetter("device")
 _first, _second = itemgetter(0), itemgetter(1)
-_identity_of = attrgetter("gateway", "boot", "seq")
 
 
 #: The tag of a reading's page of timestamp slots (absent on page 0; see the module docstring).
@@ -320,9 +317,9 @@ class LineProtocolWrites:
         """Give each reading (its time in ns in ``stamps``) a place no other stored reading holds
         (module docstring)."""
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        sites = set(map(_site_of, readings))
-        if len(sites) == 1:  # one site's write, as a rule: its (microsecond, device) pairs in C-level steps
-            spans[sites.pop()] = list(zip(map(floordiv, stamps, repeat(1_000)), map(_device_of, readings),
+        sites = {r.site for r in readings}
+        if len(sites) == 1:  # one site's write, as a rule: its (microsecond, device) pairs with no append each
+            spans[sites.pop()] = list(zip(map(floordiv, stamps, repeat(1_000)), [r.device for r in readings],
                                           strict=True))
         else:
             for r, ns in zip(readings, stamps, strict=True):
