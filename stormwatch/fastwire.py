@@ -68,6 +68,8 @@ _SIZES: dict[str, str] = {}
 #: :func:`_stamp`: the gateway's form with ASCII digits only, and the nanoseconds of its minutes.
 _TIME_ASCII = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z", re.ASCII)
 _MINUTES: dict[str, int] = {}
+#: What follows a minute's 16 characters in :data:`_TIME_ASCII`.
+_TIME_TAIL = re.compile(r":\d{2}(?:\.\d{1,6})?Z", re.ASCII)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -103,10 +105,13 @@ def _stamp(text: str) -> int | None:
     """Nanoseconds since the epoch of an event time in the gateway's form (``datetime.fromisoformat``'s
     instant, to the microsecond), or ``None`` for any other text: the date and minute are checked
     once per minute, the seconds and their fraction read from the text."""
-    if _TIME_ASCII.fullmatch(text) is None:
-        return None
-    minute = _MINUTES.get(text[:16])
-    if minute is None:
+    minute = _MINUTES.get(text[:16])  # a minute's text is cached only once a whole time of it matched
+    if minute is not None:
+        if _TIME_TAIL.fullmatch(text, 16) is None:
+            return None
+    else:
+        if _TIME_ASCII.fullmatch(text) is None:
+            return None
         try:
             delta = datetime.fromisoformat(text[:16] + ":00Z") - _EPOCH
         except ValueError:
