@@ -185,7 +185,8 @@ def _checked(wires: list[_Wire]) -> list[int] | None:
     out: list[int] = []
     append = out.append
     ids, rain = _IDS, RAIN_TIPS
-    last_time, last_ns = "", 0  # a poll cycle's readings share their event time: parsed once
+    last_time: str | None = None  # a poll cycle's readings share their event time: parsed once
+    last_ns = 0
     for w in wires:
         value: Any = w.value
         quantity = w.quantity
