@@ -31,7 +31,9 @@ Beside the rates, ``stormwatch_*_cpu_s_per_10k``: the ingest processes' CPU seco
 ``/proc``, after their start-up) per 10,000 readings stored, median of the rounds (``raw_cpu_s_per_10k``:
 mosquitto_sub and the writer; ``node_red_batch_cpu_s_per_10k``: the Node-RED process) -- a cost that a
 machine shared with other work disturbs far less than a rate (the stored confirmations' cost is measured
-the same way).
+the same way). ``<key>_influxd_cpu_s_per_10k`` and ``<key>_mosquitto_cpu_s_per_10k``: the servers' CPU over each
+of the contender's runs (its start, the writes and queries, this benchmark's ``COUNT`` every 0.1 s, the
+``DROP``) per 10,000 readings stored, median of the rounds.
 """
 
 from __future__ import annotations
@@ -442,6 +444,7 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
             contenders["node_red_per_message"] = (
                 1, lambda mq, tag: run_node_red(nr, "per_message", srv, mq, work, payload_file, tag))
     rates.update({k: [] for k in contenders})
+    servers_cpu: dict[str, list[tuple[float, float]]] = {}  # contender -> (influxd, mosquitto) CPU s per 10,000
     # Rounds interleave the contenders so that drift on a shared machine hits them alike.
     for rnd in range(max(n for n, _ in contenders.values())):
         for key, (n, fn) in contenders.items():
@@ -452,8 +455,10 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
             # keep queueing every message published (and slow every later run).
             mq = servers.mosquitto(work / f"mosquitto-{mode}-{key}-{rnd}")
             mq.start()
+            used0 = _servers_cpu(srv, mq)
             try:
                 rate, count = fn(mq, f"{mode}{rnd}")
+                _note_servers_cpu(servers_cpu, key, used0, _servers_cpu(srv, mq), count)
             except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
                 log(f"{key} failed: {exc}")
                 rate, count = 0.0, 0
@@ -473,6 +478,10 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
         if values:
             log(f"{key}{suffix}: CPU median {results[f'{key}{suffix}_cpu_s_per_10k']} s per 10,000 readings of "
                 f"{[round(v, 3) for v in values]}")
+    for key, pairs in servers_cpu.items():
+        for i, server in enumerate(("influxd", "mosquitto")):
+            results[f"{key}{suffix}_{server}_cpu_s_per_10k"] = round(statistics.median(p[i] for p in pairs), 3)
+        log(f"{key}{suffix}: servers' CPU per 10,000 readings (influxd, mosquitto) {pairs}")
     if not batched:
         per_message = stored.get("node_red_per_message")
         results["node_red_per_message_stored"] = per_message[0] if per_message else None
@@ -491,6 +500,21 @@ def run_mode(mode: str, srv: servers.InfluxDB1, work: Path, site: Path, binary: 
     if spy_out is not None and spy_out.exists():
         log("profile of the first stormwatch worker:")
         print_profile(spy_out)
+
+
+def _servers_cpu(srv: servers.InfluxDB1, mq: servers.Mosquitto) -> tuple[float, float]:
+    """CPU seconds so far of influxd and of the run's Mosquitto (0 for one not running)."""
+    return tuple(process_usage(s.pid)[2] if s.pid else 0.0 for s in (srv, mq))  # type: ignore[return-value]
+
+
+def _note_servers_cpu(into: dict[str, list[tuple[float, float]]], key: str, before: tuple[float, float],
+                      after: tuple[float, float], count: int) -> None:
+    """influxd's and Mosquitto's CPU over one contender's run per 10,000 readings stored -- the whole run:
+    its start, the writes (and queries), the benchmark's COUNT every 0.1 s and the DROP."""
+    if count:
+        used = tuple(round((a - b) / count * 10_000, 3) for a, b in zip(after, before, strict=True))
+        into.setdefault(key, []).append(used)  # type: ignore[arg-type]
+        log(f"  influxd CPU {used[0]:.3f}, mosquitto {used[1]:.3f} s per 10,000 readings")
 
 
 if __name__ == "__main__":

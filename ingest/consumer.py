@@ -16,7 +16,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Collection, Container
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 import paho.mqtt.client as mqtt
@@ -81,6 +81,7 @@ def _duplicate_letter(reading: Reading, topic: str, received_at: datetime, why: 
 
 
 _time_of = attrgetter("time")
+_boot_of, _seq_of = itemgetter(1), itemgetter(2)  # of an identity
 #: identity -> the first reading of it in a batch (a reading, or a wire reading and its time in ns;
 #: -1 for a reading) and its message's topic
 _InBatch = dict[tuple[str, str, int], tuple[Reading | Wire, str, int]]
@@ -142,11 +143,11 @@ def _gathered_at_once(wires: list[Wire], stamps: list[int], target: _Wires, topi
     firsts = dict(zip(identities, zip(wires, [topic] * len(wires), stamps, strict=True), strict=True))
     boot = identities[0][1]
     if (len(firsts) != len(identities) or not in_batch.keys().isdisjoint(firsts)
-            or any(i[1] != boot for i in identities)):
+            or len(set(map(_boot_of, identities))) != 1):
         return False
     in_batch.update(firsts)
     if seqs is not None:
-        seqs.setdefault(boot, []).extend([i[2] for i in identities])
+        seqs.setdefault(boot, []).extend(map(_seq_of, identities))
     target.wires.extend(wires)
     target.stamps.extend(stamps)
     return True
@@ -340,6 +341,7 @@ class Ingest:
         self._sites_failing = False
         # the batch being written in the store thread (run()) and the identities of its readings
         self._writer: ThreadPoolExecutor | None = None
+        self._next_sites = 0.0  # when run() next records the site list in the store (time.monotonic)
         self._writing: Future[None] | None = None
         self._writing_ids: Container[tuple[str, str, int]] = _NOTHING
         self._client = self._make_client()
@@ -491,11 +493,14 @@ class Ingest:
         writer = self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-store")
         self._client.start()
         next_stats = time.monotonic() + self.stats_interval_s
-        next_sites = time.monotonic()
+        self._next_sites = time.monotonic()
         try:
             while not self._stop.is_set():
-                if self.acked and time.monotonic() >= next_sites:  # once the store has taken a batch
-                    next_sites = time.monotonic() + (SITES_EVERY_S if self._record_sites() else 60.0)
+                if self.acked and time.monotonic() >= self._next_sites:  # once the store has taken a batch
+                    # in the store thread, between two batches' writes: this thread checks the next
+                    # batch meanwhile instead of waiting behind the write in flight for the record's answer
+                    self._next_sites = float("inf")  # until the record's outcome says when next
+                    writer.submit(self._record_sites_in_turn)
                 batch = self._collect()
                 if batch:
                     self._write_next(batch)
@@ -520,6 +525,17 @@ class Ingest:
             self.log_stats()
             log.info("ingest stopped")
             self._done.set()
+
+    def _record_sites_in_turn(self) -> None:
+        """:meth:`_record_sites` in the store thread; the next record in an hour, or in a minute after a
+        failure (any failure: a store bug must not end the records)."""
+        recorded = False
+        try:
+            recorded = self._record_sites()
+        except Exception:
+            log.exception("recording the site list in the store failed; retrying in 60 s")
+        finally:
+            self._next_sites = time.monotonic() + (SITES_EVERY_S if recorded else 60.0)
 
     def _record_sites(self) -> bool:
         """Record the configured sites in the store, stamped with the clock's hour (a second record

@@ -235,14 +235,17 @@ class Validator:
             at = self._ns_at = (now, time_ns(self.bounds.latest(now)), -(1 << 80) if earliest is None
                                 else time_ns(earliest))
         _, latest, first = at
+        if max(stamps) > latest or min(stamps) < first:
+            return None
         topic_site, topic_gateway = where
-        known, ranges, seen, rain = self._known, self._ranges, self._seen, RAIN_TIPS
-        for w, ns in zip(wires, stamps, strict=True):
-            site, gateway, quantity = w.site, w.gateway, w.quantity
+        known, ranges, rain = self._known, self._ranges, RAIN_TIPS
+        seen = self._seen
+        for w in wires:
+            gateway, quantity = w.gateway, w.quantity
             span = ranges.get(quantity)
-            if (site != topic_site or gateway != topic_gateway or quantity == rain or w.tip_size is not None
-                    or span is None or not span[0] <= w.value <= span[1] or ns > latest or ns < first
-                    or (site, gateway, w.device, quantity, w.unit) not in known
+            if (w.site != topic_site or gateway != topic_gateway or quantity == rain or w.tip_size is not None
+                    or span is None or not span[0] <= w.value <= span[1]
+                    or (topic_site, gateway, w.device, quantity, w.unit) not in known
                     or (identity := (gateway, w.boot, w.seq)) in seen or identity in pending):
                 return None
         return wires, stamps

@@ -21,6 +21,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import repeat
+from operator import floordiv, itemgetter, sub
 from typing import Any, ClassVar, Generic, TypeVar
 
 from stormwatch.clock import Clock
@@ -95,12 +97,18 @@ def cover(pinned: str, spans: Mapping[str, Iterable[tuple[int, str]]], any_of: s
     def close(value: str, run: list[tuple[int, str]]) -> None:
         match: tuple[tuple[str, tuple[str, ...]], ...] = ((pinned, (value,)),)
         if any_of is not None:
-            match += ((any_of, tuple(sorted({v for _, v in run}))),)
+            match += ((any_of, tuple(sorted(set(map(_second, run))))),)
         out.append(Window(match, run[0][0] * 1_000, run[-1][0] * 1_000 + SLOTS_PER_US - 1))
 
     for value, items in spans.items():
+        ordered = sorted(items)
+        times = list(map(_first, ordered))
+        if not times or max(map(sub, times[1:], times[:-1]), default=0) <= _WINDOW_GAP_US:
+            if ordered:  # one run, found in C-level steps (the common case: a write's few minutes)
+                close(value, ordered)
+            continue
         run: list[tuple[int, str]] = []
-        for item in sorted(items):
+        for item in ordered:
             if run and item[0] - run[-1][0] > _WINDOW_GAP_US:
                 close(value, run)
                 run = []
@@ -114,12 +122,17 @@ def home_slot(identity: Identity) -> int:
     """The slot a reading tries first: a stable hash of its identity (the same in every process) --
     the CRC-32 of ``gateway NUL boot NUL seq``, continued from the CRC of a boot's prefix."""
     gateway, boot, seq = identity
+    return zlib.crc32(str(seq).encode(), _prefix_crc(gateway, boot)) % SLOTS_PER_US
+
+
+def _prefix_crc(gateway: str, boot: str) -> int:
+    """The CRC-32 of ``gateway NUL boot NUL`` (cached: a boot's readings share it)."""
     crc = _PREFIX_CRC.get((gateway, boot))
     if crc is None:
         if len(_PREFIX_CRC) >= 4096:
             _PREFIX_CRC.clear()
         crc = _PREFIX_CRC[(gateway, boot)] = zlib.crc32(f"{gateway}\x00{boot}\x00".encode())
-    return zlib.crc32(str(seq).encode(), crc) % SLOTS_PER_US
+    return crc
 
 
 _PREFIX_CRC: dict[tuple[str, str], int] = {}
@@ -133,15 +146,20 @@ def _place_free(readings: Sequence[Fields], stamps: Sequence[int]) -> Placement 
     alone = {(r.site, r.device, r.quantity, ns // 1_000) for r, ns in zip(readings, stamps, strict=True)}
     if len(alone) != len(readings):
         return None
-    prefix_crc, crc32 = _PREFIX_CRC, zlib.crc32
+    crc32 = zlib.crc32
     new: list[tuple[Fields, int, int, int]] = []
     add = new.append
+    last_gateway = last_boot = None
+    crc = 0
     for r, ns in zip(readings, stamps, strict=True):
         gateway, boot, seq = r.gateway, r.boot, r.seq
-        crc = prefix_crc.get((gateway, boot))
-        add((r, 0, home_slot((gateway, boot, seq)) if crc is None else crc32(str(seq).encode(), crc) % SLOTS_PER_US,
-             ns))
+        if boot != last_boot or gateway != last_gateway:  # a write's readings come by boot, as a rule
+            crc, last_gateway, last_boot = _prefix_crc(gateway, boot), gateway, boot
+        add((r, 0, crc32(str(seq).encode(), crc) % SLOTS_PER_US, ns))
     return Placement(new, [])
+
+
+_first, _second = itemgetter(0), itemgetter(1)
 
 
 #: The tag of a reading's page of timestamp slots (absent on page 0; see the module docstring).
@@ -299,8 +317,13 @@ class LineProtocolWrites:
         """Give each reading (its time in ns in ``stamps``) a place no other stored reading holds
         (module docstring)."""
         spans: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for r, ns in zip(readings, stamps, strict=True):
-            spans[r.site].append((ns // 1_000, r.device))
+        sites = {r.site for r in readings}
+        if len(sites) == 1:  # one site's write, as a rule: its (microsecond, device) pairs with no append each
+            spans[sites.pop()] = list(zip(map(floordiv, stamps, repeat(1_000)), [r.device for r in readings],
+                                          strict=True))
+        else:
+            for r, ns in zip(readings, stamps, strict=True):
+                spans[r.site].append((ns // 1_000, r.device))
         # places taken, by series (the tags that make one: tip_size is one of them), microsecond, page and
         # slot; the identities held per device, quantity and microsecond whatever the tip size (a reading
         # stored before it carried a size, delivered again with one, is the same reading), with the

@@ -326,14 +326,15 @@ def _depth(tip_size: str | None, tips: int) -> str:
 def reading_lines(placed: Iterable[tuple[Fields, int, int, int]], *, late: bool = False) -> list[str]:
     """:func:`reading_line` of each ``(reading, page, slot, time_ns)``, in one loop (a write's lines);
     a reading may be a :class:`~stormwatch.contract.Reading` or any :class:`Fields`."""
-    heads, sources = _HEADS, _SOURCES
+    heads, sources, isfinite = _HEADS, _SOURCES, math.isfinite
     tail = ",late=true " if late else " "
     out = []
+    last_gateway = last_boot = source = ""
     for reading, page, slot, ns in placed:
         value = reading.value
         quantity = reading.quantity
         if type(value) is float:
-            fields = f"value={value!r}," if math.isfinite(value) else ""
+            fields = f"value={value!r}," if isfinite(value) else ""
         else:
             fields = "" if isinstance(value, float) and not math.isfinite(value) else f"value={float(value)!r},"
         tip_size = reading.tip_size
@@ -342,7 +343,8 @@ def reading_lines(placed: Iterable[tuple[Fields, int, int, int]], *, late: bool 
         key = (reading.site, reading.device, quantity, reading.unit, tip_size or "", page)
         head = heads.get(key) or _head(*key)
         gateway, boot = reading.gateway, reading.boot
-        source = sources.get((gateway, boot)) or _source(gateway, boot)
+        if boot != last_boot or gateway != last_gateway or not source:  # a write's readings come by boot
+            source, last_gateway, last_boot = sources.get((gateway, boot)) or _source(gateway, boot), gateway, boot
         raw = reading.raw
         if type(raw) is list and set(map(type, raw)) <= _INT_ONLY:
             raw_text = '"[' + ",".join(map(str, raw)) + ']"'

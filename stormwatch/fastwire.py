@@ -68,6 +68,8 @@ _SIZES: dict[str, str] = {}
 #: :func:`_stamp`: the gateway's form with ASCII digits only, and the nanoseconds of its minutes.
 _TIME_ASCII = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z", re.ASCII)
 _MINUTES: dict[str, int] = {}
+#: What follows a minute's 16 characters in :data:`_TIME_ASCII`.
+_TIME_TAIL = re.compile(r":\d{2}(?:\.\d{1,6})?Z", re.ASCII)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -103,10 +105,13 @@ def _stamp(text: str) -> int | None:
     """Nanoseconds since the epoch of an event time in the gateway's form (``datetime.fromisoformat``'s
     instant, to the microsecond), or ``None`` for any other text: the date and minute are checked
     once per minute, the seconds and their fraction read from the text."""
-    if _TIME_ASCII.fullmatch(text) is None:
-        return None
-    minute = _MINUTES.get(text[:16])
-    if minute is None:
+    minute = _MINUTES.get(text[:16])  # a minute's text is cached only once a whole time of it matched
+    if minute is not None:
+        if _TIME_TAIL.fullmatch(text, 16) is None:
+            return None
+    else:
+        if _TIME_ASCII.fullmatch(text) is None:
+            return None
         try:
             delta = datetime.fromisoformat(text[:16] + ":00Z") - _EPOCH
         except ValueError:
@@ -180,6 +185,8 @@ def _checked(wires: list[_Wire]) -> list[int] | None:
     out: list[int] = []
     append = out.append
     ids, rain = _IDS, RAIN_TIPS
+    last_time: str | None = None  # a poll cycle's readings share their event time: parsed once
+    last_ns = 0
     for w in wires:
         value: Any = w.value
         quantity = w.quantity
@@ -196,12 +203,17 @@ def _checked(wires: list[_Wire]) -> list[int] | None:
             if quantity != rain or (tip_size := _size(tip_size)) is None:
                 return None
             w.tip_size = tip_size
-        ns = _stamp(w.time)
+        text = w.time
+        if text != last_time:
+            ns = _stamp(text)
+            if ns is None:
+                return None
+            last_time, last_ns = text, ns
         site, device, gateway = w.site, w.device, w.gateway
-        if ns is None or not ((site in ids and device in ids and gateway in ids)
-                              or (_identifier(site) and _identifier(device) and _identifier(gateway))):
+        if not ((site in ids and device in ids and gateway in ids)
+                or (_identifier(site) and _identifier(device) and _identifier(gateway))):
             return None
-        append(ns)
+        append(last_ns)
     return out
 
 

@@ -28,8 +28,11 @@ class StoredAckError(ValueError):
 
 def runs(seqs: Iterable[int]) -> list[list[int]]:
     """``seqs`` (any order, repeats allowed) as ascending inclusive ``[first, last]`` runs."""
+    ordered = sorted(set(seqs))
+    if ordered and ordered[-1] - ordered[0] == len(ordered) - 1:  # one run (a batch of a gateway, as a rule)
+        return [[ordered[0], ordered[-1]]]
     out: list[list[int]] = []
-    for seq in sorted(set(seqs)):
+    for seq in ordered:
         if out and seq == out[-1][1] + 1:
             out[-1][1] = seq
         else:

@@ -16,6 +16,7 @@ from stormwatch.stores.lineprotocol import (
     escape_key,
     event_point,
     reading_line,
+    reading_lines,
     reading_point,
     time_ns,
 )
@@ -123,3 +124,14 @@ def test_reading_line_fast_path_equals_the_point_encoder() -> None:
     assert reading_line(reading(value=13)) == (
         'readings,device=turb-down,quantity=turbidity,site=riverside,unit=NTU '
         f'value=13.0,gateway="gw-1",boot="b1",seq=7i,raw="[0,16712]",flags="" {T0_NS}')
+
+
+def test_a_writes_lines_in_one_loop_equal_each_readings_line() -> None:
+    # reading_lines keeps the last boot's quoted fields: readings of boots and gateways taking turns,
+    # one sharing a text with another's boot, each get their own
+    mixed = [reading(gateway=g, boot=b, seq=i) for i, (g, b) in enumerate(
+        [("gw-1", "b1"), ("gw-1", "b1"), ("gw-1", "b2"), ("gw-2", "b2"), ("b2", "gw-2"), ("gw-1", "b1")])]
+    placed = [(r, i % 2, i, time_ns(r.time)) for i, r in enumerate(mixed)]
+    for late in (False, True):
+        assert reading_lines(placed, late=late) == [
+            encode_point(reading_point(r, late=late, slot=slot, page=page)) for r, page, slot, _ in placed]
