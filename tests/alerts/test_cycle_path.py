@@ -84,17 +84,18 @@ def test_one_pass_gives_the_general_paths_events_counts_and_state(scenario: Any,
     assert fast == plain and counts_fast == counts_plain and state_fast == state_plain
     assert any(e["kind"] == "storm_inspection_due" for e in fast)  # the scenario reaches the rules
     assert general_releases == 0 and one_pass_count[0] > 0
-    if scenario is plain or not keep:
+    if scenario is plain:  # the others' late reading, seen once judged, is a run of seqs ahead of the rest
         assert one_pass_count[0] > len(messages) * 0.6  # most cycles take it
 
 
+@pytest.mark.parametrize("scenario", [plain, odd_cycles])
 @pytest.mark.parametrize("keep", [False, True])
-def test_a_clock_a_hold_and_an_offline_gauge_alike(keep: bool, one_pass_count: list[int]) -> None:
-    messages = odd_cycles(2)
-    plain = fed(messages, False, keep, clock=True, interrupt=True)
+def test_a_clock_a_hold_and_an_offline_gauge_alike(scenario: Any, keep: bool, one_pass_count: list[int]) -> None:
+    messages = scenario(2)
+    general = fed(messages, False, keep, clock=True, interrupt=True)
     fast = fed(messages, True, keep, clock=True, interrupt=True)
-    assert fast == plain
-    assert one_pass_count[0] > (len(messages) * 0.5 if not keep else 0)
+    assert fast == general
+    assert one_pass_count[0] > (len(messages) * 0.5 if scenario is plain else 0)
 
 
 def test_a_rule_due_before_the_released_cycle_takes_the_general_path(one_pass_count: list[int]) -> None:
