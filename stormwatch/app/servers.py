@@ -6,6 +6,10 @@ private directory; data lives in that directory too.
 
 Mosquitto's queue and in-flight limits are raised on purpose (failure-kinds.md #17).
 
+A failed or interrupted start (Ctrl-C, SIGTERM) stops the server before the exception goes on. It runs
+in a session of its own, so a terminal's Ctrl-C reaches the starter alone, which stops its services
+before the broker they flush to.
+
 The design: docs/runtime.md ("The modules", `stormwatch/app/servers.py`).
 """
 
@@ -109,6 +113,11 @@ class ServerProcess:
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self, timeout_s: float = 20.0) -> None:
+        """Start the server and wait until it listens.
+
+        Raises:
+            RuntimeError: it did not listen within ``timeout_s`` (it is stopped).
+        """
         if self.running:
             return
         log = open(self.data_dir / f"{self.name}.stdout.log", "ab")
@@ -120,6 +129,9 @@ class ServerProcess:
             self.stop()
             tail = (self.data_dir / f"{self.name}.stdout.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{self.name} did not start on port {self.port}:\n{tail}") from None
+        except BaseException:  # Ctrl-C or SIGTERM while it starts: no caller has it to stop
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
@@ -196,7 +208,11 @@ class InfluxDB1(ServerProcess):
 
     def start(self, timeout_s: float = 30.0) -> None:
         super().start(timeout_s)
-        self.wait_ready(timeout_s)
+        try:
+            self.wait_ready(timeout_s)
+        except BaseException:  # not ready, or interrupted: stopped, as a server that never listened
+            self.stop()
+            raise
 
 
 def mosquitto(data_dir: Path, port: int | None = None, extra_conf: str = "") -> Mosquitto:
@@ -294,10 +310,18 @@ class NatsCluster:
         """Start every node and wait until the cluster has elected its JetStream meta leader.
 
         Raises:
-            RuntimeError: a node did not start; TimeoutError: no meta leader in time.
+            RuntimeError: a node did not start; TimeoutError: no meta leader in time (every node
+                is stopped then).
         """
-        for node in self.nodes:
-            node.start(timeout_s)
+        try:
+            for node in self.nodes:
+                node.start(timeout_s)
+            self._wait_meta_leader(timeout_s)
+        except BaseException:  # the nodes already started must not outlive a failed start
+            self.stop()
+            raise
+
+    def _wait_meta_leader(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
