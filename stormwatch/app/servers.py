@@ -6,9 +6,10 @@ private directory; data lives in that directory too.
 
 Mosquitto's queue and in-flight limits are raised on purpose (failure-kinds.md #17).
 
-A failed or interrupted start (Ctrl-C, SIGTERM) stops the server before the exception goes on. It runs
-in a session of its own, so a terminal's Ctrl-C reaches the starter alone, which stops its services
-before the broker they flush to.
+A server never outlives the process that started it: a failed or interrupted start (Ctrl-C, SIGTERM)
+stops it before the exception goes on, and on Linux it gets SIGTERM when its starter dies, even by
+SIGKILL (:func:`tied_to_starter`). It runs in a session of its own, so a terminal's Ctrl-C reaches the
+starter alone, which stops its services before the broker they flush to.
 
 The design: docs/runtime.md ("The modules", `stormwatch/app/servers.py`).
 """
@@ -16,10 +17,13 @@ The design: docs/runtime.md ("The modules", `stormwatch/app/servers.py`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -102,6 +106,34 @@ def find_binary(name: str) -> str | None:
     return None
 
 
+@functools.cache
+def _setpriv_pdeathsig() -> str | None:
+    """util-linux's ``setpriv`` when it can set the parent-death signal (2.33 and later), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    try:
+        done = subprocess.run([setpriv, "--pdeathsig", "TERM", "--", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return setpriv if done.returncode == 0 else None
+
+
+def tied_to_starter(argv: list[str]) -> list[str]:
+    """``argv`` run so that it gets SIGTERM when the process starting it dies, however it dies.
+
+    The parent-death signal is set by ``setpriv`` before it execs the server (the same pid). The
+    kernel's "parent" is the starting *thread*, so it is set only from the main thread (alive as long
+    as the process is); from another thread, or without ``setpriv``, ``argv`` unchanged.
+    """
+    setpriv = _setpriv_pdeathsig()
+    if setpriv is None or threading.current_thread() is not threading.main_thread():
+        return argv
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv]
+
+
 @dataclass
 class ServerProcess:
     """A child server that can be stopped and started again on the same port and data dir."""
@@ -121,7 +153,8 @@ class ServerProcess:
         if self.running:
             return
         log = open(self.data_dir / f"{self.name}.stdout.log", "ab")
-        self._proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._proc = subprocess.Popen(tied_to_starter(self.argv), stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
         log.close()
         try:
             wait_port(self.port, timeout_s)

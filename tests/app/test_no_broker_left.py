@@ -1,6 +1,6 @@
-"""A run that starts Mosquitto never leaves it running, nor its temporary directory, when Ctrl-C or
-SIGTERM comes while the broker starts or just after (stormwatch/app/servers.py,
-stormwatch/app/broker.py; docs/runtime.md)."""
+"""A run that starts Mosquitto never leaves it running, nor its temporary directory: not when Ctrl-C or
+SIGTERM comes while the broker starts or just after, nor when its starter is killed
+(stormwatch/app/servers.py, stormwatch/app/broker.py; docs/runtime.md)."""
 
 from __future__ import annotations
 
@@ -115,6 +115,14 @@ def test_a_demo_stopped_as_its_broker_starts_leaves_no_broker(demo: _Demo, signu
     assert demo.err.read_text().splitlines()[-1] == "interrupted", demo.err.read_text()
     assert not _alive(demo.broker), f"the demo's Mosquitto {demo.broker} still runs after the demo ended"
     assert demo.broker_dir is not None and not demo.broker_dir.exists(), f"{demo.broker_dir} left behind"
+
+
+def test_a_killed_demo_leaves_no_broker(demo: _Demo) -> None:
+    """SIGKILL (a timeout's kill, the OOM killer): nothing in the demo runs, yet its broker stops."""
+    demo.wait_broker()
+    demo.proc.kill()
+    demo.proc.wait(60)
+    wait_until(lambda: not _alive(demo.broker), 30, "the killed demo's Mosquitto to stop")
 
 
 def test_an_interrupted_start_stops_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
