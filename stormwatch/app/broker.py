@@ -141,13 +141,26 @@ class MosquittoBroker:
         return self._srv.url
 
     def start(self) -> None:
-        self._srv.start()
-        log.info("MQTT broker (mosquitto) listening on %s", self.url)
+        """Start Mosquitto; a start that fails or is interrupted leaves neither it nor its directory.
+
+        Raises:
+            RuntimeError: Mosquitto did not start.
+        """
+        try:
+            self._srv.start()
+            log.info("MQTT broker (mosquitto) listening on %s", self.url)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
-        self._srv.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        """Stop Mosquitto, then remove its temporary directory (also when the stop is interrupted)."""
+        try:
+            self._srv.stop()
+        finally:
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
 
 
 def __getattr__(name: str) -> type:

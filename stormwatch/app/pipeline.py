@@ -32,7 +32,7 @@ from stormwatch.alerts.engine import lateness_for
 from stormwatch.alerts.lockstep import EngineParticipant
 from stormwatch.alerts.service import AlertService
 from stormwatch.alerts.workorders import WorkOrder, WorkOrders
-from stormwatch.app.broker import RunningBroker, start_embedded_broker
+from stormwatch.app.broker import start_embedded_broker
 from stormwatch.clock import Clock, ScenarioClock
 from stormwatch.config import SiteConfig
 from stormwatch.contract import Event
@@ -268,14 +268,16 @@ class Pipeline:
         """
         wall0 = time.monotonic()
         self._preflight()
-        broker: RunningBroker | None = None
-        embedded = self.broker_url is None
-        if embedded:
-            broker = start_embedded_broker(self.embedded_broker or ("mosquitto" if self.speed is None else "amqtt"))
-            broker_url = broker.url
-        else:
-            assert self.broker_url is not None
-            broker_url = self.broker_url
+        if self.broker_url is not None:
+            return self._run_on(self.broker_url, wall0, embedded=False)
+        broker = start_embedded_broker(self.embedded_broker or ("mosquitto" if self.speed is None else "amqtt"))
+        try:  # whatever ends the run -- its end, an error, a second Ctrl-C while it stops -- stops the broker
+            return self._run_on(broker.url, wall0, embedded=True)
+        finally:
+            broker.stop()
+
+    def _run_on(self, broker_url: str, wall0: float, *, embedded: bool) -> PipelineResult:
+        """:meth:`run` on the broker at ``broker_url`` (``embedded``: one this run started)."""
         clock = self._clock()
         lockstep = clock if isinstance(clock, LockstepClock) else None
         site = SimulatedSite(
@@ -343,8 +345,6 @@ class Pipeline:
             for t in threads:
                 t.join(30)
             site.stop()
-            if broker is not None:
-                broker.stop()
         for t in threads:
             if t.error is not None:
                 raise PipelineError(f"{t.name} died: {t.error}") from t.error

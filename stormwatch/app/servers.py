@@ -6,16 +6,24 @@ private directory; data lives in that directory too.
 
 Mosquitto's queue and in-flight limits are raised on purpose (failure-kinds.md #17).
 
+A server never outlives the process that started it: a failed or interrupted start (Ctrl-C, SIGTERM)
+stops it before the exception goes on, and on Linux it gets SIGTERM when its starter dies, even by
+SIGKILL (:func:`tied_to_starter`). It runs in a session of its own, so a terminal's Ctrl-C reaches the
+starter alone, which stops its services before the broker they flush to.
+
 The design: docs/runtime.md ("The modules", `stormwatch/app/servers.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -98,6 +106,34 @@ def find_binary(name: str) -> str | None:
     return None
 
 
+@functools.cache
+def _setpriv_pdeathsig() -> str | None:
+    """util-linux's ``setpriv`` when it can set the parent-death signal (2.33 and later), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    try:
+        done = subprocess.run([setpriv, "--pdeathsig", "TERM", "--", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return setpriv if done.returncode == 0 else None
+
+
+def tied_to_starter(argv: list[str]) -> list[str]:
+    """``argv`` run so that it gets SIGTERM when the process starting it dies, however it dies.
+
+    The parent-death signal is set by ``setpriv`` before it execs the server (the same pid). The
+    kernel's "parent" is the starting *thread*, so it is set only from the main thread (alive as long
+    as the process is); from another thread, or without ``setpriv``, ``argv`` unchanged.
+    """
+    setpriv = _setpriv_pdeathsig()
+    if setpriv is None or threading.current_thread() is not threading.main_thread():
+        return argv
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv]
+
+
 @dataclass
 class ServerProcess:
     """A child server that can be stopped and started again on the same port and data dir."""
@@ -109,10 +145,16 @@ class ServerProcess:
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self, timeout_s: float = 20.0) -> None:
+        """Start the server and wait until it listens.
+
+        Raises:
+            RuntimeError: it did not listen within ``timeout_s`` (it is stopped).
+        """
         if self.running:
             return
         log = open(self.data_dir / f"{self.name}.stdout.log", "ab")
-        self._proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._proc = subprocess.Popen(tied_to_starter(self.argv), stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
         log.close()
         try:
             wait_port(self.port, timeout_s)
@@ -120,6 +162,9 @@ class ServerProcess:
             self.stop()
             tail = (self.data_dir / f"{self.name}.stdout.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{self.name} did not start on port {self.port}:\n{tail}") from None
+        except BaseException:  # Ctrl-C or SIGTERM while it starts: no caller has it to stop
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
@@ -196,7 +241,11 @@ class InfluxDB1(ServerProcess):
 
     def start(self, timeout_s: float = 30.0) -> None:
         super().start(timeout_s)
-        self.wait_ready(timeout_s)
+        try:
+            self.wait_ready(timeout_s)
+        except BaseException:  # not ready, or interrupted: stopped, as a server that never listened
+            self.stop()
+            raise
 
 
 def mosquitto(data_dir: Path, port: int | None = None, extra_conf: str = "") -> Mosquitto:
@@ -294,10 +343,18 @@ class NatsCluster:
         """Start every node and wait until the cluster has elected its JetStream meta leader.
 
         Raises:
-            RuntimeError: a node did not start; TimeoutError: no meta leader in time.
+            RuntimeError: a node did not start; TimeoutError: no meta leader in time (every node
+                is stopped then).
         """
-        for node in self.nodes:
-            node.start(timeout_s)
+        try:
+            for node in self.nodes:
+                node.start(timeout_s)
+            self._wait_meta_leader(timeout_s)
+        except BaseException:  # the nodes already started must not outlive a failed start
+            self.stop()
+            raise
+
+    def _wait_meta_leader(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
