@@ -34,6 +34,14 @@ machine shared with other work disturbs far less than a rate (the stored confirm
 the same way). ``<key>_influxd_cpu_s_per_10k`` and ``<key>_mosquitto_cpu_s_per_10k``: the servers' CPU over each
 of the contender's runs (its start, the writes and queries, this benchmark's ``COUNT`` every 0.1 s, the
 ``DROP``) per 10,000 readings stored, median of the rounds.
+
+``--backlog``: the messages are offered as a backlog instead of live. A publisher paces the live figure:
+where a contender keeps up with ``mosquitto_pub`` (it stores its last reading within a few tenths of a
+second of the last publish), the rate is the publisher's, not the contender's. With ``--backlog`` each
+contender's processes are stopped (SIGSTOP) once subscribed, all messages are published (the broker
+holds them: the project's ``max_queued_messages``), and the figure runs from their SIGCONT to the count
+reaching 50,000 -- how fast a contender works off a backlog (a cellular uplink back after an outage),
+the publisher out of the way. Every contender is measured the same way (``"offer": "backlog"``).
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -82,6 +90,8 @@ NODE_RED_BATCH_ROUNDS = 3
 #: A contender that loses points is finished when its count stays put this long after publishing
 #: (at load 30 one write of a poll-cycle batch, 5,000 points, took InfluxDB more than 8 s).
 SETTLE_S = 30.0
+#: ``--backlog``: offer the messages as a backlog (module docstring), not live.
+BACKLOG = False
 CACHE = Path(os.environ.get("STORMWATCH_BENCH_CACHE", Path.home() / ".cache" / "stormwatch-bench"))
 NODE_RED_PACKAGES = ("node-red@4", "node-red-contrib-influxdb")
 
@@ -134,8 +144,18 @@ def publish(mosq: servers.Mosquitto, payload_file: Path) -> float:
 
 
 def measure(srv: servers.InfluxDB1, db: str, mosq: servers.Mosquitto, payload_file: Path,
-            alive: Callable[[], bool]) -> tuple[float, int]:
-    """Publish all messages and wait for the count (in ``db``, dropped afterwards); returns (readings/s, points)."""
+            alive: Callable[[], bool], pids: Sequence[int] = ()) -> tuple[float, int]:
+    """Publish all messages and wait for the count (in ``db``, dropped afterwards); returns (readings/s, points).
+    With :data:`BACKLOG`, ``pids`` (the contender's processes) are stopped while the messages are published
+    and the clock starts when they continue."""
+    if BACKLOG:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            log(f"  backlog published in {publish(mosq, payload_file):.2f}s while the contender was stopped")
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
     start = time.monotonic()
     pub_s: list[float] = []
 
@@ -146,7 +166,8 @@ def measure(srv: servers.InfluxDB1, db: str, mosq: servers.Mosquitto, payload_fi
             log(f"  publishing failed: {exc}")
 
     pub = threading.Thread(target=publish_all, daemon=True)
-    pub.start()
+    if not BACKLOG:
+        pub.start()
     last, last_change = 0, start
     deadline = start + CONTENDER_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -168,12 +189,13 @@ def measure(srv: servers.InfluxDB1, db: str, mosq: servers.Mosquitto, payload_fi
             break
     else:
         log(f"  timed out after {CONTENDER_TIMEOUT_S:.0f}s at {last} points")
-    pub.join(5)
+    if pub.is_alive():
+        pub.join(5)
     srv.query(f'DROP DATABASE "{db}"')  # keeps influxd as light for the next run as for this one
     elapsed = last_change - start
     rate = last / elapsed if elapsed > 0 else 0.0
     log(f"  {last} points stored in {elapsed:.2f}s -> {rate:,.0f} readings/s "
-        f"(publishing took {pub_s[0] if pub_s else float('nan'):.2f}s)")
+        + ("(a backlog)" if BACKLOG else f"(publishing took {pub_s[0] if pub_s else float('nan'):.2f}s)"))
     return rate, last
 
 
@@ -234,7 +256,8 @@ def run_stormwatch(workers: int, srv: servers.InfluxDB1, mosq: servers.Mosquitto
         time.sleep(0.5)  # SUBACK
         spy = start_profiler(procs[0].pid, profile) if profile is not None else None
         cpu0 = sum(process_usage(p.pid)[2] for p in procs)
-        rate, count = measure(srv, db, mosq, payload_file, lambda: all(p.poll() is None for p in procs))
+        rate, count = measure(srv, db, mosq, payload_file, lambda: all(p.poll() is None for p in procs),
+                              [p.pid for p in procs])
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
@@ -276,7 +299,7 @@ def run_raw(srv: servers.InfluxDB1, mosq: servers.Mosquitto, payload_file: Path,
     sub.stdout.close()
     try:
         return measure_cpu([sub.pid, writer.pid], cpu, lambda: measure(
-            srv, db, mosq, payload_file, lambda: writer.poll() is None and sub.poll() is None))
+            srv, db, mosq, payload_file, lambda: writer.poll() is None and sub.poll() is None, [sub.pid, writer.pid]))
     finally:
         stop_procs([sub, writer])
 
@@ -362,7 +385,8 @@ def run_node_red(binary: Path, flow: str, srv: servers.InfluxDB1, mosq: servers.
         if not wait_for_line(proc, "Connected to broker", 90, work / f"nodered-{flow}-{tag}.log"):
             raise RuntimeError(f"Node-RED did not connect to the broker (see {user_dir}.log)")
         time.sleep(1.0)  # subscription
-        return measure_cpu([proc.pid], cpu, lambda: measure(srv, db, mosq, payload_file, lambda: proc.poll() is None))
+        return measure_cpu([proc.pid], cpu, lambda: measure(srv, db, mosq, payload_file, lambda: proc.poll() is None,
+                                                            [proc.pid]))
     finally:
         stop_procs([proc])
 
@@ -378,7 +402,8 @@ def main(only: set[str] | None = None, rounds: int = ROUNDS, modes: tuple[str, .
     print the JSON line (the batched form's keys end in ``_batched``); ``anchor``: a git commit whose
     ingest runs beside this one (``stormwatch_1_worker_before``)."""
     log(f"machine: {describe()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    results: dict[str, object] = {"load_before": round(os.getloadavg()[0], 2)}
+    results: dict[str, object] = {"load_before": round(os.getloadavg()[0], 2),
+                                  "offer": "backlog" if BACKLOG else "live"}
     with tempfile.TemporaryDirectory(prefix="stormwatch-bench-") as tmp:
         work = Path(tmp)
         site = work / "bench-site.yaml"
@@ -531,6 +556,10 @@ if __name__ == "__main__":
                         help="sample the first stormwatch worker of the first round with py-spy")
         ap.add_argument("--anchor", metavar="REF", help="also run the ingest of git commit REF (1 worker), "
                                                         "interleaved: stormwatch_1_worker_before")
+        ap.add_argument("--backlog", action="store_true",
+                        help="offer the messages as a backlog: each contender stopped while they are published, "
+                             "timed from when it continues (module docstring); default: published live")
         args = ap.parse_args()
+        BACKLOG = args.backlog
         main(set(args.only.split(",")) if args.only else None, max(1, args.rounds),
              ("single", "batched") if args.mode == "both" else (args.mode,), args.profile, args.anchor)
