@@ -92,21 +92,7 @@ def release_one(engine: _Engine, w: datetime, c: Cycle) -> list[Event]:
     engine.counts["fed"] += len(values)
     out: list[Event] = []
     us = (t - _EPOCH) // _US
-    units, sizes, gateway = c.units, c.tip_sizes, c.gateway
-    again: list[Rule] = []  # rules due before ``t`` after taking a reading (as in Engine._run_cycle)
-    prev = 0
-    for i, taker, quick in last[1]:
-        if again and i != prev:
-            again = engine._due_before(again, t, out)
-        prev = i
-        found = None if quick is None else quick(t, us, values[i], units[i], sizes[i], gateway)
-        if found is None:
-            found = taker.feed(c.reading(i))
-        if found:
-            out += found
-        nd = taker.next_due
-        if nd is not None and nd < t:
-            again.append(taker)
+    take_plan(engine, last[1], c, us, [], out)
     if engine._hungry or engine._watchers:
         return cast(list[Event], engine._after_release(w, out))
     for rule in rules:  # Engine._after_release without routes to renew or watchers to tell
@@ -120,3 +106,26 @@ def release_one(engine: _Engine, w: datetime, c: Cycle) -> list[Event]:
         engine._seen.forget(w, including=True)
         engine._forget_above = engine._seen.count + 4096
     return cast(list[Event], [engine._with_order(e) for e in engine._record(out)]) if out else out
+
+
+def take_plan(engine: _Engine, plan: tuple[Any, ...], c: Cycle, us: int, again: list[Rule],
+              out: list[Event]) -> None:
+    """The readings of ``c`` (at ``us`` µs since the epoch) to the rules of its ``plan``, reading by reading:
+    by a rule's quick feeder from the columns, or as a model when the feeder declines it (or it has none);
+    a rule due before ``c``'s time after taking one (``again``: those already due) is advanced before
+    the next reading. Events are appended to ``out`` (``Engine._run_cycle``, ``release_one``)."""
+    t = c.time
+    values, units, sizes, gateway = c.values, c.units, c.tip_sizes, c.gateway
+    prev = 0
+    for i, taker, quick in plan:
+        if again and i != prev:
+            again = engine._due_before(again, t, out)
+        prev = i
+        found = None if quick is None else quick(t, us, values[i], units[i], sizes[i], gateway)
+        if found is None:
+            found = taker.feed(c.reading(i))
+        if found:
+            out += found
+        nd = taker.next_due
+        if nd is not None and nd < t:
+            again.append(taker)

@@ -888,21 +888,7 @@ class Engine:
         shape = c.shape
         last = self._last_plan  # the cycles of one gateway share their shape object
         plan = last[1] if last[0] is shape else self._plan_of(c)
-        us = us_of(t)
-        units, sizes, gateway = c.units, c.tip_sizes, c.gateway
-        prev = 0
-        for i, taker, quick in plan:  # reading by reading
-            if again and i != prev:
-                again = self._due_before(again, t, out)
-            prev = i
-            found = None if quick is None else quick(t, us, values[i], units[i], sizes[i], gateway)
-            if found is None:
-                found = taker.feed(c.reading(i))
-            if found:
-                out += found
-            nd = taker.next_due
-            if nd is not None and nd < t:
-                again.append(taker)
+        cyclepath.take_plan(self, plan, c, us_of(t), again, out)
         return out
 
     def _run_cycle_keeping(self, c: Cycle) -> list[Event]:
