@@ -78,7 +78,7 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
 
     Raises:
         BrokerUrlError: unknown scheme, a missing host or one that is neither an IP address nor an
-            RFC 1123 host name, or a bad port.
+            RFC 1123 host name, a bad port, or a path.
     """
     env = os.environ if env is None else env
     text = url if "://" in url else f"mqtt://{url}"
@@ -95,6 +95,9 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerSe
     if not parts.hostname:
         raise BrokerUrlError("broker URL has no host (expected mqtt://host:port)")
     _check_host(parts.hostname, "")
+    if parts.path not in ("", "/"):  # MQTT over TCP has no path: ignoring one would hide a wrong URL
+        raise BrokerUrlError(f"broker URL has a path {parts.path!r}: an MQTT broker is host:port only "
+                             "(expected mqtt://host:port, options after ?)")
     others = tuple(_node(node, DEFAULT_PORTS[scheme]) for node in others_text)
     username = unquote(parts.username) if parts.username else env.get("STORMWATCH_MQTT_USERNAME") or None
     password = unquote(parts.password) if parts.password else env.get("STORMWATCH_MQTT_PASSWORD") or None

@@ -39,3 +39,15 @@ def test_a_broker_url_names_its_bad_host_and_a_good_one_parses() -> None:
         parse_broker_url("mqtt://a:1883,x_y!:1884", env={})
     broker = parse_broker_url("mqtt://[::1]:1884,mosquitto_2", env={})
     assert broker.endpoints == (("::1", 1884), ("mosquitto_2", 1883))
+
+
+@pytest.mark.parametrize("url", ["mqtt://h:1883/extra/path", "mqtts://h/x", "h:1883/a?protocol=5",
+                                 "mqtt://a:1883,b:1884/topic"])
+def test_a_broker_url_with_a_path_is_refused_not_ignored(url: str) -> None:
+    with pytest.raises(BrokerUrlError, match=r"^broker URL has a path '/"):
+        parse_broker_url(url, env={})
+
+
+@pytest.mark.parametrize("url", ["mqtt://h:1883/", "mqtt://h:1883/?protocol=5", "mqtt://a:1883,b:1884/"])
+def test_a_broker_url_may_end_in_a_slash(url: str) -> None:
+    assert parse_broker_url(url, env={}).host in ("h", "a")
