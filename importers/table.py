@@ -260,6 +260,9 @@ class Table:
             return short[0]
         if wanted.isdigit() and int(wanted) < len(self.columns):
             return int(wanted)
+        if wanted.isdigit() and not short:
+            raise TableError(f"{self.path}: no column {name!r}: the file has {len(self.columns)} columns, indexes "
+                             f"0 to {len(self.columns) - 1} (columns: {', '.join(stripped)})")
         what = "several columns" if short else "no column"
         raise TableError(f"{self.path}: {what} named {name!r} (columns: {', '.join(stripped)})")
 

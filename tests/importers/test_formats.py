@@ -191,6 +191,8 @@ def test_option_errors_exit_2_with_the_reason(site: Path, tmp_path: Path) -> Non
         (["--value-column", "v"], "NAME=QUANTITY"),
         ([], "nothing to import"),
         (["--value-column", "nope=turbidity"], "no column named 'nope'"),
+        (["--value-column", "v=turbidity", "--time-column", "99"],
+         "no column '99': the file has 2 columns, indexes 0 to 1 (columns: time, v)"),
         (["--value-column", "v=turbidity", "--tz", "Mars/Olympus"], "unknown IANA time zone"),
         (["--tips", "0.2", "--tips-in", "0.01"], "not both"),
     ]
