@@ -36,6 +36,10 @@ def parse_word(text: str) -> int:
     try:
         value = parse_word_text(text)
     except NumberError:
+        if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
+            raise FieldToolError(f"register word {text!r} is negative: a word as read from the wire is 0..65535 "
+                                 f"(a signed value's word is its two's complement: -1 is 65535 or 0xFFFF; "
+                                 f"--type int16 decodes it)") from None
         raise FieldToolError(f"register word {text!r} is not a decimal or 0x-hex number (ASCII digits: 16320, "
                              "0x3FC0)") from None
     if not 0 <= value <= 0xFFFF:

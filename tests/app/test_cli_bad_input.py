@@ -227,6 +227,8 @@ def _cases() -> list[tuple[str, list[str], str]]:
         ("decode-scale-nan", ["decode", "--scale", "nan", "12"], "Invalid value for '--scale': 'nan' is not a number"),
         ("decode-grouped-word", ["decode", "1_0"], "register word '1_0' is not a decimal or 0x-hex number"),
         ("decode-arabic-indic-word", ["decode", "\u0661"], "register word '\u0661' is not a decimal or 0x-hex"),
+        ("decode-negative-word", ["decode", "--", "-1"], "register word '-1' is negative: a word as read from the wire "
+                                                         "is 0..65535 (a signed value's word is its two's complement"),
         # work orders
         ("workorders-no-state", ["workorders", "list", "--state-dir", "{dir}/nothing"], "no work-order state file"),
         ("workorders-empty-by", ["workorders", "ack", "WO-x", "--by", " ", "--state-dir", "{state}"],
