@@ -205,6 +205,9 @@ def _book(state_dir: Path, state: Path | None, wall_time: bool = False) -> tuple
     if not path.is_file():
         where = f"--state {path}" if state is not None else f"--state-dir {state_dir}: no {STATE_FILE} there"
         fail(f"no work-order state file ({where}); give the --state-dir of the alert service or the demo")
+    if path.stat().st_size == 0:  # SQLite would take it for a new database and write one into it
+        fail(f"{path}: not a work-order state file (an empty file); give the --state-dir of the alert service "
+             "or the demo")
     try:
         book = WorkOrders(path, WallClock())
     except WorkOrderError as exc:

@@ -51,6 +51,18 @@ def test_workorders_on_a_file_that_is_not_sqlite(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "error: no work-order state file" in missing.output
 
 
+def test_workorders_on_an_empty_file_is_an_error_and_writes_nothing(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    empty = state_dir / "alerts.db"
+    empty.touch()
+    for args in (["list"], ["show", "wo-1"], ["ack", "wo-1", "--by", "me"], ["ical"]):
+        result = CliRunner().invoke(app, ["workorders", *args, "--state-dir", str(state_dir)], catch_exceptions=False)
+        assert result.exit_code == 2, (args, result.output)
+        assert f"error: {empty}: not a work-order state file (an empty file)" in result.output
+        assert empty.stat().st_size == 0 and sorted(state_dir.iterdir()) == [empty]  # nothing written
+
+
 def test_rule_override_errors_name_the_site_file(tmp_path: Path) -> None:
     site = write_site(tmp_path, rules={"R1": {"dry_gaps": 4}})
     db = tmp_path / "store.db"
