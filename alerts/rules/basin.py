@@ -159,20 +159,12 @@ class BasinRuleState:
         ``feed_cycle``): a value whose depth is known, or ``None`` (nothing done) for :meth:`feed`."""
         if device != self.basin.device or quantity not in (self.level.quantity, "sediment_depth"):
             return None
-        depths, recent, settle_us, settle_new = self._depths, self._recent, self._settle_us, self._settle_new
+        depths, settle = self._depths, self._settle
 
         def quick(t: datetime, us: int, value: float, unit: str, tip_size: str | None,
                   gateway: str) -> list[Event] | None:
             depth = depths.get((quantity, value, unit))
-            if depth is None:
-                return None
-            recent.append((us, depth))  # :meth:`_settle`, its common case inline (a level repeats its value)
-            edge = us - settle_us
-            first = recent[0]
-            if first[0] <= edge and first[1] == depth and recent[1][0] > edge:
-                recent.popleft()
-                return []
-            return settle_new(us, depth, edge)
+            return None if depth is None else settle(us, depth)
         return quick
 
     def _feed_new(self, reading: Reading) -> list[Event]:
@@ -252,12 +244,6 @@ class BasinRuleState:
             # median, are those after the previous reading, which decided already (nothing new)
             recent.popleft()
             return []
-        return self._settle_new(t_us, depth, edge)
-
-    def _settle_new(self, t_us: int, depth: float, edge: int) -> list[Event]:
-        """:meth:`_settle` of a depth appended at ``t_us`` that may change the median (``edge``: the
-        window's start, exclusive)."""
-        recent = self._recent
         insort(self._sorted, depth)
         while recent[0][0] <= edge:
             del self._sorted[bisect_left(self._sorted, recent.popleft()[1])]
