@@ -91,11 +91,13 @@ def release_one(engine: _Engine, w: datetime, c: Cycle) -> list[Event]:
     values = c.values
     engine.counts["fed"] += len(values)
     out: list[Event] = []
-    us = (t - _EPOCH) // _US
+    us = (t - _EPOCH) // _US  # not us_of: its one-entry cache misses here, a new instant every cycle
     take_plan(engine, last[1], c, us, [], out)
     if engine._hungry or engine._watchers:
         return cast(list[Event], engine._after_release(w, out))
-    for rule in rules:  # Engine._after_release without routes to renew or watchers to tell
+    # Engine._after_release without routes to renew or watchers to tell, inline: calling it here cost
+    # 5-10 % of a poll cycle (µs, min of 5, two pairs on a quiet machine)
+    for rule in rules:
         nd = rule.next_due
         if nd is not None and nd <= w:
             out += rule.advance_to(w)
