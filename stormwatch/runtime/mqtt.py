@@ -219,13 +219,13 @@ def stop_network_loop(client: mqtt.Client) -> None:
     # A stop from another thread can come while the service's own thread is inside loop_start, between
     # the thread's creation and its start (an early Ctrl-C): join() raises then. Once started, the
     # network thread sees _thread_terminate and ends.
-    started = time.monotonic() + 5.0
+    deadline = time.monotonic() + 5.0  # for the thread's start
     while True:
         try:
             thread.join()
             return
         except RuntimeError:
-            if time.monotonic() > started:
+            if time.monotonic() > deadline:
                 raise
             time.sleep(0.005)
 
